@@ -1,0 +1,149 @@
+// Package configs holds carryover's configuration: the documented default file
+// (carryover.yaml, embedded so the defaults and their docs cannot drift apart)
+// and the viper loader that layers a user file, CARRYOVER_* env vars and flags on top.
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+//go:embed carryover.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the documented default configuration file.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Config is the whole configuration, one field per documented key.
+type Config struct {
+	Server struct {
+		Addr                 string   `mapstructure:"addr"`
+		MaxBodyBytes         int64    `mapstructure:"max_body_bytes"`
+		AllowedOrigins       []string `mapstructure:"allowed_origins"`
+		ShutdownGraceSeconds int      `mapstructure:"shutdown_grace_seconds"`
+	} `mapstructure:"server"`
+	Auth struct {
+		Token string `mapstructure:"token"`
+	} `mapstructure:"auth"`
+	DataDir string       `mapstructure:"data_dir"`
+	Kernel  KernelConfig `mapstructure:"kernel"`
+	Pool    struct {
+		Size int `mapstructure:"size"`
+	} `mapstructure:"pool"`
+	Run struct {
+		DefaultTimeoutSeconds float64 `mapstructure:"default_timeout_seconds"`
+		MaxTimeoutSeconds     float64 `mapstructure:"max_timeout_seconds"`
+		MaxOutputBytes        int64   `mapstructure:"max_output_bytes"`
+	} `mapstructure:"run"`
+	Persistence struct {
+		ChunkSize         int   `mapstructure:"chunk_size"`
+		Retention         int   `mapstructure:"retention"`
+		SaveHiddenFiles   bool  `mapstructure:"save_hidden_files"`
+		MaxFileBytes      int64 `mapstructure:"max_file_bytes"`
+		MaxWorkspaceBytes int64 `mapstructure:"max_workspace_bytes"`
+	} `mapstructure:"persistence"`
+	Cull struct {
+		IdleSeconds     float64 `mapstructure:"idle_seconds"`
+		IntervalSeconds float64 `mapstructure:"interval_seconds"`
+	} `mapstructure:"cull"`
+	Sandbox struct {
+		Enabled        bool    `mapstructure:"enabled"`
+		TimeoutSeconds float64 `mapstructure:"timeout_seconds"`
+		Network        bool    `mapstructure:"network"`
+	} `mapstructure:"sandbox"`
+	Cost struct {
+		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
+		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
+	} `mapstructure:"cost"`
+}
+
+// KernelConfig is the part of the configuration the kernel package needs.
+type KernelConfig struct {
+	Python                string  `mapstructure:"python"`
+	Transport             string  `mapstructure:"transport"`
+	StartupTimeoutSeconds float64 `mapstructure:"startup_timeout_seconds"`
+	ShutdownGraceSeconds  float64 `mapstructure:"shutdown_grace_seconds"`
+	HeartbeatIntervalMS   int     `mapstructure:"heartbeat_interval_ms"`
+}
+
+// Seconds converts a float number of seconds from the config into a Duration.
+func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// New returns a viper instance preloaded with the embedded defaults and wired to
+// CARRYOVER_* environment variables. Flags, if given, are bound by their key names.
+func New(flags *pflag.FlagSet) (*viper.Viper, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
+		return nil, fmt.Errorf("configs: embedded defaults: %w", err)
+	}
+	v.SetEnvPrefix("CARRYOVER")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if flags != nil {
+		if err := v.BindPFlags(flags); err != nil {
+			return nil, fmt.Errorf("configs: flags: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// Load builds the Config: defaults, then the optional file, then env, then flags.
+func Load(file string, flags *pflag.FlagSet) (*Config, error) {
+	v, err := New(flags)
+	if err != nil {
+		return nil, err
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		if err := v.MergeInConfig(); err != nil {
+			return nil, fmt.Errorf("configs: reading %s: %w", file, err)
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, fmt.Errorf("configs: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	return &c, nil
+}
+
+// Default returns the built-in defaults (used by tests and benchmarks).
+func Default() *Config {
+	c, err := Load("", nil)
+	if err != nil {
+		panic(err) // the embedded file is part of the binary; a failure is a build bug
+	}
+	return c
+}
+
+// Validate rejects values that would only fail later and more obscurely.
+func (c *Config) Validate() error {
+	switch {
+	case c.Kernel.Transport != "ipc" && c.Kernel.Transport != "tcp":
+		return fmt.Errorf("configs: kernel.transport must be ipc or tcp, got %q", c.Kernel.Transport)
+	case c.Pool.Size < 0:
+		return fmt.Errorf("configs: pool.size must be >= 0")
+	case c.Persistence.ChunkSize < 4096 || c.Persistence.ChunkSize > 64<<20:
+		return fmt.Errorf("configs: persistence.chunk_size must be between 4 KiB and 64 MiB")
+	case c.Persistence.Retention < 1:
+		return fmt.Errorf("configs: persistence.retention must be >= 1")
+	case c.Server.MaxBodyBytes <= 0:
+		return fmt.Errorf("configs: server.max_body_bytes must be > 0")
+	case c.DataDir == "":
+		return fmt.Errorf("configs: data_dir must not be empty")
+	}
+	return nil
+}
