@@ -1,0 +1,161 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Checkpoint is the saved state of a session after a turn. It exists only once CommitCheckpoint's
+// single transaction committed, after all its chunks were put, so a crash at any moment leaves either
+// the whole checkpoint or none of it (and the previous one intact).
+type Checkpoint struct {
+	ID        string          `db:"id" json:"id"`
+	SessionID string          `db:"session_id" json:"-"`
+	Turn      int             `db:"turn" json:"turn"`
+	ParentID  string          `db:"parent_id" json:"parent_id,omitempty"`
+	Manifest  json.RawMessage `db:"manifest" json:"-"`  // small JSON owned by the checkpointer
+	Bytes     int64           `db:"bytes" json:"bytes"` // bytes newly written for this checkpoint
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+	Roots     []string        `db:"-" json:"-"` // top-level chunk hashes, in the order committed
+}
+
+const checkpointCols = `id, session_id, turn, parent_id, CAST(manifest AS BLOB) AS manifest, bytes, created_at`
+
+// CommitCheckpoint records cp and its roots in one transaction. Every root must already be stored
+// (ErrMissingChunk otherwise, and nothing is recorded); duplicate roots are recorded once. ErrExists if
+// the id is taken, ErrNotFound if the session does not exist. A zero CreatedAt means now.
+func (s *Store) CommitCheckpoint(ctx context.Context, cp Checkpoint) error {
+	if cp.ID == "" {
+		return fmt.Errorf("commit checkpoint: empty id")
+	}
+	roots := dedupe(cp.Roots)
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		exists, err := tx.PreparexContext(ctx, `SELECT 1 FROM chunks WHERE hash = ?`)
+		if err != nil {
+			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+		}
+		defer exists.Close()
+		for _, h := range roots {
+			if ok, err := chunkExists(ctx, exists, h); err != nil {
+				return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+			} else if !ok {
+				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, ErrMissingChunk)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO checkpoints (id, session_id, turn, parent_id, manifest, bytes, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			cp.ID, cp.SessionID, cp.Turn, cp.ParentID, jsonText(cp.Manifest, "{}"), cp.Bytes, dbTime(cp.CreatedAt))
+		switch {
+		case isConstraint(err, sqlite3.ErrConstraintPrimaryKey):
+			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, ErrExists)
+		case isConstraint(err, sqlite3.ErrConstraintForeignKey):
+			return fmt.Errorf("commit checkpoint %s: session %q: %w", cp.ID, cp.SessionID, ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+		}
+		ins, err := tx.PreparexContext(ctx, `INSERT INTO checkpoint_roots (checkpoint_id, pos, hash) VALUES (?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+		}
+		defer ins.Close()
+		for i, h := range roots {
+			if _, err := ins.ExecContext(ctx, cp.ID, i, h); err != nil {
+				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, err)
+			}
+		}
+		return nil
+	})
+}
+
+// dedupe returns hs without repeats, first occurrence kept.
+func dedupe(hs []string) []string {
+	seen := make(map[string]bool, len(hs))
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// GetCheckpoint returns checkpoint id of the session with its roots; ErrNotFound if there is none.
+func (s *Store) GetCheckpoint(ctx context.Context, sessionID, id string) (Checkpoint, error) {
+	return s.oneCheckpoint(ctx, fmt.Sprintf("checkpoint %s of session %q", id, sessionID),
+		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? AND id = ?`, sessionID, id)
+}
+
+// LatestCheckpoint returns the session's most recently committed checkpoint; ErrNotFound when none.
+func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (Checkpoint, error) {
+	return s.oneCheckpoint(ctx, fmt.Sprintf("latest checkpoint of session %q", sessionID),
+		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT 1`, sessionID)
+}
+
+func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (Checkpoint, error) {
+	var cp Checkpoint
+	err := s.db.GetContext(ctx, &cp, q, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cp, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return cp, fmt.Errorf("%s: %w", what, err)
+	}
+	cp.Roots = []string{}
+	if err := s.db.SelectContext(ctx, &cp.Roots, `SELECT hash FROM checkpoint_roots WHERE checkpoint_id = ? ORDER BY pos`, cp.ID); err != nil {
+		return cp, fmt.Errorf("%s: roots: %w", what, err)
+	}
+	return cp, nil
+}
+
+// ListCheckpoints returns the session's checkpoints with their roots, newest first.
+func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]Checkpoint, error) {
+	cps := []Checkpoint{}
+	if err := s.db.SelectContext(ctx, &cps, `SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ?
+		ORDER BY rowid DESC`, sessionID); err != nil {
+		return nil, fmt.Errorf("list checkpoints of session %q: %w", sessionID, err)
+	}
+	var roots []struct {
+		ID   string `db:"checkpoint_id"`
+		Hash string `db:"hash"`
+	}
+	if err := s.db.SelectContext(ctx, &roots, `SELECT r.checkpoint_id, r.hash FROM checkpoint_roots r
+		JOIN checkpoints c ON c.id = r.checkpoint_id WHERE c.session_id = ? ORDER BY r.checkpoint_id, r.pos`, sessionID); err != nil {
+		return nil, fmt.Errorf("list checkpoint roots of session %q: %w", sessionID, err)
+	}
+	byID := make(map[string][]string, len(cps))
+	for _, r := range roots {
+		byID[r.ID] = append(byID[r.ID], r.Hash)
+	}
+	for i := range cps {
+		cps[i].Roots = byID[cps[i].ID]
+		if cps[i].Roots == nil {
+			cps[i].Roots = []string{}
+		}
+	}
+	return cps, nil
+}
+
+// Prune keeps the session's newest keep checkpoints and deletes the others with their roots; the latest
+// is always kept (keep < 1 counts as 1). The chunks only they reached are freed by the next GC.
+func (s *Store) Prune(ctx context.Context, sessionID string, keep int) (deleted int, err error) {
+	keep = max(keep, 1)
+	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE session_id = ? AND rowid NOT IN (
+			SELECT rowid FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT ?)`, sessionID, sessionID, keep)
+		if err != nil {
+			return fmt.Errorf("prune checkpoints of session %q: %w", sessionID, err)
+		}
+		n, _ := res.RowsAffected()
+		deleted = int(n)
+		return nil
+	})
+	return deleted, err
+}

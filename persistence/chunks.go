@@ -1,0 +1,281 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// ChunkInput is a chunk to store. Chunks form a Merkle DAG: a descriptor chunk lists other chunks in
+// Children, which are recorded once, when the chunk is first inserted, as chunk_refs edges that GC
+// follows from checkpoint roots.
+type ChunkInput struct {
+	Hash     string // HashChunk of the RAW bytes
+	Codec    string // "raw" | "zstd": how Data is stored
+	RawLen   int64
+	Data     []byte // stored bytes (already compressed if Codec == "zstd"), at most a few MiB
+	Children []string
+}
+
+// PutChunks inserts the chunks that are not already present, in one transaction, and returns the stored
+// bytes actually written (0 for chunks that existed). Raw chunks are checked against their hash (xxh3
+// runs at ~18 GiB/s, so a wrong address costs nothing to catch here and much to find later). Every child
+// of a newly inserted chunk must exist once the transaction ends (already stored or in the same call):
+// otherwise nothing is written and the error wraps ErrMissingChunk.
+//
+// Chunks put for a checkpoint are garbage until CommitCheckpoint names them: hold Lock across both.
+func (s *Store) PutChunks(ctx context.Context, chunks []ChunkInput) (written int64, err error) {
+	for i := range chunks {
+		if err := checkChunkInput(&chunks[i]); err != nil {
+			return 0, err
+		}
+	}
+	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		written = 0
+		exists, err := tx.PreparexContext(ctx, `SELECT 1 FROM chunks WHERE hash = ?`)
+		if err != nil {
+			return fmt.Errorf("put chunks: %w", err)
+		}
+		defer exists.Close()
+		ins, err := tx.PreparexContext(ctx, `INSERT OR IGNORE INTO chunks (hash, codec, raw_len, stored_len, created_at, data)
+			VALUES (?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("put chunks: %w", err)
+		}
+		defer ins.Close()
+		ref, err := tx.PreparexContext(ctx, `INSERT OR IGNORE INTO chunk_refs (parent, child) VALUES (?, ?)`)
+		if err != nil {
+			return fmt.Errorf("put chunks: %w", err)
+		}
+		defer ref.Close()
+		now := dbTime(dbNow())
+		var parents []*ChunkInput
+		for i := range chunks {
+			c := &chunks[i]
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Look first: binding a multi-MiB blob only to have it ignored would copy it for nothing.
+			if ok, err := chunkExists(ctx, exists, c.Hash); err != nil {
+				return err
+			} else if ok {
+				continue
+			}
+			res, err := ins.ExecContext(ctx, c.Hash, c.Codec, c.RawLen, len(c.Data), now, c.Data)
+			if err != nil {
+				return fmt.Errorf("put chunk %s: %w", c.Hash, err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue // the same chunk twice in this call
+			}
+			written += int64(len(c.Data))
+			for _, child := range c.Children {
+				if _, err := ref.ExecContext(ctx, c.Hash, child); err != nil {
+					return fmt.Errorf("put chunk %s: ref %s: %w", c.Hash, child, err)
+				}
+			}
+			if len(c.Children) > 0 {
+				parents = append(parents, c)
+			}
+		}
+		// The deferred foreign key would refuse a dangling child at COMMIT too; checking here names it.
+		for _, p := range parents {
+			for _, child := range p.Children {
+				if ok, err := chunkExists(ctx, exists, child); err != nil {
+					return err
+				} else if !ok {
+					return fmt.Errorf("put chunk %s: child %s: %w", p.Hash, child, ErrMissingChunk)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return written, nil
+}
+
+func chunkExists(ctx context.Context, stmt interface {
+	QueryRowContext(context.Context, ...any) *sql.Row
+}, hash string) (bool, error) {
+	var one int
+	err := stmt.QueryRowContext(ctx, hash).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up chunk %s: %w", hash, err)
+	}
+	return true, nil
+}
+
+func checkChunkInput(c *ChunkInput) error {
+	if !validHash(c.Hash) {
+		return fmt.Errorf("put chunk %q: hash is not 32 lowercase hex digits", c.Hash)
+	}
+	switch c.Codec {
+	case CodecRaw:
+		if int64(len(c.Data)) != c.RawLen {
+			return fmt.Errorf("put chunk %s: raw_len %d but %d raw bytes", c.Hash, c.RawLen, len(c.Data))
+		}
+		if h := HashChunk(c.Data); h != c.Hash {
+			return fmt.Errorf("put chunk %s: data hashes to %s", c.Hash, h)
+		}
+	case CodecZstd:
+		if c.RawLen < 0 {
+			return fmt.Errorf("put chunk %s: negative raw_len", c.Hash)
+		}
+	default:
+		return fmt.Errorf("put chunk %s: unknown codec %q", c.Hash, c.Codec)
+	}
+	for _, child := range c.Children {
+		if !validHash(child) {
+			return fmt.Errorf("put chunk %s: child %q is not a hash", c.Hash, child)
+		}
+	}
+	return nil
+}
+
+func validHash(h string) bool {
+	if len(h) != 32 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// inBatch bounds the number of host parameters of one IN (...) list.
+const inBatch = 500
+
+// MissingChunks returns the subset of hashes not in the store, in input order, each once.
+func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, error) {
+	present := make(map[string]bool, len(hashes))
+	for start := 0; start < len(hashes); start += inBatch {
+		batch := hashes[start:min(start+inBatch, len(hashes))]
+		q := `SELECT hash FROM chunks WHERE hash IN (?` + strings.Repeat(",?", len(batch)-1) + `)`
+		args := make([]any, len(batch))
+		for i, h := range batch {
+			args[i] = h
+		}
+		var found []string
+		if err := s.db.SelectContext(ctx, &found, q, args...); err != nil {
+			return nil, fmt.Errorf("missing chunks: %w", err)
+		}
+		for _, h := range found {
+			present[h] = true
+		}
+	}
+	var missing []string
+	for _, h := range hashes {
+		if !present[h] {
+			present[h] = true // report each hash once
+			missing = append(missing, h)
+		}
+	}
+	return missing, nil
+}
+
+// ReadChunk appends the RAW bytes of a chunk (decompressed) to buf (may be nil) and returns the result,
+// so that callers reading many chunks reuse one buffer. The bytes are checked against the hash.
+// A chunk that is not stored gives an error wrapping ErrMissingChunk and ErrNotFound.
+func (s *Store) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
+	err := s.withChunk(ctx, hash, func(codec string, rawLen int64, data []byte) error {
+		start := len(buf)
+		out, err := decodeChunk(codec, data, buf)
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if err := verifyChunk(hash, rawLen, out[start:]); err != nil {
+			return err
+		}
+		buf = out
+		return nil
+	})
+	return buf, err
+}
+
+// decodeBufs recycles the buffers zstd chunks are decoded into by ReadChunkTo.
+var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// ReadChunkTo writes the RAW bytes of a chunk to w and returns how many it wrote. A raw chunk goes from
+// the driver's buffer straight to w (no further copy), so restoring is about as fast as SELECTing blobs.
+func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int64, error) {
+	var n int
+	err := s.withChunk(ctx, hash, func(codec string, rawLen int64, data []byte) error {
+		out := data
+		if codec != CodecRaw {
+			bp := decodeBufs.Get().(*[]byte)
+			defer func() {
+				if cap(*bp) <= 64<<20 {
+					decodeBufs.Put(bp)
+				}
+			}()
+			b, err := decodeChunk(codec, data, (*bp)[:0])
+			if err != nil {
+				return fmt.Errorf("decode: %w", err)
+			}
+			*bp, out = b, b
+		}
+		if err := verifyChunk(hash, rawLen, out); err != nil {
+			return err
+		}
+		var err error
+		n, err = w.Write(out)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
+	})
+	return int64(n), err
+}
+
+// withChunk runs fn on the stored form of a chunk. data is only valid during fn: it is the driver's
+// copy of the blob, handed over without database/sql copying it again.
+func (s *Store) withChunk(ctx context.Context, hash string, fn func(codec string, rawLen int64, data []byte) error) error {
+	rows, err := s.readStmt.QueryContext(ctx, hash)
+	if err != nil {
+		return fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read chunk %s: %w", hash, err)
+		}
+		return fmt.Errorf("read chunk %s: %w (%w)", hash, ErrMissingChunk, ErrNotFound)
+	}
+	var (
+		codec  string
+		rawLen int64
+		data   sql.RawBytes
+	)
+	if err := rows.Scan(&codec, &rawLen, &data); err != nil {
+		return fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	if err := fn(codec, rawLen, data); err != nil {
+		return fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	return nil
+}
+
+// verifyChunk checks raw bytes against the chunk's length and address: a damaged database fails loudly
+// on restore instead of handing a kernel corrupted state.
+func verifyChunk(hash string, rawLen int64, raw []byte) error {
+	if int64(len(raw)) != rawLen {
+		return fmt.Errorf("raw length %d, want %d", len(raw), rawLen)
+	}
+	if h := HashChunk(raw); h != hash {
+		return fmt.Errorf("content hashes to %s: corrupted", h)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Event is one entry of a session's append-only event log. SequenceNumber counts from 1 without gaps,
+// so a client that saw n events resumes with "after n" and misses nothing.
+type Event struct {
+	SessionID      string          `db:"session_id" json:"-"`
+	SequenceNumber int64           `db:"seq" json:"sequence_number"`
+	EventType      string          `db:"event_type" json:"event_type"`
+	Payload        json.RawMessage `db:"payload" json:"payload"`
+	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
+}
+
+// AppendEvent appends an event to session sessionID and returns it with its sequence number. The number
+// is MAX(seq)+1 computed inside the insert's transaction (under the writer mutex), so concurrent
+// appends neither collide nor leave gaps. payload is marshalled to JSON unless it already is JSON
+// (json.RawMessage or []byte). ErrNotFound if the session does not exist.
+func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, payload any) (Event, error) {
+	var body []byte
+	switch p := payload.(type) {
+	case json.RawMessage:
+		body = p
+	case []byte:
+		body = p
+	default:
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return Event{}, fmt.Errorf("event %s of session %q: marshal payload: %w", eventType, sessionID, err)
+		}
+		body = b
+	}
+	if len(body) == 0 {
+		body = []byte("null")
+	} else if !json.Valid(body) {
+		return Event{}, fmt.Errorf("event %s of session %q: payload is not valid JSON", eventType, sessionID)
+	}
+	ev := Event{SessionID: sessionID, EventType: eventType, Payload: body, CreatedAt: dbNow()}
+	err := s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		err := tx.QueryRowxContext(ctx, `INSERT INTO events (session_id, seq, event_type, payload, created_at)
+			SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?
+			RETURNING seq`,
+			sessionID, eventType, string(body), dbTime(ev.CreatedAt), sessionID).Scan(&ev.SequenceNumber)
+		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
+			return fmt.Errorf("append event to session %q: %w", sessionID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("append event to session %q: %w", sessionID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// ListEvents returns the events of a session with seq > afterSeq in order, at most limit of them
+// (limit <= 0: all), only those of eventType when it is not "".
+func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]Event, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT session_id, seq, event_type, CAST(payload AS BLOB) AS payload, created_at
+		FROM events WHERE session_id = ? AND seq > ?`)
+	args := []any{sessionID, afterSeq}
+	if eventType != "" {
+		q.WriteString(` AND event_type = ?`)
+		args = append(args, eventType)
+	}
+	q.WriteString(` ORDER BY seq`)
+	if limit > 0 {
+		q.WriteString(` LIMIT ?`)
+		args = append(args, limit)
+	}
+	evs := []Event{}
+	if err := s.db.SelectContext(ctx, &evs, q.String(), args...); err != nil {
+		return nil, fmt.Errorf("list events of session %q: %w", sessionID, err)
+	}
+	return evs, nil
+}

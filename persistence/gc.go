@@ -1,0 +1,58 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// liveChunks is the mark phase of GC: every chunk reachable from a checkpoint root through chunk_refs.
+// UNION (not UNION ALL) drops repeats, so shared sub-DAGs are walked once and the recursion ends.
+const liveChunks = `WITH RECURSIVE live(hash) AS (
+		SELECT hash FROM checkpoint_roots
+		UNION
+		SELECT r.child FROM chunk_refs r JOIN live l ON r.parent = l.hash
+	)`
+
+// GC deletes every chunk not reachable from any checkpoint root and returns how many chunks and stored
+// bytes it freed. It takes Lock, so it waits for a checkpointer between its first PutChunks and its
+// CommitCheckpoint, whose chunks are not yet reachable. Mark and sweep run in one transaction, and freed
+// pages are then returned to the file system (incremental vacuum), so the database file shrinks.
+func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
+	s.Lock()
+	defer s.Unlock()
+	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		rows, err := tx.QueryContext(ctx, liveChunks+`
+			DELETE FROM chunks WHERE hash NOT IN (SELECT hash FROM live) RETURNING stored_len`)
+		if err != nil {
+			return fmt.Errorf("gc: %w", err)
+		}
+		defer rows.Close()
+		chunks, bytes = 0, 0
+		for rows.Next() {
+			var n int64
+			if err := rows.Scan(&n); err != nil {
+				return fmt.Errorf("gc: %w", err)
+			}
+			chunks++
+			bytes += n
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("gc: %w", err)
+		}
+		return rows.Close()
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if chunks > 0 {
+		s.wmu.Lock()
+		_, verr := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`)
+		s.wmu.Unlock()
+		if verr != nil {
+			return chunks, bytes, fmt.Errorf("gc: incremental vacuum: %w", verr)
+		}
+	}
+	return chunks, bytes, nil
+}

@@ -1,0 +1,121 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// SessionRow is a session as stored: the server owns the JSON document (Doc); the store keeps it whole
+// beside the few columns it needs to find sessions (client_id, state, times).
+type SessionRow struct {
+	ID        string          `db:"id"`
+	ClientID  string          `db:"client_id"` // "" when none
+	State     string          `db:"state"`
+	Doc       json.RawMessage `db:"doc"` // full Session object as the server serialises it
+	CreatedAt time.Time       `db:"created_at"`
+	UpdatedAt time.Time       `db:"updated_at"`
+}
+
+// sessionCols reads doc as a BLOB: database/sql cannot scan TEXT into a json.RawMessage.
+const sessionCols = `id, client_id, state, CAST(doc AS BLOB) AS doc, created_at, updated_at`
+
+// CreateSession inserts r; ErrExists if the id is taken. Zero times mean now; a zero UpdatedAt
+// takes CreatedAt.
+func (s *Store) CreateSession(ctx context.Context, r SessionRow) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = dbNow()
+	}
+	if r.UpdatedAt.IsZero() {
+		r.UpdatedAt = r.CreatedAt
+	}
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, client_id, state, doc, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+			r.ID, r.ClientID, r.State, jsonText(r.Doc, "{}"), dbTime(r.CreatedAt), dbTime(r.UpdatedAt))
+		if isConstraint(err, sqlite3.ErrConstraintPrimaryKey) {
+			return fmt.Errorf("create session %q: %w", r.ID, ErrExists)
+		}
+		if err != nil {
+			return fmt.Errorf("create session %q: %w", r.ID, err)
+		}
+		return nil
+	})
+}
+
+// UpdateSession replaces the client id, state and document of session r.ID (created_at is kept);
+// ErrNotFound if it does not exist. A zero UpdatedAt means now.
+func (s *Store) UpdateSession(ctx context.Context, r SessionRow) error {
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET client_id = ?, state = ?, doc = ?, updated_at = ? WHERE id = ?`,
+			r.ClientID, r.State, jsonText(r.Doc, "{}"), dbTime(r.UpdatedAt), r.ID)
+		if err != nil {
+			return fmt.Errorf("update session %q: %w", r.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("update session %q: %w", r.ID, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// GetSession returns session id; ErrNotFound if it does not exist.
+func (s *Store) GetSession(ctx context.Context, id string) (SessionRow, error) {
+	var r SessionRow
+	err := s.db.GetContext(ctx, &r, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("get session %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListSessions returns every session, oldest first (the order they were created in).
+func (s *Store) ListSessions(ctx context.Context) ([]SessionRow, error) {
+	rows := []SessionRow{}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, rowid`); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return rows, nil
+}
+
+// SessionByClientID returns the most recently updated session with that client id; ErrNotFound when
+// none (always for "", which means "no client id").
+func (s *Store) SessionByClientID(ctx context.Context, clientID string) (SessionRow, error) {
+	var r SessionRow
+	if clientID == "" {
+		return r, fmt.Errorf("session with empty client id: %w", ErrNotFound)
+	}
+	err := s.db.GetContext(ctx, &r, `SELECT `+sessionCols+` FROM sessions WHERE client_id = ?
+		ORDER BY updated_at DESC, rowid DESC LIMIT 1`, clientID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("session with client id %q: %w", clientID, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("get session by client id %q: %w", clientID, err)
+	}
+	return r, nil
+}
+
+// DeleteSession deletes session id with its events, executions, tools and checkpoints (foreign-key
+// cascades); its chunks stay until the next GC. ErrNotFound if it does not exist.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("delete session %q: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("delete session %q: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,185 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Sentinel errors; callers test them with errors.Is. Every returned error wraps one of them or a
+// driver/OS error, with context saying which row or file was involved.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrExists       = errors.New("already exists")
+	ErrMissingChunk = errors.New("missing chunk")
+)
+
+// pageSize is the SQLite page size of a new database. Large pages make the multi-MiB chunk blobs cheap
+// to read and write (fewer overflow pages to chain); it only takes effect before the first table exists.
+const pageSize = 65536
+
+// Store is carryover's SQLite database. Only the Go server writes it: every write transaction runs under
+// wmu, so writers never meet SQLITE_BUSY from each other, while reads go through the pool concurrently
+// (WAL lets them proceed beside the single writer).
+type Store struct {
+	db   *sqlx.DB
+	path string
+
+	wmu  sync.Mutex // serialises write transactions
+	ckmu sync.Mutex // Lock/Unlock: chunk puts + checkpoint commit vs GC
+
+	readStmt  *sql.Stmt // SELECT codec, raw_len, data FROM chunks WHERE hash = ?
+	existStmt *sql.Stmt // SELECT 1 FROM chunks WHERE hash = ?
+}
+
+// Open opens (creating if needed) the SQLite database at path and brings its schema up to date.
+func Open(path string) (*Store, error) {
+	if err := prepareNewFile(path); err != nil {
+		return nil, err
+	}
+	db, err := sqlx.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// Reads are concurrent under WAL; each connection costs a page cache, so cap the pool.
+	n := max(4, runtime.GOMAXPROCS(0))
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	s := &Store{db: db, path: path}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if s.readStmt, err = db.Prepare(`SELECT codec, raw_len, data FROM chunks WHERE hash = ?`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare chunk read: %w", err)
+	}
+	if s.existStmt, err = db.Prepare(`SELECT 1 FROM chunks WHERE hash = ?`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare chunk exists: %w", err)
+	}
+	return s, nil
+}
+
+// dsn builds the go-sqlite3 connection string. _txlock=immediate makes every transaction take the write
+// lock at BEGIN, so a transaction never fails half-way when it upgrades from reading to writing (it can
+// only wait, up to busy_timeout, for a writer of another process such as the sqlite3 shell).
+func dsn(path string, bootstrap bool) string {
+	q := url.Values{}
+	q.Set("_busy_timeout", "5000")
+	if !bootstrap {
+		q.Set("_journal_mode", "WAL")
+		q.Set("_foreign_keys", "on")
+		q.Set("_synchronous", "NORMAL")
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// prepareNewFile sets the page size and auto_vacuum of a database that does not exist yet. Both are
+// fixed once the first page is written, and the WAL pragma of the normal DSN would write it, so a fresh
+// file gets them on a plain connection first. An existing non-empty file is left as it is.
+func prepareNewFile(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		return nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite3", dsn(path, true))
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer db.Close()
+	for _, p := range []string{
+		fmt.Sprintf("PRAGMA page_size = %d", pageSize),
+		// incremental: GC can hand freed pages back to the file system without a full VACUUM.
+		"PRAGMA auto_vacuum = INCREMENTAL",
+		"PRAGMA journal_mode = WAL",
+	} {
+		if _, err := db.Exec(p); err != nil {
+			return fmt.Errorf("create %s: %s: %w", path, p, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the database. It does not wait for callers still using the store.
+func (s *Store) Close() error {
+	if s.readStmt != nil {
+		s.readStmt.Close()
+	}
+	if s.existStmt != nil {
+		s.existStmt.Close()
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// DB exposes the pool for tests and the bench. Writes through it bypass the store's writer mutex.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Lock serialises "put chunks + commit checkpoint" against GC: a checkpointer holds it from its first
+// PutChunks until CommitCheckpoint returned, so GC never sees its chunks as unreachable garbage.
+// It is not re-entrant and is independent of the store's internal writer mutex.
+func (s *Store) Lock() { s.ckmu.Lock() }
+
+// Unlock releases Lock.
+func (s *Store) Unlock() { s.ckmu.Unlock() }
+
+// writeTx runs fn in a write transaction under the writer mutex, committing when fn returns nil.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// timeLayout is fixed-width so that stored times sort correctly as text; go-sqlite3 parses it back
+// (it strips the Z and tries its own layouts) for TIMESTAMP-declared columns.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// dbNow is the current time as the store keeps it: UTC, no monotonic reading.
+func dbNow() time.Time { return time.Now().UTC().Round(0) }
+
+// dbTime formats t for storage; a zero t means now.
+func dbTime(t time.Time) string {
+	if t.IsZero() {
+		t = dbNow()
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// jsonText turns a JSON document into the TEXT stored for it; empty means def.
+func jsonText(b []byte, def string) string {
+	if len(b) == 0 {
+		return def
+	}
+	return string(b)
+}
+
+// isConstraint reports whether err is an SQLite constraint violation with the given extended code.
+func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrConstraint && se.ExtendedCode == code
+}

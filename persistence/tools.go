@@ -1,0 +1,53 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Tool is a tool registered in a session (name unique per session).
+type Tool struct {
+	SessionID   string          `db:"session_id" json:"-"`
+	Name        string          `db:"name" json:"name"`
+	ToolType    string          `db:"tool_type" json:"tool_type"`
+	Description string          `db:"description" json:"description"`
+	InputSchema json.RawMessage `db:"input_schema" json:"input_schema"`
+	CreatedAt   time.Time       `db:"created_at" json:"created_at"`
+}
+
+// PutTool inserts t or replaces the tool of the same name in the session; a replaced tool keeps its
+// original created_at so that listings stay in registration order. ErrNotFound if the session does
+// not exist.
+func (s *Store) PutTool(ctx context.Context, t Tool) error {
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO tools (session_id, name, tool_type, description, input_schema, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, name) DO UPDATE SET
+				tool_type = excluded.tool_type, description = excluded.description, input_schema = excluded.input_schema`,
+			t.SessionID, t.Name, t.ToolType, t.Description, jsonText(t.InputSchema, "{}"), dbTime(t.CreatedAt))
+		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
+			return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, err)
+		}
+		return nil
+	})
+}
+
+// ListTools returns the tools of a session in registration order.
+func (s *Store) ListTools(ctx context.Context, sessionID string) ([]Tool, error) {
+	out := []Tool{}
+	err := s.db.SelectContext(ctx, &out, `SELECT session_id, name, tool_type, description,
+			CAST(input_schema AS BLOB) AS input_schema, created_at
+		FROM tools WHERE session_id = ? ORDER BY created_at, name`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list tools of session %q: %w", sessionID, err)
+	}
+	return out, nil
+}
