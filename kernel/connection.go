@@ -1,0 +1,166 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// ConnectionInfo is the content of a Jupyter connection file.
+type ConnectionInfo struct {
+	Transport       string `json:"transport"` // "tcp" or "ipc"
+	IP              string `json:"ip"`        // 127.0.0.1, or for ipc the socket path prefix
+	ShellPort       int    `json:"shell_port"`
+	IOPubPort       int    `json:"iopub_port"`
+	StdinPort       int    `json:"stdin_port"`
+	ControlPort     int    `json:"control_port"`
+	HBPort          int    `json:"hb_port"`
+	Key             string `json:"key"`
+	SignatureScheme string `json:"signature_scheme"`
+	KernelName      string `json:"kernel_name"`
+}
+
+// maxSocketPath is the limit of sun_path (108 bytes including the NUL) on Linux.
+const maxSocketPath = 107
+
+// ipcPrefix is the socket path prefix inside the per-kernel dir: sockets are <dir>/k-1 ... <dir>/k-5.
+const ipcPrefix = "k"
+
+// newConnectionInfo makes a fresh connection for one kernel process: a new random key (32 bytes, hex,
+// used as the HMAC-SHA256 key as jupyter_client does with its key string) and new endpoints. For tcp
+// it picks free ports on 127.0.0.1 (the usual bind-to-0-then-close race is accepted, like
+// jupyter_client); for ipc it uses short fixed names under dir and removes stale socket files.
+func newConnectionInfo(transport, dir, kernelName string) (ConnectionInfo, error) {
+	ci := ConnectionInfo{
+		Transport:       transport,
+		Key:             randomHex(32),
+		SignatureScheme: "hmac-sha256",
+		KernelName:      kernelName,
+	}
+	switch transport {
+	case "tcp":
+		ci.IP = "127.0.0.1"
+		ports, err := freePorts(5)
+		if err != nil {
+			return ci, err
+		}
+		ci.ShellPort, ci.IOPubPort, ci.StdinPort, ci.ControlPort, ci.HBPort = ports[0], ports[1], ports[2], ports[3], ports[4]
+	case "ipc":
+		ci.IP = filepath.Join(dir, ipcPrefix)
+		ci.ShellPort, ci.IOPubPort, ci.StdinPort, ci.ControlPort, ci.HBPort = 1, 2, 3, 4, 5
+		for _, p := range ci.ports() {
+			path := ci.IP + "-" + strconv.Itoa(p)
+			if len(path) > maxSocketPath {
+				return ci, fmt.Errorf("ipc socket path %q is %d bytes, the limit is %d: use a shorter runtime dir", path, len(path), maxSocketPath)
+			}
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return ci, fmt.Errorf("remove stale socket: %w", err)
+			}
+		}
+	default:
+		return ci, fmt.Errorf("unknown transport %q (want ipc or tcp)", transport)
+	}
+	return ci, nil
+}
+
+func (ci ConnectionInfo) ports() []int {
+	return []int{ci.ShellPort, ci.IOPubPort, ci.StdinPort, ci.ControlPort, ci.HBPort}
+}
+
+// endpoint returns the zmq endpoint of one of the ports.
+func (ci ConnectionInfo) endpoint(port int) string {
+	if ci.Transport == "ipc" {
+		return "ipc://" + ci.IP + "-" + strconv.Itoa(port)
+	}
+	return "tcp://" + net.JoinHostPort(ci.IP, strconv.Itoa(port))
+}
+
+// removeSockets deletes the ipc socket files (the kernel does not remove them: it does not own the
+// connection file we wrote).
+func (ci ConnectionInfo) removeSockets() {
+	if ci.Transport != "ipc" {
+		return
+	}
+	for _, p := range ci.ports() {
+		_ = os.Remove(ci.IP + "-" + strconv.Itoa(p))
+	}
+}
+
+// write stores the connection file with mode 0600: it holds the signing key.
+func (ci ConnectionInfo) write(path string) error {
+	b, err := json.MarshalIndent(ci, "", "  ")
+	if err != nil {
+		return fmt.Errorf("connection file: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("connection file: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil { // O_CREATE's mode does not apply to an existing file
+		f.Close()
+		return fmt.Errorf("connection file: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("connection file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("connection file: %w", err)
+	}
+	return nil
+}
+
+// freePorts asks the OS for n distinct free tcp ports on 127.0.0.1, holding all listeners open until
+// every port is chosen so that the same port is not returned twice.
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// defaultRuntimeBase is os.TempDir()/carryover-<uid>: short (socket paths), per user, and private.
+func defaultRuntimeBase() string {
+	return filepath.Join(os.TempDir(), "carryover-"+strconv.Itoa(os.Getuid()))
+}
+
+// makeRuntimeDir creates a private per-kernel dir under base. base is created 0700 when missing; an
+// existing base must be a directory owned by us (a shared /tmp invites symlink games).
+func makeRuntimeDir(base string) (string, error) {
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("runtime dir: %w", err)
+	}
+	fi, err := os.Stat(base)
+	if err != nil {
+		return "", fmt.Errorf("runtime dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("runtime dir %s: not a directory", base)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("runtime dir %s: owned by uid %d, not us", base, st.Uid)
+	}
+	dir, err := os.MkdirTemp(base, "k") // 0700, race-free, short: k<up to 10 digits>
+	if err != nil {
+		return "", fmt.Errorf("runtime dir: %w", err)
+	}
+	return dir, nil
+}

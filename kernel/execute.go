@@ -1,0 +1,238 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Output is one iopub output item. Its JSON is the API's output item (shared/API.md), so the server
+// can forward it untouched: {"type":"stream","name":"stdout","text":"1\n"},
+// {"type":"display_data","data":{...},"metadata":{...}}, {"type":"execute_result",...,"execution_count":3},
+// {"type":"error","ename":...,"evalue":...,"traceback":[...]},
+// {"type":"update_display_data",...,"transient":{"display_id":..}}, {"type":"clear_output","wait":false}.
+type Output struct {
+	Type           string                     `json:"type"`
+	Name           string                     `json:"name,omitempty"`
+	Text           string                     `json:"text,omitempty"`
+	Data           map[string]json.RawMessage `json:"data,omitempty"`
+	Metadata       map[string]json.RawMessage `json:"metadata,omitempty"`
+	Transient      map[string]json.RawMessage `json:"transient,omitempty"`
+	ExecutionCount int                        `json:"execution_count,omitempty"`
+	EName          string                     `json:"ename,omitempty"`
+	EValue         string                     `json:"evalue,omitempty"`
+	Traceback      []string                   `json:"traceback,omitempty"`
+	Wait           bool                       `json:"wait,omitempty"`
+}
+
+// InputRequest is the kernel asking for a line of input (input(), getpass()).
+type InputRequest struct {
+	Prompt   string
+	Password bool
+}
+
+// ExecOptions tune one Execute.
+type ExecOptions struct {
+	Silent bool
+	// StoreHistory is sent as store_history for silent executes (where the kernel ignores it anyway).
+	// Non-silent executes always store history, so execution counts and Out[] behave as in Jupyter.
+	StoreHistory    bool
+	StopOnError     bool
+	UserExpressions map[string]string
+	// OnOutput is called in kernel order, from one goroutine (the one that called Execute), for every
+	// output of this execution; none is ever dropped. It must not block long: outputs queue meanwhile.
+	OnOutput func(Output)
+	// OnStatus gets "busy" / "idle" for this execution, ordered with the outputs.
+	OnStatus func(state string)
+	// OnInput answers input_request; nil means allow_stdin=false (input() raises in the kernel). It
+	// runs on its own goroutine so outputs keep flowing while it waits; ctx ends when Execute returns.
+	// An error answers EOF (the kernel's input() raises EOFError), and so does a callback that gives up
+	// because ctx ended.
+	OnInput func(ctx context.Context, req InputRequest) (string, error)
+}
+
+// ExecResult is the execute_reply, plus timing.
+type ExecResult struct {
+	Status          string // "ok" | "error" | "aborted"
+	ExecutionCount  int
+	EName, EValue   string
+	Traceback       []string
+	UserExpressions map[string]json.RawMessage // each: {"status":"ok","data":{"text/plain":...}} as sent
+	Payload         []json.RawMessage
+	// Started is when the request was sent, Finished when both the reply and the idle status arrived.
+	Started, Finished time.Time
+}
+
+type executeRequest struct {
+	Code            string            `json:"code"`
+	Silent          bool              `json:"silent"`
+	StoreHistory    bool              `json:"store_history"`
+	UserExpressions map[string]string `json:"user_expressions"`
+	AllowStdin      bool              `json:"allow_stdin"`
+	StopOnError     bool              `json:"stop_on_error"`
+}
+
+type executeReply struct {
+	Status          string                     `json:"status"`
+	ExecutionCount  int                        `json:"execution_count"`
+	EName           string                     `json:"ename"`
+	EValue          string                     `json:"evalue"`
+	Traceback       []string                   `json:"traceback"`
+	UserExpressions map[string]json.RawMessage `json:"user_expressions"`
+	Payload         []json.RawMessage          `json:"payload"`
+}
+
+var emptyExpressions = map[string]string{}
+
+// Execute runs code; it returns only when BOTH the execute_reply and the iopub idle with the same
+// parent arrived. ctx cancellation returns ctx.Err() (wrapped; it does NOT interrupt the kernel: the
+// caller decides). If the kernel dies meanwhile it returns promptly with an error satisfying
+// errors.Is(err, ErrDied), after delivering the outputs that did arrive. Executes are serialised per
+// kernel (a second Execute waits for the first).
+func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*ExecResult, error) {
+	select {
+	case k.execSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("kernel %s: execute: waiting for the previous execute: %w", k.id, ctx.Err())
+	}
+	defer func() { <-k.execSem }()
+
+	inst, err := k.live(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: execute: %w", k.id, err)
+	}
+	ue := opts.UserExpressions
+	if ue == nil {
+		ue = emptyExpressions
+	}
+	req := executeRequest{
+		Code:            code,
+		Silent:          opts.Silent,
+		StoreHistory:    opts.StoreHistory || !opts.Silent,
+		UserExpressions: ue,
+		AllowStdin:      opts.OnInput != nil,
+		StopOnError:     opts.StopOnError,
+	}
+	w := newWaiter(true)
+	res := &ExecResult{Started: time.Now()}
+	h, err := inst.send(chShell, "execute_request", nil, req, w)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: execute: %w", k.id, err)
+	}
+	defer inst.unregister(h.MsgID)
+
+	inputCtx, cancelInput := context.WithCancel(ctx)
+	defer cancelInput()
+
+	var (
+		gotReply, gotIdle bool
+		buf               []event
+	)
+	// deliver handles every queued event in arrival order (iopub order is kernel order).
+	deliver := func() error {
+		buf = w.take(buf)
+		for _, e := range buf {
+			m := e.msg
+			switch e.ch {
+			case chShell:
+				if m.Header.MsgType != "execute_reply" {
+					continue
+				}
+				var rep executeReply
+				if err := json.Unmarshal(m.Content, &rep); err != nil {
+					return fmt.Errorf("kernel %s: execute_reply: %w", k.id, err)
+				}
+				res.Status, res.ExecutionCount = rep.Status, rep.ExecutionCount
+				res.EName, res.EValue, res.Traceback = rep.EName, rep.EValue, rep.Traceback
+				res.UserExpressions, res.Payload = rep.UserExpressions, rep.Payload
+				gotReply = true
+			case chStdin:
+				if m.Header.MsgType == "input_request" {
+					k.answerInput(inputCtx, inst, m, opts.OnInput)
+				}
+			case chIOPub:
+				gotIdle = k.deliverIOPub(m, &opts) || gotIdle
+			}
+		}
+		return nil
+	}
+	for !gotReply || !gotIdle {
+		select {
+		case <-w.notify:
+			if err := deliver(); err != nil {
+				return nil, err
+			}
+		case <-inst.dead:
+			if err := deliver(); err != nil { // what arrived before the death is still output
+				return nil, err
+			}
+			if gotReply && gotIdle {
+				break
+			}
+			return nil, fmt.Errorf("kernel %s: execute: %w", k.id, inst.err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kernel %s: execute: %w", k.id, ctx.Err())
+		}
+	}
+	res.Finished = time.Now()
+	return res, nil
+}
+
+// deliverIOPub turns one iopub message of this execution into a callback and reports whether it was
+// the idle status that ends it.
+func (k *Kernel) deliverIOPub(m *message, opts *ExecOptions) (idle bool) {
+	switch t := m.Header.MsgType; t {
+	case "status":
+		var st struct {
+			ExecutionState string `json:"execution_state"`
+		}
+		if err := json.Unmarshal(m.Content, &st); err != nil {
+			k.log.Warn("bad status message", "err", err)
+			return false
+		}
+		if opts.OnStatus != nil && (st.ExecutionState == "busy" || st.ExecutionState == "idle") {
+			opts.OnStatus(st.ExecutionState)
+		}
+		return st.ExecutionState == "idle"
+	case "stream", "display_data", "update_display_data", "execute_result", "error", "clear_output":
+		if opts.OnOutput == nil {
+			return false
+		}
+		out := Output{Type: t}
+		if err := json.Unmarshal(m.Content, &out); err != nil {
+			// Never drop silently: hand over what we could not parse as an error output.
+			k.log.Warn("bad output message", "type", t, "err", err)
+			out = Output{Type: "error", EName: "CarryoverProtocolError", EValue: fmt.Sprintf("undecodable %s message: %v", t, err)}
+		}
+		out.Type = t
+		opts.OnOutput(out)
+	}
+	return false
+}
+
+// answerInput calls OnInput on its own goroutine and sends the input_reply.
+func (k *Kernel) answerInput(ctx context.Context, inst *instance, m *message, onInput func(context.Context, InputRequest) (string, error)) {
+	var req struct {
+		Prompt   string `json:"prompt"`
+		Password bool   `json:"password"`
+	}
+	_ = json.Unmarshal(m.Content, &req) // a malformed request still gets an answer
+	parent := m.Header
+	go func() {
+		value := "\x04" // EOF: what ipykernel turns into EOFError
+		if onInput != nil {
+			v, err := onInput(ctx, InputRequest{Prompt: req.Prompt, Password: req.Password})
+			if err != nil {
+				k.log.Debug("input request not answered", "err", err)
+			} else {
+				value = v
+			}
+		}
+		// Answer even when the execute is over (ctx cancelled): a kernel left inside input() would
+		// block every later request.
+		if _, err := inst.send(chStdin, "input_reply", &parent, map[string]string{"value": value}, nil); err != nil {
+			k.log.Warn("send input_reply", "err", err)
+		}
+	}()
+}

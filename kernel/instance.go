@@ -1,0 +1,291 @@
+package kernel
+
+// instance.go is one incarnation of a kernel: one process, one connection file, one set of sockets.
+// Restart replaces the instance of a *Kernel; calls in flight on the old one fail with ErrDied.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type instance struct {
+	k       *Kernel
+	conn    ConnectionInfo
+	connFile string
+	sess    *session
+	proc    *process
+	socks   *sockets
+	started time.Time
+	info    KernelInfo
+
+	mu      sync.Mutex
+	pending map[string]*waiter // by our request msg_id
+
+	iopubSeen chan struct{} // closed on the first valid iopub message: our subscription is live
+	iopubOnce sync.Once
+
+	lastPong atomic.Int64 // unix nanos of the last heartbeat echo
+
+	dead     chan struct{} // closed by die
+	deadOnce sync.Once
+	err      *DiedError // set before dead is closed
+
+	wg sync.WaitGroup // reader and heartbeat goroutines
+}
+
+// startInstance writes a connection file, launches the kernel and waits until it is ready: a
+// kernel_info_reply on shell and at least one iopub message. On any failure the process group is
+// killed and the error carries the kernel log tail.
+func (k *Kernel) startInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.opts.StartupTimeout)
+	defer cancel()
+
+	ci, err := newConnectionInfo(k.opts.Transport, k.dir, k.opts.Spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	connFile := filepath.Join(k.dir, "connection.json")
+	if err := ci.write(connFile); err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	argv := k.opts.Spec.argv(connFile)
+	if k.opts.Wrap != nil {
+		if argv, err = k.opts.Wrap(argv, k.dir); err != nil {
+			return nil, fmt.Errorf("start kernel: wrap argv: %w", err)
+		}
+	}
+	env := kernelEnv(k.opts.Spec, k.opts.Env, k.opts.Wrap == nil)
+	started := time.Now()
+	proc, err := launch(argv, env, k.opts.WorkDir, k.opts.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	inst := &instance{
+		k:         k,
+		conn:      ci,
+		connFile:  connFile,
+		sess:      newSession([]byte(ci.Key)),
+		proc:      proc,
+		started:   started,
+		pending:   make(map[string]*waiter),
+		iopubSeen: make(chan struct{}),
+		dead:      make(chan struct{}),
+	}
+	go inst.watchExit()
+	inst.socks = newSockets(inst.sess.id, k.log)
+
+	fail := func(err error) (*instance, error) {
+		exitedEarly := !proc.alive()
+		inst.die(&DiedError{PID: proc.pid, ExitCode: -1, Reason: "start failed"})
+		proc.kill()
+		inst.teardown()
+		detail := ""
+		if code, sig := proc.exitDetail(); exitedEarly && sig != "" {
+			detail = fmt.Sprintf(" (signal %s)", sig)
+		} else if exitedEarly {
+			detail = fmt.Sprintf(" (exit code %d)", code)
+		}
+		return nil, fmt.Errorf("start kernel %s (pid %d)%s: %w; log tail:\n%s", k.opts.Spec.Name, proc.pid, detail, err, logTail(k.opts.LogPath))
+	}
+	if err := inst.socks.dial(ctx, ci, proc.exited); err != nil {
+		return fail(err)
+	}
+	for ch := range numChannels {
+		inst.wg.Add(1)
+		go func() {
+			defer inst.wg.Done()
+			inst.socks.readLoop(ch, inst.handle)
+		}()
+	}
+	if err := inst.waitReady(ctx); err != nil {
+		return fail(err)
+	}
+	inst.startHeartbeat(k.opts.HeartbeatInterval)
+	k.log.Debug("kernel ready", "pid", proc.pid, "transport", ci.Transport, "took", time.Since(started))
+	return inst, nil
+}
+
+var errExitedEarly = errors.New("kernel process exited during startup")
+
+// waitReady nudges the kernel with kernel_info_request until it has both replied on shell and
+// delivered something on iopub. ipykernel 6.17 publishes on a plain PUB socket and does not announce
+// subscriptions, so iopub messages sent before our subscription took effect are lost: each extra
+// kernel_info_request produces a fresh busy/idle pair to prove the subscription.
+func (inst *instance) waitReady(ctx context.Context) error {
+	w := newWaiter(false)
+	var ids []string
+	defer func() { inst.unregister(ids...) }()
+	nudge := func() error {
+		h := inst.sess.newHeader("kernel_info_request")
+		ids = append(ids, h.MsgID)
+		inst.register(h.MsgID, w)
+		frames, err := inst.sess.encode(h, nil, nil)
+		if err != nil {
+			return err
+		}
+		return inst.socks.send(chShell, frames)
+	}
+	if err := nudge(); err != nil {
+		return err
+	}
+	// Before the first reply the kernel is still importing; requests queue in its ROUTER, so one is
+	// enough (we resend rarely, in case it was lost). After it, iopub usually follows within a ms.
+	const slowNudge, fastNudge = time.Second, 20 * time.Millisecond
+	tick := time.NewTicker(slowNudge)
+	defer tick.Stop()
+	gotReply, gotIOPub := false, false
+	iopub := inst.iopubSeen
+	var buf []event
+	for !gotReply || !gotIOPub {
+		select {
+		case <-w.notify:
+			buf = w.take(buf)
+			for _, e := range buf {
+				if e.ch != chShell || e.msg.Header.MsgType != "kernel_info_reply" || gotReply {
+					continue
+				}
+				if err := json.Unmarshal(e.msg.Content, &inst.info); err != nil {
+					return fmt.Errorf("kernel_info_reply: %w", err)
+				}
+				gotReply = true
+				tick.Reset(fastNudge)
+			}
+		case <-iopub:
+			gotIOPub, iopub = true, nil
+		case <-tick.C:
+			if err := nudge(); err != nil {
+				return err
+			}
+		case <-inst.proc.exited:
+			return errExitedEarly
+		case <-ctx.Done():
+			what := "kernel_info_reply"
+			if gotReply {
+				what = "iopub"
+			}
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// handle verifies, decodes and routes one received message. It runs on the reader goroutines and
+// must stay quick.
+func (inst *instance) handle(ch channelKind, frames [][]byte) {
+	if ch == chHB {
+		inst.lastPong.Store(time.Now().UnixNano())
+		return
+	}
+	m, err := inst.sess.decode(frames)
+	if err != nil {
+		if errors.Is(err, errBadSignature) {
+			n := inst.k.badSigs.Add(1)
+			inst.k.log.Warn("dropped a message with a bad signature", "channel", ch.String(), "count", n)
+		} else {
+			inst.k.log.Warn("dropped a malformed message", "channel", ch.String(), "err", err)
+		}
+		return
+	}
+	if ch == chIOPub {
+		inst.iopubOnce.Do(func() { close(inst.iopubSeen) })
+	}
+	if m.Parent.MsgID == "" {
+		return
+	}
+	inst.mu.Lock()
+	w := inst.pending[m.Parent.MsgID]
+	inst.mu.Unlock()
+	if w == nil || (ch == chIOPub && !w.iopub) {
+		return // another client's traffic, or a call that already returned
+	}
+	w.push(event{ch: ch, msg: m})
+}
+
+func (inst *instance) register(id string, w *waiter) {
+	inst.mu.Lock()
+	inst.pending[id] = w
+	inst.mu.Unlock()
+}
+
+func (inst *instance) unregister(ids ...string) {
+	inst.mu.Lock()
+	for _, id := range ids {
+		delete(inst.pending, id)
+	}
+	inst.mu.Unlock()
+}
+
+// send encodes and sends a request on ch after registering w for its replies (registering first so
+// a fast reply cannot be missed). It returns the request header.
+func (inst *instance) send(ch channelKind, msgType string, parent *header, content any, w *waiter) (header, error) {
+	h := inst.sess.newHeader(msgType)
+	frames, err := inst.sess.encode(h, parent, content)
+	if err != nil {
+		return h, err
+	}
+	if w != nil {
+		inst.register(h.MsgID, w)
+	}
+	if err := inst.socks.send(ch, frames); err != nil {
+		if w != nil {
+			inst.unregister(h.MsgID)
+		}
+		return h, err
+	}
+	return h, nil
+}
+
+// die marks the instance dead, once; the first reason wins.
+func (inst *instance) die(d *DiedError) {
+	inst.deadOnce.Do(func() {
+		inst.err = d
+		close(inst.dead)
+		inst.k.log.Debug("kernel dead", "pid", d.PID, "reason", d.Reason, "signal", d.Signal, "exit_code", d.ExitCode)
+	})
+}
+
+// isDead reports whether die was called.
+func (inst *instance) isDead() bool {
+	select {
+	case <-inst.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// deadErr returns the death reason (nil while alive).
+func (inst *instance) deadErr() error {
+	if !inst.isDead() {
+		return nil
+	}
+	return inst.err
+}
+
+// watchExit turns the process exit into a death at once: this, not the heartbeat, is what makes an
+// Execute return within milliseconds of a kill -9.
+func (inst *instance) watchExit() {
+	<-inst.proc.exited
+	code, sig := inst.proc.exitDetail()
+	reason := "process exited"
+	if sig != "" {
+		reason = "process killed"
+	}
+	inst.die(&DiedError{PID: inst.proc.pid, ExitCode: code, Signal: sig, Reason: reason, LogTail: logTail(inst.proc.logPath)})
+}
+
+// teardown closes the sockets and waits for the goroutines; the process must be dead (or at least
+// SIGKILLed) before. It removes the connection file and ipc socket files.
+func (inst *instance) teardown() {
+	inst.socks.close(!inst.proc.alive())
+	inst.wg.Wait()
+	inst.conn.removeSockets()
+	_ = os.Remove(inst.connFile)
+}
