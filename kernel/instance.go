@@ -16,14 +16,14 @@ import (
 )
 
 type instance struct {
-	k       *Kernel
-	conn    ConnectionInfo
+	k        *Kernel
+	conn     ConnectionInfo
 	connFile string
-	sess    *session
-	proc    *process
-	socks   *sockets
-	started time.Time
-	info    KernelInfo
+	sess     *session
+	proc     *process
+	socks    *sockets
+	started  time.Time
+	info     KernelInfo
 
 	mu      sync.Mutex
 	pending map[string]*waiter // by our request msg_id

@@ -104,7 +104,7 @@ type Kernel struct {
 	execSem chan struct{} // 1 slot: executes are serialised
 	lifeMu  sync.Mutex    // serialises Restart and Shutdown
 
-	mu     sync.RWMutex
+	mu         sync.RWMutex
 	inst       *instance     // current incarnation; never nil after Start
 	restarting chan struct{} // non-nil while Restart runs; closed when it is done
 	closed     bool          // Shutdown was called
