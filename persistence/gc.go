@@ -47,12 +47,27 @@ func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 		return 0, 0, err
 	}
 	if chunks > 0 {
-		s.wmu.Lock()
-		_, verr := s.db.ExecContext(ctx, `PRAGMA incremental_vacuum`)
-		s.wmu.Unlock()
-		if verr != nil {
-			return chunks, bytes, fmt.Errorf("gc: incremental vacuum: %w", verr)
+		if err := s.incrementalVacuum(ctx); err != nil {
+			return chunks, bytes, fmt.Errorf("gc: incremental vacuum: %w", err)
 		}
 	}
 	return chunks, bytes, nil
+}
+
+// incrementalVacuum returns the free pages to the file system. The pragma frees one page per step, so
+// it is run as a query and drained: a plain Exec steps once and frees a single page.
+func (s *Store) incrementalVacuum(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	rows, err := s.db.QueryContext(ctx, `PRAGMA incremental_vacuum`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
 }

@@ -1,0 +1,161 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// rawChunkT stores data as a raw chunk and returns its hash.
+func rawChunkT(t testing.TB, s *Store, data []byte, children ...string) string {
+	t.Helper()
+	c := ChunkInput{Hash: HashChunk(data), Codec: CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
+	if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+		t.Fatal(err)
+	}
+	return c.Hash
+}
+
+func randomBytes(t testing.TB, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestHashChunkFormat(t *testing.T) {
+	// xxh3-128 of "" is 99aa06d3014798d86001c324468d497f (hi then lo, as xxhash's hexdigest prints).
+	if h := HashChunk(nil); h != "99aa06d3014798d86001c324468d497f" {
+		t.Fatalf("HashChunk(empty) = %s", h)
+	}
+	if h := HashChunk([]byte("abc")); len(h) != 32 || strings.ToLower(h) != h {
+		t.Fatalf("HashChunk(abc) = %s", h)
+	}
+}
+
+func TestPutChunksDedupAndWrittenBytes(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	a, b := randomBytes(t, 1000), randomBytes(t, 3000)
+	ca, err := EncodeChunk(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := EncodeChunk(b, nil)
+	// The same chunk twice in one call is stored and counted once.
+	n, err := s.PutChunks(ctx, []ChunkInput{ca, cb, ca})
+	if err != nil || n != 4000 {
+		t.Fatalf("first put wrote %d (err %v), want 4000", n, err)
+	}
+	n, err = s.PutChunks(ctx, []ChunkInput{ca, cb})
+	if err != nil || n != 0 {
+		t.Fatalf("second put wrote %d (err %v), want 0", n, err)
+	}
+	c := randomBytes(t, 10)
+	cc, _ := EncodeChunk(c, nil)
+	n, err = s.PutChunks(ctx, []ChunkInput{ca, cc})
+	if err != nil || n != 10 {
+		t.Fatalf("third put wrote %d (err %v), want 10", n, err)
+	}
+	missing, err := s.MissingChunks(ctx, []string{ca.Hash, HashChunk([]byte("x")), cc.Hash, HashChunk([]byte("x"))})
+	if err != nil || len(missing) != 1 || missing[0] != HashChunk([]byte("x")) {
+		t.Fatalf("missing %v %v", missing, err)
+	}
+	got, err := s.ReadChunk(ctx, cb.Hash, []byte("prefix"))
+	if err != nil || !bytes.Equal(got, append([]byte("prefix"), b...)) {
+		t.Fatalf("ReadChunk appends: err %v, len %d", err, len(got))
+	}
+}
+
+func TestPutChunksRejectsBadInput(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	data := []byte("hello")
+	for name, c := range map[string]ChunkInput{
+		"wrong hash":  {Hash: HashChunk([]byte("other")), Codec: CodecRaw, RawLen: 5, Data: data},
+		"bad hash":    {Hash: "XYZ", Codec: CodecRaw, RawLen: 5, Data: data},
+		"wrong len":   {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 6, Data: data},
+		"bad codec":   {Hash: HashChunk(data), Codec: "lz4", RawLen: 5, Data: data},
+		"child unset": {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 5, Data: data, Children: []string{HashChunk([]byte("absent"))}},
+	} {
+		if _, err := s.PutChunks(ctx, []ChunkInput{c}); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if name == "child unset" && !errors.Is(err, ErrMissingChunk) {
+			t.Errorf("%s: %v, want ErrMissingChunk", name, err)
+		}
+	}
+	var n int
+	if err := s.DB().Get(&n, `SELECT COUNT(*) FROM chunks`); err != nil || n != 0 {
+		t.Fatalf("%d chunks stored after rejected puts (err %v)", n, err)
+	}
+	// A descriptor may come in the same call as its children, in any order.
+	child := []byte("child")
+	parent := []byte(`{"chunks":["` + HashChunk(child) + `"]}`)
+	pc, _ := EncodeChunk(parent, []string{HashChunk(child)})
+	cc, _ := EncodeChunk(child, nil)
+	if _, err := s.PutChunks(ctx, []ChunkInput{pc, cc}); err != nil {
+		t.Fatalf("parent before child in one call: %v", err)
+	}
+}
+
+func TestZstdRoundTrip(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	text := bytes.Repeat([]byte("carryover keeps your kernel's state. "), 100000) // 3.7 MB, compressible
+	c, err := EncodeChunk(text, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Codec != CodecZstd || len(c.Data) >= len(text)/10 {
+		t.Fatalf("codec %s, %d stored bytes for %d", c.Codec, len(c.Data), len(text))
+	}
+	n, err := s.PutChunks(ctx, []ChunkInput{c})
+	if err != nil || n != int64(len(c.Data)) {
+		t.Fatalf("wrote %d (err %v), want the compressed size %d", n, err, len(c.Data))
+	}
+	got, err := s.ReadChunk(ctx, c.Hash, nil)
+	if err != nil || !bytes.Equal(got, text) {
+		t.Fatalf("ReadChunk: err %v, equal %v", err, bytes.Equal(got, text))
+	}
+	var buf bytes.Buffer
+	m, err := s.ReadChunkTo(ctx, c.Hash, &buf)
+	if err != nil || m != int64(len(text)) || !bytes.Equal(buf.Bytes(), text) {
+		t.Fatalf("ReadChunkTo: %d %v", m, err)
+	}
+
+	random := randomBytes(t, 1<<20)
+	rc, _ := EncodeChunk(random, nil)
+	if rc.Codec != CodecRaw {
+		t.Fatalf("random data stored as %s", rc.Codec)
+	}
+	if _, err := s.PutChunks(ctx, []ChunkInput{rc}); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if m, err := s.ReadChunkTo(ctx, rc.Hash, &buf); err != nil || m != 1<<20 || !bytes.Equal(buf.Bytes(), random) {
+		t.Fatalf("raw ReadChunkTo: %d %v", m, err)
+	}
+
+	if _, err := s.ReadChunk(ctx, HashChunk([]byte("absent")), nil); !errors.Is(err, ErrMissingChunk) || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing chunk: %v", err)
+	}
+}
+
+func TestReadDetectsCorruption(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	h := rawChunkT(t, s, []byte("precious bytes"))
+	if _, err := s.DB().Exec(`UPDATE chunks SET data = ? WHERE hash = ?`, []byte("precious bytez"), h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadChunk(ctx, h, nil); err == nil || !strings.Contains(err.Error(), "corrupted") {
+		t.Fatalf("corrupted chunk read: %v", err)
+	}
+	if _, err := s.ReadChunkTo(ctx, h, &bytes.Buffer{}); err == nil {
+		t.Fatal("corrupted chunk streamed")
+	}
+}
