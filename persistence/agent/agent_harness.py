@@ -1,0 +1,117 @@
+"""Test harness: plays the Go side of the spool protocol (see carryover_agent's docstring) against an
+in-process IPython shell, with a directory of chunk files as the store. Used by test_agent.py; each
+"kernel" is a fresh /usr/bin/python3 process so restores start from an empty interpreter."""
+
+import base64
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import carryover_agent  # noqa: E402
+
+try:
+    import zstandard
+except Exception:  # pragma: no cover
+    zstandard = None
+
+
+def new_shell(spool):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    return sh, carryover_agent.install(spool, sh)
+
+
+def call(agent, op, args):
+    agent.call(op, json.dumps(args))
+    return json.loads(agent.take())
+
+
+def checkpoint(agent, spool, store, token, committed=""):
+    """Snapshot, move chunks into the store (dir of raw chunk files), return (result, manifest)."""
+    r = call(agent, "snapshot", {"token": token, "committed": committed, "chunk_size": 1 << 20})
+    written = 0
+    for c in r["chunks"]:
+        if "d" in c:
+            data = base64.b64decode(c["d"])
+        else:
+            with open(os.path.join(spool, token, c["f"]), "rb") as f:
+                data = f.read()
+        if c["c"] == "zstd":
+            data = zstandard.ZstdDecompressor().decompress(data, max_output_size=c["n"])
+        assert len(data) == c["n"], (c, len(data))
+        dst = os.path.join(store, c["h"])
+        if not os.path.exists(dst):
+            with open(dst, "wb") as f:
+                f.write(data)
+            written += c["s"]
+    shutil.rmtree(os.path.join(spool, token), ignore_errors=True)
+    for g in r["groups"]:  # every ref must be in the store after the put
+        if g.get("r"):
+            assert os.path.exists(os.path.join(store, g["r"])), g
+    manifest = {"groups": r["groups"], "cwd": r["cwd"], "env": r["env"], "skipped": r["skipped"]}
+    return r, manifest, written
+
+
+def restore(agent, spool, store, manifest):
+    rdir = tempfile.mkdtemp(dir=spool)
+    groups = []
+    for i, g in enumerate(manifest["groups"]):
+        e = dict(g)
+        if g["k"] != "imp":
+            with open(os.path.join(store, g["r"]), "rb") as f:
+                desc = json.loads(f.read())
+            e["desc"] = desc
+            pf = os.path.join(rdir, "g%d.p" % i)
+            with open(pf, "wb") as out:
+                for h, n in desc["p"]:
+                    with open(os.path.join(store, h), "rb") as f:
+                        out.write(f.read())
+            e["pf"] = pf
+            e["bf"] = []
+            for j, (_, _, cl) in enumerate(desc["b"]):
+                bf = os.path.join(rdir, "g%d.b%d" % (i, j))
+                with open(bf, "wb") as out:
+                    for h, n in cl:
+                        with open(os.path.join(store, h), "rb") as f:
+                            out.write(f.read())
+                e["bf"].append(bf)
+        groups.append(e)
+    r = call(agent, "restore", {"clear": True, "groups": groups, "cwd": manifest.get("cwd"), "env": manifest.get("env")})
+    shutil.rmtree(rdir, ignore_errors=True)
+    return r
+
+
+def main():
+    """python3 agent_harness.py <spool> <store> <plan.json>: a fresh "kernel" that optionally restores
+    plan["manifest"], then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
+    {"checkpoint": true} (its result, manifest and bytes written). Prints the step results as JSON."""
+    spool, store, ppath = sys.argv[1:4]
+    with open(ppath) as f:
+        plan = json.load(f)
+    sh, agent = new_shell(spool)
+    out = {"steps": []}
+    if plan.get("manifest"):
+        out["restore"] = restore(agent, spool, store, plan["manifest"])
+    committed = ""
+    for i, step in enumerate(plan.get("steps", [])):
+        if "run" in step:
+            res = sh.run_cell(step["run"], store_history=True)
+            err = res.error_in_exec or res.error_before_exec
+            out["steps"].append("ERROR %s: %s" % (type(err).__name__, err) if err is not None else repr(res.result))
+        elif "checkpoint" in step:
+            token = "t%d" % i
+            r, manifest, written = checkpoint(agent, spool, store, token, committed)
+            committed = token if not step.get("fail_commit") else committed
+            out["steps"].append({"result": r, "manifest": manifest, "written": written})
+    sys.stdout.flush()
+    print("\n@@RESULT@@" + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1229 @@
+"""carryover snapshot agent: lives inside each IPython kernel and turns its namespace into chunks.
+
+Loaded by the Go server (persistence.AgentBootstrap) as the module ``carryover_agent`` and bound in the
+user namespace as ``__carryover__`` (the only name it adds). Only stdlib, dill, xxhash and zstandard.
+
+Why it looks like this
+----------------------
+* Saving the whole namespace after every turn is too slow (a 1 GiB array costs seconds), so the agent
+  works out what a turn could have changed: names created, deleted or rebound (dict keys + id()), names the
+  turn's cells read or write (their AST), global names used by session functions the cells called
+  (co_names, transitively), and every small group (re-pickled each turn within a time budget, which
+  catches mutations through aliases the AST cannot see). Everything else reuses its previous reference.
+* Variables that share objects form ONE group pickled together (the pickler memo keeps ``b is a``).
+* Pickle protocol 5 with the C pickler; contiguous buffers (numpy arrays, large top-level bytes) go
+  out-of-band, cut into chunks hashed with xxh3-128, so an unchanged 1 GiB array writes nothing and a
+  modified one writes only its changed chunks. dill is the fallback for what pickle cannot do; classes
+  and functions defined in the session are pickled by value (classes through a skeleton + state, which
+  also works for Enum and ABC), and restored before the data that refers to them as ``__main__.Name``.
+* Modules and objects imported from modules are recorded by reference and re-imported.
+
+Spool protocol (the Go side is persistence/checkpoint_spool.go)
+-------------------------------------------------------------
+Go calls, silently, ``__carryover__.call(<op>, <json args>)`` and reads the answer as the text/plain of
+the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
+
+``snapshot`` args {"token", "committed", "chunk_size"}:
+  * ``committed`` is the token of the last snapshot Go committed. The agent keeps the state of its last
+    snapshot as *pending* until Go says (in the next call) that it was committed; otherwise it is dropped
+    and its cells are analysed again, so a failed commit never leaves the agent believing Go has chunks.
+  * New chunks (content Go does not have: not referenced by the committed state) are written as files
+    ``<spool>/<token>/<hash>`` holding the STORED bytes (zstd-compressed when that pays), or inlined as
+    base64 in the answer when small. Go streams each file into the store and deletes the directory.
+  * A group descriptor chunk (JSON, below) names a group's pickle and buffer chunks; the manifest refers
+    to a group by that one hash, and the descriptor's chunk entry lists them as children for GC.
+  * Answer: {"token", "groups": [{"k": "imp"|"def"|"data", "n": [names], "t": [types], "r": hash,
+    "m": module, "a": attr}], "saved": [names], "unchanged": N, "skipped": [{"name","type","reason"}],
+    "chunks": [{"h", "c": "raw"|"zstd", "n": raw len, "s": stored len, "f": file | "d": base64,
+    "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
+    write_ms}}.
+Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
+  "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
+  (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
+
+``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
+  "cwd", "env"}: Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
+  and each out-of-band buffer into ONE file of ``bf``; the agent maps buffers copy-on-write (mmap
+  ACCESS_COPY: no copy until written), unlinks the files and loads each group independently.
+  Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
+  "groups": [{"n": [names], "ms"}]}.
+
+``forget``: drop the agent's state so the next snapshot serialises everything again.
+"""
+
+import abc
+import ast
+import base64
+import copyreg
+import enum
+import hashlib
+import importlib
+import io
+import json
+import mmap
+import os
+import pickle
+import re
+import sys
+import time
+import types
+
+try:
+    import xxhash
+
+    _xxh3 = xxhash.xxh3_128_hexdigest
+except Exception:  # pragma: no cover - Debian ships python3-xxhash
+    _xxh3 = None
+try:
+    import zstandard
+except Exception:  # pragma: no cover
+    zstandard = None
+try:
+    import dill
+except Exception:  # pragma: no cover
+    dill = None
+
+PROTOCOL = 5
+DEFAULT_CHUNK = 4 << 20
+SMALL_GROUP = 64 << 10  # groups smaller than this are re-pickled every turn
+RECHECK_BUDGET = 0.004  # seconds spent per snapshot re-checking small groups
+INLINE_MAX = 16 << 10  # chunks up to this size travel inline (base64) instead of as spool files
+BIG_BYTES = 1 << 20  # top-level bytes/bytearray at least this large go out-of-band
+SAMPLE = 64 << 10  # compressibility probe of a buffer chunk
+
+# Names IPython owns (never saved). _N and _iN are matched by _IPY_RE.
+_IPY_NAMES = frozenset(
+    "In Out _ __ ___ _oh _ih _dh _i _ii _iii exit quit get_ipython __builtins__ __name__ __doc__ "
+    "__package__ __loader__ __spec__ __builtin__ __carryover__".split()
+)
+_IPY_RE = re.compile(r"^_i?\d+$")
+# Calls that make a cell's effects invisible to the AST: the snapshot then re-checks every group.
+_DYNAMIC_CALLS = frozenset("exec eval globals vars locals __import__ execfile runfile".split())
+_DYNAMIC_MAGICS = frozenset("run load store reset reset_selective recall rerun macro aimport autoreload".split())
+# Types whose identity does not matter for aliasing (immutable or pickled by reference).
+_NO_ALIAS = (str, bytes, int, float, complex, bool, tuple, frozenset, type(None), range, slice, type,
+             types.FunctionType, types.BuiltinFunctionType, types.ModuleType, pickle.PickleBuffer,
+             types.MethodType, types.CodeType)
+
+
+def _shared_types():
+    """Library objects shared by unrelated values (dtype singletons, enum members, bare object()
+    sentinels): they must not glue unrelated variables into one group."""
+    out = [enum.Enum]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out.append(np.dtype)
+    return _NO_ALIAS + tuple(out)
+
+
+def _hash(buf):
+    if _xxh3 is not None:
+        return _xxh3(buf)
+    return hashlib.blake2b(buf, digest_size=16).hexdigest()  # pragma: no cover
+
+
+class JSONText(str):
+    """A str whose repr is itself: the text/plain of a user expression is then raw JSON."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def _ms(t0):
+    return round((time.perf_counter() - t0) * 1000, 3)
+
+
+def _typename(v):
+    return type(v).__name__
+
+
+# ---------------------------------------------------------------------------------------------------
+# AST analysis: which global names can a cell read or write?
+
+
+class _CellNames(ast.NodeVisitor):
+    """Collects the global names a cell may touch. Names local to functions (args, assignments) are
+    excluded unless declared global; names used inside function bodies that are not local are included
+    because the function may be called in the same cell."""
+
+    def __init__(self):
+        self.names = set()
+        self.dynamic = False
+
+    # module scope
+    def visit_Name(self, node):
+        self.names.add(node.id)
+
+    def visit_Import(self, node):
+        for a in node.names:
+            self.names.add(a.asname or a.name.split(".")[0])
+
+    def visit_ImportFrom(self, node):
+        for a in node.names:
+            if a.name == "*":
+                self.dynamic = True
+            else:
+                self.names.add(a.asname or a.name)
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in _DYNAMIC_CALLS:
+            self.dynamic = True
+        if isinstance(f, ast.Attribute) and f.attr in ("run_line_magic", "run_cell_magic", "magic"):
+            self._magic(node)
+        self.generic_visit(node)
+
+    def _magic(self, node):
+        args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not args:
+            self.dynamic = True
+            return
+        name = args[0].split()[0].lstrip("%") if args[0].strip() else ""
+        if name in _DYNAMIC_MAGICS:
+            self.dynamic = True
+            return
+        for text in args[1:]:
+            for piece in (text, " ".join(w for w in text.split() if not w.startswith("-"))):
+                try:
+                    self.visit(ast.parse(piece))
+                    break
+                except SyntaxError:
+                    continue
+            for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                self.names.add(w)  # e.g. %%capture out, %time x = f(y): overestimating is safe
+
+    def visit_FunctionDef(self, node):
+        self.names.add(node.name)
+        for d in node.decorator_list:
+            self.visit(d)
+        self._args_defaults(node.args)
+        self._scope(node.args, node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        self._args_defaults(node.args)
+        self._scope(node.args, [node.body])
+
+    def visit_ClassDef(self, node):
+        self.names.add(node.name)
+        for d in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+            self.visit(d)
+        inner = _CellNames()
+        for stmt in node.body:
+            inner.visit(stmt)
+        local = _stored(node.body)
+        self.names |= inner.names - local
+        self.dynamic |= inner.dynamic
+
+    def _args_defaults(self, args):
+        for d in args.defaults + [d for d in args.kw_defaults if d is not None]:
+            self.visit(d)
+
+    def _scope(self, args, body):
+        inner = _CellNames()
+        for stmt in body:
+            inner.visit(stmt)
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        if args.vararg:
+            params.add(args.vararg.arg)
+        if args.kwarg:
+            params.add(args.kwarg.arg)
+        declared = _declared_global(body)
+        local = (_stored(body) | params) - declared
+        self.names |= (inner.names - local) | declared
+        self.dynamic |= inner.dynamic
+
+    def _comp(self, node):
+        inner = _CellNames()
+        for g in node.generators:
+            inner.visit(g.iter)
+            for c in g.ifs:
+                inner.visit(c)
+        for part in ("elt", "key", "value"):
+            if getattr(node, part, None) is not None:
+                inner.visit(getattr(node, part))
+        targets = set()
+        for g in node.generators:
+            targets |= {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        self.names |= inner.names - targets
+        self.dynamic |= inner.dynamic
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
+
+
+def _stored(body):
+    """Names assigned in a function/class body (its locals), not descending into nested scopes."""
+    out = set()
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                out.add(a.asname or a.name.split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _declared_global(body):
+    out = set()
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Global):
+                out.update(n.names)
+    return out
+
+
+def _code_names(code, seen):
+    """co_names of a code object and the code objects nested in it: the globals a function may use."""
+    out = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pickling helpers
+
+
+def _is_session_def(v):
+    return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
+
+
+def _import_ref(v):
+    """(module, attr) when v can be re-imported: modules, and classes/functions of real modules."""
+    if isinstance(v, types.ModuleType):
+        name = getattr(v, "__name__", None)
+        if name and sys.modules.get(name) is v and name != "__main__":
+            return (name, None)
+        return None
+    if not isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    mod = getattr(v, "__module__", None)
+    qual = getattr(v, "__qualname__", None)
+    if not mod or not qual or mod == "__main__" or "<" in qual:
+        return None
+    m = sys.modules.get(mod)
+    if m is None:
+        return None
+    obj = m
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+    return (mod, qual) if obj is v else None
+
+
+class _OOBBytes:
+    """Wraps a large top-level bytes/bytearray so it goes out-of-band (pickle keeps bytes in-band)."""
+
+    __slots__ = ("b",)
+
+    def __init__(self, b):
+        self.b = b
+
+    def __reduce_ex__(self, proto):
+        return (_bytes_from, (pickle.PickleBuffer(self.b), type(self.b) is bytearray))
+
+
+def _bytes_from(buf, is_bytearray):
+    return bytearray(buf) if is_bytearray else bytes(buf)
+
+
+_FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.FileIO)
+
+
+def _reduce_file(f):
+    """An open file is saved as path, mode and position and reopened there on restore."""
+    name = getattr(f, "name", None)
+    if not isinstance(name, str):
+        raise pickle.PicklingError("file object has no path")
+    path = os.path.abspath(name)
+    if not os.path.exists(path):
+        raise pickle.PicklingError("file %s no longer exists" % path)
+    closed = f.closed
+    pos = 0
+    if not closed:
+        if f.writable():
+            f.flush()
+        try:
+            pos = f.tell()
+        except OSError as e:
+            raise pickle.PicklingError("cannot tell position: %s" % e)
+    enc = getattr(f, "encoding", None) if isinstance(f, io.TextIOWrapper) else None
+    errors = getattr(f, "errors", None) if isinstance(f, io.TextIOWrapper) else None
+    raw = isinstance(f, io.FileIO)
+    return (_reopen_file, (path, f.mode, pos, closed, enc, errors, raw))
+
+
+def _reopen_file(path, mode, pos, closed, encoding, errors, raw):
+    if not os.path.exists(path):
+        raise FileNotFoundError("file %s no longer exists" % path)
+    # Reopening with w/x would truncate or fail: reopen for update instead, appends stay appends.
+    m = mode.replace("w", "r+").replace("x", "r+").replace("++", "+")
+    if "b" in m or raw:
+        f = open(path, m.replace("b", "") + "b", buffering=0 if raw else -1)
+    else:
+        f = open(path, m, encoding=encoding, errors=errors)
+    if closed:
+        f.close()
+    elif "a" not in m:
+        f.seek(pos)
+    return f
+
+
+_DISPATCH = dict(copyreg.dispatch_table)
+for _t in _FILE_TYPES:
+    _DISPATCH[_t] = _reduce_file
+
+
+class _DataPickler(pickle.Pickler):
+    """The C pickler, protocol 5; open files through _reduce_file."""
+
+    dispatch_table = _DISPATCH
+
+
+# Module-level singletons that must keep their identity (dataclasses compares Field._field_type with
+# `is`): pickled as references to their module attribute.
+def _sentinels():
+    out = {}
+    for modname in ("dataclasses", "enum", "typing", "abc", "functools"):
+        m = sys.modules.get(modname)
+        if m is None:
+            continue
+        for k, v in vars(m).items():
+            if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, int,
+                              str, float, bytes, tuple, type(None), bool)):
+                continue
+            out[id(v)] = (modname, k, v)
+    return out
+
+
+_ENUM_INTERNAL = frozenset(
+    "_member_names_ _member_map_ _value2member_map_ _unhashable_values_ _member_type_ _value_repr_ "
+    "_new_member_ _use_args_ _singles_mask_ _boundary_ _flag_mask_ _all_bits_ _inverted_ __new_member__ "
+    "_generate_next_value_ __dict__ __weakref__ _missing_".split()
+)
+
+
+def _class_state(cls):
+    d = dict(cls.__dict__)
+    for k in ("__dict__", "__weakref__", "_abc_impl", "__abstractmethods__", "__module__", "__qualname__"):
+        d.pop(k, None)
+    slots = d.get("__slots__", ())
+    if isinstance(slots, str):
+        slots = (slots,)
+    for s in slots:
+        if isinstance(d.get(s), types.MemberDescriptorType):
+            d.pop(s)
+    return d, tuple(slots)
+
+
+def _reduce_class(cls):
+    """A session class by value: a skeleton first (memoised, so methods referring to the class -
+    super() cells, class attributes - resolve to it), then its attributes through a state setter."""
+    meta = type(cls)
+    state, slots = _class_state(cls)
+    if isinstance(cls, enum.EnumMeta):
+        members = [(k, m._value_) for k, m in cls._member_map_.items()]
+        for k in list(state):
+            if k in cls._member_map_ or k in _ENUM_INTERNAL:
+                state.pop(k)
+        if state.get("__new__") is enum.Enum.__new__:
+            state.pop("__new__")
+        skel = (_enum_skeleton, (meta, cls.__name__, cls.__qualname__, cls.__bases__, members))
+    else:
+        state.pop("__slots__", None)
+        skel = (_class_skeleton, (meta, cls.__name__, cls.__qualname__, cls.__bases__, slots))
+    return skel + (state, None, None, _class_setstate)
+
+
+def _class_skeleton(meta, name, qualname, bases, slots):
+    ns = {"__module__": "__main__", "__qualname__": qualname}
+    if slots:
+        ns["__slots__"] = slots
+    return types.new_class(name, bases, {"metaclass": meta}, lambda d: d.update(ns))
+
+
+def _enum_skeleton(meta, name, qualname, bases, members):
+    d = meta.__prepare__(name, bases)
+    d["__module__"] = "__main__"
+    d["__qualname__"] = qualname
+    for k, v in members:
+        d[k] = v
+    return meta(name, bases, d)
+
+
+def _class_setstate(cls, state):
+    for k, v in state.items():
+        if k in ("__doc__",) and v is None:
+            continue
+        try:
+            setattr(cls, k, v)
+        except (AttributeError, TypeError):
+            pass
+    if isinstance(cls, abc.ABCMeta) and hasattr(abc, "update_abstractmethods"):
+        abc.update_abstractmethods(cls)
+    return cls
+
+
+if dill is not None:
+
+    class _DillPickler(dill.Pickler):
+        """dill with session classes by value (skeleton + state) and other session definitions by
+        reference to their name, so each keeps its identity and restores in dependency order."""
+
+        dispatch_table = _DISPATCH
+
+        def __init__(self, file, agent, root, **kw):
+            super().__init__(file, protocol=PROTOCOL, **kw)
+            self._agent = agent
+            self._root = root
+            self.deps = set()
+
+        def persistent_id(self, obj):
+            if obj is self._root:
+                return None
+            oid = id(obj)
+            name = self._agent._defnames.get(oid)
+            if name is not None:
+                self.deps.add(name)
+                return ("d", name)
+            s = self._agent._sentinels.get(oid)
+            if s is not None and s[2] is obj:
+                return ("g", s[0], s[1])
+            if isinstance(obj, types.ModuleType) and _import_ref(obj):
+                return ("m", obj.__name__)
+            return None
+
+        def reducer_override(self, obj):
+            if isinstance(obj, type) and obj.__module__ == "__main__":
+                return _reduce_class(obj)
+            if isinstance(obj, _FILE_TYPES):
+                return _reduce_file(obj)
+            return NotImplemented
+
+
+def _persistent_load(ns):
+    def load(pid):
+        kind = pid[0]
+        if kind == "d":
+            try:
+                return ns[pid[1]]
+            except KeyError:
+                raise _MissingDep(pid[1])
+        if kind == "g":
+            return getattr(importlib.import_module(pid[1]), pid[2])
+        if kind == "m":
+            return importlib.import_module(pid[1])
+        raise pickle.UnpicklingError("unknown persistent id %r" % (pid,))
+
+    return load
+
+
+class _MissingDep(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# Groups and state
+
+
+class _Group:
+    """One unit of saving: names sharing objects (or one session definition under several names)."""
+
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr")
+
+    def __init__(self, names, kind):
+        self.names = tuple(names)
+        self.kind = kind
+        self.ref = ""
+        self.size = 0
+        self.ids = frozenset()
+        self.chunks = ()
+        self.types = ()
+        self.mod = None
+        self.attr = None
+
+    def entry(self):
+        e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}
+        if self.kind == "imp":
+            e["m"] = self.mod
+            if self.attr:
+                e["a"] = self.attr
+        else:
+            e["r"] = self.ref
+        return e
+
+
+class _State:
+    def __init__(self):
+        self.groups = {}  # frozenset(names) -> _Group
+        self.ids = {}  # name -> id(value) at the snapshot
+        self.skipped = {}  # name -> skip entry (kept while the value is not rebound)
+        self.known = set()  # chunk hashes Go has for sure (referenced by this state)
+        self.full = True  # a fresh agent checks everything once
+
+    def name2group(self):
+        return {n: g for g in self.groups.values() for n in g.names}
+
+
+class _Pickled:
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep")
+
+    def __init__(self, names, kind):
+        self.names = tuple(names)
+        self.kind = kind
+        self.fmt = "p"
+        self.data = b""
+        self.buffers = []
+        self.ids = frozenset()
+        self.deps = ()
+        self.keep = None  # memo copy held while groups are formed, so ids are not reused
+
+
+class Agent:
+    def __init__(self, shell, spool_dir):
+        self.shell = shell
+        self.ns = shell.user_ns
+        self.spool = spool_dir
+        self.cells = []
+        self.state = _State()
+        self.pending = None  # (token, state, cells)
+        self._defnames = {}
+        self._sentinels = _sentinels()
+        self._recheck_pos = 0
+        self._result = None
+        self._shared = _NO_ALIAS
+        self._env0 = dict(os.environ)
+
+    # --- wiring ------------------------------------------------------------------------------------
+    def pre_run_cell(self, info):
+        raw = getattr(info, "raw_cell", None)
+        if raw:
+            self.cells.append(raw)
+
+    def call(self, op, args="{}"):
+        """Runs op with JSON args; the JSON answer is fetched with take() (see module doc)."""
+        a = json.loads(args) if isinstance(args, str) else (args or {})
+        out = getattr(self, "op_" + op)(a)
+        self._result = JSONText(json.dumps(out, separators=(",", ":")))
+        return None
+
+    def take(self):
+        r, self._result = self._result, None
+        return r if r is not None else JSONText("null")
+
+    def op_ping(self, a):
+        return {"ok": True, "pid": os.getpid(), "xxhash": _xxh3 is not None, "zstd": zstandard is not None,
+                "dill": dill is not None}
+
+    def op_forget(self, a):
+        self.state = _State()
+        self.pending = None
+        return {"ok": True}
+
+    # --- namespace ---------------------------------------------------------------------------------
+    def _keep(self, name, value):
+        if name in _IPY_NAMES or _IPY_RE.match(name):
+            return False
+        hidden = self.shell.user_ns_hidden
+        if name in hidden and hidden[name] is value:
+            return False
+        return not (name.startswith("__") and name.endswith("__"))
+
+    def _user_names(self):
+        return {k: v for k, v in self.ns.items() if self._keep(k, v)}
+
+    def _settle(self, committed):
+        if self.pending is None:
+            return
+        token, st, cells = self.pending
+        self.pending = None
+        if committed and token == committed:
+            self.state = st
+        else:
+            self.cells = cells + self.cells
+
+    def _analyze(self, cells, cur):
+        names = set()
+        dynamic = False
+        for raw in cells:
+            try:
+                src = self.shell.transform_cell(raw)
+                tree = ast.parse(src)
+            except Exception:
+                try:
+                    tree = ast.parse(raw)
+                except Exception:
+                    dynamic = True
+                    continue
+            v = _CellNames()
+            v.visit(tree)
+            names |= v.names
+            dynamic |= v.dynamic
+        # Globals used by session functions the cells called (or methods of session objects they touched).
+        seen_code = set()
+        seen = set()
+        todo = [n for n in names if n in cur]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            more = set()
+            for code in _codes_of(cur.get(n)):
+                more |= _code_names(code, seen_code)
+            names |= more
+            todo.extend(m for m in more if m in cur and m not in seen)
+        return names, dynamic
+
+    # --- snapshot ----------------------------------------------------------------------------------
+    def op_snapshot(self, a):
+        t0 = time.perf_counter()
+        self._settle(a.get("committed") or "")
+        token = a["token"]
+        cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
+        cells, self.cells = self.cells, []
+        prev = self.state
+        cur = self._user_names()
+        self._defnames = {id(v): k for k, v in cur.items() if _is_session_def(v) and getattr(v, "__qualname__", "") == k}
+        for k, v in cur.items():
+            if _is_session_def(v) and id(v) not in self._defnames:
+                self._defnames[id(v)] = k
+        self._shared = _shared_types()
+        touched, dynamic = self._analyze(cells, cur)
+        p2g = prev.name2group()
+        cand = set()
+        for n, v in cur.items():
+            if prev.ids.get(n) != id(v):
+                cand.add(n)
+        if dynamic or prev.full:
+            cand |= set(cur)
+        cand |= touched & cur.keys()
+        gone = prev.ids.keys() - cur.keys()
+        for n in cand | gone:
+            g = p2g.get(n)
+            if g is not None:
+                cand |= {m for m in g.names if m in cur}
+        detect = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        new_groups = {}
+        skipped = {}
+        results = []  # _Pickled ready to chunk
+        # imports and session definitions
+        data_names = []
+        by_def = {}
+        for n in sorted(cand):
+            v = cur[n]
+            ref = _import_ref(v)
+            if ref is not None:
+                g = _Group([n], "imp")
+                g.mod, g.attr = ref
+                g.types = (_typename(v),)
+                new_groups[frozenset(g.names)] = g
+            elif _is_session_def(v):
+                by_def.setdefault(id(v), []).append(n)
+            else:
+                data_names.append(n)
+        for ns_ in by_def.values():
+            full = sorted(k for k, v in cur.items() if v is cur[ns_[0]])
+            pk = self._pickle_def(full, cur[ns_[0]], skipped)
+            if pk is not None:
+                results.append(pk)
+        results.extend(self._pickle_data(data_names, cur, prev, p2g, skipped))
+        # Small unchanged groups: re-pickle within a budget (mutations through aliases).
+        picked = {n for r in results for n in r.names} | set(skipped)
+        results.extend(self._recheck(prev, cur, picked, skipped, t1))
+        serialize = time.perf_counter() - t1
+
+        # chunk, hash, write
+        t2 = time.perf_counter()
+        hash_t = 0.0
+        chunks_out = []
+        emitted = set()
+        known = prev.known
+        saved = []
+        outdir = os.path.join(self.spool, token)
+        made_dir = [False]
+        for r in results:
+            th = time.perf_counter()
+            g, pieces = self._describe(r, cs, cur)
+            hash_t += time.perf_counter() - th
+            old = prev.groups.get(frozenset(g.names))
+            if old is not None and old.ref == g.ref:
+                g.size = old.size if not g.size else g.size
+            else:
+                saved.extend(g.names)
+            new_groups[frozenset(g.names)] = g
+            for h, piece, children in pieces:
+                if h in known or h in emitted:
+                    continue
+                emitted.add(h)
+                chunks_out.append(self._emit(outdir, made_dir, h, piece, children))
+            r.keep = None
+        # reuse every group not re-checked
+        done = {n for g in new_groups.values() for n in g.names} | set(skipped)
+        for key, g in prev.groups.items():
+            if key in new_groups:
+                continue
+            if all(n in cur and n not in done for n in g.names):
+                new_groups[key] = g
+                done |= set(g.names)
+        for n in cur:
+            if n not in done and n in prev.skipped and prev.ids.get(n) == id(cur[n]):
+                skipped[n] = prev.skipped[n]
+        write = time.perf_counter() - t2 - hash_t
+        serialize += hash_t
+
+        st = _State()
+        st.full = False
+        st.groups = new_groups
+        st.ids = {n: id(v) for n, v in cur.items()}
+        st.skipped = skipped
+        for g in new_groups.values():
+            if g.ref:
+                st.known.add(g.ref)
+                st.known.update(g.chunks)
+        self.pending = (token, st, cells)
+        saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
+        nsaved = sum(len(g.names) for g in new_groups.values())
+        groups = sorted(new_groups.values(), key=lambda g: ({"imp": 0, "def": 1, "data": 2}[g.kind], g.names))
+        return {
+            "token": token,
+            "groups": [g.entry() for g in groups],
+            "saved": sorted(saved_set),
+            "unchanged": nsaved - len(saved_set),
+            "skipped": [skipped[n] for n in sorted(skipped)],
+            "chunks": chunks_out,
+            "cwd": _cwd(),
+            "env": self._env_diff(),
+            "timings": {"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
+                        "write_ms": round(write * 1000, 3)},
+        }
+
+    def _env_diff(self):
+        env = os.environ
+        out = {"set": {k: v for k, v in env.items() if self._env0.get(k) != v},
+               "unset": sorted(k for k in self._env0 if k not in env)}
+        return out
+
+    def _pickle_def(self, names, obj, skipped):
+        r = _Pickled(names, "def")
+        if dill is None:
+            for n in names:
+                skipped[n] = {"name": n, "type": _typename(obj), "reason": "dill is not installed"}
+            return None
+        try:
+            buf = io.BytesIO()
+            bufs = []
+            p = _DillPickler(buf, self, obj, buffer_callback=bufs.append)
+            p.dump(obj)
+            r.fmt, r.data, r.buffers, r.deps = "d", buf.getvalue(), bufs, tuple(sorted(p.deps - set(names)))
+            return r
+        except Exception as e:
+            for n in names:
+                skipped[n] = {"name": n, "type": _typename(obj), "reason": _reason(e)}
+            return None
+
+    def _pickle_one(self, names, values):
+        """Pickles values (one name: the value; several: a tuple) with the C pickler, else dill.
+        Returns _Pickled or raises."""
+        r = _Pickled(names, "data")
+        obj = values[0] if len(values) == 1 else tuple(values)
+        if len(values) == 1 and type(obj) in (bytes, bytearray) and len(obj) >= BIG_BYTES:
+            obj = _OOBBytes(obj)
+        bufs = []
+        buf = io.BytesIO()
+        try:
+            p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
+            p.dump(obj)
+            r.keep = p.memo.copy()
+            r.data = buf.getvalue()
+        except Exception as first:
+            if dill is None:
+                raise first
+            bufs = []
+            buf = io.BytesIO()
+            p = _DillPickler(buf, self, None, buffer_callback=bufs.append)
+            try:
+                p.dump(obj)
+            except Exception as e:
+                raise e from first
+            r.fmt = "d"
+            r.keep = dict(p.memo)
+            r.data = buf.getvalue()
+            r.deps = tuple(sorted(p.deps))
+        r.buffers = bufs
+        ids = set()
+        shared = self._shared
+        for k, (_, o) in r.keep.items():
+            if not isinstance(o, shared) and type(o) is not object and o is not obj:
+                ids.add(k)
+        if len(values) > 1 or obj is values[0]:
+            ids.update(id(v) for v in values if not isinstance(v, shared))
+        r.ids = frozenset(ids)
+        return r
+
+    def _pickle_data(self, names, cur, prev, p2g, skipped):
+        """Pickles each candidate alone, merges names whose objects overlap (with each other or with
+        groups not re-checked) and re-pickles merged groups together."""
+        singles = {}
+        todo = list(names)
+        while todo:
+            n = todo.pop()
+            if n in singles or n in skipped:
+                continue
+            try:
+                singles[n] = self._pickle_one([n], [cur[n]])
+            except Exception as e:
+                skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
+                continue
+            ids = singles[n].ids
+            if not ids:
+                continue
+            # overlap with a group that was not a candidate: pull it in
+            for g in prev.groups.values():
+                if g.kind == "data" and g.ids and not g.ids.isdisjoint(ids):
+                    for m in g.names:
+                        if m in cur and m not in singles and m not in skipped and m not in todo:
+                            todo.append(m)
+        # union-find over shared ids
+        parent = {n: n for n in singles}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        owner = {}
+        for n in sorted(singles):
+            for i in singles[n].ids:
+                o = owner.setdefault(i, n)
+                if o != n:
+                    parent[find(n)] = find(o)
+        comps = {}
+        for n in singles:
+            comps.setdefault(find(n), []).append(n)
+        out = []
+        for members in comps.values():
+            members.sort()
+            if len(members) == 1:
+                out.append(singles[members[0]])
+                continue
+            try:
+                out.append(self._pickle_one(members, [cur[m] for m in members]))
+            except Exception:
+                out.extend(singles[m] for m in members)  # together fails: save apart, lose aliasing
+        return out
+
+    def _recheck(self, prev, cur, picked, skipped, t_start):
+        small = [g for g in prev.groups.values() if g.kind in ("data", "def") and g.size < SMALL_GROUP
+                 and all(n in cur and n not in picked for n in g.names)]
+        if not small:
+            return []
+        small.sort(key=lambda g: g.names)
+        out = []
+        start = self._recheck_pos % len(small)
+        deadline = time.perf_counter() + RECHECK_BUDGET
+        i = 0
+        for i in range(len(small)):
+            if time.perf_counter() > deadline:
+                break
+            g = small[(start + i) % len(small)]
+            try:
+                if g.kind == "def":
+                    r = self._pickle_def(list(g.names), cur[g.names[0]], skipped)
+                    if r is None:
+                        continue
+                else:
+                    r = self._pickle_one(list(g.names), [cur[n] for n in g.names])
+            except Exception as e:
+                for n in g.names:
+                    skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
+                continue
+            out.append(r)
+        else:
+            i = len(small)
+        self._recheck_pos = start + i
+        return out
+
+    def _describe(self, r, cs, cur):
+        """Cuts a pickled group into hashed chunks and builds its descriptor."""
+        pieces = []
+        pl = []
+        data = memoryview(r.data)
+        for off in range(0, max(len(data), 1), cs):
+            piece = data[off:off + cs]
+            h = _hash(piece)
+            pl.append([h, len(piece)])
+            pieces.append((h, piece, None))
+        bl = []
+        size = len(data)
+        for pb in r.buffers:
+            try:
+                mv = pb.raw()
+            except BufferError:
+                mv = memoryview(bytes(pb))  # non-contiguous: copy once
+            ro = 1 if mv.readonly else 0
+            cl = []
+            for off in range(0, len(mv), cs):
+                piece = mv[off:off + cs]
+                h = _hash(piece)
+                cl.append([h, len(piece)])
+                pieces.append((h, piece, None))
+            bl.append([ro, len(mv), cl])
+            size += len(mv)
+        desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
+        dj = json.dumps(desc, separators=(",", ":"), sort_keys=True).encode()
+        children = sorted({h for h, _, _ in pieces})
+        ref = _hash(dj)
+        pieces.append((ref, dj, children))
+        g = _Group(r.names, r.kind)
+        g.ref = ref
+        g.size = size
+        g.ids = r.ids
+        g.chunks = tuple(children)
+        g.types = tuple(_typename(cur[n]) for n in r.names)
+        return g, pieces
+
+    def _emit(self, outdir, made, h, piece, children):
+        raw_len = len(piece)
+        codec, stored = "raw", piece
+        if zstandard is not None and raw_len >= 256:
+            probe = piece if raw_len <= SAMPLE else piece[:SAMPLE]
+            c = zstandard.ZstdCompressor(level=1).compress(probe)
+            if len(c) < 0.8 * len(probe):
+                z = c if raw_len <= SAMPLE else zstandard.ZstdCompressor(level=1).compress(piece)
+                if len(z) < raw_len:
+                    codec, stored = "zstd", z
+        e = {"h": h, "c": codec, "n": raw_len, "s": len(stored)}
+        if children:
+            e["ch"] = children
+        if len(stored) <= INLINE_MAX:
+            e["d"] = base64.b64encode(stored).decode()
+        else:
+            if not made[0]:
+                os.makedirs(outdir, exist_ok=True)
+                made[0] = True
+            with open(os.path.join(outdir, h), "wb") as f:
+                f.write(stored)
+            e["f"] = h
+        return e
+
+    # --- restore -----------------------------------------------------------------------------------
+    def op_restore(self, a):
+        t0 = time.perf_counter()
+        self.pending = None
+        self.cells = []
+        if a.get("clear"):
+            for k in list(self.ns):
+                if self._keep(k, self.ns[k]):
+                    del self.ns[k]
+        restored, failed, timings = [], [], []
+        st = _State()
+        st.full = False
+        groups = a.get("groups") or []
+        imps = [g for g in groups if g["k"] == "imp"]
+        defs = [g for g in groups if g["k"] == "def"]
+        data = [g for g in groups if g["k"] == "data"]
+        load = _persistent_load(self.ns)
+        for g in imps:
+            try:
+                m = importlib.import_module(g["m"])
+                obj = m
+                if g.get("a"):
+                    for part in g["a"].split("."):
+                        obj = getattr(obj, part)
+                for n in g["n"]:
+                    self.ns[n] = obj
+                restored.extend(g["n"])
+                grp = _Group(g["n"], "imp")
+                grp.mod, grp.attr, grp.types = g["m"], g.get("a"), tuple(g.get("t") or ())
+                st.groups[frozenset(grp.names)] = grp
+            except Exception as e:
+                failed.extend({"name": n, "type": "module", "reason": _reason(e)} for n in g["n"])
+        # session definitions: dependency order, retried while progress is made
+        pending = list(defs)
+        while pending:
+            progress = False
+            later = []
+            for g in pending:
+                ok = self._load_into(g, load, restored, failed, timings, st, retry=True)
+                if ok is None:
+                    later.append(g)
+                else:
+                    progress = True
+            if not progress:
+                for g in later:
+                    self._load_into(g, load, restored, failed, timings, st, retry=False)
+                break
+            pending = later
+        for g in data:
+            self._load_into(g, load, restored, failed, timings, st, retry=False)
+        cwd = a.get("cwd")
+        if cwd and os.path.isdir(cwd):
+            os.chdir(cwd)
+        env = a.get("env") or {}
+        for k, v in (env.get("set") or {}).items():
+            os.environ[k] = v
+        for k in env.get("unset") or ():
+            os.environ.pop(k, None)
+        cur = self._user_names()
+        st.ids = {n: id(v) for n, v in cur.items()}
+        for g in st.groups.values():
+            if g.ref:
+                st.known.add(g.ref)
+                st.known.update(g.chunks)
+        self.state = st
+        return {"restored": sorted(restored), "failed": failed, "cwd": _cwd(),
+                "timings": {"load_ms": _ms(t0)}, "groups": timings}
+
+    def _load_into(self, g, load, restored, failed, timings, st, retry):
+        t = time.perf_counter()
+        names = g["n"]
+        bufs = []
+        try:
+            desc = g["desc"]
+            if "pd" in g:
+                data = base64.b64decode(g["pd"])
+            else:
+                with open(g["pf"], "rb") as f:
+                    data = f.read()
+            bufs = [_map_file(p) for p in g.get("bf") or ()]
+            if desc["f"] == "d":
+                u = dill.Unpickler(io.BytesIO(data), buffers=bufs)
+                u.persistent_load = load
+                obj = u.load()
+            else:
+                u = pickle.Unpickler(io.BytesIO(data), buffers=bufs)
+                u.persistent_load = load
+                obj = u.load()
+        except _MissingDep as e:
+            if retry:
+                return None
+            reason = "needs %s, which could not be restored" % e.args[0]
+            failed.extend({"name": n, "type": (g.get("t") or ["?"] * len(names))[i], "reason": reason}
+                          for i, n in enumerate(names))
+            _cleanup(g)
+            return False
+        except Exception as e:
+            failed.extend({"name": n, "type": (g.get("t") or ["?"] * len(names))[i], "reason": _reason(e)}
+                          for i, n in enumerate(names))
+            _cleanup(g)
+            return False
+        _cleanup(g)
+        if g["k"] == "def" or len(names) == 1:
+            values = [obj] * len(names)
+        else:
+            values = list(obj)
+        for n, v in zip(names, values):
+            self.ns[n] = v
+        restored.extend(names)
+        timings.append({"n": names, "ms": _ms(t)})
+        grp = _Group(names, g["k"])
+        grp.ref = g["r"]
+        grp.types = tuple(g.get("t") or ())
+        grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
+        grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
+        if g["k"] == "data":
+            self._shared = _shared_types()
+            try:
+                grp.ids = self._pickle_one(list(names), values).ids  # aliasing ids for the next turn
+            except Exception:
+                pass
+        st.groups[frozenset(names)] = grp
+        return True
+
+
+def _codes_of(v):
+    """Code objects whose globals v may use when called: a session function, a session class's
+    methods, a session object's class methods, bound methods."""
+    if v is None:
+        return []
+    if isinstance(v, types.MethodType):
+        v = v.__func__
+    if isinstance(v, types.FunctionType):
+        return [v.__code__] if v.__module__ == "__main__" else []
+    cls = v if isinstance(v, type) else type(v)
+    if getattr(cls, "__module__", None) != "__main__":
+        return []
+    out = []
+    for klass in cls.__mro__:
+        if getattr(klass, "__module__", None) != "__main__":
+            continue
+        for attr in vars(klass).values():
+            if isinstance(attr, (staticmethod, classmethod)):
+                attr = attr.__func__
+            if isinstance(attr, property):
+                out.extend(f.__code__ for f in (attr.fget, attr.fset, attr.fdel) if isinstance(f, types.FunctionType))
+            elif isinstance(attr, types.FunctionType):
+                out.append(attr.__code__)
+    return out
+
+
+def _map_file(path):
+    """Maps a restored buffer copy-on-write (no copy until written) and unlinks its file."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            m = bytearray()
+        else:
+            m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return m
+
+
+def _cleanup(g):
+    for p in ([g["pf"]] if g.get("pf") else []) + list(g.get("bf") or ()):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def _cwd():
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
+def _reason(e):
+    s = str(e) or type(e).__name__
+    return s if len(s) <= 300 else s[:297] + "..."
+
+
+def install(spool_dir, shell=None):
+    """Creates the agent for this kernel, binds it as __carryover__ and tracks cells via pre_run_cell."""
+    if shell is None:
+        shell = get_ipython()  # noqa: F821 - provided by IPython
+    old = shell.user_ns.get("__carryover__")
+    if old is not None and hasattr(old, "pre_run_cell"):
+        try:
+            shell.events.unregister("pre_run_cell", old.pre_run_cell)
+        except ValueError:
+            pass
+    agent = Agent(shell, spool_dir)
+    shell.events.register("pre_run_cell", agent.pre_run_cell)
+    shell.user_ns["__carryover__"] = agent
+    shell.user_ns_hidden["__carryover__"] = agent
+    return agent
