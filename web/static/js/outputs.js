@@ -1,0 +1,192 @@
+// Rendering of kernel outputs (the items of a /run answer's "outputs", streamed over the websocket):
+// stream, display_data, execute_result, error, update_display_data and clear_output.
+
+import { ansiToHtml, applyControlChars } from './ansi.js';
+import { renderMarkdown } from './markdown.js';
+import { sanitize } from './sanitize.js';
+import { h } from './util.js';
+
+const STREAM_HEAD = 50_000; // characters kept from the start of a huge stream
+const STREAM_TAIL = 400_000; // and from its end
+
+// Preferred order, richest first. Anything else falls back to text/plain.
+const ORDER = ['text/html', 'text/markdown', 'image/svg+xml', 'image/png', 'image/jpeg', 'image/gif', 'image/webp',
+  'application/json', 'text/latex', 'text/plain'];
+
+const join = (v) => (Array.isArray(v) ? v.join('') : v);
+
+/** DisplayRegistry maps a display_id to the places it is shown, for update_display_data. */
+export class DisplayRegistry {
+  constructor() { this.map = new Map(); }
+  add(id, entry) {
+    if (!this.map.has(id)) this.map.set(id, new Set());
+    this.map.get(id).add(entry);
+  }
+  removeArea(area) {
+    for (const set of this.map.values()) for (const e of set) if (e.area === area) set.delete(e);
+  }
+  update(id, data, metadata) {
+    const set = this.map.get(id);
+    if (!set) return false;
+    for (const e of set) {
+      e.output.data = data;
+      e.output.metadata = metadata || {};
+      e.el.replaceChildren(renderData(data, metadata || {}));
+    }
+    return set.size > 0;
+  }
+}
+
+/** renderData picks the richest representation we can show safely and returns a node. */
+export function renderData(data, metadata = {}) {
+  const mime = ORDER.find((m) => data[m] != null) || Object.keys(data).find((m) => m.startsWith('image/') && ORDER.includes(m));
+  const md = (mime && metadata[mime]) || {};
+  try {
+    switch (mime) {
+      case 'text/html':
+        return h('div.out-html.rendered', sanitize(join(data[mime])));
+      case 'text/markdown':
+        return h('div.out-markdown.rendered', sanitize(renderMarkdown(join(data[mime]))));
+      case 'image/svg+xml': {
+        // An SVG shown through <img> cannot run script or load anything: sanitized by construction.
+        const svg = join(data[mime]);
+        return image(`data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`, md, data['text/plain'], 'svg');
+      }
+      case 'image/png':
+      case 'image/jpeg':
+      case 'image/gif':
+      case 'image/webp':
+        return image(`data:${mime};base64,${join(data[mime]).replace(/\s+/g, '')}`, md, data['text/plain'], mime.slice(6));
+      case 'application/json':
+        return h('pre.out-json', JSON.stringify(data[mime], null, 2));
+      case 'text/latex':
+      case 'text/plain':
+        return plain(join(data[mime]));
+      default:
+        return h('pre.out-plain.muted', `[output with no displayable type: ${Object.keys(data).join(', ') || 'empty'}]`);
+    }
+  } catch (err) {
+    return h('pre.out-plain.out-warn', `[could not render ${mime}: ${err.message}]`);
+  }
+}
+
+function plain(text) {
+  const pre = h('pre.out-plain');
+  pre.innerHTML = ansiToHtml(text);
+  return pre;
+}
+
+function image(src, md, alt, kind) {
+  const img = h('img.out-img', { src, alt: join(alt) || `${kind} image`, 'data-kind': kind });
+  if (md.width) img.width = md.width;
+  if (md.height) img.height = md.height;
+  if (md.unconfined) img.classList.add('unconfined');
+  return h('div.out-image', img);
+}
+
+function streamText(text) {
+  if (text.length <= STREAM_HEAD + STREAM_TAIL) return text;
+  const cut = text.length - STREAM_HEAD - STREAM_TAIL;
+  return `${text.slice(0, STREAM_HEAD)}\n\n… ${cut.toLocaleString()} characters not shown …\n\n${text.slice(-STREAM_TAIL)}`;
+}
+
+/**
+ * OutputArea holds the outputs of one cell. add() takes output items in kernel order; streams of the
+ * same name are merged and re-rendered at most once per frame.
+ */
+export class OutputArea {
+  constructor(registry) {
+    this.registry = registry;
+    this.el = h('div.outputs', { 'aria-live': 'polite' });
+    this.items = []; // {output, el}
+    this.pendingClear = false;
+    this.scheduled = new Set();
+  }
+
+  get count() { return this.items.length; }
+
+  clear() {
+    this.registry.removeArea(this);
+    this.items = [];
+    this.pendingClear = false;
+    this.el.replaceChildren();
+  }
+
+  setAll(outputs) {
+    this.clear();
+    for (const o of outputs || []) this.add(o);
+  }
+
+  /** text returns the visible plain text (streams, text/plain, errors), for tests and copy. */
+  text() { return this.el.innerText; }
+
+  add(o) {
+    if (!o || typeof o !== 'object') return;
+    const type = o.type || o.output_type;
+    if (type === 'clear_output') {
+      if (o.wait) this.pendingClear = true;
+      else this.clear();
+      return;
+    }
+    if (type === 'update_display_data') {
+      const id = o.transient?.display_id ?? o.display_id;
+      if (id != null) this.registry.update(id, o.data || {}, o.metadata);
+      return;
+    }
+    if (this.pendingClear) this.clear();
+    if (type === 'stream') {
+      const last = this.items[this.items.length - 1];
+      const name = o.name || 'stdout';
+      if (last && last.output.type === 'stream' && last.output.name === name) {
+        last.output.text += join(o.text) || '';
+        this.schedule(last);
+        return;
+      }
+      const item = { output: { type: 'stream', name, text: join(o.text) || '' }, el: h(`pre.out-stream.${name === 'stderr' ? 'stderr' : 'stdout'}`) };
+      this.items.push(item);
+      this.el.append(item.el);
+      this.renderStream(item);
+      return;
+    }
+    let el;
+    if (type === 'error') {
+      const tb = Array.isArray(o.traceback) ? o.traceback.join('\n') : join(o.traceback) || '';
+      el = h('pre.out-error');
+      el.innerHTML = ansiToHtml(tb.trim() ? tb : `${o.ename || 'Error'}: ${o.evalue || ''}`);
+    } else if (type === 'display_data' || type === 'execute_result') {
+      const body = h('div.out-body', renderData(o.data || {}, o.metadata || {}));
+      el = h(`div.out-rich${type === 'execute_result' ? '.out-result' : ''}`,
+        type === 'execute_result' && o.execution_count != null ? h('span.out-prompt', { title: 'Result of this cell' }, `Out[${o.execution_count}]`) : null,
+        body);
+      const id = o.transient?.display_id ?? o.display_id;
+      const output = { ...o, type };
+      if (id != null) this.registry.add(id, { area: this, el: body, output });
+      this.items.push({ output, el });
+      this.el.append(el);
+      return;
+    } else {
+      el = h('pre.out-plain.muted', `[${type || 'unknown'} output] ${JSON.stringify(o).slice(0, 500)}`);
+    }
+    this.items.push({ output: { ...o, type }, el });
+    this.el.append(el);
+  }
+
+  schedule(item) {
+    if (this.scheduled.has(item)) return;
+    this.scheduled.add(item);
+    requestAnimationFrame(() => {
+      this.scheduled.delete(item);
+      if (item.el.isConnected || this.items.includes(item)) this.renderStream(item);
+    });
+  }
+
+  renderStream(item) {
+    item.el.innerHTML = ansiToHtml(applyControlChars(streamText(item.output.text)));
+  }
+
+  /** flush renders pending stream chunks now (before a screenshot or a result). */
+  flush() {
+    for (const item of this.scheduled) this.renderStream(item);
+    this.scheduled.clear();
+  }
+}

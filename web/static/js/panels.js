@@ -1,0 +1,352 @@
+// The side panel of a session: workspace files, checkpoints (with restore), the live event log and
+// the session's details (sandbox, budget, lifecycle buttons).
+
+import { api, sessionPath, filePath, getToken } from './api.js';
+import { h, fill, formatBytes, relTime, localTime } from './util.js';
+import { toast, showError, confirmDialog, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
+
+const EVENT_CLASS = [
+  [/failed|died|exceeded|cancelled/, 'ev-bad'],
+  [/warning|skipped/, 'ev-warn'],
+  [/started|created|completed|resumed|restored/, 'ev-good'],
+];
+
+/** summarize renders an event payload as "key: value · key: value" (values compact JSON). */
+function summarize(p) {
+  if (!p || typeof p !== 'object' || !Object.keys(p).length) return '';
+  return Object.entries(p).map(([k, v]) => {
+    if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === 'object' && 'name' in x)) {
+      v = v.map((x) => x.name + (x.reason ? ` (${x.reason})` : '')).join(', ');
+    }
+    return `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`;
+  }).join(' · ');
+}
+
+export class Panels {
+  constructor(view, root) {
+    this.view = view;
+    this.root = root;
+    this.events = [];
+    this.lastSeq = 0;
+    this.unread = 0;
+    this.timers = {};
+    this.files = this.root.querySelector('[data-panel=files]');
+    this.ckpts = this.root.querySelector('[data-panel=checkpoints]');
+    this.evs = this.root.querySelector('[data-panel=events]');
+    this.info = this.root.querySelector('[data-panel=info]');
+    this.tabs = Array.from(this.root.querySelectorAll('[role=tab]'));
+    this.onTab = (e) => { const t = e.target.closest('[role=tab]'); if (t) this.show(t.dataset.tab); };
+    this.onTabKey = (e) => {
+      const i = this.tabs.indexOf(document.activeElement);
+      if (i < 0 || (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft')) return;
+      const n = this.tabs[(i + (e.key === 'ArrowRight' ? 1 : -1) + this.tabs.length) % this.tabs.length];
+      n.focus();
+      this.show(n.dataset.tab);
+    };
+    this.root.querySelector('.tabs').addEventListener('click', this.onTab);
+    this.root.querySelector('.tabs').addEventListener('keydown', this.onTabKey);
+    this.root.hidden = localStorage.getItem('carryover.panel') === 'hidden';
+    this.buildFiles();
+    this.buildCheckpoints();
+    this.buildEvents();
+    this.info.replaceChildren(h('div.muted.pad', 'Loading…'));
+    this.show(localStorage.getItem('carryover.tab') || 'files', true);
+    this.refreshFiles();
+    this.refreshCheckpoints();
+    this.loadEvents();
+  }
+
+  destroy() {
+    Object.values(this.timers).forEach(clearTimeout);
+    this.root.querySelector('.tabs').removeEventListener('click', this.onTab);
+    this.root.querySelector('.tabs').removeEventListener('keydown', this.onTabKey);
+    for (const p of [this.files, this.ckpts, this.evs, this.info]) p.replaceChildren();
+  }
+
+  show(tab, quiet) {
+    if (!['files', 'checkpoints', 'events', 'info'].includes(tab)) tab = 'files';
+    this.current = tab;
+    if (!quiet) {
+      this.root.hidden = false;
+      localStorage.setItem('carryover.panel', 'shown');
+    }
+    localStorage.setItem('carryover.tab', tab);
+    for (const t of this.tabs) {
+      const on = t.dataset.tab === tab;
+      t.setAttribute('aria-selected', String(on));
+      t.tabIndex = on ? 0 : -1;
+    }
+    for (const p of this.root.querySelectorAll('[role=tabpanel]')) p.hidden = p.dataset.panel !== tab;
+    if (tab === 'events') { this.unread = 0; this.renderUnread(); }
+    if (!quiet) this.root.querySelector(`[data-tab=${tab}]`).focus();
+  }
+
+  soon(name, fn, ms = 400) {
+    clearTimeout(this.timers[name]);
+    this.timers[name] = setTimeout(fn, ms);
+  }
+
+  refreshFilesSoon() { this.soon('files', () => this.refreshFiles()); }
+  refreshCheckpointsSoon() { this.soon('ckpts', () => this.refreshCheckpoints(), 600); }
+
+  // ---- files ----
+
+  buildFiles() {
+    this.fileInput = h('input', { type: 'file', multiple: true, hidden: true, 'data-testid': 'file-input' });
+    this.fileInput.addEventListener('change', () => { this.upload(Array.from(this.fileInput.files)); this.fileInput.value = ''; });
+    this.dirInput = h('input.small-input', { type: 'text', placeholder: 'workspace root', 'aria-label': 'Upload into folder', spellcheck: false });
+    this.fileList = h('div.file-list');
+    const drop = h('div.dropzone', { tabindex: 0, role: 'button', 'aria-label': 'Upload files',
+      onclick: () => this.fileInput.click(),
+      onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); this.fileInput.click(); } },
+    }, h('b', 'Upload'), ' — click or drop files here');
+    for (const ev of ['dragenter', 'dragover']) drop.addEventListener(ev, (e) => { e.preventDefault(); drop.classList.add('over'); });
+    for (const ev of ['dragleave', 'drop']) drop.addEventListener(ev, () => drop.classList.remove('over'));
+    drop.addEventListener('drop', (e) => { e.preventDefault(); this.upload(Array.from(e.dataTransfer.files)); });
+    this.files.replaceChildren(
+      h('div.panel-head', h('span', 'Workspace ', h('code', '/workspace')), h('button.btn.small.ghost', { title: 'Refresh', onclick: () => this.refreshFiles() }, '↻')),
+      h('div.upload-row', drop, h('label.upload-dir', h('span', 'into folder'), this.dirInput), this.fileInput),
+      this.fileList);
+  }
+
+  async refreshFiles() {
+    try {
+      const ans = await api('GET', sessionPath(this.view.id, '/files'));
+      this.renderFiles(ans?.files || []);
+    } catch (err) {
+      this.fileList.replaceChildren(h('div.panel-error', `Cannot list files: ${err.code}: ${err.message}`));
+      showError('Listing files failed', err);
+    }
+  }
+
+  renderFiles(files) {
+    if (!files.length) {
+      this.fileList.replaceChildren(h('div.muted.pad', 'No files yet. Upload some, or write them from code (open("notes.txt", "w")).'));
+      return;
+    }
+    files.sort((a, b) => a.path.localeCompare(b.path));
+    this.fileList.replaceChildren(h('table.files', h('thead', h('tr', h('th', 'path'), h('th.num', 'size'), h('th', 'modified'), h('th', h('span.sr', 'actions')))),
+      h('tbody', files.map((f) => h('tr', { 'data-path': f.path },
+        h('td.path', h('button.linklike', { title: `Download ${f.path}`, onclick: () => this.download(f.path) }, f.path)),
+        h('td.num', formatBytes(f.size)),
+        h('td.muted', { title: localTime(f.modified_at) }, relTime(f.modified_at)),
+        h('td.actions',
+          h('button.icon-btn', { title: `Insert code that reads ${f.path}`, 'aria-label': `Use ${f.path} in code`, onclick: () => this.insertRead(f.path) }, '⤵'),
+          h('button.icon-btn', { title: `Download ${f.path}`, 'aria-label': `Download ${f.path}`, onclick: () => this.download(f.path) }, '⭳'),
+          h('button.icon-btn.danger', { title: `Delete ${f.path}`, 'aria-label': `Delete ${f.path}`, onclick: () => this.remove(f.path) }, '🗑')))))));
+  }
+
+  insertRead(path) {
+    const c = this.view.composer;
+    const p = JSON.stringify(path);
+    const code = /\.csv$/i.test(path) ? `import pandas as pd\ndf = pd.read_csv(${p})\ndf.head()` :
+      /\.json$/i.test(path) ? `import json\nwith open(${p}) as f:\n    data = json.load(f)\ndata` :
+        `with open(${p}) as f:\n    text = f.read()\nprint(text[:2000])`;
+    c.value = (c.value.trim() ? c.value.replace(/\s*$/, '\n') : '') + code;
+    c.focus(true);
+  }
+
+  async upload(list) {
+    if (!list.length) return;
+    const dir = this.dirInput.value.trim().replace(/^\/+|\/+$/g, '');
+    for (const file of list) {
+      const path = dir ? `${dir}/${file.name}` : file.name;
+      const t = toast('info', `Uploading ${path}`, formatBytes(file.size));
+      try {
+        await api('PUT', filePath(this.view.id, path), { body: file, headers: { 'Content-Type': 'application/octet-stream' } });
+        t.remove();
+        toast('ok', `Uploaded ${path}`, formatBytes(file.size));
+      } catch (err) {
+        t.remove();
+        showError(`Uploading ${path} failed`, err);
+      }
+    }
+    this.refreshFiles();
+  }
+
+  async download(path) {
+    try {
+      const res = await api('GET', filePath(this.view.id, path), { raw: true, headers: { Accept: '*/*' } });
+      const blob = await res.blob();
+      const url = URL.createObjectURL(blob);
+      const a = h('a', { href: url, download: path.split('/').pop() });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      showError(`Downloading ${path} failed`, err);
+    }
+  }
+
+  async remove(path) {
+    if (!await confirmDialog(`Delete ${path} from the workspace? It is also gone from the next checkpoint (older checkpoints keep it).`, 'Delete')) return;
+    try {
+      await api('DELETE', filePath(this.view.id, path));
+      toast('ok', `Deleted ${path}`, '');
+    } catch (err) {
+      showError(`Deleting ${path} failed`, err);
+    }
+    this.refreshFiles();
+  }
+
+  // ---- checkpoints ----
+
+  buildCheckpoints() {
+    this.ckptList = h('div.ckpt-list');
+    this.ckpts.replaceChildren(
+      h('div.panel-head', h('span', 'Checkpoints'),
+        h('span', h('button.btn.small', { title: 'Take a checkpoint now (POST /checkpoint)', onclick: () => this.checkpointNow() }, 'Checkpoint now'),
+          h('button.btn.small.ghost', { title: 'Refresh', onclick: () => this.refreshCheckpoints() }, '↻'))),
+      h('p.muted.pad-x', 'Every turn saves the namespace and the workspace. Restore puts the session back to that turn (variables and files).'),
+      this.ckptList);
+  }
+
+  async refreshCheckpoints() {
+    try {
+      const ans = await api('GET', sessionPath(this.view.id, '/checkpoints'));
+      this.renderCheckpoints(ans?.checkpoints || []);
+    } catch (err) {
+      this.ckptList.replaceChildren(h('div.panel-error', `Cannot list checkpoints: ${err.code}: ${err.message}`));
+      showError('Listing checkpoints failed', err);
+    }
+  }
+
+  renderCheckpoints(list) {
+    if (!list.length) { this.ckptList.replaceChildren(h('div.muted.pad', 'No checkpoint yet: one is taken after every turn.')); return; }
+    const sorted = [...list].sort((a, b) => (b.turn ?? 0) - (a.turn ?? 0) || String(b.created_at).localeCompare(String(a.created_at)));
+    const latest = this.view.session?.last_checkpoint?.id;
+    this.ckptList.replaceChildren(h('ol.ckpts', sorted.map((c) => {
+      const vars = c.variables || [];
+      const names = vars.map((v) => (typeof v === 'string' ? v : v.name)).filter(Boolean);
+      return h('li.ckpt-item', { 'data-id': c.id },
+        h('div.ckpt-row',
+          h('span.ckpt-turn', `turn ${c.turn ?? '?'}`),
+          c.id === latest ? h('span.pill.small', 'latest') : null,
+          h('span.muted', { title: localTime(c.created_at) }, relTime(c.created_at)),
+          h('span.spacer'),
+          h('button.btn.small', { title: `Restore the session to turn ${c.turn}`, onclick: () => this.restore(c) }, 'Restore')),
+        h('div.ckpt-sub.muted',
+          `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · ${formatBytes(c.bytes ?? 0)}`),
+        names.length ? h('details.ckpt-vars', h('summary', 'variables'), h('div.mono', names.join(', '))) : null);
+    })));
+  }
+
+  async restore(c) {
+    if (!await confirmDialog(`Restore the session to turn ${c.turn}? Variables and workspace files go back to that checkpoint; later changes are replaced (later checkpoints stay in the list).`, 'Restore')) return;
+    try {
+      await api('POST', sessionPath(this.view.id, `/checkpoints/${encodeURIComponent(c.id)}/restore`));
+      toast('ok', `Restored to turn ${c.turn}`, 'Variables and files are back to that checkpoint.');
+      this.view.addMarker(`restored to the checkpoint of turn ${c.turn}`);
+    } catch (err) {
+      showError(`Restoring turn ${c.turn} failed`, err);
+    }
+    this.refreshCheckpoints();
+    this.refreshFiles();
+    this.view.refreshSessionSoon();
+  }
+
+  async checkpointNow() {
+    const ans = await this.view.lifecycle('checkpoint');
+    if (ans) this.refreshCheckpoints();
+  }
+
+  // ---- events ----
+
+  buildEvents() {
+    this.evList = h('ol.events', { 'aria-live': 'polite' });
+    this.evFilter = h('input.small-input', { type: 'search', placeholder: 'filter by type', 'aria-label': 'Filter events', oninput: () => this.renderEvents() });
+    this.evs.replaceChildren(h('div.panel-head', h('span', 'Events ', h('span.muted.live-dot', '● live')), this.evFilter), this.evList);
+  }
+
+  async loadEvents() {
+    try {
+      // newest 200: page forward from the start only when the log is short; otherwise jump near the end
+      const ans = await api('GET', sessionPath(this.view.id, '/events?after_sequence=0&limit=200'));
+      for (const ev of ans?.events || []) this.addEvent(ev, true);
+      this.renderEvents();
+    } catch (err) {
+      this.evList.replaceChildren(h('li.panel-error', `Cannot load events: ${err.code}: ${err.message}`));
+      showError('Loading events failed', err);
+    }
+    this.subscribeEvents();
+  }
+
+  subscribeEvents() {
+    this.view.socket?.send({ type: 'subscribe_events', after_sequence: this.lastSeq });
+  }
+
+  addEvent(ev, quiet) {
+    if (!ev || ev.sequence_number == null) return;
+    if (this.events.some((e) => e.sequence_number === ev.sequence_number)) return;
+    this.events.push(ev);
+    this.events.sort((a, b) => a.sequence_number - b.sequence_number);
+    if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
+    this.lastSeq = Math.max(this.lastSeq, ev.sequence_number);
+    if (!quiet) {
+      if (this.current !== 'events' || this.root.hidden) { this.unread++; this.renderUnread(); }
+      this.renderEvents();
+    }
+  }
+
+  renderUnread() {
+    const b = document.getElementById('events-unread');
+    b.hidden = !this.unread;
+    b.textContent = this.unread > 99 ? '99+' : String(this.unread);
+  }
+
+  renderEvents() {
+    const f = this.evFilter.value.trim().toLowerCase();
+    const list = this.events.filter((e) => !f || (e.event_type || '').includes(f)).slice(-300).reverse();
+    if (!list.length) { this.evList.replaceChildren(h('li.muted.pad', f ? 'No event of that type.' : 'No events yet.')); return; }
+    this.evList.replaceChildren(...list.map((e) => {
+      const t = e.event_type || '?';
+      const cls = (EVENT_CLASS.find(([re]) => re.test(t)) || [null, ''])[1];
+      const payload = summarize(e.payload);
+      return h(`li.event${cls ? '.' + cls : ''}`,
+        h('div.ev-row', h('span.ev-seq', `#${e.sequence_number}`), h('span.ev-type', t),
+          h('span.muted.ev-time', { title: localTime(e.created_at) }, e.created_at ? new Date(e.created_at).toLocaleTimeString() : '')),
+        payload ? (payload.length > 120
+          ? h('details.ev-payload', h('summary', payload.slice(0, 110) + '…'), h('pre', JSON.stringify(e.payload, null, 2)))
+          : h('div.ev-payload.mono', payload)) : null);
+    }));
+  }
+
+  // ---- session info ----
+
+  renderInfo() {
+    const s = this.view.session;
+    if (!s) return;
+    const sb = s.sandbox || {};
+    const row = (k, ...v) => h('tr', h('th', k), h('td', ...v));
+    const paused = s.state === 'paused';
+    const closed = ['completed', 'failed', 'cancelled'].includes(s.state);
+    fill(this.info,
+      h('div.panel-head', h('span', 'Session'), stateBadge(s.state)),
+      h('table.kv',
+        row('id', h('code', s.id)),
+        s.name ? row('name', s.name) : null,
+        row('language', s.language || 'python'),
+        row('sandbox', sandboxBadge(sb), ' ', [sb.cpus && `${sb.cpus} CPU`, sb.memory, sb.network === false ? 'no network' : sb.network ? 'network' : null,
+          sb.timeout_seconds ? `timeout ${sb.timeout_seconds} s` : null].filter(Boolean).join(' · ')),
+        sb.started_at ? row('sandbox since', h('span', { title: localTime(sb.started_at) }, relTime(sb.started_at))) : null,
+        row('created', h('span', { title: localTime(s.created_at) }, relTime(s.created_at))),
+        row('last activity', h('span', { title: localTime(s.last_activity) }, relTime(s.last_activity))),
+        s.last_checkpoint ? row('last checkpoint', `turn ${s.last_checkpoint.turn}`, h('span.muted', ` · ${relTime(s.last_checkpoint.created_at)}`)) : null,
+        s.client_id ? row('client', h('code', s.client_id)) : null,
+        s.agent_context?.working_dir ? row('working dir', h('code', s.agent_context.working_dir)) : null),
+      h('h4', 'Budget'),
+      budgetMeter(s, false),
+      h('h4', 'Lifecycle'),
+      h('div.btn-row',
+        paused ? h('button.btn.small', { onclick: () => this.view.lifecycle('resume') }, 'Resume')
+          : h('button.btn.small', { disabled: closed, onclick: () => this.view.lifecycle('pause') }, 'Pause'),
+        h('button.btn.small', { disabled: closed, title: 'Move to a fresh sandbox, carrying the state over', onclick: () => this.view.lifecycle('rotate') }, 'Rotate'),
+        h('button.btn.small', { disabled: closed, title: 'Take a checkpoint now', onclick: () => this.checkpointNow() }, 'Checkpoint'),
+        h('button.btn.small.danger', { disabled: closed, title: 'Complete the session (final checkpoint)', onclick: async () => {
+          if (await confirmDialog('Stop this session? It is marked completed after a final checkpoint and cannot run code any more.', 'Stop')) this.view.lifecycle('stop', { reason: 'stopped from the UI' });
+        } }, 'Stop')),
+      s.data && Object.keys(s.data).length ? [h('h4', 'Data'), h('pre.kv-json', JSON.stringify(s.data, null, 2))] : null,
+      h('p.muted.small-print', 'Token in use: ', h('code', getToken() ? `${getToken().slice(0, 4)}…` : 'none')));
+  }
+}

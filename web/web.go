@@ -1,0 +1,123 @@
+// Package web serves carryover's browser UI: a single page of plain ES modules (no build step),
+// embedded into the binary so nothing is fetched from the internet at run time.
+//
+// The server mounts Handler at "/". The page reads the API token from "/?token=..." once, keeps it in
+// sessionStorage, and talks only to the public API (/api/..., see shared/API.md).
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// contentTypes is explicit so serving does not depend on the host's MIME tables (a missing
+// text/javascript mapping would make browsers refuse the ES modules).
+var contentTypes = map[string]string{
+	".html":  "text/html; charset=utf-8",
+	".js":    "text/javascript; charset=utf-8",
+	".mjs":   "text/javascript; charset=utf-8",
+	".css":   "text/css; charset=utf-8",
+	".svg":   "image/svg+xml",
+	".png":   "image/png",
+	".ico":   "image/x-icon",
+	".json":  "application/json",
+	".txt":   "text/plain; charset=utf-8",
+	".woff2": "font/woff2",
+}
+
+// csp allows only the page's own scripts; inline styles are needed by sanitized outputs (pandas,
+// ANSI colours) and images come as data: URLs. connect-src 'self' covers same-origin ws/wss.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+type asset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+type handler struct {
+	assets map[string]asset // by clean path without the leading slash; "" is unused
+	index  asset
+}
+
+// Handler returns the http.Handler serving the UI: files from static/ at their paths, index.html for
+// "/" and for every other path that is not a file (client-side routes), a JSON 404 under /api/.
+func Handler() http.Handler {
+	h := &handler{assets: map[string]asset{}}
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := staticFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		ct := contentTypes[path.Ext(p)]
+		if ct == "" {
+			ct = http.DetectContentType(b)
+		}
+		h.assets[strings.TrimPrefix(p, "static/")] = asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		return nil
+	})
+	if err != nil {
+		panic("web: reading embedded files: " + err.Error()) // cannot happen: the files are compiled in
+	}
+	h.index = h.assets["index.html"]
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := path.Clean("/" + r.URL.Path)
+	if p == "/api" || strings.HasPrefix(p, "/api/") {
+		apiNotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	a, ok := h.assets[strings.TrimPrefix(p, "/")]
+	if !ok || p == "/" {
+		if path.Ext(p) != "" && p != "/index.html" {
+			// a missing asset (a typo, an old cached name): a real 404, not the page
+			http.NotFound(w, r)
+			return
+		}
+		a = h.index
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", a.ctype)
+	hd.Set("ETag", a.etag)
+	// No hashed file names: let browsers keep the files but revalidate each time (a cheap 304).
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	if a.ctype == h.index.ctype {
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "DENY")
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+}
+
+func apiNotFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"code": "not_found", "message": "no API endpoint " + r.Method + " " + r.URL.Path, "details": map[string]any{},
+	}})
+}

@@ -1,0 +1,110 @@
+package web
+
+import (
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, h http.Handler, method, target string, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, nil)
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestHandlerServesPageAndAssets(t *testing.T) {
+	h := Handler()
+	cases := []struct {
+		path, ctype string
+		code        int
+		contains    string
+	}{
+		{"/", "text/html; charset=utf-8", 200, `<script type="module" src="js/main.js">`},
+		{"/index.html", "text/html; charset=utf-8", 200, "<title>carryover</title>"},
+		{"/?token=abc", "text/html; charset=utf-8", 200, "<title>carryover</title>"},
+		{"/sessions/foo", "text/html; charset=utf-8", 200, "<title>carryover</title>"}, // client-side route
+		{"/js/main.js", "text/javascript; charset=utf-8", 200, "new App().start()"},
+		{"/app.css", "text/css; charset=utf-8", 200, "--accent"},
+		{"/favicon.svg", "image/svg+xml", 200, "<svg"},
+		{"/js/nope.js", "", 404, ""},
+		{"/api/nope", "application/json", 404, `"code":"not_found"`},
+		{"/api", "application/json", 404, `"code":"not_found"`},
+	}
+	for _, c := range cases {
+		w := get(t, h, "GET", c.path, nil)
+		if w.Code != c.code {
+			t.Errorf("GET %s: status %d, want %d", c.path, w.Code, c.code)
+			continue
+		}
+		if c.ctype != "" && w.Header().Get("Content-Type") != c.ctype {
+			t.Errorf("GET %s: Content-Type %q, want %q", c.path, w.Header().Get("Content-Type"), c.ctype)
+		}
+		if !strings.Contains(w.Body.String(), c.contains) {
+			t.Errorf("GET %s: body lacks %q", c.path, c.contains)
+		}
+		if c.code == 200 {
+			if w.Header().Get("Cache-Control") != "no-cache" || w.Header().Get("ETag") == "" {
+				t.Errorf("GET %s: caching headers %v", c.path, w.Header())
+			}
+			if w.Header().Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("GET %s: no nosniff", c.path)
+			}
+		}
+	}
+	w := get(t, h, "GET", "/", nil)
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("page CSP = %q", csp)
+	}
+	if w2 := get(t, h, "GET", "/", map[string]string{"If-None-Match": w.Header().Get("ETag")}); w2.Code != http.StatusNotModified {
+		t.Errorf("revalidation: status %d, want 304", w2.Code)
+	}
+	if w := get(t, h, "POST", "/", nil); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /: status %d, want 405", w.Code)
+	}
+	if w := get(t, h, "HEAD", "/js/api.js", nil); w.Code != 200 || w.Body.Len() != 0 {
+		t.Errorf("HEAD: status %d, %d body bytes", w.Code, w.Body.Len())
+	}
+}
+
+// Nothing may be loaded from the internet at run time: no absolute URLs in src/href/import/url().
+func TestNoRemoteAssets(t *testing.T) {
+	remote := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|(import|from)\s*\(?\s*["'](https?:)?//`)
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, _ := staticFS.ReadFile(p)
+		if m := remote.Find(b); m != nil {
+			t.Errorf("%s loads a remote resource: %q", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The pure-JS parts (highlighter, ANSI, Markdown) have node tests in unit/; run them when node exists.
+func TestJSUnits(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is required in CI")
+		}
+		t.Skip("node not installed")
+	}
+	out, err := exec.Command(node, "--test", "unit/").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test unit/: %v\n%s", err, out)
+	}
+}
