@@ -241,6 +241,7 @@ type chunkWriter struct {
 const (
 	flushBytes  = 8 << 20
 	flushChunks = 256
+	directPut   = 1 << 20
 )
 
 // add queues raw as a chunk unless it is stored or queued already, and returns its hash. raw is copied
@@ -258,6 +259,15 @@ func (w *chunkWriter) add(ctx context.Context, raw []byte, children []string) (s
 	c, err := encodeHashed(raw, h, children)
 	if err != nil {
 		return "", err
+	}
+	if c.Codec == CodecRaw && len(raw) >= directPut {
+		// A big raw chunk goes in on its own, straight from the caller's buffer: no copy of it.
+		if err := w.flush(ctx); err != nil {
+			return "", err
+		}
+		n, err := w.s.PutChunks(ctx, []ChunkInput{c})
+		w.written += n
+		return h, err
 	}
 	if c.Codec == CodecRaw {
 		c.Data = append([]byte(nil), raw...)

@@ -1,0 +1,203 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Benchmarks of the store's bulk paths. The data set size is CARRYOVER_BENCH_MIB (default 256 MiB;
+// the figures in the report use 1024). Run: go test -run '^$' -bench . -benchtime 3x ./persistence/
+
+func benchMiB() int {
+	if n, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_MIB")); err == nil && n > 0 {
+		return n
+	}
+	return 256
+}
+
+// benchStore fills a store with random 4 MiB raw chunks and returns it with their hashes; the file is
+// removed when b ends.
+func benchStore(b *testing.B) (*Store, []string) {
+	s, err := Open(filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	chunk := make([]byte, 4<<20)
+	var hashes []string
+	for i := range benchMiB() / 4 {
+		fillPseudoRandom(chunk, uint64(i))
+		c, _ := EncodeChunk(chunk, nil)
+		if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+		hashes = append(hashes, c.Hash)
+	}
+	return s, hashes
+}
+
+// fillPseudoRandom fills b with incompressible bytes quickly (xorshift), distinct per seed.
+func fillPseudoRandom(b []byte, seed uint64) {
+	x := seed*0x9E3779B97F4A7C15 + 1
+	for i := 0; i+8 <= len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		for j := range 8 {
+			b[i+j] = byte(x >> (8 * j))
+		}
+	}
+}
+
+// BenchmarkChunkReads compares the store's read path with plain SELECT loops over the same blobs:
+// ReadChunkTo (prepared lookup by hash, RawBytes, hash check, write to io.Discard), a SELECT into
+// []byte (the usual way), and a SELECT into RawBytes (the cheapest database/sql allows).
+func BenchmarkChunkReads(b *testing.B) {
+	s, hashes := benchStore(b)
+	total := int64(len(hashes)) << 22
+	ctx := context.Background()
+	b.Run("ReadChunkTo", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			for _, h := range hashes {
+				if _, err := s.ReadChunkTo(ctx, h, io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("ReadChunk", func(b *testing.B) {
+		b.SetBytes(total)
+		var buf []byte
+		for b.Loop() {
+			for _, h := range hashes {
+				var err error
+				if buf, err = s.ReadChunk(ctx, h, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	selectAll := func(b *testing.B, scan func(*sql.Rows) error) {
+		b.SetBytes(total)
+		for b.Loop() {
+			rows, err := s.DB().Query(`SELECT data FROM chunks`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+				if err := scan(rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rows.Close()
+		}
+	}
+	b.Run("SelectBytesBaseline", func(b *testing.B) {
+		selectAll(b, func(r *sql.Rows) error { var d []byte; return r.Scan(&d) })
+	})
+	b.Run("SelectRawBytes", func(b *testing.B) {
+		selectAll(b, func(r *sql.Rows) error { var d sql.RawBytes; return r.Scan(&d) })
+	})
+}
+
+// BenchmarkPutChunks measures writing new 4 MiB raw chunks (hash check + insert + commit).
+func BenchmarkPutChunks(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "w.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	chunk := make([]byte, 4<<20)
+	b.SetBytes(int64(len(chunk)))
+	i := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		i++
+		fillPseudoRandom(chunk, i)
+		c := ChunkInput{Hash: HashChunk(chunk), Codec: CodecRaw, RawLen: int64(len(chunk)), Data: chunk}
+		b.StartTimer()
+		if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWorkspaceFile snapshots a fresh file of CARRYOVER_BENCH_MIB and restores it, reporting
+// both rates and the bytes an appended MiB costs.
+func BenchmarkWorkspaceFile(b *testing.B) {
+	ctx := context.Background()
+	size := int64(benchMiB()) << 20
+	src := b.TempDir()
+	p := filepath.Join(src, "big.bin")
+	f, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 4<<20)
+	for i := range size / int64(len(buf)) {
+		fillPseudoRandom(buf, uint64(i)+1e6)
+		f.Write(buf)
+	}
+	f.Close()
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(filepath.Join(b.TempDir(), "ws.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		syscall.Sync() // each phase starts with no dirty pages of the previous one
+		b.StartTimer()
+		t0 := time.Now()
+		first, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap := time.Since(t0)
+		dst := b.TempDir()
+		b.StopTimer()
+		syscall.Sync()
+		b.StartTimer()
+		t0 = time.Now()
+		if err := s.RestoreFiles(ctx, dst, first.Files, false); err != nil {
+			b.Fatal(err)
+		}
+		restore := time.Since(t0)
+		b.StopTimer()
+		syscall.Sync()
+		// Baseline: write the same bytes to a new file with plain os.File writes.
+		t0 = time.Now()
+		wf, _ := os.Create(filepath.Join(dst, "baseline.bin"))
+		rf, _ := os.Open(p)
+		io.CopyBuffer(struct{ io.Writer }{wf}, struct{ io.Reader }{rf}, buf)
+		rf.Close()
+		wf.Close()
+		plain := time.Since(t0)
+		syscall.Sync()
+		af, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		af.Write(buf[:1<<20])
+		af.Close()
+		os.Chtimes(p, time.Now(), time.Now())
+		t0 = time.Now()
+		second, err := s.SnapshotFiles(ctx, src, first.Files, FileLimits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		appendSnap := time.Since(t0)
+		os.Truncate(p, size)
+		s.Close()
+		b.ReportMetric(float64(size)/snap.Seconds()/(1<<20), "snapshot-MiB/s")
+		b.ReportMetric(float64(size)/restore.Seconds()/(1<<20), "restore-MiB/s")
+		b.ReportMetric(float64(size)/plain.Seconds()/(1<<20), "plain-copy-MiB/s")
+		b.ReportMetric(float64(second.BytesWritten), "append-1MiB-bytes-written")
+		b.ReportMetric(appendSnap.Seconds()*1000, "append-snapshot-ms")
+		b.StartTimer()
+	}
+}
