@@ -1,0 +1,91 @@
+package kernel
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConnectionInfo(t *testing.T) {
+	dir := t.TempDir()
+	ipc, err := newConnectionInfo("ipc", dir, "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range ipc.ports() {
+		ep := ipc.endpoint(p)
+		path := strings.TrimPrefix(ep, "ipc://")
+		if len(path) >= 108 || !strings.HasPrefix(path, dir) || seen[ep] {
+			t.Errorf("ipc endpoint %q", ep)
+		}
+		seen[ep] = true
+	}
+	tcp, err := newConnectionInfo("tcp", dir, "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[int]bool{}
+	for _, p := range tcp.ports() {
+		if p <= 0 || ports[p] {
+			t.Errorf("tcp ports %v", tcp.ports())
+		}
+		ports[p] = true
+	}
+	if tcp.IP != "127.0.0.1" || !strings.HasPrefix(tcp.endpoint(tcp.ShellPort), "tcp://127.0.0.1:") {
+		t.Errorf("tcp endpoint %q", tcp.endpoint(tcp.ShellPort))
+	}
+	if ipc.Key == tcp.Key || len(ipc.Key) != 64 || ipc.SignatureScheme != "hmac-sha256" {
+		t.Errorf("keys %q %q", ipc.Key, tcp.Key)
+	}
+
+	path := filepath.Join(dir, "c.json")
+	if err := tcp.write(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("connection file mode %v, want 0600", fi.Mode().Perm())
+	}
+	var back ConnectionInfo
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &back); err != nil || back != tcp {
+		t.Errorf("connection file round trip: %+v (%v)", back, err)
+	}
+}
+
+func TestConnectionInfoLongSocketPath(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	if _, err := newConnectionInfo("ipc", long, "python3"); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("a socket path over 107 bytes was accepted: %v", err)
+	}
+	if _, err := newConnectionInfo("udp", t.TempDir(), "python3"); err == nil {
+		t.Error("unknown transport accepted")
+	}
+}
+
+func TestRuntimeDir(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "rt")
+	a, err := makeRuntimeDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := makeRuntimeDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b || filepath.Dir(a) != base {
+		t.Errorf("runtime dirs %q %q", a, b)
+	}
+	for _, d := range []string{base, a} {
+		fi, _ := os.Stat(d)
+		if fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s mode %v, want 0700", d, fi.Mode().Perm())
+		}
+	}
+}
