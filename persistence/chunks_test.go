@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -32,8 +34,8 @@ func TestHashChunkFormat(t *testing.T) {
 	if h := HashChunk(nil); h != "99aa06d3014798d86001c324468d497f" {
 		t.Fatalf("HashChunk(empty) = %s", h)
 	}
-	if h := HashChunk([]byte("abc")); len(h) != 32 || strings.ToLower(h) != h {
-		t.Fatalf("HashChunk(abc) = %s", h)
+	if h := HashChunk([]byte("abc")); h != "06b05ab6733a618578af5f94892f3950" {
+		t.Fatalf("HashChunk(abc) = %s, want python's xxhash.xxh3_128_hexdigest", h)
 	}
 }
 
@@ -142,6 +144,62 @@ func TestZstdRoundTrip(t *testing.T) {
 
 	if _, err := s.ReadChunk(ctx, HashChunk([]byte("absent")), nil); !errors.Is(err, ErrMissingChunk) || !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing chunk: %v", err)
+	}
+}
+
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	sessionT(t, s, "a")
+	var hashes []string
+	for i := range 8 {
+		hashes = append(hashes, rawChunkT(t, s, bytes.Repeat([]byte{byte(i)}, 100_000+i)))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := range 50 {
+				h := hashes[(r+i)%len(hashes)]
+				var err error
+				if buf, err = s.ReadChunk(ctx, h, buf[:0]); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.ReadChunkTo(ctx, h, io.Discard); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				c, _ := EncodeChunk(randomBytes(t, 50_000), nil)
+				if _, err := s.PutChunks(ctx, []ChunkInput{c}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.AppendEvent(ctx, "a", "w", map[string]int{"w": w, "i": i}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if evs, _ := s.ListEvents(ctx, "a", 0, 0, ""); len(evs) != 60 {
+		t.Fatalf("%d events", len(evs))
 	}
 }
 

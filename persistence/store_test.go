@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -74,6 +75,23 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	if _, err := s.GetSession(context.Background(), "a"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestOpenPathWithSpecialCharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir #1?x=y")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "my db.sqlite")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionT(t, s, "x")
+	s.Close()
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("database not at %q: %v", path, err)
 	}
 }
 
