@@ -347,14 +347,15 @@ _FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.Buffer
 
 
 def _reduce_file(f):
-    """An open file is saved as path, mode and position and reopened there on restore."""
+    """An open file is saved as path, mode and position and reopened there on restore; a closed one
+    only needs its name."""
     name = getattr(f, "name", None)
     if not isinstance(name, str):
         raise pickle.PicklingError("file object has no path")
     path = os.path.abspath(name)
-    if not os.path.exists(path):
-        raise pickle.PicklingError("file %s no longer exists" % path)
     closed = f.closed
+    if not closed and not os.path.exists(path):
+        raise pickle.PicklingError("file %s no longer exists" % path)
     pos = 0
     if not closed:
         if f.writable():
@@ -370,16 +371,26 @@ def _reduce_file(f):
 
 
 def _reopen_file(path, mode, pos, closed, encoding, errors, raw):
-    if not os.path.exists(path):
+    exists = os.path.exists(path)
+    if not exists and not closed:
         raise FileNotFoundError("file %s no longer exists" % path)
     # Reopening with w/x would truncate or fail: reopen for update instead, appends stay appends.
     m = mode.replace("w", "r+").replace("x", "r+").replace("++", "+")
+    target = path if exists else os.devnull
     if "b" in m or raw:
-        f = open(path, m.replace("b", "") + "b", buffering=0 if raw else -1)
+        f = open(target, m.replace("b", "") + "b", buffering=0 if raw else -1)
     else:
-        f = open(path, m, encoding=encoding, errors=errors)
+        f = open(target, m, encoding=encoding, errors=errors)
     if closed:
         f.close()
+        if not exists:  # a closed handle of a file that is gone: keep its name
+            inner = f
+            while hasattr(inner, "buffer") or hasattr(inner, "raw"):
+                inner = getattr(inner, "buffer", None) or getattr(inner, "raw")
+            try:
+                inner.name = path
+            except (AttributeError, TypeError):
+                pass
     elif "a" not in m:
         f.seek(pos)
     return f
@@ -421,7 +432,9 @@ _ENUM_INTERNAL = frozenset(
 
 def _class_state(cls):
     d = dict(cls.__dict__)
-    for k in ("__dict__", "__weakref__", "_abc_impl", "__abstractmethods__", "__module__", "__qualname__"):
+    # __slotnames__ is copyreg's cache (appears once an instance was pickled): not part of the class.
+    for k in ("__dict__", "__weakref__", "_abc_impl", "__abstractmethods__", "__module__", "__qualname__",
+              "__slotnames__"):
         d.pop(k, None)
     slots = d.get("__slots__", ())
     if isinstance(slots, str):
@@ -448,6 +461,8 @@ def _reduce_class(cls):
     else:
         state.pop("__slots__", None)
         skel = (_class_skeleton, (meta, cls.__name__, cls.__qualname__, cls.__bases__, slots))
+    # Sorted: a restored class gets its attributes in another order, and must pickle to the same bytes.
+    state = dict(sorted(state.items()))
     return skel + (state, None, None, _class_setstate)
 
 
@@ -493,6 +508,18 @@ if dill is not None:
             self._agent = agent
             self._root = root
             self.deps = set()
+            self._strs = {}
+
+        def save(self, obj, save_persistent_id=True):
+            # Equal strings are written once whatever their identity: a restored class or function holds
+            # copies where the original shared interned strings, and must still pickle to the same bytes.
+            t = type(obj)
+            if t is str or t is bytes:
+                obj = self._strs.setdefault((t, obj), obj)
+            elif t is tuple and obj and all(type(e) in _ATOMS for e in obj):
+                key = tuple((type(e), e.hex() if type(e) is float else e) for e in obj)  # -0.0 != 0.0
+                obj = self._strs.setdefault((t, key), obj)
+            return super().save(obj, save_persistent_id)
 
         def persistent_id(self, obj):
             if obj is self._root:
@@ -515,6 +542,9 @@ if dill is not None:
             if isinstance(obj, _FILE_TYPES):
                 return _reduce_file(obj)
             return NotImplemented
+
+
+_ATOMS = frozenset((str, bytes, int, float, bool, type(None)))
 
 
 def _persistent_load(ns):
@@ -600,6 +630,7 @@ class Agent:
         self.shell = shell
         self.ns = shell.user_ns
         self.spool = spool_dir
+        self.spool_host = spool_dir
         self.cells = []
         self.state = _State()
         self.pending = None  # (token, state, cells)
@@ -628,7 +659,7 @@ class Agent:
         return r if r is not None else JSONText("null")
 
     def op_ping(self, a):
-        return {"ok": True, "pid": os.getpid(), "xxhash": _xxh3 is not None, "zstd": zstandard is not None,
+        return {"ok": True, "pid": os.getpid(), "spool": self.spool, "spool_host": self.spool_host, "xxhash": _xxh3 is not None, "zstd": zstandard is not None,
                 "dill": dill is not None}
 
     def op_forget(self, a):
@@ -805,6 +836,7 @@ class Agent:
         groups = sorted(new_groups.values(), key=lambda g: ({"imp": 0, "def": 1, "data": 2}[g.kind], g.names))
         return {
             "token": token,
+            "spool_host": self.spool_host,
             "groups": [g.entry() for g in groups],
             "saved": sorted(saved_set),
             "unchanged": nsaved - len(saved_set),
@@ -1141,12 +1173,8 @@ class Agent:
         grp.types = tuple(g.get("t") or ())
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
-        if g["k"] == "data":
-            self._shared = _shared_types()
-            try:
-                grp.ids = self._pickle_one(list(names), values).ids  # aliasing ids for the next turn
-            except Exception:
-                pass
+        # grp.ids stays empty: groups loaded apart share no objects until a cell makes them, and such a
+        # cell names both sides (AST), so the next snapshot finds the sharing among its candidates.
         st.groups[frozenset(names)] = grp
         return True
 
@@ -1212,10 +1240,14 @@ def _reason(e):
     return s if len(s) <= 300 else s[:297] + "..."
 
 
-def install(spool_dir, shell=None):
-    """Creates the agent for this kernel, binds it as __carryover__ and tracks cells via pre_run_cell."""
+def install(spool_dir, shell=None, spool_host=None):
+    """Creates the agent for this kernel, binds it as __carryover__ and tracks cells via pre_run_cell.
+    spool_dir is the spool as this kernel sees it; spool_host as the Go server sees it (echoed back in
+    answers so the server needs no per-kernel state)."""
     if shell is None:
-        shell = get_ipython()  # noqa: F821 - provided by IPython
+        from IPython import get_ipython
+
+        shell = get_ipython()
     old = shell.user_ns.get("__carryover__")
     if old is not None and hasattr(old, "pre_run_cell"):
         try:
@@ -1223,6 +1255,7 @@ def install(spool_dir, shell=None):
         except ValueError:
             pass
     agent = Agent(shell, spool_dir)
+    agent.spool_host = spool_host or spool_dir
     shell.events.register("pre_run_cell", agent.pre_run_cell)
     shell.user_ns["__carryover__"] = agent
     shell.user_ns_hidden["__carryover__"] = agent

@@ -1,0 +1,230 @@
+package persistence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DefaultChunkSize is the chunk size of namespace buffers when Checkpointer.ChunkSize is 0: a modified
+// element of a big array rewrites one chunk of this size.
+const DefaultChunkSize = 4 << 20
+
+// Checkpointer takes and restores checkpoints: the kernel's namespace (through the in-kernel agent)
+// plus the workspace files, committed together as one checkpoint.
+type Checkpointer struct {
+	Store     *Store
+	ChunkSize int        // namespace chunk size (default DefaultChunkSize)
+	Retention int        // checkpoints kept per session (Store.Prune after commit); <= 0 keeps all
+	Files     FileLimits // workspace files: SaveHidden, MaxFileBytes, MaxTotalBytes, ChunkSize
+}
+
+// CheckpointResult is the API's "checkpoint" object of a run's answer.
+type CheckpointResult struct {
+	ID           string            `json:"id"`
+	Turn         int               `json:"turn"`
+	Saved        []string          `json:"saved"`
+	Unchanged    int               `json:"unchanged"`
+	Skipped      []VarSkip         `json:"skipped"`
+	FilesSaved   int               `json:"files_saved"`
+	FilesSkipped []FileSkip        `json:"files_skipped"`
+	BytesWritten int64             `json:"bytes_written"`
+	DurationMS   float64           `json:"duration_ms"`
+	Timings      CheckpointTimings `json:"timings"`
+	CreatedAt    time.Time         `json:"created_at"`
+}
+
+// CheckpointTimings splits a checkpoint's time: detect (what changed), serialize (pickle + hash),
+// write (spool files, store puts, commit); files is the workspace snapshot (stat, read, put).
+type CheckpointTimings struct {
+	DetectMS    float64 `json:"detect_ms"`
+	SerializeMS float64 `json:"serialize_ms"`
+	WriteMS     float64 `json:"write_ms"`
+	FilesMS     float64 `json:"files_ms"`
+}
+
+// snapshotAnswer is the agent's answer to "snapshot".
+type snapshotAnswer struct {
+	Token     string          `json:"token"`
+	SpoolHost string          `json:"spool_host"`
+	Groups    []ManifestGroup `json:"groups"`
+	Saved     []string        `json:"saved"`
+	Unchanged int             `json:"unchanged"`
+	Skipped   []VarSkip       `json:"skipped"`
+	Chunks    []spoolChunk    `json:"chunks"`
+	Cwd       string          `json:"cwd"`
+	Env       *EnvDiff        `json:"env"`
+	Timings   struct {
+		DetectMS    float64 `json:"detect_ms"`
+		SerializeMS float64 `json:"serialize_ms"`
+		WriteMS     float64 `json:"write_ms"`
+	} `json:"timings"`
+}
+
+// Install loads the agent into a fresh kernel. spoolHost is the spool dir as the server sees it,
+// spoolKernel as the kernel sees it (equal unless sandboxed). The agent echoes spoolHost in its
+// answers, so the Checkpointer keeps no per-kernel state.
+func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoolKernel string) error {
+	if err := os.MkdirAll(spoolHost, 0o700); err != nil {
+		return fmt.Errorf("install agent: spool: %w", err)
+	}
+	if _, err := ex.Eval(ctx, agentBootstrap(spoolKernel, spoolHost), ""); err != nil {
+		return fmt.Errorf("install agent: %w", err)
+	}
+	var p agentPing
+	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
+		return fmt.Errorf("install agent: %w", err)
+	}
+	if !p.XXHash {
+		return errors.New("install agent: the kernel's Python lacks xxhash (python3-xxhash)")
+	}
+	return nil
+}
+
+func (c *Checkpointer) chunkSize() int {
+	if c.ChunkSize > 0 {
+		return c.ChunkSize
+	}
+	return DefaultChunkSize
+}
+
+// newCheckpointID returns "ckpt_" and 16 random hex digits.
+func newCheckpointID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "ckpt_" + hex.EncodeToString(b[:])
+}
+
+// Checkpoint snapshots the namespace (agent) and the workspace files under workspaceDir ("" for none)
+// and commits ONE checkpoint: chunks first, then the manifest and its roots in one transaction, under
+// Store.Lock so GC cannot collect chunks put but not yet referenced. A crash at any point leaves the
+// previous checkpoint complete. Older checkpoints beyond Retention are pruned afterwards.
+func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir string) (*CheckpointResult, error) {
+	start := time.Now()
+	prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	var prevFiles []FileEntry
+	if prev.ID != "" {
+		if m, err := ParseManifest(prev); err == nil {
+			prevFiles = m.Files
+		}
+	}
+	res, err := c.checkpointOnce(ctx, ex, sessionID, turn, workspaceDir, prev.ID, prevFiles)
+	if errors.Is(err, ErrMissingChunk) {
+		// The agent trusted a chunk the store no longer has (an older checkpoint it was restored from was
+		// pruned and collected): make it forget what it knows and save everything once more.
+		var ok map[string]any
+		if ferr := callAgent(ctx, ex, "forget", map[string]any{}, &ok); ferr != nil {
+			return nil, fmt.Errorf("checkpoint: %w (forget: %w)", err, ferr)
+		}
+		res, err = c.checkpointOnce(ctx, ex, sessionID, turn, workspaceDir, prev.ID, prevFiles)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Retention > 0 {
+		if _, err := c.Store.Prune(ctx, sessionID, c.Retention); err != nil {
+			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
+		}
+	}
+	res.DurationMS = msSince(start)
+	return res, nil
+}
+
+func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir, parentID string, prevFiles []FileEntry) (*CheckpointResult, error) {
+	id := newCheckpointID()
+	var ans snapshotAnswer
+	args := map[string]any{"token": id, "committed": parentID, "chunk_size": c.chunkSize()}
+	if err := callAgent(ctx, ex, "snapshot", args, &ans); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	spoolDir := ""
+	if ans.SpoolHost != "" {
+		spoolDir = filepath.Join(ans.SpoolHost, filepath.Base(id))
+		defer os.RemoveAll(spoolDir)
+	}
+	res := &CheckpointResult{
+		ID: id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
+		FilesSkipped: []FileSkip{},
+		Timings: CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
+			WriteMS: ans.Timings.WriteMS},
+	}
+	m := Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
+	if !ans.Env.empty() {
+		m.Env = ans.Env
+	}
+
+	c.Store.Lock()
+	defer c.Store.Unlock()
+	tw := time.Now()
+	written, err := ingestSpool(ctx, c.Store, spoolDir, ans.Chunks)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: store chunks: %w", err)
+	}
+	res.Timings.WriteMS += msSince(tw)
+	roots := make([]string, 0, len(ans.Groups))
+	for _, g := range ans.Groups {
+		if g.Ref != "" {
+			roots = append(roots, g.Ref)
+		}
+	}
+	if workspaceDir != "" {
+		tf := time.Now()
+		fr, err := c.Store.SnapshotFiles(ctx, workspaceDir, prevFiles, c.Files)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: files: %w", err)
+		}
+		res.Timings.FilesMS = msSince(tf)
+		m.Files, m.FilesSkipped = fr.Files, fr.Skipped
+		res.FilesSaved = fr.Saved
+		res.FilesSkipped = nonNilFileSkips(fr.Skipped)
+		written += fr.BytesWritten
+		roots = append(roots, fr.Roots...)
+	}
+	tc := time.Now()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: manifest: %w", err)
+	}
+	written += int64(len(doc))
+	cp := Checkpoint{ID: id, SessionID: sessionID, Turn: turn, ParentID: parentID, Manifest: doc,
+		Bytes: written, Roots: roots}
+	if err := c.Store.CommitCheckpoint(ctx, cp); err != nil {
+		return nil, fmt.Errorf("checkpoint: commit: %w", err)
+	}
+	res.Timings.WriteMS += msSince(tc)
+	res.BytesWritten = written
+	res.CreatedAt = time.Now().UTC()
+	return res, nil
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilSkips(s []VarSkip) []VarSkip {
+	if s == nil {
+		return []VarSkip{}
+	}
+	return s
+}
+
+func nonNilFileSkips(s []FileSkip) []FileSkip {
+	if s == nil {
+		return []FileSkip{}
+	}
+	return s
+}

@@ -1,0 +1,135 @@
+package persistence
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Manifest is a checkpoint's small JSON document. A namespace group is referenced by ONE hash (its
+// descriptor chunk, which lists the group's pickle and buffer chunks as children), so an unchanged
+// 1 GiB array costs one 32-character reference per checkpoint, not a list of its chunks.
+type Manifest struct {
+	V            int             `json:"v"`
+	Groups       []ManifestGroup `json:"groups"`
+	Skipped      []VarSkip       `json:"skipped,omitempty"`
+	Files        []FileEntry     `json:"files,omitempty"`
+	FilesSkipped []FileSkip      `json:"files_skipped,omitempty"`
+	Cwd          string          `json:"cwd,omitempty"`
+	Env          *EnvDiff        `json:"env,omitempty"`
+}
+
+// ManifestGroup is one restore unit, in restore order: "imp" (modules and names imported from modules,
+// re-imported by Module/Attr, no chunks), "def" (classes and functions defined in the session, by value),
+// "data" (everything else). Names sharing objects are one group so aliasing survives.
+type ManifestGroup struct {
+	Kind   string   `json:"k"`
+	Names  []string `json:"n"`
+	Types  []string `json:"t,omitempty"`
+	Ref    string   `json:"r,omitempty"`
+	Module string   `json:"m,omitempty"`
+	Attr   string   `json:"a,omitempty"`
+}
+
+// groupDescriptor is the content of a group's descriptor chunk, written by the agent.
+type groupDescriptor struct {
+	V       int          `json:"v"`
+	Kind    string       `json:"k"`
+	Names   []string     `json:"n"`
+	Format  string       `json:"f"`
+	Pickle  []descChunk  `json:"p"`
+	Buffers []descBuffer `json:"b"`
+	Deps    []string     `json:"d"`
+}
+
+// descChunk is [hash, raw length].
+type descChunk struct {
+	Hash string
+	Len  int64
+}
+
+func (c *descChunk) UnmarshalJSON(b []byte) error {
+	var v [2]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[0], &c.Hash); err != nil {
+		return err
+	}
+	return json.Unmarshal(v[1], &c.Len)
+}
+
+// descBuffer is [readonly, total length, [chunks...]]: one out-of-band buffer.
+type descBuffer struct {
+	ReadOnly int
+	Len      int64
+	Chunks   []descChunk
+}
+
+func (d *descBuffer) UnmarshalJSON(b []byte) error {
+	var v [3]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[0], &d.ReadOnly); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[1], &d.Len); err != nil {
+		return err
+	}
+	return json.Unmarshal(v[2], &d.Chunks)
+}
+
+// ParseManifest decodes a checkpoint's manifest.
+func ParseManifest(cp Checkpoint) (*Manifest, error) {
+	var m Manifest
+	if len(cp.Manifest) == 0 {
+		return &m, nil
+	}
+	if err := json.Unmarshal(cp.Manifest, &m); err != nil {
+		return nil, fmt.Errorf("checkpoint %s manifest: %w", cp.ID, err)
+	}
+	return &m, nil
+}
+
+// Variables lists the names a checkpoint holds, sorted (the API's checkpoint list shows them).
+func (c *Checkpointer) Variables(cp Checkpoint) []string {
+	m, err := ParseManifest(cp)
+	if err != nil {
+		return []string{}
+	}
+	return m.Variables()
+}
+
+// Variables lists the saved names, sorted.
+func (m *Manifest) Variables() []string {
+	out := []string{}
+	for _, g := range m.Groups {
+		out = append(out, g.Names...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ManifestSummary is what the API's checkpoint list shows of a checkpoint.
+type ManifestSummary struct {
+	ID        string    `json:"id"`
+	Turn      int       `json:"turn"`
+	CreatedAt string    `json:"created_at"`
+	Variables []string  `json:"variables"`
+	Files     int       `json:"files"`
+	Bytes     int64     `json:"bytes"`
+	Skipped   []VarSkip `json:"skipped,omitempty"`
+}
+
+// Summarize returns the API's view of a checkpoint.
+func Summarize(cp Checkpoint) ManifestSummary {
+	s := ManifestSummary{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		Variables: []string{}, Bytes: cp.Bytes}
+	if m, err := ParseManifest(cp); err == nil {
+		s.Variables = m.Variables()
+		s.Files = len(m.Files)
+		s.Skipped = m.Skipped
+	}
+	return s
+}

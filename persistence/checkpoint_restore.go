@@ -1,0 +1,278 @@
+package persistence
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// RestoreResult says what a restore put back and what it could not.
+type RestoreResult struct {
+	CheckpointID string         `json:"checkpoint_id"`
+	Turn         int            `json:"turn"`
+	Restored     []string       `json:"restored"`
+	Failed       []VarSkip      `json:"failed"`
+	Skipped      []VarSkip      `json:"skipped"` // not saved in the first place (reported at checkpoint time)
+	Files        int            `json:"files"`
+	Cwd          string         `json:"cwd"`
+	DurationMS   float64        `json:"duration_ms"`
+	Timings      RestoreTimings `json:"timings"`
+	Groups       []GroupTiming  `json:"groups,omitempty"`
+}
+
+// RestoreTimings splits a restore: read (chunks from SQLite into spool files), load (unpickling in the
+// kernel), files (workspace files).
+type RestoreTimings struct {
+	ReadMS  float64 `json:"read_ms"`
+	LoadMS  float64 `json:"load_ms"`
+	FilesMS float64 `json:"files_ms"`
+}
+
+// GroupTiming is the load time of one group in the kernel.
+type GroupTiming struct {
+	Names []string `json:"n"`
+	MS    float64  `json:"ms"`
+}
+
+// restoreGroup is one group of the agent's "restore" call.
+type restoreGroup struct {
+	ManifestGroup
+	Desc       json.RawMessage `json:"desc,omitempty"`
+	PickleFile string          `json:"pf,omitempty"`
+	PickleData *string         `json:"pd,omitempty"`
+	BufFiles   []string        `json:"bf,omitempty"`
+}
+
+type restoreAnswer struct {
+	Restored []string      `json:"restored"`
+	Failed   []VarSkip     `json:"failed"`
+	Cwd      string        `json:"cwd"`
+	Groups   []GroupTiming `json:"groups"`
+	Timings  struct {
+		LoadMS float64 `json:"load_ms"`
+	} `json:"timings"`
+}
+
+// inlinePickle is the largest pickle stream sent inline (base64) instead of as a spool file.
+const inlinePickle = 64 << 10
+
+// Restore puts a checkpoint (checkpointID "" = the session's latest) back: its files into workspaceDir
+// first when files is true (RestoreFiles with prune, so reopened file handles find their files), then
+// its namespace into the kernel, replacing the kernel's user variables. Each group loads independently:
+// what fails is reported by name and reason in Failed, the rest is restored.
+func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files bool) (*RestoreResult, error) {
+	start := time.Now()
+	var (
+		cp  Checkpoint
+		err error
+	)
+	if checkpointID == "" {
+		cp, err = c.Store.LatestCheckpoint(ctx, sessionID)
+	} else {
+		cp, err = c.Store.GetCheckpoint(ctx, sessionID, checkpointID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	m, err := ParseManifest(cp)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	res := &RestoreResult{CheckpointID: cp.ID, Turn: cp.Turn, Restored: []string{}, Failed: []VarSkip{},
+		Skipped: nonNilSkips(m.Skipped)}
+	if files && workspaceDir != "" {
+		tf := time.Now()
+		if err := c.Store.RestoreFiles(ctx, workspaceDir, m.Files, true); err != nil {
+			return nil, fmt.Errorf("restore: files: %w", err)
+		}
+		res.Files = len(m.Files)
+		res.Timings.FilesMS = msSince(tf)
+	}
+
+	var p agentPing
+	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	tr := time.Now()
+	dirName := "r-" + newCheckpointID()[5:]
+	hostDir := filepath.Join(p.SpoolHost, dirName)
+	kernDir := filepath.Join(p.Spool, dirName)
+	if err := os.MkdirAll(hostDir, 0o700); err != nil {
+		return nil, fmt.Errorf("restore: spool: %w", err)
+	}
+	defer os.RemoveAll(hostDir)
+	groups, jobs, err := c.planRestore(ctx, m, hostDir, kernDir)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := runAssembly(ctx, c.Store, jobs); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	res.Timings.ReadMS = msSince(tr)
+
+	var ans restoreAnswer
+	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env}
+	if err := callAgent(ctx, ex, "restore", args, &ans); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	res.Restored = nonNil(ans.Restored)
+	res.Failed = nonNilSkips(ans.Failed)
+	res.Cwd = ans.Cwd
+	res.Groups = ans.Groups
+	res.Timings.LoadMS = ans.Timings.LoadMS
+	res.DurationMS = msSince(start)
+	return res, nil
+}
+
+// assembleJob writes chunks, in order, into one spool file.
+type assembleJob struct {
+	path   string
+	chunks []descChunk
+	size   int64
+}
+
+// planRestore reads every group's descriptor and decides which spool files to assemble.
+func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string) ([]restoreGroup, []assembleJob, error) {
+	var (
+		groups []restoreGroup
+		jobs   []assembleJob
+		buf    []byte
+	)
+	for i, g := range m.Groups {
+		rg := restoreGroup{ManifestGroup: g}
+		if g.Kind == "imp" || g.Ref == "" {
+			groups = append(groups, rg)
+			continue
+		}
+		var err error
+		buf, err = c.Store.ReadChunk(ctx, g.Ref, buf[:0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+		}
+		var d groupDescriptor
+		if err := json.Unmarshal(buf, &d); err != nil {
+			return nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
+		}
+		rg.Desc = append(json.RawMessage(nil), buf...)
+		var plen int64
+		for _, ch := range d.Pickle {
+			plen += ch.Len
+		}
+		if plen <= inlinePickle {
+			var data []byte
+			for _, ch := range d.Pickle {
+				if data, err = c.Store.ReadChunk(ctx, ch.Hash, data); err != nil {
+					return nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+				}
+			}
+			s := base64.StdEncoding.EncodeToString(data)
+			rg.PickleData = &s
+		} else {
+			name := fmt.Sprintf("g%d.p", i)
+			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: d.Pickle, size: plen})
+			rg.PickleFile = filepath.Join(kernDir, name)
+		}
+		rg.BufFiles = []string{}
+		for j, b := range d.Buffers {
+			name := fmt.Sprintf("g%d.b%d", i, j)
+			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: b.Chunks, size: b.Len})
+			rg.BufFiles = append(rg.BufFiles, filepath.Join(kernDir, name))
+		}
+		groups = append(groups, rg)
+	}
+	return groups, jobs, nil
+}
+
+// assembleWorkers read chunks from SQLite and write them into spool files concurrently: on two cores
+// the blob read and the page-cache write overlap, keeping a restore near the cost of the read alone.
+const assembleWorkers = 2
+
+// runAssembly creates every file at its final size, then copies chunks straight from the store into
+// them at their offsets (ReadChunkTo: no intermediate buffer for raw chunks).
+func runAssembly(parent context.Context, s *Store, jobs []assembleJob) error {
+	type piece struct {
+		f    *os.File
+		hash string
+		off  int64
+		n    int64
+	}
+	var (
+		files  []*os.File
+		pieces []piece
+	)
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, j := range jobs {
+		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		files = append(files, f)
+		if err := f.Truncate(j.size); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		var off int64
+		for _, ch := range j.chunks {
+			pieces = append(pieces, piece{f: f, hash: ch.Hash, off: off, n: ch.Len})
+			off += ch.Len
+		}
+		if off != j.size {
+			return fmt.Errorf("spool: %s: chunks hold %d bytes, descriptor says %d", j.path, off, j.size)
+		}
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	next := make(chan piece)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for w := 0; w < assembleWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				n, err := s.ReadChunkTo(ctx, p.hash, io.NewOffsetWriter(p.f, p.off))
+				if err == nil && n != p.n {
+					err = fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, n, p.n)
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+	for _, p := range pieces {
+		select {
+		case next <- p:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("assemble: %w", firstErr)
+	}
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package persistence
+
+// The spool protocol between the in-kernel agent (agent/carryover_agent.py, whose docstring is the
+// reference) and this package. Large state never travels through the Jupyter protocol and is never held
+// whole in Go's memory:
+//
+//   - Snapshot: Go calls __carryover__.call("snapshot", {"token", "committed", "chunk_size"}). The agent
+//     writes every chunk Go does not have yet as a file <spool>/<token>/<hash> holding the chunk's STORED
+//     bytes (codec "raw" or "zstd"), or inlines it as base64 when small, and answers a small JSON naming
+//     them with their codec, raw length and children. Go streams the files into the store in bounded
+//     batches (children before the descriptors that list them) and removes the directory. "committed" is
+//     the id of the last checkpoint Go committed: only then does the agent trust that Go holds the chunks
+//     of its previous snapshot, so a failed commit never makes it skip a chunk Go lacks.
+//   - Restore: Go reads each group's descriptor, writes the group's pickle stream as one file and EACH
+//     out-of-band buffer as ONE file assembled from its chunks (straight from the SQLite blob to the file,
+//     two workers), and calls __carryover__.call("restore", {...}). The agent maps buffer files
+//     copy-on-write (mmap ACCESS_COPY) and hands them to pickle.loads(buffers=...): no further copy.
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// spoolChunk is one chunk named in a snapshot answer.
+type spoolChunk struct {
+	Hash     string   `json:"h"`
+	Codec    string   `json:"c"`
+	RawLen   int64    `json:"n"`
+	Stored   int64    `json:"s"`
+	File     string   `json:"f,omitempty"`
+	Data     string   `json:"d,omitempty"`
+	Children []string `json:"ch,omitempty"`
+}
+
+// ingestBatchBytes bounds the chunk data held in memory while streaming spool files into the store.
+const ingestBatchBytes = 64 << 20
+
+// ingestSpool puts the answer's chunks into the store in order, batch by batch, reading spool files from
+// dir, and returns the stored bytes newly written. The caller holds s.Lock.
+func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk) (int64, error) {
+	var (
+		written int64
+		batch   []ChunkInput
+		size    int
+		bufs    [][]byte // reused between batches
+		used    int
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := s.PutChunks(ctx, batch)
+		if err != nil {
+			return err
+		}
+		written += n
+		batch, size, used = batch[:0], 0, 0
+		return nil
+	}
+	for _, c := range chunks {
+		var data []byte
+		switch {
+		case c.File != "":
+			if filepath.Base(c.File) != c.File {
+				return written, fmt.Errorf("spool: bad chunk file name %q", c.File)
+			}
+			if used == len(bufs) {
+				bufs = append(bufs, nil)
+			}
+			b, err := readFileInto(filepath.Join(dir, c.File), bufs[used][:0])
+			if err != nil {
+				return written, fmt.Errorf("spool: %w", err)
+			}
+			bufs[used] = b
+			used++
+			data = b
+		default:
+			b, err := base64.StdEncoding.DecodeString(c.Data)
+			if err != nil {
+				return written, fmt.Errorf("spool: chunk %s: %w", c.Hash, err)
+			}
+			data = b
+		}
+		if int64(len(data)) != c.Stored {
+			return written, fmt.Errorf("spool: chunk %s has %d bytes, want %d", c.Hash, len(data), c.Stored)
+		}
+		batch = append(batch, ChunkInput{Hash: c.Hash, Codec: c.Codec, RawLen: c.RawLen, Data: data, Children: c.Children})
+		size += len(data)
+		if size >= ingestBatchBytes {
+			if err := flush(); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, flush()
+}
+
+// readFileInto reads a whole (chunk-sized) file into buf, growing it as needed.
+func readFileInto(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return buf, err
+	}
+	n := int(st.Size())
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return buf, fmt.Errorf("read %s: %w", path, err)
+	}
+	return buf, nil
+}

@@ -1,0 +1,61 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Executor runs Python silently in a session's kernel. The server adapts kernel.Kernel to it
+// (kernel.Execute with Silent:true and UserExpressions), so persistence never imports kernel/.
+type Executor interface {
+	// Eval executes code silently; then returns the text/plain of the user expression expr (empty expr: "").
+	// A Python exception in code or expr is returned as an error containing ename: evalue.
+	Eval(ctx context.Context, code, expr string) (string, error)
+}
+
+// VarSkip is a variable that could not be saved or restored, and why (the API's "skipped" items and the
+// variables_skipped event payload).
+type VarSkip struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// EnvDiff is how the kernel's os.environ differs from the one it started with.
+type EnvDiff struct {
+	Set   map[string]string `json:"set,omitempty"`
+	Unset []string          `json:"unset,omitempty"`
+}
+
+func (e *EnvDiff) empty() bool { return e == nil || (len(e.Set) == 0 && len(e.Unset) == 0) }
+
+// callAgent runs one agent operation (see the spool protocol in checkpoint_spool.go) and decodes its
+// JSON answer into out. The answer comes back as the text/plain of a user expression: the agent's
+// JSONText repr is the raw JSON, so no Python-side quoting has to be undone.
+func callAgent(ctx context.Context, ex Executor, op string, args, out any) error {
+	a, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", op, err)
+	}
+	code := "__carryover__.call(" + pyString(op) + ", " + pyString(string(a)) + ")"
+	text, err := ex.Eval(ctx, code, "__carryover__.take()")
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", op, err)
+	}
+	if err := json.Unmarshal([]byte(text), out); err != nil {
+		return fmt.Errorf("agent %s: bad answer %.200q: %w", op, text, err)
+	}
+	return nil
+}
+
+// agentPing is the answer of the agent's ping: where its spool is, and which optional modules it has.
+type agentPing struct {
+	OK        bool   `json:"ok"`
+	PID       int    `json:"pid"`
+	Spool     string `json:"spool"`
+	SpoolHost string `json:"spool_host"`
+	XXHash    bool   `json:"xxhash"`
+	Zstd      bool   `json:"zstd"`
+	Dill      bool   `json:"dill"`
+}
