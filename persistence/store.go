@@ -1,3 +1,9 @@
+// Package persistence keeps carryover's state in one SQLite file: sessions, their event logs, executions
+// and tools, and checkpoints of kernel namespaces and workspace files as a content-addressed Merkle DAG
+// of chunks. Only the Go server writes the file (WAL, foreign keys on, schema from embedded migrations).
+//
+// The store (store*.go and the files named for what they hold) knows nothing of kernels or HTTP; the
+// Checkpointer (checkpoint*.go) composes it with the in-kernel snapshot agent.
 package persistence
 
 import (
