@@ -1,0 +1,440 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// The checkpoint section measures the issue's scenarios on one kernel holding a 1 GiB array (64 MiB with
+// --quick): each checkpoint's wall time, bytes written and detect/serialize/write split, beside a naive
+// full dill dump of the same namespace measured in the same run; then a restore into a fresh kernel
+// beside a plain read of the same blobs from the same SQLite file.
+func init() {
+	registerBench(benchSection{Order: 30, Name: "checkpoint", Run: benchCheckpoint})
+}
+
+// ckptExec adapts kernel.Kernel to persistence.Executor as the server does.
+type ckptExec struct{ k *kernel.Kernel }
+
+func (e ckptExec) Eval(ctx context.Context, code, expr string) (string, error) {
+	opts := kernel.ExecOptions{Silent: true}
+	if expr != "" {
+		opts.UserExpressions = map[string]string{"r": expr}
+	}
+	res, err := e.k.Execute(ctx, code, opts)
+	if err != nil {
+		return "", err
+	}
+	if res.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
+	}
+	if expr == "" {
+		return "", nil
+	}
+	var ue struct {
+		Status string            `json:"status"`
+		Data   map[string]string `json:"data"`
+		EName  string            `json:"ename"`
+		EValue string            `json:"evalue"`
+	}
+	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
+		return "", err
+	}
+	if ue.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
+	}
+	return ue.Data["text/plain"], nil
+}
+
+// ckptBench holds one run's kernel, store and workspace.
+type ckptBench struct {
+	ctx   context.Context
+	cp    *persistence.Checkpointer
+	k     *kernel.Kernel
+	spec  *kernel.Spec
+	ws    string
+	spool string
+	turn  int
+}
+
+func (b *ckptBench) start(dir string) (*kernel.Kernel, error) {
+	k, err := kernel.Start(b.ctx, kernel.Options{Spec: b.spec, WorkDir: b.ws, Env: map[string]string{"MPLBACKEND": "Agg"}})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.cp.Install(b.ctx, ckptExec{k}, dir, dir); err != nil {
+		_ = k.Shutdown(b.ctx)
+		return nil, err
+	}
+	return k, nil
+}
+
+func (b *ckptBench) run(code string) error {
+	res, err := b.k.Execute(b.ctx, code, kernel.ExecOptions{})
+	if err != nil {
+		return err
+	}
+	if res.Status != "ok" {
+		return fmt.Errorf("%s: %s", res.EName, res.EValue)
+	}
+	return nil
+}
+
+// checkpoint runs code as a turn, then checkpoints; returns the result and the wall time.
+func (b *ckptBench) checkpoint(code string) (*persistence.CheckpointResult, time.Duration, error) {
+	if code != "" {
+		if err := b.run(code); err != nil {
+			return nil, 0, err
+		}
+	}
+	b.turn++
+	t := time.Now()
+	r, err := b.cp.Checkpoint(b.ctx, ckptExec{b.k}, "bench", b.turn, b.ws)
+	return r, time.Since(t), err
+}
+
+// naiveDump times a dill dump of the whole user namespace to a file (the peer), in the kernel.
+func (b *ckptBench) naiveDump(path string) (time.Duration, int64, error) {
+	code := `def __bench_dump(path):
+    import dill, time, os, json, sys
+    ns = get_ipython().user_ns
+    d = {k: v for k, v in ns.items() if __carryover__._keep(k, v)}
+    t = time.perf_counter()
+    with open(path, "wb") as f:
+        dill.dump(d, f)
+    el = time.perf_counter() - t
+    n = os.path.getsize(path)
+    os.remove(path)
+    sys.modules["carryover_agent"]._bench = [el, n]
+try:
+    __bench_dump(` + fmt.Sprintf("%q", path) + `)
+finally:
+    del __bench_dump`
+	out, err := ckptExec{b.k}.Eval(b.ctx, code, `__import__("json").dumps(__import__("sys").modules["carryover_agent"]._bench)`)
+	if err != nil {
+		return 0, 0, err
+	}
+	var s string
+	var v [2]float64
+	if err := json.Unmarshal([]byte(jsonOfPyStr(out)), &s); err != nil {
+		return 0, 0, fmt.Errorf("naive dump answer %q: %w", out, err)
+	}
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return 0, 0, err
+	}
+	return time.Duration(v[0] * float64(time.Second)), int64(v[1]), nil
+}
+
+// jsonOfPyStr turns the repr of a Python str holding JSON ('[1, 2]') into a JSON string literal.
+func jsonOfPyStr(r string) string {
+	if len(r) >= 2 && r[0] == '\'' && r[len(r)-1] == '\'' {
+		b, _ := json.Marshal(r[1 : len(r)-1])
+		return string(b)
+	}
+	return r
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
+
+func ckptNote(r *persistence.CheckpointResult, extra string) string {
+	t := r.Timings
+	s := fmt.Sprintf("%s written; detect %.2f / serialize %.2f / write %.2f ms", fmtBytes(r.BytesWritten),
+		t.DetectMS, t.SerializeMS, t.WriteMS)
+	if t.FilesMS > 0 {
+		s += fmt.Sprintf(" / files %.2f ms", t.FilesMS)
+	}
+	if extra != "" {
+		s += "; " + extra
+	}
+	return s
+}
+
+func verdict(ok bool, target string) string {
+	if ok {
+		return "OK " + target
+	}
+	return "MISS " + target
+}
+
+func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
+	python := "/usr/bin/python3"
+	if env.Cfg != nil && env.Cfg.Kernel.Python != "" {
+		python = env.Cfg.Kernel.Python
+	}
+	spec, err := kernel.FindSpec("python", python)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(env.Scratch, "checkpoint")
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	st, err := persistence.Open(filepath.Join(dir, "bench.sqlite"))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	if err := st.CreateSession(ctx, persistence.SessionRow{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		return nil, err
+	}
+	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, spec: spec, ws: ws,
+		spool: filepath.Join(dir, "spool")}
+	b.k, err = b.start(b.spool)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.k.Shutdown(context.Background()) }()
+
+	size := int64(1 << 30)
+	label := "1 GiB"
+	reps := 5
+	if env.Quick {
+		size, label, reps = 64<<20, "64 MiB", 2
+	}
+	var rows []benchRow
+	// initial: the array is new, so it is written once
+	r, d, err := b.checkpoint(fmt.Sprintf("import numpy as np\na = np.random.default_rng(1).random(%d)\nx = 0", size/8))
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: "first checkpoint, " + label + " array new", Ours: fmtDur(d), Note: ckptNote(r, "")})
+	peerDur, peerBytes, err := b.naiveDump(filepath.Join(dir, "naive.pkl"))
+	if err != nil {
+		return rows, err
+	}
+	peer := fmt.Sprintf("%s (%s)", fmtDur(peerDur), fmtBytes(peerBytes))
+
+	// S1: the array untouched while a scalar changes (median of reps)
+	var ds []time.Duration
+	var last *persistence.CheckpointResult
+	for i := 0; i < reps; i++ {
+		r, d, err := b.checkpoint("x += 1")
+		if err != nil {
+			return rows, err
+		}
+		ds = append(ds, d)
+		last = r
+	}
+	s1 := percentile(ds, 50)
+	rows = append(rows, benchRow{Name: "S1 " + label + " array untouched, scalar changes", Ours: fmtDur(s1), Peer: peer,
+		Ratio: verdict(s1 < 10*time.Millisecond && last.BytesWritten < 4096, "<10 ms, <4 KB"), Note: ckptNote(last, "median of "+fmt.Sprint(reps))})
+
+	// S2: the array read, not changed
+	r, d, err = b.checkpoint("s = float(a.sum())")
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: "S2 array read, not changed", Ours: fmtDur(d), Peer: peer, Ratio: ratio(d, peerDur), Note: ckptNote(r, "")})
+
+	// S3: one element changed
+	r, d, err = b.checkpoint("a[12345] = -1.0")
+	if err != nil {
+		return rows, err
+	}
+	chunk := int64(persistence.DefaultChunkSize)
+	rows = append(rows, benchRow{Name: "S3 one element changed", Ours: fmtDur(d), Peer: peer,
+		Ratio: verdict(r.BytesWritten < chunk+64<<10, "only the changed chunk"), Note: ckptNote(r, "")})
+
+	// restore of the array state into a fresh kernel, beside a plain read of its blobs
+	restoreRows, err := b.benchRestore(dir, label)
+	rows = append(rows, restoreRows...)
+	if err != nil {
+		return rows, err
+	}
+
+	// S4: a dict of 1M small dicts
+	n := 1_000_000
+	if env.Quick {
+		n = 100_000
+	}
+	r, d, err = b.checkpoint(fmt.Sprintf("d = {i: {'id': i, 'name': str(i), 'ok': i %% 2 == 0} for i in range(%d)}", n))
+	if err != nil {
+		return rows, err
+	}
+	pd, pb, err := b.naiveDump(filepath.Join(dir, "naive.pkl"))
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: fmt.Sprintf("S4 dict of %d small dicts (new)", n), Ours: fmtDur(d),
+		Peer: fmt.Sprintf("%s (%s)", fmtDur(pd), fmtBytes(pb)), Ratio: ratio(d, pd), Note: ckptNote(r, "peer dumps the whole namespace")})
+	r, d, err = b.checkpoint("d[7]['name'] = 'seven'")
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: "S4b one inner dict changed", Ours: fmtDur(d), Note: ckptNote(r, "the dict is one group: re-pickled whole")})
+	if err := b.run("del d"); err != nil {
+		return rows, err
+	}
+
+	// S5: 1 MB appended to a 1 GiB workspace file
+	big := filepath.Join(ws, "big.bin")
+	if err := writeRandomFile(big, size); err != nil {
+		return rows, err
+	}
+	r, d, err = b.checkpoint("")
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: "workspace file " + label + " new", Ours: fmtDur(d), Note: ckptNote(r, "")})
+	if err := appendRandom(big, 1<<20); err != nil {
+		return rows, err
+	}
+	r, d, err = b.checkpoint("")
+	if err != nil {
+		return rows, err
+	}
+	tc := time.Now()
+	if err := copyFile(big, filepath.Join(dir, "naive.bin")); err != nil {
+		return rows, err
+	}
+	cd := time.Since(tc)
+	_ = os.Remove(filepath.Join(dir, "naive.bin"))
+	rows = append(rows, benchRow{Name: "S5 1 MB appended to " + label + " file", Ours: fmtDur(d), Peer: fmtDur(cd) + " (full copy)",
+		Ratio: verdict(r.BytesWritten < 3<<20, "~1 MB written"), Note: ckptNote(r, "")})
+	return rows, nil
+}
+
+// benchRestore restores the latest checkpoint into a fresh kernel and reads the same blobs plainly.
+func (b *ckptBench) benchRestore(dir, label string) ([]benchRow, error) {
+	spool2 := filepath.Join(dir, "spool2")
+	k2, err := b.start(spool2)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = k2.Shutdown(context.Background()) }()
+	t := time.Now()
+	rr, err := b.cp.Restore(b.ctx, ckptExec{k2}, "bench", "", b.ws, false)
+	if err != nil {
+		return nil, err
+	}
+	d := time.Since(t)
+	if len(rr.Failed) > 0 {
+		return nil, fmt.Errorf("restore failed: %+v", rr.Failed)
+	}
+	// the peer: SELECT every chunk of the restored groups from the same file, nothing else
+	cp, err := b.cp.Store.LatestCheckpoint(b.ctx, "bench")
+	if err != nil {
+		return nil, err
+	}
+	m, err := persistence.ParseManifest(cp)
+	if err != nil {
+		return nil, err
+	}
+	var hashes []string
+	for _, g := range m.Groups {
+		if g.Ref == "" {
+			continue
+		}
+		var desc struct {
+			P [][2]any `json:"p"`
+			B [][3]any `json:"b"`
+		}
+		raw, err := b.cp.Store.ReadChunk(b.ctx, g.Ref, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &desc); err != nil {
+			return nil, err
+		}
+		for _, p := range desc.P {
+			hashes = append(hashes, p[0].(string))
+		}
+		for _, bf := range desc.B {
+			for _, c := range bf[2].([]any) {
+				hashes = append(hashes, c.([]any)[0].(string))
+			}
+		}
+	}
+	tp := time.Now()
+	var total int64
+	stmt, err := b.cp.Store.DB().PreparexContext(b.ctx, `SELECT data FROM chunks WHERE hash = ?`)
+	if err != nil {
+		return nil, err
+	}
+	defer stmt.Close()
+	var buf []byte
+	for _, h := range hashes {
+		if err := stmt.QueryRowxContext(b.ctx, h).Scan(&buf); err != nil {
+			return nil, err
+		}
+		total += int64(len(buf))
+	}
+	pd := time.Since(tp)
+	lm := rr.Timings
+	note := fmt.Sprintf("read+assemble %.1f / load %.1f ms; peer reads %s in %d blobs", lm.ReadMS, lm.LoadMS, fmtBytes(total), len(hashes))
+	return []benchRow{{Name: "restore " + label + " of state into a fresh kernel", Ours: fmtDur(d), Peer: fmtDur(pd) + " (plain read)",
+		Ratio: ratio(d, pd) + " " + verdict(d < 2*pd, "within 2x"), Note: note}}, nil
+}
+
+func writeRandomFile(path string, n int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fillRandom(f, n)
+}
+
+func appendRandom(path string, n int64) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fillRandom(f, n)
+}
+
+func fillRandom(w io.Writer, n int64) error {
+	r := rand.NewChaCha8([32]byte{7})
+	buf := make([]byte, 4<<20)
+	for n > 0 {
+		m := int64(len(buf))
+		if m > n {
+			m = n
+		}
+		_, _ = r.Read(buf[:m])
+		if _, err := w.Write(buf[:m]); err != nil {
+			return err
+		}
+		n -= m
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	_, err = io.Copy(out, in)
+	return err
+}
