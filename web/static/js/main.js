@@ -43,6 +43,7 @@ class App {
   askToken(rejected) {
     if (this.view) { this.view.unmount(); this.view = null; }
     this.panel.hidden = true;
+    document.body.classList.add('no-token');
     document.getElementById('crumb').replaceChildren();
     const field = h('input.text-input', { type: 'password', autocomplete: 'off', placeholder: 'token', 'aria-label': 'Access token', id: 'token-field' });
     const go = (e) => {

@@ -6,7 +6,7 @@ import { api, sessionPath, SessionSocket, ApiError } from './api.js';
 import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
-import { h, fill, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
+import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
@@ -23,7 +23,9 @@ export function checkpointLine(cp, status) {
   const parts = [];
   const sep = () => h('span.sep', ' · ');
   const saved = cp.saved || [];
-  if (saved.length) {
+  if (cp.error && !cp.id && !saved.length && cp.unchanged == null) {
+    // no checkpoint at all: only the reason
+  } else if (saved.length) {
     const shown = saved.slice(0, 10);
     parts.push(h('span.ckpt-saved', { title: saved.join(', ') }, 'saved: ', h('b', shown.join(', ')),
       saved.length > shown.length ? ` +${saved.length - shown.length} more` : ''));
@@ -43,7 +45,11 @@ export function checkpointLine(cp, status) {
     parts.push(h('span.ckpt-skipped', '⚠ files skipped: ', fsk.map((f, i) => [i ? ', ' : '', h('b', f.path), f.reason ? ` (${f.reason})` : ''])));
   }
   if (cp.bytes_written != null) parts.push(h('span', { title: 'bytes written to the database for this checkpoint' }, formatBytes(cp.bytes_written)));
-  if (cp.duration_ms != null) parts.push(h('span', { title: 'time the checkpoint took' }, formatMs(cp.duration_ms)));
+  if (cp.duration_ms != null) {
+    const t = cp.timings || {};
+    const split = ['detect', 'serialize', 'write', 'files'].filter((k) => t[`${k}_ms`] != null).map((k) => `${k} ${formatMs(t[`${k}_ms`])}`);
+    parts.push(h('span', { title: `time the checkpoint took${split.length ? ': ' + split.join(', ') : ''}` }, formatMs(cp.duration_ms)));
+  }
   if (cp.error) parts.push(h('span.ckpt-skipped', `⚠ checkpoint error: ${typeof cp.error === 'string' ? cp.error : JSON.stringify(cp.error)}`));
   line.append(h('span.ckpt-icon', { title: cp.id ? `checkpoint ${cp.id}${cp.turn != null ? `, turn ${cp.turn}` : ''}` : 'checkpoint' }, '⛁'));
   parts.forEach((p, i) => { if (i) line.append(sep()); line.append(p); });
@@ -79,7 +85,7 @@ class Cell {
     this.statusEl = h('span.cell-status');
     this.timeEl = h('span.cell-time');
     this.runBtn = h('button.btn.small.run-btn', { title: 'Run this cell (Shift+Enter)', onclick: () => this.view.runCell(this, 'stay') }, '▶ Run');
-    const copyBtn = h('button.btn.small.ghost', { title: 'Copy this code into the new-cell box', onclick: () => this.view.copyToComposer(this) }, '⧉ Copy');
+    const copyBtn = h('button.btn.small.ghost', { title: 'Copy this code into the new-cell box', onclick: () => this.view.copyToComposer(this) }, icon('copy'), ' Copy');
     this.meta = h('div.cell-meta', this.statusEl, this.timeEl, h('span.spacer'), this.runBtn, copyBtn);
     this.outputs = new OutputArea(view.registry);
     this.inputBox = h('div.input-slot');
@@ -112,6 +118,7 @@ class Cell {
   /** beginRun resets the cell for a new run with the given id. */
   beginRun(runId) {
     this.runId = runId;
+    this.finished = false;
     this.count = null;
     this.incomplete = false;
     this.outputs.clear();
@@ -156,7 +163,12 @@ class Cell {
     this.timeEl.textContent = ms != null ? `${formatMs(ms)}${when}` : when.slice(3);
     if (startedAt) this.timeEl.title = `started ${localTime(startedAt)}`;
     if (r.status === 'aborted') this.outputs.el.append(h('div.out-note', 'aborted: the kernel was interrupted or an earlier queued cell failed'));
-    this.ckptSlot.replaceChildren(checkpointLine(r.checkpoint, r.status));
+    if (r.output_dropped_bytes) {
+      this.outputs.el.append(h('div.out-note', `${formatBytes(r.output_dropped_bytes)} of output over the server's limit were not kept`));
+    }
+    const cp = r.checkpoint_error && !r.checkpoint?.error ? { ...(r.checkpoint || {}), error: r.checkpoint_error } : r.checkpoint;
+    this.ckptSlot.replaceChildren(checkpointLine(cp, r.status));
+    this.finished = true;
   }
 
   applyExec(r, startedAt, duration) {
@@ -171,8 +183,13 @@ class Cell {
     this.timeEl.textContent = [ms != null ? formatMs(ms) : '', startedAt ? new Date(startedAt).toLocaleTimeString() : ''].filter(Boolean).join(' · ');
   }
 
-  /** fail shows an API or websocket error for this run. */
+  /** fail shows an API or websocket error for this run (after its result, when the server sent both). */
   fail(err) {
+    if (this.finished) {
+      this.outputs.el.append(h('div.out-apierror', { role: 'alert' }, h('b', err.code || 'error'), `: ${err.message || ''}`));
+      if (err.code === 'timeout') { this.setStatus('aborted'); this.statusEl.textContent = '■ timeout'; }
+      return;
+    }
     this.stopTimer();
     this.inputBox.replaceChildren();
     this.outputs.flush();
@@ -212,6 +229,7 @@ export class SessionView {
     this.session = null;
     this.cells = [];
     this.byRunId = new Map();
+    this.recent = new Map(); // run id -> cell, for an error frame that follows its result
     this.registry = new DisplayRegistry();
     this.selected = null;
     this.ready = false;
@@ -242,18 +260,46 @@ export class SessionView {
     this.loading = h('div.loading', 'Loading history…');
     main.replaceChildren(h('div.notebook', this.banner, this.loading, this.list, this.composerEl));
     this.main = main;
-    this.panels = new Panels(this, panel);
-    this.setConn('connecting');
+    this.panelRoot = panel;
+    panel.hidden = true;
+    fill(document.getElementById('crumb'), h('a', { href: '#/' }, 'Sessions'), h('span.sep', ' / '), h('span.crumb-name', this.id));
+    this.start();
+  }
+
+  async start() {
+    try {
+      const ans = await api('GET', sessionPath(this.id));
+      this.session = ans.session;
+    } catch (err) {
+      if (this.destroyed) return;
+      this.loading.remove();
+      this.composerEl.remove();
+      const notFound = err instanceof ApiError && err.code === 'not_found';
+      if (!notFound) showError(`Loading session ${this.id} failed`, err);
+      this.banner.replaceChildren(h('div.notfound',
+        h('h2', notFound ? `No session "${this.id}"` : `Cannot open session "${this.id}"`),
+        h('p', notFound ? 'It may have been deleted, or it belongs to another token.' : `${err.code}: ${err.message}`),
+        h('div.row', h('a.btn', { href: '#/' }, '← All sessions'),
+          notFound ? null : h('button.btn', { onclick: () => location.reload() }, 'Retry'))));
+      return;
+    }
+    if (this.destroyed) return;
+    this.panels = new Panels(this, this.panelRoot);
     document.getElementById('kernel-tools').hidden = false;
+    this.renderHeader();
+    this.panels.renderInfo();
+    this.app.sessionUpdated(this.session);
+    this.setConn('connecting');
     this.socket = new SessionSocket(this.id, {
       onFrame: (f) => (this.ready ? this.onFrame(f) : this.buffer.push(f)),
-      onState: (s, info) => this.onSocketState(s, info),
+      onState: (st, info) => this.onSocketState(st, info),
       onOpen: () => this.onSocketOpen(),
     });
+    // websocket first, history second: a run finishing in between is in one of the two (deduplicated)
     this.socket.connect();
-    this.load();
     this.poll = setInterval(() => this.refreshSession(), 15000);
-    requestAnimationFrame(() => this.composer.focus());
+    requestAnimationFrame(() => { if (!isTyping()) this.composer.focus(); });
+    await this.load();
   }
 
   unmount() {
@@ -266,15 +312,12 @@ export class SessionView {
   }
 
   async load() {
-    try {
-      await this.refreshSession(true);
-    } catch { /* shown */ }
     let execs = [];
     try {
       const ans = await api('GET', sessionPath(this.id, '/executions?limit=200'));
       execs = ans?.executions || [];
     } catch (err) {
-      if (!(err instanceof ApiError && err.code === 'not_found' && !this.session)) showError('Loading the history failed', err);
+      showError('Loading the history failed', err);
     }
     if (this.destroyed) return;
     this.loading.remove();
@@ -301,7 +344,7 @@ export class SessionView {
       if (this.destroyed) return;
       this.session = ans.session;
       this.renderHeader();
-      this.panels.renderInfo();
+      this.panels?.renderInfo();
       this.app.sessionUpdated(this.session);
     } catch (err) {
       if (first || !(err instanceof ApiError && err.code === 'network')) showError(`Loading session ${this.id} failed`, err);
@@ -450,6 +493,8 @@ export class SessionView {
         const cell = this.cellFor(f);
         if (!cell) break;
         const r = f.result || {};
+        this.recent.set(f.id, cell);
+        if (this.recent.size > 50) this.recent.delete(this.recent.keys().next().value);
         // a remote cell whose turn is already in the history (it finished while the page loaded)
         const dup = cell.origin === 'remote' && r.execution_count != null &&
           this.cells.find((o) => o !== cell && o.origin === 'history' && o.count === r.execution_count && o.kind === 'run');
@@ -467,7 +512,7 @@ export class SessionView {
       }
       case 'error': {
         const err = f.error || { code: 'error', message: 'unknown websocket error' };
-        const cell = f.id != null ? this.byRunId.get(f.id) : null;
+        const cell = f.id != null ? this.byRunId.get(f.id) || this.recent.get(f.id) : null;
         if (cell) {
           this.byRunId.delete(f.id);
           cell.fail(err);
@@ -586,7 +631,7 @@ export class SessionView {
     cell.beginRun(runId);
     this.byRunId.set(runId, cell);
     if (cell.kind === 'exec') return this.runExec(cell, code);
-    if (this.socket.send({ type: 'run', id: runId, code })) return;
+    if (this.socket?.send({ type: 'run', id: runId, code })) return;
     // no websocket: run over HTTP (no live output, same answer at the end)
     cell.markRunning();
     cell.outputs.el.append(h('div.out-note', 'live connection down: running over HTTP, the output shows when the run ends'));
@@ -716,10 +761,10 @@ export class SessionView {
     if (k === 'Enter' && e.shiftKey && this.selected) { this.runCell(this.selected, 'stay'); return true; }
     if (k === 'Enter' && this.selected && e.target === this.selected.el) { this.selected.editor.focus(); return true; }
     if (k === 'n' || k === '/') { this.composer.focus(true); return true; }
-    if (k === 'f') { this.panels.show('files'); return true; }
-    if (k === 'c') { this.panels.show('checkpoints'); return true; }
-    if (k === 'e') { this.panels.show('events'); return true; }
-    if (k === 's') { this.panels.show('info'); return true; }
+    if (k === 'f') { this.panels?.show('files'); return true; }
+    if (k === 'c') { this.panels?.show('checkpoints'); return true; }
+    if (k === 'e') { this.panels?.show('events'); return true; }
+    if (k === 's') { this.panels?.show('info'); return true; }
     return false;
   }
 }

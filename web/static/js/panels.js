@@ -2,7 +2,7 @@
 // the session's details (sandbox, budget, lifecycle buttons).
 
 import { api, sessionPath, filePath, getToken } from './api.js';
-import { h, fill, formatBytes, relTime, localTime } from './util.js';
+import { h, fill, icon, formatBytes, relTime, localTime } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
 
 const EVENT_CLASS = [
@@ -104,7 +104,7 @@ export class Panels {
     for (const ev of ['dragleave', 'drop']) drop.addEventListener(ev, () => drop.classList.remove('over'));
     drop.addEventListener('drop', (e) => { e.preventDefault(); this.upload(Array.from(e.dataTransfer.files)); });
     this.files.replaceChildren(
-      h('div.panel-head', h('span', 'Workspace ', h('code', '/workspace')), h('button.btn.small.ghost', { title: 'Refresh', onclick: () => this.refreshFiles() }, '↻')),
+      h('div.panel-head', h('span', 'Workspace ', h('code', '/workspace')), h('button.icon-btn', { title: 'Refresh the file list', 'aria-label': 'Refresh', onclick: () => this.refreshFiles() }, icon('refresh'))),
       h('div.upload-row', drop, h('label.upload-dir', h('span', 'into folder'), this.dirInput), this.fileInput),
       this.fileList);
   }
@@ -131,9 +131,9 @@ export class Panels {
         h('td.num', formatBytes(f.size)),
         h('td.muted', { title: localTime(f.modified_at) }, relTime(f.modified_at)),
         h('td.actions',
-          h('button.icon-btn', { title: `Insert code that reads ${f.path}`, 'aria-label': `Use ${f.path} in code`, onclick: () => this.insertRead(f.path) }, '⤵'),
-          h('button.icon-btn', { title: `Download ${f.path}`, 'aria-label': `Download ${f.path}`, onclick: () => this.download(f.path) }, '⭳'),
-          h('button.icon-btn.danger', { title: `Delete ${f.path}`, 'aria-label': `Delete ${f.path}`, onclick: () => this.remove(f.path) }, '🗑')))))));
+          h('button.icon-btn', { title: `Insert code that reads ${f.path}`, 'aria-label': `Use ${f.path} in code`, onclick: () => this.insertRead(f.path) }, icon('insert')),
+          h('button.icon-btn', { title: `Download ${f.path}`, 'aria-label': `Download ${f.path}`, onclick: () => this.download(f.path) }, icon('download')),
+          h('button.icon-btn.danger', { title: `Delete ${f.path}`, 'aria-label': `Delete ${f.path}`, onclick: () => this.remove(f.path) }, icon('trash'))))))));
   }
 
   insertRead(path) {
@@ -197,7 +197,7 @@ export class Panels {
     this.ckpts.replaceChildren(
       h('div.panel-head', h('span', 'Checkpoints'),
         h('span', h('button.btn.small', { title: 'Take a checkpoint now (POST /checkpoint)', onclick: () => this.checkpointNow() }, 'Checkpoint now'),
-          h('button.btn.small.ghost', { title: 'Refresh', onclick: () => this.refreshCheckpoints() }, '↻'))),
+          h('button.icon-btn', { title: 'Refresh the list', 'aria-label': 'Refresh', onclick: () => this.refreshCheckpoints() }, icon('refresh')))),
       h('p.muted.pad-x', 'Every turn saves the namespace and the workspace. Restore puts the session back to that turn (variables and files).'),
       this.ckptList);
   }

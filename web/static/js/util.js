@@ -114,3 +114,24 @@ export function fill(el, ...children) {
   append(el, children);
   return el;
 }
+
+const ICONS = {
+  download: 'M8 2v8m0 0L4.5 6.5M8 10l3.5-3.5M3 13h10',
+  trash: 'M3 4h10M6.5 4V2.5h3V4M4.5 4l.7 9.5h5.6l.7-9.5M7 6.5v5M9 6.5v5',
+  insert: 'M3 3h6M3 6h6M3 9h4M12 4v7m0 0l-2.5-2.5M12 11l2.5-2.5',
+  copy: 'M5.5 5.5h7v7h-7zM3.5 10.5v-7h7',
+  refresh: 'M13 8a5 5 0 1 1-1.5-3.6M13 2.5V5h-2.5',
+};
+
+/** icon returns a small stroked SVG icon (fonts may lack symbol glyphs, SVG always renders). */
+export function icon(name) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', '0 0 16 16');
+  svg.setAttribute('class', 'icon');
+  svg.setAttribute('aria-hidden', 'true');
+  const p = document.createElementNS(NS, 'path');
+  p.setAttribute('d', ICONS[name] || '');
+  svg.append(p);
+  return svg;
+}
