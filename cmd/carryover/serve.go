@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,7 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/server"
 )
+
+// uiHandler is set by ui.go when the web package is built in.
+var uiHandler http.Handler
 
 func serveCmd() *cobra.Command {
 	var file string
@@ -25,7 +29,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg)
+			return serve(cfg)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "config", "c", "", "YAML config file (see configs/carryover.yaml)")
@@ -37,28 +41,29 @@ func serveCmd() *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *configs.Config) error {
+// serve runs until SIGINT/SIGTERM, then shuts down gracefully and exits 0.
+func serve(cfg *configs.Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
-	})
-	srv := &http.Server{Addr: cfg.Server.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv, err := server.New(context.Background(), cfg, uiHandler, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("carryover listening", "addr", cfg.Server.Addr)
+	go func() { errc <- srv.Serve() }()
+	log.Info("carryover listening", "addr", srv.Addr(), "data_dir", cfg.DataDir)
+	fmt.Fprintf(os.Stderr, "\n    carryover is running. Open the UI at:\n\n        %s\n\n", srv.URL())
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), configs.Seconds(float64(cfg.Server.ShutdownGraceSeconds)))
+	log.Info("shutting down: letting runs finish, then stopping kernels")
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return srv.Shutdown(sctx)
 }

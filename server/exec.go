@@ -1,0 +1,185 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
+type ExecRequest struct {
+	Command        any               `json:"command"`
+	WorkingDir     string            `json:"working_dir"`
+	Env            map[string]string `json:"env"`
+	TimeoutSeconds *float64          `json:"timeout_seconds"`
+}
+
+// ExecResult is the exec answer.
+type ExecResult struct {
+	Stdout         string  `json:"stdout"`
+	Stderr         string  `json:"stderr"`
+	ExitCode       int     `json:"exit_code"`
+	DurationMS     float64 `json:"duration_ms"`
+	TimedOut       bool    `json:"timed_out,omitempty"`
+	StdoutDropped  int64   `json:"stdout_dropped_bytes,omitempty"`
+	StderrDropped  int64   `json:"stderr_dropped_bytes,omitempty"`
+}
+
+// cappedBuffer keeps the first max bytes and counts the rest.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	max     int64
+	dropped int64
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - int64(c.buf.Len())
+	if room >= int64(len(p)) {
+		c.buf.Write(p)
+	} else {
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		c.dropped += int64(len(p)) - max(room, 0)
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) text() string {
+	if c.dropped > 0 {
+		return c.buf.String() + fmt.Sprintf("\n[carryover: %d bytes dropped over run.max_output_bytes]\n", c.dropped)
+	}
+	return c.buf.String()
+}
+
+// argv turns the command field into an argv.
+func (r ExecRequest) argv() ([]string, error) {
+	switch c := r.Command.(type) {
+	case string:
+		if c == "" {
+			return nil, errorf(CodeInvalid, "command must not be empty").withDetails("field", "command")
+		}
+		return []string{"/bin/sh", "-c", c}, nil
+	case []any:
+		if len(c) == 0 {
+			return nil, errorf(CodeInvalid, "command must not be empty").withDetails("field", "command")
+		}
+		out := make([]string, len(c))
+		for i, x := range c {
+			s, ok := x.(string)
+			if !ok {
+				return nil, errorf(CodeInvalid, "command must be a string or a list of strings").withDetails("field", "command")
+			}
+			out[i] = s
+		}
+		return out, nil
+	default:
+		return nil, errorf(CodeInvalid, "command must be a string or a list of strings").withDetails("field", "command")
+	}
+}
+
+// Exec runs a shell command in the session's workspace with its env vars and working dir.
+// A timeout kills the whole process group. It counts as an iteration of the budget.
+func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := req.argv()
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	if err := s.admit(ctx, ls); err != nil {
+		return nil, err
+	}
+	doc := ls.snapshot()
+	wd := req.WorkingDir
+	if wd == "" {
+		wd = doc.AgentContext.WorkingDir
+	}
+	rel, err := workspacePath(wd)
+	if err != nil {
+		return nil, err
+	}
+	dir := s.hostPath(id, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.workspace(id), "LANG=C.UTF-8"}
+	for k, v := range doc.AgentContext.EnvVars {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	s.emit(ctx, ls, "exec_started", map[string]any{"command": argv, "working_dir": wd})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
+	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	start := time.Now()
+	res := &ExecResult{}
+	if err := cmd.Start(); err != nil {
+		res.ExitCode, res.Stderr = 127, err.Error()
+	} else {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var werr error
+		select {
+		case werr = <-done:
+		case <-time.After(timeout):
+			res.TimedOut = true
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			werr = <-done
+		}
+		var ee *exec.ExitError
+		switch {
+		case werr == nil:
+		case errors.As(werr, &ee):
+			res.ExitCode = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.ExitCode = 128 + int(ws.Signal())
+			}
+		default:
+			res.ExitCode = -1
+		}
+		// Children left behind in the group are killed too: nothing outlives the exec.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		res.Stdout, res.Stderr = stdout.text(), stderr.text()
+		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
+	}
+	res.DurationMS = ms(time.Since(start))
+	s.update(ctx, ls, func(d *Session) error {
+		d.BudgetConsumed.Iterations++
+		d.LastActivity = time.Now().UTC()
+		return nil
+	})
+	s.emit(ctx, ls, "exec_completed", map[string]any{"command": argv, "exit_code": res.ExitCode,
+		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
+	s.afterTurn(ctx, ls)
+	if res.TimedOut {
+		return res, (&Error{Code: CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
+	}
+	return res, nil
+}
+
+func removeAll(p string) error { return os.RemoveAll(p) }

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+
+	"github.com/carryover/carryover/persistence"
+)
+
+// ExecuteRequest is the body of POST /api/execute.
+type ExecuteRequest struct {
+	Language       string   `json:"language"`
+	Code           string   `json:"code"`
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
+}
+
+// Execute runs code in a throwaway session destroyed at once: nothing is saved or kept.
+func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, error) {
+	switch req.Language {
+	case "", "python", "python3":
+	default:
+		return nil, errorf(CodeInvalid, "language %q is not available; use \"python\"", req.Language).withDetails("field", "language")
+	}
+	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
+	id := randomID("eph_")
+	k, err := s.pool.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kernelsLive.Inc()
+	ls := &liveSession{id: id, doc: Session{ID: id, AgentContext: AgentContext{WorkingDir: "/workspace"}}}
+	defer func() {
+		s.stopKernel(context.WithoutCancel(ctx), k)
+		_ = removeAll(s.workspace(id))
+	}()
+	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
+		return nil, err
+	}
+	res, err := s.execute(ctx, ls, k, req.Code, timeout, runHooks{id: id}, 1)
+	if err != nil {
+		if e := asError(err); e.Code == CodeTimeout || e.Code == CodeKernelDied {
+			return res, err
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+var _ = persistence.ErrNotFound

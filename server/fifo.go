@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"sync"
+)
+
+// fifoLock is a mutex whose waiters are served in arrival order, so runs of one session
+// execute in the order they were sent (sync.Mutex makes no such promise).
+type fifoLock struct {
+	mu      sync.Mutex
+	held    bool
+	waiters []chan struct{}
+}
+
+// Lock waits for the lock in FIFO order or until ctx ends.
+func (l *fifoLock) Lock(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.held {
+		l.held = true
+		l.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	l.waiters = append(l.waiters, ch)
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		for i, w := range l.waiters {
+			if w == ch {
+				l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+				l.mu.Unlock()
+				return ctx.Err()
+			}
+		}
+		l.mu.Unlock()
+		// We were handed the lock just as ctx ended: pass it on.
+		l.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Unlock hands the lock to the oldest waiter, if any.
+func (l *fifoLock) Unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.waiters) == 0 {
+		l.held = false
+		return
+	}
+	ch := l.waiters[0]
+	l.waiters = l.waiters[1:]
+	close(ch)
+}
+
+// Busy reports whether someone holds the lock.
+func (l *fifoLock) Busy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"time"
+)
+
+// FileInfo is an item of GET .../files.
+type FileInfo struct {
+	Path       string    `json:"path"`
+	Size       int64     `json:"size"`
+	ModifiedAt time.Time `json:"modified_at"`
+}
+
+// All file access goes through os.Root, which refuses to leave the workspace by "..", absolute
+// paths or symlinks (a symlink inside the workspace pointing at /etc/passwd is not followed out).
+
+func (s *Service) openRoot(id string) (*os.Root, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenRoot(s.workspace(id))
+}
+
+func fileErr(p string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(CodeNotFound, "file %q not found", p).withDetails("path", p)
+	case errors.Is(err, fs.ErrPermission):
+		return errorf(CodeInvalid, "file %q is not accessible", p).withDetails("path", p)
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
+			return errorf(CodeInvalid, "path %q escapes the workspace", p).withDetails("path", p)
+		}
+		return err
+	}
+}
+
+// ListFiles lists every regular file of the workspace.
+func (s *Service) ListFiles(id string) ([]FileInfo, error) {
+	root, err := s.openRoot(id)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	out := []FileInfo{}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable entries are skipped, not fatal
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		out = append(out, FileInfo{Path: p, Size: info.Size(), ModifiedAt: info.ModTime().UTC()})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, err
+}
+
+// ReadFile opens a workspace file for reading.
+func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
+	rel, err := workspacePath(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rel == "" {
+		return nil, nil, errorf(CodeInvalid, "a file path is required")
+	}
+	root, err := s.openRoot(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, nil, fileErr(p, err)
+	}
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, errorf(CodeInvalid, "%q is not a regular file", p).withDetails("path", p)
+	}
+	return f, info, nil
+}
+
+// WriteFile writes r to a workspace file (parents created), atomically via a temp file + rename.
+func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
+	rel, err := workspacePath(p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if rel == "" {
+		return FileInfo{}, errorf(CodeInvalid, "a file path is required")
+	}
+	root, err := s.openRoot(id)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer root.Close()
+	if dir := path.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return FileInfo{}, fileErr(p, err)
+		}
+	}
+	tmp := path.Join(path.Dir(rel), ".carryover-upload-"+randomID(""))
+	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return FileInfo{}, fileErr(p, err)
+	}
+	n, err := io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return FileInfo{}, err
+	}
+	if err := root.Rename(tmp, rel); err != nil {
+		_ = root.Remove(tmp)
+		return FileInfo{}, fileErr(p, err)
+	}
+	return FileInfo{Path: rel, Size: n, ModifiedAt: time.Now().UTC()}, nil
+}
+
+// DeleteFile removes a workspace file.
+func (s *Service) DeleteFile(id, p string) error {
+	rel, err := workspacePath(p)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		return errorf(CodeInvalid, "a file path is required")
+	}
+	root, err := s.openRoot(id)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	info, err := root.Lstat(rel)
+	if err != nil {
+		return fileErr(p, err)
+	}
+	if info.IsDir() {
+		return errorf(CodeInvalid, "%q is a directory", p).withDetails("path", p)
+	}
+	return fileErr(p, root.Remove(rel))
+}

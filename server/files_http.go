@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+)
+
+func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
+	files, err := a.svc.ListFiles(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"files": files})
+}
+
+func (a *API) getFile(w http.ResponseWriter, r *http.Request) {
+	f, info, err := a.svc.ReadFile(r.PathValue("id"), r.PathValue("path"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	defer f.Close()
+	ct := mime.TypeByExtension(path.Ext(info.Name()))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(info.Name()))
+	_, _ = io.Copy(w, f)
+}
+
+// putFile writes the raw body to the path (parents created) → 201.
+func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, a.maxBody)
+	fi, err := a.svc.WriteFile(r.PathValue("id"), r.PathValue("path"), body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			err = errorf(CodePayloadTooLarge, "file is larger than %d bytes", a.maxBody).withDetails("limit", a.maxBody)
+		}
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"file": fi})
+}
+
+// postFile is StateSet's writeAgentSessionFile: {"path", "content", "encoding": "utf-8"|"base64"}.
+func (a *API) postFile(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Path     string `json:"path"`
+		Content  string `json:"content"`
+		Encoding string `json:"encoding"`
+	}
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var data []byte
+	switch req.Encoding {
+	case "", "utf-8", "utf8":
+		data = []byte(req.Content)
+	case "base64":
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(req.Content); err != nil {
+			a.fail(w, r, errorf(CodeInvalid, "content is not valid base64: %v", err).withDetails("field", "content"))
+			return
+		}
+	default:
+		a.fail(w, r, errorf(CodeInvalid, "encoding must be utf-8 or base64").withDetails("field", "encoding"))
+		return
+	}
+	fi, err := a.svc.WriteFile(r.PathValue("id"), req.Path, bytes.NewReader(data))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"file": fi})
+}
+
+func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.DeleteFile(r.PathValue("id"), r.PathValue("path")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// executor adapts a kernel to persistence.Executor: silent code plus one user expression.
+type executor struct{ k *kernel.Kernel }
+
+func (e executor) Eval(ctx context.Context, code, expr string) (string, error) {
+	opts := kernel.ExecOptions{Silent: true}
+	if expr != "" {
+		opts.UserExpressions = map[string]string{"r": expr}
+	}
+	res, err := e.k.Execute(ctx, code, opts)
+	if err != nil {
+		return "", err
+	}
+	if res.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
+	}
+	if expr == "" {
+		return "", nil
+	}
+	var ue struct {
+		Status string            `json:"status"`
+		Data   map[string]string `json:"data"`
+		EName  string            `json:"ename"`
+		EValue string            `json:"evalue"`
+	}
+	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
+		return "", fmt.Errorf("user expression reply: %w", err)
+	}
+	if ue.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
+	}
+	return ue.Data["text/plain"], nil
+}
+
+// pyStr quotes s as a Python string literal (JSON strings are valid Python literals).
+func pyStr(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
+func (s *Service) hostPath(id, p string) string {
+	ws := s.workspace(id)
+	p = strings.TrimPrefix(p, "/workspace")
+	return filepath.Join(ws, filepath.FromSlash(strings.TrimPrefix(p, "/")))
+}
+
+// ensureKernel returns the session's live kernel, claiming one from the warm pool and restoring
+// the session's last checkpoint into it when it has none (first run, after a death, a hibernation
+// or a server restart). The caller holds ls.lock.
+func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
+	ls.mu.Lock()
+	k := ls.kern
+	ls.mu.Unlock()
+	if k != nil {
+		select {
+		case <-k.Dead():
+			s.dropDeadKernel(ctx, ls, k)
+		default:
+			return k, nil
+		}
+	}
+	start := time.Now()
+	s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxStarting; return nil })
+	k, err := s.pool.Get(ctx)
+	if err != nil {
+		s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxNone; return nil })
+		return nil, fmt.Errorf("starting a kernel: %w", err)
+	}
+	kernelsLive.Inc()
+	doc := ls.snapshot()
+	if err := s.prepareKernel(ctx, ls.id, k, doc); err != nil {
+		s.stopKernel(ctx, k)
+		return nil, fmt.Errorf("preparing kernel: %w", err)
+	}
+	var restored *persistence.RestoreResult
+	if doc.LastCheckpoint != nil {
+		ws := s.workspace(ls.id)
+		_, statErr := os.Stat(ws)
+		files := errors.Is(statErr, os.ErrNotExist)
+		_ = os.MkdirAll(ws, 0o755)
+		restored, err = s.ckpt.Restore(ctx, executor{k}, ls.id, "", ws, files)
+		if err != nil {
+			s.stopKernel(ctx, k)
+			return nil, fmt.Errorf("restoring checkpoint %s: %w", doc.LastCheckpoint.ID, err)
+		}
+	}
+	now := time.Now().UTC()
+	ls.mu.Lock()
+	ls.kern = k
+	ls.spool = filepath.Join(spoolDir(s.cfg), k.ID())
+	ls.doc.Sandbox.ID = "sbx_" + k.ID()
+	ls.doc.Sandbox.Status = SandboxLive
+	ls.doc.Sandbox.StartedAt = &now
+	_ = s.saveLocked(ctx, ls)
+	ls.mu.Unlock()
+	s.emit(ctx, ls, "sandbox_created", map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
+		"duration_ms": ms(time.Since(start))})
+	if restored != nil {
+		s.emit(ctx, ls, "checkpoint_restored", restored)
+	}
+	go s.watchKernel(ls, k)
+	return k, nil
+}
+
+// prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
+// It runs in a throwaway globals dict so the user namespace gains no names.
+func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc Session) error {
+	ws := s.workspace(id)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	cwd := s.hostPath(id, doc.AgentContext.WorkingDir)
+	env, _ := json.Marshal(doc.AgentContext.EnvVars)
+	code := fmt.Sprintf(`exec(%s, {})`, pyStr(fmt.Sprintf(
+		"import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\nget_ipython().execution_count = %d\n",
+		pyStr(cwd), pyStr(cwd), pyStr(string(env)), doc.ExecutionCount+1)))
+	_, err := executor{k}.Eval(ctx, code, "")
+	return err
+}
+
+// watchKernel notices a kernel's death between runs, records it and restores the session eagerly.
+func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
+	<-k.Dead()
+	ls.mu.Lock()
+	current := ls.kern == k
+	ls.mu.Unlock()
+	if !current {
+		return // shut down on purpose
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return
+	}
+	ctx := context.Background()
+	if err := ls.lock.Lock(ctx); err != nil {
+		return
+	}
+	defer ls.lock.Unlock()
+	ls.mu.Lock()
+	current = ls.kern == k
+	ls.mu.Unlock()
+	if !current {
+		return // the run that saw the death dealt with it
+	}
+	s.dropDeadKernel(ctx, ls, k)
+	if st := ls.snapshot().State; st == StateRunning {
+		if _, err := s.ensureKernel(ctx, ls); err != nil {
+			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
+		}
+	}
+}
+
+// dropDeadKernel forgets a dead kernel and records the death. The caller holds ls.lock.
+func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+	ls.mu.Lock()
+	if ls.kern != k {
+		ls.mu.Unlock()
+		return
+	}
+	ls.kern = nil
+	ls.doc.Sandbox.Status = SandboxNone
+	_ = s.saveLocked(ctx, ls)
+	ls.mu.Unlock()
+	kernelDeaths.Inc()
+	reason := ""
+	if err := k.Err(); err != nil {
+		reason = err.Error()
+	}
+	s.emit(ctx, ls, "kernel_died", map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason})
+	s.stopKernel(ctx, k)
+}
+
+// releaseKernel stops the session's kernel on purpose (stop, cancel, hibernate, rotate).
+func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason string) {
+	ls.mu.Lock()
+	k := ls.kern
+	ls.kern = nil
+	ls.mu.Unlock()
+	if k == nil {
+		return
+	}
+	s.stopKernel(ctx, k)
+	s.emit(ctx, ls, "sandbox_terminated", map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason})
+}
+
+// checkpoint saves the session now. The caller holds ls.lock.
+func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*persistence.CheckpointResult, error) {
+	doc := ls.snapshot()
+	start := time.Now()
+	res, err := s.ckpt.Checkpoint(ctx, executor{k}, ls.id, doc.ExecutionCount, s.workspace(ls.id))
+	checkpointSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, err
+	}
+	checkpointBytes.Add(float64(res.BytesWritten))
+	s.update(ctx, ls, func(d *Session) error {
+		d.LastCheckpoint = &CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
+		return nil
+	})
+	if len(res.Skipped) > 0 || len(res.FilesSkipped) > 0 {
+		s.emit(ctx, ls, "variables_skipped", map[string]any{"checkpoint_id": res.ID,
+			"skipped": res.Skipped, "files_skipped": res.FilesSkipped})
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

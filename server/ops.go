@@ -1,0 +1,340 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// ContextRequest is the body of PATCH /api/sessions/{id}/context: given keys replace.
+type ContextRequest struct {
+	WorkingDir  *string            `json:"working_dir"`
+	EnvVars     map[string]string `json:"env_vars"`
+	CustomState map[string]any    `json:"custom_state"`
+}
+
+// workspacePath validates a path the API was given and returns it relative to /workspace
+// ("" is the workspace root). Absolute paths must lie under /workspace; ".." is refused.
+func workspacePath(p string) (string, error) {
+	if strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
+		return "", errorf(CodeInvalid, "invalid path %q", p).withDetails("path", p)
+	}
+	if strings.HasPrefix(p, "/") {
+		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
+			return "", errorf(CodeInvalid, "path %q is outside /workspace", p).withDetails("path", p)
+		}
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", errorf(CodeInvalid, "path %q may not contain ..", p).withDetails("path", p)
+		}
+	}
+	return strings.Trim(strings.ReplaceAll(p, "//", "/"), "/"), nil
+}
+
+// PatchContext replaces the given context keys and applies them to the live kernel.
+func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (Session, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return Session{}, err
+	}
+	var wd string
+	if req.WorkingDir != nil {
+		rel, err := workspacePath(*req.WorkingDir)
+		if err != nil {
+			return Session{}, err
+		}
+		wd = "/workspace"
+		if rel != "" {
+			wd += "/" + rel
+		}
+	}
+	for k := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return Session{}, errorf(CodeInvalid, "invalid env var name %q", k).withDetails("field", "env_vars")
+		}
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return Session{}, err
+	}
+	defer ls.lock.Unlock()
+	doc, err := s.update(ctx, ls, func(d *Session) error {
+		if req.WorkingDir != nil {
+			d.AgentContext.WorkingDir = wd
+		}
+		if req.EnvVars != nil {
+			d.AgentContext.EnvVars = req.EnvVars
+		}
+		if req.CustomState != nil {
+			d.AgentContext.CustomState = req.CustomState
+		}
+		return nil
+	})
+	if err != nil {
+		return Session{}, err
+	}
+	if k := ls.currentKernel(); k != nil {
+		// Env vars that were removed from the context leave the kernel too.
+		if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+			return doc, fmt.Errorf("applying context to the kernel: %w", err)
+		}
+	}
+	return doc, nil
+}
+
+// Interrupt interrupts the run in flight, if any.
+func (s *Service) Interrupt(ctx context.Context, id string) error {
+	ls, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if k := ls.currentKernel(); k != nil {
+		return k.Interrupt(ctx)
+	}
+	return nil
+}
+
+// Restart gives the session a new kernel with its last checkpoint restored.
+func (s *Service) Restart(ctx context.Context, id string) (Session, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return Session{}, err
+	}
+	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
+		_ = k.Interrupt(ctx)
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return Session{}, err
+	}
+	defer ls.lock.Unlock()
+	if doc := ls.snapshot(); doc.closed() {
+		return Session{}, errorf(CodeSessionClosed, "session is %s", doc.State)
+	}
+	s.releaseKernel(ctx, ls, "restart requested")
+	if _, err := s.ensureKernel(ctx, ls); err != nil {
+		return Session{}, err
+	}
+	return ls.snapshot(), nil
+}
+
+// CheckpointNow takes a checkpoint outside a run.
+func (s *Service) CheckpointNow(ctx context.Context, id string) (*persistence.CheckpointResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	k := ls.currentKernel()
+	if k == nil {
+		return nil, errorf(CodeConflict, "session has no live kernel; its last checkpoint is current").
+			withDetails("last_checkpoint", ls.snapshot().LastCheckpoint)
+	}
+	res, err := s.checkpoint(ctx, ls, k)
+	if err != nil {
+		return nil, err
+	}
+	s.emit(ctx, ls, "checkpoint_created", res)
+	return res, nil
+}
+
+// CheckpointInfo is an item of GET .../checkpoints.
+type CheckpointInfo struct {
+	ID        string   `json:"id"`
+	Turn      int      `json:"turn"`
+	CreatedAt string   `json:"created_at"`
+	Variables []string `json:"variables"`
+	Files     int      `json:"files"`
+	Bytes     int64    `json:"bytes"`
+}
+
+// Checkpoints lists a session's checkpoints, newest first.
+func (s *Service) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	cps, err := s.store.ListCheckpoints(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CheckpointInfo, 0, len(cps))
+	for _, cp := range cps {
+		sum := persistence.Summarize(cp)
+		out = append(out, CheckpointInfo{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format(timeFormat),
+			Variables: sum.Variables, Files: sum.Files, Bytes: cp.Bytes})
+	}
+	return out, nil
+}
+
+// RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those files.
+func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persistence.RestoreResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, errorf(CodeNotFound, "checkpoint %q not found", cid)
+	} else if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	if doc := ls.snapshot(); doc.closed() || doc.State == StatePaused {
+		return nil, errorf(CodeConflict, "cannot restore a %s session", doc.State)
+	}
+	if ls.snapshot().State == StatePending {
+		if _, _, err := s.transition(ctx, ls, StateRunning, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.releaseKernel(ctx, ls, "checkpoint restore")
+	k, err := s.pool.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kernelsLive.Inc()
+	doc := ls.snapshot()
+	doc.ExecutionCount = cp.Turn
+	if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+		s.stopKernel(ctx, k)
+		return nil, err
+	}
+	res, err := s.ckpt.Restore(ctx, executor{k}, id, cp.ID, s.workspace(id), true)
+	if err != nil {
+		s.stopKernel(ctx, k)
+		return nil, err
+	}
+	ls.mu.Lock()
+	ls.kern = k
+	ls.doc.Sandbox.ID = "sbx_" + k.ID()
+	ls.doc.Sandbox.Status = SandboxLive
+	ls.mu.Unlock()
+	go s.watchKernel(ls, k)
+	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
+	cpRes, err := s.checkpoint(ctx, ls, k)
+	if err != nil {
+		return res, err
+	}
+	s.emit(ctx, ls, "checkpoint_restored", map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
+	return res, nil
+}
+
+// Complete asks the kernel for completions (the UI's Tab).
+func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*kernel.CompleteReply, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	k := ls.currentKernel()
+	if k == nil {
+		return &kernel.CompleteReply{Matches: []string{}, CursorStart: cursor, CursorEnd: cursor}, nil
+	}
+	return k.Complete(ctx, code, cursor)
+}
+
+// RegisterTool adds a tool to the session's registry.
+func (s *Service) RegisterTool(ctx context.Context, id string, t persistence.Tool) (persistence.Tool, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return t, err
+	}
+	if !toolNameRE.MatchString(t.Name) {
+		return t, errorf(CodeInvalid, "tool name must match %s", toolNameRE.String()).withDetails("field", "name")
+	}
+	if t.ToolType == "" {
+		t.ToolType = "custom"
+	}
+	if err := validateSchema(t.InputSchema); err != nil {
+		return t, err
+	}
+	t.SessionID = id
+	if err := s.store.PutTool(ctx, t); err != nil {
+		return t, err
+	}
+	s.emit(ctx, ls, "tool_registered", map[string]any{"name": t.Name, "tool_type": t.ToolType})
+	return t, nil
+}
+
+// validateSchema checks input_schema is a JSON Schema object with sane keywords.
+func validateSchema(raw json.RawMessage) error {
+	bad := func(msg string) error {
+		return errorf(CodeInvalid, "input_schema: %s", msg).withDetails("field", "input_schema")
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		return bad("must be a JSON object")
+	}
+	return checkSchemaNode(schema, bad)
+}
+
+var schemaTypes = map[string]bool{"object": true, "array": true, "string": true, "number": true, "integer": true, "boolean": true, "null": true}
+
+func checkSchemaNode(n map[string]any, bad func(string) error) error {
+	if t, ok := n["type"]; ok {
+		switch tv := t.(type) {
+		case string:
+			if !schemaTypes[tv] {
+				return bad(fmt.Sprintf("unknown type %q", tv))
+			}
+		case []any:
+			for _, x := range tv {
+				if s, ok := x.(string); !ok || !schemaTypes[s] {
+					return bad("type list must hold type names")
+				}
+			}
+		default:
+			return bad("type must be a string or a list of strings")
+		}
+	}
+	if p, ok := n["properties"]; ok {
+		props, ok := p.(map[string]any)
+		if !ok {
+			return bad("properties must be an object")
+		}
+		for name, sub := range props {
+			m, ok := sub.(map[string]any)
+			if !ok {
+				return bad(fmt.Sprintf("property %q must be a schema object", name))
+			}
+			if err := checkSchemaNode(m, bad); err != nil {
+				return err
+			}
+		}
+	}
+	if r, ok := n["required"]; ok {
+		list, ok := r.([]any)
+		if !ok {
+			return bad("required must be a list of names")
+		}
+		for _, x := range list {
+			if _, ok := x.(string); !ok {
+				return bad("required must be a list of names")
+			}
+		}
+	}
+	if it, ok := n["items"]; ok {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return bad("items must be a schema object")
+		}
+		return checkSchemaNode(m, bad)
+	}
+	return nil
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)

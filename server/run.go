@@ -1,0 +1,371 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// RunRequest is the body of POST /api/sessions/{id}/run (and of a websocket "run").
+type RunRequest struct {
+	Code           string            `json:"code"`
+	UpdateData     map[string]any    `json:"update_data"`
+	TimeoutSeconds *float64          `json:"timeout_seconds"`
+	Env            map[string]string `json:"env"`
+}
+
+// RunError is the error of a run whose code raised.
+type RunError struct {
+	EName     string   `json:"ename"`
+	EValue    string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+// RunResult is the /run answer.
+type RunResult struct {
+	SessionID       string                        `json:"session_id,omitempty"`
+	ExecutionCount  int                           `json:"execution_count"`
+	Status          string                        `json:"status"`
+	Stdout          string                        `json:"stdout"`
+	Stderr          string                        `json:"stderr"`
+	Result          *string                       `json:"result"`
+	Outputs         []kernel.Output               `json:"outputs"`
+	Error           *RunError                     `json:"error"`
+	DurationMS      float64                       `json:"duration_ms"`
+	OutputTruncated int64                         `json:"output_dropped_bytes,omitempty"`
+	Checkpoint      *persistence.CheckpointResult `json:"checkpoint,omitempty"`
+	CheckpointError string                        `json:"checkpoint_error,omitempty"`
+}
+
+// runHooks connect a run to the client that sent it (the websocket's input prompts).
+type runHooks struct {
+	id      string
+	onInput func(ctx context.Context, req kernel.InputRequest) (string, error)
+}
+
+// activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far.
+type activeRun struct {
+	mu      sync.Mutex
+	id      string
+	code    string
+	outputs []kernel.Output
+}
+
+// frameLocked is the "running" frame; the caller holds a.mu.
+func (a *activeRun) frameLocked() map[string]any {
+	return map[string]any{"type": "running", "id": a.id, "code": a.code, "execution_count": nil,
+		"outputs": append([]kernel.Output(nil), a.outputs...)}
+}
+
+// collector builds the run answer from outputs as they stream, capping what it keeps.
+type collector struct {
+	max     int64
+	kept    int64
+	dropped int64
+	res     *RunResult
+	stdout  strings.Builder
+	stderr  strings.Builder
+}
+
+func outputSize(o kernel.Output) int64 {
+	n := int64(len(o.Text)) + int64(len(o.EValue))
+	for _, v := range o.Data {
+		n += int64(len(v))
+	}
+	for _, t := range o.Traceback {
+		n += int64(len(t))
+	}
+	return n
+}
+
+// add records one output; it reports whether it was kept (over the cap it is dropped, counted, and
+// the answer says so).
+func (c *collector) add(o kernel.Output) bool {
+	size := outputSize(o)
+	if c.kept+size > c.max && o.Type != "error" {
+		c.dropped += size
+		return false
+	}
+	c.kept += size
+	switch o.Type {
+	case "stream":
+		if o.Name == "stderr" {
+			c.stderr.WriteString(o.Text)
+		} else {
+			c.stdout.WriteString(o.Text)
+		}
+		// Merge consecutive chunks of one stream, as notebooks do.
+		if n := len(c.res.Outputs); n > 0 && c.res.Outputs[n-1].Type == "stream" && c.res.Outputs[n-1].Name == o.Name {
+			c.res.Outputs[n-1].Text += o.Text
+			return true
+		}
+	case "execute_result":
+		if raw, ok := o.Data["text/plain"]; ok {
+			var s string
+			if jsonUnmarshal(raw, &s) == nil {
+				c.res.Result = &s
+			}
+		}
+	case "error":
+		c.res.Error = &RunError{EName: o.EName, EValue: o.EValue, Traceback: o.Traceback}
+	}
+	c.res.Outputs = append(c.res.Outputs, o)
+	return true
+}
+
+func (c *collector) finish() {
+	c.res.Stdout, c.res.Stderr = c.stdout.String(), c.stderr.String()
+	if c.dropped > 0 {
+		c.res.OutputTruncated = c.dropped
+		c.res.Outputs = append(c.res.Outputs, kernel.Output{Type: "stream", Name: "stderr",
+			Text: fmt.Sprintf("\n[carryover: %d bytes of output dropped over run.max_output_bytes=%d]\n", c.dropped, c.max)})
+	}
+}
+
+// admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
+func (s *Service) admit(ctx context.Context, ls *liveSession) error {
+	doc := ls.snapshot()
+	switch {
+	case doc.State == StatePaused:
+		return errorf(CodeSessionPaused, "session is paused; resume it first")
+	case doc.closed():
+		return errorf(CodeSessionClosed, "session is %s", doc.State).withDetails("state", doc.State)
+	case doc.State == StatePending:
+		if _, _, err := s.transition(ctx, ls, StateRunning, nil); err != nil {
+			return err
+		}
+		s.emit(ctx, ls, "session_started", map[string]any{"auto": true})
+	}
+	return s.checkBudget(ctx, ls)
+}
+
+// Run executes code in the session's kernel, streams outputs to websocket subscribers,
+// checkpoints the turn and records it.
+func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runHooks) (*RunResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	if err := s.admit(ctx, ls); err != nil {
+		return nil, err
+	}
+	k, err := s.ensureKernel(ctx, ls)
+	if err != nil {
+		return nil, err
+	}
+	if hooks.id == "" {
+		s.mu.Lock()
+		s.runSeq++
+		hooks.id = fmt.Sprintf("run-%d", s.runSeq)
+		s.mu.Unlock()
+	}
+	if len(req.Env) > 0 {
+		if err := s.setEnv(ctx, k, req.Env); err != nil {
+			return nil, err
+		}
+	}
+	turn := ls.snapshot().ExecutionCount + 1
+	res, runErr := s.execute(ctx, ls, k, req.Code, timeout, hooks, turn)
+	res.SessionID = id
+	if len(req.Env) > 0 && runErr == nil {
+		_ = s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars)
+	}
+	return s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr)
+}
+
+// execute runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
+// not stop within a grace period, restarted from the last checkpoint.
+func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks runHooks, turn int) (*RunResult, error) {
+	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
+	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
+	act := &activeRun{id: hooks.id, code: code}
+	ls.mu.Lock()
+	ls.running = act
+	ls.mu.Unlock()
+	defer func() {
+		ls.mu.Lock()
+		ls.running = nil
+		ls.mu.Unlock()
+	}()
+	opts := kernel.ExecOptions{
+		StoreHistory: true,
+		OnOutput: func(o kernel.Output) {
+			if !col.add(o) {
+				return
+			}
+			act.mu.Lock()
+			act.outputs = append(act.outputs, o)
+			ls.hub.broadcast(map[string]any{"type": "output", "id": hooks.id, "output": o})
+			act.mu.Unlock()
+		},
+		OnStatus: func(state string) {
+			ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state})
+		},
+		OnInput: hooks.onInput,
+	}
+	start := time.Now()
+	type outcome struct {
+		r   *kernel.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	// The kernel keeps running if the HTTP client goes away: the turn is still recorded.
+	go func() {
+		r, err := k.Execute(context.WithoutCancel(ctx), code, opts)
+		done <- outcome{r, err}
+	}()
+	var out outcome
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	timedOut := false
+	select {
+	case out = <-done:
+	case <-timer.C:
+		timedOut = true
+		_ = k.Interrupt(context.WithoutCancel(ctx))
+		select {
+		case out = <-done:
+		case <-time.After(5 * time.Second):
+			// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
+			s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
+			s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
+			out = <-done
+		}
+	}
+	res.DurationMS = ms(time.Since(start))
+	col.finish()
+	if out.err != nil {
+		res.Status = "error"
+		if isDied(out.err) {
+			return res, &Error{Code: CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
+		}
+		if !timedOut {
+			return res, out.err
+		}
+	} else {
+		res.Status = out.r.Status
+		if out.r.Status == "error" && res.Error == nil {
+			res.Error = &RunError{EName: out.r.EName, EValue: out.r.EValue, Traceback: out.r.Traceback}
+		}
+	}
+	if timedOut {
+		return res, (&Error{Code: CodeTimeout, Message: fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds()), Result: res}).
+			withDetails("timeout_seconds", timeout.Seconds())
+	}
+	return res, nil
+}
+
+// finishTurn checkpoints (unless the kernel died), records the execution, updates the session and
+// tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
+func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error) (*RunResult, error) {
+	ctx = context.WithoutCancel(ctx)
+	died := runErr != nil && asError(runErr).Code == CodeKernelDied
+	if died {
+		s.dropDeadKernel(ctx, ls, k)
+		if _, err := s.ensureKernel(ctx, ls); err != nil {
+			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
+		}
+	} else if cur := ls.currentKernel(); cur != nil {
+		cp, err := s.checkpoint(ctx, ls, cur)
+		if err != nil {
+			res.CheckpointError = err.Error()
+			s.log.Error("checkpoint failed", "session", ls.id, "err", err)
+			s.emit(ctx, ls, "checkpoint_failed", map[string]any{"turn": res.ExecutionCount, "error": err.Error()})
+		}
+		res.Checkpoint = cp
+	} else {
+		// The kernel was restarted after ignoring an interrupt: restore the last checkpoint now.
+		if _, err := s.ensureKernel(ctx, ls); err != nil {
+			s.log.Error("restore after restart failed", "session", ls.id, "err", err)
+		}
+	}
+	status := res.Status
+	if runErr != nil {
+		status = string(asError(runErr).Code)
+	}
+	runsTotal.WithLabelValues(status).Inc()
+	runSeconds.Observe(res.DurationMS / 1000)
+	now := time.Now().UTC()
+	s.update(ctx, ls, func(d *Session) error {
+		d.ExecutionCount = res.ExecutionCount
+		d.BudgetConsumed.Iterations++
+		d.LastActivity = now
+		if updateData != nil {
+			if d.Data == nil {
+				d.Data = map[string]any{}
+			}
+			for key, v := range updateData {
+				d.Data[key] = v
+			}
+		}
+		return nil
+	})
+	resJSON, _ := jsonMarshal(res)
+	if _, err := s.store.InsertExecution(ctx, persistence.Execution{
+		SessionID: ls.id, ExecutionCount: res.ExecutionCount, Kind: kind, Code: code, Status: status,
+		Result: resJSON, StartedAt: now.Add(-time.Duration(res.DurationMS * float64(time.Millisecond))), DurationMS: res.DurationMS,
+	}); err != nil {
+		s.log.Error("execution not recorded", "session", ls.id, "err", err)
+	}
+	s.afterTurn(ctx, ls)
+	return res, runErr
+}
+
+// currentKernel returns the session's kernel (nil when none).
+func (ls *liveSession) currentKernel() *kernel.Kernel {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.kern
+}
+
+// runTimeout validates timeout_seconds.
+func (s *Service) runTimeout(t *float64) (time.Duration, error) {
+	if t == nil {
+		return secs(s.cfg.Run.DefaultTimeoutSeconds), nil
+	}
+	if *t <= 0 || *t > s.cfg.Run.MaxTimeoutSeconds {
+		return 0, errorf(CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.Run.MaxTimeoutSeconds).withDetails("field", "timeout_seconds")
+	}
+	return secs(*t), nil
+}
+
+func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// setEnv applies per-run env vars; unsetEnv puts the session's own back afterwards.
+func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
+	b, _ := jsonMarshal(env)
+	_, err := executor{k}.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr("import os, json\nos.environ.update(json.loads("+pyStr(string(b))+"))")), "")
+	return err
+}
+
+func (s *Service) unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[string]string) error {
+	restore := map[string]*string{}
+	for key := range env {
+		if v, ok := keep[key]; ok {
+			v := v
+			restore[key] = &v
+		} else {
+			restore[key] = nil
+		}
+	}
+	b, _ := jsonMarshal(restore)
+	_, err := executor{k}.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr(
+		"import os, json\nfor k, v in json.loads("+pyStr(string(b))+").items():\n    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\n")), "")
+	return err
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

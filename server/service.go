@@ -1,0 +1,316 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// Service is the session service: it owns the sessions, composes kernels (kernel/) with
+// checkpoints (persistence/), and is what the HTTP and websocket handlers call.
+type Service struct {
+	cfg   *configs.Config
+	store *persistence.Store
+	ckpt  *persistence.Checkpointer
+	pool  *kernel.Pool
+	kopts kernel.Options
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*liveSession
+	closing  bool
+	runSeq   int64
+	wg       sync.WaitGroup // background work (restores after a death)
+}
+
+// liveSession is a session as the server holds it: its document, its kernel and its run lock.
+type liveSession struct {
+	id   string
+	lock fifoLock // one execution at a time, in arrival order
+	hub  hub
+
+	mu      sync.Mutex // guards the fields below
+	doc     Session
+	kern    *kernel.Kernel
+	spool   string      // spool dir of the current kernel
+	running *activeRun  // the run in flight, for websocket clients that connect mid-run
+}
+
+// Options configures a Service.
+type Options struct {
+	Config *configs.Config
+	Store  *persistence.Store
+	Logger *slog.Logger
+}
+
+// NewService loads every session from the store and starts the warm pool.
+func NewService(ctx context.Context, o Options) (*Service, error) {
+	cfg := o.Config
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	spec, err := kernel.FindSpec("python", cfg.Kernel.Python)
+	if err != nil {
+		return nil, fmt.Errorf("server: kernelspec: %w", err)
+	}
+	for _, d := range []string{workspacesDir(cfg), spoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	s := &Service{
+		cfg:   cfg,
+		store: o.Store,
+		ckpt: &persistence.Checkpointer{
+			Store:     o.Store,
+			ChunkSize: cfg.Persistence.ChunkSize,
+			Retention: cfg.Persistence.Retention,
+			Files: persistence.FileLimits{
+				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
+				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
+				MaxTotalBytes: cfg.Persistence.MaxWorkspaceBytes,
+				ChunkSize:     cfg.Persistence.ChunkSize,
+			},
+		},
+		log:      log,
+		sessions: map[string]*liveSession{},
+	}
+	s.kopts = kernel.Options{
+		Spec:              spec,
+		Transport:         cfg.Kernel.Transport,
+		WorkDir:           workspacesDir(cfg),
+		StartupTimeout:    configs.Seconds(cfg.Kernel.StartupTimeoutSeconds),
+		HeartbeatInterval: time.Duration(cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
+		ShutdownGrace:     configs.Seconds(cfg.Kernel.ShutdownGraceSeconds),
+		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+		Logger:            log,
+	}
+	if err := s.recover(ctx); err != nil {
+		return nil, err
+	}
+	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent)
+	return s, nil
+}
+
+func workspacesDir(cfg *configs.Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
+func spoolDir(cfg *configs.Config) string      { return filepath.Join(cfg.DataDir, "spool") }
+
+// workspace is the host directory that is a session's /workspace.
+func (s *Service) workspace(id string) string { return filepath.Join(workspacesDir(s.cfg), id) }
+
+// installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
+func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
+	dir := filepath.Join(spoolDir(s.cfg), k.ID())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return s.ckpt.Install(ctx, executor{k}, dir, dir)
+}
+
+// recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
+// each gets a new kernel and its last checkpoint lazily, on its next run.
+func (s *Service) recover(ctx context.Context) error {
+	rows, err := s.store.ListSessions(ctx)
+	if err != nil {
+		return fmt.Errorf("server: loading sessions: %w", err)
+	}
+	for _, r := range rows {
+		var doc Session
+		if err := json.Unmarshal(r.Doc, &doc); err != nil {
+			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
+			continue
+		}
+		if doc.State == StateRotating {
+			doc.State = StateRunning
+		}
+		if doc.Sandbox.Status == SandboxLive || doc.Sandbox.Status == SandboxStarting {
+			doc.Sandbox.Status = SandboxHibernated
+		}
+		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc}
+	}
+	if len(rows) > 0 {
+		s.log.Info("sessions recovered", "count", len(rows))
+	}
+	return nil
+}
+
+// get returns the live session or a not_found error.
+func (s *Service) get(id string) (*liveSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls, ok := s.sessions[id]
+	if !ok {
+		return nil, errorf(CodeNotFound, "session %q not found", id).withDetails("session_id", id)
+	}
+	return ls, nil
+}
+
+// snapshot returns a copy of the session document.
+func (ls *liveSession) snapshot() Session {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.doc
+}
+
+// save persists the session document (the caller holds ls.mu).
+func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
+	ls.doc.UpdatedAt = time.Now().UTC()
+	b, err := json.Marshal(ls.doc)
+	if err != nil {
+		return err
+	}
+	return s.store.UpdateSession(ctx, persistence.SessionRow{
+		ID: ls.id, ClientID: ls.doc.ClientID, State: ls.doc.State, Doc: b,
+		CreatedAt: ls.doc.CreatedAt, UpdatedAt: ls.doc.UpdatedAt,
+	})
+}
+
+// update applies fn to the session document under its lock and persists it.
+func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*Session) error) (Session, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	before := ls.doc
+	if err := fn(&ls.doc); err != nil {
+		ls.doc = before
+		return before, err
+	}
+	if err := s.saveLocked(ctx, ls); err != nil {
+		ls.doc = before
+		return before, fmt.Errorf("saving session: %w", err)
+	}
+	return ls.doc, nil
+}
+
+// emit appends an event to the session's log and pushes it to subscribed websockets.
+func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload any) {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	ev, err := s.store.AppendEvent(context.WithoutCancel(ctx), ls.id, typ, payload)
+	if err != nil {
+		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
+		return
+	}
+	ls.hub.broadcastEvent(ev.SequenceNumber, map[string]any{"type": "event", "event": ev})
+}
+
+// List returns every session, oldest first.
+func (s *Service) List() []Session {
+	s.mu.Lock()
+	out := make([]Session, 0, len(s.sessions))
+	for _, ls := range s.sessions {
+		out = append(out, ls.snapshot())
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// Get returns one session.
+func (s *Service) Get(id string) (Session, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return Session{}, err
+	}
+	return ls.snapshot(), nil
+}
+
+// Close stops the pool and every session's kernel. In-flight runs should have been let finish first.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	all := make([]*liveSession, 0, len(s.sessions))
+	for _, ls := range s.sessions {
+		all = append(all, ls)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ls := range all {
+		ls.mu.Lock()
+		k := ls.kern
+		ls.kern = nil
+		if k != nil && ls.doc.Sandbox.Status == SandboxLive {
+			ls.doc.Sandbox.Status = SandboxHibernated
+			_ = s.saveLocked(ctx, ls)
+		}
+		ls.mu.Unlock()
+		if k != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.stopKernel(ctx, k)
+			}()
+		}
+	}
+	wg.Wait()
+	s.wg.Wait()
+	if s.pool != nil {
+		return s.pool.Close(ctx)
+	}
+	return nil
+}
+
+// stopKernel shuts a kernel down and removes its spool dir.
+func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
+	if err := k.Shutdown(context.WithoutCancel(ctx)); err != nil {
+		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
+	}
+	_ = os.RemoveAll(filepath.Join(spoolDir(s.cfg), k.ID()))
+	kernelsLive.Dec()
+}
+
+// isDied reports whether err says the kernel died.
+func isDied(err error) bool { return errors.Is(err, kernel.ErrDied) }
+
+// startBackground starts the culler and rotation timers (agent-session features).
+func (s *Service) startBackground() {}
+
+// beginShutdown refuses new sessions.
+func (s *Service) beginShutdown() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+}
+
+// interruptAll interrupts every kernel that is running something.
+func (s *Service) interruptAll(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ls := range s.sessions {
+		if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
+			_ = k.Interrupt(ctx)
+		}
+	}
+}
+
+// waitIdle waits until no session holds its run lock, or d passes.
+func (s *Service) waitIdle(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		busy := false
+		s.mu.Lock()
+		for _, ls := range s.sessions {
+			if ls.lock.Busy() {
+				busy = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
