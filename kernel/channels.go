@@ -64,6 +64,7 @@ func (w *waiter) push(e event) {
 
 // take swaps the queue out, reusing buf's storage for the next round.
 func (w *waiter) take(buf []event) []event {
+	clear(buf) // drop references to delivered messages (they can be 50 MB each)
 	w.mu.Lock()
 	q := w.queue
 	w.queue = buf[:0]

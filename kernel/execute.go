@@ -231,7 +231,7 @@ func (k *Kernel) answerInput(ctx context.Context, inst *instance, m *message, on
 		}
 		// Answer even when the execute is over (ctx cancelled): a kernel left inside input() would
 		// block every later request.
-		if _, err := inst.send(chStdin, "input_reply", &parent, map[string]string{"value": value}, nil); err != nil {
+		if _, err := inst.send(chStdin, "input_reply", &parent, map[string]string{"value": value}, nil); err != nil && !inst.isDead() {
 			k.log.Warn("send input_reply", "err", err)
 		}
 	}()
