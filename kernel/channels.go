@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -77,7 +78,7 @@ type sockets struct {
 	ctx    context.Context // the life-line of all five; cancelled by close
 	cancel context.CancelFunc
 	socks  [numChannels]zmq4.Socket
-	dialed [numChannels]bool
+	dialed [numChannels]atomic.Bool
 	lost   [numChannels]chan struct{} // closed when the connection of that socket broke (peer gone)
 }
 
@@ -126,7 +127,7 @@ func (s *sockets) dial(ctx context.Context, ci ConnectionInfo, abort <-chan stru
 				errs <- fmt.Errorf("dial %s %s: %w", i, ep, err)
 				return
 			}
-			s.dialed[i] = true // read only after all dials returned
+			s.dialed[i].Store(true)
 			errs <- nil
 		}()
 	}
@@ -138,6 +139,7 @@ func (s *sockets) dial(ctx context.Context, ci ConnectionInfo, abort <-chan stru
 		}
 	}
 	done := ctx.Done()
+	var giveUp <-chan time.Time
 	for pending := int(numChannels); pending > 0; {
 		select {
 		case err := <-errs:
@@ -147,10 +149,17 @@ func (s *sockets) dial(ctx context.Context, ci ConnectionInfo, abort <-chan stru
 			}
 		case <-done:
 			fail(fmt.Errorf("connect: %w", ctx.Err()))
-			done, abort = nil, nil
 		case <-abort:
 			fail(errors.New("connect: kernel process exited"))
+		case <-giveUp:
+			// A Dial stuck in the ZMTP handshake (zmq4 sets no deadline there: a silent non-ZMQ
+			// listener on a stolen tcp port) must not hang the start; its goroutine ends when that
+			// peer closes.
+			return first
+		}
+		if first != nil && giveUp == nil {
 			done, abort = nil, nil
+			giveUp = time.After(time.Second)
 		}
 	}
 	return first
@@ -173,7 +182,7 @@ func (s *sockets) close(processGone bool) {
 		deadline := time.NewTimer(time.Second)
 	wait:
 		for i := range numChannels {
-			if !s.dialed[i] {
+			if !s.dialed[i].Load() {
 				continue
 			}
 			select {

@@ -37,6 +37,9 @@ func TestLiveKernel(t *testing.T) {
 			t.Run("ControlledEnv", func(t *testing.T) { testEnv(t, k) })
 			t.Run("CancelAndSerialise", func(t *testing.T) { testCancel(t, k) })
 			t.Run("Stats", func(t *testing.T) { testStats(t, k) })
+			if transport == "tcp" {
+				t.Run("TCPNoDelay", func(t *testing.T) { testTCPNoDelay(t, k) })
+			}
 			if transport == "ipc" { // the slow import, once
 				t.Run("MatplotlibPNG", func(t *testing.T) { testMatplotlib(t, k) })
 			}
