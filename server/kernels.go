@@ -126,7 +126,11 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 		return err
 	}
 	cwd := s.hostPath(id, doc.AgentContext.WorkingDir)
-	env, _ := json.Marshal(doc.AgentContext.EnvVars)
+	envVars := doc.AgentContext.EnvVars
+	if envVars == nil {
+		envVars = map[string]string{}
+	}
+	env, _ := json.Marshal(envVars)
 	code := fmt.Sprintf(`exec(%s, {})`, pyStr(fmt.Sprintf(
 		"import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\nget_ipython().execution_count = %d\n",
 		pyStr(cwd), pyStr(cwd), pyStr(string(env)), doc.ExecutionCount+1)))

@@ -184,7 +184,10 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runH
 	if len(req.Env) > 0 && runErr == nil {
 		_ = s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars)
 	}
-	return s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr)
+	res, runErr = s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr)
+	ls.hub.broadcast(map[string]any{"type": "result", "id": hooks.id, "result": res})
+	ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": "idle"})
+	return res, runErr
 }
 
 // execute runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
@@ -212,8 +215,12 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 			ls.hub.broadcast(map[string]any{"type": "output", "id": hooks.id, "output": o})
 			act.mu.Unlock()
 		},
+		// busy goes out as the kernel says it; idle is sent after the result (see Run), so a client
+		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
-			ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state})
+			if state == "busy" {
+				ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state})
+			}
 		},
 		OnInput: hooks.onInput,
 	}

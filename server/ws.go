@@ -213,15 +213,11 @@ func (c *wsClient) run(ctx context.Context, f wsFrame) {
 		}
 	}}
 	res, err := c.api.svc.Run(ctx, c.ls.id, RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, hooks)
+	// The result (and idle) went to every subscriber from Run; errors go to the sender.
 	if err != nil {
-		e := asError(err)
-		if e.Result != nil {
-			c.ls.hub.broadcast(map[string]any{"type": "result", "id": f.ID, "result": e.Result})
-		}
-		c.sendErr(f.ID, e)
-		return
+		c.sendErr(f.ID, err)
 	}
-	c.ls.hub.broadcast(map[string]any{"type": "result", "id": f.ID, "result": res})
+	_ = res
 }
 
 // subscribeEvents sends stored events after seq, then live ones (deduplicated by sequence).

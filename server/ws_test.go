@@ -91,12 +91,10 @@ func TestWebsocketStreamsInKernelOrder(t *testing.T) {
 	if res["result"] != "42" || res["stdout"] != "0\n1\n2\n3\n4\n" || !strings.Contains(res["stderr"].(string), "e 4") {
 		t.Fatalf("result %v", res)
 	}
-	// idle follows the result.
-	f := readFrame(t, c, 10*time.Second)
-	for f["type"] == "output" {
-		f = readFrame(t, c, 10*time.Second)
+	// idle follows the result and closes the turn.
+	if f := readFrame(t, c, 10*time.Second); f["type"] != "status" || f["execution_state"] != "idle" || f["id"] != "c1" {
+		t.Fatalf("after result: %v", f)
 	}
-	_ = f
 }
 
 // TestWebsocketInput answers an input() prompt.
