@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ func TestLiveKernel(t *testing.T) {
 			t.Run("ControlledEnv", func(t *testing.T) { testEnv(t, k) })
 			t.Run("CancelAndSerialise", func(t *testing.T) { testCancel(t, k) })
 			t.Run("Stats", func(t *testing.T) { testStats(t, k) })
+			t.Run("LargeAndManyOutputs", func(t *testing.T) { testLargeOutputs(t, k) })
 			if transport == "tcp" {
 				t.Run("TCPNoDelay", func(t *testing.T) { testTCPNoDelay(t, k) })
 			}
@@ -365,3 +367,41 @@ func testMatplotlib(t *testing.T, k *Kernel) {
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
+
+// testLargeOutputs: a big single message and a flood of small ones all arrive, in order, none dropped
+// (zmq4's receive queue holds only 10 messages: the reader must keep draining).
+func testLargeOutputs(t *testing.T, k *Kernel) {
+	r := mustRun(t, k, `import sys
+sys.stdout.write("x" * (16 << 20)); sys.stdout.flush()
+for i in range(3000):
+    print(i)
+    if i % 500 == 0:
+        display({"text/plain": str(i)}, raw=True)`)
+	var stdout strings.Builder
+	displays := 0
+	for _, o := range r.outputs {
+		switch o.Type {
+		case "stream":
+			stdout.WriteString(o.Text)
+		case "display_data":
+			displays++
+		}
+	}
+	got := stdout.String()
+	if !strings.HasPrefix(got, strings.Repeat("x", 16<<20)) {
+		t.Fatalf("the 16 MiB write did not arrive whole (%d bytes of stdout)", len(got))
+	}
+	lines := strings.Split(strings.TrimSuffix(got[16<<20:], "\n"), "\n")
+	if len(lines) != 3000 || lines[0] != "0" || lines[2999] != "2999" {
+		t.Errorf("got %d lines after the big write, want 3000 in order", len(lines))
+	}
+	for i, l := range lines {
+		if l != strconv.Itoa(i) {
+			t.Errorf("line %d = %q: out of order or lost", i, l)
+			break
+		}
+	}
+	if displays != 6 {
+		t.Errorf("display_data count %d, want 6", displays)
+	}
+}
