@@ -30,7 +30,7 @@ class App {
     document.getElementById('toggle-panel').onclick = () => this.togglePanel();
     document.getElementById('btn-new-side').onclick = () => this.quickCreate();
     document.addEventListener('keydown', (e) => this.onKey(e));
-    window.addEventListener('hashchange', () => this.route());
+    window.addEventListener('hashchange', () => { document.body.classList.remove('show-sidebar'); this.route(); });
     if (localStorage.getItem('carryover.sidebar') === 'hidden') document.body.classList.add('no-sidebar');
     if (!getToken()) { this.askToken(false); return; }
     this.route();
@@ -236,6 +236,11 @@ class App {
   // ---- layout toggles and keys ----
 
   toggleSidebar() {
+    if (matchMedia('(max-width: 1100px)').matches) {
+      // narrow screens: the list slides over the page instead of taking a column
+      document.body.classList.toggle('show-sidebar');
+      return;
+    }
     const hidden = document.body.classList.toggle('no-sidebar');
     localStorage.setItem('carryover.sidebar', hidden ? 'hidden' : 'shown');
   }
