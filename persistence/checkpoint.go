@@ -17,7 +17,9 @@ import (
 const DefaultChunkSize = 4 << 20
 
 // Checkpointer takes and restores checkpoints: the kernel's namespace (through the in-kernel agent)
-// plus the workspace files, committed together as one checkpoint.
+// plus the workspace files, committed together as one checkpoint. Namespace state crosses from the
+// kernel through a spool directory, never through the Jupyter protocol: see the spool protocol in
+// checkpoint_spool.go (and the agent's docstring, which is its reference).
 type Checkpointer struct {
 	Store     *Store
 	ChunkSize int        // namespace chunk size (default DefaultChunkSize)
