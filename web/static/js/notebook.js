@@ -254,7 +254,8 @@ export class SessionView {
     });
     this.composer.ta.id = 'composer';
     const runBtn = h('button.btn.primary', { title: 'Run (Shift+Enter)', onclick: () => this.runComposer() }, '▶ Run');
-    this.composerEl = h('div.composer', h('div.composer-box', this.composer.el, h('div.composer-actions', runBtn,
+    this.stateBanner = h('div.banner-slot');
+    this.composerEl = h('div.composer', this.stateBanner, h('div.composer-box', this.composer.el, h('div.composer-actions', runBtn,
       h('span.hint', h('kbd', 'Shift'), '+', h('kbd', 'Enter'), ' run · ', h('kbd', 'Tab'), ' complete · ', h('kbd', '?'), ' help'))));
     this.empty = h('div.empty-cells', 'No turns yet. Write some Python below and press Shift+Enter.');
     this.loading = h('div.loading', 'Loading history…');
@@ -372,7 +373,7 @@ export class SessionView {
     } else if (s.state === 'rotating') {
       msg = h('div.banner.info', 'Rotating to a fresh sandbox: runs wait until the new kernel has the state back.');
     }
-    this.banner.replaceChildren(...(msg ? [msg] : []));
+    this.stateBanner.replaceChildren(...(msg ? [msg] : []));
     this.composerEl.classList.toggle('disabled', CLOSED_STATES.has(s.state));
   }
 
@@ -518,6 +519,7 @@ export class SessionView {
           cell.fail(err);
           this.updateKernelFromCells();
           this.afterTurn();
+          this.scrollToEnd(true);
         } else {
           toast('error', `Server: ${err.code}`, err.message, err.details);
         }
@@ -557,14 +559,22 @@ export class SessionView {
     this.panels.refreshCheckpointsSoon();
   }
 
+  /** fillRemoteCode shows the code of a run another client started, from the history (the record may
+   *  be written just after the result frame, hence the retries). */
   async fillRemoteCode(cell, count) {
-    try {
-      const ans = await api('GET', sessionPath(this.id, '/executions?limit=20'));
-      const ex = (ans?.executions || []).find((e) => e.execution_count === count);
-      if (ex) { cell.editor.value = Array.isArray(ex.code) ? ex.code.join(' ') : ex.code; cell.codeKnown = true; }
-    } catch (err) {
-      showError('Loading the code of a run from another client failed', err);
+    for (const wait of [0, 300, 1000, 3000]) {
+      if (wait) await new Promise((r) => setTimeout(r, wait));
+      if (this.destroyed || cell.codeKnown) return;
+      try {
+        const ans = await api('GET', sessionPath(this.id, '/executions?limit=20'));
+        const ex = (ans?.executions || []).filter((e) => e.kind !== 'exec').find((e) => e.execution_count === count);
+        if (ex) { cell.editor.value = Array.isArray(ex.code) ? ex.code.join(' ') : ex.code; cell.codeKnown = true; return; }
+      } catch (err) {
+        showError('Loading the code of a run from another client failed', err);
+        return;
+      }
     }
+    cell.editor.value = '# started by another client (its code is not in the history)';
   }
 
   updateKernelFromCells() {
@@ -648,6 +658,7 @@ export class SessionView {
     }
     this.updateKernelFromCells();
     this.afterTurn();
+    this.scrollToEnd(true);
   }
 
   async runExec(cell, command) {
