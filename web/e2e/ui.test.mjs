@@ -1,0 +1,243 @@
+// End-to-end test of the browser UI against a running carryover server, in Debian's chromium driven by
+// playwright-core. Run by web/e2e_test.go (go test ./web), or by hand:
+//
+//   CARRYOVER_URL=http://127.0.0.1:8080 CARRYOVER_TOKEN=secret node web/e2e/ui.test.mjs
+//
+// Screenshots go to web/e2e/screenshots/ (or $SCREENSHOT_DIR); their paths are printed.
+
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
+const TOKEN = process.env.CARRYOVER_TOKEN || '';
+const SHOTS = process.env.SCREENSHOT_DIR || path.join(path.dirname(fileURLToPath(import.meta.url)), 'screenshots');
+const RUN_TIMEOUT = 90_000; // the first run starts a kernel
+fs.mkdirSync(SHOTS, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });
+page.on('requestfailed', (r) => {
+  if (!r.url().startsWith(BASE) && !r.url().startsWith('data:')) problems.push(`request off the server: ${r.url()}`);
+});
+page.on('request', (r) => {
+  const u = r.url();
+  if (!u.startsWith(BASE) && !u.startsWith('data:') && !u.startsWith('blob:') && !u.startsWith(BASE.replace(/^http/, 'ws'))) {
+    problems.push(`the page loaded something from outside the server: ${u}`);
+  }
+});
+
+let shotN = 0;
+async function shot(name) {
+  const file = path.join(SHOTS, `${String(++shotN).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file });
+  console.log(`  screenshot: ${file}`);
+}
+
+let stepN = 0;
+async function step(name, fn) {
+  const t0 = Date.now();
+  stepN++;
+  try {
+    await fn();
+    console.log(`ok ${stepN} - ${name} (${Date.now() - t0} ms)`);
+  } catch (err) {
+    console.log(`not ok ${stepN} - ${name}`);
+    await shot(`FAILED-${name.replace(/\W+/g, '-')}`).catch(() => {});
+    const toasts = await page.locator('.toast.error').allInnerTexts().catch(() => []);
+    if (toasts.length) console.log(`  error toasts on the page:\n    ${toasts.join('\n    ')}`);
+    throw err;
+  }
+}
+
+async function noErrorToasts(where) {
+  const toasts = await page.locator('.toast.error').allInnerTexts();
+  assert.deepEqual(toasts, [], `error toasts ${where}`);
+}
+
+const cells = () => page.locator('article.cell');
+const lastCell = () => cells().last();
+
+/** run types code into the new-cell box, presses Shift+Enter and waits for the cell to finish. */
+async function run(code, { expect = 'ok' } = {}) {
+  const before = await cells().count();
+  await page.locator('#composer').fill(code);
+  await page.locator('#composer').press('Shift+Enter');
+  const cell = cells().nth(before);
+  await cell.waitFor();
+  await page.waitForFunction((el) => ['ok', 'error', 'aborted', 'failed'].includes(el.dataset.status),
+    await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+  const status = await cell.getAttribute('data-status');
+  if (expect && status !== expect) {
+    throw new Error(`cell ended with status ${status}, want ${expect}; its output:\n${await cell.locator('.outputs').innerText()}`);
+  }
+  return cell;
+}
+
+const sid = `e2e-${Date.now().toString(36)}`;
+const fileText = `carryover-e2e ${Math.random().toString(36).slice(2)}`;
+
+try {
+  await step('open the page with ?token=, which is then removed from the address bar', async () => {
+    await page.goto(`${BASE}/?token=${encodeURIComponent(TOKEN)}`);
+    await page.locator('form.create').waitFor();
+    assert.ok(!page.url().includes('token='), `token still in the URL: ${page.url()}`);
+    await noErrorToasts('on the session list');
+  });
+
+  await step('create a session', async () => {
+    await page.fill('input[name=session_id]', sid);
+    await page.fill('input[name=name]', 'browser test');
+    await page.click('form.create button[type=submit]');
+    await page.locator('#composer').waitFor();
+    assert.ok(page.url().includes(`#/s/${sid}`), page.url());
+    await page.locator('#crumb', { hasText: 'browser test' }).waitFor();
+    await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+  });
+
+  await step('run a cell that prints and plots: see the text and the image', async () => {
+    const cell = await run('import matplotlib.pyplot as plt\nprint("hello")\nplt.plot([1,2,3])\nplt.show()');
+    await cell.locator('.out-stream', { hasText: 'hello' }).waitFor();
+    const img = cell.locator('img.out-img');
+    await img.waitFor();
+    const w = await img.evaluate((el) => el.complete && el.naturalWidth);
+    assert.ok(w > 100, `the plot image did not load (naturalWidth ${w})`);
+    assert.match(await cell.locator('.prompt').innerText(), /^\[\d+\]$/);
+    await cell.locator('[data-testid=checkpoint]').waitFor();
+    await shot('print-and-plot');
+  });
+
+  await step('a generator is reported as skipped by the checkpoint', async () => {
+    const cell = await run('g = (i for i in range(3))\nkept = 42');
+    const skipped = cell.locator('[data-testid=skipped]');
+    await skipped.waitFor();
+    const text = await skipped.innerText();
+    assert.match(text, /\bg\b/, text);
+    assert.match(text, /generator/i, text);
+    assert.match(await cell.locator('[data-testid=checkpoint]').innerText(), /saved: .*kept/);
+    await shot('skipped-generator');
+  });
+
+  await step('upload a file and read it from code', async () => {
+    await page.click('[data-tab=files]');
+    await page.locator('[data-testid=file-input]').setInputFiles({ name: 'upload.txt', mimeType: 'text/plain', buffer: Buffer.from(fileText) });
+    await page.locator('table.files tr[data-path="upload.txt"]').waitFor({ timeout: 15_000 });
+    const cell = await run('print(open("upload.txt").read())');
+    await cell.locator('.out-stream', { hasText: fileText }).waitFor();
+    await shot('uploaded-file');
+  });
+
+  await step('input() prompts inline and the reply reaches the kernel', async () => {
+    await page.locator('#composer').fill('name = input("Your name: ")\nprint("hi", name)');
+    await page.locator('#composer').press('Shift+Enter');
+    const field = page.locator('.input-field');
+    await field.waitFor({ timeout: RUN_TIMEOUT });
+    await field.fill('Ada');
+    await field.press('Enter');
+    await lastCell().locator('.out-stream', { hasText: 'hi Ada' }).waitFor({ timeout: RUN_TIMEOUT });
+  });
+
+  await step('rich outputs: a pandas table, a coloured traceback, sanitized HTML', async () => {
+    let cell = await run('import pandas as pd\npd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})');
+    await cell.locator('.out-html table').waitFor();
+    assert.equal(await cell.locator('.out-html tbody tr').count(), 3);
+    cell = await run('def f(x):\n    return 1 / x\nf(0)', { expect: 'error' });
+    const err = cell.locator('.out-error');
+    await err.waitFor();
+    assert.match(await err.innerText(), /ZeroDivisionError/);
+    assert.ok(await err.locator('span[class*="ansi-fg"]').count() > 0, 'the traceback has no ANSI colours');
+    cell = await run('from IPython.display import HTML\nHTML(\'<b onclick="window.__pwned=1">bold</b><script>window.__pwned=2</script><img src="x" onerror="window.__pwned=3"><a href="javascript:window.__pwned=4">l</a>\')');
+    await cell.locator('.out-html b', { hasText: 'bold' }).waitFor();
+    const html = await cell.locator('.out-html').innerHTML();
+    assert.ok(!/onclick|onerror|<script|javascript:/i.test(html), `unsafe markup survived: ${html}`);
+    await cell.locator('.out-html a').click().catch(() => {});
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+    await shot('rich-outputs');
+  });
+
+  await step('Tab completes through the kernel', async () => {
+    const composer = page.locator('#composer');
+    await composer.fill('import collections\ncollections.OrderedD');
+    await composer.press('End');
+    await composer.press('Tab');
+    await page.waitForFunction(() => document.getElementById('composer').value.endsWith('collections.OrderedDict'), null, { timeout: 15_000 });
+    await composer.fill('');
+  });
+
+  await step('reload: past turns come back from the server', async () => {
+    const n = await cells().count();
+    await page.reload();
+    await page.locator('#composer').waitFor();
+    await page.waitForFunction((want) => document.querySelectorAll('article.cell').length >= want, n, { timeout: 20_000 });
+    const first = cells().first();
+    assert.match(await first.locator('.editor-input').inputValue(), /plt\.plot/);
+    await first.locator('.out-stream', { hasText: 'hello' }).waitFor();
+    await first.locator('img.out-img').waitFor();
+    await page.locator('[data-testid=skipped]', { hasText: 'generator' }).first().waitFor();
+    await page.locator('.out-stream', { hasText: fileText }).first().waitFor();
+    await noErrorToasts('after the reload');
+    await page.evaluate(() => { document.getElementById('main').scrollTop = 0; });
+    await shot('history-after-reload');
+  });
+
+  await step('reload mid-run: the running cell keeps streaming', async () => {
+    await page.locator('#composer').fill('import time\nfor i in range(8):\n    print("tick", i, flush=True)\n    time.sleep(0.5)');
+    await page.locator('#composer').press('Shift+Enter');
+    await lastCell().locator('.out-stream', { hasText: 'tick 1' }).waitFor({ timeout: RUN_TIMEOUT });
+    await page.reload();
+    await page.locator('#composer').waitFor();
+    const running = page.locator('article.cell', { hasText: 'tick' }).last();
+    await running.locator('.out-stream', { hasText: 'tick 0' }).waitFor({ timeout: 15_000 });
+    await shot('reload-mid-run');
+    await running.locator('.out-stream', { hasText: 'tick 7' }).waitFor({ timeout: 30_000 });
+    await page.waitForFunction(() => {
+      const c = [...document.querySelectorAll('article.cell')].filter((e) => e.innerText.includes('tick 7')).pop();
+      return c && c.dataset.status === 'ok';
+    }, null, { timeout: 30_000 });
+  });
+
+  await step('panels: events and checkpoints, help overlay by keyboard', async () => {
+    await page.click('[data-tab=events]');
+    await page.locator('.event .ev-type', { hasText: 'session_started' }).first().waitFor({ timeout: 15_000 });
+    await page.click('[data-tab=checkpoints]');
+    await page.locator('.ckpt-item').first().waitFor({ timeout: 15_000 });
+    await page.locator('#main').click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('?');
+    await page.locator('#help').waitFor();
+    await shot('help-overlay');
+    await page.keyboard.press('Escape');
+    await page.locator('#help').waitFor({ state: 'hidden' });
+    await shot('checkpoints-panel');
+  });
+
+  await step('delete the session from the list (with confirmation)', async () => {
+    await page.goto(`${BASE}/#/`);
+    const row = page.locator(`table.sessions tr[data-id="${sid}"]`);
+    await row.waitFor();
+    await shot('session-list');
+    await row.locator('button', { hasText: 'Delete' }).click();
+    await page.locator('#confirm [data-answer=yes]').click();
+    await row.waitFor({ state: 'detached', timeout: 15_000 });
+    await noErrorToasts('after deleting');
+  });
+
+  assert.deepEqual(problems, [], 'page errors or off-server requests');
+  console.log(`\nall ${stepN} steps passed; screenshots in ${SHOTS}`);
+} catch (err) {
+  console.error(`\nFAILED: ${err.stack || err}`);
+  if (problems.length) console.error(`also: ${problems.join('\n')}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
