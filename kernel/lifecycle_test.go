@@ -215,25 +215,27 @@ func TestStartTimeout(t *testing.T) {
 	opts := testOptions(t, "tcp")
 	opts.StartupTimeout = 500 * time.Millisecond
 	opts.Spec = &Spec{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "echo started-but-silent; sleep 30 & sleep 30"}}
+	token := randomHex(8)
+	opts.Env["CARRYOVER_TEST_TOKEN"] = token
 	_, err := Start(context.Background(), opts)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "started-but-silent") {
 		t.Fatalf("start of a silent kernel: %v", err)
 	}
 	// Both sleeps (the whole process group) are gone.
-	if !eventually(5*time.Second, func() bool { return len(sleepers()) == 0 }) {
-		t.Errorf("process group not killed: %v", sleepers())
+	if !eventually(5*time.Second, func() bool { return len(sleepers(token)) == 0 }) {
+		t.Errorf("process group not killed: %v", sleepers(token))
 	}
 }
 
-// sleepers finds our `sleep 30` processes.
-func sleepers() []int {
+// sleepers finds the `sleep 30` processes started with token in their environment.
+func sleepers(token string) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && string(b) == "sleep\x0030\x00" {
 			if st, err := readStat(atoiOr(e.Name())); err == nil && st.pgrp != 0 {
-				if c, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && strings.Contains(string(c), "CARRYOVER_TEST_ENV=passed") {
+				if c, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && strings.Contains(string(c), "CARRYOVER_TEST_TOKEN="+token) {
 					out = append(out, atoiOr(e.Name()))
 				}
 			}
