@@ -1,8 +1,3 @@
-// Package kernel launches IPython kernels and talks to them over the Jupyter ZMQ protocol (v5.3):
-// kernelspecs, connection files, launching in a private process group, the signed wire protocol on
-// go-zeromq/zmq4, execute/interrupt/restart/shutdown, liveness, and a pool of warm kernels.
-//
-// It knows nothing of sessions, SQLite or HTTP.
 package kernel
 
 import (
