@@ -615,6 +615,7 @@ class _State:
         self.skipped = {}  # name -> skip entry (kept while the value is not rebound)
         self.known = set()  # chunk hashes Go has for sure (referenced by this state)
         self.full = True  # a fresh agent checks everything once
+        self.recheck_all = False  # after a restore: every small group once, whatever the budget
 
     def name2group(self):
         return {n: g for g in self.groups.values() for n in g.names}
@@ -996,7 +997,10 @@ class Agent:
         small.sort(key=lambda g: g.names)
         out = []
         start = self._recheck_pos % len(small)
-        deadline = time.perf_counter() + RECHECK_BUDGET
+        # Right after a restore every small group is re-checked once: objects rebuilt on load (a
+        # DataFrame, a reopened file) may pickle to other bytes, and all such rewrites then land together.
+        budget = 3600.0 if prev.recheck_all else RECHECK_BUDGET
+        deadline = time.perf_counter() + budget
         i = 0
         for i in range(len(small)):
             if time.perf_counter() > deadline:
@@ -1146,6 +1150,7 @@ class Agent:
             if g.ref:
                 st.known.add(g.ref)
                 st.known.update(g.chunks)
+        st.recheck_all = True
         self.state = st
         return {"restored": sorted(restored), "failed": failed, "cwd": _cwd(),
                 "timings": {"load_ms": _ms(t0)}, "groups": timings}
