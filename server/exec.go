@@ -168,6 +168,9 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
 	}
 	res.DurationMS = ms(time.Since(start))
+	if ps := cmd.ProcessState; ps != nil {
+		s.addCost(ctx, ls, (ps.UserTime() + ps.SystemTime()).Seconds(), 0)
+	}
 	s.update(ctx, ls, func(d *Session) error {
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = time.Now().UTC()

@@ -62,3 +62,14 @@ func (l *fifoLock) Busy() bool {
 	defer l.mu.Unlock()
 	return l.held
 }
+
+// TryLock takes the lock only if it is free.
+func (l *fifoLock) TryLock() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held {
+		return false
+	}
+	l.held = true
+	return true
+}

@@ -102,7 +102,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	}
 	now := time.Now().UTC()
 	ls.mu.Lock()
-	ls.kern = k
+	ls.attachLocked(k)
 	ls.spool = filepath.Join(spoolDir(s.cfg), k.ID())
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = SandboxLive
@@ -229,3 +229,14 @@ func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Ker
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// attachLocked makes k the session's kernel and restarts its rotation and cost clocks. Caller holds ls.mu.
+func (ls *liveSession) attachLocked(k *kernel.Kernel) {
+	ls.kern = k
+	ls.kernStart = time.Now()
+	ls.pausedFor = 0
+	if !ls.pausedAt.IsZero() {
+		ls.pausedAt = time.Now()
+	}
+	ls.cost = costMeter{}
+}

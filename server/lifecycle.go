@@ -203,6 +203,9 @@ func (s *Service) Pause(ctx context.Context, id string) (Session, error) {
 	}
 	doc, _, err := s.transition(ctx, ls, StatePaused, nil)
 	if err == nil {
+		ls.mu.Lock()
+		ls.pausedAt = time.Now()
+		ls.mu.Unlock()
 		s.emit(ctx, ls, "session_paused", nil)
 	}
 	return doc, err
@@ -219,6 +222,12 @@ func (s *Service) Resume(ctx context.Context, id string) (Session, error) {
 	}
 	doc, _, err := s.transition(ctx, ls, StateRunning, nil)
 	if err == nil {
+		ls.mu.Lock()
+		if !ls.pausedAt.IsZero() {
+			ls.pausedFor += time.Since(ls.pausedAt)
+			ls.pausedAt = time.Time{}
+		}
+		ls.mu.Unlock()
 		s.emit(ctx, ls, "session_resumed", nil)
 	}
 	return doc, err

@@ -217,7 +217,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persi
 		return nil, err
 	}
 	ls.mu.Lock()
-	ls.kern = k
+	ls.attachLocked(k)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = SandboxLive
 	ls.mu.Unlock()

@@ -328,6 +328,9 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 	}); err != nil {
 		s.log.Error("execution not recorded", "session", ls.id, "err", err)
 	}
+	if k := ls.currentKernel(); k != nil {
+		s.sampleCost(ctx, ls, k)
+	}
 	s.afterTurn(ctx, ls)
 	return res, runErr
 }

@@ -31,7 +31,8 @@ type Service struct {
 	sessions map[string]*liveSession
 	closing  bool
 	runSeq   int64
-	wg       sync.WaitGroup // background work (restores after a death)
+	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
+	stopBG   context.CancelFunc
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -45,6 +46,12 @@ type liveSession struct {
 	kern    *kernel.Kernel
 	spool   string      // spool dir of the current kernel
 	running *activeRun  // the run in flight, for websocket clients that connect mid-run
+
+	kernStart time.Time     // when the current kernel was attached (rotation clock)
+	pausedAt  time.Time     // when the session was paused (zero when not paused)
+	pausedFor time.Duration // paused time during the current kernel's life
+	rotating  bool          // a timed rotation is queued or running
+	cost      costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
 }
 
 // Options configures a Service.
@@ -231,6 +238,9 @@ func (s *Service) Get(id string) (Session, error) {
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	if s.stopBG != nil {
+		s.stopBG()
+	}
 	all := make([]*liveSession, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
@@ -273,9 +283,6 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 
 // isDied reports whether err says the kernel died.
 func isDied(err error) bool { return errors.Is(err, kernel.ErrDied) }
-
-// startBackground starts the culler and rotation timers (agent-session features).
-func (s *Service) startBackground() {}
 
 // beginShutdown refuses new sessions.
 func (s *Service) beginShutdown() {

@@ -79,6 +79,8 @@ type BudgetConsumed struct {
 	CostCents       float64 `json:"cost_cents"`
 	Iterations      int     `json:"iterations"`
 	DurationSeconds float64 `json:"duration_seconds"`
+	CPUSeconds      float64 `json:"cpu_seconds"`      // what cost_cents is computed from (see cost.go)
+	MemoryGiBHours  float64 `json:"memory_gib_hours"` // ditto
 }
 
 // Rotation settings.

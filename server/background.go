@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// The background loop keeps agent sessions healthy without babysitting: it rotates kernels before
+// their sandbox.timeout_seconds, hibernates idle ones (cull.idle_seconds) and samples cost.
+
+// startBackground starts the loop; Close stops it.
+func (s *Service) startBackground() {
+	s.mu.Lock()
+	if s.stopBG != nil {
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopBG = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		tick := time.NewTicker(s.tickEvery())
+		defer tick.Stop()
+		lastCull := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s.sampleCosts(ctx)
+			s.rotateDue(ctx)
+			if iv := secs(s.cfg.Cull.IntervalSeconds); s.cfg.Cull.IdleSeconds > 0 && time.Since(lastCull) >= iv {
+				lastCull = time.Now()
+				s.cullIdle(ctx)
+			}
+		}
+	}()
+}
+
+// tickEvery is the loop period: fine enough for second-level rotation deadlines.
+func (s *Service) tickEvery() time.Duration {
+	d := 500 * time.Millisecond
+	if iv := secs(s.cfg.Cull.IntervalSeconds); iv > 0 && iv < d {
+		d = iv
+	}
+	return d
+}
+
+// liveSessions returns the sessions that currently hold a kernel.
+func (s *Service) liveSessions() []*liveSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*liveSession
+	for _, ls := range s.sessions {
+		if ls.currentKernel() != nil {
+			out = append(out, ls)
+		}
+	}
+	return out
+}
+
+// rotateDue starts a rotation for every running session whose kernel is within
+// rotation.pre_rotate_buffer_seconds of sandbox.timeout_seconds. Paused time does not count: the
+// kernel's age only grows while the session is not paused.
+func (s *Service) rotateDue(ctx context.Context) {
+	for _, ls := range s.liveSessions() {
+		doc := ls.snapshot()
+		if doc.State != StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
+			continue
+		}
+		ls.mu.Lock()
+		age := ls.kernelAge(time.Now())
+		due := !ls.rotating && age >= secs(doc.Sandbox.TimeoutSeconds-doc.Rotation.PreRotateBufferSeconds)
+		if due {
+			ls.rotating = true
+		}
+		ls.mu.Unlock()
+		if !due {
+			continue
+		}
+		s.wg.Add(1)
+		go func(ls *liveSession) {
+			defer s.wg.Done()
+			defer func() { ls.mu.Lock(); ls.rotating = false; ls.mu.Unlock() }()
+			// Queue behind a run in progress: rotation waits for it, later runs wait for rotation.
+			if err := ls.lock.Lock(ctx); err != nil {
+				return
+			}
+			defer ls.lock.Unlock()
+			if st := ls.snapshot().State; st != StateRunning || ls.currentKernel() == nil {
+				return
+			}
+			if _, err := s.rotateLocked(ctx, ls, "sandbox timeout"); err != nil {
+				s.log.Warn("rotation failed", "session", ls.id, "err", err)
+			}
+		}(ls)
+	}
+}
+
+// kernelAge is how long the current kernel has lived, paused time excluded. Caller holds ls.mu.
+func (ls *liveSession) kernelAge(now time.Time) time.Duration {
+	if ls.kernStart.IsZero() {
+		return 0
+	}
+	age := now.Sub(ls.kernStart) - ls.pausedFor
+	if !ls.pausedAt.IsZero() {
+		age -= now.Sub(ls.pausedAt)
+	}
+	return age
+}
+
+// cullIdle hibernates sessions idle for cull.idle_seconds: checkpoint, then stop the kernel. The
+// session stays running; its next run restores it transparently.
+func (s *Service) cullIdle(ctx context.Context) {
+	idle := secs(s.cfg.Cull.IdleSeconds)
+	for _, ls := range s.liveSessions() {
+		doc := ls.snapshot()
+		if doc.State != StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
+			continue
+		}
+		if !ls.lock.TryLock() {
+			continue
+		}
+		func() {
+			defer ls.lock.Unlock()
+			doc := ls.snapshot()
+			k := ls.currentKernel()
+			if k == nil || doc.State != StateRunning || time.Since(doc.LastActivity) < idle {
+				return
+			}
+			res, err := s.checkpoint(ctx, ls, k)
+			if err != nil {
+				// Never stop a kernel whose state is not saved.
+				s.log.Warn("hibernation skipped: checkpoint failed", "session", ls.id, "err", err)
+				return
+			}
+			s.releaseKernel(ctx, ls, "idle")
+			s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxHibernated; return nil })
+			s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "idle_seconds": idle.Seconds()})
+		}()
+	}
+}

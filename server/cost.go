@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// The cost model behind budget.cost_cap_cents (documented in configs/carryover.yaml):
+//
+//	cost_cents = cpu_seconds × cost.cpu_second_cents + memory_gib_hours × cost.gib_hour_cents
+//
+// cpu_seconds is user+system CPU time of the session's kernels (process and reaped children, read
+// from /proc by kernel.Stats) and of its exec commands (from the OS's rusage); memory_gib_hours
+// integrates the kernel's resident memory over wall time between samples (every loop tick and at
+// the end of each turn). Idle kernels cost memory but no CPU; hibernated sessions cost nothing.
+
+// costMeter remembers the last sample of the current kernel.
+type costMeter struct {
+	lastCPU float64
+	lastAt  time.Time
+}
+
+// sampleCost adds the kernel's use since the last sample to the session's consumption.
+// Caller must not hold ls.mu.
+func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+	st, err := k.Stats()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	ls.mu.Lock()
+	if ls.kern != k {
+		ls.mu.Unlock()
+		return
+	}
+	m := &ls.cost
+	dCPU := st.CPUSeconds - m.lastCPU
+	if dCPU < 0 {
+		dCPU = 0
+	}
+	var dGiBh float64
+	if !m.lastAt.IsZero() {
+		dGiBh = float64(st.RSSBytes) / (1 << 30) * now.Sub(m.lastAt).Hours()
+	}
+	m.lastCPU, m.lastAt = st.CPUSeconds, now
+	ls.mu.Unlock()
+	if dCPU == 0 && dGiBh == 0 {
+		return
+	}
+	s.addCost(ctx, ls, dCPU, dGiBh)
+}
+
+// addCost records CPU seconds and GiB-hours and recomputes cost_cents.
+func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64) {
+	s.update(ctx, ls, func(d *Session) error {
+		c := &d.BudgetConsumed
+		c.CPUSeconds += cpu
+		c.MemoryGiBHours += gibHours
+		c.CostCents = c.CPUSeconds*s.cfg.Cost.CPUSecondCents + c.MemoryGiBHours*s.cfg.Cost.GiBHourCents
+		return nil
+	})
+}
+
+// sampleCosts samples every live kernel (the background loop), at most once a second each.
+func (s *Service) sampleCosts(ctx context.Context) {
+	for _, ls := range s.liveSessions() {
+		k := ls.currentKernel()
+		if k == nil {
+			continue
+		}
+		ls.mu.Lock()
+		fresh := time.Since(ls.cost.lastAt) < time.Second
+		ls.mu.Unlock()
+		if !fresh {
+			s.sampleCost(ctx, ls, k)
+		}
+	}
+}
