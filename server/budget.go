@@ -50,4 +50,3 @@ func (s *Service) afterTurn(ctx context.Context, ls *liveSession) {
 		s.emit(ctx, ls, "budget_warning", w)
 	}
 }
-

@@ -93,7 +93,7 @@ func TestBadInput(t *testing.T) {
 	if len(evAfter.get("events").([]any)) != len(events.get("events").([]any)) {
 		t.Errorf("events changed: %s", evAfter.Body)
 	}
-	if fileExists(ts.dir + "/evil.txt") || fileExists(ts.dir+"/workspaces/evil.txt") {
+	if fileExists(ts.dir+"/evil.txt") || fileExists(ts.dir+"/workspaces/evil.txt") {
 		t.Errorf("traversal wrote outside the workspace")
 	}
 	// The session still works.

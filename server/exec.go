@@ -22,13 +22,13 @@ type ExecRequest struct {
 
 // ExecResult is the exec answer.
 type ExecResult struct {
-	Stdout         string  `json:"stdout"`
-	Stderr         string  `json:"stderr"`
-	ExitCode       int     `json:"exit_code"`
-	DurationMS     float64 `json:"duration_ms"`
-	TimedOut       bool    `json:"timed_out,omitempty"`
-	StdoutDropped  int64   `json:"stdout_dropped_bytes,omitempty"`
-	StderrDropped  int64   `json:"stderr_dropped_bytes,omitempty"`
+	Stdout        string  `json:"stdout"`
+	Stderr        string  `json:"stderr"`
+	ExitCode      int     `json:"exit_code"`
+	DurationMS    float64 `json:"duration_ms"`
+	TimedOut      bool    `json:"timed_out,omitempty"`
+	StdoutDropped int64   `json:"stdout_dropped_bytes,omitempty"`
+	StderrDropped int64   `json:"stderr_dropped_bytes,omitempty"`
 }
 
 // cappedBuffer keeps the first max bytes and counts the rest.

@@ -14,7 +14,7 @@ import (
 
 // ContextRequest is the body of PATCH /api/sessions/{id}/context: given keys replace.
 type ContextRequest struct {
-	WorkingDir  *string            `json:"working_dir"`
+	WorkingDir  *string           `json:"working_dir"`
 	EnvVars     map[string]string `json:"env_vars"`
 	CustomState map[string]any    `json:"custom_state"`
 }

@@ -28,25 +28,25 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // Session is the API's Session object; the store keeps it as a JSON document.
 type Session struct {
-	ID             string          `json:"id"`
-	Name           string          `json:"name"`
-	Language       string          `json:"language"`
-	State          string          `json:"state"`
-	Sandbox        Sandbox         `json:"sandbox"`
-	Data           map[string]any  `json:"data"`
-	AgentContext   AgentContext    `json:"agent_context"`
-	Budget         Budget          `json:"budget"`
-	BudgetConsumed BudgetConsumed  `json:"budget_consumed"`
-	Rotation       Rotation        `json:"rotation"`
-	ClientID       string          `json:"client_id,omitempty"`
-	LastCheckpoint *CheckpointRef  `json:"last_checkpoint"`
-	ExecutionCount int             `json:"execution_count"`
-	StopReason     string          `json:"stop_reason,omitempty"`
-	BudgetWarned   []string        `json:"budget_warned,omitempty"`
-	RunningSince   *time.Time      `json:"running_since,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	LastActivity   time.Time       `json:"last_activity"`
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	Language       string         `json:"language"`
+	State          string         `json:"state"`
+	Sandbox        Sandbox        `json:"sandbox"`
+	Data           map[string]any `json:"data"`
+	AgentContext   AgentContext   `json:"agent_context"`
+	Budget         Budget         `json:"budget"`
+	BudgetConsumed BudgetConsumed `json:"budget_consumed"`
+	Rotation       Rotation       `json:"rotation"`
+	ClientID       string         `json:"client_id,omitempty"`
+	LastCheckpoint *CheckpointRef `json:"last_checkpoint"`
+	ExecutionCount int            `json:"execution_count"`
+	StopReason     string         `json:"stop_reason,omitempty"`
+	BudgetWarned   []string       `json:"budget_warned,omitempty"`
+	RunningSince   *time.Time     `json:"running_since,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	LastActivity   time.Time      `json:"last_activity"`
 }
 
 // Sandbox describes the session's kernel ("sandbox" in StateSet's words).
@@ -69,9 +69,9 @@ type AgentContext struct {
 
 // Budget limits; zero means no limit.
 type Budget struct {
-	CostCapCents          float64 `json:"cost_cap_cents,omitempty"`
-	IterationLimit        int     `json:"iteration_limit,omitempty"`
-	DurationLimitSeconds  float64 `json:"duration_limit_seconds,omitempty"`
+	CostCapCents         float64 `json:"cost_cap_cents,omitempty"`
+	IterationLimit       int     `json:"iteration_limit,omitempty"`
+	DurationLimitSeconds float64 `json:"duration_limit_seconds,omitempty"`
 }
 
 // BudgetConsumed is what the session has used so far.
