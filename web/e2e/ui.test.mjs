@@ -191,18 +191,20 @@ try {
   });
 
   await step('reload mid-run: the running cell keeps streaming', async () => {
-    await page.locator('#composer').fill('import time\nfor i in range(8):\n    print("tick", i, flush=True)\n    time.sleep(0.5)');
+    await page.locator('#composer').fill('import time\nfor i in range(16):\n    print("tick", i, flush=True)\n    time.sleep(0.4)');
     await page.locator('#composer').press('Shift+Enter');
     await lastCell().locator('.out-stream', { hasText: 'tick 1' }).waitFor({ timeout: RUN_TIMEOUT });
     await page.reload();
     await page.locator('#composer').waitFor();
-    const running = page.locator('article.cell', { hasText: 'tick' }).last();
-    await running.locator('.out-stream', { hasText: 'tick 0' }).waitFor({ timeout: 15_000 });
+    // the run is still going: its cell is back, running, with the earlier output, and keeps streaming
+    const running = page.locator('article.cell[data-status=running]');
+    await running.waitFor({ timeout: 5_000 });
+    await running.locator('.out-stream', { hasText: 'tick 0' }).waitFor({ timeout: 5_000 });
+    assert.match(await running.locator('.editor-input').inputValue(), /range\(16\)/);
     await shot('reload-mid-run');
-    await running.locator('.out-stream', { hasText: 'tick 7' }).waitFor({ timeout: 30_000 });
     await page.waitForFunction(() => {
-      const c = [...document.querySelectorAll('article.cell')].filter((e) => e.innerText.includes('tick 7')).pop();
-      return c && c.dataset.status === 'ok';
+      const c = [...document.querySelectorAll('article.cell')].filter((e) => e.innerText.includes('tick 15')).pop();
+      return c && c.dataset.status === 'ok' && c.innerText.includes('tick 0');
     }, null, { timeout: 30_000 });
   });
 
