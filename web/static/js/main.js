@@ -41,6 +41,8 @@ class App {
   // ---- token ----
 
   askToken(rejected) {
+    if (document.getElementById('token-field')) return; // already asking
+    clearInterval(this.listTimer);
     if (this.view) { this.view.unmount(); this.view = null; }
     this.panel.hidden = true;
     document.body.classList.add('no-token');
@@ -104,6 +106,7 @@ class App {
       // polling: report a failure once, not every 5 seconds
       if (!quiet || !this.listError) showError('Listing sessions failed', err);
       this.listError = err;
+      this.homeSig = null;
       if (this.homeTable) this.homeTable.replaceChildren(h('div.panel-error', `Cannot list sessions: ${err.code}: ${err.message}`));
     }
   }
@@ -137,6 +140,7 @@ class App {
     const form = h('form.create', { onsubmit: (e) => { e.preventDefault(); this.create(form); }, 'aria-label': 'New session' },
       h('div.row', idField, nameField, h('button.btn.primary', { type: 'submit' }, '+ Create session')), limits);
     this.createForm = form;
+    this.homeSig = null;
     this.homeTable = h('div.sessions-table');
     this.main.replaceChildren(h('div.home',
       h('div.home-head', h('h1', 'Sessions'), h('span.muted', 'Each session has its own Python kernel; variables and files are saved after every turn.')),
@@ -147,6 +151,11 @@ class App {
 
   renderHomeTable() {
     const list = this.sessions;
+    // polling re-renders: skip when nothing changed, keep the focused row focused otherwise
+    const sig = JSON.stringify([Math.floor(Date.now() / 30000), list.map((s) => [s.id, s.name, s.state, s.sandbox?.status, s.budget, s.budget_consumed, s.last_activity])]);
+    if (sig === this.homeSig && this.homeTable.firstChild) return;
+    this.homeSig = sig;
+    const focused = document.activeElement?.closest?.('tr[data-id]')?.dataset.id;
     if (!list.length) {
       this.homeTable.replaceChildren(h('div.empty-cells', 'No sessions yet: create one above (or press n).'));
       return;
@@ -173,6 +182,7 @@ class App {
     this.homeTable.replaceChildren(h('table.sessions',
       h('thead', h('tr', ['session', 'state', 'sandbox', 'budget used', 'last activity', 'created', ''].map((t) => h('th', t)))),
       h('tbody', rows)));
+    if (focused) this.homeTable.querySelector(`tr[data-id="${CSS.escape(focused)}"]`)?.focus();
   }
 
   async create(form) {
