@@ -166,9 +166,9 @@ func TestKillDetected(t *testing.T) {
 func TestHeartbeatLoss(t *testing.T) {
 	t.Parallel()
 	opts := testOptions(t, "ipc")
-	opts.HeartbeatInterval = 100 * time.Millisecond
+	opts.HeartbeatInterval = 200 * time.Millisecond
 	k := startKernel(t, opts)
-	time.Sleep(500 * time.Millisecond) // healthy beats first
+	time.Sleep(time.Second) // healthy beats first
 	if err := k.Err(); err != nil {
 		t.Fatalf("healthy kernel declared dead: %v", err)
 	}
