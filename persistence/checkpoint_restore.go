@@ -88,7 +88,14 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 		Skipped: nonNilSkips(m.Skipped)}
 	if files && workspaceDir != "" {
 		tf := time.Now()
-		if err := c.Store.RestoreFiles(ctx, workspaceDir, m.Files, true); err != nil {
+		// Prune files the checkpoint does not hold, but never ones it skipped (over a limit, unreadable):
+		// no checkpoint has them, so removing them would lose data silently.
+		keep := make([]string, 0, len(m.FilesSkipped))
+		for _, fs := range m.FilesSkipped {
+			keep = append(keep, fs.Path)
+		}
+		opt := RestoreOptions{Prune: true, Keep: keep, MaxFileBytes: c.Files.MaxFileBytes}
+		if err := c.Store.RestoreFilesWith(ctx, workspaceDir, m.Files, opt); err != nil {
 			return nil, fmt.Errorf("restore: files: %w", err)
 		}
 		res.Files = len(m.Files)

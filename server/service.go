@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
@@ -72,6 +76,10 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: kernelspec: %w", err)
 	}
+	if cfg.Persistence.SpoolDir == "" {
+		// Kernels of a previous run of this server are gone; so is their use for these files.
+		_ = os.RemoveAll(spoolDir(cfg))
+	}
 	for _, d := range []string{workspacesDir(cfg), spoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -112,7 +120,19 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 }
 
 func workspacesDir(cfg *configs.Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
-func spoolDir(cfg *configs.Config) string      { return filepath.Join(cfg.DataDir, "spool") }
+
+// spoolDir is where kernels and the server exchange checkpoint data: tmpfs when possible, because
+// the bytes are read back at once and deleted (on disk, dirty-page writeback doubled restore time).
+func spoolDir(cfg *configs.Config) string {
+	if cfg.Persistence.SpoolDir != "" {
+		return cfg.Persistence.SpoolDir
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && unix.Access("/dev/shm", unix.W_OK) == nil {
+		sum := sha256.Sum256([]byte(cfg.DataDir))
+		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
+	}
+	return filepath.Join(cfg.DataDir, "spool")
+}
 
 // workspace is the host directory that is a session's /workspace.
 func (s *Service) workspace(id string) string { return filepath.Join(workspacesDir(s.cfg), id) }
