@@ -280,6 +280,8 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 // tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
 func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error) (*RunResult, error) {
 	ctx = context.WithoutCancel(ctx)
+	// The turn is counted before its checkpoint, so the checkpoint carries this turn's number.
+	s.update(ctx, ls, func(d *Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
 	died := runErr != nil && asError(runErr).Code == CodeKernelDied
 	if died {
 		s.dropDeadKernel(ctx, ls, k)
@@ -308,7 +310,6 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 	runSeconds.Observe(res.DurationMS / 1000)
 	now := time.Now().UTC()
 	s.update(ctx, ls, func(d *Session) error {
-		d.ExecutionCount = res.ExecutionCount
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = now
 		if updateData != nil {
