@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServeBinary runs the real binary: with no token configured it generates one and prints the UI
+// URL with it (as Jupyter does), /api needs it, and SIGTERM exits 0.
+func TestServeBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "carryover")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--server.addr", "127.0.0.1:0", "--data_dir", filepath.Join(dir, "data"), "--pool.size", "1")
+	cmd.Env = append(os.Environ(), "CARRYOVER_AUTH_TOKEN=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urlRE := regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=([0-9a-f]{32,})`)
+	found := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	var m []string
+	select {
+	case m = <-found:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("no URL with a token printed")
+	}
+	base := strings.SplitN(m[0], "/?", 2)[0]
+	get := func(path, tok string) int {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if c := get("/api/sessions", ""); c != 401 {
+		t.Fatalf("no token: %d", c)
+	}
+	if c := get("/api/sessions", m[1]); c != 200 {
+		t.Fatalf("printed token: %d", c)
+	}
+	if c := get("/", ""); c != 200 {
+		t.Fatalf("UI: %d", c)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("SIGTERM exit: %v", err)
+	}
+}
