@@ -263,6 +263,7 @@ export class SessionView {
     this.main = main;
     this.panelRoot = panel;
     panel.hidden = true;
+    if (!isTyping()) this.composer.focus();
     fill(document.getElementById('crumb'), h('a', { href: '#/' }, 'Sessions'), h('span.sep', ' / '), h('span.crumb-name', this.id));
     this.start();
   }
@@ -299,7 +300,6 @@ export class SessionView {
     // websocket first, history second: a run finishing in between is in one of the two (deduplicated)
     this.socket.connect();
     this.poll = setInterval(() => this.refreshSession(), 15000);
-    requestAnimationFrame(() => { if (!isTyping()) this.composer.focus(); });
     await this.load();
   }
 
