@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-
-	"github.com/carryover/carryover/persistence"
 )
 
 // ExecuteRequest is the body of POST /api/execute.
@@ -47,5 +45,3 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	}
 	return res, nil
 }
-
-var _ = persistence.ErrNotFound

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +171,5 @@ func (ts *testServer) run(id, code string) resp {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-var _ = filepath.Join
 
 func fmtSscan(s string, v any) (int, error) { return fmt.Sscan(s, v) }

@@ -212,12 +212,10 @@ func (c *wsClient) run(ctx context.Context, f wsFrame) {
 			return "", ictx.Err()
 		}
 	}}
-	res, err := c.api.svc.Run(ctx, c.ls.id, RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, hooks)
-	// The result (and idle) went to every subscriber from Run; errors go to the sender.
-	if err != nil {
+	// The result (and idle) go to every subscriber from Run; errors go to the sender.
+	if _, err := c.api.svc.Run(ctx, c.ls.id, RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, hooks); err != nil {
 		c.sendErr(f.ID, err)
 	}
-	_ = res
 }
 
 // subscribeEvents sends stored events after seq, then live ones (deduplicated by sequence).
