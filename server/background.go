@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -127,19 +128,49 @@ func (s *Service) cullIdle(ctx context.Context) {
 		func() {
 			defer ls.lock.Unlock()
 			doc := ls.snapshot()
-			k := ls.currentKernel()
-			if k == nil || doc.State != StateRunning || time.Since(doc.LastActivity) < idle {
+			if doc.State != StateRunning || time.Since(doc.LastActivity) < idle {
 				return
 			}
-			res, err := s.checkpoint(ctx, ls, k)
-			if err != nil {
+			if err := s.hibernateLocked(ctx, ls, "idle"); err != nil {
 				// Never stop a kernel whose state is not saved.
-				s.log.Warn("hibernation skipped: checkpoint failed", "session", ls.id, "err", err)
-				return
+				s.log.Warn("hibernation skipped", "session", ls.id, "err", err)
 			}
-			s.releaseKernel(ctx, ls, "idle")
-			s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxHibernated; return nil })
-			s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "idle_seconds": idle.Seconds()})
 		}()
 	}
+}
+
+// Hibernate checkpoints the session and stops its kernel now (POST .../hibernate): its memory is
+// freed and the next run restores it.
+func (s *Service) Hibernate(ctx context.Context, id string) (Session, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return Session{}, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return Session{}, err
+	}
+	defer ls.lock.Unlock()
+	if st := ls.snapshot().State; st != StateRunning {
+		return Session{}, errorf(CodeConflict, "only a running session can hibernate; this one is %s", st).withDetails("state", st)
+	}
+	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, "requested"); err != nil {
+		return Session{}, err
+	}
+	return ls.snapshot(), nil
+}
+
+// hibernateLocked saves the session and stops its kernel. Caller holds ls.lock.
+func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason string) error {
+	k := ls.currentKernel()
+	if k == nil {
+		return nil
+	}
+	res, err := s.checkpoint(ctx, ls, k)
+	if err != nil {
+		return fmt.Errorf("checkpoint before hibernation: %w", err)
+	}
+	s.releaseKernel(ctx, ls, reason)
+	s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxHibernated; return nil })
+	s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "reason": reason})
+	return nil
 }

@@ -348,6 +348,8 @@ func (a *API) sessionAction(w http.ResponseWriter, r *http.Request) {
 		s, err = a.svc.Restart(ctx, id)
 	case "rotate":
 		s, err = a.svc.Rotate(ctx, id)
+	case "hibernate":
+		s, err = a.svc.Hibernate(ctx, id)
 	default:
 		err = errorf(CodeNotFound, "no such action %q", action)
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -92,18 +93,22 @@ func TestHibernationAndWake(t *testing.T) {
 	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "awake"})
 	ts.run("sleepy", "import numpy as np\narr = np.arange(10)\nlabel = 'zz'")
 	ts.run("awake", "w = 5")
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
 				return
 			case <-time.After(500 * time.Millisecond):
-				ts.do("POST", "/api/sessions/awake/heartbeat", nil)
+				req, _ := http.NewRequest("POST", ts.base+"/api/sessions/awake/heartbeat", nil)
+				req.Header.Set("Authorization", "Bearer "+testToken)
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					res.Body.Close()
+				}
 			}
 		}
 	}()
-	defer close(stop)
 	waitFor(t, 15*time.Second, "hibernation", func() bool {
 		return ts.must(200, "GET", "/api/sessions/sleepy", nil).str("session", "sandbox", "status") == "hibernated"
 	})
@@ -114,6 +119,8 @@ func TestHibernationAndWake(t *testing.T) {
 	if st := ts.must(200, "GET", "/api/sessions/awake", nil).str("session", "sandbox", "status"); st != "live" {
 		t.Fatalf("heartbeats did not keep the kernel: %s", st)
 	}
+	close(stop)
+	<-stopped
 	start := time.Now()
 	out := ts.run("sleepy", "print(arr.sum(), label)")
 	if out.str("stdout") != "45 zz\n" {
@@ -122,6 +129,15 @@ func TestHibernationAndWake(t *testing.T) {
 	t.Logf("wake-up run took %s", time.Since(start))
 	types := eventTypes(ts.must(200, "GET", "/api/sessions/sleepy/events?limit=200", nil))
 	inOrder(t, types, "session_hibernated", "sandbox_created", "checkpoint_restored")
+
+	// Asked for explicitly, and across a server restart.
+	if r := ts.must(200, "POST", "/api/sessions/sleepy/hibernate", nil); r.str("session", "sandbox", "status") != "hibernated" {
+		t.Fatalf("hibernate: %s", r.Body)
+	}
+	ts = ts.restart()
+	if out := ts.run("sleepy", "print(arr.sum(), label)"); out.str("stdout") != "45 zz\n" {
+		t.Fatalf("wake-up after restart lost state: %s", out.Body)
+	}
 }
 
 // TestCostIsMeasured: CPU burnt in the kernel shows up in budget_consumed and cost_cents.
