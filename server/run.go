@@ -43,24 +43,68 @@ type RunResult struct {
 	CheckpointError string                        `json:"checkpoint_error,omitempty"`
 }
 
-// runHooks connect a run to the client that sent it (the websocket's input prompts).
+// runHooks connect a run to the client that sent it.
 type runHooks struct {
-	id      string
-	onInput func(ctx context.Context, req kernel.InputRequest) (string, error)
+	id         string
+	allowInput bool // input() prompts go to the session's websocket clients (POST /run has none)
 }
 
-// activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far.
+// activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far,
+// and its pending input() prompt, which any of the session's clients may answer.
 type activeRun struct {
 	mu      sync.Mutex
 	id      string
 	code    string
 	outputs []kernel.Output
+	prompt  map[string]any // the pending input_request frame, nil when none
+	reply   chan string    // where an input_reply goes
 }
 
 // frameLocked is the "running" frame; the caller holds a.mu.
 func (a *activeRun) frameLocked() map[string]any {
-	return map[string]any{"type": "running", "id": a.id, "code": a.code, "execution_count": nil,
+	f := map[string]any{"type": "running", "id": a.id, "code": a.code, "execution_count": nil,
 		"outputs": append([]kernel.Output(nil), a.outputs...)}
+	if a.prompt != nil {
+		f["input_request"] = a.prompt
+	}
+	return f
+}
+
+// answer delivers an input_reply for run id; it reports whether an input was pending.
+func (a *activeRun) answer(id, value string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.prompt == nil || a.id != id {
+		return false
+	}
+	select {
+	case a.reply <- value:
+		a.prompt = nil
+		return true
+	default:
+		return false
+	}
+}
+
+// askInput publishes an input() prompt to every client of the session and waits for one to answer.
+func (a *activeRun) askInput(ctx context.Context, h *hub, req kernel.InputRequest) (string, error) {
+	frame := map[string]any{"type": "input_request", "id": a.id, "prompt": req.Prompt, "password": req.Password}
+	a.mu.Lock()
+	a.prompt, a.reply = frame, make(chan string, 1)
+	reply := a.reply
+	h.broadcast(frame)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.prompt = nil
+		a.mu.Unlock()
+	}()
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // collector builds the run answer from outputs as they stream, capping what it keeps.
@@ -219,10 +263,14 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
 			if state == "busy" {
-				ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state})
+				ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state, "code": code})
 			}
 		},
-		OnInput: hooks.onInput,
+	}
+	if hooks.allowInput {
+		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
+			return act.askInput(ictx, &ls.hub, req)
+		}
 	}
 	start := time.Now()
 	type outcome struct {
@@ -230,9 +278,12 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		err error
 	}
 	done := make(chan outcome, 1)
-	// The kernel keeps running if the HTTP client goes away: the turn is still recorded.
+	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
+	// with the run, which also releases an input() prompt nobody answered.
+	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ecancel()
 	go func() {
-		r, err := k.Execute(context.WithoutCancel(ctx), code, opts)
+		r, err := k.Execute(ectx, code, opts)
 		done <- outcome{r, err}
 	}()
 	var out outcome

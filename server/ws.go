@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/carryover/carryover/kernel"
 )
 
 // wsFrame is a client -> server message.
@@ -58,7 +55,7 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, ls: ls, conn: conn, sub: newSubscriber(), inputs: map[string]chan string{}}
+	c := &wsClient{api: a, ls: ls, conn: conn, sub: newSubscriber()}
 	c.serve(r.Context())
 }
 
@@ -70,9 +67,7 @@ type wsClient struct {
 	conn *websocket.Conn
 	sub  *subscriber
 
-	mu     sync.Mutex
-	inputs map[string]chan string // run id -> pending input_reply
-	runs   sync.WaitGroup
+	runs sync.WaitGroup
 }
 
 func (c *wsClient) serve(ctx context.Context) {
@@ -120,16 +115,11 @@ func (c *wsClient) serve(ctx context.Context) {
 				c.run(ctx, f)
 			}(f)
 		case "input_reply":
-			c.mu.Lock()
-			ch := c.inputs[f.ID]
-			c.mu.Unlock()
-			if ch == nil {
+			c.ls.mu.Lock()
+			act := c.ls.running
+			c.ls.mu.Unlock()
+			if act == nil || !act.answer(f.ID, f.Value) {
 				c.sendErr(f.ID, errorf(CodeConflict, "no input is pending for %q", f.ID))
-				continue
-			}
-			select {
-			case ch <- f.Value:
-			default:
 			}
 		case "interrupt":
 			if err := c.api.svc.Interrupt(ctx, c.ls.id); err != nil {
@@ -192,26 +182,7 @@ func (c *wsClient) sendErr(id string, err error) {
 
 // run executes a run frame; outputs reach this client (and every other) through the session hub.
 func (c *wsClient) run(ctx context.Context, f wsFrame) {
-	hooks := runHooks{id: f.ID, onInput: func(ictx context.Context, req kernel.InputRequest) (string, error) {
-		ch := make(chan string, 1)
-		c.mu.Lock()
-		c.inputs[f.ID] = ch
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.inputs, f.ID)
-			c.mu.Unlock()
-		}()
-		c.send(map[string]any{"type": "input_request", "id": f.ID, "prompt": req.Prompt, "password": req.Password})
-		select {
-		case v := <-ch:
-			return v, nil
-		case <-c.sub.closed:
-			return "", errors.New("client went away")
-		case <-ictx.Done():
-			return "", ictx.Err()
-		}
-	}}
+	hooks := runHooks{id: f.ID, allowInput: true}
 	// The result (and idle) go to every subscriber from Run; errors go to the sender.
 	if _, err := c.api.svc.Run(ctx, c.ls.id, RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, hooks); err != nil {
 		c.sendErr(f.ID, err)

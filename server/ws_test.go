@@ -217,3 +217,24 @@ func TestWebsocketAuthAndOrigin(t *testing.T) {
 		t.Fatalf("foreign origin accepted: %v", err)
 	}
 }
+
+// TestInputSurvivesReload: the client that started a run goes away during input(); a new client
+// sees the pending prompt in the running frame and answers it.
+func TestInputSurvivesReload(t *testing.T) {
+	ts := startServer(t, "")
+	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ws4"})
+	c1 := ts.ws(t, "ws4")
+	_ = c1.WriteJSON(map[string]any{"type": "run", "id": "r1", "code": "v = input('Value? ')\nprint('got', v)"})
+	readUntil(t, c1, "input_request", "r1")
+	c1.Close()
+	c2 := ts.ws(t, "ws4")
+	first := readFrame(t, c2, 10*time.Second)
+	if first["type"] != "running" || first["input_request"] == nil {
+		t.Fatalf("running frame without the pending prompt: %v", first)
+	}
+	_ = c2.WriteJSON(map[string]any{"type": "input_reply", "id": "r1", "value": "42"})
+	frames := readUntil(t, c2, "result", "r1")
+	if out := frames[len(frames)-1]["result"].(map[string]any)["stdout"]; out != "Value? got 42\n" && out != "got 42\n" {
+		t.Fatalf("stdout %q", out)
+	}
+}
