@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -158,9 +161,81 @@ func makeRuntimeDir(base string) (string, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return "", fmt.Errorf("runtime dir %s: owned by uid %d, not us", base, st.Uid)
 	}
+	sweepOnce(base)
 	dir, err := os.MkdirTemp(base, "k") // 0700, race-free, short: k<up to 10 digits>
 	if err != nil {
 		return "", fmt.Errorf("runtime dir: %w", err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(selfOwner()), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("runtime dir: %w", err)
+	}
 	return dir, nil
+}
+
+// ownerFile records which server process owns a runtime dir: "<pid> <start time in ticks>", so that
+// a pid reused by another process is not mistaken for the owner.
+const ownerFile = "owner"
+
+func selfOwner() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + " " + strconv.FormatInt(procStartTime(pid), 10) + "\n"
+}
+
+// procStartTime is field 22 of /proc/<pid>/stat (0 when the process does not exist).
+func procStartTime(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(string(f[19]), 10, 64)
+	return v
+}
+
+var (
+	sweptMu sync.Mutex
+	swept   = map[string]bool{}
+)
+
+// sweepOnce removes, once per process and base dir, the runtime dirs left by server processes that
+// died without shutting their kernels down (ipykernel's parent poller stops such kernels, but their
+// dirs stay). Dirs without an owner file (being created right now, or not ours) are left alone.
+func sweepOnce(base string) {
+	sweptMu.Lock()
+	defer sweptMu.Unlock()
+	if swept[base] {
+		return
+	}
+	swept[base] = true
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "k") {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		var pid int
+		var start int64
+		if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 0 {
+			continue
+		}
+		if procStartTime(pid) == start {
+			continue // the owner is alive
+		}
+		_ = os.RemoveAll(dir)
+	}
 }

@@ -3,7 +3,9 @@ package kernel
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -87,5 +89,43 @@ func TestRuntimeDir(t *testing.T) {
 		if fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s mode %v, want 0700", d, fi.Mode().Perm())
 		}
+	}
+}
+
+func TestSweepStaleRuntimeDirs(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "rt")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A dead owner: a process that has exited (and been reaped).
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name, owner string) string {
+		d := filepath.Join(base, name)
+		os.MkdirAll(d, 0o700)
+		if owner != "" {
+			os.WriteFile(filepath.Join(d, ownerFile), []byte(owner), 0o600)
+		}
+		return d
+	}
+	stale := mk("k111", strconv.Itoa(cmd.Process.Pid)+" 12345\n")
+	reused := mk("k222", strconv.Itoa(os.Getpid())+" 1\n") // our pid, another start time: a reused pid
+	live := mk("k333", selfOwner())
+	noOwner := mk("k444", "")
+	other := mk("notours", strconv.Itoa(cmd.Process.Pid)+" 1\n")
+	d, err := makeRuntimeDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{stale: false, reused: false, live: true, noOwner: true, other: true, d: true} {
+		_, err := os.Stat(dir)
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", filepath.Base(dir), got, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(d, ownerFile)); string(b) != selfOwner() {
+		t.Errorf("owner file %q", b)
 	}
 }
