@@ -252,7 +252,8 @@ func atoiOr(s string) int {
 	return n
 }
 
-// TestManyKernels starts and stops 20 kernels: no process, process group or goroutine may outlive them.
+// TestManyKernels starts and stops 20 kernels (two restarted, one killed): no process, process group
+// or goroutine may outlive them.
 // Not parallel: the goroutine count must only see this test.
 func TestManyKernels(t *testing.T) {
 	if testing.Short() {
@@ -282,9 +283,21 @@ func TestManyKernels(t *testing.T) {
 			t.Errorf("kernel %d: %v", i, errs[i])
 			continue
 		}
-		pids = append(pids, k.PID())
 		// A child in the kernel's group must go with it.
 		mustRun(t, k, "import subprocess; _p = subprocess.Popen(['sleep', '30'])")
+		switch i {
+		case 0, 1: // the restart path tears down differently
+			pids = append(pids, k.PID())
+			if err := k.Restart(context.Background()); err != nil {
+				t.Errorf("restart: %v", err)
+			}
+			mustRun(t, k, "import subprocess; _p = subprocess.Popen(['sleep', '30'])")
+		case 2: // and so does a death
+			pids = append(pids, k.PID())
+			syscall.Kill(k.PID(), syscall.SIGKILL)
+			<-k.Dead()
+		}
+		pids = append(pids, k.PID())
 	}
 	for _, k := range ks {
 		if k == nil {
