@@ -164,7 +164,8 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 				return nil, err
 			}
 		case <-inst.dead:
-			if err := deliver(); err != nil { // what arrived before the death is still output
+			inst.settle()
+			if err := deliver(); err != nil { // what was sent before the death is still output
 				return nil, err
 			}
 			if gotReply && gotIdle {

@@ -269,6 +269,29 @@ func (inst *instance) deadErr() error {
 	return inst.err
 }
 
+// settleWait bounds how long a call that saw the kernel die waits for the last messages.
+const settleWait = 200 * time.Millisecond
+
+// settle waits (at most settleWait) until the shell and iopub readers reached the end of their
+// connections. The exit notice (cmd.Wait) can beat the readers to a crashed kernel's last words; once
+// a reader saw its connection's EOF, everything sent before it has been routed.
+func (inst *instance) settle() {
+	if inst.socks == nil {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	for _, ch := range []channelKind{chShell, chIOPub} {
+		select {
+		case <-inst.socks.lost[ch]:
+		case <-inst.socks.ctx.Done():
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // watchExit turns the process exit into a death at once: this, not the heartbeat, is what makes an
 // Execute return within milliseconds of a kill -9.
 func (inst *instance) watchExit() {

@@ -160,6 +160,21 @@ func TestKillDetected(t *testing.T) {
 	if _, err := k.Stats(); err == nil {
 		t.Error("stats of a dead kernel")
 	}
+
+	// A dead kernel restarts; and a crash right after printing keeps its last words.
+	if err := k.Restart(context.Background()); err != nil {
+		t.Fatalf("restart after death: %v", err)
+	}
+	// (The sleep lets libzmq's I/O thread write the message: os._exit can kill it before that, and
+	// then nothing was sent. What was sent must arrive, even though the exit notice comes first.)
+	r := run(t, k, "print('last words', flush=True)\nimport os, time; time.sleep(0.1); os._exit(3)", ExecOptions{})
+	var de *DiedError
+	if !errors.As(r.err, &de) || de.ExitCode != 3 || de.Reason != "process exited" {
+		t.Errorf("os._exit(3): %v", r.err)
+	}
+	if r.text("") != "last words\n" {
+		t.Errorf("output before the crash: %q", r.text(""))
+	}
 }
 
 // TestHeartbeatLoss: a stopped (SIGSTOP) kernel still has a process but no heartbeat.
