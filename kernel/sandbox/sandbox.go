@@ -1,0 +1,637 @@
+// Package sandbox runs kernels and shell commands under bubblewrap with resource limits.
+//
+// What a sandbox is (see README.md, "Sandbox and threat model", for what it does not stop):
+//   - a read-only system: /usr (and the /bin, /sbin, /lib* links or dirs), an allowlist of /etc
+//     (Debian's numpy needs /etc/alternatives; secrets and the server's own config are not on it),
+//     and a synthetic /etc/passwd and /etc/group;
+//   - a private /tmp and /dev/shm (size-capped tmpfs), a fresh /proc for its own pid namespace, and a
+//     minimal /dev (null, zero, full, random, urandom; no tty, so no TIOCSTI into the server's terminal);
+//   - /workspace: the session's workspace and nothing else of the data dir;
+//   - new pid, ipc, uts and cgroup namespaces, and a new network namespace (only loopback) unless the
+//     session asked for network;
+//   - no capabilities (bounding set emptied), no_new_privs, and a uid of its own: every box gets a
+//     distinct unprivileged uid from a range, so RLIMIT_NPROC is per box and two sandboxes never
+//     share a uid; the environment is cleared and rebuilt from what the caller passes;
+//   - a cgroup of its own (memory, pids, cpu) under the server's cgroup, joined before bubblewrap
+//     runs, with rlimit fallbacks (RLIMIT_AS, RLIMIT_NPROC) where cgroups cannot be delegated;
+//   - --die-with-parent, and a pid namespace whose init takes every process with it.
+//
+// The warm pool and /workspace. Kernels are started before the session that will use them is known,
+// yet /workspace must be that session's directory and nothing else. Every kernel box therefore binds
+// an empty mount point of its own (<state>/<box>/workspace) at /workspace; the state dir is a shared
+// mount, so when a session claims the kernel the server mounts the session's workspace onto that
+// mount point and the mount propagates into the running sandbox (Box.Attach: one open_tree +
+// mount_setattr + move_mount, ~0.1 ms; the kernel then chdirs to /workspace). Measured alternatives:
+// starting a sandboxed kernel per session costs the full ~0.4 s Python start, and moving the
+// session's files into the kernel's dir and back needs crash recovery for half-moved workspaces;
+// with propagation the workspace never moves and a crash leaves nothing but a mount that the next
+// start detaches.
+//
+// bubblewrap runs privileged (the server is root): it creates the namespaces, and setpriv then drops
+// to the box uid with an empty bounding set before the kernel's Python starts. Without root the
+// propagation and the per-box uids are impossible, so New refuses and the caller runs plain
+// processes with a loud warning.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultEtc is the part of /etc a sandbox sees: the dynamic linker's cache, alternatives (BLAS),
+// name-service and TLS basics, time zone, locale and MIME data, and Python's and matplotlib's
+// system config. Missing entries are skipped.
+var DefaultEtc = []string{
+	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone",
+	"nsswitch.conf", "hosts", "host.conf", "gai.conf", "resolv.conf", "protocols", "services", "networks",
+	"ssl/certs", "ca-certificates", "ca-certificates.conf", "mime.types", "mailcap", "magic", "magic.mime",
+	"matplotlibrc", "fonts", "python3", "os-release", "debian_version", "inputrc", "terminfo",
+}
+
+// Config configures a Manager. Zero values get the documented defaults.
+type Config struct {
+	Bwrap    string   // bubblewrap binary; default "bwrap" on PATH
+	Setpriv  string   // util-linux setpriv; default "setpriv" on PATH
+	Prlimit  string   // util-linux prlimit; default "prlimit" on PATH
+	StateDir string   // per-box mount points and files; becomes a shared mount (required)
+	UIDBase  int      // first sandbox uid; default 200000
+	UIDCount int      // number of sandbox uids (= most boxes at once); default 10000
+	Etc      []string // /etc entries bound read-only; default DefaultEtc
+	ROBinds  []string // extra host paths bound read-only at the same path (e.g. /opt/tools)
+	TmpSize  int64    // size of each of /tmp and /dev/shm; default 1 GiB
+	NoCgroup bool     // do not use cgroups even where they work (rlimits only)
+	Logger   *slog.Logger
+}
+
+// Manager creates boxes. Safe for concurrent use.
+type Manager struct {
+	cfg                   Config
+	bwrap, setpriv, prlim string
+	cat                   string
+	cg                    *cgroups
+	log                   *slog.Logger
+	idmap                 atomic.Bool
+	mu                    sync.Mutex
+	next                  int          // next uid offset to try
+	uids                  map[int]bool // in use
+	userns                map[int]int  // uid -> user namespace fd (idmapped mounts)
+	boxes                 map[string]*Box
+	closed                bool
+}
+
+var instances atomic.Int64
+
+// Probe checks that bubblewrap runs here at all (`bwrap --ro-bind / / true`).
+func Probe(bwrap string) error {
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	path, err := exec.LookPath(bwrap)
+	if err != nil {
+		return fmt.Errorf("bubblewrap not found: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s --ro-bind / / true: %w: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// New probes bubblewrap, prepares the shared state dir and the cgroups, and returns a Manager. Any
+// error means: no sandbox here (the caller warns and runs plain processes).
+func New(cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("sandbox: StateDir is required")
+	}
+	if cfg.UIDBase <= 0 {
+		cfg.UIDBase = 200000
+	}
+	if cfg.UIDCount <= 0 {
+		cfg.UIDCount = 10000
+	}
+	if cfg.Etc == nil {
+		cfg.Etc = DefaultEtc
+	}
+	if cfg.TmpSize == 0 {
+		cfg.TmpSize = 1 << 30
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("sandbox: the server is not root: per-session uids and workspace mounts need root")
+	}
+	if err := Probe(cfg.Bwrap); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, uids: map[int]bool{}, userns: map[int]int{}, boxes: map[string]*Box{}}
+	var err error
+	look := func(name, def string) string {
+		if err != nil {
+			return ""
+		}
+		if name == "" {
+			name = def
+		}
+		var p string
+		if p, err = exec.LookPath(name); err != nil {
+			err = fmt.Errorf("sandbox: %s not found: %w", def, err)
+		}
+		return p
+	}
+	m.bwrap = look(cfg.Bwrap, "bwrap")
+	m.setpriv = look(cfg.Setpriv, "setpriv")
+	m.prlim = look(cfg.Prlimit, "prlimit")
+	m.cat = look("", "cat")
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	m.cfg.StateDir = abs
+	if err := setupSharedDir(abs); err != nil {
+		return nil, fmt.Errorf("sandbox: state dir: %w", err)
+	}
+	m.idmap.Store(true)
+	if !cfg.NoCgroup {
+		m.cg = detectCgroups(fmt.Sprintf("carryover-%d-%d", os.Getpid(), instances.Add(1)), m.log)
+	}
+	return m, nil
+}
+
+// Info describes what the sandbox could set up here, for logs and health output.
+type Info struct {
+	Cgroup   string   `json:"cgroup"`      // "v2", "v1" or "" (rlimits only)
+	Controls []string `json:"controllers"` // cgroup controllers in use
+	IDMapped bool     `json:"idmapped"`    // workspaces are idmapped (else chowned)
+}
+
+func (m *Manager) Info() Info {
+	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap.Load()}
+	if m.cg != nil {
+		i.Controls = append(i.Controls, m.cg.ctrls...)
+	}
+	return i
+}
+
+// IDMapped reports whether workspaces are attached as idmapped mounts (false: they are chowned to
+// the box uid on attach, and files the server writes later stay root's until the next attach).
+func (m *Manager) IDMapped() bool { return m.idmap.Load() }
+
+// Close releases every box and undoes the state dir mount and the base cgroups.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	boxes := make([]*Box, 0, len(m.boxes))
+	for _, b := range m.boxes {
+		boxes = append(boxes, b)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, b := range boxes {
+		if err := b.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	for _, fd := range m.userns {
+		_ = unix.Close(fd)
+	}
+	m.userns = map[int]int{}
+	m.mu.Unlock()
+	m.cg.close()
+	if err := unmountAll(m.cfg.StateDir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// allocUID takes a free uid of the range (next-fit, so a just-released uid is reused last).
+func (m *Manager) allocUID() (int, error) {
+	for i := 0; i < m.cfg.UIDCount; i++ {
+		off := (m.next + i) % m.cfg.UIDCount
+		uid := m.cfg.UIDBase + off
+		if !m.uids[uid] {
+			m.uids[uid] = true
+			m.next = off + 1
+			return uid, nil
+		}
+	}
+	return 0, fmt.Errorf("sandbox: all %d sandbox uids are in use", m.cfg.UIDCount)
+}
+
+// BoxOptions describe a new box.
+type BoxOptions struct {
+	Name    string // unique among live boxes; short ([A-Za-z0-9_.-]); used for dirs and cgroups
+	Network bool   // keep the host's network namespace
+	Limits  Limits // initial limits (SetLimits changes them later)
+	// UID, when not 0, shares that uid (of another live box) instead of allocating one: needed for a
+	// command beside a kernel when workspaces are chowned rather than idmapped.
+	UID int
+}
+
+// Box is one sandbox: a kernel (with restarts) or one shell command.
+type Box struct {
+	m       *Manager
+	name    string
+	dir     string
+	uid     int
+	ownUID  bool
+	network bool
+	cg      *cgroup
+
+	mu       sync.Mutex
+	limits   Limits
+	attached string // host dir mounted on the workspace mount point
+	released bool
+}
+
+var nameOK = func(s string) bool {
+	if s == "" || len(s) > 64 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewBox prepares a box: uid, dir with mount point and passwd/group, cgroup with the limits.
+func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
+	if !nameOK(o.Name) {
+		return nil, fmt.Errorf("sandbox: bad box name %q", o.Name)
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("sandbox: manager is closed")
+	}
+	if _, dup := m.boxes[o.Name]; dup {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("sandbox: box %q exists", o.Name)
+	}
+	b := &Box{m: m, name: o.Name, dir: filepath.Join(m.cfg.StateDir, o.Name), network: o.Network, limits: o.Limits}
+	if o.UID != 0 {
+		b.uid = o.UID
+	} else {
+		uid, err := m.allocUID()
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		b.uid, b.ownUID = uid, true
+	}
+	m.boxes[o.Name] = b
+	m.mu.Unlock()
+	if err := b.setup(); err != nil {
+		_ = b.Release()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Box) setup() error {
+	if err := os.MkdirAll(filepath.Join(b.dir, "workspace"), 0o755); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	u := strconv.Itoa(b.uid)
+	passwd := "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:" + u + ":" + u + ":carryover sandbox:/tmp:/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group := "root:x:0:\nsandbox:x:" + u + ":\nnogroup:x:65534:\n"
+	if err := os.WriteFile(filepath.Join(b.dir, "passwd"), []byte(passwd), 0o644); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "group"), []byte(group), 0o644); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if b.m.cg != nil {
+		g, err := b.m.cg.create(b.name)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		b.cg = g
+		if err := g.set(b.limits); err != nil {
+			return fmt.Errorf("sandbox: limits: %w", err)
+		}
+	}
+	return nil
+}
+
+// Name, UID and Network describe the box.
+func (b *Box) Name() string  { return b.name }
+func (b *Box) UID() int      { return b.uid }
+func (b *Box) Network() bool { return b.network }
+
+// Limits returns the limits in force.
+func (b *Box) Limits() Limits {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limits
+}
+
+// Bind is an extra read-write bind mount.
+type Bind struct {
+	Src, Dst string
+}
+
+// Command is what to run in a box.
+type Command struct {
+	Argv  []string
+	Dir   string            // cwd inside; default /workspace
+	Env   map[string]string // the whole environment (nothing else is passed); PATH defaults
+	Binds []Bind            // extra read-write binds (kernel runtime dir, spool dir)
+}
+
+// Command returns the argv that runs c in the box: a /bin/sh that joins the box's cgroups, then
+// prlimit (RLIMIT_NPROC, RLIMIT_CORE=0, and RLIMIT_AS when memory is not a cgroup), then bwrap, then
+// setpriv down to the box uid, then c.Argv.
+func (b *Box) Command(c Command) []string {
+	b.mu.Lock()
+	lim := b.limits
+	b.mu.Unlock()
+	m := b.m
+	var argv []string
+	if b.cg != nil {
+		argv = append(argv, "/bin/sh", "-c",
+			`while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; exec "$@"`, "carryover-sandbox")
+		argv = append(argv, b.cg.procsFiles()...)
+		argv = append(argv, "--")
+	}
+	argv = append(argv, m.prlim, "--core=0")
+	if lim.Pids > 0 {
+		argv = append(argv, "--nproc="+strconv.Itoa(lim.Pids))
+	}
+	if lim.MemoryBytes > 0 && (b.cg == nil || !b.cg.has("memory")) {
+		argv = append(argv, "--as="+strconv.FormatInt(lim.MemoryBytes, 10))
+	}
+	argv = append(argv, "--", m.bwrap)
+	argv = append(argv, b.bwrapArgs(c)...)
+	argv = append(argv, "--", m.setpriv, "--reuid="+strconv.Itoa(b.uid), "--regid="+strconv.Itoa(b.uid),
+		"--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--")
+	return append(argv, c.Argv...)
+}
+
+func (b *Box) bwrapArgs(c Command) []string {
+	m := b.m
+	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--hostname", "sandbox"}
+	if !b.network {
+		a = append(a, "--unshare-net")
+	}
+	// Only what setpriv needs to switch to the box uid; it empties the bounding set itself.
+	a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	a = append(a, "--clearenv")
+	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a = append(a, "--setenv", k, env[k])
+	}
+	a = append(a, "--ro-bind", "/usr", "/usr")
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if t, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", t, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, e := range m.cfg.Etc {
+		e = filepath.Clean("/" + e)
+		a = append(a, "--ro-bind-try", "/etc"+e, "/etc"+e)
+	}
+	a = append(a, "--ro-bind", filepath.Join(b.dir, "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(b.dir, "group"), "/etc/group")
+	for _, p := range m.cfg.ROBinds {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	a = append(a, "--proc", "/proc",
+		"--tmpfs", "/dev")
+	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
+		a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
+	}
+	a = append(a, "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+		"--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr")
+	size := strconv.FormatInt(m.cfg.TmpSize, 10)
+	a = append(a, "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+		"--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp")
+	for _, bd := range c.Binds {
+		a = append(a, "--bind", bd.Src, bd.Dst)
+	}
+	a = append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
+	dir := c.Dir
+	if dir == "" {
+		dir = "/workspace"
+	}
+	return append(a, "--chdir", dir)
+}
+
+// Attach mounts the host directory ws at the box's /workspace (propagating into a running
+// sandbox). Attaching the directory already attached is a no-op; another one replaces it.
+func (b *Box) Attach(ws string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return errors.New("sandbox: box is released")
+	}
+	if b.attached == ws {
+		return nil
+	}
+	target := filepath.Join(b.dir, "workspace")
+	if b.attached != "" {
+		if err := unmountAll(target); err != nil {
+			return err
+		}
+		b.attached = ""
+	}
+	if _, err := b.m.mountWorkspace(ws, target, b.uid); err != nil {
+		return fmt.Errorf("sandbox: attach %s: %w", ws, err)
+	}
+	b.attached = ws
+	return nil
+}
+
+// Attached is the host dir at /workspace ("" for none).
+func (b *Box) Attached() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.attached
+}
+
+// SetLimits changes the limits of a box whose processes may be running: the cgroup files, and
+// without a memory cgroup RLIMIT_AS of each of its processes (RLIMIT_NPROC too).
+func (b *Box) SetLimits(l Limits) error {
+	b.mu.Lock()
+	b.limits = l
+	b.mu.Unlock()
+	var errs []error
+	if b.cg != nil {
+		errs = append(errs, b.cg.set(l))
+	}
+	memRlimit := l.MemoryBytes > 0 && (b.cg == nil || !b.cg.has("memory"))
+	for _, pid := range b.processes() {
+		if l.Pids > 0 {
+			lim := unix.Rlimit{Cur: uint64(l.Pids), Max: uint64(l.Pids)}
+			if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("RLIMIT_NPROC of %d: %w", pid, err))
+			}
+		}
+		if memRlimit {
+			lim := unix.Rlimit{Cur: uint64(l.MemoryBytes), Max: uint64(l.MemoryBytes)}
+			if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("RLIMIT_AS of %d: %w", pid, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// processes lists the box's processes that run as its uid (the sandboxed ones; bubblewrap's own
+// two processes run as root outside the cgroup's limits' concern).
+func (b *Box) processes() []int {
+	if b.cg != nil {
+		var out []int
+		for _, p := range b.cg.pids() {
+			if procUID(p) == b.uid {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return pidsOfUID(b.uid)
+}
+
+// Events counts limit hits (cgroups only; zero without).
+func (b *Box) Events() Events {
+	if b.cg == nil {
+		return Events{}
+	}
+	return b.cg.events()
+}
+
+// Kill SIGKILLs every process of the box. bubblewrap's init then exits and the kernel sees its
+// process die.
+func (b *Box) Kill() {
+	if b.cg != nil {
+		b.cg.kill()
+	}
+	if b.ownUID {
+		for i := 0; i < 50; i++ {
+			pids := pidsOfUID(b.uid)
+			if len(pids) == 0 {
+				break
+			}
+			for _, p := range pids {
+				_ = unix.Kill(p, unix.SIGKILL)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// Release kills what is left, unmounts the workspace, removes the cgroup and the box dir, and frees
+// the uid. Idempotent.
+func (b *Box) Release() error {
+	b.mu.Lock()
+	if b.released {
+		b.mu.Unlock()
+		return nil
+	}
+	b.released = true
+	b.mu.Unlock()
+	b.Kill()
+	var errs []error
+	if err := unmountAll(filepath.Join(b.dir, "workspace")); err != nil {
+		errs = append(errs, err)
+	}
+	if b.cg != nil {
+		if err := b.cg.remove(); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: cgroup of %s: %w", b.name, err))
+		}
+	}
+	removeBoxDir(b.dir)
+	m := b.m
+	m.mu.Lock()
+	if b.ownUID {
+		delete(m.uids, b.uid)
+	}
+	delete(m.boxes, b.name)
+	m.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// procUID is the real uid of pid (-1 when gone).
+func procUID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.Atoi(f[0])
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// pidsOfUID scans /proc for the processes whose real uid is uid.
+func pidsOfUID(uid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		// /proc/<pid> is owned by the process's effective uid; confirm with the real uid.
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if procUID(pid) == uid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

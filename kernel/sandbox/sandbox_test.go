@@ -1,0 +1,199 @@
+package sandbox
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseMemory(t *testing.T) {
+	for in, want := range map[string]int64{"": 0, "4Gi": 4 << 30, "512Mi": 512 << 20, "1.5G": 1.5e9, "100000000": 1e8, " 64Mi ": 64 << 20} {
+		got, err := ParseMemory(in)
+		if err != nil || got != want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"abc", "-1Gi", "0", "1Ki", "4Xi", "NaN"} {
+		if _, err := ParseMemory(in); err == nil {
+			t.Errorf("ParseMemory(%q): no error", in)
+		}
+	}
+	if s := FormatMemory(4 << 30); s != "4Gi" {
+		t.Errorf("FormatMemory = %q", s)
+	}
+}
+
+func TestParseCPUs(t *testing.T) {
+	for in, want := range map[string]float64{"": 0, "2": 2, "0.5": 0.5, "500m": 0.5} {
+		got, err := ParseCPUs(in)
+		if err != nil || got != want {
+			t.Errorf("ParseCPUs(%q) = %g, %v; want %g", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "-1", "0", "1m"} {
+		if _, err := ParseCPUs(in); err == nil {
+			t.Errorf("ParseCPUs(%q): no error", in)
+		}
+	}
+}
+
+// newManager returns a live Manager, or skips where bubblewrap cannot run (not root, no bwrap).
+func newManager(t *testing.T, tweak ...func(*Config)) *Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox needs root")
+	}
+	if err := Probe(""); err != nil {
+		t.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	cfg := Config{StateDir: filepath.Join(t.TempDir(), "state"), UIDBase: 230000, UIDCount: 100}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
+func runBox(t *testing.T, b *Box, script string) (string, int) {
+	t.Helper()
+	argv := b.Command(Command{Argv: []string{"/bin/sh", "-c", script}, Env: map[string]string{"HOME": "/tmp"}})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code
+}
+
+// TestBoxIsolation runs shell commands in a box with a workspace attached before the start.
+func TestBoxIsolation(t *testing.T) {
+	m := newManager(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	_ = os.WriteFile(secret, []byte("s3cret"), 0o644)
+	b, err := m.NewBox(BoxOptions{Name: "x1", Limits: Limits{Pids: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if err := b.Attach(ws); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBox(t, b, `id -u; cat /workspace/mine.txt; echo; echo new > /workspace/new.txt && echo wrote;
+		cat `+secret+` 2>/dev/null || echo nosecret; cat /etc/shadow 2>/dev/null || echo noshadow;
+		ls /dev; grep CapEff /proc/self/status; echo pid=$$; (echo > /dev/tcp/127.0.0.1/22) 2>/dev/null; 
+		python3 -c 'import socket; socket.create_connection(("1.1.1.1", 53), timeout=1)' 2>&1 | tail -1`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, want := range []string{strconv.Itoa(b.UID()), "hello", "wrote", "nosecret", "noshadow", "CapEff:\t0000000000000000", "pid=2", "Network is unreachable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tty") {
+		t.Errorf("/dev has a tty:\n%s", out)
+	}
+	// Files made inside belong to root on disk (idmapped) or to the box uid (chowned).
+	fi, err := os.Stat(filepath.Join(ws, "new.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("idmapped=%v info=%+v new.txt uid=%d", m.IDMapped(), m.Info(), statUID(fi))
+}
+
+// TestAttachPropagates attaches a workspace to a box whose process is already running: the warm
+// pool's claim path.
+func TestAttachPropagates(t *testing.T) {
+	m := newManager(t)
+	ws := t.TempDir()
+	_ = os.WriteFile(filepath.Join(ws, "f"), []byte("late"), 0o644)
+	b, err := m.NewBox(BoxOptions{Name: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	argv := b.Command(Command{Argv: []string{"/bin/sh", "-c", `while [ ! -e /workspace/f ]; do sleep 0.01; done; cat /workspace/f; echo x > /workspace/g`}})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := b.Attach(ws); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("attach took %v", time.Since(start))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "late") {
+			t.Fatalf("err %v, output %q", err, out.String())
+		}
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the attached workspace never appeared inside")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "g")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	m := newManager(t)
+	if m.cg == nil {
+		t.Skip("no cgroups here")
+	}
+	b, err := m.NewBox(BoxOptions{Name: "lim", Limits: Limits{MemoryBytes: 64 << 20, Pids: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	out, code := runBox(t, b, `python3 -c 'x = bytearray(200 << 20); x[::4096] = b"x" * len(x[::4096]); print("survived")'`)
+	if strings.Contains(out, "survived") {
+		t.Fatalf("a 200 MiB allocation survived a 64 MiB limit (exit %d): %s", code, out)
+	}
+	if ev := b.Events(); ev.OOMKills == 0 {
+		t.Errorf("no OOM kill counted: %+v (exit %d, %s)", ev, code, out)
+	}
+	out, _ = runBox(t, b, `for i in $(seq 100); do sleep 0.3 & done 2>&1 | tail -1; echo done`)
+	if ev := b.Events(); ev.PidsMax == 0 {
+		t.Errorf("no fork refusal counted: %+v: %s", ev, out)
+	}
+	b.Kill()
+	if p := b.processes(); len(p) != 0 {
+		t.Errorf("processes left after Kill: %v", p)
+	}
+}
+
+func statUID(fi os.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
