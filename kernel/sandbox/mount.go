@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,11 +18,12 @@ import (
 // mount point propagates into the running sandbox. That is how a warm kernel, started before anyone
 // knew its session, gets the session's workspace at claim time in ~0.1 ms.
 //
-// The workspace is attached as an idmapped mount (Linux >= 5.12 on ext4/xfs/btrfs, tmpfs >= 6.3):
-// files owned by root on disk (the server writes them: uploads, restores) appear owned by the
-// sandbox uid inside, and what the sandbox creates lands as root on disk. No chown ever runs, and
-// the server keeps full ownership of every workspace. Where idmapped mounts are refused the workspace
-// is chowned to the sandbox uid instead (Manager.IDMapped reports which).
+// The workspace (and the checkpoint spool) is attached as an idmapped mount (Linux >= 5.12 on
+// ext4/xfs/btrfs, tmpfs >= 6.3): files owned by root on disk (the server writes them: uploads,
+// restored files, restore spool files) appear owned by the sandbox uid inside, and what the sandbox
+// creates lands as root on disk. No chown ever runs, the server keeps ownership of every file, and
+// the box uid can change from one kernel to the next. Where idmapped mounts are refused, boxes run
+// as uid 0 without capabilities instead (Manager.IDMapped reports which; see New).
 
 // isMountPoint reports whether path is the mount point of some mount.
 func isMountPoint(path string) (bool, error) {
@@ -116,7 +116,12 @@ func removeBoxDir(dir string) {
 	for _, f := range []string{"passwd", "group"} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
-	_ = os.Remove(filepath.Join(dir, "workspace"))
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = os.Remove(filepath.Join(dir, e.Name())) // an empty mount point, or it stays
+		}
+	}
 	_ = os.Remove(dir)
 }
 
@@ -152,62 +157,49 @@ func (m *Manager) usernsFD(uid int) (int, error) {
 	return fd, nil
 }
 
-// mountWorkspace puts src on target (a mount point inside the shared state dir), nosuid and nodev,
-// idmapped so uid sees root's files as its own; it reports whether the idmap was applied.
-func (m *Manager) mountWorkspace(src, target string, uid int) (idmapped bool, err error) {
-	tfd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return false, fmt.Errorf("open_tree %s: %w", src, err)
-	}
-	defer unix.Close(tfd)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if m.idmap.Load() {
-		ufd, err := m.usernsFD(uid)
-		if err != nil {
-			return false, err
-		}
-		idm := attr
-		idm.Attr_set |= unix.MOUNT_ATTR_IDMAP
-		idm.Userns_fd = uint64(ufd)
-		if err := unix.MountSetattr(tfd, "", unix.AT_EMPTY_PATH, &idm); err == nil {
-			idmapped = true
-		} else {
-			m.idmap.Store(false)
-			m.log.Warn("sandbox: idmapped mounts refused here; workspaces will be chowned to the sandbox uid instead",
-				"path", src, "err", err)
-		}
-	}
-	if !idmapped {
-		if err := unix.MountSetattr(tfd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return false, fmt.Errorf("mount_setattr %s: %w", src, err)
-		}
-		if err := chownTree(src, uid); err != nil {
-			return false, err
-		}
-	}
-	if err := unix.MoveMount(tfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return false, fmt.Errorf("move_mount %s -> %s: %w", src, target, err)
-	}
-	return idmapped, nil
-}
-
-// chownTree gives every entry of dir to uid, never following a symlink (os.Root keeps the walk
-// inside dir even if the tree changes under it).
-func chownTree(dir string, uid int) error {
-	root, err := os.OpenRoot(dir)
+// probeIDMap reports whether idmapped mounts work for dir's filesystem: it idmaps a clone of dir and
+// drops it without ever attaching it.
+func (m *Manager) probeIDMap(dir string) error {
+	ufd, err := m.usernsFD(m.cfg.UIDBase)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	tfd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tfd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ufd)}
+	if err := unix.MountSetattr(tfd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr(MOUNT_ATTR_IDMAP): %w", err)
+	}
+	return nil
+}
+
+// mountAt puts src on target (a mount point inside the shared state dir), nosuid and nodev, and
+// idmapped so that uid sees root's files as its own (unless the manager runs boxes as uid 0).
+func (m *Manager) mountAt(src, target string, uid int) error {
+	tfd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", src, err)
+	}
+	defer unix.Close(tfd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if m.idmap {
+		ufd, err := m.usernsFD(uid)
 		if err != nil {
-			return nil
+			return err
 		}
-		if err := root.Lchown(p, uid, uid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("chown %s: %w", filepath.Join(dir, p), err)
-		}
-		return nil
-	})
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(ufd)
+	}
+	if err := unix.MountSetattr(tfd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", src, err)
+	}
+	if err := unix.MoveMount(tfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount %s -> %s: %w", src, target, err)
+	}
+	return nil
 }
 
 // unmountAll detaches everything mounted at target (stacked mounts included).

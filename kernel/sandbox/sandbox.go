@@ -11,7 +11,8 @@
 //     session asked for network;
 //   - no capabilities (bounding set emptied), no_new_privs, and a uid of its own: every box gets a
 //     distinct unprivileged uid from a range, so RLIMIT_NPROC is per box and two sandboxes never
-//     share a uid; the environment is cleared and rebuilt from what the caller passes;
+//     share a uid (workspaces are idmapped to it, see mount.go); the environment is cleared and
+//     rebuilt from what the caller passes;
 //   - a cgroup of its own (memory, pids, cpu) under the server's cgroup, joined before bubblewrap
 //     runs, with rlimit fallbacks (RLIMIT_AS, RLIMIT_NPROC) where cgroups cannot be delegated;
 //   - --die-with-parent, and a pid namespace whose init takes every process with it.
@@ -30,7 +31,9 @@
 // bubblewrap runs privileged (the server is root): it creates the namespaces, and setpriv then drops
 // to the box uid with an empty bounding set before the kernel's Python starts. Without root the
 // propagation and the per-box uids are impossible, so New refuses and the caller runs plain
-// processes with a loud warning.
+// processes with a loud warning. Where the data dir's filesystem refuses idmapped mounts, boxes run
+// as uid 0 with no capabilities (weaker: root-owned files that are bound in stay writable by owner
+// right; RLIMIT_NPROC does not apply to uid 0), and New logs that loudly.
 package sandbox
 
 import (
@@ -83,7 +86,7 @@ type Manager struct {
 	cat                   string
 	cg                    *cgroups
 	log                   *slog.Logger
-	idmap                 atomic.Bool
+	idmap                 bool // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
 	mu                    sync.Mutex
 	next                  int          // next uid offset to try
 	uids                  map[int]bool // in use
@@ -169,7 +172,12 @@ func New(cfg Config) (*Manager, error) {
 	if err := setupSharedDir(abs); err != nil {
 		return nil, fmt.Errorf("sandbox: state dir: %w", err)
 	}
-	m.idmap.Store(true)
+	if err := m.probeIDMap(abs); err != nil {
+		m.log.Error("SANDBOX WEAKENED: idmapped mounts are refused on the data dir's filesystem; sandboxed processes run as uid 0 without capabilities instead of an unprivileged uid of their own",
+			"dir", abs, "err", err)
+	} else {
+		m.idmap = true
+	}
 	if !cfg.NoCgroup {
 		m.cg = detectCgroups(fmt.Sprintf("carryover-%d-%d", os.Getpid(), instances.Add(1)), m.log)
 	}
@@ -184,16 +192,16 @@ type Info struct {
 }
 
 func (m *Manager) Info() Info {
-	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap.Load()}
+	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap}
 	if m.cg != nil {
 		i.Controls = append(i.Controls, m.cg.ctrls...)
 	}
 	return i
 }
 
-// IDMapped reports whether workspaces are attached as idmapped mounts (false: they are chowned to
-// the box uid on attach, and files the server writes later stay root's until the next attach).
-func (m *Manager) IDMapped() bool { return m.idmap.Load() }
+// IDMapped reports whether boxes run as uids of their own with idmapped mounts (false: as uid 0
+// without capabilities).
+func (m *Manager) IDMapped() bool { return m.idmap }
 
 // Close releases every box and undoes the state dir mount and the base cgroups.
 func (m *Manager) Close() error {
@@ -246,9 +254,6 @@ type BoxOptions struct {
 	Name    string // unique among live boxes; short ([A-Za-z0-9_.-]); used for dirs and cgroups
 	Network bool   // keep the host's network namespace
 	Limits  Limits // initial limits (SetLimits changes them later)
-	// UID, when not 0, shares that uid (of another live box) instead of allocating one: needed for a
-	// command beside a kernel when workspaces are chowned rather than idmapped.
-	UID int
 }
 
 // Box is one sandbox: a kernel (with restarts) or one shell command.
@@ -263,7 +268,7 @@ type Box struct {
 
 	mu       sync.Mutex
 	limits   Limits
-	attached string // host dir mounted on the workspace mount point
+	mounts   map[string]string // mount point name in the box dir -> host dir mounted there
 	released bool
 }
 
@@ -293,10 +298,9 @@ func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("sandbox: box %q exists", o.Name)
 	}
-	b := &Box{m: m, name: o.Name, dir: filepath.Join(m.cfg.StateDir, o.Name), network: o.Network, limits: o.Limits}
-	if o.UID != 0 {
-		b.uid = o.UID
-	} else {
+	b := &Box{m: m, name: o.Name, dir: filepath.Join(m.cfg.StateDir, o.Name), network: o.Network, limits: o.Limits,
+		mounts: map[string]string{}}
+	if m.idmap {
 		uid, err := m.allocUID()
 		if err != nil {
 			m.mu.Unlock()
@@ -389,8 +393,11 @@ func (b *Box) Command(c Command) []string {
 	}
 	argv = append(argv, "--", m.bwrap)
 	argv = append(argv, b.bwrapArgs(c)...)
-	argv = append(argv, "--", m.setpriv, "--reuid="+strconv.Itoa(b.uid), "--regid="+strconv.Itoa(b.uid),
-		"--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--")
+	argv = append(argv, "--")
+	if b.ownUID {
+		argv = append(argv, m.setpriv, "--reuid="+strconv.Itoa(b.uid), "--regid="+strconv.Itoa(b.uid),
+			"--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--")
+	}
 	return append(argv, c.Argv...)
 }
 
@@ -401,8 +408,11 @@ func (b *Box) bwrapArgs(c Command) []string {
 	if !b.network {
 		a = append(a, "--unshare-net")
 	}
-	// Only what setpriv needs to switch to the box uid; it empties the bounding set itself.
-	a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	a = append(a, "--cap-drop", "ALL")
+	if b.ownUID {
+		// Only what setpriv needs to switch to the box uid; it empties the bounding set itself.
+		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	}
 	a = append(a, "--clearenv")
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
 	for k, v := range c.Env {
@@ -452,6 +462,18 @@ func (b *Box) bwrapArgs(c Command) []string {
 	for _, bd := range c.Binds {
 		a = append(a, "--bind", bd.Src, bd.Dst)
 	}
+	b.mu.Lock()
+	names := make([]string, 0, len(b.mounts))
+	for n := range b.mounts {
+		if n != "workspace" {
+			names = append(names, n)
+		}
+	}
+	b.mu.Unlock()
+	sort.Strings(names)
+	for _, n := range names {
+		a = append(a, "--bind", filepath.Join(b.dir, n), MountTarget(n))
+	}
 	a = append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
 	dir := c.Dir
 	if dir == "" {
@@ -460,36 +482,56 @@ func (b *Box) bwrapArgs(c Command) []string {
 	return append(a, "--chdir", dir)
 }
 
-// Attach mounts the host directory ws at the box's /workspace (propagating into a running
-// sandbox). Attaching the directory already attached is a no-op; another one replaces it.
-func (b *Box) Attach(ws string) error {
+// MountTarget is where a box mount named name appears inside: /workspace for "workspace", else
+// /run/carryover/<name>.
+func MountTarget(name string) string {
+	if name == "workspace" {
+		return "/workspace"
+	}
+	return "/run/carryover/" + name
+}
+
+// Mount puts the host dir src at MountTarget(name) inside the box, idmapped to the box uid. Mounts
+// made before a Command starts are bound by it; "workspace" may also be (re)mounted while the box
+// runs (it propagates, see Attach). Mounting the dir already mounted there is a no-op.
+func (b *Box) Mount(name, src string) error {
+	if !nameOK(name) {
+		return fmt.Errorf("sandbox: bad mount name %q", name)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.released {
 		return errors.New("sandbox: box is released")
 	}
-	if b.attached == ws {
+	if b.mounts[name] == src {
 		return nil
 	}
-	target := filepath.Join(b.dir, "workspace")
-	if b.attached != "" {
+	target := filepath.Join(b.dir, name)
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if b.mounts[name] != "" {
 		if err := unmountAll(target); err != nil {
 			return err
 		}
-		b.attached = ""
+		delete(b.mounts, name)
 	}
-	if _, err := b.m.mountWorkspace(ws, target, b.uid); err != nil {
-		return fmt.Errorf("sandbox: attach %s: %w", ws, err)
+	if err := b.m.mountAt(src, target, b.uid); err != nil {
+		return fmt.Errorf("sandbox: mount %s: %w", src, err)
 	}
-	b.attached = ws
+	b.mounts[name] = src
 	return nil
 }
+
+// Attach mounts the host directory ws at the box's /workspace. On a running box it propagates into
+// the sandbox (the warm pool's claim); attaching another dir replaces the first.
+func (b *Box) Attach(ws string) error { return b.Mount("workspace", ws) }
 
 // Attached is the host dir at /workspace ("" for none).
 func (b *Box) Attached() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.attached
+	return b.mounts["workspace"]
 }
 
 // SetLimits changes the limits of a box whose processes may be running: the cgroup files, and
@@ -532,7 +574,109 @@ func (b *Box) processes() []int {
 		}
 		return out
 	}
+	if !b.ownUID {
+		return nil // uid 0 is everybody's: without a cgroup there is no telling the box's apart
+	}
 	return pidsOfUID(b.uid)
+}
+
+// KillStrays SIGKILLs every sandboxed process of the box except the first one (the process
+// bubblewrap started: the kernel), and returns how many it killed. After a fork bomb this leaves the
+// kernel with its state and frees the process limit. leader is the pid of the box's command (the
+// wrapper that became bubblewrap); bubblewrap's own processes run as root and are spared.
+func (b *Box) KillStrays(leader int) int {
+	top := b.topProcess(leader)
+	killed := 0
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		n := 0
+		for _, p := range b.processes() {
+			if p == top || p == leader {
+				continue
+			}
+			if b.ownUID || procPPid(p) != leader { // uid 0 boxes: spare bwrap's init (child of the leader)
+				if unix.Kill(p, unix.SIGKILL) == nil {
+					n++
+				}
+			}
+		}
+		killed += n
+		if n == 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return killed
+}
+
+// topProcess is the first sandboxed process: the oldest child of bubblewrap's init, itself the
+// leader's child (orphans of a fork bomb are reparented to init too, hence "oldest"). 0 when gone.
+func (b *Box) topProcess(leader int) int {
+	procs := scanProcs()
+	var init int
+	for _, p := range procs {
+		if p.ppid == leader {
+			init = p.pid
+		}
+	}
+	top, start := 0, uint64(0)
+	for _, p := range procs {
+		if init != 0 && p.ppid == init && (top == 0 || p.start < start) {
+			top, start = p.pid, p.start
+		}
+	}
+	return top
+}
+
+type procInfo struct {
+	pid, ppid int
+	start     uint64 // clock ticks after boot
+}
+
+// parseStat reads pid, ppid and start time from a /proc/<pid>/stat line.
+func parseStat(s string) (procInfo, bool) {
+	var p procInfo
+	i := strings.IndexByte(s, ' ')
+	j := strings.LastIndexByte(s, ')')
+	if i < 0 || j < 0 {
+		return p, false
+	}
+	p.pid, _ = strconv.Atoi(s[:i])
+	f := strings.Fields(s[j+1:])
+	if len(f) < 20 {
+		return p, false
+	}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	return p, true
+}
+
+func scanProcs() []procInfo {
+	entries, _ := os.ReadDir("/proc")
+	var out []procInfo
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if p, ok := parseStat(string(b)); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// procPPid is the parent pid of pid (0 when gone).
+func procPPid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	p, _ := parseStat(string(b))
+	return p.ppid
 }
 
 // Events counts limit hits (cgroups only; zero without).
@@ -575,9 +719,14 @@ func (b *Box) Release() error {
 	b.mu.Unlock()
 	b.Kill()
 	var errs []error
-	if err := unmountAll(filepath.Join(b.dir, "workspace")); err != nil {
-		errs = append(errs, err)
+	b.mu.Lock()
+	for n := range b.mounts {
+		if err := unmountAll(filepath.Join(b.dir, n)); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	b.mounts = map[string]string{}
+	b.mu.Unlock()
 	if b.cg != nil {
 		if err := b.cg.remove(); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: cgroup of %s: %w", b.name, err))
