@@ -55,9 +55,19 @@ type Config struct {
 		IntervalSeconds float64 `mapstructure:"interval_seconds"`
 	} `mapstructure:"cull"`
 	Sandbox struct {
-		Enabled        bool    `mapstructure:"enabled"`
-		TimeoutSeconds float64 `mapstructure:"timeout_seconds"`
-		Network        bool    `mapstructure:"network"`
+		Enabled        bool     `mapstructure:"enabled"`
+		TimeoutSeconds float64  `mapstructure:"timeout_seconds"`
+		Network        bool     `mapstructure:"network"`
+		CPUs           string   `mapstructure:"cpus"`
+		Memory         string   `mapstructure:"memory"`
+		MaxCPUs        string   `mapstructure:"max_cpus"`
+		MaxMemory      string   `mapstructure:"max_memory"`
+		MaxProcesses   int      `mapstructure:"max_processes"`
+		TmpSize        string   `mapstructure:"tmp_size"`
+		UIDBase        int      `mapstructure:"uid_base"`
+		UIDCount       int      `mapstructure:"uid_count"`
+		Bwrap          string   `mapstructure:"bwrap"`
+		ROBinds        []string `mapstructure:"ro_binds"`
 	} `mapstructure:"sandbox"`
 	Cost struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
