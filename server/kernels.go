@@ -77,7 +77,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	}
 	start := time.Now()
 	s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxStarting; return nil })
-	k, err := s.pool.Get(ctx)
+	k, err := s.claimKernel(ctx, ls.snapshot())
 	if err != nil {
 		s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxNone; return nil })
 		return nil, fmt.Errorf("starting a kernel: %w", err)
@@ -125,7 +125,10 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	cwd := s.hostPath(id, doc.AgentContext.WorkingDir)
+	if err := s.attachSandbox(id, k, doc); err != nil {
+		return err
+	}
+	cwd := s.kernelDir(id, doc.AgentContext.WorkingDir)
 	envVars := doc.AgentContext.EnvVars
 	if envVars == nil {
 		envVars = map[string]string{}
@@ -219,11 +222,30 @@ func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Ker
 		d.LastCheckpoint = &CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil
 	})
-	if len(res.Skipped) > 0 || len(res.FilesSkipped) > 0 {
+	// Every answer reports what was skipped; the event log says so when that list changes, so a
+	// generator kept for twenty turns is one event, not twenty.
+	key := skippedKey(res)
+	ls.mu.Lock()
+	changed := key != ls.lastSkipped
+	ls.lastSkipped = key
+	ls.mu.Unlock()
+	if changed && key != "" {
 		s.emit(ctx, ls, "variables_skipped", map[string]any{"checkpoint_id": res.ID,
 			"skipped": res.Skipped, "files_skipped": res.FilesSkipped})
 	}
 	return res, nil
+}
+
+// skippedKey identifies the set of skipped names and paths with their reasons.
+func skippedKey(res *persistence.CheckpointResult) string {
+	var b strings.Builder
+	for _, v := range res.Skipped {
+		fmt.Fprintf(&b, "v:%s:%s:%s\n", v.Name, v.Type, v.Reason)
+	}
+	for _, f := range res.FilesSkipped {
+		fmt.Fprintf(&b, "f:%s:%s\n", f.Path, f.Reason)
+	}
+	return b.String()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -30,6 +30,7 @@ type Service struct {
 	pool  *kernel.Pool
 	kopts kernel.Options
 	log   *slog.Logger
+	sbx   *sandboxes // nil: kernels and exec commands run unsandboxed (sandbox.go)
 
 	mu       sync.Mutex
 	sessions map[string]*liveSession
@@ -51,11 +52,12 @@ type liveSession struct {
 	spool   string     // spool dir of the current kernel
 	running *activeRun // the run in flight, for websocket clients that connect mid-run
 
-	kernStart time.Time     // when the current kernel was attached (rotation clock)
-	pausedAt  time.Time     // when the session was paused (zero when not paused)
-	pausedFor time.Duration // paused time during the current kernel's life
-	rotating  bool          // a timed rotation is queued or running
-	cost      costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
+	kernStart   time.Time     // when the current kernel was attached (rotation clock)
+	pausedAt    time.Time     // when the session was paused (zero when not paused)
+	pausedFor   time.Duration // paused time during the current kernel's life
+	rotating    bool          // a timed rotation is queued or running
+	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
+	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
 }
 
 // Options configures a Service.
@@ -115,6 +117,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.initSandbox(); err != nil {
+		return nil, err
+	}
 	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent)
 	return s, nil
 }
@@ -139,6 +144,9 @@ func (s *Service) workspace(id string) string { return filepath.Join(workspacesD
 
 // installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
+	if host, inside, ok := s.sandboxSpool(k); ok {
+		return s.ckpt.Install(ctx, executor{k}, host, inside)
+	}
 	dir := filepath.Join(spoolDir(s.cfg), k.ID())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -256,6 +264,7 @@ func (s *Service) Get(id string) (Session, error) {
 
 // Close stops the pool and every session's kernel. In-flight runs should have been let finish first.
 func (s *Service) Close(ctx context.Context) error {
+	defer s.closeSandbox() // after every kernel, pooled ones included, is shut down
 	s.mu.Lock()
 	s.closing = true
 	if s.stopBG != nil {
@@ -298,6 +307,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
 	_ = os.RemoveAll(filepath.Join(spoolDir(s.cfg), k.ID()))
+	s.releaseSandbox(k)
 	kernelsLive.Dec()
 }
 
