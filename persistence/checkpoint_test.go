@@ -18,39 +18,6 @@ import (
 	"github.com/carryover/carryover/persistence"
 )
 
-// kexec adapts kernel.Kernel to persistence.Executor the way the server does.
-type kexec struct{ k *kernel.Kernel }
-
-func (e kexec) Eval(ctx context.Context, code, expr string) (string, error) {
-	opts := kernel.ExecOptions{Silent: true}
-	if expr != "" {
-		opts.UserExpressions = map[string]string{"r": expr}
-	}
-	res, err := e.k.Execute(ctx, code, opts)
-	if err != nil {
-		return "", err
-	}
-	if res.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
-	}
-	if expr == "" {
-		return "", nil
-	}
-	var ue struct {
-		Status string            `json:"status"`
-		Data   map[string]string `json:"data"`
-		EName  string            `json:"ename"`
-		EValue string            `json:"evalue"`
-	}
-	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
-		return "", fmt.Errorf("user expression: %w", err)
-	}
-	if ue.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
-	}
-	return ue.Data["text/plain"], nil
-}
-
 func startKernel(t *testing.T, workDir string) *kernel.Kernel {
 	t.Helper()
 	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
@@ -82,7 +49,7 @@ func run(t *testing.T, k *kernel.Kernel, code string) {
 
 func eval(t *testing.T, k *kernel.Kernel, expr string) string {
 	t.Helper()
-	s, err := kexec{k}.Eval(context.Background(), "", expr)
+	s, err := k.Eval(context.Background(), "", expr)
 	if err != nil {
 		t.Fatalf("eval %q: %v", expr, err)
 	}
@@ -185,11 +152,11 @@ func TestCheckpointRestoreAfterKill(t *testing.T) {
 	mustSession(t, c, "s1")
 
 	k := startKernel(t, ws)
-	if err := c.Install(ctx, kexec{k}, spool, spool); err != nil {
+	if err := c.Install(ctx, k, spool, spool); err != nil {
 		t.Fatal(err)
 	}
 	run(t, k, sessionCells)
-	res, err := c.Checkpoint(ctx, kexec{k}, "s1", 1, ws)
+	res, err := c.Checkpoint(ctx, k, "s1", 1, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +176,7 @@ func TestCheckpointRestoreAfterKill(t *testing.T) {
 	}
 	// turn 2: only a scalar changes
 	run(t, k, "count = 8")
-	res2, err := c.Checkpoint(ctx, kexec{k}, "s1", 2, ws)
+	res2, err := c.Checkpoint(ctx, k, "s1", 2, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +200,10 @@ func TestCheckpointRestoreAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	k2 := startKernel(t, ws)
-	if err := c.Install(ctx, kexec{k2}, spool, spool); err != nil {
+	if err := c.Install(ctx, k2, spool, spool); err != nil {
 		t.Fatal(err)
 	}
-	rr, err := c.Restore(ctx, kexec{k2}, "s1", "", ws, true)
+	rr, err := c.Restore(ctx, k2, "s1", "", ws, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +237,7 @@ func TestCheckpointRestoreAfterKill(t *testing.T) {
 	}
 	// the restored kernel checkpoints incrementally from the restored state (objects a library rebuilds
 	// on load, a DataFrame or a Figure, may pickle to other bytes once: small, rewritten once)
-	res3, err := c.Checkpoint(ctx, kexec{k2}, "s1", 3, ws)
+	res3, err := c.Checkpoint(ctx, k2, "s1", 3, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +245,7 @@ func TestCheckpointRestoreAfterKill(t *testing.T) {
 		t.Errorf("after restore: saved %v, %d bytes", res3.Saved, res3.BytesWritten)
 	}
 	run(t, k2, "count = 9")
-	res4, err := c.Checkpoint(ctx, kexec{k2}, "s1", 4, ws)
+	res4, err := c.Checkpoint(ctx, k2, "s1", 4, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +319,10 @@ func TestKillDuringCheckpoint(t *testing.T) {
 	_ = os.MkdirAll(ws, 0o755)
 	k := startKernel(t, ws)
 	spool := filepath.Join(dir, "spool2")
-	if err := c.Install(ctx, kexec{k}, spool, spool); err != nil {
+	if err := c.Install(ctx, k, spool, spool); err != nil {
 		t.Fatal(err)
 	}
-	rr, err := c.Restore(ctx, kexec{k}, "crash", "", ws, true)
+	rr, err := c.Restore(ctx, k, "crash", "", ws, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,10 +335,10 @@ func TestKillDuringCheckpoint(t *testing.T) {
 }
 
 // slowExec announces when the agent answered the snapshot, so the parent kills us mid-ingest.
-type slowExec struct{ kexec }
+type slowExec struct{ k *kernel.Kernel }
 
 func (e slowExec) Eval(ctx context.Context, code, expr string) (string, error) {
-	s, err := e.kexec.Eval(ctx, code, expr)
+	s, err := e.k.Eval(ctx, code, expr)
 	if strings.Contains(code, `"snapshot"`) && os.Getenv("CARRYOVER_CRASH_ARMED") == "1" {
 		fmt.Println("SNAPSHOT-ANSWERED")
 		os.Stdout.Sync()
@@ -407,7 +374,7 @@ func crashChild() {
 	if err != nil {
 		fail(err)
 	}
-	ex := slowExec{kexec{k}}
+	ex := slowExec{k}
 	spool := filepath.Join(dir, "spool")
 	if err := c.Install(ctx, ex, spool, spool); err != nil {
 		fail(err)

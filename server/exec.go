@@ -129,8 +129,13 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	for k, v := range req.Env {
 		env = append(env, k+"="+v)
 	}
+	run, release, err := s.execArgv(id, doc, argv, rel, req.Env) // the sandbox's wrapping (sandbox.go)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.emit(ctx, ls, "exec_started", map[string]any{"command": argv, "working_dir": wd})
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(run[0], run[1:]...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}

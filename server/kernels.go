@@ -14,39 +14,6 @@ import (
 	"github.com/carryover/carryover/persistence"
 )
 
-// executor adapts a kernel to persistence.Executor: silent code plus one user expression.
-type executor struct{ k *kernel.Kernel }
-
-func (e executor) Eval(ctx context.Context, code, expr string) (string, error) {
-	opts := kernel.ExecOptions{Silent: true}
-	if expr != "" {
-		opts.UserExpressions = map[string]string{"r": expr}
-	}
-	res, err := e.k.Execute(ctx, code, opts)
-	if err != nil {
-		return "", err
-	}
-	if res.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
-	}
-	if expr == "" {
-		return "", nil
-	}
-	var ue struct {
-		Status string            `json:"status"`
-		Data   map[string]string `json:"data"`
-		EName  string            `json:"ename"`
-		EValue string            `json:"evalue"`
-	}
-	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
-		return "", fmt.Errorf("user expression reply: %w", err)
-	}
-	if ue.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
-	}
-	return ue.Data["text/plain"], nil
-}
-
 // pyStr quotes s as a Python string literal (JSON strings are valid Python literals).
 func pyStr(s string) string {
 	b, _ := json.Marshal(s)
@@ -94,7 +61,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		_, statErr := os.Stat(ws)
 		files := errors.Is(statErr, os.ErrNotExist)
 		_ = os.MkdirAll(ws, 0o755)
-		restored, err = s.ckpt.Restore(ctx, executor{k}, ls.id, "", ws, files)
+		restored, err = s.ckpt.Restore(ctx, k, ls.id, "", ws, files)
 		if err != nil {
 			s.stopKernel(ctx, k)
 			return nil, fmt.Errorf("restoring checkpoint %s: %w", doc.LastCheckpoint.ID, err)
@@ -137,7 +104,7 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	code := fmt.Sprintf(`exec(%s, {})`, pyStr(fmt.Sprintf(
 		"import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\nget_ipython().execution_count = %d\n",
 		pyStr(cwd), pyStr(cwd), pyStr(string(env)), doc.ExecutionCount+1)))
-	_, err := executor{k}.Eval(ctx, code, "")
+	_, err := k.Eval(ctx, code, "")
 	return err
 }
 
@@ -212,7 +179,7 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*persistence.CheckpointResult, error) {
 	doc := ls.snapshot()
 	start := time.Now()
-	res, err := s.ckpt.Checkpoint(ctx, executor{k}, ls.id, doc.ExecutionCount, s.workspace(ls.id))
+	res, err := s.ckpt.Checkpoint(ctx, k, ls.id, doc.ExecutionCount, s.workspace(ls.id))
 	checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

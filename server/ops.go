@@ -211,7 +211,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persi
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	res, err := s.ckpt.Restore(ctx, executor{k}, id, cp.ID, s.workspace(id), true)
+	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.workspace(id), true)
 	if err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err

@@ -410,7 +410,7 @@ func secs(f float64) time.Duration { return time.Duration(f * float64(time.Secon
 // setEnv applies per-run env vars; unsetEnv puts the session's own back afterwards.
 func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
 	b, _ := jsonMarshal(env)
-	_, err := executor{k}.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr("import os, json\nos.environ.update(json.loads("+pyStr(string(b))+"))")), "")
+	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr("import os, json\nos.environ.update(json.loads("+pyStr(string(b))+"))")), "")
 	return err
 }
 
@@ -425,7 +425,7 @@ func (s *Service) unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[
 		}
 	}
 	b, _ := jsonMarshal(restore)
-	_, err := executor{k}.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr(
+	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr(
 		"import os, json\nfor k, v in json.loads("+pyStr(string(b))+").items():\n    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\n")), "")
 	return err
 }

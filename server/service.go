@@ -145,13 +145,13 @@ func (s *Service) workspace(id string) string { return filepath.Join(workspacesD
 // installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	if host, inside, ok := s.sandboxSpool(k); ok {
-		return s.ckpt.Install(ctx, executor{k}, host, inside)
+		return s.ckpt.Install(ctx, k, host, inside)
 	}
 	dir := filepath.Join(spoolDir(s.cfg), k.ID())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return s.ckpt.Install(ctx, executor{k}, dir, dir)
+	return s.ckpt.Install(ctx, k, dir, dir)
 }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:

@@ -22,39 +22,6 @@ func init() {
 	registerBench(benchSection{Order: 30, Name: "checkpoint", Run: benchCheckpoint})
 }
 
-// ckptExec adapts kernel.Kernel to persistence.Executor as the server does.
-type ckptExec struct{ k *kernel.Kernel }
-
-func (e ckptExec) Eval(ctx context.Context, code, expr string) (string, error) {
-	opts := kernel.ExecOptions{Silent: true}
-	if expr != "" {
-		opts.UserExpressions = map[string]string{"r": expr}
-	}
-	res, err := e.k.Execute(ctx, code, opts)
-	if err != nil {
-		return "", err
-	}
-	if res.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
-	}
-	if expr == "" {
-		return "", nil
-	}
-	var ue struct {
-		Status string            `json:"status"`
-		Data   map[string]string `json:"data"`
-		EName  string            `json:"ename"`
-		EValue string            `json:"evalue"`
-	}
-	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
-		return "", err
-	}
-	if ue.Status != "ok" {
-		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
-	}
-	return ue.Data["text/plain"], nil
-}
-
 // ckptBench holds one run's kernel, store and workspace.
 type ckptBench struct {
 	ctx   context.Context
@@ -71,7 +38,7 @@ func (b *ckptBench) start(dir string) (*kernel.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.cp.Install(b.ctx, ckptExec{k}, dir, dir); err != nil {
+	if err := b.cp.Install(b.ctx, k, dir, dir); err != nil {
 		_ = k.Shutdown(b.ctx)
 		return nil, err
 	}
@@ -98,7 +65,7 @@ func (b *ckptBench) checkpoint(code string) (*persistence.CheckpointResult, time
 	}
 	b.turn++
 	t := time.Now()
-	r, err := b.cp.Checkpoint(b.ctx, ckptExec{b.k}, "bench", b.turn, b.ws)
+	r, err := b.cp.Checkpoint(b.ctx, b.k, "bench", b.turn, b.ws)
 	return r, time.Since(t), err
 }
 
@@ -119,7 +86,7 @@ try:
     __bench_dump(` + fmt.Sprintf("%q", path) + `)
 finally:
     del __bench_dump`
-	out, err := ckptExec{b.k}.Eval(b.ctx, code, `__import__("json").dumps(__import__("sys").modules["carryover_agent"]._bench)`)
+	out, err := b.k.Eval(b.ctx, code, `__import__("json").dumps(__import__("sys").modules["carryover_agent"]._bench)`)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -335,7 +302,7 @@ func (b *ckptBench) benchRestore(dir, label string) ([]benchRow, error) {
 	}
 	defer func() { _ = k2.Shutdown(context.Background()) }()
 	t := time.Now()
-	rr, err := b.cp.Restore(b.ctx, ckptExec{k2}, "bench", "", b.ws, false)
+	rr, err := b.cp.Restore(b.ctx, k2, "bench", "", b.ws, false)
 	if err != nil {
 		return nil, err
 	}

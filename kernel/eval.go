@@ -1,0 +1,41 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Eval runs code silently (no history, no broadcast of inputs or results) and returns the
+// text/plain of the user expression expr ("" when expr is empty). A Python exception in code or
+// in expr comes back as an error "EName: evalue". It is how the server drives agents it loaded
+// into the kernel (persistence's snapshot agent satisfies its Executor interface with it).
+func (k *Kernel) Eval(ctx context.Context, code, expr string) (string, error) {
+	opts := ExecOptions{Silent: true}
+	if expr != "" {
+		opts.UserExpressions = map[string]string{"r": expr}
+	}
+	res, err := k.Execute(ctx, code, opts)
+	if err != nil {
+		return "", err
+	}
+	if res.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
+	}
+	if expr == "" {
+		return "", nil
+	}
+	var ue struct {
+		Status string            `json:"status"`
+		Data   map[string]string `json:"data"`
+		EName  string            `json:"ename"`
+		EValue string            `json:"evalue"`
+	}
+	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
+		return "", fmt.Errorf("kernel: user expression reply: %w", err)
+	}
+	if ue.Status != "ok" {
+		return "", fmt.Errorf("%s: %s", ue.EName, ue.EValue)
+	}
+	return ue.Data["text/plain"], nil
+}
