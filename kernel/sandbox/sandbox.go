@@ -426,6 +426,19 @@ func (b *Box) bwrapArgs(c Command) []string {
 	for _, k := range keys {
 		a = append(a, "--setenv", k, env[k])
 	}
+	// bubblewrap makes missing parents of a mount point 0700 (root's): make them 0755 first, or the
+	// box uid could not reach what is bound below them.
+	made := map[string]bool{"/": true, "/tmp": true, "/dev": true, "/proc": true, "/var": true}
+	parents := func(dst string) {
+		var chain []string
+		for d := filepath.Dir(dst); !made[d]; d = filepath.Dir(d) {
+			chain = append(chain, d)
+			made[d] = true
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			a = append(a, "--perms", "0755", "--dir", chain[i])
+		}
+	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(d)
@@ -440,13 +453,20 @@ func (b *Box) bwrapArgs(c Command) []string {
 		}
 	}
 	for _, e := range m.cfg.Etc {
-		e = filepath.Clean("/" + e)
-		a = append(a, "--ro-bind-try", "/etc"+e, "/etc"+e)
+		e = filepath.Clean("/etc/" + e)
+		if _, err := os.Stat(e); err == nil && strings.HasPrefix(e, "/etc/") {
+			parents(e)
+			a = append(a, "--ro-bind", e, e)
+		}
 	}
+	parents("/etc/passwd")
 	a = append(a, "--ro-bind", filepath.Join(b.dir, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(b.dir, "group"), "/etc/group")
 	for _, p := range m.cfg.ROBinds {
-		a = append(a, "--ro-bind-try", p, p)
+		if _, err := os.Stat(p); err == nil && filepath.IsAbs(p) {
+			parents(p)
+			a = append(a, "--ro-bind", p, p)
+		}
 	}
 	a = append(a, "--proc", "/proc",
 		"--tmpfs", "/dev")
@@ -460,6 +480,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
 		"--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp")
 	for _, bd := range c.Binds {
+		parents(bd.Dst)
 		a = append(a, "--bind", bd.Src, bd.Dst)
 	}
 	b.mu.Lock()
@@ -472,6 +493,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 	b.mu.Unlock()
 	sort.Strings(names)
 	for _, n := range names {
+		parents(MountTarget(n))
 		a = append(a, "--bind", filepath.Join(b.dir, n), MountTarget(n))
 	}
 	a = append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
@@ -535,7 +557,8 @@ func (b *Box) Attached() string {
 }
 
 // SetLimits changes the limits of a box whose processes may be running: the cgroup files, and
-// without a memory cgroup RLIMIT_AS of each of its processes (RLIMIT_NPROC too).
+// without a memory cgroup RLIMIT_AS of each of its processes (that needs CAP_SYS_RESOURCE).
+// RLIMIT_NPROC stays what the box started with.
 func (b *Box) SetLimits(l Limits) error {
 	b.mu.Lock()
 	b.limits = l
@@ -546,12 +569,6 @@ func (b *Box) SetLimits(l Limits) error {
 	}
 	memRlimit := l.MemoryBytes > 0 && (b.cg == nil || !b.cg.has("memory"))
 	for _, pid := range b.processes() {
-		if l.Pids > 0 {
-			lim := unix.Rlimit{Cur: uint64(l.Pids), Max: uint64(l.Pids)}
-			if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("RLIMIT_NPROC of %d: %w", pid, err))
-			}
-		}
 		if memRlimit {
 			lim := unix.Rlimit{Cur: uint64(l.MemoryBytes), Max: uint64(l.MemoryBytes)}
 			if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil && !errors.Is(err, unix.ESRCH) {
