@@ -16,12 +16,12 @@ const liveChunks = `WITH RECURSIVE live(hash) AS (
 	)`
 
 // GC deletes every chunk not reachable from any checkpoint root and returns how many chunks and stored
-// bytes it freed. It takes Lock, so it waits for a checkpointer between its first PutChunks and its
-// CommitCheckpoint, whose chunks are not yet reachable. Mark and sweep run in one transaction, and freed
+// bytes it freed. It takes the checkpoint lock exclusively, so it waits for every checkpointer between
+// its first PutChunks and its CommitCheckpoint, whose chunks are not yet reachable. Mark and sweep run in one transaction, and freed
 // pages are then returned to the file system (incremental vacuum), so the database file shrinks.
 func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
-	s.Lock()
-	defer s.Unlock()
+	s.ckmu.Lock()
+	defer s.ckmu.Unlock()
 	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
 		rows, err := tx.QueryContext(ctx, liveChunks+`
 			DELETE FROM chunks WHERE hash NOT IN (SELECT hash FROM live) RETURNING stored_len`)

@@ -40,8 +40,8 @@ type Store struct {
 	db   *sqlx.DB
 	path string
 
-	wmu  sync.Mutex // serialises write transactions
-	ckmu sync.Mutex // Lock/Unlock: chunk puts + checkpoint commit vs GC
+	wmu  sync.Mutex   // serialises write transactions
+	ckmu sync.RWMutex // Lock/Unlock (shared): chunk puts + checkpoint commit; GC takes it exclusively
 
 	readStmt  *sql.Stmt // SELECT codec, raw_len, data FROM chunks WHERE hash = ?
 	existStmt *sql.Stmt // SELECT 1 FROM chunks WHERE hash = ?
@@ -135,13 +135,14 @@ func (s *Store) Close() error {
 // DB exposes the pool for tests and the bench. Writes through it bypass the store's writer mutex.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Lock serialises "put chunks + commit checkpoint" against GC: a checkpointer holds it from its first
-// PutChunks until CommitCheckpoint returned, so GC never sees its chunks as unreachable garbage.
-// It is not re-entrant and is independent of the store's internal writer mutex.
-func (s *Store) Lock() { s.ckmu.Lock() }
+// Lock keeps GC away while a checkpointer puts chunks and commits: held from its first PutChunks until
+// CommitCheckpoint returned, so GC never sees those chunks as unreachable garbage. It is shared:
+// checkpoints of different sessions proceed side by side (their SQLite writes are still serialised
+// by the store's writer mutex, but reading and hashing files is not). GC takes it exclusively.
+func (s *Store) Lock() { s.ckmu.RLock() }
 
 // Unlock releases Lock.
-func (s *Store) Unlock() { s.ckmu.Unlock() }
+func (s *Store) Unlock() { s.ckmu.RUnlock() }
 
 // writeTx runs fn in a write transaction under the writer mutex, committing when fn returns nil.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {

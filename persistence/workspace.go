@@ -115,7 +115,7 @@ func (s *Store) SnapshotFiles(ctx context.Context, dir string, prev []FileEntry,
 		chunkSize = DefaultFileChunkSize
 	}
 	w := &chunkWriter{s: s, pending: map[string]bool{}}
-	buf := make([]byte, chunkSize)
+	var buf []byte // allocated only when some file must be read: most turns change no file
 	for _, c := range cands {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
@@ -125,6 +125,9 @@ func (s *Store) SnapshotFiles(ctx context.Context, dir string, prev []FileEntry,
 			e.Mode = c.mode // chmod does not touch mtime
 			res.Files = append(res.Files, e)
 			continue
+		}
+		if buf == nil {
+			buf = make([]byte, chunkSize)
 		}
 		e, err := w.saveFile(ctx, root, c, buf)
 		var unreadable *unreadableError

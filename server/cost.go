@@ -63,18 +63,22 @@ func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours fl
 	})
 }
 
-// sampleCosts samples every live kernel (the background loop), at most once a second each.
+// sampleCosts samples every live kernel (the background loop).
 func (s *Service) sampleCosts(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
-		k := ls.currentKernel()
-		if k == nil {
-			continue
+		if k := ls.currentKernel(); k != nil {
+			s.sampleCostIfStale(ctx, ls, k)
 		}
-		ls.mu.Lock()
-		fresh := time.Since(ls.cost.lastAt) < time.Second
-		ls.mu.Unlock()
-		if !fresh {
-			s.sampleCost(ctx, ls, k)
-		}
+	}
+}
+
+// sampleCostIfStale samples at most once a second per session: reading /proc costs about a
+// millisecond, too much for every turn of a fast loop, and a second is fine-grained for a budget.
+func (s *Service) sampleCostIfStale(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+	ls.mu.Lock()
+	fresh := time.Since(ls.cost.lastAt) < time.Second
+	ls.mu.Unlock()
+	if !fresh {
+		s.sampleCost(ctx, ls, k)
 	}
 }

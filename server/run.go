@@ -289,7 +289,7 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 	var out outcome
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	timedOut := false
+	timedOut, restarted := false, false
 	select {
 	case out = <-done:
 	case <-timer.C:
@@ -302,13 +302,14 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 			s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
 			s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
 			out = <-done
+			restarted = true
 		}
 	}
 	res.DurationMS = ms(time.Since(start))
 	col.finish()
 	if out.err != nil {
 		res.Status = "error"
-		if isDied(out.err) {
+		if isDied(out.err) && !restarted { // our own restart of a run that ignored the interrupt is a timeout
 			return res, &Error{Code: CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
 		}
 		if !timedOut {
@@ -321,8 +322,12 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		}
 	}
 	if timedOut {
-		return res, (&Error{Code: CodeTimeout, Message: fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds()), Result: res}).
-			withDetails("timeout_seconds", timeout.Seconds())
+		msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
+		if restarted {
+			msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
+		}
+		return res, (&Error{Code: CodeTimeout, Message: msg, Result: res}).
+			withDetails("timeout_seconds", timeout.Seconds(), "restarted", restarted)
 	}
 	return res, nil
 }
@@ -381,7 +386,13 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 		s.log.Error("execution not recorded", "session", ls.id, "err", err)
 	}
 	if k := ls.currentKernel(); k != nil {
-		s.sampleCost(ctx, ls, k)
+		// A long turn is sampled at once so the next budget check sees it; short ones wait for the
+		// once-a-second sampling.
+		if res.DurationMS > 100 {
+			s.sampleCost(ctx, ls, k)
+		} else {
+			s.sampleCostIfStale(ctx, ls, k)
+		}
 	}
 	s.afterTurn(ctx, ls)
 	return res, runErr

@@ -78,6 +78,10 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: kernelspec: %w", err)
 	}
+	// Each kernel keeps its IPython history in memory: a shared ~/.ipython history.sqlite lets one
+	// session's %history see another's code and, under load, its "database is locked" message lands in
+	// other users' output and stalls kernels for seconds.
+	spec.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
 	if cfg.Persistence.SpoolDir == "" {
 		// Kernels of a previous run of this server are gone; so is their use for these files.
 		_ = os.RemoveAll(spoolDir(cfg))
