@@ -355,4 +355,3 @@ func TestSandboxClaimLatency(t *testing.T) {
 		t.Logf("create -> first result: %v (%s)", time.Since(start).Round(100*time.Microsecond), out)
 	}
 }
-
