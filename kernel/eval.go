@@ -25,13 +25,22 @@ func (k *Kernel) Eval(ctx context.Context, code, expr string) (string, error) {
 	if expr == "" {
 		return "", nil
 	}
+	return UserExpressionText(res.UserExpressions["r"])
+}
+
+// UserExpressionText returns the text/plain of one user_expressions entry of an execute_reply, or
+// an error "EName: evalue" when evaluating it raised.
+func UserExpressionText(raw json.RawMessage) (string, error) {
 	var ue struct {
 		Status string            `json:"status"`
 		Data   map[string]string `json:"data"`
 		EName  string            `json:"ename"`
 		EValue string            `json:"evalue"`
 	}
-	if err := json.Unmarshal(res.UserExpressions["r"], &ue); err != nil {
+	if len(raw) == 0 {
+		return "", fmt.Errorf("kernel: no user expression in the reply")
+	}
+	if err := json.Unmarshal(raw, &ue); err != nil {
 		return "", fmt.Errorf("kernel: user expression reply: %w", err)
 	}
 	if ue.Status != "ok" {

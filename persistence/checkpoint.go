@@ -108,18 +108,65 @@ func newCheckpointID() string {
 // Store.Lock so GC cannot collect chunks put but not yet referenced. A crash at any point leaves the
 // previous checkpoint complete. Older checkpoints beyond Retention are pruned afterwards.
 func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir string) (*CheckpointResult, error) {
+	p, err := c.Prepare(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return c.Finish(ctx, ex, p, turn, workspaceDir, "")
+}
+
+// Prepared is a checkpoint whose snapshot request can ride on the turn's own execute_request as a
+// user expression (ipykernel evaluates user_expressions right after the cell, in the same reply):
+// one round trip to the kernel per turn instead of two. Finish commits it.
+type Prepared struct {
+	SessionID string
+	Expr      string // the user expression that takes the snapshot and answers with its JSON
+	id        string
+	parentID  string
+	prevFiles []FileEntry
+	started   time.Time
+}
+
+// Prepare reads the session's latest checkpoint and builds the snapshot request for the next one.
+func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared, error) {
 	start := time.Now()
 	prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	var prevFiles []FileEntry
+	p := &Prepared{SessionID: sessionID, parentID: prev.ID, started: start}
 	if prev.ID != "" {
 		if m, err := ParseManifest(prev); err == nil {
-			prevFiles = m.Files
+			p.prevFiles = m.Files
 		}
 	}
-	res, err := c.checkpointOnce(ctx, ex, sessionID, turn, workspaceDir, prev.ID, prevFiles)
+	p.renew(c.chunkSize())
+	return p, nil
+}
+
+// renew gives the request a new checkpoint id (and spool token).
+func (p *Prepared) renew(chunkSize int) {
+	p.id = newCheckpointID()
+	a, _ := json.Marshal(map[string]any{"token": p.id, "committed": p.parentID, "chunk_size": chunkSize})
+	p.Expr = "(__carryover__.call(\"snapshot\", " + pyString(string(a)) + "), __carryover__.take())[1]"
+}
+
+// Finish commits the prepared checkpoint. answer is the text/plain of p.Expr when it rode on the
+// turn's execute_request; "" when it did not run (the cell raised, so ipykernel skipped user
+// expressions) or failed (e.g. interrupted): then the agent is asked in a call of its own, under a new
+// token, so no half-written spool file is ever read.
+func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir, answer string) (*CheckpointResult, error) {
+	var ans *snapshotAnswer
+	if answer != "" {
+		ans = &snapshotAnswer{}
+		if err := json.Unmarshal([]byte(answer), ans); err != nil {
+			ans = nil
+		}
+	}
+	if ans == nil && answer != "" {
+		p.renew(c.chunkSize())
+	}
+	res, err := c.checkpointOnce(ctx, ex, p, turn, workspaceDir, ans)
 	if errors.Is(err, ErrMissingChunk) {
 		// The agent trusted a chunk the store no longer has (an older checkpoint it was restored from was
 		// pruned and collected): make it forget what it knows and save everything once more.
@@ -127,26 +174,30 @@ func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID st
 		if ferr := callAgent(ctx, ex, "forget", map[string]any{}, &ok); ferr != nil {
 			return nil, fmt.Errorf("checkpoint: %w (forget: %w)", err, ferr)
 		}
-		res, err = c.checkpointOnce(ctx, ex, sessionID, turn, workspaceDir, prev.ID, prevFiles)
+		p.renew(c.chunkSize())
+		res, err = c.checkpointOnce(ctx, ex, p, turn, workspaceDir, nil)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if c.Retention > 0 {
-		if _, err := c.Store.Prune(ctx, sessionID, c.Retention); err != nil {
+		if _, err := c.Store.Prune(ctx, p.SessionID, c.Retention); err != nil {
 			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
 		}
 	}
-	res.DurationMS = msSince(start)
+	res.DurationMS = msSince(p.started)
 	return res, nil
 }
 
-func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir, parentID string, prevFiles []FileEntry) (*CheckpointResult, error) {
-	id := newCheckpointID()
-	var ans snapshotAnswer
-	args := map[string]any{"token": id, "committed": parentID, "chunk_size": c.chunkSize()}
-	if err := callAgent(ctx, ex, "snapshot", args, &ans); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+// checkpointOnce commits one checkpoint from the agent's snapshot answer (asking for it when ans is nil).
+func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir string, ans *snapshotAnswer) (*CheckpointResult, error) {
+	id, sessionID, parentID := p.id, p.SessionID, p.parentID
+	if ans == nil {
+		ans = &snapshotAnswer{}
+		args := map[string]any{"token": id, "committed": parentID, "chunk_size": c.chunkSize()}
+		if err := callAgent(ctx, ex, "snapshot", args, ans); err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
 	}
 	spoolDir := ""
 	if ans.SpoolHost != "" {
@@ -180,7 +231,7 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, sessionI
 	}
 	if workspaceDir != "" {
 		tf := time.Now()
-		fr, err := c.Store.SnapshotFiles(ctx, workspaceDir, prevFiles, c.Files)
+		fr, err := c.Store.SnapshotFiles(ctx, workspaceDir, p.prevFiles, c.Files)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: files: %w", err)
 		}

@@ -36,7 +36,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	res, err := s.execute(ctx, ls, k, req.Code, timeout, runHooks{id: id}, 1)
+	res, err := s.execute(ctx, ls, k, req.Code, timeout, runHooks{id: id}, 1, nil)
 	if err != nil {
 		if e := asError(err); e.Code == CodeTimeout || e.Code == CodeKernelDied {
 			return res, err

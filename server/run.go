@@ -223,20 +223,40 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runH
 		}
 	}
 	turn := ls.snapshot().ExecutionCount + 1
-	res, runErr := s.execute(ctx, ls, k, req.Code, timeout, hooks, turn)
+	ride := &snapshotRide{}
+	if len(req.Env) == 0 { // with per-run env the snapshot must come after the env is put back
+		if p, err := s.ckpt.Prepare(ctx, id); err == nil {
+			ride.prep = p
+		} else {
+			s.log.Warn("checkpoint not prepared; it will be taken separately", "session", id, "err", err)
+		}
+	}
+	res, runErr := s.execute(ctx, ls, k, req.Code, timeout, hooks, turn, ride)
 	res.SessionID = id
 	if len(req.Env) > 0 && runErr == nil {
 		_ = s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars)
 	}
-	res, runErr = s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr)
+	res, runErr = s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr, ride)
 	ls.hub.broadcast(map[string]any{"type": "result", "id": hooks.id, "result": res})
 	ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": "idle"})
 	return res, runErr
 }
 
+// snapshotRide carries the turn's checkpoint request on the cell's own execute_request (a user
+// expression the kernel evaluates right after the cell) and brings back the agent's answer: one
+// round trip per turn instead of two.
+type snapshotRide struct {
+	prep   *persistence.Prepared
+	answer string // "" when the expression did not run (the cell raised) or failed
+}
+
+// snapshotKey names the ride's user expression in the execute_request.
+const snapshotKey = "__carryover_snapshot__"
+
 // execute runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
-// not stop within a grace period, restarted from the last checkpoint.
-func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks runHooks, turn int) (*RunResult, error) {
+// not stop within a grace period, restarted from the last checkpoint. ride, when it holds a prepared
+// checkpoint, sends its snapshot request along and keeps the answer.
+func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks runHooks, turn int, ride *snapshotRide) (*RunResult, error) {
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
 	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
 	act := &activeRun{id: hooks.id, code: code}
@@ -266,6 +286,9 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 				ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state, "code": code})
 			}
 		},
+	}
+	if ride != nil && ride.prep != nil {
+		opts.UserExpressions = map[string]string{snapshotKey: ride.prep.Expr}
 	}
 	if hooks.allowInput {
 		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
@@ -320,6 +343,15 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		if out.r.Status == "error" && res.Error == nil {
 			res.Error = &RunError{EName: out.r.EName, EValue: out.r.EValue, Traceback: out.r.Traceback}
 		}
+		if ride != nil && ride.prep != nil && out.r.Status == "ok" {
+			if text, err := kernel.UserExpressionText(out.r.UserExpressions[snapshotKey]); err == nil {
+				ride.answer = text
+			} else if timedOut {
+				// The cell itself finished; the deadline interrupted only the snapshot riding on it,
+				// which Finish takes again on its own. The run is not a timeout.
+				timedOut = false
+			}
+		}
 	}
 	if timedOut {
 		msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
@@ -334,7 +366,7 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 
 // finishTurn checkpoints (unless the kernel died), records the execution, updates the session and
 // tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
-func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error) (*RunResult, error) {
+func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error, ride *snapshotRide) (*RunResult, error) {
 	ctx = context.WithoutCancel(ctx)
 	// The turn is counted before its checkpoint, so the checkpoint carries this turn's number.
 	s.update(ctx, ls, func(d *Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
@@ -345,7 +377,10 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
 		}
 	} else if cur := ls.currentKernel(); cur != nil {
-		cp, err := s.checkpoint(ctx, ls, cur)
+		if cur != k || ride == nil {
+			ride = &snapshotRide{} // prepared for another kernel: take a fresh one
+		}
+		cp, err := s.checkpointWith(ctx, ls, cur, ride.prep, ride.answer)
 		if err != nil {
 			res.CheckpointError = err.Error()
 			s.log.Error("checkpoint failed", "session", ls.id, "err", err)
