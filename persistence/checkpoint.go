@@ -156,11 +156,15 @@ func (p *Prepared) renew(chunkSize int) {
 // expressions) or failed (e.g. interrupted): then the agent is asked in a call of its own, under a new
 // token, so no half-written spool file is ever read.
 func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir, answer string) (*CheckpointResult, error) {
+	start := time.Now()
 	var ans *snapshotAnswer
+	rodeMS := 0.0 // the agent's time inside the turn's execute_request, when the snapshot rode on it
 	if answer != "" {
 		ans = &snapshotAnswer{}
 		if err := json.Unmarshal([]byte(answer), ans); err != nil {
 			ans = nil
+		} else {
+			rodeMS = ans.Timings.DetectMS + ans.Timings.SerializeMS + ans.Timings.WriteMS
 		}
 	}
 	if ans == nil && answer != "" {
@@ -185,7 +189,13 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
 		}
 	}
-	res.DurationMS = msSince(p.started)
+	// The checkpoint's own time: from Prepare for a separate snapshot call, or the agent's part inside
+	// the execute_request plus the commit for one that rode on it.
+	if rodeMS > 0 && res.Timings.DetectMS+res.Timings.SerializeMS > 0 {
+		res.DurationMS = rodeMS + msSince(start)
+	} else {
+		res.DurationMS = msSince(p.started)
+	}
 	return res, nil
 }
 
