@@ -76,7 +76,11 @@ type Config struct {
 	ROBinds  []string // extra host paths bound read-only at the same path (e.g. /opt/tools)
 	TmpSize  int64    // size of each of /tmp and /dev/shm; default 1 GiB
 	NoCgroup bool     // do not use cgroups even where they work (rlimits only)
-	Logger   *slog.Logger
+	// LockDir holds one lock file per sandbox uid in use, so that servers sharing a host never hand
+	// out the same uid (a uid is also how a box's leftovers are found and killed); default
+	// /run/carryover-sandbox-uids, else <tmp>/carryover-sandbox-uids.
+	LockDir string
+	Logger  *slog.Logger
 }
 
 // Manager creates boxes. Safe for concurrent use.
@@ -88,9 +92,9 @@ type Manager struct {
 	log                   *slog.Logger
 	idmap                 bool // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
 	mu                    sync.Mutex
-	next                  int          // next uid offset to try
-	uids                  map[int]bool // in use
-	userns                map[int]int  // uid -> user namespace fd (idmapped mounts)
+	next                  int              // next uid offset to try
+	uids                  map[int]*os.File // in use, with their flock'ed lock files
+	userns                map[int]int      // uid -> user namespace fd (idmapped mounts)
 	boxes                 map[string]*Box
 	closed                bool
 }
@@ -142,7 +146,16 @@ func New(cfg Config) (*Manager, error) {
 	if err := Probe(cfg.Bwrap); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, uids: map[int]bool{}, userns: map[int]int{}, boxes: map[string]*Box{}}
+	if cfg.LockDir == "" {
+		cfg.LockDir = "/run/carryover-sandbox-uids"
+		if unix.Access("/run", unix.W_OK) != nil {
+			cfg.LockDir = filepath.Join(os.TempDir(), "carryover-sandbox-uids")
+		}
+	}
+	if err := os.MkdirAll(cfg.LockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: uid lock dir: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, uids: map[int]*os.File{}, userns: map[int]int{}, boxes: map[string]*Box{}}
 	var err error
 	look := func(name, def string) string {
 		if err != nil {
@@ -236,17 +249,35 @@ func (m *Manager) Close() error {
 }
 
 // allocUID takes a free uid of the range (next-fit, so a just-released uid is reused last).
+// A uid is ours while we hold an flock on its lock file: other carryover servers on the host (or
+// other Managers in this process) skip it, and a crashed server's locks vanish with it.
 func (m *Manager) allocUID() (int, error) {
 	for i := 0; i < m.cfg.UIDCount; i++ {
 		off := (m.next + i) % m.cfg.UIDCount
 		uid := m.cfg.UIDBase + off
-		if !m.uids[uid] {
-			m.uids[uid] = true
-			m.next = off + 1
-			return uid, nil
+		if m.uids[uid] != nil {
+			continue
 		}
+		f, err := os.OpenFile(filepath.Join(m.cfg.LockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, fmt.Errorf("sandbox: uid lock: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			continue // another server's
+		}
+		m.uids[uid] = f
+		m.next = off + 1
+		return uid, nil
 	}
 	return 0, fmt.Errorf("sandbox: all %d sandbox uids are in use", m.cfg.UIDCount)
+}
+
+func (m *Manager) freeUID(uid int) {
+	if f := m.uids[uid]; f != nil {
+		f.Close() // drops the flock
+	}
+	delete(m.uids, uid)
 }
 
 // BoxOptions describe a new box.
@@ -753,7 +784,7 @@ func (b *Box) Release() error {
 	m := b.m
 	m.mu.Lock()
 	if b.ownUID {
-		delete(m.uids, b.uid)
+		m.freeUID(b.uid)
 	}
 	delete(m.boxes, b.name)
 	m.mu.Unlock()

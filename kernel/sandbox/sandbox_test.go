@@ -197,3 +197,23 @@ func statUID(fi os.FileInfo) int {
 	}
 	return -1
 }
+
+// TestUIDsExclusiveAcrossManagers: two servers with the same uid range never share a uid (a uid is
+// how a box's leftovers are found and killed).
+func TestUIDsExclusiveAcrossManagers(t *testing.T) {
+	m1 := newManager(t)
+	m2 := newManager(t)
+	seen := map[int]string{}
+	for i := 0; i < 5; i++ {
+		for j, m := range []*Manager{m1, m2} {
+			b, err := m.NewBox(BoxOptions{Name: "u" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if who, dup := seen[b.UID()]; dup {
+				t.Fatalf("uid %d handed out twice (%s and m%d)", b.UID(), who, j+1)
+			}
+			seen[b.UID()] = "m" + strconv.Itoa(j+1)
+		}
+	}
+}
