@@ -249,7 +249,7 @@ func TestSandboxAbuse(t *testing.T) {
 		{"fork bomb", "import os\nwhile True:\n    os.fork()", "", 0, []string{"error:BlockingIOError", "kernel_died"}},
 		{"infinite loop", "while True:\n    pass", "", 1, []string{"timeout"}},
 		{"infinite loop ignoring SIGINT", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "", 1, []string{"timeout"}},
-		{"1 GB print", "for _ in range(1000):\n    print('x' * 10**6)", "", 0, []string{"ok"}},
+		{"1 GB print", fmt.Sprintf("for _ in range(%d):\n    print('x' * 10**6)", printMB), "", 0, []string{"ok"}},
 		{"kill the parent", "import os\nos.kill(os.getppid(), 9)", "", 0, []string{"error:PermissionError"}},
 		{"os._exit", "import os\nos._exit(1)", "", 0, []string{"kernel_died"}},
 	}
