@@ -28,7 +28,8 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 		return nil, err
 	}
 	kernelsLive.Inc()
-	ls := &liveSession{id: id, doc: Session{ID: id, AgentContext: AgentContext{WorkingDir: "/workspace"}}}
+	ls := &liveSession{id: id, doc: Session{ID: id, AgentContext: AgentContext{WorkingDir: "/workspace"},
+		Sandbox: Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
 		_ = removeAll(s.workspace(id))

@@ -200,7 +200,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persi
 		}
 	}
 	s.releaseKernel(ctx, ls, "checkpoint restore")
-	k, err := s.pool.Get(ctx)
+	k, err := s.claimKernel(ctx, ls.snapshot()) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
 	}
