@@ -390,15 +390,15 @@ func (s *Service) watchSandbox(id string, k *kernel.Kernel, kb *kernelBox) {
 		}
 		ev := kb.box.Events()
 		if ev.OOMKills > base.OOMKills {
-			base.OOMKills = ev.OOMKills
+			// The victim may be the kernel (it then dies once its memory is freed, which takes a while
+			// for gigabytes) or a process it started.
 			select {
 			case <-dead:
-				continue // reported above
-			case <-time.After(50 * time.Millisecond):
+				continue // reported above, base untouched
+			case <-time.After(2 * time.Second):
 			}
-			if k.Err() == nil {
-				s.sandboxEvent(id, k, kb, "memory", "a process of the sandbox was killed by the out-of-memory killer; the kernel survived")
-			}
+			base.OOMKills = ev.OOMKills
+			s.sandboxEvent(id, k, kb, "memory", "a process of the sandbox was killed by the out-of-memory killer; the kernel survived")
 		}
 		if ev.PidsMax > base.PidsMax {
 			base.PidsMax = ev.PidsMax

@@ -634,27 +634,44 @@ func (b *Box) processes() []int {
 // wrapper that became bubblewrap); bubblewrap's own processes run as root and are spared.
 func (b *Box) KillStrays(leader int) int {
 	top := b.topProcess(leader)
-	killed := 0
-	deadline := time.Now().Add(2 * time.Second)
+	if b.cg != nil && b.cg.has("pids") {
+		// While the strays die, no fork succeeds: the kernel's own fork loop fails at once instead of
+		// refilling what is killed (the limit binds new tasks only; the kernel's threads stay).
+		d, _ := b.cg.dir("pids")
+		_ = writeFile(filepath.Join(d, "pids.max"), "1")
+		defer func() {
+			v := "max"
+			if l := b.Limits(); l.Pids > 0 {
+				v = strconv.Itoa(l.Pids)
+			}
+			_ = writeFile(filepath.Join(d, "pids.max"), v)
+		}()
+	}
+	killed := map[int]bool{}
+	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
 		n := 0
 		for _, p := range b.processes() {
 			if p == top || p == leader {
 				continue
 			}
-			if b.ownUID || procPPid(p) != leader { // uid 0 boxes: spare bwrap's init (child of the leader)
-				if unix.Kill(p, unix.SIGKILL) == nil {
+			st, ok := procStat(p)
+			if !ok || st.state == 'Z' || st.state == 'X' {
+				continue // dead already, waiting for its parent (or init) to reap it
+			}
+			if b.ownUID || st.ppid != leader { // uid 0 boxes: spare bwrap's init (child of the leader)
+				if unix.Kill(p, unix.SIGKILL) == nil && !killed[p] {
+					killed[p] = true
 					n++
 				}
 			}
 		}
-		killed += n
 		if n == 0 {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return killed
+	return len(killed)
 }
 
 // topProcess is the first sandboxed process: the oldest child of bubblewrap's init, itself the
@@ -678,6 +695,7 @@ func (b *Box) topProcess(leader int) int {
 
 type procInfo struct {
 	pid, ppid int
+	state     byte   // R, S, D, Z (zombie), ...
 	start     uint64 // clock ticks after boot
 }
 
@@ -694,6 +712,7 @@ func parseStat(s string) (procInfo, bool) {
 	if len(f) < 20 {
 		return p, false
 	}
+	p.state = f[0][0]
 	p.ppid, _ = strconv.Atoi(f[1])
 	p.start, _ = strconv.ParseUint(f[19], 10, 64)
 	return p, true
@@ -717,14 +736,13 @@ func scanProcs() []procInfo {
 	return out
 }
 
-// procPPid is the parent pid of pid (0 when gone).
-func procPPid(pid int) int {
+// procStat reads /proc/<pid>/stat (ok false when gone).
+func procStat(pid int) (procInfo, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return procInfo{}, false
 	}
-	p, _ := parseStat(string(b))
-	return p.ppid
+	return parseStat(string(b))
 }
 
 // Events counts limit hits (cgroups only; zero without).
