@@ -96,7 +96,21 @@ func (s *Service) initSandbox() error {
 			"err", err)
 		return nil
 	}
+	if err := os.MkdirAll(x.spoolDir, 0o700); err == nil {
+		err = mgr.CheckMountable(x.spoolDir)
+	}
+	if err != nil {
+		_ = mgr.Close()
+		s.log.Error("SANDBOX UNAVAILABLE: the checkpoint spool dir cannot be idmapped into sandboxes (set persistence.spool_dir "+
+			"to a directory on the data dir's filesystem); kernels and exec commands run as PLAIN PROCESSES", "spool_dir", x.spoolDir, "err", err)
+		return nil
+	}
 	x.mgr = mgr
+	if s.kopts.Transport == "tcp" {
+		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
+		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
+		s.kopts.Transport = "ipc"
+	}
 	// A sandbox can leave set-uid files in its workspace (idmapped: they are root's on disk); nobody
 	// but the server may reach them.
 	_ = os.Chmod(workspacesDir(s.cfg), 0o700)

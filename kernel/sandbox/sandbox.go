@@ -212,6 +212,15 @@ func (m *Manager) Info() Info {
 	return i
 }
 
+// CheckMountable reports whether Box.Mount will work for a directory on another filesystem than
+// the state dir's (idmapped mounts are a per-filesystem feature).
+func (m *Manager) CheckMountable(dir string) error {
+	if !m.idmap {
+		return nil
+	}
+	return m.probeIDMap(dir)
+}
+
 // IDMapped reports whether boxes run as uids of their own with idmapped mounts (false: as uid 0
 // without capabilities).
 func (m *Manager) IDMapped() bool { return m.idmap }
