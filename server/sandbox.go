@@ -432,6 +432,7 @@ func (s *Service) watchSandbox(id string, k *kernel.Kernel, kb *kernelBox) {
 				return
 			}
 			n := kb.box.KillStrays(k.PID())
+			base.PidsMax = kb.box.Events().PidsMax // its own refusals while killing are not new hits
 			s.sandboxEvent(id, k, kb, "pids", fmt.Sprintf("the process limit (%d) was hit: %d processes were killed; the kernel and its state were kept", kb.box.Limits().Pids, n))
 		}
 	}

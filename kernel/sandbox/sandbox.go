@@ -641,12 +641,13 @@ func (b *Box) processes() []int {
 // bubblewrap started: the kernel), and returns how many it killed. After a fork bomb this leaves the
 // kernel with its state and frees the process limit. leader is the pid of the box's command (the
 // wrapper that became bubblewrap); bubblewrap's own processes run as root and are spared.
+//
+// With a pids cgroup the kernel is also made to stop forking: forks are refused (pids.max=1) and the
+// kernel is paused while the strays die, then resumed with forks still refused until it has tried
+// one (a `while True: os.fork()` then raises BlockingIOError) or half a second passed.
 func (b *Box) KillStrays(leader int) int {
 	top := b.topProcess(leader)
-	if b.cg != nil && b.cg.has("pids") {
-		// While the strays die, no fork succeeds: the kernel's own fork loop fails at once instead of
-		// refilling what is killed (the limit binds new tasks only; the kernel's threads stay).
-		d, _ := b.cg.dir("pids")
+	if d, ok := b.cgDir("pids"); ok {
 		_ = writeFile(filepath.Join(d, "pids.max"), "1")
 		defer func() {
 			v := "max"
@@ -655,6 +656,16 @@ func (b *Box) KillStrays(leader int) int {
 			}
 			_ = writeFile(filepath.Join(d, "pids.max"), v)
 		}()
+		if top != 0 {
+			_ = unix.Kill(top, unix.SIGSTOP)
+			defer func() {
+				before := b.Events().PidsMax
+				_ = unix.Kill(top, unix.SIGCONT)
+				for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end) && b.Events().PidsMax == before; {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+		}
 	}
 	killed := map[int]bool{}
 	deadline := time.Now().Add(time.Second)
@@ -681,6 +692,14 @@ func (b *Box) KillStrays(leader int) int {
 		time.Sleep(2 * time.Millisecond)
 	}
 	return len(killed)
+}
+
+// cgDir is the box's group dir of a controller in use.
+func (b *Box) cgDir(ctrl string) (string, bool) {
+	if b.cg == nil {
+		return "", false
+	}
+	return b.cg.dir(ctrl)
 }
 
 // topProcess is the first sandboxed process: the oldest child of bubblewrap's init, itself the
