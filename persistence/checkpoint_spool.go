@@ -19,10 +19,12 @@ package persistence
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // spoolChunk is one chunk named in a snapshot answer.
@@ -48,7 +50,9 @@ func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk)
 		size    int
 		bufs    [][]byte // reused between batches
 		used    int
+		sdir    *spoolDirFD // opened at the first file chunk
 	)
+	defer func() { sdir.close() }()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -71,7 +75,13 @@ func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk)
 			if used == len(bufs) {
 				bufs = append(bufs, nil)
 			}
-			b, err := readFileInto(filepath.Join(dir, c.File), bufs[used][:0])
+			if sdir == nil {
+				var err error
+				if sdir, err = openSpoolDir(dir); err != nil {
+					return written, fmt.Errorf("spool: %w", err)
+				}
+			}
+			b, err := sdir.readInto(c.File, bufs[used][:0])
 			if err != nil {
 				return written, fmt.Errorf("spool: %w", err)
 			}
@@ -99,16 +109,43 @@ func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk)
 	return written, flush()
 }
 
-// readFileInto reads a whole (chunk-sized) file into buf, growing it as needed.
-func readFileInto(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
+// spoolDirFD reads chunk files of one spool dir. The kernel writing them may be sandboxed and hostile:
+// the dir and the files are opened without following symlinks (a symlink planted in the spool must not
+// make the server, root, read a host file into the kernel's checkpoint, which a restore would hand
+// back), and only regular files are read (a FIFO would block the server forever).
+type spoolDirFD struct {
+	fd   int
+	path string
+}
+
+func openSpoolDir(dir string) (*spoolDirFD, error) {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return buf, err
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
+	return &spoolDirFD{fd: fd, path: dir}, nil
+}
+
+func (d *spoolDirFD) close() {
+	if d != nil {
+		_ = syscall.Close(d.fd)
+	}
+}
+
+func (d *spoolDirFD) readInto(name string, buf []byte) ([]byte, error) {
+	path := filepath.Join(d.path, name)
+	fd, err := syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return buf, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return buf, err
+	}
+	if !st.Mode().IsRegular() {
+		return buf, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
 	}
 	n := int(st.Size())
 	if cap(buf) < n {

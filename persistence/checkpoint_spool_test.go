@@ -1,0 +1,65 @@
+package persistence
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestIngestSpoolRefusesLinks: a (sandboxed, hostile) kernel must not make the server read a host file
+// into its checkpoint by planting a symlink, as a chunk file or as the token dir, or block it with a FIFO.
+func TestIngestSpoolRefusesLinks(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	spool := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("ab", 16)
+	chunk := []spoolChunk{{Hash: hash, Codec: "raw", RawLen: 11, Stored: 11, File: hash}}
+
+	// A symlinked chunk file.
+	tok := filepath.Join(spool, "tok1")
+	_ = os.Mkdir(tok, 0o700)
+	if err := os.Symlink(secret, filepath.Join(tok, hash)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingestSpool(ctx, s, tok, chunk); err == nil {
+		t.Error("a symlinked chunk file was read")
+	}
+	// A symlinked token dir.
+	real := filepath.Join(t.TempDir(), "elsewhere")
+	_ = os.Mkdir(real, 0o700)
+	_ = os.WriteFile(filepath.Join(real, hash), []byte("host secret"), 0o600)
+	if err := os.Symlink(real, filepath.Join(spool, "tok2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingestSpool(ctx, s, filepath.Join(spool, "tok2"), chunk); err == nil {
+		t.Error("a symlinked token dir was followed")
+	}
+	// A FIFO must fail at once, not block.
+	tok3 := filepath.Join(spool, "tok3")
+	_ = os.Mkdir(tok3, 0o700)
+	if err := syscall.Mkfifo(filepath.Join(tok3, hash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingestSpool(ctx, s, tok3, chunk); err == nil {
+		t.Error("a FIFO was accepted")
+	}
+	if missing, _ := s.MissingChunks(ctx, []string{hash}); len(missing) != 1 {
+		t.Error("the host secret was stored as a chunk")
+	}
+	// A plain file still works.
+	tok4 := filepath.Join(spool, "tok4")
+	_ = os.Mkdir(tok4, 0o700)
+	data := []byte("kernel data")
+	h := HashChunk(data)
+	_ = os.WriteFile(filepath.Join(tok4, h), data, 0o600)
+	if _, err := ingestSpool(ctx, s, tok4, []spoolChunk{{Hash: h, Codec: "raw", RawLen: 11, Stored: 11, File: h}}); err != nil {
+		t.Errorf("a plain chunk file: %v", err)
+	}
+}
