@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,26 @@ type Checkpointer struct {
 	ChunkSize int        // namespace chunk size (default DefaultChunkSize)
 	Retention int        // checkpoints kept per session (Store.Prune after commit); <= 0 keeps all
 	Files     FileLimits // workspace files: SaveHidden, MaxFileBytes, MaxTotalBytes, ChunkSize
+	// SpoolRoot, when set, is the dir whose direct subdirs are the kernels' spool dirs: a spool dir a
+	// kernel names in its answers (it may be sandboxed and hostile) must be one of them, or the
+	// server would read and write where the kernel says.
+	SpoolRoot string
+}
+
+// spoolHost checks the host spool dir a kernel named.
+func (c *Checkpointer) spoolHost(h string) (string, error) {
+	if c.SpoolRoot == "" || h == "" {
+		return h, nil
+	}
+	clean := filepath.Clean(h)
+	rel, err := filepath.Rel(filepath.Clean(c.SpoolRoot), clean)
+	if err != nil || rel == "." || rel == ".." || strings.ContainsRune(rel, filepath.Separator) {
+		return "", fmt.Errorf("spool dir %q is not a spool dir of %s", h, c.SpoolRoot)
+	}
+	if fi, err := os.Lstat(clean); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("spool dir %q is not a directory", h)
+	}
+	return clean, nil
 }
 
 // CheckpointResult is the API's "checkpoint" object of a run's answer.
@@ -211,7 +232,11 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 	}
 	spoolDir := ""
 	if ans.SpoolHost != "" {
-		spoolDir = filepath.Join(ans.SpoolHost, filepath.Base(id))
+		host, err := c.spoolHost(ans.SpoolHost)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		spoolDir = filepath.Join(host, filepath.Base(id))
 		defer os.RemoveAll(spoolDir)
 	}
 	res := &CheckpointResult{

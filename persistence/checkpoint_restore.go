@@ -108,7 +108,11 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	}
 	tr := time.Now()
 	dirName := "r-" + newCheckpointID()[5:]
-	hostDir := filepath.Join(p.SpoolHost, dirName)
+	spoolHost, err := c.spoolHost(p.SpoolHost)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	hostDir := filepath.Join(spoolHost, dirName)
 	kernDir := filepath.Join(p.Spool, dirName)
 	if err := os.MkdirAll(hostDir, 0o700); err != nil {
 		return nil, fmt.Errorf("restore: spool: %w", err)

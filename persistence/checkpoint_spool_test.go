@@ -63,3 +63,21 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 		t.Errorf("a plain chunk file: %v", err)
 	}
 }
+
+// TestSpoolHostConfined: with SpoolRoot set, only its direct subdirectories are believed as the spool
+// dir a kernel names.
+func TestSpoolHostConfined(t *testing.T) {
+	root := t.TempDir()
+	_ = os.Mkdir(filepath.Join(root, "k1"), 0o700)
+	_ = os.Symlink("/etc", filepath.Join(root, "k2"))
+	c := &Checkpointer{SpoolRoot: root}
+	if h, err := c.spoolHost(filepath.Join(root, "k1") + "/"); err != nil || h != filepath.Join(root, "k1") {
+		t.Errorf("a spool dir: %q %v", h, err)
+	}
+	for _, bad := range []string{"/etc", root, filepath.Join(root, ".."), filepath.Join(root, "k1/sub"),
+		filepath.Join(root, "k2"), filepath.Join(root, "missing"), filepath.Join(root, "k1/../../x")} {
+		if _, err := c.spoolHost(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

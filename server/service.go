@@ -98,6 +98,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			Store:     o.Store,
 			ChunkSize: cfg.Persistence.ChunkSize,
 			Retention: cfg.Persistence.Retention,
+			SpoolRoot: spoolDir(cfg), // kernels name their spool dir; only these are believed
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
 				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
