@@ -287,6 +287,11 @@ func (m *Manager) freeUID(uid int) {
 		f.Close() // drops the flock
 	}
 	delete(m.uids, uid)
+	// Mounts hold their own reference to the idmap; the cached namespace fd is only for new mounts.
+	if fd, ok := m.userns[uid]; ok {
+		_ = unix.Close(fd)
+		delete(m.userns, uid)
+	}
 }
 
 // BoxOptions describe a new box.
