@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -85,7 +86,8 @@ func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	// O_NONBLOCK: a FIFO a kernel made would otherwise block the open forever (it is refused below).
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fileErr(p, err)
 	}

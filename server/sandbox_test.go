@@ -197,8 +197,9 @@ os.symlink('/etc/passwd', 'passwd')
 os.symlink('/', 'root')
 os.symlink('../../carryover.db', 'db')
 os.makedirs('sub', exist_ok=True)
-open('sub/ok.txt', 'w').write('fine')`)
-	for _, p := range []string{"passwd", "root/etc/passwd", "db", "../carryover.db", "..%2Fcarryover.db",
+open('sub/ok.txt', 'w').write('fine')
+os.mkfifo('pipe')`)
+	for _, p := range []string{"pipe", "passwd", "root/etc/passwd", "db", "../carryover.db", "..%2Fcarryover.db",
 		"sub/../../carryover.db", "%2Fetc%2Fpasswd", "/workspace/../carryover.db"} {
 		r := ts.do("GET", "/api/sessions/f/files/"+p, nil)
 		if r.Status == 200 || strings.Contains(string(r.Body), "root:") || strings.Contains(string(r.Body), "SQLite") {
