@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -303,7 +304,9 @@ func (w *chunkWriter) flush(ctx context.Context) error {
 // mtime are the ones seen when the file was opened, and the size is what was actually read, so a file
 // that changes while being read differs from its entry and is read again next time.
 func (w *chunkWriter) saveFile(ctx context.Context, root *os.Root, c fileCandidate, buf []byte) (FileEntry, error) {
-	f, err := root.Open(filepath.FromSlash(c.rel))
+	// O_NONBLOCK: a (sandboxed) kernel swapping the file for a FIFO after the scan must not block the
+	// open forever; the check below then refuses it.
+	f, err := root.OpenFile(filepath.FromSlash(c.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return FileEntry{}, &unreadableError{err}
 	}
