@@ -119,7 +119,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		return nil, err
 	}
 	dir := s.hostPath(id, rel)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.mkdirWorkspace(id, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.workspace(id), "LANG=C.UTF-8"}

@@ -334,6 +334,27 @@ func (s *Service) closeSandbox() {
 	}
 }
 
+// mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
+// kernel left in its workspace cannot make the server, root, create directories elsewhere.
+func (s *Service) mkdirWorkspace(id, rel string) error {
+	ws := s.workspace(id)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	if rel == "" {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.FromSlash(rel), 0o755); err != nil {
+		return fileErr(rel, err)
+	}
+	return nil
+}
+
 // execArgv is what Exec runs: argv itself without a sandbox, else argv wrapped into a box of its own.
 func (s *Service) execArgv(id string, doc Session, argv []string, rel string, reqEnv map[string]string) ([]string, func(), error) {
 	if s.sbx == nil {

@@ -325,6 +325,13 @@ func TestSandboxExec(t *testing.T) {
 	if got := ts.stdout("e", "print(open('made.txt').read().strip())"); got != "data" {
 		t.Errorf("kernel reads exec's file: %q", got)
 	}
+	// A working_dir through a symlink the kernel made must not make the server create host dirs.
+	outside := t.TempDir()
+	ts.stdout("e", fmt.Sprintf("import os\nos.symlink(%q, 'out')", outside))
+	r = ts.do("POST", "/api/sessions/e/exec", map[string]any{"command": "pwd", "working_dir": "/workspace/out/made"})
+	if r.Status == 200 || fileExists(filepath.Join(outside, "made")) {
+		t.Errorf("exec working_dir through a symlink: %d %s; host dir made: %v", r.Status, r.Body, fileExists(filepath.Join(outside, "made")))
+	}
 	// A fork bomb in a shell ends at the process limit or the timeout, and leaves nothing behind.
 	start := time.Now()
 	r = ts.do("POST", "/api/sessions/e/exec", map[string]any{"command": "f() { f | f & }; f; sleep 30", "timeout_seconds": 3})
