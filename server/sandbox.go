@@ -147,7 +147,7 @@ func (x *sandboxes) wrapper(network bool) func([]string, string) ([]string, erro
 		// The kernel (the box uid) reads the connection file and creates its ipc sockets here.
 		if uid := kb.box.UID(); uid != 0 {
 			for _, p := range []string{rt, filepath.Join(rt, "connection.json")} {
-				if err := os.Chown(p, uid, uid); err != nil {
+				if err := os.Lchown(p, uid, uid); err != nil { // never through a link the kernel made
 					return nil, fmt.Errorf("sandbox: %w", err)
 				}
 			}
