@@ -38,6 +38,8 @@ func TestBadInput(t *testing.T) {
 		{"bad id spaces", "POST", "/api/sessions", map[string]any{"session_id": "a b"}, nil, 400, "invalid_request"},
 		{"too long id", "POST", "/api/sessions", map[string]any{"session_id": strings.Repeat("a", 129)}, nil, 400, "invalid_request"},
 		{"unknown language", "POST", "/api/sessions", map[string]any{"language": "cobol"}, nil, 400, "invalid_request"},
+		{"bad sandbox memory", "POST", "/api/sessions", map[string]any{"sandbox": map[string]any{"memory": "lots"}}, nil, 400, "invalid_request"},
+		{"bad sandbox cpus", "POST", "/api/sessions", map[string]any{"sandbox": map[string]any{"cpus": "-2"}}, nil, 400, "invalid_request"},
 		{"negative budget", "POST", "/api/sessions", map[string]any{"budget": map[string]any{"iteration_limit": -1}}, nil, 400, "invalid_request"},
 		{"duplicate id", "POST", "/api/sessions", map[string]any{"session_id": "good"}, nil, 409, "conflict"},
 		{"unknown session get", "GET", "/api/sessions/nope", nil, nil, 404, "not_found"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/carryover/carryover/persistence"
 )
 
@@ -68,6 +69,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 		doc.Budget = *req.Budget
 	}
 	if sb := req.Sandbox; sb != nil {
+		if sb.CPUs != "" {
+			if _, err := sandbox.ParseCPUs(sb.CPUs); err != nil {
+				return Session{}, errorf(CodeInvalid, "sandbox.cpus: %v", err).withDetails("field", "sandbox.cpus")
+			}
+		}
+		if sb.Memory != "" {
+			if _, err := sandbox.ParseMemory(sb.Memory); err != nil {
+				return Session{}, errorf(CodeInvalid, "sandbox.memory: %v", err).withDetails("field", "sandbox.memory")
+			}
+		}
 		doc.Sandbox.CPUs, doc.Sandbox.Memory = sb.CPUs, sb.Memory
 		if sb.TimeoutSeconds != nil {
 			if *sb.TimeoutSeconds < 0 {

@@ -300,10 +300,19 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.wg.Wait()
+	var err error
 	if s.pool != nil {
-		return s.pool.Close(ctx)
+		err = s.pool.Close(ctx)
 	}
-	return nil
+	// Every kernel is gone, pooled ones included: so is every use of the spool.
+	if s.cfg.Persistence.SpoolDir == "" {
+		_ = os.RemoveAll(spoolDir(s.cfg))
+	} else if entries, rerr := os.ReadDir(s.cfg.Persistence.SpoolDir); rerr == nil {
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(s.cfg.Persistence.SpoolDir, e.Name()))
+		}
+	}
+	return err
 }
 
 // stopKernel shuts a kernel down and removes its spool dir.
