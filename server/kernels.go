@@ -47,7 +47,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	k, err := s.claimKernel(ctx, ls.snapshot())
 	if err != nil {
 		s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxNone; return nil })
-		return nil, fmt.Errorf("starting a kernel: %w", err)
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
 	doc := ls.snapshot()
@@ -64,7 +64,10 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		restored, err = s.ckpt.Restore(ctx, k, ls.id, "", ws, files)
 		if err != nil {
 			s.stopKernel(ctx, k)
-			return nil, fmt.Errorf("restoring checkpoint %s: %w", doc.LastCheckpoint.ID, err)
+			// Nothing is lost: the checkpoint stays in the database and the next run tries again.
+			return nil, (&Error{Code: CodeInternal, Err: err, Message: fmt.Sprintf(
+				"the session's last checkpoint %s could not be restored into a new kernel (it is kept; the next run tries again): %v",
+				doc.LastCheckpoint.ID, err)}).withDetails("checkpoint_id", doc.LastCheckpoint.ID)
 		}
 	}
 	now := time.Now().UTC()
