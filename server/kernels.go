@@ -73,7 +73,6 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	now := time.Now().UTC()
 	ls.mu.Lock()
 	ls.attachLocked(k)
-	ls.spool = filepath.Join(spoolDir(s.cfg), k.ID())
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = SandboxLive
 	ls.doc.Sandbox.StartedAt = &now

@@ -49,7 +49,6 @@ type liveSession struct {
 	mu      sync.Mutex // guards the fields below
 	doc     Session
 	kern    *kernel.Kernel
-	spool   string     // spool dir of the current kernel
 	running *activeRun // the run in flight, for websocket clients that connect mid-run
 
 	kernStart   time.Time     // when the current kernel was attached (rotation clock)
