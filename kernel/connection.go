@@ -95,18 +95,20 @@ func (ci ConnectionInfo) removeSockets() {
 	}
 }
 
-// write stores the connection file with mode 0600: it holds the signing key.
+// write stores the connection file with mode 0600: it holds the signing key. The old file (a
+// restart writes it again) is removed and the new one created exclusively without following
+// symlinks: a sandboxed kernel can write its runtime dir, and must not be able to plant a link
+// that makes the server overwrite a host file with the key.
 func (ci ConnectionInfo) write(path string) error {
 	b, err := json.MarshalIndent(ci, "", "  ")
 	if err != nil {
 		return fmt.Errorf("connection file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("connection file: %w", err)
 	}
-	if err := f.Chmod(0o600); err != nil { // O_CREATE's mode does not apply to an existing file
-		f.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
 		return fmt.Errorf("connection file: %w", err)
 	}
 	if _, err := f.Write(b); err != nil {
