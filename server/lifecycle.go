@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -259,8 +260,10 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 	if err != nil {
 		return Session{}, err
 	}
-	if st := ls.snapshot().State; !canMove(st, to) {
-		return Session{}, errorf(CodeConflict, "cannot move session from %s to %s", st, to).withDetails("state", st)
+	// A closed session answers at once; any other state is checked again under the run lock, so a
+	// stop or cancel that arrives during a rotation waits for it instead of failing.
+	if doc := ls.snapshot(); doc.closed() {
+		return Session{}, errorf(CodeConflict, "cannot move session from %s to %s", doc.State, to).withDetails("state", doc.State)
 	}
 	if to == StateCancelled {
 		// Cancel does not wait for a run in flight: interrupt it first.
@@ -275,18 +278,19 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		return Session{}, err
 	}
 	defer ls.lock.Unlock()
+	if st := ls.snapshot().State; !canMove(st, to) {
+		return Session{}, errorf(CodeConflict, "cannot move session from %s to %s", st, to).withDetails("state", st)
+	}
 	payload := map[string]any{"reason": reason}
-	if checkpoint {
-		ls.mu.Lock()
-		k := ls.kern
-		ls.mu.Unlock()
-		if k != nil {
-			if res, err := s.checkpoint(ctx, ls, k); err != nil {
-				payload["checkpoint_error"] = err.Error()
-			} else {
-				payload["checkpoint_id"] = res.ID
-			}
+	if k := ls.currentKernel(); checkpoint && k != nil {
+		res, err := s.checkpoint(ctx, ls, k)
+		if err != nil {
+			// Stopping now would lose what changed since the last turn's checkpoint: refuse, and say how
+			// to force it.
+			return Session{}, &Error{Code: CodeInternal, Err: err, Message: fmt.Sprintf(
+				"the final checkpoint failed, so the session was not stopped (cancel ends it without one): %v", err)}
 		}
+		payload["checkpoint_id"] = res.ID
 	}
 	doc, _, err := s.transition(ctx, ls, to, func(d *Session) {
 		d.StopReason = reason

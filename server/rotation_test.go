@@ -185,3 +185,25 @@ func TestAgentFlowsSurviveRestart(t *testing.T) {
 	types := eventTypes(ts.must(200, "GET", "/api/sessions/ar/events?limit=200", nil))
 	inOrder(t, types, "rotation_completed", "session_paused", "session_resumed", "budget_warning", "budget_exceeded")
 }
+
+// TestStopDuringRotationWaits: a stop that arrives while the session is rotating waits for the
+// rotation and then completes the session (it is not refused because the state is "rotating").
+func TestStopDuringRotationWaits(t *testing.T) {
+	ts := startServer(t, "")
+	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "rs"})
+	ts.run("rs", "import numpy as np\nbig = np.random.rand(1 << 25)") // 256 MB: rotation takes a while
+	rotated := make(chan resp, 1)
+	go func() { rotated <- ts.do("POST", "/api/sessions/rs/rotate", nil) }()
+	waitFor(t, 10*time.Second, "rotating state", func() bool {
+		return ts.must(200, "GET", "/api/sessions/rs", nil).str("session", "state") == "rotating"
+	})
+	r := ts.must(200, "POST", "/api/sessions/rs/stop", map[string]any{"reason": "done"})
+	if r.str("session", "state") != "completed" {
+		t.Fatalf("stop: %s", r.Body)
+	}
+	if rr := <-rotated; rr.Status != 200 {
+		t.Fatalf("rotate: %s", rr.Body)
+	}
+	types := eventTypes(ts.must(200, "GET", "/api/sessions/rs/events?limit=100", nil))
+	inOrder(t, types, "rotation_started", "rotation_completed", "session_completed")
+}
