@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -206,4 +207,44 @@ func TestStopDuringRotationWaits(t *testing.T) {
 	}
 	types := eventTypes(ts.must(200, "GET", "/api/sessions/rs/events?limit=100", nil))
 	inOrder(t, types, "rotation_started", "rotation_completed", "session_completed")
+}
+
+// TestThousandsOfSessions: a thousand sessions exist, only the ones that ran hold a kernel.
+func TestThousandsOfSessions(t *testing.T) {
+	ts := startServer(t, "")
+	gauge := func() float64 {
+		var v float64
+		fmt.Sscan(strings.TrimPrefix(regexpLine(string(ts.must(200, "GET", "/metrics", nil).Body), "carryover_kernels_live "), "carryover_kernels_live "), &v)
+		return v
+	}
+	before := gauge() // the metric is process-wide; other tests' servers may have left theirs
+	for i := 0; i < 1000; i++ {
+		ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": fmt.Sprintf("many-%04d", i)})
+	}
+	for _, id := range []string{"many-0001", "many-0500", "many-0999"} {
+		ts.run(id, "x = 1")
+	}
+	list := ts.must(200, "GET", "/api/sessions", nil)
+	live := 0
+	for _, s := range list.get("sessions").([]any) {
+		if s.(map[string]any)["sandbox"].(map[string]any)["status"] == "live" {
+			live++
+		}
+	}
+	if n := len(list.get("sessions").([]any)); n != 1000 || live != 3 {
+		t.Fatalf("%d sessions, %d live", n, live)
+	}
+	if d := gauge() - before; d != 3 {
+		t.Fatalf("kernels attached to sessions grew by %g, want 3", d)
+	}
+}
+
+// regexpLine returns the first line of s that starts with prefix.
+func regexpLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
