@@ -48,6 +48,15 @@ func TestStateSetCompleteExample(t *testing.T) {
 	if r.str("stdout") != "ANALYZED TRUE TEST\n" {
 		t.Fatalf("exec string: %s", r.Body)
 	}
+	// Shell commands are part of the recorded history, beside the runs.
+	hist := ts.must(200, "GET", "/api/sessions/"+id+"/executions", nil)
+	var kinds []string
+	for _, e := range hist.get("executions").([]any) {
+		kinds = append(kinds, e.(map[string]any)["kind"].(string)+":"+e.(map[string]any)["code"].(string))
+	}
+	if len(kinds) != 3 || kinds[0] != "exec:python3 analyze.py" || kinds[2] != "exec:python3 analyze.py | tr a-z A-Z" || !strings.HasPrefix(kinds[1], "run:") {
+		t.Fatalf("history: %q", kinds)
+	}
 	ts.must(201, "POST", "/api/sessions/"+id+"/tools", map[string]any{"name": "run_tests", "tool_type": "custom", "description": "Run the project test suite",
 		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"filter": map[string]any{"type": "string", "description": "Test name filter"}}}})
 	if r = ts.must(200, "GET", "/api/sessions/"+id+"/tools", nil); r.str("tools", "0", "name") != "run_tests" {

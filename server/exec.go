@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/carryover/carryover/persistence"
 )
 
 // ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -183,6 +186,18 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	})
 	s.emit(ctx, ls, "exec_completed", map[string]any{"command": argv, "exit_code": res.ExitCode,
 		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
+	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
+	status := "ok"
+	if res.ExitCode != 0 || res.TimedOut {
+		status = "error"
+	}
+	resJSON, _ := jsonMarshal(res)
+	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), persistence.Execution{
+		SessionID: id, ExecutionCount: doc.ExecutionCount, Kind: "exec", Code: commandText(req.Command, argv),
+		Status: status, Result: resJSON, StartedAt: start.UTC(), DurationMS: res.DurationMS,
+	}); err != nil {
+		s.log.Error("exec not recorded", "session", id, "err", err)
+	}
 	s.afterTurn(ctx, ls)
 	if res.TimedOut {
 		return res, (&Error{Code: CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
@@ -191,3 +206,21 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 }
 
 func removeAll(p string) error { return os.RemoveAll(p) }
+
+// commandText is the command as the user gave it: the string, or the argv shell-quoted.
+func commandText(cmd any, argv []string) string {
+	if s, ok := cmd.(string); ok {
+		return s
+	}
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) < 0 {
+			parts[i] = a
+		} else {
+			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(parts, " ")
+}
