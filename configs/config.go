@@ -30,7 +30,8 @@ type Config struct {
 		ShutdownGraceSeconds int      `mapstructure:"shutdown_grace_seconds"`
 	} `mapstructure:"server"`
 	Auth struct {
-		Token string `mapstructure:"token"`
+		Token   string            `mapstructure:"token"`
+		Tenants map[string]string `mapstructure:"tenants"`
 	} `mapstructure:"auth"`
 	DataDir string       `mapstructure:"data_dir"`
 	Kernel  KernelConfig `mapstructure:"kernel"`
@@ -155,6 +156,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: server.max_body_bytes must be > 0")
 	case c.DataDir == "":
 		return fmt.Errorf("configs: data_dir must not be empty")
+	}
+	seen := map[string]string{}
+	for name, tok := range c.Auth.Tenants {
+		if name == "" || tok == "" {
+			return fmt.Errorf("configs: auth.tenants: tenant names and tokens must not be empty")
+		}
+		if other, ok := seen[tok]; ok || (c.Auth.Token != "" && tok == c.Auth.Token) {
+			return fmt.Errorf("configs: auth.tenants: %s shares its token with %q", name, other)
+		}
+		seen[tok] = name
 	}
 	return nil
 }

@@ -27,11 +27,16 @@ type API struct {
 	origins map[string]bool
 	log     *slog.Logger
 	ui      http.Handler
+	tenants map[string]string // token -> tenant
 }
 
 // NewAPI builds the handler. ui, when non-nil, serves the browser UI at /.
 func NewAPI(svc *Service, token string, ui http.Handler) *API {
-	a := &API{svc: svc, token: token, maxBody: svc.cfg.Server.MaxBodyBytes, log: svc.log, ui: ui, origins: map[string]bool{}}
+	a := &API{svc: svc, token: token, maxBody: svc.cfg.Server.MaxBodyBytes, log: svc.log, ui: ui, origins: map[string]bool{},
+		tenants: map[string]string{token: defaultTenant}}
+	for name, tok := range svc.cfg.Auth.Tenants {
+		a.tenants[tok] = name
+	}
 	for _, o := range svc.cfg.Server.AllowedOrigins {
 		a.origins[strings.TrimRight(o, "/")] = true
 	}
@@ -115,18 +120,48 @@ func tokenOf(r *http.Request) string {
 	return r.URL.Query().Get("token")
 }
 
-// auth guards /api/ with the token (constant-time compare).
+// tenantOf finds the tenant of a token, comparing every known token in constant time.
+func (a *API) tenantOf(t string) (string, bool) {
+	found := ""
+	for tok, tenant := range a.tenants {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			found = tenant
+		}
+	}
+	return found, t != "" && found != ""
+}
+
+// auth guards /api/ with the tokens and scopes the request to the token's tenant: a session of
+// another tenant answers 404, exactly like one that does not exist.
 func (a *API) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			t := tokenOf(r)
-			if t == "" || subtle.ConstantTimeCompare([]byte(t), []byte(a.token)) != 1 {
+			tenant, ok := a.tenantOf(tokenOf(r))
+			if !ok {
 				writeError(w, errorf(CodeUnauthorized, "missing or wrong token"))
 				return
 			}
+			if id := sessionIDOf(r.URL.Path); id != "" && !a.svc.visible(id, tenant) {
+				writeError(w, errorf(CodeNotFound, "session %q not found", id).withDetails("session_id", id))
+				return
+			}
+			r = r.WithContext(withTenant(r.Context(), tenant))
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths and "reattach").
+func sessionIDOf(p string) string {
+	rest, ok := strings.CutPrefix(p, "/api/sessions/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if id == "reattach" {
+		return ""
+	}
+	return id
 }
 
 // decode reads a JSON body into v: 413 over the size limit, 400 for malformed JSON or wrong types.
@@ -182,9 +217,12 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
-	all := a.svc.List()
-	for i := range all {
-		all[i] = all[i].view()
+	tenant := tenantFrom(r.Context())
+	all := []Session{}
+	for _, s := range a.svc.List() {
+		if s.tenant() == tenant {
+			all = append(all, s.view())
+		}
 	}
 	writeJSON(w, 200, map[string]any{"sessions": all})
 }

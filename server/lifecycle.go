@@ -61,6 +61,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 		Data:         req.Data,
 		AgentContext: AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,
+		Tenant:       tenantFrom(ctx),
 		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
@@ -326,8 +327,9 @@ func (s *Service) Reattach(ctx context.Context, clientID string) (Session, error
 		return Session{}, errorf(CodeInvalid, "client_id is required").withDetails("field", "client_id")
 	}
 	var best *Session
+	tenant := tenantFrom(ctx)
 	for _, d := range s.List() {
-		if d.ClientID != clientID {
+		if d.ClientID != clientID || d.tenant() != tenant {
 			continue
 		}
 		if best == nil || (best.closed() && !d.closed()) || (best.closed() == d.closed() && d.UpdatedAt.After(best.UpdatedAt)) {

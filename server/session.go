@@ -39,6 +39,7 @@ type Session struct {
 	BudgetConsumed BudgetConsumed `json:"budget_consumed"`
 	Rotation       Rotation       `json:"rotation"`
 	ClientID       string         `json:"client_id,omitempty"`
+	Tenant         string         `json:"tenant"`
 	LastCheckpoint *CheckpointRef `json:"last_checkpoint"`
 	ExecutionCount int            `json:"execution_count"`
 	StopReason     string         `json:"stop_reason,omitempty"`
