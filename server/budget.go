@@ -44,6 +44,9 @@ func (s *Service) afterTurn(ctx context.Context, ls *liveSession) {
 		check("iteration_limit", float64(b.IterationLimit), float64(c.Iterations))
 		check("duration_limit_seconds", b.DurationLimitSeconds, c.DurationSeconds)
 		check("cost_cap_cents", b.CostCapCents, c.CostCents)
+		if len(warn) == 0 {
+			return errUnchanged // most turns: no write
+		}
 		return nil
 	})
 	for _, w := range warn {

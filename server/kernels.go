@@ -179,13 +179,12 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 
 // checkpoint saves the session now. The caller holds ls.lock.
 func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*persistence.CheckpointResult, error) {
-	return s.checkpointWith(ctx, ls, k, nil, "")
+	return s.checkpointWith(ctx, ls, k, ls.snapshot().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
 // execute_request (prep and its answer); otherwise the agent is asked now.
-func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel.Kernel, prep *persistence.Prepared, answer string) (*persistence.CheckpointResult, error) {
-	doc := ls.snapshot()
+func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*persistence.CheckpointResult, error) {
 	start := time.Now()
 	var err error
 	if prep == nil {
@@ -194,7 +193,7 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 		}
 		answer = ""
 	}
-	res, err := s.ckpt.Finish(ctx, k, prep, doc.ExecutionCount, s.workspace(ls.id), answer)
+	res, err := s.ckpt.Finish(ctx, k, prep, turn, s.workspace(ls.id), answer)
 	checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

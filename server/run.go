@@ -368,9 +368,11 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 // tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
 func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error, ride *snapshotRide) (*RunResult, error) {
 	ctx = context.WithoutCancel(ctx)
-	// The turn is counted before its checkpoint, so the checkpoint carries this turn's number.
-	s.update(ctx, ls, func(d *Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
 	died := runErr != nil && asError(runErr).Code == CodeKernelDied
+	if died || ls.currentKernel() == nil {
+		// Counted before the new kernel is prepared, so its execution counter continues from here.
+		s.update(ctx, ls, func(d *Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
+	}
 	if died {
 		s.dropDeadKernel(ctx, ls, k)
 		if _, err := s.ensureKernel(ctx, ls); err != nil {
@@ -380,7 +382,7 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 		if cur != k || ride == nil {
 			ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 		}
-		cp, err := s.checkpointWith(ctx, ls, cur, ride.prep, ride.answer)
+		cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
 		if err != nil {
 			res.CheckpointError = err.Error()
 			s.log.Error("checkpoint failed", "session", ls.id, "err", err)
@@ -401,6 +403,7 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 	runSeconds.Observe(res.DurationMS / 1000)
 	now := time.Now().UTC()
 	s.update(ctx, ls, func(d *Session) error {
+		d.ExecutionCount = res.ExecutionCount
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = now
 		if updateData != nil {

@@ -216,6 +216,9 @@ func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
 	})
 }
 
+// errUnchanged, returned by an update's fn, means "nothing to save": the document is kept as is.
+var errUnchanged = errors.New("unchanged")
+
 // update applies fn to the session document under its lock and persists it.
 func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*Session) error) (Session, error) {
 	ls.mu.Lock()
@@ -223,6 +226,9 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*Session)
 	before := ls.doc
 	if err := fn(&ls.doc); err != nil {
 		ls.doc = before
+		if errors.Is(err, errUnchanged) {
+			return before, nil
+		}
 		return before, err
 	}
 	if err := s.saveLocked(ctx, ls); err != nil {
