@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFilesAPI: PUT, POST (utf-8 and base64), list, GET, DELETE, and files written by code.
@@ -108,5 +109,36 @@ func TestSessionDeleteRemovesEverything(t *testing.T) {
 	}
 	if l := ts.must(200, "GET", "/api/sessions/gone/checkpoints", nil); len(l.get("checkpoints").([]any)) != 1 {
 		t.Fatalf("old checkpoints survived: %s", l.Body)
+	}
+}
+
+// TestDeleteDuringRun: deleting a session while it runs interrupts the run, and neither the run nor
+// a queued one brings a kernel or a workspace back for the deleted session.
+func TestDeleteDuringRun(t *testing.T) {
+	ts := startServer(t, "")
+	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "del"})
+	ts.run("del", "x = 1")
+	running := make(chan resp, 2)
+	go func() {
+		running <- ts.do("POST", "/api/sessions/del/run", map[string]any{"code": "import time\nwhile True: time.sleep(0.05)"})
+	}()
+	time.Sleep(400 * time.Millisecond)
+	go func() { running <- ts.do("POST", "/api/sessions/del/run", map[string]any{"code": "y = 2"}) }()
+	time.Sleep(200 * time.Millisecond)
+	ts.must(204, "DELETE", "/api/sessions/del", nil)
+	for i := 0; i < 2; i++ {
+		select {
+		case <-running:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a run hung after delete")
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if fileExists(ts.dir + "/workspaces/del") {
+		t.Fatal("workspace of the deleted session is back")
+	}
+	errCode(t, ts.do("GET", "/api/sessions/del", nil), 404, "not_found")
+	if n := len(ts.srv.Svc.List()); n != 0 {
+		t.Fatalf("%d sessions remain", n)
 	}
 }

@@ -32,8 +32,11 @@ func (s *Service) hostPath(id, p string) string {
 // or a server restart). The caller holds ls.lock.
 func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
 	ls.mu.Lock()
-	k := ls.kern
+	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
+	if deleted {
+		return nil, errorf(CodeNotFound, "session %q was deleted", ls.id)
+	}
 	if k != nil {
 		select {
 		case <-k.Dead():

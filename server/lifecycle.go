@@ -151,11 +151,23 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	// Gone for new requests at once; a run in flight is interrupted and waited for, and runs queued
+	// behind it find the session deleted (admit), so no kernel is started for it afterwards.
 	s.mu.Lock()
 	delete(s.sessions, id)
 	s.mu.Unlock()
 	ls.mu.Lock()
+	ls.deleted = true
 	k := ls.kern
+	ls.mu.Unlock()
+	if k != nil && ls.lock.Busy() {
+		_ = k.Interrupt(ctx)
+	}
+	if err := ls.lock.Lock(context.WithoutCancel(ctx)); err == nil {
+		defer ls.lock.Unlock()
+	}
+	ls.mu.Lock()
+	k = ls.kern
 	ls.kern = nil
 	ls.mu.Unlock()
 	if k != nil {

@@ -174,6 +174,12 @@ func (c *collector) finish() {
 
 // admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
 func (s *Service) admit(ctx context.Context, ls *liveSession) error {
+	ls.mu.Lock()
+	deleted := ls.deleted
+	ls.mu.Unlock()
+	if deleted {
+		return errorf(CodeNotFound, "session %q was deleted", ls.id)
+	}
 	doc := ls.snapshot()
 	switch {
 	case doc.State == StatePaused:

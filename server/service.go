@@ -56,6 +56,7 @@ type liveSession struct {
 	pausedFor   time.Duration // paused time during the current kernel's life
 	rotating    bool          // a timed rotation is queued or running
 	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
+	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
 	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
 }
 
