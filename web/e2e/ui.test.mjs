@@ -137,6 +137,40 @@ try {
     await shot('uploaded-file');
   });
 
+  await step('shell commands: the $ Shell switch runs POST /exec, the cell re-runs after an edit', async () => {
+    const toggle = page.locator('.mode-btn[data-mode=exec]');
+    await toggle.click();
+    assert.equal(await toggle.getAttribute('aria-pressed'), 'true');
+    const before = await cells().count();
+    await page.locator('#composer').fill('echo hi && ls');
+    await page.locator('#composer').press('Shift+Enter');
+    const cell = cells().nth(before);
+    await page.waitForFunction((el) => el.dataset.status === 'ok', await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+    assert.equal(await cell.getAttribute('data-kind'), 'exec');
+    const out = await cell.locator('.outputs').innerText();
+    assert.match(out, /^hi$/m, out);
+    assert.match(out, /upload\.txt/, out);
+    assert.match(await cell.locator('.cell-status').innerText(), /exit 0/);
+    await shot('shell-command');
+    // edit and re-run it in place (Shift+Enter in the cell)
+    const ed = cell.locator('.editor-input');
+    await ed.fill('echo again; exit 3');
+    await ed.press('Shift+Enter');
+    await cell.locator('.out-stream', { hasText: 'again' }).waitFor({ timeout: RUN_TIMEOUT });
+    await page.waitForFunction((el) => el.dataset.status === 'error', await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+    assert.match(await cell.locator('.cell-status').innerText(), /exit 3/);
+    assert.equal(await cells().count(), before + 1, 're-running made a new cell');
+    await ed.fill('echo hi && ls');
+    await ed.press('Control+Enter');
+    await page.waitForFunction((el) => el.dataset.status === 'ok', await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+    // back to Python by keyboard: Esc (command mode), then p
+    await page.locator('#composer').focus();
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('p');
+    assert.equal(await page.locator('.mode-btn[data-mode=run]').getAttribute('aria-pressed'), 'true');
+    assert.ok(await page.evaluate(() => document.activeElement?.id === 'composer'), 'p did not focus the new-cell box');
+  });
+
   await step('input() prompts inline and the reply reaches the kernel', async () => {
     await page.locator('#composer').fill('name = input("Your name: ")\nprint("hi", name)');
     await page.locator('#composer').press('Shift+Enter');
@@ -185,6 +219,9 @@ try {
     await first.locator('img.out-img').waitFor();
     await page.locator('[data-testid=skipped]', { hasText: 'generator' }).first().waitFor();
     await page.locator('.out-stream', { hasText: fileText }).first().waitFor();
+    const shell = page.locator('article.cell[data-kind=exec]').first();
+    await shell.locator('.out-stream', { hasText: 'upload.txt' }).waitFor();
+    assert.equal(await shell.locator('.editor-input').inputValue(), 'echo hi && ls');
     await noErrorToasts('after the reload');
     await page.evaluate(() => { document.getElementById('main').scrollTop = 0; });
     await shot('history-after-reload');
@@ -212,7 +249,20 @@ try {
     await page.click('[data-tab=events]');
     await page.locator('.event .ev-type', { hasText: 'session_started' }).first().waitFor({ timeout: 15_000 });
     await page.click('[data-tab=checkpoints]');
-    await page.locator('.ckpt-item').first().waitFor({ timeout: 15_000 });
+    const latest = page.locator('.ckpt-item').first();
+    await latest.waitFor({ timeout: 15_000 });
+    // the newest checkpoint lists its variables (open by default); "kept" was defined earlier
+    await latest.locator('[data-testid=ckpt-vars] .var-chips code', { hasText: /^kept$/ }).waitFor({ timeout: 15_000 });
+    await latest.locator('[data-testid=ckpt-vars] .var-chips code', { hasText: /^name$/ }).waitFor();
+    assert.match(await latest.locator('[data-testid=ckpt-sub]').innerText(), /\d+ variables? · \d+ files? · \d/);
+    // an older one is folded: a one-line preview, expandable by keyboard
+    const older = page.locator('.ckpt-item').nth(1).locator('[data-testid=ckpt-vars]');
+    if (await older.count()) {
+      assert.equal(await older.evaluate((d) => d.open), false);
+      await older.locator('summary').focus();
+      await page.keyboard.press('Enter');
+      assert.equal(await older.evaluate((d) => d.open), true);
+    }
     await page.locator('#main').click({ position: { x: 5, y: 5 } });
     await page.keyboard.press('Escape');
     await page.keyboard.press('?');

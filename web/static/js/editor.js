@@ -18,7 +18,8 @@ function toUtf16(s, cp) {
 export class Editor {
   /**
    * opts: value, placeholder, label, onRun(mode: 'next'|'stay'), onEscape(), onChange(value),
-   * complete(code, cursorPos) -> Promise<{matches, cursor_start, cursor_end, metadata}>, onError(err)
+   * complete(code, cursorPos) -> Promise<{matches, cursor_start, cursor_end, metadata}>, onError(err),
+   * plain (no Python highlighting: shell commands)
    */
   constructor(opts = {}) {
     this.opts = opts;
@@ -54,7 +55,9 @@ export class Editor {
 
   render() {
     // the trailing newline gives an empty last line its height
-    this.hl.innerHTML = highlightPython(this.ta.value) + '\n';
+    // plain: a shell command, shown without Python colouring
+    const v = this.ta.value;
+    this.hl.innerHTML = (this.opts.plain ? v.replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' }[c])) : highlightPython(v)) + '\n';
   }
 
   /** insert replaces [start, end) with text, keeping the browser's undo history when it can. */

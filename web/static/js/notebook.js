@@ -80,6 +80,7 @@ class Cell {
       onEscape: () => this.view.select(this, true),
       complete: kind === 'run' ? (c, p) => this.view.complete(c, p) : null,
       onError: (err) => showError('Completion failed', err),
+      plain: kind === 'exec',
     });
     this.prompt = h('div.prompt', { title: 'execution count' }, '[ ]');
     this.statusEl = h('span.cell-status');
@@ -109,7 +110,7 @@ class Cell {
     this.statusEl.textContent = STATUS_TEXT[s] ? icon + STATUS_TEXT[s] : '';
     if (s === 'running') this.prompt.textContent = '[*]';
     else if (s === 'queued') this.prompt.textContent = '[…]';
-    else this.prompt.textContent = `[${this.count ?? ' '}]`;
+    else this.prompt.textContent = this.kind === 'exec' ? '[$]' : `[${this.count ?? ' '}]`;
     this.el.classList.toggle('is-running', s === 'running' || s === 'queued');
   }
 
@@ -179,6 +180,13 @@ class Cell {
     const ok = r.exit_code === 0 || r.status === 'ok';
     this.setStatus(ok ? 'ok' : 'error');
     if (r.exit_code != null) this.statusEl.textContent += ` · exit ${r.exit_code}`;
+    if (r.timed_out) {
+      this.setStatus('aborted');
+      this.statusEl.textContent = `■ timed out${r.exit_code != null ? ` · exit ${r.exit_code}` : ''}`;
+      this.outputs.el.append(h('div.out-note', 'the command ran past the time limit and was stopped'));
+    }
+    if (!r.stdout && !r.stderr && !r.timed_out) this.outputs.el.append(h('div.out-note', 'no output'));
+    this.finished = true;
     const ms = r.duration_ms ?? duration;
     this.timeEl.textContent = [ms != null ? formatMs(ms) : '', startedAt ? new Date(startedAt).toLocaleTimeString() : ''].filter(Boolean).join(' · ');
   }
@@ -253,11 +261,19 @@ export class SessionView {
       onError: (err) => showError('Completion failed', err),
     });
     this.composer.ta.id = 'composer';
-    const runBtn = h('button.btn.primary', { title: 'Run (Shift+Enter)', onclick: () => this.runComposer() }, '▶ Run');
+    this.runBtn = h('button.btn.primary', { onclick: () => this.runComposer() }, '▶ Run');
+    // the kind of the next cell: Python (POST /run over the websocket) or a shell command (POST /exec)
+    this.modeBtns = ['run', 'exec'].map((m) => h('button.mode-btn', {
+      type: 'button', 'data-mode': m,
+      title: m === 'run' ? 'New cells run Python in the kernel (p in command mode)' : 'New cells run a shell command in the workspace, /bin/sh -c (! in command mode)',
+      onclick: () => { this.setMode(m); this.composer.focus(); },
+    }, m === 'run' ? 'Python' : '$ Shell'));
+    this.modeHint = h('span.hint');
     this.stateBanner = h('div.banner-slot');
-    this.composerEl = h('div.composer', this.stateBanner, h('div.composer-box', this.composer.el, h('div.composer-actions', runBtn,
-      h('span.hint', h('kbd', 'Shift'), '+', h('kbd', 'Enter'), ' run · ', h('kbd', 'Tab'), ' complete · ', h('kbd', '?'), ' help'))));
-    this.empty = h('div.empty-cells', 'No turns yet. Write some Python below and press Shift+Enter.');
+    this.composerEl = h('div.composer', this.stateBanner, h('div.composer-box', this.composer.el, h('div.composer-actions', this.runBtn,
+      h('div.mode-toggle', { role: 'group', 'aria-label': 'Kind of the new cell' }, this.modeBtns), this.modeHint)));
+    this.setMode('run');
+    this.empty = h('div.empty-cells', 'No turns yet. Write some Python (or switch to $ Shell for a command) below and press Shift+Enter.');
     this.loading = h('div.loading', 'Loading history…');
     main.replaceChildren(h('div.notebook', this.banner, this.loading, this.list, this.composerEl));
     this.main = main;
@@ -266,6 +282,24 @@ export class SessionView {
     if (!isTyping()) this.composer.focus();
     fill(document.getElementById('crumb'), h('a', { href: '#/' }, 'Sessions'), h('span.sep', ' / '), h('span.crumb-name', this.id));
     this.start();
+  }
+
+  /** setMode switches the new-cell box between Python code ('run') and a shell command ('exec'). */
+  setMode(mode) {
+    this.mode = mode === 'exec' ? 'exec' : 'run';
+    const shell = this.mode === 'exec';
+    for (const b of this.modeBtns) b.setAttribute('aria-pressed', String(b.dataset.mode === this.mode));
+    const c = this.composer;
+    c.opts.plain = shell;
+    c.opts.complete = shell ? null : (code, p) => this.complete(code, p);
+    c.ta.placeholder = shell ? 'Type a shell command (/bin/sh -c in the workspace) · Shift+Enter runs it'
+      : 'Type Python here · Shift+Enter runs it · Tab completes';
+    c.ta.setAttribute('aria-label', shell ? 'New cell: shell command' : 'New cell');
+    c.render();
+    this.composerEl.dataset.mode = this.mode;
+    this.runBtn.title = shell ? 'Run the shell command (Shift+Enter)' : 'Run (Shift+Enter)';
+    this.modeHint.replaceChildren(h('kbd', 'Shift'), '+', h('kbd', 'Enter'), ' run · ',
+      ...(shell ? [] : [h('kbd', 'Tab'), ' complete · ']), h('kbd', '?'), ' help');
   }
 
   async start() {
@@ -605,7 +639,7 @@ export class SessionView {
   runComposer() {
     const code = this.composer.value;
     if (!code.trim()) return;
-    const cell = new Cell(this, { code });
+    const cell = new Cell(this, { code, kind: this.mode });
     this.addCell(cell);
     this.composer.value = '';
     this.run(cell);
@@ -626,6 +660,7 @@ export class SessionView {
   }
 
   copyToComposer(cell) {
+    this.setMode(cell.kind);
     this.composer.value = cell.editor.value;
     this.composer.focus(true);
   }
@@ -662,15 +697,19 @@ export class SessionView {
   }
 
   async runExec(cell, command) {
+    const runId = cell.runId;
     cell.markRunning();
     try {
       const r = await api('POST', sessionPath(this.id, '/exec'), { json: { command } });
+      if (this.destroyed || cell.runId !== runId) return;
       cell.applyResult(r, { startedAt: new Date().toISOString() });
     } catch (err) {
+      if (this.destroyed || cell.runId !== runId) return;
       cell.fail(err);
     }
-    this.byRunId.delete(cell.runId);
+    this.byRunId.delete(runId);
     this.afterTurn();
+    this.scrollToEnd(true);
   }
 
   async complete(code, cursorPos) {
@@ -772,6 +811,8 @@ export class SessionView {
     if (k === 'Enter' && e.shiftKey && this.selected) { this.runCell(this.selected, 'stay'); return true; }
     if (k === 'Enter' && this.selected && e.target === this.selected.el) { this.selected.editor.focus(); return true; }
     if (k === 'n' || k === '/') { this.composer.focus(true); return true; }
+    if (k === '!') { this.setMode('exec'); this.composer.focus(true); return true; }
+    if (k === 'p') { this.setMode('run'); this.composer.focus(true); return true; }
     if (k === 'f') { this.panels?.show('files'); return true; }
     if (k === 'c') { this.panels?.show('checkpoints'); return true; }
     if (k === 'e') { this.panels?.show('events'); return true; }

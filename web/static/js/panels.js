@@ -226,10 +226,25 @@ export class Panels {
           h('span.muted', { title: localTime(c.created_at) }, relTime(c.created_at)),
           h('span.spacer'),
           h('button.btn.small', { title: `Restore the session to turn ${c.turn}`, onclick: () => this.restore(c) }, 'Restore')),
-        h('div.ckpt-sub.muted',
-          `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · ${formatBytes(c.bytes ?? 0)}`),
-        names.length ? h('details.ckpt-vars', h('summary', 'variables'), h('div.mono', names.join(', '))) : null);
+        h('div.ckpt-sub.muted', { 'data-testid': 'ckpt-sub' },
+          `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · `,
+          h('span', { title: 'bytes newly written for this checkpoint (unchanged values are shared with earlier ones)' }, formatBytes(c.bytes ?? 0))),
+        this.varList(c, names, c.id === latest || (!latest && c === sorted[0])));
     })));
+  }
+
+  /** varList: the checkpoint's variable names, a one-line preview that expands to all of them. */
+  varList(c, names, open) {
+    if (!names.length) return h('div.ckpt-vars.muted', 'no variables');
+    const sortedNames = [...names].sort((a, b) => a.localeCompare(b));
+    const preview = sortedNames.slice(0, 6).join(', ') + (sortedNames.length > 6 ? ` +${sortedNames.length - 6}` : '');
+    const d = h('details.ckpt-vars', { 'data-testid': 'ckpt-vars' },
+      h('summary', { title: `variables in the checkpoint of turn ${c.turn}` }, h('span.ckpt-vars-preview', preview), h('span.ckpt-vars-label', `${sortedNames.length} variable${sortedNames.length === 1 ? '' : 's'}`)),
+      h('ul.var-chips', { 'aria-label': `Variables of turn ${c.turn}` }, sortedNames.map((n) => h('li', h('code', n)))));
+    this.openVars = this.openVars || new Map(); // checkpoint id -> opened or closed by hand (kept across refreshes)
+    d.open = this.openVars.has(c.id) ? this.openVars.get(c.id) : open;
+    d.addEventListener('toggle', () => this.openVars.set(c.id, d.open));
+    return d;
   }
 
   async restore(c) {
