@@ -167,8 +167,9 @@ func (c *collector) finish() {
 	c.res.Stdout, c.res.Stderr = c.stdout.String(), c.stderr.String()
 	if c.dropped > 0 {
 		c.res.OutputTruncated = c.dropped
-		c.res.Outputs = append(c.res.Outputs, kernel.Output{Type: "stream", Name: "stderr",
-			Text: fmt.Sprintf("\n[carryover: %d bytes of output dropped over run.max_output_bytes=%d]\n", c.dropped, c.max)})
+		notice := fmt.Sprintf("\n[carryover: %d bytes of output dropped over run.max_output_bytes=%d]\n", c.dropped, c.max)
+		c.res.Stderr += notice
+		c.res.Outputs = append(c.res.Outputs, kernel.Output{Type: "stream", Name: "stderr", Text: notice})
 	}
 }
 

@@ -288,7 +288,10 @@ func TestSandboxAbuse(t *testing.T) {
 				t.Errorf("got %s (HTTP %d), want one of %v: %.600s", got, r.Status, c.want, r.Body)
 			}
 			if c.name == "1 GB print" {
-				if n := r.get("result", "output_dropped_bytes"); r.Status == 200 && r.get("output_dropped_bytes") == nil && n == nil {
+				// Cut in the kernel (its notice in stdout) or, if code got around the guard, by the server.
+				n := r.get("result", "output_dropped_bytes")
+				inKernel := strings.Contains(r.str("stdout"), "was dropped in the kernel")
+				if r.Status == 200 && r.get("output_dropped_bytes") == nil && n == nil && !inKernel {
 					t.Errorf("no dropped-output notice: %.300s", r.Body)
 				}
 			}

@@ -149,6 +149,9 @@ func (s *Service) workspace(id string) string { return filepath.Join(workspacesD
 
 // installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
+	if err := s.installOutputGuard(ctx, k); err != nil {
+		return err
+	}
 	if host, inside, ok := s.sandboxSpool(k); ok {
 		return s.ckpt.Install(ctx, k, host, inside)
 	}

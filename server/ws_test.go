@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/carryover/carryover/configs"
 )
 
 func (ts *testServer) ws(t *testing.T, id string) *websocket.Conn {
@@ -236,5 +238,36 @@ func TestInputSurvivesReload(t *testing.T) {
 	frames := readUntil(t, c2, "result", "r1")
 	if out := frames[len(frames)-1]["result"].(map[string]any)["stdout"]; out != "Value? got 42\n" && out != "got 42\n" {
 		t.Fatalf("stdout %q", out)
+	}
+}
+
+// TestHugePrintIsCutInTheKernel: a single enormous print reaches the server as bounded messages and
+// is cut at run.max_output_bytes inside the kernel, with a notice; the session keeps working.
+func TestHugePrintIsCutInTheKernel(t *testing.T) {
+	ts := startServer(t, "", func(c *configs.Config) { c.Run.MaxOutputBytes = 4 << 20 })
+	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "flood"})
+	c := ts.ws(t, "flood")
+	start := time.Now()
+	_ = c.WriteJSON(map[string]any{"type": "run", "id": "big", "code": "keep = 7\nprint('x' * (300 * 2**20))"})
+	frames := readUntil(t, c, "result", "big")
+	elapsed := time.Since(start)
+	biggest, total := 0, 0
+	for _, f := range frames {
+		if f["type"] == "output" {
+			n := len(f["output"].(map[string]any)["text"].(string))
+			total += n
+			biggest = max(biggest, n)
+		}
+	}
+	if biggest > 1<<20+256 || total > 4<<20+4096 {
+		t.Fatalf("largest output message %d bytes, total %d: not cut in the kernel", biggest, total)
+	}
+	res := frames[len(frames)-1]["result"].(map[string]any)
+	if !strings.Contains(res["stdout"].(string), "was dropped in the kernel") {
+		t.Fatalf("no notice in stdout (%d bytes)", len(res["stdout"].(string)))
+	}
+	t.Logf("300 MB print answered in %s", elapsed)
+	if r := ts.run("flood", "print('after'); keep"); r.str("result") != "7" || r.str("stdout") != "after\n" {
+		t.Fatalf("next run: %s", r.Body)
 	}
 }
