@@ -1,6 +1,10 @@
 package server_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,5 +114,23 @@ func TestShutdownLetsRunsFinish(t *testing.T) {
 	}
 	if out := ts.run("grace", "x"); out.str("result") != "99" {
 		t.Fatalf("after restart: %s", out.Body)
+	}
+}
+
+// TestShutdownLeavesNoSpool: the kernels' spool (tmpfs by default) is removed when the server stops,
+// pooled kernels' directories included.
+func TestShutdownLeavesNoSpool(t *testing.T) {
+	ts := startServer(t, "")
+	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "sp"})
+	ts.run("sp", "x = 1")
+	sum := sha256.Sum256([]byte(ts.dir))
+	spool := filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
+	if !fileExists(spool) {
+		t.Skipf("spool is not in /dev/shm here (%s)", spool)
+	}
+	ts.stop()
+	if fileExists(spool) {
+		entries, _ := os.ReadDir(spool)
+		t.Fatalf("spool left behind with %d entries: %s", len(entries), spool)
 	}
 }
