@@ -3,9 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -191,7 +191,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if res.ExitCode != 0 || res.TimedOut {
 		status = "error"
 	}
-	resJSON, _ := jsonMarshal(res)
+	resJSON, _ := json.Marshal(res)
 	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), persistence.Execution{
 		SessionID: id, ExecutionCount: doc.ExecutionCount, Kind: "exec", Code: commandText(req.Command, argv),
 		Status: status, Result: resJSON, StartedAt: start.UTC(), DurationMS: res.DurationMS,
@@ -204,8 +204,6 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	}
 	return res, nil
 }
-
-func removeAll(p string) error { return os.RemoveAll(p) }
 
 // commandText is the command as the user gave it: the string, or the argv shell-quoted.
 func commandText(cmd any, argv []string) string {

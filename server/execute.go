@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 )
 
 // ExecuteRequest is the body of POST /api/execute.
@@ -32,7 +33,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 		Sandbox: Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
-		_ = removeAll(s.workspace(id))
+		_ = os.RemoveAll(s.workspace(id))
 	}()
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err

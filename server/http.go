@@ -22,7 +22,6 @@ const timeFormat = time.RFC3339Nano
 // API is the HTTP + websocket surface of shared/API.md over a Service.
 type API struct {
 	svc     *Service
-	token   string
 	maxBody int64
 	origins map[string]bool
 	log     *slog.Logger
@@ -32,7 +31,7 @@ type API struct {
 
 // NewAPI builds the handler. ui, when non-nil, serves the browser UI at /.
 func NewAPI(svc *Service, token string, ui http.Handler) *API {
-	a := &API{svc: svc, token: token, maxBody: svc.cfg.Server.MaxBodyBytes, log: svc.log, ui: ui, origins: map[string]bool{},
+	a := &API{svc: svc, maxBody: svc.cfg.Server.MaxBodyBytes, log: svc.log, ui: ui, origins: map[string]bool{},
 		tenants: map[string]string{token: defaultTenant}}
 	for name, tok := range svc.cfg.Auth.Tenants {
 		a.tenants[tok] = name

@@ -234,8 +234,6 @@ func skippedKey(res *persistence.CheckpointResult) string {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
 // attachLocked makes k the session's kernel and restarts its rotation and cost clocks. Caller holds ls.mu.
 func (ls *liveSession) attachLocked(k *kernel.Kernel) {
 	ls.kern = k

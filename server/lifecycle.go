@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -108,7 +109,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 	s.sessions[id] = ls
 	s.mu.Unlock()
 
-	b, _ := jsonMarshal(doc)
+	b, _ := json.Marshal(doc)
 	err := s.store.CreateSession(ctx, persistence.SessionRow{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
 	if err != nil {
 		s.mu.Lock()

@@ -214,7 +214,7 @@ func TestThousandsOfSessions(t *testing.T) {
 	ts := startServer(t, "")
 	gauge := func() float64 {
 		var v float64
-		fmt.Sscan(strings.TrimPrefix(regexpLine(string(ts.must(200, "GET", "/metrics", nil).Body), "carryover_kernels_live "), "carryover_kernels_live "), &v)
+		fmt.Sscan(strings.TrimPrefix(lineWithPrefix(string(ts.must(200, "GET", "/metrics", nil).Body), "carryover_kernels_live "), "carryover_kernels_live "), &v)
 		return v
 	}
 	before := gauge() // the metric is process-wide; other tests' servers may have left theirs
@@ -239,8 +239,8 @@ func TestThousandsOfSessions(t *testing.T) {
 	}
 }
 
-// regexpLine returns the first line of s that starts with prefix.
-func regexpLine(s, prefix string) string {
+// lineWithPrefix returns the first line of s that starts with prefix.
+func lineWithPrefix(s, prefix string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if strings.HasPrefix(l, prefix) {
 			return l

@@ -152,7 +152,7 @@ func (c *collector) add(o kernel.Output) bool {
 	case "execute_result":
 		if raw, ok := o.Data["text/plain"]; ok {
 			var s string
-			if jsonUnmarshal(raw, &s) == nil {
+			if json.Unmarshal(raw, &s) == nil {
 				c.res.Result = &s
 			}
 		}
@@ -423,7 +423,7 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 		}
 		return nil
 	})
-	resJSON, _ := jsonMarshal(res)
+	resJSON, _ := json.Marshal(res)
 	if _, err := s.store.InsertExecution(ctx, persistence.Execution{
 		SessionID: ls.id, ExecutionCount: res.ExecutionCount, Kind: kind, Code: code, Status: status,
 		Result: resJSON, StartedAt: now.Add(-time.Duration(res.DurationMS * float64(time.Millisecond))), DurationMS: res.DurationMS,
@@ -465,7 +465,7 @@ func secs(f float64) time.Duration { return time.Duration(f * float64(time.Secon
 
 // setEnv applies per-run env vars; unsetEnv puts the session's own back afterwards.
 func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
-	b, _ := jsonMarshal(env)
+	b, _ := json.Marshal(env)
 	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr("import os, json\nos.environ.update(json.loads("+pyStr(string(b))+"))")), "")
 	return err
 }
@@ -480,10 +480,8 @@ func (s *Service) unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[
 			restore[key] = nil
 		}
 	}
-	b, _ := jsonMarshal(restore)
+	b, _ := json.Marshal(restore)
 	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr(
 		"import os, json\nfor k, v in json.loads("+pyStr(string(b))+").items():\n    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\n")), "")
 	return err
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
