@@ -366,3 +366,27 @@ func TestSandboxClaimLatency(t *testing.T) {
 		t.Logf("create -> first result: %v (%s)", time.Since(start).Round(100*time.Microsecond), out)
 	}
 }
+
+// TestSandboxShellEscapes runs IPython's shell escapes inside a sandboxed kernel: they go through
+// pexpect, which needs a pty, so the box must have a devpts of its own. /dev/tty must stay closed:
+// the box has no controlling terminal.
+func TestSandboxShellEscapes(t *testing.T) {
+	ts := sandboxed(t)
+	ts.create("sh", nil)
+	cases := []struct{ code, want string }{
+		{"!echo bang-$((6*7))", "bang-42"},
+		{"%%bash\necho from-bash $BASH_VERSION | cut -d' ' -f1", "from-bash"},
+		{"lines = %sx echo sx-works\nprint(lines[0])", "sx-works"},
+		{"%pip --version", "pip "},
+		{"!cat < /dev/null; echo stdin-closed", "stdin-closed"},
+		{"r = !ls /dev/pts\nprint('ptmx' in r, len(r) >= 1)", "True True"},
+		{"import os\ntry:\n    os.open('/dev/tty', os.O_RDWR)\n    print('tty open')\nexcept OSError as e:\n    print('tty', e.errno)", "tty 6"},
+	}
+	for _, c := range cases {
+		r := ts.runT("sh", c.code, 60)
+		out := r.str("stdout")
+		if r.Status != 200 || r.str("status") != "ok" || !strings.Contains(out, c.want) || strings.Contains(out, "out of pty") {
+			t.Errorf("%q: HTTP %d, want %q in stdout: %s", c.code, r.Status, c.want, r.Body)
+		}
+	}
+}

@@ -5,7 +5,8 @@
 //     (Debian's numpy needs /etc/alternatives; secrets and the server's own config are not on it),
 //     and a synthetic /etc/passwd and /etc/group;
 //   - a private /tmp and /dev/shm (size-capped tmpfs), a fresh /proc for its own pid namespace, and a
-//     minimal /dev (null, zero, full, random, urandom; no tty, so no TIOCSTI into the server's terminal);
+//     minimal /dev of its own (null, zero, full, random, urandom, a private devpts for ptys; a new
+//     session with no controlling terminal, so no TIOCSTI into the server's terminal);
 //   - /workspace: the session's workspace and nothing else of the data dir;
 //   - new pid, ipc, uts and cgroup namespaces, and a new network namespace (only loopback) unless the
 //     session asked for network;
@@ -514,13 +515,12 @@ func (b *Box) bwrapArgs(c Command) []string {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
-	a = append(a, "--proc", "/proc",
-		"--tmpfs", "/dev")
-	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
-		a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
-	}
-	a = append(a, "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
-		"--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr")
+	// --dev gives the box its own /dev: the usual nodes, fd/stdin/stdout/stderr links and a private
+	// devpts instance (newinstance, ptmx 0666), so pexpect can open ptys for IPython's !cmd, %pip and
+	// %%bash without seeing the host's terminals. /dev/tty is there too, but --new-session (setsid)
+	// leaves the box without a controlling terminal, so opening it fails with ENXIO and no TIOCSTI
+	// can reach the server's terminal.
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--new-session")
 	size := strconv.FormatInt(m.cfg.TmpSize, 10)
 	a = append(a, "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
 		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
