@@ -1,0 +1,107 @@
+package carryover
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Checkpoint is the saved state of a session after a turn, as stored. It exists only once its
+// commit (one transaction, after all its chunks were put) succeeded, so a crash at any moment leaves
+// the whole checkpoint or none of it, and the previous one intact.
+type Checkpoint struct {
+	ID        string          `db:"id" json:"id"`
+	SessionID string          `db:"session_id" json:"-"`
+	Turn      int             `db:"turn" json:"turn"`
+	ParentID  string          `db:"parent_id" json:"parent_id,omitempty"`
+	Manifest  json.RawMessage `db:"manifest" json:"-"`  // small JSON owned by the checkpoint engine
+	Bytes     int64           `db:"bytes" json:"bytes"` // bytes newly written for this checkpoint
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+	Roots     []string        `db:"-" json:"-"` // top-level chunk hashes, in the order committed
+}
+
+// ChunkInput is a chunk to store. Chunks form a Merkle DAG: a descriptor chunk lists other chunks
+// in Children, recorded once, when the chunk is first stored, as the edges GC follows from
+// checkpoint roots.
+type ChunkInput struct {
+	Hash     string // xxh3-128 of the RAW bytes, hex
+	Codec    string // "raw" | "zstd": how Data is stored
+	RawLen   int64
+	Data     []byte // stored bytes (compressed if Codec == "zstd"), at most a few MiB
+	Children []string
+}
+
+// CheckpointResult is the "checkpoint" object of a run's answer: what one checkpoint saved,
+// skipped and cost.
+type CheckpointResult struct {
+	ID           string            `json:"id"`
+	Turn         int               `json:"turn"`
+	Saved        []string          `json:"saved"`
+	Unchanged    int               `json:"unchanged"`
+	Skipped      []VarSkip         `json:"skipped"`
+	FilesSaved   int               `json:"files_saved"`
+	FilesSkipped []FileSkip        `json:"files_skipped"`
+	BytesWritten int64             `json:"bytes_written"`
+	DurationMS   float64           `json:"duration_ms"`
+	Timings      CheckpointTimings `json:"timings"`
+	CreatedAt    time.Time         `json:"created_at"`
+}
+
+// CheckpointTimings splits a checkpoint's time: detect (what changed), serialize (pickle + hash),
+// write (spool files, store puts, commit); files is the workspace snapshot (stat, read, put).
+type CheckpointTimings struct {
+	DetectMS    float64 `json:"detect_ms"`
+	SerializeMS float64 `json:"serialize_ms"`
+	WriteMS     float64 `json:"write_ms"`
+	FilesMS     float64 `json:"files_ms"`
+}
+
+// CheckpointSummary is an item of a session's checkpoint list.
+type CheckpointSummary struct {
+	ID        string   `json:"id"`
+	Turn      int      `json:"turn"`
+	CreatedAt string   `json:"created_at"`
+	Variables []string `json:"variables"`
+	Files     int      `json:"files"`
+	Bytes     int64    `json:"bytes"`
+}
+
+// VarSkip is a variable that could not be saved or restored, and why.
+type VarSkip struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// FileSkip is a workspace file (or hidden directory) that was not saved, and why.
+type FileSkip struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// RestoreResult says what a restore put back and what it could not.
+type RestoreResult struct {
+	CheckpointID string         `json:"checkpoint_id"`
+	Turn         int            `json:"turn"`
+	Restored     []string       `json:"restored"`
+	Failed       []VarSkip      `json:"failed"`
+	Skipped      []VarSkip      `json:"skipped"` // not saved in the first place (reported at checkpoint time)
+	Files        int            `json:"files"`
+	Cwd          string         `json:"cwd"`
+	DurationMS   float64        `json:"duration_ms"`
+	Timings      RestoreTimings `json:"timings"`
+	Groups       []GroupTiming  `json:"groups,omitempty"`
+}
+
+// RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling
+// in the kernel), files (workspace files).
+type RestoreTimings struct {
+	ReadMS  float64 `json:"read_ms"`
+	LoadMS  float64 `json:"load_ms"`
+	FilesMS float64 `json:"files_ms"`
+}
+
+// GroupTiming is the load time of one variable group in the kernel.
+type GroupTiming struct {
+	Names []string `json:"n"`
+	MS    float64  `json:"ms"`
+}

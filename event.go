@@ -1,0 +1,45 @@
+package carryover
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one entry of a session's append-only event log. SequenceNumber counts from 1 without
+// gaps, so a client that saw n events resumes with "after n" and misses nothing.
+type Event struct {
+	SessionID      string          `db:"session_id" json:"-"`
+	SequenceNumber int64           `db:"seq" json:"sequence_number"`
+	EventType      string          `db:"event_type" json:"event_type"`
+	Payload        json.RawMessage `db:"payload" json:"payload"`
+	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
+}
+
+// Event types: shared/API.md's and carryover's own (session_hibernated, checkpoint_failed,
+// sandbox_limit_exceeded).
+const (
+	EventSessionStarted       = "session_started"
+	EventSessionPaused        = "session_paused"
+	EventSessionResumed       = "session_resumed"
+	EventSessionCompleted     = "session_completed"
+	EventSessionFailed        = "session_failed"
+	EventSessionCancelled     = "session_cancelled"
+	EventSessionHibernated    = "session_hibernated"
+	EventSandboxCreated       = "sandbox_created"
+	EventSandboxTerminated    = "sandbox_terminated"
+	EventSandboxLimitExceeded = "sandbox_limit_exceeded"
+	EventRotationStarted      = "rotation_started"
+	EventRotationCompleted    = "rotation_completed"
+	EventRotationFailed       = "rotation_failed"
+	EventExecStarted          = "exec_started"
+	EventExecCompleted        = "exec_completed"
+	EventBudgetWarning        = "budget_warning"
+	EventBudgetExceeded       = "budget_exceeded"
+	EventCheckpointCreated    = "checkpoint_created"
+	EventCheckpointRestored   = "checkpoint_restored"
+	EventCheckpointFailed     = "checkpoint_failed"
+	EventToolRegistered       = "tool_registered"
+	EventHeartbeat            = "heartbeat"
+	EventKernelDied           = "kernel_died"
+	EventVariablesSkipped     = "variables_skipped"
+)
