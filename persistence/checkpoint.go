@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -48,41 +50,17 @@ func (c *Checkpointer) spoolHost(h string) (string, error) {
 	return clean, nil
 }
 
-// CheckpointResult is the API's "checkpoint" object of a run's answer.
-type CheckpointResult struct {
-	ID           string            `json:"id"`
-	Turn         int               `json:"turn"`
-	Saved        []string          `json:"saved"`
-	Unchanged    int               `json:"unchanged"`
-	Skipped      []VarSkip         `json:"skipped"`
-	FilesSaved   int               `json:"files_saved"`
-	FilesSkipped []FileSkip        `json:"files_skipped"`
-	BytesWritten int64             `json:"bytes_written"`
-	DurationMS   float64           `json:"duration_ms"`
-	Timings      CheckpointTimings `json:"timings"`
-	CreatedAt    time.Time         `json:"created_at"`
-}
-
-// CheckpointTimings splits a checkpoint's time: detect (what changed), serialize (pickle + hash),
-// write (spool files, store puts, commit); files is the workspace snapshot (stat, read, put).
-type CheckpointTimings struct {
-	DetectMS    float64 `json:"detect_ms"`
-	SerializeMS float64 `json:"serialize_ms"`
-	WriteMS     float64 `json:"write_ms"`
-	FilesMS     float64 `json:"files_ms"`
-}
-
 // snapshotAnswer is the agent's answer to "snapshot".
 type snapshotAnswer struct {
-	Token     string          `json:"token"`
-	SpoolHost string          `json:"spool_host"`
-	Groups    []ManifestGroup `json:"groups"`
-	Saved     []string        `json:"saved"`
-	Unchanged int             `json:"unchanged"`
-	Skipped   []VarSkip       `json:"skipped"`
-	Chunks    []spoolChunk    `json:"chunks"`
-	Cwd       string          `json:"cwd"`
-	Env       *EnvDiff        `json:"env"`
+	Token     string              `json:"token"`
+	SpoolHost string              `json:"spool_host"`
+	Groups    []ManifestGroup     `json:"groups"`
+	Saved     []string            `json:"saved"`
+	Unchanged int                 `json:"unchanged"`
+	Skipped   []carryover.VarSkip `json:"skipped"`
+	Chunks    []spoolChunk        `json:"chunks"`
+	Cwd       string              `json:"cwd"`
+	Env       *EnvDiff            `json:"env"`
 	Timings   struct {
 		DetectMS    float64 `json:"detect_ms"`
 		SerializeMS float64 `json:"serialize_ms"`
@@ -128,7 +106,7 @@ func newCheckpointID() string {
 // and commits ONE checkpoint: chunks first, then the manifest and its roots in one transaction, under
 // Store.Lock so GC cannot collect chunks put but not yet referenced. A crash at any point leaves the
 // previous checkpoint complete. Older checkpoints beyond Retention are pruned afterwards.
-func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir string) (*CheckpointResult, error) {
+func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir string) (*carryover.CheckpointResult, error) {
 	p, err := c.Prepare(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -176,7 +154,7 @@ func (p *Prepared) renew(chunkSize int) {
 // turn's execute_request; "" when it did not run (the cell raised, so ipykernel skipped user
 // expressions) or failed (e.g. interrupted): then the agent is asked in a call of its own, under a new
 // token, so no half-written spool file is ever read.
-func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir, answer string) (*CheckpointResult, error) {
+func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir, answer string) (*carryover.CheckpointResult, error) {
 	start := time.Now()
 	var ans *snapshotAnswer
 	rodeMS := 0.0 // the agent's time inside the turn's execute_request, when the snapshot rode on it
@@ -221,7 +199,7 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 }
 
 // checkpointOnce commits one checkpoint from the agent's snapshot answer (asking for it when ans is nil).
-func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir string, ans *snapshotAnswer) (*CheckpointResult, error) {
+func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir string, ans *snapshotAnswer) (*carryover.CheckpointResult, error) {
 	id, sessionID, parentID := p.id, p.SessionID, p.parentID
 	if ans == nil {
 		ans = &snapshotAnswer{}
@@ -239,10 +217,10 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		spoolDir = filepath.Join(host, filepath.Base(id))
 		defer os.RemoveAll(spoolDir)
 	}
-	res := &CheckpointResult{
+	res := &carryover.CheckpointResult{
 		ID: id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
-		FilesSkipped: []FileSkip{},
-		Timings: CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
+		FilesSkipped: []carryover.FileSkip{},
+		Timings: carryover.CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
 			WriteMS: ans.Timings.WriteMS},
 	}
 	m := Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
@@ -283,7 +261,7 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		return nil, fmt.Errorf("checkpoint: manifest: %w", err)
 	}
 	written += int64(len(doc))
-	cp := Checkpoint{ID: id, SessionID: sessionID, Turn: turn, ParentID: parentID, Manifest: doc,
+	cp := carryover.Checkpoint{ID: id, SessionID: sessionID, Turn: turn, ParentID: parentID, Manifest: doc,
 		Bytes: written, Roots: roots}
 	if err := c.Store.CommitCheckpoint(ctx, cp); err != nil {
 		return nil, fmt.Errorf("checkpoint: commit: %w", err)
@@ -303,16 +281,16 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func nonNilSkips(s []VarSkip) []VarSkip {
+func nonNilSkips(s []carryover.VarSkip) []carryover.VarSkip {
 	if s == nil {
-		return []VarSkip{}
+		return []carryover.VarSkip{}
 	}
 	return s
 }
 
-func nonNilFileSkips(s []FileSkip) []FileSkip {
+func nonNilFileSkips(s []carryover.FileSkip) []carryover.FileSkip {
 	if s == nil {
-		return []FileSkip{}
+		return []carryover.FileSkip{}
 	}
 	return s
 }

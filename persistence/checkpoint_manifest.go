@@ -1,6 +1,10 @@
 package persistence
 
 import (
+	"time"
+
+	"github.com/carryover/carryover"
+
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -10,13 +14,13 @@ import (
 // descriptor chunk, which lists the group's pickle and buffer chunks as children), so an unchanged
 // 1 GiB array costs one 32-character reference per checkpoint, not a list of its chunks.
 type Manifest struct {
-	V            int             `json:"v"`
-	Groups       []ManifestGroup `json:"groups"`
-	Skipped      []VarSkip       `json:"skipped,omitempty"`
-	Files        []FileEntry     `json:"files,omitempty"`
-	FilesSkipped []FileSkip      `json:"files_skipped,omitempty"`
-	Cwd          string          `json:"cwd,omitempty"`
-	Env          *EnvDiff        `json:"env,omitempty"`
+	V            int                  `json:"v"`
+	Groups       []ManifestGroup      `json:"groups"`
+	Skipped      []carryover.VarSkip  `json:"skipped,omitempty"`
+	Files        []FileEntry          `json:"files,omitempty"`
+	FilesSkipped []carryover.FileSkip `json:"files_skipped,omitempty"`
+	Cwd          string               `json:"cwd,omitempty"`
+	Env          *EnvDiff             `json:"env,omitempty"`
 }
 
 // ManifestGroup is one restore unit, in restore order: "imp" (modules and names imported from modules,
@@ -81,7 +85,7 @@ func (d *descBuffer) UnmarshalJSON(b []byte) error {
 }
 
 // ParseManifest decodes a checkpoint's manifest.
-func ParseManifest(cp Checkpoint) (*Manifest, error) {
+func ParseManifest(cp carryover.Checkpoint) (*Manifest, error) {
 	var m Manifest
 	if len(cp.Manifest) == 0 {
 		return &m, nil
@@ -93,7 +97,7 @@ func ParseManifest(cp Checkpoint) (*Manifest, error) {
 }
 
 // Variables lists the names a checkpoint holds, sorted (the API's checkpoint list shows them).
-func (c *Checkpointer) Variables(cp Checkpoint) []string {
+func (c *Checkpointer) Variables(cp carryover.Checkpoint) []string {
 	m, err := ParseManifest(cp)
 	if err != nil {
 		return []string{}
@@ -111,25 +115,13 @@ func (m *Manifest) Variables() []string {
 	return out
 }
 
-// ManifestSummary is what the API's checkpoint list shows of a checkpoint.
-type ManifestSummary struct {
-	ID        string    `json:"id"`
-	Turn      int       `json:"turn"`
-	CreatedAt string    `json:"created_at"`
-	Variables []string  `json:"variables"`
-	Files     int       `json:"files"`
-	Bytes     int64     `json:"bytes"`
-	Skipped   []VarSkip `json:"skipped,omitempty"`
-}
-
-// Summarize returns the API's view of a checkpoint.
-func Summarize(cp Checkpoint) ManifestSummary {
-	s := ManifestSummary{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+// Summarize returns a checkpoint as the API's checkpoint list shows it.
+func Summarize(cp carryover.Checkpoint) carryover.CheckpointSummary {
+	s := carryover.CheckpointSummary{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format(time.RFC3339Nano),
 		Variables: []string{}, Bytes: cp.Bytes}
 	if m, err := ParseManifest(cp); err == nil {
 		s.Variables = m.Variables()
 		s.Files = len(m.Files)
-		s.Skipped = m.Skipped
 	}
 	return s
 }

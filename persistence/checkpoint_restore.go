@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,34 +14,6 @@ import (
 	"time"
 )
 
-// RestoreResult says what a restore put back and what it could not.
-type RestoreResult struct {
-	CheckpointID string         `json:"checkpoint_id"`
-	Turn         int            `json:"turn"`
-	Restored     []string       `json:"restored"`
-	Failed       []VarSkip      `json:"failed"`
-	Skipped      []VarSkip      `json:"skipped"` // not saved in the first place (reported at checkpoint time)
-	Files        int            `json:"files"`
-	Cwd          string         `json:"cwd"`
-	DurationMS   float64        `json:"duration_ms"`
-	Timings      RestoreTimings `json:"timings"`
-	Groups       []GroupTiming  `json:"groups,omitempty"`
-}
-
-// RestoreTimings splits a restore: read (chunks from SQLite into spool files), load (unpickling in the
-// kernel), files (workspace files).
-type RestoreTimings struct {
-	ReadMS  float64 `json:"read_ms"`
-	LoadMS  float64 `json:"load_ms"`
-	FilesMS float64 `json:"files_ms"`
-}
-
-// GroupTiming is the load time of one group in the kernel.
-type GroupTiming struct {
-	Names []string `json:"n"`
-	MS    float64  `json:"ms"`
-}
-
 // restoreGroup is one group of the agent's "restore" call.
 type restoreGroup struct {
 	ManifestGroup
@@ -50,10 +24,10 @@ type restoreGroup struct {
 }
 
 type restoreAnswer struct {
-	Restored []string      `json:"restored"`
-	Failed   []VarSkip     `json:"failed"`
-	Cwd      string        `json:"cwd"`
-	Groups   []GroupTiming `json:"groups"`
+	Restored []string                `json:"restored"`
+	Failed   []carryover.VarSkip     `json:"failed"`
+	Cwd      string                  `json:"cwd"`
+	Groups   []carryover.GroupTiming `json:"groups"`
 	Timings  struct {
 		LoadMS float64 `json:"load_ms"`
 	} `json:"timings"`
@@ -66,10 +40,10 @@ const inlinePickle = 64 << 10
 // first when files is true (RestoreFiles with prune, so reopened file handles find their files), then
 // its namespace into the kernel, replacing the kernel's user variables. Each group loads independently:
 // what fails is reported by name and reason in Failed, the rest is restored.
-func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files bool) (*RestoreResult, error) {
+func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files bool) (*carryover.RestoreResult, error) {
 	start := time.Now()
 	var (
-		cp  Checkpoint
+		cp  carryover.Checkpoint
 		err error
 	)
 	if checkpointID == "" {
@@ -84,7 +58,7 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	res := &RestoreResult{CheckpointID: cp.ID, Turn: cp.Turn, Restored: []string{}, Failed: []VarSkip{},
+	res := &carryover.RestoreResult{CheckpointID: cp.ID, Turn: cp.Turn, Restored: []string{}, Failed: []carryover.VarSkip{},
 		Skipped: nonNilSkips(m.Skipped)}
 	if files && workspaceDir != "" {
 		tf := time.Now()

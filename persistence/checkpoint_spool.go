@@ -17,6 +17,8 @@ package persistence
 //     copy-on-write (mmap ACCESS_COPY) and hands them to pickle.loads(buffers=...): no further copy.
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/base64"
 	"errors"
@@ -46,7 +48,7 @@ const ingestBatchBytes = 64 << 20
 func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk) (int64, error) {
 	var (
 		written int64
-		batch   []ChunkInput
+		batch   []carryover.ChunkInput
 		size    int
 		bufs    [][]byte // reused between batches
 		used    int
@@ -98,7 +100,7 @@ func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk)
 		if int64(len(data)) != c.Stored {
 			return written, fmt.Errorf("spool: chunk %s has %d bytes, want %d", c.Hash, len(data), c.Stored)
 		}
-		batch = append(batch, ChunkInput{Hash: c.Hash, Codec: c.Codec, RawLen: c.RawLen, Data: data, Children: c.Children})
+		batch = append(batch, carryover.ChunkInput{Hash: c.Hash, Codec: c.Codec, RawLen: c.RawLen, Data: data, Children: c.Children})
 		size += len(data)
 		if size >= ingestBatchBytes {
 			if err := flush(); err != nil {

@@ -1,6 +1,8 @@
 package persistence_test
 
 import (
+	"github.com/carryover/carryover"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -81,7 +83,7 @@ func newCheckpointer(t *testing.T, dbPath string) *persistence.Checkpointer {
 func mustSession(t *testing.T, c *persistence.Checkpointer, id string) {
 	t.Helper()
 	now := time.Now().UTC()
-	err := c.Store.CreateSession(context.Background(), persistence.SessionRow{ID: id, State: "running",
+	err := c.Store.CreateSession(context.Background(), carryover.SessionRecord{ID: id, State: "running",
 		Doc: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now})
 	if err != nil && !errors.Is(err, persistence.ErrExists) {
 		t.Fatalf("create session: %v", err)
@@ -359,7 +361,7 @@ func crashChild() {
 		fail(err)
 	}
 	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, persistence.SessionRow{ID: "crash", State: "running", Doc: json.RawMessage(`{}`),
+	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "crash", State: "running", Doc: json.RawMessage(`{}`),
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		fail(err)
 	}

@@ -1,37 +1,23 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
-
-// Checkpoint is the saved state of a session after a turn. It exists only once CommitCheckpoint's
-// single transaction committed, after all its chunks were put, so a crash at any moment leaves either
-// the whole checkpoint or none of it (and the previous one intact).
-type Checkpoint struct {
-	ID        string          `db:"id" json:"id"`
-	SessionID string          `db:"session_id" json:"-"`
-	Turn      int             `db:"turn" json:"turn"`
-	ParentID  string          `db:"parent_id" json:"parent_id,omitempty"`
-	Manifest  json.RawMessage `db:"manifest" json:"-"`  // small JSON owned by the checkpointer
-	Bytes     int64           `db:"bytes" json:"bytes"` // bytes newly written for this checkpoint
-	CreatedAt time.Time       `db:"created_at" json:"created_at"`
-	Roots     []string        `db:"-" json:"-"` // top-level chunk hashes, in the order committed
-}
 
 const checkpointCols = `id, session_id, turn, parent_id, CAST(manifest AS BLOB) AS manifest, bytes, created_at`
 
 // CommitCheckpoint records cp and its roots in one transaction. Every root must already be stored
 // (ErrMissingChunk otherwise, and nothing is recorded); duplicate roots are recorded once. ErrExists if
 // the id is taken, ErrNotFound if the session does not exist. A zero CreatedAt means now.
-func (s *Store) CommitCheckpoint(ctx context.Context, cp Checkpoint) error {
+func (s *Store) CommitCheckpoint(ctx context.Context, cp carryover.Checkpoint) error {
 	if cp.ID == "" {
 		return fmt.Errorf("commit checkpoint: empty id")
 	}
@@ -88,19 +74,19 @@ func dedupe(hs []string) []string {
 }
 
 // GetCheckpoint returns checkpoint id of the session with its roots; ErrNotFound if there is none.
-func (s *Store) GetCheckpoint(ctx context.Context, sessionID, id string) (Checkpoint, error) {
+func (s *Store) GetCheckpoint(ctx context.Context, sessionID, id string) (carryover.Checkpoint, error) {
 	return s.oneCheckpoint(ctx, fmt.Sprintf("checkpoint %s of session %q", id, sessionID),
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? AND id = ?`, sessionID, id)
 }
 
 // LatestCheckpoint returns the session's most recently committed checkpoint; ErrNotFound when none.
-func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (Checkpoint, error) {
+func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (carryover.Checkpoint, error) {
 	return s.oneCheckpoint(ctx, fmt.Sprintf("latest checkpoint of session %q", sessionID),
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT 1`, sessionID)
 }
 
-func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (Checkpoint, error) {
-	var cp Checkpoint
+func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (carryover.Checkpoint, error) {
+	var cp carryover.Checkpoint
 	err := s.db.GetContext(ctx, &cp, q, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cp, fmt.Errorf("%s: %w", what, ErrNotFound)
@@ -116,8 +102,8 @@ func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) 
 }
 
 // ListCheckpoints returns the session's checkpoints with their roots, newest first.
-func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]Checkpoint, error) {
-	cps := []Checkpoint{}
+func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryover.Checkpoint, error) {
+	cps := []carryover.Checkpoint{}
 	if err := s.db.SelectContext(ctx, &cps, `SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ?
 		ORDER BY rowid DESC`, sessionID); err != nil {
 		return nil, fmt.Errorf("list checkpoints of session %q: %w", sessionID, err)

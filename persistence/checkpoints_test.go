@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +17,7 @@ func TestCommitCheckpoint(t *testing.T) {
 		t.Fatalf("latest of empty session: %v", err)
 	}
 	r1, r2 := rawChunkT(t, s, []byte("one")), rawChunkT(t, s, []byte("two"))
-	cp := Checkpoint{ID: "c1", SessionID: "a", Turn: 1, Manifest: []byte(`{"v":1}`), Bytes: 6, Roots: []string{r2, r1, r2}}
+	cp := carryover.Checkpoint{ID: "c1", SessionID: "a", Turn: 1, Manifest: []byte(`{"v":1}`), Bytes: 6, Roots: []string{r2, r1, r2}}
 	s.Lock()
 	err := s.CommitCheckpoint(ctx, cp)
 	s.Unlock()
@@ -32,7 +34,7 @@ func TestCommitCheckpoint(t *testing.T) {
 	if err := s.CommitCheckpoint(ctx, cp); !errors.Is(err, ErrExists) {
 		t.Fatalf("duplicate id: %v", err)
 	}
-	if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "cx", SessionID: "nope", Roots: []string{r1}}); !errors.Is(err, ErrNotFound) {
+	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "cx", SessionID: "nope", Roots: []string{r1}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing session: %v", err)
 	}
 	if _, err := s.GetCheckpoint(ctx, "other", "c1"); !errors.Is(err, ErrNotFound) {
@@ -41,7 +43,7 @@ func TestCommitCheckpoint(t *testing.T) {
 
 	// A missing root fails the commit and leaves nothing behind.
 	absent := HashChunk([]byte("never stored"))
-	err = s.CommitCheckpoint(ctx, Checkpoint{ID: "c2", SessionID: "a", Turn: 2, ParentID: "c1", Roots: []string{r1, absent}})
+	err = s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c2", SessionID: "a", Turn: 2, ParentID: "c1", Roots: []string{r1, absent}})
 	if !errors.Is(err, ErrMissingChunk) {
 		t.Fatalf("missing root: %v", err)
 	}
@@ -65,12 +67,12 @@ func TestListAndPruneCheckpoints(t *testing.T) {
 	sessionT(t, s, "b")
 	for i := 1; i <= 5; i++ {
 		r := rawChunkT(t, s, []byte(fmt.Sprint("turn ", i)))
-		if err := s.CommitCheckpoint(ctx, Checkpoint{ID: fmt.Sprint("a", i), SessionID: "a", Turn: i, Roots: []string{r}}); err != nil {
+		if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: fmt.Sprint("a", i), SessionID: "a", Turn: i, Roots: []string{r}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rb := rawChunkT(t, s, []byte("b"))
-	if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "b1", SessionID: "b", Turn: 1, Roots: []string{rb}}); err != nil {
+	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "b1", SessionID: "b", Turn: 1, Roots: []string{rb}}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.ListCheckpoints(ctx, "a")

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -12,17 +14,6 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// ChunkInput is a chunk to store. Chunks form a Merkle DAG: a descriptor chunk lists other chunks in
-// Children, which are recorded once, when the chunk is first inserted, as chunk_refs edges that GC
-// follows from checkpoint roots.
-type ChunkInput struct {
-	Hash     string // HashChunk of the RAW bytes
-	Codec    string // "raw" | "zstd": how Data is stored
-	RawLen   int64
-	Data     []byte // stored bytes (already compressed if Codec == "zstd"), at most a few MiB
-	Children []string
-}
-
 // PutChunks inserts the chunks that are not already present, in one transaction, and returns the stored
 // bytes actually written (0 for chunks that existed). Raw chunks are checked against their hash (xxh3
 // runs at ~18 GiB/s, so a wrong address costs nothing to catch here and much to find later). Every child
@@ -30,7 +21,7 @@ type ChunkInput struct {
 // otherwise nothing is written and the error wraps ErrMissingChunk.
 //
 // Chunks put for a checkpoint are garbage until CommitCheckpoint names them: hold Lock across both.
-func (s *Store) PutChunks(ctx context.Context, chunks []ChunkInput) (written int64, err error) {
+func (s *Store) PutChunks(ctx context.Context, chunks []carryover.ChunkInput) (written int64, err error) {
 	for i := range chunks {
 		if err := checkChunkInput(&chunks[i]); err != nil {
 			return 0, err
@@ -55,7 +46,7 @@ func (s *Store) PutChunks(ctx context.Context, chunks []ChunkInput) (written int
 		}
 		defer ref.Close()
 		now := dbTime(dbNow())
-		var parents []*ChunkInput
+		var parents []*carryover.ChunkInput
 		for i := range chunks {
 			c := &chunks[i]
 			if err := ctx.Err(); err != nil {
@@ -116,7 +107,7 @@ func chunkExists(ctx context.Context, stmt interface {
 	return true, nil
 }
 
-func checkChunkInput(c *ChunkInput) error {
+func checkChunkInput(c *carryover.ChunkInput) error {
 	if !validHash(c.Hash) {
 		return fmt.Errorf("put chunk %q: hash is not 32 lowercase hex digits", c.Hash)
 	}

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -14,8 +16,8 @@ import (
 // rawChunkT stores data as a raw chunk and returns its hash.
 func rawChunkT(t testing.TB, s *Store, data []byte, children ...string) string {
 	t.Helper()
-	c := ChunkInput{Hash: HashChunk(data), Codec: CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
-	if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+	c := carryover.ChunkInput{Hash: HashChunk(data), Codec: CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
+	if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 		t.Fatal(err)
 	}
 	return c.Hash
@@ -49,17 +51,17 @@ func TestPutChunksDedupAndWrittenBytes(t *testing.T) {
 	}
 	cb, _ := EncodeChunk(b, nil)
 	// The same chunk twice in one call is stored and counted once.
-	n, err := s.PutChunks(ctx, []ChunkInput{ca, cb, ca})
+	n, err := s.PutChunks(ctx, []carryover.ChunkInput{ca, cb, ca})
 	if err != nil || n != 4000 {
 		t.Fatalf("first put wrote %d (err %v), want 4000", n, err)
 	}
-	n, err = s.PutChunks(ctx, []ChunkInput{ca, cb})
+	n, err = s.PutChunks(ctx, []carryover.ChunkInput{ca, cb})
 	if err != nil || n != 0 {
 		t.Fatalf("second put wrote %d (err %v), want 0", n, err)
 	}
 	c := randomBytes(t, 10)
 	cc, _ := EncodeChunk(c, nil)
-	n, err = s.PutChunks(ctx, []ChunkInput{ca, cc})
+	n, err = s.PutChunks(ctx, []carryover.ChunkInput{ca, cc})
 	if err != nil || n != 10 {
 		t.Fatalf("third put wrote %d (err %v), want 10", n, err)
 	}
@@ -77,14 +79,14 @@ func TestPutChunksRejectsBadInput(t *testing.T) {
 	s := storeT(t)
 	ctx := context.Background()
 	data := []byte("hello")
-	for name, c := range map[string]ChunkInput{
+	for name, c := range map[string]carryover.ChunkInput{
 		"wrong hash":  {Hash: HashChunk([]byte("other")), Codec: CodecRaw, RawLen: 5, Data: data},
 		"bad hash":    {Hash: "XYZ", Codec: CodecRaw, RawLen: 5, Data: data},
 		"wrong len":   {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 6, Data: data},
 		"bad codec":   {Hash: HashChunk(data), Codec: "lz4", RawLen: 5, Data: data},
 		"child unset": {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 5, Data: data, Children: []string{HashChunk([]byte("absent"))}},
 	} {
-		if _, err := s.PutChunks(ctx, []ChunkInput{c}); err == nil {
+		if _, err := s.PutChunks(ctx, []carryover.ChunkInput{c}); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if name == "child unset" && !errors.Is(err, ErrMissingChunk) {
 			t.Errorf("%s: %v, want ErrMissingChunk", name, err)
@@ -99,7 +101,7 @@ func TestPutChunksRejectsBadInput(t *testing.T) {
 	parent := []byte(`{"chunks":["` + HashChunk(child) + `"]}`)
 	pc, _ := EncodeChunk(parent, []string{HashChunk(child)})
 	cc, _ := EncodeChunk(child, nil)
-	if _, err := s.PutChunks(ctx, []ChunkInput{pc, cc}); err != nil {
+	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{pc, cc}); err != nil {
 		t.Fatalf("parent before child in one call: %v", err)
 	}
 }
@@ -115,7 +117,7 @@ func TestZstdRoundTrip(t *testing.T) {
 	if c.Codec != CodecZstd || len(c.Data) >= len(text)/10 {
 		t.Fatalf("codec %s, %d stored bytes for %d", c.Codec, len(c.Data), len(text))
 	}
-	n, err := s.PutChunks(ctx, []ChunkInput{c})
+	n, err := s.PutChunks(ctx, []carryover.ChunkInput{c})
 	if err != nil || n != int64(len(c.Data)) {
 		t.Fatalf("wrote %d (err %v), want the compressed size %d", n, err, len(c.Data))
 	}
@@ -134,7 +136,7 @@ func TestZstdRoundTrip(t *testing.T) {
 	if rc.Codec != CodecRaw {
 		t.Fatalf("random data stored as %s", rc.Codec)
 	}
-	if _, err := s.PutChunks(ctx, []ChunkInput{rc}); err != nil {
+	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{rc}); err != nil {
 		t.Fatal(err)
 	}
 	buf.Reset()
@@ -182,7 +184,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 			defer wg.Done()
 			for i := range 30 {
 				c, _ := EncodeChunk(randomBytes(t, 50_000), nil)
-				if _, err := s.PutChunks(ctx, []ChunkInput{c}); err != nil {
+				if _, err := s.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
 					errs <- err
 					return
 				}

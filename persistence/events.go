@@ -1,31 +1,22 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
 
-// Event is one entry of a session's append-only event log. SequenceNumber counts from 1 without gaps,
-// so a client that saw n events resumes with "after n" and misses nothing.
-type Event struct {
-	SessionID      string          `db:"session_id" json:"-"`
-	SequenceNumber int64           `db:"seq" json:"sequence_number"`
-	EventType      string          `db:"event_type" json:"event_type"`
-	Payload        json.RawMessage `db:"payload" json:"payload"`
-	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
-}
-
 // AppendEvent appends an event to session sessionID and returns it with its sequence number. The number
 // is MAX(seq)+1 computed inside the insert's transaction (under the writer mutex), so concurrent
 // appends neither collide nor leave gaps. payload is marshalled to JSON unless it already is JSON
 // (json.RawMessage or []byte). ErrNotFound if the session does not exist.
-func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, payload any) (Event, error) {
+func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, payload any) (carryover.Event, error) {
 	var body []byte
 	switch p := payload.(type) {
 	case json.RawMessage:
@@ -35,16 +26,16 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 	default:
 		b, err := json.Marshal(payload)
 		if err != nil {
-			return Event{}, fmt.Errorf("event %s of session %q: marshal payload: %w", eventType, sessionID, err)
+			return carryover.Event{}, fmt.Errorf("event %s of session %q: marshal payload: %w", eventType, sessionID, err)
 		}
 		body = b
 	}
 	if len(body) == 0 {
 		body = []byte("null")
 	} else if !json.Valid(body) {
-		return Event{}, fmt.Errorf("event %s of session %q: payload is not valid JSON", eventType, sessionID)
+		return carryover.Event{}, fmt.Errorf("event %s of session %q: payload is not valid JSON", eventType, sessionID)
 	}
-	ev := Event{SessionID: sessionID, EventType: eventType, Payload: body, CreatedAt: dbNow()}
+	ev := carryover.Event{SessionID: sessionID, EventType: eventType, Payload: body, CreatedAt: dbNow()}
 	err := s.writeTx(ctx, func(tx *sqlx.Tx) error {
 		err := tx.QueryRowxContext(ctx, `INSERT INTO events (session_id, seq, event_type, payload, created_at)
 			SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ?
@@ -59,14 +50,14 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 		return nil
 	})
 	if err != nil {
-		return Event{}, err
+		return carryover.Event{}, err
 	}
 	return ev, nil
 }
 
 // ListEvents returns the events of a session with seq > afterSeq in order, at most limit of them
 // (limit <= 0: all), only those of eventType when it is not "".
-func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]Event, error) {
+func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]carryover.Event, error) {
 	var q strings.Builder
 	q.WriteString(`SELECT session_id, seq, event_type, CAST(payload AS BLOB) AS payload, created_at
 		FROM events WHERE session_id = ? AND seq > ?`)
@@ -80,7 +71,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64
 		q.WriteString(` LIMIT ?`)
 		args = append(args, limit)
 	}
-	evs := []Event{}
+	evs := []carryover.Event{}
 	if err := s.db.SelectContext(ctx, &evs, q.String(), args...); err != nil {
 		return nil, fmt.Errorf("list events of session %q: %w", sessionID, err)
 	}

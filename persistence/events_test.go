@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,7 +85,7 @@ func TestEventsFilters(t *testing.T) {
 		t.Fatalf("append to missing session: %v", err)
 	}
 
-	seqs := func(evs []Event) string {
+	seqs := func(evs []carryover.Event) string {
 		out := ""
 		for _, e := range evs {
 			out += fmt.Sprint(e.SequenceNumber, " ")

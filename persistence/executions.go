@@ -1,31 +1,18 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
 
-// Execution is one turn of a session as the UI lists it: the code and the full answer (outputs) as JSON.
-type Execution struct {
-	ID             int64           `db:"id" json:"-"`
-	SessionID      string          `db:"session_id" json:"session_id"`
-	ExecutionCount int             `db:"execution_count" json:"execution_count"`
-	Kind           string          `db:"kind" json:"kind"` // "run" | "exec"
-	Code           string          `db:"code" json:"code"`
-	Status         string          `db:"status" json:"status"`
-	Result         json.RawMessage `db:"result" json:"result"` // the full /run answer JSON
-	StartedAt      time.Time       `db:"started_at" json:"started_at"`
-	DurationMS     float64         `db:"duration_ms" json:"duration_ms"`
-}
-
 // InsertExecution records e (its ID is ignored) and returns the new row id; ErrNotFound if the session
 // does not exist. A zero StartedAt means now.
-func (s *Store) InsertExecution(ctx context.Context, e Execution) (int64, error) {
+func (s *Store) InsertExecution(ctx context.Context, e carryover.Execution) (int64, error) {
 	var id int64
 	err := s.writeTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO executions
@@ -45,11 +32,11 @@ func (s *Store) InsertExecution(ctx context.Context, e Execution) (int64, error)
 }
 
 // ListExecutions returns the last limit executions of a session (limit <= 0: all), oldest first.
-func (s *Store) ListExecutions(ctx context.Context, sessionID string, limit int) ([]Execution, error) {
+func (s *Store) ListExecutions(ctx context.Context, sessionID string, limit int) ([]carryover.Execution, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	out := []Execution{}
+	out := []carryover.Execution{}
 	err := s.db.SelectContext(ctx, &out, `SELECT * FROM (
 			SELECT id, session_id, execution_count, kind, code, status, CAST(result AS BLOB) AS result,
 				started_at, duration_ms

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"errors"
 	"testing"
@@ -13,13 +15,13 @@ func TestExecutions(t *testing.T) {
 	sessionT(t, s, "a")
 	at := time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC)
 	for i := 1; i <= 5; i++ {
-		id, err := s.InsertExecution(ctx, Execution{SessionID: "a", ExecutionCount: i, Kind: "run", Code: "x", Status: "ok",
+		id, err := s.InsertExecution(ctx, carryover.Execution{SessionID: "a", ExecutionCount: i, Kind: "run", Code: "x", Status: "ok",
 			Result: []byte(`{"ok":true}`), StartedAt: at, DurationMS: 1.5})
 		if err != nil || id <= 0 {
 			t.Fatalf("insert %d: id %d err %v", i, id, err)
 		}
 	}
-	if _, err := s.InsertExecution(ctx, Execution{SessionID: "nope"}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.InsertExecution(ctx, carryover.Execution{SessionID: "nope"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("insert for missing session: %v", err)
 	}
 	last, err := s.ListExecutions(ctx, "a", 2)
@@ -44,17 +46,17 @@ func TestToolsUpsert(t *testing.T) {
 	ctx := context.Background()
 	sessionT(t, s, "a")
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.PutTool(ctx, Tool{SessionID: "a", Name: "zeta", ToolType: "function", CreatedAt: t0}); err != nil {
+	if err := s.PutTool(ctx, carryover.Tool{SessionID: "a", Name: "zeta", ToolType: "function", CreatedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTool(ctx, Tool{SessionID: "a", Name: "alpha", ToolType: "function", CreatedAt: t0.Add(time.Second)}); err != nil {
+	if err := s.PutTool(ctx, carryover.Tool{SessionID: "a", Name: "alpha", ToolType: "function", CreatedAt: t0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTool(ctx, Tool{SessionID: "a", Name: "zeta", ToolType: "mcp", Description: "v2",
+	if err := s.PutTool(ctx, carryover.Tool{SessionID: "a", Name: "zeta", ToolType: "mcp", Description: "v2",
 		InputSchema: []byte(`{"type":"object"}`), CreatedAt: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTool(ctx, Tool{SessionID: "nope", Name: "x"}); !errors.Is(err, ErrNotFound) {
+	if err := s.PutTool(ctx, carryover.Tool{SessionID: "nope", Name: "x"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("tool for missing session: %v", err)
 	}
 	tools, err := s.ListTools(ctx, "a")

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,7 +20,7 @@ func TestGCKeepsReachableThroughDescriptors(t *testing.T) {
 	midH := rawChunkT(t, s, mid, d2, shared)
 	top, _ := json.Marshal(map[string]any{"chunks": []string{d1, midH}})
 	topH := rawChunkT(t, s, top, d1, midH)
-	if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "c1", SessionID: "a", Roots: []string{topH}}); err != nil {
+	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c1", SessionID: "a", Roots: []string{topH}}); err != nil {
 		t.Fatal(err)
 	}
 	// Garbage: a lone chunk, and a descriptor with its own child that nothing names.
@@ -70,7 +72,7 @@ func TestGCWaitsForLock(t *testing.T) {
 		t.Fatal("GC ran while a checkpointer held the lock")
 	case <-time.After(50 * time.Millisecond):
 	}
-	if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "c", SessionID: "a", Roots: []string{h}}); err != nil {
+	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c", SessionID: "a", Roots: []string{h}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Unlock()

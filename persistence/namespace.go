@@ -14,14 +14,6 @@ type Executor interface {
 	Eval(ctx context.Context, code, expr string) (string, error)
 }
 
-// VarSkip is a variable that could not be saved or restored, and why (the API's "skipped" items and the
-// variables_skipped event payload).
-type VarSkip struct {
-	Name   string `json:"name"`
-	Type   string `json:"type"`
-	Reason string `json:"reason"`
-}
-
 // EnvDiff is how the kernel's os.environ differs from the one it started with.
 type EnvDiff struct {
 	Set   map[string]string `json:"set,omitempty"`

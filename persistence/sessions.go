@@ -1,34 +1,23 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
-
-// SessionRow is a session as stored: the server owns the JSON document (Doc); the store keeps it whole
-// beside the few columns it needs to find sessions (client_id, state, times).
-type SessionRow struct {
-	ID        string          `db:"id"`
-	ClientID  string          `db:"client_id"` // "" when none
-	State     string          `db:"state"`
-	Doc       json.RawMessage `db:"doc"` // full Session object as the server serialises it
-	CreatedAt time.Time       `db:"created_at"`
-	UpdatedAt time.Time       `db:"updated_at"`
-}
 
 // sessionCols reads doc as a BLOB: database/sql cannot scan TEXT into a json.RawMessage.
 const sessionCols = `id, client_id, state, CAST(doc AS BLOB) AS doc, created_at, updated_at`
 
 // CreateSession inserts r; ErrExists if the id is taken. Zero times mean now; a zero UpdatedAt
 // takes CreatedAt.
-func (s *Store) CreateSession(ctx context.Context, r SessionRow) error {
+func (s *Store) CreateSession(ctx context.Context, r carryover.SessionRecord) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = dbNow()
 	}
@@ -51,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, r SessionRow) error {
 
 // UpdateSession replaces the client id, state and document of session r.ID (created_at is kept);
 // ErrNotFound if it does not exist. A zero UpdatedAt means now.
-func (s *Store) UpdateSession(ctx context.Context, r SessionRow) error {
+func (s *Store) UpdateSession(ctx context.Context, r carryover.SessionRecord) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET client_id = ?, state = ?, doc = ?, updated_at = ? WHERE id = ?`,
 			r.ClientID, r.State, jsonText(r.Doc, "{}"), dbTime(r.UpdatedAt), r.ID)
@@ -66,8 +55,8 @@ func (s *Store) UpdateSession(ctx context.Context, r SessionRow) error {
 }
 
 // GetSession returns session id; ErrNotFound if it does not exist.
-func (s *Store) GetSession(ctx context.Context, id string) (SessionRow, error) {
-	var r SessionRow
+func (s *Store) GetSession(ctx context.Context, id string) (carryover.SessionRecord, error) {
+	var r carryover.SessionRecord
 	err := s.db.GetContext(ctx, &r, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("session %q: %w", id, ErrNotFound)
@@ -79,8 +68,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (SessionRow, error) {
 }
 
 // ListSessions returns every session, oldest first (the order they were created in).
-func (s *Store) ListSessions(ctx context.Context) ([]SessionRow, error) {
-	rows := []SessionRow{}
+func (s *Store) ListSessions(ctx context.Context) ([]carryover.SessionRecord, error) {
+	rows := []carryover.SessionRecord{}
 	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, rowid`); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -89,8 +78,8 @@ func (s *Store) ListSessions(ctx context.Context) ([]SessionRow, error) {
 
 // SessionByClientID returns the most recently updated session with that client id; ErrNotFound when
 // none (always for "", which means "no client id").
-func (s *Store) SessionByClientID(ctx context.Context, clientID string) (SessionRow, error) {
-	var r SessionRow
+func (s *Store) SessionByClientID(ctx context.Context, clientID string) (carryover.SessionRecord, error) {
+	var r carryover.SessionRecord
 	if clientID == "" {
 		return r, fmt.Errorf("session with empty client id: %w", ErrNotFound)
 	}

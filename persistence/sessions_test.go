@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"errors"
 	"testing"
@@ -12,12 +14,12 @@ func TestSessionsCRUD(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, id := range []string{"s2", "s1", "s3"} {
-		r := SessionRow{ID: id, ClientID: "c", State: "idle", Doc: []byte(`{"n":1}`), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+		r := carryover.SessionRecord{ID: id, ClientID: "c", State: "idle", Doc: []byte(`{"n":1}`), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
 		if err := s.CreateSession(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateSession(ctx, SessionRow{ID: "s1", State: "x"}); !errors.Is(err, ErrExists) {
+	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "s1", State: "x"}); !errors.Is(err, ErrExists) {
 		t.Fatalf("duplicate create: %v, want ErrExists", err)
 	}
 	list, err := s.ListSessions(ctx)
@@ -28,7 +30,7 @@ func TestSessionsCRUD(t *testing.T) {
 		t.Fatalf("list order %+v", list)
 	}
 
-	upd := SessionRow{ID: "s1", ClientID: "c", State: "running", Doc: []byte(`{"n":2}`), UpdatedAt: t0.Add(time.Hour)}
+	upd := carryover.SessionRecord{ID: "s1", ClientID: "c", State: "running", Doc: []byte(`{"n":2}`), UpdatedAt: t0.Add(time.Hour)}
 	if err := s.UpdateSession(ctx, upd); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestSessionsCRUD(t *testing.T) {
 	if got.State != "running" || string(got.Doc) != `{"n":2}` || !got.UpdatedAt.Equal(upd.UpdatedAt) || !got.CreatedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("after update %+v", got)
 	}
-	if err := s.UpdateSession(ctx, SessionRow{ID: "nope", State: "x"}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateSession(ctx, carryover.SessionRecord{ID: "nope", State: "x"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("update missing: %v", err)
 	}
 	if _, err := s.GetSession(ctx, "nope"); !errors.Is(err, ErrNotFound) {
@@ -77,14 +79,14 @@ func TestDeleteSessionCascades(t *testing.T) {
 		if _, err := s.AppendEvent(ctx, id, "x", map[string]int{"k": 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.InsertExecution(ctx, Execution{SessionID: id, Kind: "run", Code: "1", Status: "ok"}); err != nil {
+		if _, err := s.InsertExecution(ctx, carryover.Execution{SessionID: id, Kind: "run", Code: "1", Status: "ok"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutTool(ctx, Tool{SessionID: id, Name: "t", ToolType: "function"}); err != nil {
+		if err := s.PutTool(ctx, carryover.Tool{SessionID: id, Name: "t", ToolType: "function"}); err != nil {
 			t.Fatal(err)
 		}
 		c := rawChunkT(t, s, []byte("data of "+id))
-		if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "cp-" + id, SessionID: id, Roots: []string{c}}); err != nil {
+		if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "cp-" + id, SessionID: id, Roots: []string{c}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"database/sql"
 	"io"
@@ -35,7 +37,7 @@ func benchStore(b *testing.B) (*Store, []string) {
 	for i := range benchMiB() / 4 {
 		fillPseudoRandom(chunk, uint64(i))
 		c, _ := EncodeChunk(chunk, nil)
-		if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
 		hashes = append(hashes, c.Hash)
@@ -122,9 +124,9 @@ func BenchmarkPutChunks(b *testing.B) {
 		b.StopTimer()
 		i++
 		fillPseudoRandom(chunk, i)
-		c := ChunkInput{Hash: HashChunk(chunk), Codec: CodecRaw, RawLen: int64(len(chunk)), Data: chunk}
+		c := carryover.ChunkInput{Hash: HashChunk(chunk), Codec: CodecRaw, RawLen: int64(len(chunk)), Data: chunk}
 		b.StartTimer()
-		if _, err := s.PutChunks(context.Background(), []ChunkInput{c}); err != nil {
+		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"encoding/hex"
 	"fmt"
 	"runtime"
@@ -55,13 +57,13 @@ const (
 
 // EncodeChunk builds the ChunkInput of raw bytes: its hash, and zstd-compressed Data when that pays.
 // When the chunk stays raw, Data aliases raw: do not modify raw until PutChunks returned.
-func EncodeChunk(raw []byte, children []string) (ChunkInput, error) {
+func EncodeChunk(raw []byte, children []string) (carryover.ChunkInput, error) {
 	return encodeHashed(raw, HashChunk(raw), children)
 }
 
 // encodeHashed is EncodeChunk for a caller that already hashed raw.
-func encodeHashed(raw []byte, hash string, children []string) (ChunkInput, error) {
-	c := ChunkInput{Hash: hash, Codec: CodecRaw, RawLen: int64(len(raw)), Data: raw, Children: children}
+func encodeHashed(raw []byte, hash string, children []string) (carryover.ChunkInput, error) {
+	c := carryover.ChunkInput{Hash: hash, Codec: CodecRaw, RawLen: int64(len(raw)), Data: raw, Children: children}
 	if len(raw) < compressMin {
 		return c, nil
 	}

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -23,7 +25,7 @@ const crashChildEnv = "CARRYOVER_STORE_CRASH_CHILD"
 // putCheckpointChunksT puts n random data chunks and a descriptor naming them, and returns the
 // descriptor's hash (the checkpoint root).
 func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, error) {
-	var all []ChunkInput
+	var all []carryover.ChunkInput
 	var hashes []string
 	for range n {
 		b := make([]byte, size)
@@ -45,7 +47,7 @@ func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, e
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.PutChunks(ctx, []ChunkInput{d}); err != nil {
+	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{d}); err != nil {
 		return "", err
 	}
 	return d.Hash, nil
@@ -83,7 +85,7 @@ func TestStoreCrashChild(t *testing.T) {
 			if err != nil {
 				fail(err)
 			}
-			cp := Checkpoint{ID: fmt.Sprint("t", turn), SessionID: "a", Turn: turn, Roots: []string{root}}
+			cp := carryover.Checkpoint{ID: fmt.Sprint("t", turn), SessionID: "a", Turn: turn, Roots: []string{root}}
 			if err := s.CommitCheckpoint(ctx, cp); err != nil {
 				fail(err)
 			}
@@ -124,7 +126,7 @@ func crashChildT(t *testing.T, db, mode string, turn int) (*exec.Cmd, *bufio.Sca
 }
 
 // verifyCheckpointT reads every chunk a checkpoint reaches (ReadChunk checks each against its hash).
-func verifyCheckpointT(t *testing.T, s *Store, cp Checkpoint) {
+func verifyCheckpointT(t *testing.T, s *Store, cp carryover.Checkpoint) {
 	t.Helper()
 	ctx := context.Background()
 	if len(cp.Roots) == 0 {
@@ -185,7 +187,7 @@ func TestCrashLeavesLastCheckpointComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitCheckpoint(ctx, Checkpoint{ID: "base", SessionID: "a", Turn: 0, Roots: []string{root}}); err != nil {
+	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "base", SessionID: "a", Turn: 0, Roots: []string{root}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

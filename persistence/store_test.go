@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -22,7 +24,7 @@ func storeT(t testing.TB) *Store {
 // sessionT creates session id in s.
 func sessionT(t testing.TB, s *Store, id string) {
 	t.Helper()
-	if err := s.CreateSession(context.Background(), SessionRow{ID: id, State: "running", Doc: []byte(`{"id":"` + id + `"}`)}); err != nil {
+	if err := s.CreateSession(context.Background(), carryover.SessionRecord{ID: id, State: "running", Doc: []byte(`{"id":"` + id + `"}`)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,7 +101,7 @@ func TestTimesRoundTripUTC(t *testing.T) {
 	s := storeT(t)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.FixedZone("x", 3600))
-	if err := s.CreateSession(ctx, SessionRow{ID: "t", State: "s", CreatedAt: at}); err != nil {
+	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "t", State: "s", CreatedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.GetSession(ctx, "t")

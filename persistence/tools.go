@@ -1,29 +1,19 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
 
-// Tool is a tool registered in a session (name unique per session).
-type Tool struct {
-	SessionID   string          `db:"session_id" json:"-"`
-	Name        string          `db:"name" json:"name"`
-	ToolType    string          `db:"tool_type" json:"tool_type"`
-	Description string          `db:"description" json:"description"`
-	InputSchema json.RawMessage `db:"input_schema" json:"input_schema"`
-	CreatedAt   time.Time       `db:"created_at" json:"created_at"`
-}
-
 // PutTool inserts t or replaces the tool of the same name in the session; a replaced tool keeps its
 // original created_at so that listings stay in registration order. ErrNotFound if the session does
 // not exist.
-func (s *Store) PutTool(ctx context.Context, t Tool) error {
+func (s *Store) PutTool(ctx context.Context, t carryover.Tool) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tools (session_id, name, tool_type, description, input_schema, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)
@@ -41,8 +31,8 @@ func (s *Store) PutTool(ctx context.Context, t Tool) error {
 }
 
 // ListTools returns the tools of a session in registration order.
-func (s *Store) ListTools(ctx context.Context, sessionID string) ([]Tool, error) {
-	out := []Tool{}
+func (s *Store) ListTools(ctx context.Context, sessionID string) ([]carryover.Tool, error) {
+	out := []carryover.Tool{}
 	err := s.db.SelectContext(ctx, &out, `SELECT session_id, name, tool_type, description,
 			CAST(input_schema AS BLOB) AS input_schema, created_at
 		FROM tools WHERE session_id = ? ORDER BY created_at, name`, sessionID)

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,12 +36,6 @@ type FileEntry struct {
 	Ref     string    `json:"ref"` // hash of a descriptor chunk: JSON {"size":N,"chunks":["h1",...]}
 }
 
-// FileSkip is a workspace file (or hidden directory) that was not saved, and why.
-type FileSkip struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
-
 // FileLimits bounds what SnapshotFiles saves; zero limits mean unlimited, a zero ChunkSize the default.
 type FileLimits struct {
 	SaveHidden                  bool
@@ -49,11 +45,11 @@ type FileLimits struct {
 
 // FilesResult is what SnapshotFiles found and wrote.
 type FilesResult struct {
-	Files        []FileEntry // every saved file of the workspace now (changed and unchanged)
-	Skipped      []FileSkip  // hidden, over limits, symlinks, special files, unreadable
-	Saved        int         // files whose content was (re)written this time
-	BytesWritten int64       // stored bytes newly written
-	Roots        []string    // Ref of every entry in Files (for CommitCheckpoint roots)
+	Files        []FileEntry          // every saved file of the workspace now (changed and unchanged)
+	Skipped      []carryover.FileSkip // hidden, over limits, symlinks, special files, unreadable
+	Saved        int                  // files whose content was (re)written this time
+	BytesWritten int64                // stored bytes newly written
+	Roots        []string             // Ref of every entry in Files (for CommitCheckpoint roots)
 }
 
 // fileDescriptor is the content of a file's descriptor chunk.
@@ -76,7 +72,7 @@ const (
 // The chunks it puts are reachable only once a checkpoint names Roots: call it under Lock, with the
 // CommitCheckpoint that follows.
 func (s *Store) SnapshotFiles(ctx context.Context, dir string, prev []FileEntry, lim FileLimits) (FilesResult, error) {
-	res := FilesResult{Files: []FileEntry{}, Skipped: []FileSkip{}, Roots: []string{}}
+	res := FilesResult{Files: []FileEntry{}, Skipped: []carryover.FileSkip{}, Roots: []string{}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return res, fmt.Errorf("snapshot files: %w", err)
@@ -133,7 +129,7 @@ func (s *Store) SnapshotFiles(ctx context.Context, dir string, prev []FileEntry,
 		e, err := w.saveFile(ctx, root, c, buf)
 		var unreadable *unreadableError
 		if errors.As(err, &unreadable) {
-			res.Skipped = append(res.Skipped, FileSkip{Path: c.rel, Reason: "unreadable: " + unreadable.err.Error()})
+			res.Skipped = append(res.Skipped, carryover.FileSkip{Path: c.rel, Reason: "unreadable: " + unreadable.err.Error()})
 			continue
 		}
 		if err != nil {
@@ -165,13 +161,13 @@ type fileCandidate struct {
 
 // scanWorkspace lists the files to save under root in lexical order and the ones it skips, applying
 // the limits: the total budget is spent in walk order, so which files fit is deterministic.
-func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []FileSkip, error) {
+func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []carryover.FileSkip, error) {
 	var (
 		cands   []fileCandidate
-		skipped = []FileSkip{}
+		skipped = []carryover.FileSkip{}
 		total   int64
 	)
-	skip := func(rel, reason string) { skipped = append(skipped, FileSkip{Path: rel, Reason: reason}) }
+	skip := func(rel, reason string) { skipped = append(skipped, carryover.FileSkip{Path: rel, Reason: reason}) }
 	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if rel == "." {
@@ -236,7 +232,7 @@ func (e *unreadableError) Error() string { return e.err.Error() }
 // data chunks: PutChunks checks children at the end of the batch), bounding memory to flushBytes.
 type chunkWriter struct {
 	s        *Store
-	batch    []ChunkInput
+	batch    []carryover.ChunkInput
 	batchLen int
 	pending  map[string]bool // hashes in batch
 	written  int64
@@ -269,7 +265,7 @@ func (w *chunkWriter) add(ctx context.Context, raw []byte, children []string) (s
 		if err := w.flush(ctx); err != nil {
 			return "", err
 		}
-		n, err := w.s.PutChunks(ctx, []ChunkInput{c})
+		n, err := w.s.PutChunks(ctx, []carryover.ChunkInput{c})
 		w.written += n
 		return h, err
 	}

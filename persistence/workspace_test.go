@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"context"
 	"os"
@@ -34,7 +36,7 @@ func entriesByPath(es []FileEntry) map[string]FileEntry {
 	return m
 }
 
-func skipsByPath(ss []FileSkip) map[string]string {
+func skipsByPath(ss []carryover.FileSkip) map[string]string {
 	m := map[string]string{}
 	for _, s := range ss {
 		m[s.Path] = s.Reason
@@ -81,7 +83,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("identical files got different refs")
 	}
 	s.Lock()
-	err = s.CommitCheckpoint(ctx, Checkpoint{ID: "c1", SessionID: mustSession(t, s, "a"), Roots: res.Roots})
+	err = s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c1", SessionID: mustSession(t, s, "a"), Roots: res.Roots})
 	s.Unlock()
 	if err != nil {
 		t.Fatal(err)

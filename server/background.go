@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"fmt"
 	"time"
@@ -69,7 +71,7 @@ func (s *Service) liveSessions() []*liveSession {
 func (s *Service) rotateDue(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
 		doc := ls.snapshot()
-		if doc.State != StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
+		if doc.State != carryover.StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
 			continue
 		}
 		ls.mu.Lock()
@@ -91,7 +93,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 				return
 			}
 			defer ls.lock.Unlock()
-			if st := ls.snapshot().State; st != StateRunning || ls.currentKernel() == nil {
+			if st := ls.snapshot().State; st != carryover.StateRunning || ls.currentKernel() == nil {
 				return
 			}
 			if _, err := s.rotateLocked(ctx, ls, "sandbox timeout"); err != nil {
@@ -119,7 +121,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 	idle := secs(s.cfg.Cull.IdleSeconds)
 	for _, ls := range s.liveSessions() {
 		doc := ls.snapshot()
-		if doc.State != StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
+		if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
 			continue
 		}
 		if !ls.lock.TryLock() {
@@ -128,7 +130,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 		func() {
 			defer ls.lock.Unlock()
 			doc := ls.snapshot()
-			if doc.State != StateRunning || time.Since(doc.LastActivity) < idle {
+			if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle {
 				return
 			}
 			if err := s.hibernateLocked(ctx, ls, "idle"); err != nil {
@@ -141,20 +143,20 @@ func (s *Service) cullIdle(ctx context.Context) {
 
 // Hibernate checkpoints the session and stops its kernel now (POST .../hibernate): its memory is
 // freed and the next run restores it.
-func (s *Service) Hibernate(ctx context.Context, id string) (Session, error) {
+func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; st != StateRunning {
-		return Session{}, errorf(CodeConflict, "only a running session can hibernate; this one is %s", st).withDetails("state", st)
+	if st := ls.snapshot().State; st != carryover.StateRunning {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
 	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, "requested"); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	return ls.snapshot(), nil
 }
@@ -170,7 +172,7 @@ func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason s
 		return fmt.Errorf("checkpoint before hibernation: %w", err)
 	}
 	s.releaseKernel(ctx, ls, reason)
-	s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxHibernated; return nil })
+	s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxHibernated; return nil })
 	s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

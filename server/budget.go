@@ -1,12 +1,14 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 )
 
 // checkBudget refuses a run or exec when any limit is reached (402 budget_exceeded). Caller holds ls.lock.
 func (s *Service) checkBudget(ctx context.Context, ls *liveSession) error {
-	doc := ls.snapshot().view()
+	doc := ls.snapshot().View()
 	b, c := doc.Budget, doc.BudgetConsumed
 	var which string
 	var limit, used float64
@@ -21,24 +23,24 @@ func (s *Service) checkBudget(ctx context.Context, ls *liveSession) error {
 		return nil
 	}
 	s.emit(ctx, ls, "budget_exceeded", map[string]any{"limit": which, "value": limit, "consumed": used})
-	return errorf(CodeBudgetExceeded, "budget exceeded: %s is %g and %g is used", which, limit, used).
-		withDetails("limit", which, "value", limit, "consumed", used)
+	return carryover.Errorf(carryover.CodeBudgetExceeded, "budget exceeded: %s is %g and %g is used", which, limit, used).
+		WithDetails("limit", which, "value", limit, "consumed", used)
 }
 
 // afterTurn updates the consumed budget and emits one budget_warning per limit at 80%.
 func (s *Service) afterTurn(ctx context.Context, ls *liveSession) {
 	var warn []map[string]any
-	s.update(ctx, ls, func(d *Session) error {
-		b, c := d.Budget, d.view().BudgetConsumed
+	s.update(ctx, ls, func(d *carryover.Session) error {
+		b, c := d.Budget, d.View().BudgetConsumed
 		check := func(name string, limit, used float64) {
 			if limit <= 0 || used < 0.8*limit {
 				return
 			}
 			key := "budget_warned_" + name
-			if d.warned(key) {
+			if d.Warned(key) {
 				return
 			}
-			d.markWarned(key)
+			d.MarkWarned(key)
 			warn = append(warn, map[string]any{"limit": name, "value": limit, "consumed": used})
 		}
 		check("iteration_limit", float64(b.IterationLimit), float64(c.Iterations))

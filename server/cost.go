@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"time"
 
@@ -54,7 +56,7 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 
 // addCost records CPU seconds and GiB-hours and recomputes cost_cents.
 func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64) {
-	s.update(ctx, ls, func(d *Session) error {
+	s.update(ctx, ls, func(d *carryover.Session) error {
 		c := &d.BudgetConsumed
 		c.CPUSeconds += cpu
 		c.MemoryGiBHours += gibHours

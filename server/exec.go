@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,8 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/carryover/carryover/persistence"
 )
 
 // ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -69,24 +69,24 @@ func (r ExecRequest) argv() ([]string, error) {
 	switch c := r.Command.(type) {
 	case string:
 		if c == "" {
-			return nil, errorf(CodeInvalid, "command must not be empty").withDetails("field", "command")
+			return nil, carryover.Errorf(carryover.CodeInvalid, "command must not be empty").WithDetails("field", "command")
 		}
 		return []string{"/bin/sh", "-c", c}, nil
 	case []any:
 		if len(c) == 0 {
-			return nil, errorf(CodeInvalid, "command must not be empty").withDetails("field", "command")
+			return nil, carryover.Errorf(carryover.CodeInvalid, "command must not be empty").WithDetails("field", "command")
 		}
 		out := make([]string, len(c))
 		for i, x := range c {
 			s, ok := x.(string)
 			if !ok {
-				return nil, errorf(CodeInvalid, "command must be a string or a list of strings").withDetails("field", "command")
+				return nil, carryover.Errorf(carryover.CodeInvalid, "command must be a string or a list of strings").WithDetails("field", "command")
 			}
 			out[i] = s
 		}
 		return out, nil
 	default:
-		return nil, errorf(CodeInvalid, "command must be a string or a list of strings").withDetails("field", "command")
+		return nil, carryover.Errorf(carryover.CodeInvalid, "command must be a string or a list of strings").WithDetails("field", "command")
 	}
 }
 
@@ -179,7 +179,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if ps := cmd.ProcessState; ps != nil {
 		s.addCost(ctx, ls, (ps.UserTime() + ps.SystemTime()).Seconds(), 0)
 	}
-	s.update(ctx, ls, func(d *Session) error {
+	s.update(ctx, ls, func(d *carryover.Session) error {
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = time.Now().UTC()
 		return nil
@@ -192,7 +192,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		status = "error"
 	}
 	resJSON, _ := json.Marshal(res)
-	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), persistence.Execution{
+	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), carryover.Execution{
 		SessionID: id, ExecutionCount: doc.ExecutionCount, Kind: "exec", Code: commandText(req.Command, argv),
 		Status: status, Result: resJSON, StartedAt: start.UTC(), DurationMS: res.DurationMS,
 	}); err != nil {
@@ -200,7 +200,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	}
 	s.afterTurn(ctx, ls)
 	if res.TimedOut {
-		return res, (&Error{Code: CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
+		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
 	}
 	return res, nil
 }

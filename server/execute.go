@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"os"
 )
@@ -17,7 +19,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	switch req.Language {
 	case "", "python", "python3":
 	default:
-		return nil, errorf(CodeInvalid, "language %q is not available; use \"python\"", req.Language).withDetails("field", "language")
+		return nil, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
 	}
 	timeout, err := s.runTimeout(req.TimeoutSeconds)
 	if err != nil {
@@ -29,8 +31,8 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 		return nil, err
 	}
 	kernelsLive.Inc()
-	ls := &liveSession{id: id, doc: Session{ID: id, AgentContext: AgentContext{WorkingDir: "/workspace"},
-		Sandbox: Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
+	ls := &liveSession{id: id, doc: carryover.Session{ID: id, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
+		Sandbox: carryover.Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
 		_ = os.RemoveAll(s.workspace(id))
@@ -40,7 +42,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	}
 	res, err := s.execute(ctx, ls, k, req.Code, timeout, runHooks{id: id}, 1, nil)
 	if err != nil {
-		if e := asError(err); e.Code == CodeTimeout || e.Code == CodeKernelDied {
+		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err
 		}
 		return nil, err

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"errors"
 	"io"
 	"io/fs"
@@ -34,13 +36,13 @@ func (s *Service) openRoot(id string) (*os.Root, error) {
 func fileErr(p string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return errorf(CodeNotFound, "file %q not found", p).withDetails("path", p)
+		return carryover.Errorf(carryover.CodeNotFound, "file %q not found", p).WithDetails("path", p)
 	case errors.Is(err, fs.ErrPermission):
-		return errorf(CodeInvalid, "file %q is not accessible", p).withDetails("path", p)
+		return carryover.Errorf(carryover.CodeInvalid, "file %q is not accessible", p).WithDetails("path", p)
 	default:
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
-			return errorf(CodeInvalid, "path %q escapes the workspace", p).withDetails("path", p)
+			return carryover.Errorf(carryover.CodeInvalid, "path %q escapes the workspace", p).WithDetails("path", p)
 		}
 		return err
 	}
@@ -79,7 +81,7 @@ func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	if rel == "" {
-		return nil, nil, errorf(CodeInvalid, "a file path is required")
+		return nil, nil, carryover.Errorf(carryover.CodeInvalid, "a file path is required")
 	}
 	root, err := s.openRoot(id)
 	if err != nil {
@@ -94,7 +96,7 @@ func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, errorf(CodeInvalid, "%q is not a regular file", p).withDetails("path", p)
+		return nil, nil, carryover.Errorf(carryover.CodeInvalid, "%q is not a regular file", p).WithDetails("path", p)
 	}
 	return f, info, nil
 }
@@ -106,7 +108,7 @@ func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
 		return FileInfo{}, err
 	}
 	if rel == "" {
-		return FileInfo{}, errorf(CodeInvalid, "a file path is required")
+		return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "a file path is required")
 	}
 	root, err := s.openRoot(id)
 	if err != nil {
@@ -145,7 +147,7 @@ func (s *Service) DeleteFile(id, p string) error {
 		return err
 	}
 	if rel == "" {
-		return errorf(CodeInvalid, "a file path is required")
+		return carryover.Errorf(carryover.CodeInvalid, "a file path is required")
 	}
 	root, err := s.openRoot(id)
 	if err != nil {
@@ -157,7 +159,7 @@ func (s *Service) DeleteFile(id, p string) error {
 		return fileErr(p, err)
 	}
 	if info.IsDir() {
-		return errorf(CodeInvalid, "%q is a directory", p).withDetails("path", p)
+		return carryover.Errorf(carryover.CodeInvalid, "%q is a directory", p).WithDetails("path", p)
 	}
 	return fileErr(p, root.Remove(rel))
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -45,7 +47,7 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			err = errorf(CodePayloadTooLarge, "file is larger than %d bytes", a.maxBody).withDetails("limit", a.maxBody)
+			err = carryover.Errorf(carryover.CodePayloadTooLarge, "file is larger than %d bytes", a.maxBody).WithDetails("limit", a.maxBody)
 		}
 		a.fail(w, r, err)
 		return
@@ -71,11 +73,11 @@ func (a *API) postFile(w http.ResponseWriter, r *http.Request) {
 	case "base64":
 		var err error
 		if data, err = base64.StdEncoding.DecodeString(req.Content); err != nil {
-			a.fail(w, r, errorf(CodeInvalid, "content is not valid base64: %v", err).withDetails("field", "content"))
+			a.fail(w, r, carryover.Errorf(carryover.CodeInvalid, "content is not valid base64: %v", err).WithDetails("field", "content"))
 			return
 		}
 	default:
-		a.fail(w, r, errorf(CodeInvalid, "encoding must be utf-8 or base64").withDetails("field", "encoding"))
+		a.fail(w, r, carryover.Errorf(carryover.CodeInvalid, "encoding must be utf-8 or base64").WithDetails("field", "encoding"))
 		return
 	}
 	fi, err := a.svc.WriteFile(r.PathValue("id"), req.Path, bytes.NewReader(data))

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -13,8 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/carryover/carryover/persistence"
 )
 
 const timeFormat = time.RFC3339Nano
@@ -32,7 +32,7 @@ type API struct {
 // NewAPI builds the handler. ui, when non-nil, serves the browser UI at /.
 func NewAPI(svc *Service, token string, ui http.Handler) *API {
 	a := &API{svc: svc, maxBody: svc.cfg.Server.MaxBodyBytes, log: svc.log, ui: ui, origins: map[string]bool{},
-		tenants: map[string]string{token: defaultTenant}}
+		tenants: map[string]string{token: carryover.DefaultTenant}}
 	for name, tok := range svc.cfg.Auth.Tenants {
 		a.tenants[tok] = name
 	}
@@ -68,7 +68,7 @@ func (a *API) Handler() http.Handler {
 	m.HandleFunc("GET /api/sessions/{id}/ws", a.websocket)
 	m.HandleFunc("POST /api/execute", a.execute)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	if a.ui != nil {
 		m.Handle("/", a.ui)
@@ -83,7 +83,7 @@ func rejectDotDot(next http.Handler) http.Handler {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			for _, seg := range strings.Split(r.URL.Path, "/") {
 				if seg == ".." || seg == "." {
-					writeError(w, errorf(CodeInvalid, "path may not contain %q segments", seg).withDetails("path", r.URL.Path))
+					writeError(w, carryover.Errorf(carryover.CodeInvalid, "path may not contain %q segments", seg).WithDetails("path", r.URL.Path))
 					return
 				}
 			}
@@ -101,7 +101,7 @@ func (a *API) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				a.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeError(w, errorf(CodeInternal, "internal error"))
+				writeError(w, carryover.Errorf(carryover.CodeInternal, "internal error"))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -137,11 +137,11 @@ func (a *API) auth(next http.Handler) http.Handler {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			tenant, ok := a.tenantOf(tokenOf(r))
 			if !ok {
-				writeError(w, errorf(CodeUnauthorized, "missing or wrong token"))
+				writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "missing or wrong token"))
 				return
 			}
 			if id := sessionIDOf(r.URL.Path); id != "" && !a.svc.visible(id, tenant) {
-				writeError(w, errorf(CodeNotFound, "session %q not found", id).withDetails("session_id", id))
+				writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id).WithDetails("session_id", id))
 				return
 			}
 			r = r.WithContext(withTenant(r.Context(), tenant))
@@ -171,35 +171,35 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errorf(CodePayloadTooLarge, "request body is larger than %d bytes", a.maxBody).withDetails("limit", a.maxBody)
+			return carryover.Errorf(carryover.CodePayloadTooLarge, "request body is larger than %d bytes", a.maxBody).WithDetails("limit", a.maxBody)
 		}
-		return errorf(CodeInvalid, "reading body: %v", err)
+		return carryover.Errorf(carryover.CodeInvalid, "reading body: %v", err)
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		if optional {
 			return nil
 		}
-		return errorf(CodeInvalid, "a JSON body is required")
+		return carryover.Errorf(carryover.CodeInvalid, "a JSON body is required")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return errorf(CodeInvalid, "field %q must be %s, not %s", te.Field, te.Type.String(), te.Value).withDetails("field", te.Field)
+			return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, te.Type.String(), te.Value).WithDetails("field", te.Field)
 		}
-		return errorf(CodeInvalid, "malformed JSON: %v", err)
+		return carryover.Errorf(carryover.CodeInvalid, "malformed JSON: %v", err)
 	}
 	return nil
 }
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	e := asError(err)
-	if e.Code == CodeInternal {
+	e := carryover.ErrorOf(err)
+	if e.Code == carryover.CodeInternal {
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeError(w, e)
 }
 
-func sessionBody(s Session) map[string]any { return map[string]any{"session": s.view()} }
+func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }
 
 func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
@@ -217,10 +217,10 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	tenant := tenantFrom(r.Context())
-	all := []Session{}
+	all := []carryover.Session{}
 	for _, s := range a.svc.List() {
-		if s.tenant() == tenant {
-			all = append(all, s.view())
+		if s.TenantName() == tenant {
+			all = append(all, s.View())
 		}
 	}
 	writeJSON(w, 200, map[string]any{"sessions": all})
@@ -280,7 +280,7 @@ func (a *API) sessionAction(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
 	ctx := r.Context()
 	var (
-		s   Session
+		s   carryover.Session
 		err error
 	)
 	switch action {
@@ -314,7 +314,7 @@ func (a *API) sessionAction(w http.ResponseWriter, r *http.Request) {
 		a.postFile(w, r)
 		return
 	case "tools":
-		var t persistence.Tool
+		var t carryover.Tool
 		if err := a.decode(w, r, &t, false); err != nil {
 			a.fail(w, r, err)
 			return
@@ -388,7 +388,7 @@ func (a *API) sessionAction(w http.ResponseWriter, r *http.Request) {
 	case "hibernate":
 		s, err = a.svc.Hibernate(ctx, id)
 	default:
-		err = errorf(CodeNotFound, "no such action %q", action)
+		err = carryover.Errorf(carryover.CodeNotFound, "no such action %q", action)
 	}
 	if err != nil {
 		a.fail(w, r, err)
@@ -419,7 +419,7 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, errorf(CodeInvalid, "%s must be a non-negative integer", name).withDetails("field", name)
+		return 0, carryover.Errorf(carryover.CodeInvalid, "%s must be a non-negative integer", name).WithDetails("field", name)
 	}
 	if max > 0 && n > max {
 		n = max
@@ -449,7 +449,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if evs == nil {
-		evs = []persistence.Event{}
+		evs = []carryover.Event{}
 	}
 	writeJSON(w, 200, map[string]any{"events": evs})
 }
@@ -471,7 +471,7 @@ func (a *API) listExecutions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ex == nil {
-		ex = []persistence.Execution{}
+		ex = []carryover.Execution{}
 	}
 	writeJSON(w, 200, map[string]any{"executions": ex})
 }
@@ -488,7 +488,7 @@ func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ts == nil {
-		ts = []persistence.Tool{}
+		ts = []carryover.Tool{}
 	}
 	writeJSON(w, 200, map[string]any{"tools": ts})
 }
@@ -509,7 +509,7 @@ func (a *API) restoreCheckpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, _ := a.svc.Get(r.PathValue("id"))
-	writeJSON(w, 200, map[string]any{"session": s.view(), "restore": res})
+	writeJSON(w, 200, map[string]any{"session": s.View(), "restore": res})
 }
 
 func (a *API) execute(w http.ResponseWriter, r *http.Request) {

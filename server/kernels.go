@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +37,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
 	if deleted {
-		return nil, errorf(CodeNotFound, "session %q was deleted", ls.id)
+		return nil, carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
 	}
 	if k != nil {
 		select {
@@ -46,11 +48,11 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		}
 	}
 	start := time.Now()
-	s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxStarting; return nil })
+	s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxStarting; return nil })
 	k, err := s.claimKernel(ctx, ls.snapshot())
 	if err != nil {
-		s.update(ctx, ls, func(d *Session) error { d.Sandbox.Status = SandboxNone; return nil })
-		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
+		s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxNone; return nil })
+		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
 	doc := ls.snapshot()
@@ -58,7 +60,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		s.stopKernel(ctx, k)
 		return nil, fmt.Errorf("preparing kernel: %w", err)
 	}
-	var restored *persistence.RestoreResult
+	var restored *carryover.RestoreResult
 	if doc.LastCheckpoint != nil {
 		ws := s.workspace(ls.id)
 		_, statErr := os.Stat(ws)
@@ -68,16 +70,16 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		if err != nil {
 			s.stopKernel(ctx, k)
 			// Nothing is lost: the checkpoint stays in the database and the next run tries again.
-			return nil, (&Error{Code: CodeInternal, Err: err, Message: fmt.Sprintf(
+			return nil, (&carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
 				"the session's last checkpoint %s could not be restored into a new kernel (it is kept; the next run tries again): %v",
-				doc.LastCheckpoint.ID, err)}).withDetails("checkpoint_id", doc.LastCheckpoint.ID)
+				doc.LastCheckpoint.ID, err)}).WithDetails("checkpoint_id", doc.LastCheckpoint.ID)
 		}
 	}
 	now := time.Now().UTC()
 	ls.mu.Lock()
 	ls.attachLocked(k)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
-	ls.doc.Sandbox.Status = SandboxLive
+	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
 	_ = s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
@@ -92,7 +94,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
 // It runs in a throwaway globals dict so the user namespace gains no names.
-func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc Session) error {
+func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
 	ws := s.workspace(id)
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
@@ -140,7 +142,7 @@ func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
 		return // the run that saw the death dealt with it
 	}
 	s.dropDeadKernel(ctx, ls, k)
-	if st := ls.snapshot().State; st == StateRunning {
+	if st := ls.snapshot().State; st == carryover.StateRunning {
 		if _, err := s.ensureKernel(ctx, ls); err != nil {
 			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
 		}
@@ -155,7 +157,7 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 		return
 	}
 	ls.kern = nil
-	ls.doc.Sandbox.Status = SandboxNone
+	ls.doc.Sandbox.Status = carryover.SandboxNone
 	_ = s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
 	kernelDeaths.Inc()
@@ -181,13 +183,13 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
-func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*persistence.CheckpointResult, error) {
+func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
 	return s.checkpointWith(ctx, ls, k, ls.snapshot().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
 // execute_request (prep and its answer); otherwise the agent is asked now.
-func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*persistence.CheckpointResult, error) {
+func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
 	start := time.Now()
 	var err error
 	if prep == nil {
@@ -202,8 +204,8 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 		return nil, err
 	}
 	checkpointBytes.Add(float64(res.BytesWritten))
-	s.update(ctx, ls, func(d *Session) error {
-		d.LastCheckpoint = &CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
+	s.update(ctx, ls, func(d *carryover.Session) error {
+		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil
 	})
 	// Every answer reports what was skipped; the event log says so when that list changes, so a
@@ -221,7 +223,7 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 }
 
 // skippedKey identifies the set of skipped names and paths with their reasons.
-func skippedKey(res *persistence.CheckpointResult) string {
+func skippedKey(res *carryover.CheckpointResult) string {
 	var b strings.Builder
 	for _, v := range res.Skipped {
 		fmt.Fprintf(&b, "v:%s:%s:%s\n", v.Name, v.Type, v.Reason)

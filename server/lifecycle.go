@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,20 +18,20 @@ import (
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
 type CreateRequest struct {
-	SessionID string         `json:"session_id"`
-	Name      string         `json:"name"`
-	Language  string         `json:"language"`
-	Data      map[string]any `json:"data"`
-	Budget    *Budget        `json:"budget"`
+	SessionID string            `json:"session_id"`
+	Name      string            `json:"name"`
+	Language  string            `json:"language"`
+	Data      map[string]any    `json:"data"`
+	Budget    *carryover.Budget `json:"budget"`
 	Sandbox   *struct {
 		CPUs           string   `json:"cpus"`
 		Memory         string   `json:"memory"`
 		TimeoutSeconds *float64 `json:"timeout_seconds"`
 		Network        *bool    `json:"network"`
 	} `json:"sandbox"`
-	Rotation *Rotation `json:"rotation"`
-	ClientID string    `json:"client_id"`
-	Start    bool      `json:"start"`
+	Rotation *carryover.Rotation `json:"rotation"`
+	ClientID string              `json:"client_id"`
+	Start    bool                `json:"start"`
 }
 
 func randomID(prefix string) string {
@@ -39,31 +41,31 @@ func randomID(prefix string) string {
 }
 
 // Create makes a new session (pending, or running when req.Start).
-func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error) {
+func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Session, error) {
 	id := req.SessionID
 	if id == "" {
 		id = randomID("sess_")
 	}
-	if !idRE.MatchString(id) {
-		return Session{}, errorf(CodeInvalid, "session_id must match %s", idRE.String()).withDetails("field", "session_id")
+	if !carryover.SessionIDPattern.MatchString(id) {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
 	}
 	switch req.Language {
 	case "", "python", "python3":
 	default:
-		return Session{}, errorf(CodeInvalid, "language %q is not available; use \"python\"", req.Language).withDetails("field", "language")
+		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
 	}
 	if req.Budget != nil && (req.Budget.CostCapCents < 0 || req.Budget.IterationLimit < 0 || req.Budget.DurationLimitSeconds < 0) {
-		return Session{}, errorf(CodeInvalid, "budget limits must not be negative").withDetails("field", "budget")
+		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "budget limits must not be negative").WithDetails("field", "budget")
 	}
 	now := time.Now().UTC()
-	doc := Session{
-		ID: id, Name: req.Name, Language: "python", State: StatePending,
-		Sandbox:      Sandbox{Status: SandboxNone, TimeoutSeconds: s.cfg.Sandbox.TimeoutSeconds, Network: s.cfg.Sandbox.Network},
-		Data:         req.Data,
-		AgentContext: AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
-		ClientID:     req.ClientID,
-		Tenant:       tenantFrom(ctx),
-		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
+	doc := carryover.Session{
+		ID: id, Name: req.Name, Language: "python", State: carryover.StatePending,
+		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.Sandbox.TimeoutSeconds, Network: s.cfg.Sandbox.Network},
+		Data:                   req.Data,
+		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
+		ClientID:               req.ClientID,
+		Tenant:                 tenantFrom(ctx),
+		CreatedAt:              now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
 		doc.Data = map[string]any{}
@@ -74,18 +76,18 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 	if sb := req.Sandbox; sb != nil {
 		if sb.CPUs != "" {
 			if _, err := sandbox.ParseCPUs(sb.CPUs); err != nil {
-				return Session{}, errorf(CodeInvalid, "sandbox.cpus: %v", err).withDetails("field", "sandbox.cpus")
+				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus: %v", err).WithDetails("field", "sandbox.cpus")
 			}
 		}
 		if sb.Memory != "" {
 			if _, err := sandbox.ParseMemory(sb.Memory); err != nil {
-				return Session{}, errorf(CodeInvalid, "sandbox.memory: %v", err).withDetails("field", "sandbox.memory")
+				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.memory: %v", err).WithDetails("field", "sandbox.memory")
 			}
 		}
 		doc.Sandbox.CPUs, doc.Sandbox.Memory = sb.CPUs, sb.Memory
 		if sb.TimeoutSeconds != nil {
 			if *sb.TimeoutSeconds < 0 {
-				return Session{}, errorf(CodeInvalid, "sandbox.timeout_seconds must not be negative").withDetails("field", "sandbox.timeout_seconds")
+				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.timeout_seconds must not be negative").WithDetails("field", "sandbox.timeout_seconds")
 			}
 			doc.Sandbox.TimeoutSeconds = *sb.TimeoutSeconds
 		}
@@ -99,29 +101,29 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return Session{}, errorf(CodeConflict, "server is shutting down")
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "server is shutting down")
 	}
 	if _, ok := s.sessions[id]; ok {
 		s.mu.Unlock()
-		return Session{}, errorf(CodeConflict, "session %q already exists", id).withDetails("session_id", id)
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id).WithDetails("session_id", id)
 	}
 	ls := &liveSession{id: id, doc: doc}
 	s.sessions[id] = ls
 	s.mu.Unlock()
 
 	b, _ := json.Marshal(doc)
-	err := s.store.CreateSession(ctx, persistence.SessionRow{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
+	err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
 	if err != nil {
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
 		if errors.Is(err, persistence.ErrExists) {
-			return Session{}, errorf(CodeConflict, "session %q already exists", id)
+			return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id)
 		}
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if req.Start {
 		return s.Start(ctx, id)
@@ -130,12 +132,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Session, error
 }
 
 // Patch merges data into the session's data.
-func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (Session, error) {
+func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
-	return s.update(ctx, ls, func(d *Session) error {
+	return s.update(ctx, ls, func(d *carryover.Session) error {
 		if d.Data == nil {
 			d.Data = map[string]any{}
 		}
@@ -174,7 +176,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if k != nil {
 		s.stopKernel(ctx, k)
 	}
-	ls.hub.broadcast(map[string]any{"type": "error", "error": map[string]any{"code": CodeNotFound, "message": "session deleted"}})
+	ls.hub.broadcast(map[string]any{"type": "error", "error": map[string]any{"code": carryover.CodeNotFound, "message": "session deleted"}})
 	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		return err
 	}
@@ -183,15 +185,15 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.
-func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn func(*Session)) (Session, string, error) {
+func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
 	var from string
-	doc, err := s.update(ctx, ls, func(d *Session) error {
+	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		from = d.State
-		if !canMove(d.State, to) {
-			return errorf(CodeConflict, "cannot move session from %s to %s", d.State, to).
-				withDetails("state", d.State, "requested", to)
+		if !carryover.CanMove(d.State, to) {
+			return carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", d.State, to).
+				WithDetails("state", d.State, "requested", to)
 		}
-		d.setState(to, time.Now().UTC())
+		d.SetState(to, time.Now().UTC())
 		d.LastActivity = time.Now().UTC()
 		if fn != nil {
 			fn(d)
@@ -202,17 +204,17 @@ func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn
 }
 
 // Start moves a pending session to running and gives it a kernel.
-func (s *Service) Start(ctx context.Context, id string) (Session, error) {
+func (s *Service) Start(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if _, _, err := s.transition(ctx, ls, StateRunning, nil); err != nil {
-		return Session{}, err
+	if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+		return carryover.Session{}, err
 	}
 	s.emit(ctx, ls, "session_started", nil)
 	if _, err := s.ensureKernel(ctx, ls); err != nil {
@@ -222,12 +224,12 @@ func (s *Service) Start(ctx context.Context, id string) (Session, error) {
 }
 
 // Pause keeps the kernel but rejects run/exec until Resume.
-func (s *Service) Pause(ctx context.Context, id string) (Session, error) {
+func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
-	doc, _, err := s.transition(ctx, ls, StatePaused, nil)
+	doc, _, err := s.transition(ctx, ls, carryover.StatePaused, nil)
 	if err == nil {
 		ls.mu.Lock()
 		ls.pausedAt = time.Now()
@@ -238,15 +240,15 @@ func (s *Service) Pause(ctx context.Context, id string) (Session, error) {
 }
 
 // Resume undoes Pause.
-func (s *Service) Resume(ctx context.Context, id string) (Session, error) {
+func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
-	if st := ls.snapshot().State; st != StatePaused {
-		return Session{}, errorf(CodeConflict, "session is %s, not paused", st).withDetails("state", st)
+	if st := ls.snapshot().State; st != carryover.StatePaused {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session is %s, not paused", st).WithDetails("state", st)
 	}
-	doc, _, err := s.transition(ctx, ls, StateRunning, nil)
+	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
 	if err == nil {
 		ls.mu.Lock()
 		if !ls.pausedAt.IsZero() {
@@ -260,26 +262,26 @@ func (s *Service) Resume(ctx context.Context, id string) (Session, error) {
 }
 
 // Stop completes the session: a final checkpoint is taken, then the kernel stops.
-func (s *Service) Stop(ctx context.Context, id, reason string) (Session, error) {
-	return s.finish(ctx, id, StateCompleted, "session_completed", reason, true)
+func (s *Service) Stop(ctx context.Context, id, reason string) (carryover.Session, error) {
+	return s.finish(ctx, id, carryover.StateCompleted, "session_completed", reason, true)
 }
 
 // Cancel force-ends the session without a final checkpoint.
-func (s *Service) Cancel(ctx context.Context, id, reason string) (Session, error) {
-	return s.finish(ctx, id, StateCancelled, "session_cancelled", reason, false)
+func (s *Service) Cancel(ctx context.Context, id, reason string) (carryover.Session, error) {
+	return s.finish(ctx, id, carryover.StateCancelled, "session_cancelled", reason, false)
 }
 
-func (s *Service) finish(ctx context.Context, id, to, event, reason string, checkpoint bool) (Session, error) {
+func (s *Service) finish(ctx context.Context, id, to, event, reason string, checkpoint bool) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	// A closed session answers at once; any other state is checked again under the run lock, so a
 	// stop or cancel that arrives during a rotation waits for it instead of failing.
-	if doc := ls.snapshot(); doc.closed() {
-		return Session{}, errorf(CodeConflict, "cannot move session from %s to %s", doc.State, to).withDetails("state", doc.State)
+	if doc := ls.snapshot(); doc.Closed() {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", doc.State, to).WithDetails("state", doc.State)
 	}
-	if to == StateCancelled {
+	if to == carryover.StateCancelled {
 		// Cancel does not wait for a run in flight: interrupt it first.
 		ls.mu.Lock()
 		k := ls.kern
@@ -289,11 +291,11 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		}
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; !canMove(st, to) {
-		return Session{}, errorf(CodeConflict, "cannot move session from %s to %s", st, to).withDetails("state", st)
+	if st := ls.snapshot().State; !carryover.CanMove(st, to) {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", st, to).WithDetails("state", st)
 	}
 	payload := map[string]any{"reason": reason}
 	if k := ls.currentKernel(); checkpoint && k != nil {
@@ -301,17 +303,17 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		if err != nil {
 			// Stopping now would lose what changed since the last turn's checkpoint: refuse, and say how
 			// to force it.
-			return Session{}, &Error{Code: CodeInternal, Err: err, Message: fmt.Sprintf(
+			return carryover.Session{}, &carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
 				"the final checkpoint failed, so the session was not stopped (cancel ends it without one): %v", err)}
 		}
 		payload["checkpoint_id"] = res.ID
 	}
-	doc, _, err := s.transition(ctx, ls, to, func(d *Session) {
+	doc, _, err := s.transition(ctx, ls, to, func(d *carryover.Session) {
 		d.StopReason = reason
-		d.Sandbox.Status = SandboxNone
+		d.Sandbox.Status = carryover.SandboxNone
 	})
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	s.releaseKernel(ctx, ls, "session "+to)
 	s.emit(ctx, ls, event, payload)
@@ -319,12 +321,12 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 }
 
 // Heartbeat records client activity.
-func (s *Service) Heartbeat(ctx context.Context, id string) (Session, error) {
+func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
-	doc, err := s.update(ctx, ls, func(d *Session) error {
+	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		d.LastActivity = time.Now().UTC()
 		return nil
 	})
@@ -335,23 +337,23 @@ func (s *Service) Heartbeat(ctx context.Context, id string) (Session, error) {
 }
 
 // Reattach finds the session of a client id (the most recently updated one not closed, else any).
-func (s *Service) Reattach(ctx context.Context, clientID string) (Session, error) {
+func (s *Service) Reattach(ctx context.Context, clientID string) (carryover.Session, error) {
 	if clientID == "" {
-		return Session{}, errorf(CodeInvalid, "client_id is required").withDetails("field", "client_id")
+		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "client_id is required").WithDetails("field", "client_id")
 	}
-	var best *Session
+	var best *carryover.Session
 	tenant := tenantFrom(ctx)
 	for _, d := range s.List() {
-		if d.ClientID != clientID || d.tenant() != tenant {
+		if d.ClientID != clientID || d.TenantName() != tenant {
 			continue
 		}
-		if best == nil || (best.closed() && !d.closed()) || (best.closed() == d.closed() && d.UpdatedAt.After(best.UpdatedAt)) {
+		if best == nil || (best.Closed() && !d.Closed()) || (best.Closed() == d.Closed() && d.UpdatedAt.After(best.UpdatedAt)) {
 			d := d
 			best = &d
 		}
 	}
 	if best == nil {
-		return Session{}, errorf(CodeNotFound, "no session for client_id %q", clientID)
+		return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "no session for client_id %q", clientID)
 	}
 	return s.Heartbeat(ctx, best.ID)
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,33 +25,33 @@ type ContextRequest struct {
 // ("" is the workspace root). Absolute paths must lie under /workspace; ".." is refused.
 func workspacePath(p string) (string, error) {
 	if strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
-		return "", errorf(CodeInvalid, "invalid path %q", p).withDetails("path", p)
+		return "", carryover.Errorf(carryover.CodeInvalid, "invalid path %q", p).WithDetails("path", p)
 	}
 	if strings.HasPrefix(p, "/") {
 		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
-			return "", errorf(CodeInvalid, "path %q is outside /workspace", p).withDetails("path", p)
+			return "", carryover.Errorf(carryover.CodeInvalid, "path %q is outside /workspace", p).WithDetails("path", p)
 		}
 		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
 	}
 	for _, part := range strings.Split(p, "/") {
 		if part == ".." {
-			return "", errorf(CodeInvalid, "path %q may not contain ..", p).withDetails("path", p)
+			return "", carryover.Errorf(carryover.CodeInvalid, "path %q may not contain ..", p).WithDetails("path", p)
 		}
 	}
 	return strings.Trim(strings.ReplaceAll(p, "//", "/"), "/"), nil
 }
 
 // PatchContext replaces the given context keys and applies them to the live kernel.
-func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (Session, error) {
+func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	var wd string
 	if req.WorkingDir != nil {
 		rel, err := workspacePath(*req.WorkingDir)
 		if err != nil {
-			return Session{}, err
+			return carryover.Session{}, err
 		}
 		wd = "/workspace"
 		if rel != "" {
@@ -58,14 +60,14 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 	}
 	for k := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return Session{}, errorf(CodeInvalid, "invalid env var name %q", k).withDetails("field", "env_vars")
+			return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "invalid env var name %q", k).WithDetails("field", "env_vars")
 		}
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	doc, err := s.update(ctx, ls, func(d *Session) error {
+	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		if req.WorkingDir != nil {
 			d.AgentContext.WorkingDir = wd
 		}
@@ -78,7 +80,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		return nil
 	})
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if k := ls.currentKernel(); k != nil {
 		// Env vars that were removed from the context leave the kernel too.
@@ -102,30 +104,30 @@ func (s *Service) Interrupt(ctx context.Context, id string) error {
 }
 
 // Restart gives the session a new kernel with its last checkpoint restored.
-func (s *Service) Restart(ctx context.Context, id string) (Session, error) {
+func (s *Service) Restart(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
 		_ = k.Interrupt(ctx)
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if doc := ls.snapshot(); doc.closed() {
-		return Session{}, errorf(CodeSessionClosed, "session is %s", doc.State)
+	if doc := ls.snapshot(); doc.Closed() {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State)
 	}
 	s.releaseKernel(ctx, ls, "restart requested")
 	if _, err := s.ensureKernel(ctx, ls); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	return ls.snapshot(), nil
 }
 
 // CheckpointNow takes a checkpoint outside a run.
-func (s *Service) CheckpointNow(ctx context.Context, id string) (*persistence.CheckpointResult, error) {
+func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.CheckpointResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -136,8 +138,8 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*persistence.Ch
 	defer ls.lock.Unlock()
 	k := ls.currentKernel()
 	if k == nil {
-		return nil, errorf(CodeConflict, "session has no live kernel; its last checkpoint is current").
-			withDetails("last_checkpoint", ls.snapshot().LastCheckpoint)
+		return nil, carryover.Errorf(carryover.CodeConflict, "session has no live kernel; its last checkpoint is current").
+			WithDetails("last_checkpoint", ls.snapshot().LastCheckpoint)
 	}
 	res, err := s.checkpoint(ctx, ls, k)
 	if err != nil {
@@ -147,18 +149,8 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*persistence.Ch
 	return res, nil
 }
 
-// CheckpointInfo is an item of GET .../checkpoints.
-type CheckpointInfo struct {
-	ID        string   `json:"id"`
-	Turn      int      `json:"turn"`
-	CreatedAt string   `json:"created_at"`
-	Variables []string `json:"variables"`
-	Files     int      `json:"files"`
-	Bytes     int64    `json:"bytes"`
-}
-
 // Checkpoints lists a session's checkpoints, newest first.
-func (s *Service) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo, error) {
+func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error) {
 	if _, err := s.get(id); err != nil {
 		return nil, err
 	}
@@ -166,24 +158,22 @@ func (s *Service) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]CheckpointInfo, 0, len(cps))
+	out := make([]carryover.CheckpointSummary, 0, len(cps))
 	for _, cp := range cps {
-		sum := persistence.Summarize(cp)
-		out = append(out, CheckpointInfo{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format(timeFormat),
-			Variables: sum.Variables, Files: sum.Files, Bytes: cp.Bytes})
+		out = append(out, persistence.Summarize(cp))
 	}
 	return out, nil
 }
 
 // RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those files.
-func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persistence.RestoreResult, error) {
+func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
 	}
 	cp, err := s.store.GetCheckpoint(ctx, id, cid)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, errorf(CodeNotFound, "checkpoint %q not found", cid)
+		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
 	} else if err != nil {
 		return nil, err
 	}
@@ -191,11 +181,11 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persi
 		return nil, err
 	}
 	defer ls.lock.Unlock()
-	if doc := ls.snapshot(); doc.closed() || doc.State == StatePaused {
-		return nil, errorf(CodeConflict, "cannot restore a %s session", doc.State)
+	if doc := ls.snapshot(); doc.Closed() || doc.State == carryover.StatePaused {
+		return nil, carryover.Errorf(carryover.CodeConflict, "cannot restore a %s session", doc.State)
 	}
-	if ls.snapshot().State == StatePending {
-		if _, _, err := s.transition(ctx, ls, StateRunning, nil); err != nil {
+	if ls.snapshot().State == carryover.StatePending {
+		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +209,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*persi
 	ls.mu.Lock()
 	ls.attachLocked(k)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
-	ls.doc.Sandbox.Status = SandboxLive
+	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
 	go s.watchKernel(ls, k)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
@@ -245,13 +235,13 @@ func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*k
 }
 
 // RegisterTool adds a tool to the session's registry.
-func (s *Service) RegisterTool(ctx context.Context, id string, t persistence.Tool) (persistence.Tool, error) {
+func (s *Service) RegisterTool(ctx context.Context, id string, t carryover.Tool) (carryover.Tool, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return t, err
 	}
 	if !toolNameRE.MatchString(t.Name) {
-		return t, errorf(CodeInvalid, "tool name must match %s", toolNameRE.String()).withDetails("field", "name")
+		return t, carryover.Errorf(carryover.CodeInvalid, "tool name must match %s", toolNameRE.String()).WithDetails("field", "name")
 	}
 	if t.ToolType == "" {
 		t.ToolType = "custom"
@@ -270,7 +260,7 @@ func (s *Service) RegisterTool(ctx context.Context, id string, t persistence.Too
 // validateSchema checks input_schema is a JSON Schema object with sane keywords.
 func validateSchema(raw json.RawMessage) error {
 	bad := func(msg string) error {
-		return errorf(CodeInvalid, "input_schema: %s", msg).withDetails("field", "input_schema")
+		return carryover.Errorf(carryover.CodeInvalid, "input_schema: %s", msg).WithDetails("field", "input_schema")
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil

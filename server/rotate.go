@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"time"
 )
@@ -8,29 +10,29 @@ import (
 // Rotate replaces the session's kernel: checkpoint -> new kernel (from the pool) -> restore ->
 // switch -> old kernel terminated. A run in progress delays it (it waits for the run lock); runs
 // arriving meanwhile wait and then run in the new kernel.
-func (s *Service) Rotate(ctx context.Context, id string) (Session, error) {
+func (s *Service) Rotate(ctx context.Context, id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
 	return s.rotateLocked(context.WithoutCancel(ctx), ls, "requested")
 }
 
-func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason string) (Session, error) {
-	if _, _, err := s.transition(ctx, ls, StateRotating, nil); err != nil {
-		return Session{}, err
+func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason string) (carryover.Session, error) {
+	if _, _, err := s.transition(ctx, ls, carryover.StateRotating, nil); err != nil {
+		return carryover.Session{}, err
 	}
 	start := time.Now()
 	s.emit(ctx, ls, "rotation_started", map[string]any{"reason": reason})
-	fail := func(err error) (Session, error) {
+	fail := func(err error) (carryover.Session, error) {
 		s.emit(ctx, ls, "rotation_failed", map[string]any{"error": err.Error()})
 		// The session stays usable: back to running, with whatever kernel it has (or a fresh one
 		// restored from its last checkpoint on the next run).
-		doc, _, terr := s.transition(ctx, ls, StateRunning, nil)
+		doc, _, terr := s.transition(ctx, ls, carryover.StateRunning, nil)
 		if terr != nil {
 			return doc, terr
 		}
@@ -66,7 +68,7 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 		s.stopKernel(ctx, old)
 		s.emit(ctx, ls, "sandbox_terminated", map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"})
 	}
-	doc, _, err := s.transition(ctx, ls, StateRunning, nil)
+	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
 	if err != nil {
 		return doc, err
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,18 +31,18 @@ type RunError struct {
 
 // RunResult is the /run answer.
 type RunResult struct {
-	SessionID       string                        `json:"session_id,omitempty"`
-	ExecutionCount  int                           `json:"execution_count"`
-	Status          string                        `json:"status"`
-	Stdout          string                        `json:"stdout"`
-	Stderr          string                        `json:"stderr"`
-	Result          *string                       `json:"result"`
-	Outputs         []kernel.Output               `json:"outputs"`
-	Error           *RunError                     `json:"error"`
-	DurationMS      float64                       `json:"duration_ms"`
-	OutputTruncated int64                         `json:"output_dropped_bytes,omitempty"`
-	Checkpoint      *persistence.CheckpointResult `json:"checkpoint,omitempty"`
-	CheckpointError string                        `json:"checkpoint_error,omitempty"`
+	SessionID       string                      `json:"session_id,omitempty"`
+	ExecutionCount  int                         `json:"execution_count"`
+	Status          string                      `json:"status"`
+	Stdout          string                      `json:"stdout"`
+	Stderr          string                      `json:"stderr"`
+	Result          *string                     `json:"result"`
+	Outputs         []kernel.Output             `json:"outputs"`
+	Error           *RunError                   `json:"error"`
+	DurationMS      float64                     `json:"duration_ms"`
+	OutputTruncated int64                       `json:"output_dropped_bytes,omitempty"`
+	Checkpoint      *carryover.CheckpointResult `json:"checkpoint,omitempty"`
+	CheckpointError string                      `json:"checkpoint_error,omitempty"`
 }
 
 // runHooks connect a run to the client that sent it.
@@ -179,16 +181,16 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 	deleted := ls.deleted
 	ls.mu.Unlock()
 	if deleted {
-		return errorf(CodeNotFound, "session %q was deleted", ls.id)
+		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
 	}
 	doc := ls.snapshot()
 	switch {
-	case doc.State == StatePaused:
-		return errorf(CodeSessionPaused, "session is paused; resume it first")
-	case doc.closed():
-		return errorf(CodeSessionClosed, "session is %s", doc.State).withDetails("state", doc.State)
-	case doc.State == StatePending:
-		if _, _, err := s.transition(ctx, ls, StateRunning, nil); err != nil {
+	case doc.State == carryover.StatePaused:
+		return carryover.Errorf(carryover.CodeSessionPaused, "session is paused; resume it first")
+	case doc.Closed():
+		return carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State).WithDetails("state", doc.State)
+	case doc.State == carryover.StatePending:
+		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
 			return err
 		}
 		s.emit(ctx, ls, "session_started", map[string]any{"auto": true})
@@ -340,7 +342,7 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 	if out.err != nil {
 		res.Status = "error"
 		if isDied(out.err) && !restarted { // our own restart of a run that ignored the interrupt is a timeout
-			return res, &Error{Code: CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
+			return res, &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
 		}
 		if !timedOut {
 			return res, out.err
@@ -365,8 +367,8 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		if restarted {
 			msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
 		}
-		return res, (&Error{Code: CodeTimeout, Message: msg, Result: res}).
-			withDetails("timeout_seconds", timeout.Seconds(), "restarted", restarted)
+		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: msg, Result: res}).
+			WithDetails("timeout_seconds", timeout.Seconds(), "restarted", restarted)
 	}
 	return res, nil
 }
@@ -375,10 +377,10 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 // tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
 func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error, ride *snapshotRide) (*RunResult, error) {
 	ctx = context.WithoutCancel(ctx)
-	died := runErr != nil && asError(runErr).Code == CodeKernelDied
+	died := runErr != nil && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied
 	if died || ls.currentKernel() == nil {
 		// Counted before the new kernel is prepared, so its execution counter continues from here.
-		s.update(ctx, ls, func(d *Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
+		s.update(ctx, ls, func(d *carryover.Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
 	}
 	if died {
 		s.dropDeadKernel(ctx, ls, k)
@@ -404,12 +406,12 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 	}
 	status := res.Status
 	if runErr != nil {
-		status = string(asError(runErr).Code)
+		status = string(carryover.ErrorOf(runErr).Code)
 	}
 	runsTotal.WithLabelValues(status).Inc()
 	runSeconds.Observe(res.DurationMS / 1000)
 	now := time.Now().UTC()
-	s.update(ctx, ls, func(d *Session) error {
+	s.update(ctx, ls, func(d *carryover.Session) error {
 		d.ExecutionCount = res.ExecutionCount
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = now
@@ -424,7 +426,7 @@ func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Ker
 		return nil
 	})
 	resJSON, _ := json.Marshal(res)
-	if _, err := s.store.InsertExecution(ctx, persistence.Execution{
+	if _, err := s.store.InsertExecution(ctx, carryover.Execution{
 		SessionID: ls.id, ExecutionCount: res.ExecutionCount, Kind: kind, Code: code, Status: status,
 		Result: resJSON, StartedAt: now.Add(-time.Duration(res.DurationMS * float64(time.Millisecond))), DurationMS: res.DurationMS,
 	}); err != nil {
@@ -456,7 +458,7 @@ func (s *Service) runTimeout(t *float64) (time.Duration, error) {
 		return secs(s.cfg.Run.DefaultTimeoutSeconds), nil
 	}
 	if *t <= 0 || *t > s.cfg.Run.MaxTimeoutSeconds {
-		return 0, errorf(CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.Run.MaxTimeoutSeconds).withDetails("field", "timeout_seconds")
+		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.Run.MaxTimeoutSeconds).WithDetails("field", "timeout_seconds")
 	}
 	return secs(*t), nil
 }

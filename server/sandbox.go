@@ -9,6 +9,8 @@ package server
 // says what this isolates and what it does not.
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"errors"
 	"fmt"
@@ -205,25 +207,25 @@ func (x *sandboxes) releaseLocked(rt string, kb *kernelBox) {
 
 // limitsFor turns a session's sandbox settings into limits: its own values within the ceilings,
 // else the configured defaults.
-func (x *sandboxes) limitsFor(sb Sandbox) (sandbox.Limits, error) {
+func (x *sandboxes) limitsFor(sb carryover.Sandbox) (sandbox.Limits, error) {
 	l := x.defaults
 	if sb.CPUs != "" {
 		c, err := sandbox.ParseCPUs(sb.CPUs)
 		if err != nil {
-			return l, errorf(CodeInvalid, "sandbox.%v", err).withDetails("field", "sandbox.cpus")
+			return l, carryover.Errorf(carryover.CodeInvalid, "sandbox.%v", err).WithDetails("field", "sandbox.cpus")
 		}
 		if x.maxCPUs > 0 && c > x.maxCPUs {
-			return l, errorf(CodeInvalid, "sandbox.cpus %q is over the server's ceiling of %g", sb.CPUs, x.maxCPUs).withDetails("field", "sandbox.cpus")
+			return l, carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus %q is over the server's ceiling of %g", sb.CPUs, x.maxCPUs).WithDetails("field", "sandbox.cpus")
 		}
 		l.CPUs = c
 	}
 	if sb.Memory != "" {
 		m, err := sandbox.ParseMemory(sb.Memory)
 		if err != nil {
-			return l, errorf(CodeInvalid, "sandbox.%v", err).withDetails("field", "sandbox.memory")
+			return l, carryover.Errorf(carryover.CodeInvalid, "sandbox.%v", err).WithDetails("field", "sandbox.memory")
 		}
 		if x.maxMem > 0 && m > x.maxMem {
-			return l, errorf(CodeInvalid, "sandbox.memory %q is over the server's ceiling of %s", sb.Memory, sandbox.FormatMemory(x.maxMem)).withDetails("field", "sandbox.memory")
+			return l, carryover.Errorf(carryover.CodeInvalid, "sandbox.memory %q is over the server's ceiling of %s", sb.Memory, sandbox.FormatMemory(x.maxMem)).WithDetails("field", "sandbox.memory")
 		}
 		l.MemoryBytes = m
 	}
@@ -233,7 +235,7 @@ func (x *sandboxes) limitsFor(sb Sandbox) (sandbox.Limits, error) {
 // claimKernel hands out a kernel for the session: a warm one from the pool, or, when the session's
 // network setting differs from the pool's (a network namespace cannot be swapped under a running
 // process), a new one started for it.
-func (s *Service) claimKernel(ctx context.Context, doc Session) (*kernel.Kernel, error) {
+func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kernel.Kernel, error) {
 	if s.sbx == nil || doc.Sandbox.Network == s.cfg.Sandbox.Network {
 		return s.pool.Get(ctx)
 	}
@@ -253,7 +255,7 @@ func (s *Service) claimKernel(ctx context.Context, doc Session) (*kernel.Kernel,
 
 // attachSandbox gives a claimed kernel the session's workspace and limits (prepareKernel calls it on
 // every claim and context change; attaching again is a no-op).
-func (s *Service) attachSandbox(id string, k *kernel.Kernel, doc Session) error {
+func (s *Service) attachSandbox(id string, k *kernel.Kernel, doc carryover.Session) error {
 	if s.sbx == nil {
 		return nil
 	}
@@ -356,7 +358,7 @@ func (s *Service) mkdirWorkspace(id, rel string) error {
 }
 
 // execArgv is what Exec runs: argv itself without a sandbox, else argv wrapped into a box of its own.
-func (s *Service) execArgv(id string, doc Session, argv []string, rel string, reqEnv map[string]string) ([]string, func(), error) {
+func (s *Service) execArgv(id string, doc carryover.Session, argv []string, rel string, reqEnv map[string]string) ([]string, func(), error) {
 	if s.sbx == nil {
 		return argv, func() {}, nil
 	}
@@ -372,7 +374,7 @@ func (s *Service) execArgv(id string, doc Session, argv []string, rel string, re
 
 // sandboxExec wraps a shell command into a box of its own with the session's workspace, network
 // setting and limits; release frees the box once the command is over.
-func (s *Service) sandboxExec(id string, doc Session, argv []string, rel string, env map[string]string) (wrapped []string, release func(), err error) {
+func (s *Service) sandboxExec(id string, doc carryover.Session, argv []string, rel string, env map[string]string) (wrapped []string, release func(), err error) {
 	lim, err := s.sbx.limitsFor(doc.Sandbox)
 	if err != nil {
 		return nil, nil, err

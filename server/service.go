@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,7 +49,7 @@ type liveSession struct {
 	hub  hub
 
 	mu      sync.Mutex // guards the fields below
-	doc     Session
+	doc     carryover.Session
 	kern    *kernel.Kernel
 	running *activeRun // the run in flight, for websocket clients that connect mid-run
 
@@ -170,16 +172,16 @@ func (s *Service) recover(ctx context.Context) error {
 		return fmt.Errorf("server: loading sessions: %w", err)
 	}
 	for _, r := range rows {
-		var doc Session
+		var doc carryover.Session
 		if err := json.Unmarshal(r.Doc, &doc); err != nil {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		if doc.State == StateRotating {
-			doc.State = StateRunning
+		if doc.State == carryover.StateRotating {
+			doc.State = carryover.StateRunning
 		}
-		if doc.Sandbox.Status == SandboxLive || doc.Sandbox.Status == SandboxStarting {
-			doc.Sandbox.Status = SandboxHibernated
+		if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
+			doc.Sandbox.Status = carryover.SandboxHibernated
 		}
 		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc}
 	}
@@ -195,13 +197,13 @@ func (s *Service) get(id string) (*liveSession, error) {
 	defer s.mu.Unlock()
 	ls, ok := s.sessions[id]
 	if !ok {
-		return nil, errorf(CodeNotFound, "session %q not found", id).withDetails("session_id", id)
+		return nil, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id).WithDetails("session_id", id)
 	}
 	return ls, nil
 }
 
 // snapshot returns a copy of the session document.
-func (ls *liveSession) snapshot() Session {
+func (ls *liveSession) snapshot() carryover.Session {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc
@@ -214,7 +216,7 @@ func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
 	if err != nil {
 		return err
 	}
-	return s.store.UpdateSession(ctx, persistence.SessionRow{
+	return s.store.UpdateSession(ctx, carryover.SessionRecord{
 		ID: ls.id, ClientID: ls.doc.ClientID, State: ls.doc.State, Doc: b,
 		CreatedAt: ls.doc.CreatedAt, UpdatedAt: ls.doc.UpdatedAt,
 	})
@@ -224,7 +226,7 @@ func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
 var errUnchanged = errors.New("unchanged")
 
 // update applies fn to the session document under its lock and persists it.
-func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*Session) error) (Session, error) {
+func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryover.Session) error) (carryover.Session, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	before := ls.doc
@@ -256,9 +258,9 @@ func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload
 }
 
 // List returns every session, oldest first.
-func (s *Service) List() []Session {
+func (s *Service) List() []carryover.Session {
 	s.mu.Lock()
-	out := make([]Session, 0, len(s.sessions))
+	out := make([]carryover.Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		out = append(out, ls.snapshot())
 	}
@@ -268,10 +270,10 @@ func (s *Service) List() []Session {
 }
 
 // Get returns one session.
-func (s *Service) Get(id string) (Session, error) {
+func (s *Service) Get(id string) (carryover.Session, error) {
 	ls, err := s.get(id)
 	if err != nil {
-		return Session{}, err
+		return carryover.Session{}, err
 	}
 	return ls.snapshot(), nil
 }
@@ -294,8 +296,8 @@ func (s *Service) Close(ctx context.Context) error {
 		ls.mu.Lock()
 		k := ls.kern
 		ls.kern = nil
-		if k != nil && ls.doc.Sandbox.Status == SandboxLive {
-			ls.doc.Sandbox.Status = SandboxHibernated
+		if k != nil && ls.doc.Sandbox.Status == carryover.SandboxLive {
+			ls.doc.Sandbox.Status = carryover.SandboxHibernated
 			_ = s.saveLocked(ctx, ls)
 		}
 		ls.mu.Unlock()

@@ -1,6 +1,10 @@
 package server
 
-import "context"
+import (
+	"context"
+
+	"github.com/carryover/carryover"
+)
 
 // Tenants: every token belongs to one tenant (auth.token to "default", auth.tenants name their
 // own), and a tenant sees only its sessions. The API layer puts the tenant in the request context;
@@ -19,16 +23,9 @@ func tenantFrom(ctx context.Context) string {
 	if t, ok := ctx.Value(tenantKey{}).(string); ok && t != "" {
 		return t
 	}
-	return defaultTenant
+	return carryover.DefaultTenant
 }
 
-// tenant is the session's tenant; sessions from before tenants existed belong to the default one.
-func (s *Session) tenant() string {
-	if s.Tenant == "" {
-		return defaultTenant
-	}
-	return s.Tenant
-}
 
 // visible reports whether tenant may see session id. Unknown ids are "visible" so the handlers
 // answer their own 404 (or create them).
@@ -40,5 +37,5 @@ func (s *Service) visible(id, tenant string) bool {
 		return true
 	}
 	doc := ls.snapshot()
-	return doc.tenant() == tenant
+	return doc.TenantName() == tenant
 }

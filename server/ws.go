@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -46,7 +48,7 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !a.checkOrigin(r) {
-		writeError(w, errorf(CodeUnauthorized, "websocket origin %q is not allowed", r.Header.Get("Origin")))
+		writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "websocket origin %q is not allowed", r.Header.Get("Origin")))
 		return
 	}
 	up := websocket.Upgrader{ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10, CheckOrigin: func(*http.Request) bool { return true }}
@@ -101,7 +103,7 @@ func (c *wsClient) serve(ctx context.Context) {
 			return
 		}
 		if err := json.Unmarshal(data, &f); err != nil {
-			c.sendErr("", errorf(CodeInvalid, "malformed JSON frame: %v", err))
+			c.sendErr("", carryover.Errorf(carryover.CodeInvalid, "malformed JSON frame: %v", err))
 			continue
 		}
 		switch f.Type {
@@ -119,7 +121,7 @@ func (c *wsClient) serve(ctx context.Context) {
 			act := c.ls.running
 			c.ls.mu.Unlock()
 			if act == nil || !act.answer(f.ID, f.Value) {
-				c.sendErr(f.ID, errorf(CodeConflict, "no input is pending for %q", f.ID))
+				c.sendErr(f.ID, carryover.Errorf(carryover.CodeConflict, "no input is pending for %q", f.ID))
 			}
 		case "interrupt":
 			if err := c.api.svc.Interrupt(ctx, c.ls.id); err != nil {
@@ -130,7 +132,7 @@ func (c *wsClient) serve(ctx context.Context) {
 		case "ping":
 			c.send(map[string]any{"type": "pong", "id": f.ID})
 		default:
-			c.sendErr(f.ID, errorf(CodeInvalid, "unknown frame type %q", f.Type))
+			c.sendErr(f.ID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q", f.Type))
 		}
 	}
 }
@@ -176,7 +178,7 @@ func (c *wsClient) send(v any) {
 }
 
 func (c *wsClient) sendErr(id string, err error) {
-	e := asError(err)
+	e := carryover.ErrorOf(err)
 	c.send(map[string]any{"type": "error", "id": id, "error": e})
 }
 

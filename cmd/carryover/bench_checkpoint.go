@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/carryover/carryover"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,7 +59,7 @@ func (b *ckptBench) run(code string) error {
 }
 
 // checkpoint runs code as a turn, then checkpoints; returns the result and the wall time.
-func (b *ckptBench) checkpoint(code string) (*persistence.CheckpointResult, time.Duration, error) {
+func (b *ckptBench) checkpoint(code string) (*carryover.CheckpointResult, time.Duration, error) {
 	if code != "" {
 		if err := b.run(code); err != nil {
 			return nil, 0, err
@@ -123,7 +125,7 @@ func fmtBytes(n int64) string {
 	}
 }
 
-func ckptNote(r *persistence.CheckpointResult, extra string) string {
+func ckptNote(r *carryover.CheckpointResult, extra string) string {
 	t := r.Timings
 	s := fmt.Sprintf("%s written; detect %.2f / serialize %.2f / write %.2f ms", fmtBytes(r.BytesWritten),
 		t.DetectMS, t.SerializeMS, t.WriteMS)
@@ -163,7 +165,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, persistence.SessionRow{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
+	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		return nil, err
 	}
@@ -205,7 +207,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 
 	// S1: the array untouched while a scalar changes (median of reps)
 	var ds []time.Duration
-	var last *persistence.CheckpointResult
+	var last *carryover.CheckpointResult
 	for i := 0; i < reps; i++ {
 		r, d, err := b.checkpoint("x += 1")
 		if err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/carryover/carryover"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -25,7 +27,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/carryover/carryover/configs"
-	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server"
 )
 
@@ -178,10 +179,10 @@ type runAnswer struct {
 		Name string `json:"name"`
 		Text string `json:"text"`
 	} `json:"outputs"`
-	Error           json.RawMessage               `json:"error"`
-	DurationMS      float64                       `json:"duration_ms"`
-	Checkpoint      *persistence.CheckpointResult `json:"checkpoint"`
-	CheckpointError string                        `json:"checkpoint_error"`
+	Error           json.RawMessage             `json:"error"`
+	DurationMS      float64                     `json:"duration_ms"`
+	Checkpoint      *carryover.CheckpointResult `json:"checkpoint"`
+	CheckpointError string                      `json:"checkpoint_error"`
 }
 
 func (h *benchSrv) run(ctx context.Context, id, code string) (time.Duration, *runAnswer, error) {
