@@ -1,4 +1,4 @@
-package server
+package session
 
 // sandbox.go connects the session service to kernel/sandbox. Every kernel runs in a box of its own
 // (keyed by the kernel's runtime dir, which is all kernel.Options.Wrap is told); the box is made when
