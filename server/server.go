@@ -1,3 +1,7 @@
+// Package server assembles a carryover server: config -> store (SQLite) -> session service ->
+// HTTP API on a listener. cmd/carryover, the tests and the benchmark start servers through it; the
+// parts themselves live in server/session (the service), server/httpapi (the front door),
+// persistence/ and kernel/.
 package server
 
 import (
@@ -13,16 +17,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/httpapi"
+	"github.com/carryover/carryover/server/session"
 )
 
 // Server is the running carryover: store, session service and HTTP API on a listener.
 type Server struct {
 	cfg   *configs.Config
 	Store *persistence.Store
-	Svc   *Service
-	API   *API
+	Svc   *session.Service
+	API   *httpapi.API
 	Token string
 	http  *http.Server
 	ln    net.Listener
@@ -42,7 +49,7 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	svc, err := NewService(ctx, Options{Config: cfg, Store: store, Logger: log})
+	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: store, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -53,7 +60,12 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 		_, _ = rand.Read(b)
 		token = hex.EncodeToString(b)
 	}
-	api := NewAPI(svc, token, ui)
+	tokens := map[string]string{token: carryover.DefaultTenant}
+	for name, tok := range cfg.Auth.Tenants {
+		tokens[tok] = name
+	}
+	api := httpapi.New(svc, httpapi.Options{Tokens: tokens, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		AllowedOrigins: cfg.Server.AllowedOrigins, UI: ui, Logger: log})
 	s := &Server{cfg: cfg, Store: store, Svc: svc, API: api, Token: token, log: log}
 	s.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
@@ -77,7 +89,7 @@ func (s *Server) URL() string { return fmt.Sprintf("http://%s/?token=%s", s.Addr
 
 // Serve serves until Shutdown.
 func (s *Server) Serve() error {
-	s.Svc.startBackground()
+	s.Svc.StartBackground()
 	err := s.http.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -91,14 +103,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	grace := configs.Seconds(float64(s.cfg.Server.ShutdownGraceSeconds))
 	hctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	s.Svc.beginShutdown()
+	s.Svc.BeginShutdown()
 	err := s.http.Shutdown(hctx)
 	if err != nil {
 		// Runs still going past the grace period: interrupt them so they end and checkpoint.
-		s.Svc.interruptAll(ctx)
-		s.Svc.waitIdle(5 * time.Second)
+		s.Svc.InterruptAll(ctx)
+		s.Svc.WaitIdle(5 * time.Second)
 	}
-	s.Svc.waitIdle(grace)
+	s.Svc.WaitIdle(grace)
 	if cerr := s.Svc.Close(ctx); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"crypto/rand"
+
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session"
 
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -14,7 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// wsFrame is a client -> server message.
+// wsFrame is a client -> server frame: run, input_reply, interrupt, subscribe_events or ping.
 type wsFrame struct {
 	Type           string   `json:"type"`
 	ID             string   `json:"id"`
@@ -42,8 +46,7 @@ func (a *API) checkOrigin(r *http.Request) bool {
 
 func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	ls, err := a.svc.get(id)
-	if err != nil {
+	if _, err := a.svc.Get(id); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -57,7 +60,7 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, ls: ls, conn: conn, sub: newSubscriber()}
+	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber()}
 	c.serve(r.Context())
 }
 
@@ -65,9 +68,9 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 // handles client frames; runs execute in their own goroutines so input_reply and interrupt get through.
 type wsClient struct {
 	api  *API
-	ls   *liveSession
+	id   string // the session
 	conn *websocket.Conn
-	sub  *subscriber
+	sub  *session.Subscriber
 
 	runs sync.WaitGroup
 }
@@ -75,66 +78,68 @@ type wsClient struct {
 func (c *wsClient) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	// A client connecting mid-run gets that run's outputs so far, then the live ones: joining the
-	// hub and copying the outputs happen under the run's lock, so nothing is doubled or missed.
-	c.ls.mu.Lock()
-	if act := c.ls.running; act != nil {
-		act.mu.Lock()
-		c.ls.hub.add(c.sub)
-		b, _ := json.Marshal(act.frameLocked())
-		c.sub.send(b)
-		act.mu.Unlock()
-	} else {
-		c.ls.hub.add(c.sub)
+	detach, err := c.api.svc.Attach(c.id, c.sub)
+	if err != nil {
+		c.conn.Close()
+		return
 	}
-	c.ls.mu.Unlock()
 	writerDone := make(chan struct{})
 	go c.writer(writerDone)
 	defer func() {
-		c.ls.hub.remove(c.sub)
-		c.sub.close()
+		detach()
+		c.sub.Close()
 		<-writerDone
 		c.conn.Close()
 	}()
 	for {
-		var f wsFrame
 		_, data, err := c.conn.ReadMessage()
 		if err != nil {
 			return
 		}
-		if err := json.Unmarshal(data, &f); err != nil {
-			c.sendErr("", carryover.Errorf(carryover.CodeInvalid, "malformed JSON frame: %v", err))
-			continue
-		}
-		switch f.Type {
-		case "run":
-			if f.ID == "" {
-				f.ID = randomID("c")
-			}
-			c.runs.Add(1)
-			go func(f wsFrame) {
-				defer c.runs.Done()
-				c.run(ctx, f)
-			}(f)
-		case "input_reply":
-			c.ls.mu.Lock()
-			act := c.ls.running
-			c.ls.mu.Unlock()
-			if act == nil || !act.answer(f.ID, f.Value) {
-				c.sendErr(f.ID, carryover.Errorf(carryover.CodeConflict, "no input is pending for %q", f.ID))
-			}
-		case "interrupt":
-			if err := c.api.svc.Interrupt(ctx, c.ls.id); err != nil {
-				c.sendErr(f.ID, err)
-			}
-		case "subscribe_events":
-			c.subscribeEvents(ctx, f.AfterSequence)
-		case "ping":
-			c.send(map[string]any{"type": "pong", "id": f.ID})
-		default:
-			c.sendErr(f.ID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q", f.Type))
-		}
+		c.handle(ctx, data)
 	}
+}
+
+// handle acts on one client frame.
+func (c *wsClient) handle(ctx context.Context, data []byte) {
+	var f wsFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		c.sendErr("", carryover.Errorf(carryover.CodeInvalid, "malformed JSON frame: %v", err))
+		return
+	}
+	switch f.Type {
+	case "run":
+		if f.ID == "" {
+			f.ID = randomID("c")
+		}
+		c.runs.Add(1)
+		go func() {
+			defer c.runs.Done()
+			c.run(ctx, f)
+		}()
+	case "input_reply":
+		if err := c.api.svc.AnswerInput(c.id, f.ID, f.Value); err != nil {
+			c.sendErr(f.ID, err)
+		}
+	case "interrupt":
+		if err := c.api.svc.Interrupt(ctx, c.id); err != nil {
+			c.sendErr(f.ID, err)
+		}
+	case "subscribe_events":
+		if err := c.api.svc.SubscribeEvents(ctx, c.id, c.sub, f.AfterSequence); err != nil {
+			c.sendErr("", err)
+		}
+	case "ping":
+		c.sub.Send(pongFrame{Type: "pong", ID: f.ID})
+	default:
+		c.sendErr(f.ID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q", f.Type))
+	}
+}
+
+// pongFrame answers a ping.
+type pongFrame struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
 }
 
 // writer sends queued frames; a client that stops reading for 30 s is disconnected.
@@ -144,68 +149,53 @@ func (c *wsClient) writer(done chan struct{}) {
 	defer ping.Stop()
 	for {
 		select {
-		case b := <-c.sub.out:
+		case b := <-c.sub.Frames():
 			_ = c.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if err := c.conn.WriteMessage(websocket.TextMessage, b); err != nil {
-				c.sub.close()
+				c.sub.Close()
 				c.conn.Close()
 				return
 			}
 		case <-ping.C:
 			_ = c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(5*time.Second))
-		case <-c.sub.closed:
-			// Flush what is queued, then stop.
-			for {
-				select {
-				case b := <-c.sub.out:
-					_ = c.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-					if c.conn.WriteMessage(websocket.TextMessage, b) != nil {
-						return
-					}
-				default:
-					return
-				}
-			}
+		case <-c.sub.Closed():
+			c.flush()
+			return
 		}
 	}
 }
 
-func (c *wsClient) send(v any) {
-	b, err := json.Marshal(v)
-	if err == nil {
-		c.sub.send(b)
+// flush writes what is still queued, briefly, once the subscriber closed.
+func (c *wsClient) flush() {
+	for {
+		select {
+		case b := <-c.sub.Frames():
+			_ = c.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			if c.conn.WriteMessage(websocket.TextMessage, b) != nil {
+				return
+			}
+		default:
+			return
+		}
 	}
 }
 
 func (c *wsClient) sendErr(id string, err error) {
-	e := carryover.ErrorOf(err)
-	c.send(map[string]any{"type": "error", "id": id, "error": e})
+	c.sub.Send(session.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
 }
 
-// run executes a run frame; outputs reach this client (and every other) through the session hub.
+// run executes a run frame; outputs reach this client (and every other) through the session's
+// stream. The result (and idle) go to every subscriber from Run; errors go to the sender.
 func (c *wsClient) run(ctx context.Context, f wsFrame) {
-	hooks := runHooks{id: f.ID, allowInput: true}
-	// The result (and idle) go to every subscriber from Run; errors go to the sender.
-	if _, err := c.api.svc.Run(ctx, c.ls.id, RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, hooks); err != nil {
+	opts := session.RunOptions{ID: f.ID, AllowInput: true}
+	if _, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, opts); err != nil {
 		c.sendErr(f.ID, err)
 	}
 }
 
-// subscribeEvents sends stored events after seq, then live ones (deduplicated by sequence).
-// Under the hub lock, so an event appended meanwhile is either in the backlog or sent live, once.
-func (c *wsClient) subscribeEvents(ctx context.Context, after int64) {
-	h := &c.ls.hub
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.sub.afterEv.Store(after)
-	evs, err := c.api.svc.store.ListEvents(ctx, c.ls.id, after, 100000, "")
-	if err != nil {
-		c.sendErr("", err)
-		return
-	}
-	for _, ev := range evs {
-		c.send(map[string]any{"type": "event", "event": ev})
-		c.sub.afterEv.Store(ev.SequenceNumber)
-	}
-	c.sub.events.Store(true)
+// randomID is a client run id when the frame has none.
+func randomID(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }

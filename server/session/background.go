@@ -12,7 +12,7 @@ import (
 // their sandbox.timeout_seconds, hibernates idle ones (cull.idle_seconds) and samples cost.
 
 // startBackground starts the loop; Close stops it.
-func (s *Service) startBackground() {
+func (s *Service) StartBackground() {
 	s.mu.Lock()
 	if s.stopBG != nil {
 		s.mu.Unlock()

@@ -40,7 +40,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	res, err := s.execute(ctx, ls, k, req.Code, timeout, runHooks{id: id}, 1, nil)
+	res, err := s.execute(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

@@ -64,7 +64,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		Data:                   req.Data,
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:               req.ClientID,
-		Tenant:                 tenantFrom(ctx),
+		Tenant:                 carryover.TenantFromContext(ctx),
 		CreatedAt:              now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
@@ -176,7 +176,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if k != nil {
 		s.stopKernel(ctx, k)
 	}
-	ls.hub.broadcast(map[string]any{"type": "error", "error": map[string]any{"code": carryover.CodeNotFound, "message": "session deleted"}})
+	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
 	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		return err
 	}
@@ -342,7 +342,7 @@ func (s *Service) Reattach(ctx context.Context, clientID string) (carryover.Sess
 		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "client_id is required").WithDetails("field", "client_id")
 	}
 	var best *carryover.Session
-	tenant := tenantFrom(ctx)
+	tenant := carryover.TenantFromContext(ctx)
 	for _, d := range s.List() {
 		if d.ClientID != clientID || d.TenantName() != tenant {
 			continue

@@ -45,10 +45,10 @@ type RunResult struct {
 	CheckpointError string                      `json:"checkpoint_error,omitempty"`
 }
 
-// runHooks connect a run to the client that sent it.
-type runHooks struct {
-	id         string
-	allowInput bool // input() prompts go to the session's websocket clients (POST /run has none)
+// RunOptions connect a run to the client that sent it.
+type RunOptions struct {
+	ID         string // the frames' id; "" gives run-<n>
+	AllowInput bool   // input() prompts go to the session's subscribers (POST /run has none)
 }
 
 // activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far,
@@ -58,18 +58,14 @@ type activeRun struct {
 	id      string
 	code    string
 	outputs []kernel.Output
-	prompt  map[string]any // the pending input_request frame, nil when none
+	prompt  *InputRequestFrame // the pending prompt, nil when none
 	reply   chan string    // where an input_reply goes
 }
 
 // frameLocked is the "running" frame; the caller holds a.mu.
-func (a *activeRun) frameLocked() map[string]any {
-	f := map[string]any{"type": "running", "id": a.id, "code": a.code, "execution_count": nil,
-		"outputs": append([]kernel.Output(nil), a.outputs...)}
-	if a.prompt != nil {
-		f["input_request"] = a.prompt
-	}
-	return f
+func (a *activeRun) frameLocked() RunningFrame {
+	return RunningFrame{Type: "running", ID: a.id, Code: a.code, InputRequest: a.prompt,
+		Outputs: append([]kernel.Output(nil), a.outputs...)}
 }
 
 // answer delivers an input_reply for run id; it reports whether an input was pending.
@@ -90,7 +86,7 @@ func (a *activeRun) answer(id, value string) bool {
 
 // askInput publishes an input() prompt to every client of the session and waits for one to answer.
 func (a *activeRun) askInput(ctx context.Context, h *hub, req kernel.InputRequest) (string, error) {
-	frame := map[string]any{"type": "input_request", "id": a.id, "prompt": req.Prompt, "password": req.Password}
+	frame := &InputRequestFrame{Type: "input_request", ID: a.id, Prompt: req.Prompt, Password: req.Password}
 	a.mu.Lock()
 	a.prompt, a.reply = frame, make(chan string, 1)
 	reply := a.reply
@@ -200,7 +196,7 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 
 // Run executes code in the session's kernel, streams outputs to websocket subscribers,
 // checkpoints the turn and records it.
-func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runHooks) (*RunResult, error) {
+func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks RunOptions) (*RunResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -220,10 +216,10 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runH
 	if err != nil {
 		return nil, err
 	}
-	if hooks.id == "" {
+	if hooks.ID == "" {
 		s.mu.Lock()
 		s.runSeq++
-		hooks.id = fmt.Sprintf("run-%d", s.runSeq)
+		hooks.ID = fmt.Sprintf("run-%d", s.runSeq)
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
@@ -246,8 +242,8 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks runH
 		_ = s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars)
 	}
 	res, runErr = s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr, ride)
-	ls.hub.broadcast(map[string]any{"type": "result", "id": hooks.id, "result": res})
-	ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": "idle"})
+	ls.hub.broadcast(ResultFrame{Type: "result", ID: hooks.ID, Result: res})
+	ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: "idle"})
 	return res, runErr
 }
 
@@ -265,10 +261,10 @@ const snapshotKey = "__carryover_snapshot__"
 // execute runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
 // not stop within a grace period, restarted from the last checkpoint. ride, when it holds a prepared
 // checkpoint, sends its snapshot request along and keeps the answer.
-func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks runHooks, turn int, ride *snapshotRide) (*RunResult, error) {
+func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
 	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
-	act := &activeRun{id: hooks.id, code: code}
+	act := &activeRun{id: hooks.ID, code: code}
 	ls.mu.Lock()
 	ls.running = act
 	ls.mu.Unlock()
@@ -285,21 +281,21 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 			}
 			act.mu.Lock()
 			act.outputs = append(act.outputs, o)
-			ls.hub.broadcast(map[string]any{"type": "output", "id": hooks.id, "output": o})
+			ls.hub.broadcast(OutputFrame{Type: "output", ID: hooks.ID, Output: o})
 			act.mu.Unlock()
 		},
 		// busy goes out as the kernel says it; idle is sent after the result (see Run), so a client
 		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
 			if state == "busy" {
-				ls.hub.broadcast(map[string]any{"type": "status", "id": hooks.id, "execution_state": state, "code": code})
+				ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
 			}
 		},
 	}
 	if ride != nil && ride.prep != nil {
 		opts.UserExpressions = map[string]string{snapshotKey: ride.prep.Expr}
 	}
-	if hooks.allowInput {
+	if hooks.AllowInput {
 		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
 			return act.askInput(ictx, &ls.hub, req)
 		}

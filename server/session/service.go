@@ -254,7 +254,7 @@ func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload
 		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
 		return
 	}
-	ls.hub.broadcastEvent(ev.SequenceNumber, map[string]any{"type": "event", "event": ev})
+	ls.hub.broadcastEvent(ev)
 }
 
 // List returns every session, oldest first.
@@ -340,14 +340,14 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 func isDied(err error) bool { return errors.Is(err, kernel.ErrDied) }
 
 // beginShutdown refuses new sessions.
-func (s *Service) beginShutdown() {
+func (s *Service) BeginShutdown() {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
 }
 
 // interruptAll interrupts every kernel that is running something.
-func (s *Service) interruptAll(ctx context.Context) {
+func (s *Service) InterruptAll(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ls := range s.sessions {
@@ -358,7 +358,7 @@ func (s *Service) interruptAll(ctx context.Context) {
 }
 
 // waitIdle waits until no session holds its run lock, or d passes.
-func (s *Service) waitIdle(d time.Duration) {
+func (s *Service) WaitIdle(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		busy := false

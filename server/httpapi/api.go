@@ -1,0 +1,72 @@
+// Package httpapi is carryover's own front door: the REST and websocket API of shared/API.md (plus
+// the README's extensions) over the session service. It decodes requests, calls the service, and
+// maps errors to statuses in exactly one function (statusOf); it never reaches the store.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session"
+)
+
+const timeFormat = time.RFC3339Nano
+
+// Options configure the API.
+type Options struct {
+	Tokens         map[string]string // token -> tenant; every request to /api/ needs one of them
+	MaxBodyBytes   int64             // request bodies (and uploaded files) above this answer 413
+	AllowedOrigins []string          // websocket origins allowed besides the server's own host
+	UI             http.Handler      // served at / when not nil
+	Logger         *slog.Logger
+}
+
+// API is the HTTP + websocket surface over a session service.
+type API struct {
+	svc     *session.Service
+	maxBody int64
+	origins map[string]bool
+	log     *slog.Logger
+	ui      http.Handler
+	tenants map[string]string // token -> tenant
+}
+
+// New builds the API over svc.
+func New(svc *session.Service, o Options) *API {
+	a := &API{svc: svc, maxBody: o.MaxBodyBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	for _, origin := range o.AllowedOrigins {
+		a.origins[strings.TrimRight(origin, "/")] = true
+	}
+	return a
+}
+
+// Handler returns the routed, authenticated, panic-safe handler: one handler per route.
+func (a *API) Handler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	m.Handle("GET /metrics", promhttp.Handler())
+	a.sessionRoutes(m)
+	a.turnRoutes(m)
+	a.recordRoutes(m)
+	m.HandleFunc("GET /api/sessions/{id}/files", a.listFiles)
+	m.HandleFunc("POST /api/sessions/{id}/files", a.postFile)
+	m.HandleFunc("GET /api/sessions/{id}/files/{path...}", a.getFile)
+	m.HandleFunc("PUT /api/sessions/{id}/files/{path...}", a.putFile)
+	m.HandleFunc("DELETE /api/sessions/{id}/files/{path...}", a.deleteFile)
+	m.HandleFunc("GET /api/sessions/{id}/ws", a.websocket)
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	if a.ui != nil {
+		m.Handle("/", a.ui)
+	}
+	return a.recoverer(a.auth(rejectDotDot(m)))
+}

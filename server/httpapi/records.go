@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/carryover/carryover"
+)
+
+func (a *API) recordRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /api/sessions/{id}/events", a.listEvents)
+	m.HandleFunc("GET /api/sessions/{id}/executions", a.listExecutions)
+	m.HandleFunc("GET /api/sessions/{id}/tools", a.listTools)
+	m.HandleFunc("POST /api/sessions/{id}/tools", a.registerTool)
+	m.HandleFunc("GET /api/sessions/{id}/checkpoints", a.listCheckpoints)
+	m.HandleFunc("POST /api/sessions/{id}/checkpoint", a.checkpoint)
+	m.HandleFunc("POST /api/sessions/{id}/checkpoints/{cid}/restore", a.restoreCheckpoint)
+}
+
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
+	after, err := intParam(r, "after_sequence", 0, 0)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	limit, err := intParam(r, "limit", 50, 1000)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	evs, err := a.svc.Events(r.Context(), r.PathValue("id"), int64(after), limit, r.URL.Query().Get("event_type"))
+	a.reply(w, r, 200, map[string]any{"events": evs}, err)
+}
+
+func (a *API) listExecutions(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", 200, 1000)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ex, err := a.svc.Executions(r.Context(), r.PathValue("id"), limit)
+	a.reply(w, r, 200, map[string]any{"executions": ex}, err)
+}
+
+func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
+	ts, err := a.svc.Tools(r.Context(), r.PathValue("id"))
+	a.reply(w, r, 200, map[string]any{"tools": ts}, err)
+}
+
+func (a *API) registerTool(w http.ResponseWriter, r *http.Request) {
+	var t carryover.Tool
+	if err := a.decode(w, r, &t, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	t, err := a.svc.RegisterTool(r.Context(), r.PathValue("id"), t)
+	a.reply(w, r, http.StatusCreated, map[string]any{"tool": t}, err)
+}
+
+func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	cps, err := a.svc.Checkpoints(r.Context(), r.PathValue("id"))
+	a.reply(w, r, 200, map[string]any{"checkpoints": cps}, err)
+}
+
+func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
+	res, err := a.svc.CheckpointNow(r.Context(), r.PathValue("id"))
+	a.reply(w, r, http.StatusCreated, map[string]any{"checkpoint": res}, err)
+}
+
+func (a *API) restoreCheckpoint(w http.ResponseWriter, r *http.Request) {
+	res, err := a.svc.RestoreCheckpoint(r.Context(), r.PathValue("id"), r.PathValue("cid"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, _ := a.svc.Get(r.PathValue("id"))
+	writeJSON(w, 200, map[string]any{"session": s.View(), "restore": res})
+}

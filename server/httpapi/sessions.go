@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session"
+)
+
+func (a *API) sessionRoutes(m *http.ServeMux) {
+	m.HandleFunc("POST /api/sessions", a.createSession)
+	m.HandleFunc("GET /api/sessions", a.listSessions)
+	m.HandleFunc("POST /api/sessions/reattach", a.reattach)
+	m.HandleFunc("GET /api/sessions/{id}", a.getSession)
+	m.HandleFunc("PATCH /api/sessions/{id}", a.patchSession)
+	m.HandleFunc("DELETE /api/sessions/{id}", a.deleteSession)
+	m.HandleFunc("PATCH /api/sessions/{id}/context", a.patchContext)
+	m.HandleFunc("POST /api/sessions/{id}/start", a.lifecycle(a.svc.Start))
+	m.HandleFunc("POST /api/sessions/{id}/pause", a.lifecycle(a.svc.Pause))
+	m.HandleFunc("POST /api/sessions/{id}/resume", a.lifecycle(a.svc.Resume))
+	m.HandleFunc("POST /api/sessions/{id}/heartbeat", a.lifecycle(a.svc.Heartbeat))
+	m.HandleFunc("POST /api/sessions/{id}/restart", a.lifecycle(a.svc.Restart))
+	m.HandleFunc("POST /api/sessions/{id}/rotate", a.lifecycle(a.svc.Rotate))
+	m.HandleFunc("POST /api/sessions/{id}/hibernate", a.lifecycle(a.svc.Hibernate))
+	m.HandleFunc("POST /api/sessions/{id}/interrupt", a.lifecycle(a.interrupt))
+	m.HandleFunc("POST /api/sessions/{id}/stop", a.finish(a.svc.Stop))
+	m.HandleFunc("POST /api/sessions/{id}/cancel", a.finish(a.svc.Cancel))
+}
+
+func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }
+
+// lifecycle is the handler of an action that takes no body and answers the session.
+func (a *API) lifecycle(fn func(context.Context, string) (carryover.Session, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, err := fn(r.Context(), r.PathValue("id"))
+		a.reply(w, r, 200, sessionBody(s), err)
+	}
+}
+
+// finish is the handler of stop and cancel: an optional {"reason"} body.
+func (a *API) finish(fn func(context.Context, string, string) (carryover.Session, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Reason string `json:"reason"`
+		}
+		if err := a.decode(w, r, &req, true); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		s, err := fn(r.Context(), r.PathValue("id"), req.Reason)
+		a.reply(w, r, 200, sessionBody(s), err)
+	}
+}
+
+// interrupt interrupts the run in flight and answers the session.
+func (a *API) interrupt(ctx context.Context, id string) (carryover.Session, error) {
+	if err := a.svc.Interrupt(ctx, id); err != nil {
+		return carryover.Session{}, err
+	}
+	return a.svc.Get(id)
+}
+
+func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
+	var req session.CreateRequest
+	if err := a.decode(w, r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.Create(r.Context(), req)
+	a.reply(w, r, http.StatusCreated, sessionBody(s), err)
+}
+
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
+	tenant := carryover.TenantFromContext(r.Context())
+	all := []carryover.Session{}
+	for _, s := range a.svc.List() {
+		if s.TenantName() == tenant {
+			all = append(all, s.View())
+		}
+	}
+	writeJSON(w, 200, map[string]any{"sessions": all})
+}
+
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
+	s, err := a.svc.Get(r.PathValue("id"))
+	a.reply(w, r, 200, sessionBody(s), err)
+}
+
+func (a *API) patchSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Data map[string]any `json:"data"`
+	}
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.Patch(r.Context(), r.PathValue("id"), req.Data)
+	a.reply(w, r, 200, sessionBody(s), err)
+}
+
+func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) reattach(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.Reattach(r.Context(), req.ClientID)
+	a.reply(w, r, 200, sessionBody(s), err)
+}
+
+func (a *API) patchContext(w http.ResponseWriter, r *http.Request) {
+	var req session.ContextRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.PatchContext(r.Context(), r.PathValue("id"), req)
+	a.reply(w, r, 200, sessionBody(s), err)
+}

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/carryover/carryover/server/session"
+)
+
+func (a *API) turnRoutes(m *http.ServeMux) {
+	m.HandleFunc("POST /api/sessions/{id}/run", a.run)
+	m.HandleFunc("POST /api/sessions/{id}/exec", a.exec)
+	m.HandleFunc("POST /api/sessions/{id}/complete", a.complete)
+	m.HandleFunc("POST /api/execute", a.execute)
+}
+
+func (a *API) run(w http.ResponseWriter, r *http.Request) {
+	var req session.RunRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.svc.Run(r.Context(), r.PathValue("id"), req, session.RunOptions{})
+	a.reply(w, r, 200, res, err)
+}
+
+func (a *API) exec(w http.ResponseWriter, r *http.Request) {
+	var req session.ExecRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.svc.Exec(r.Context(), r.PathValue("id"), req)
+	a.reply(w, r, 200, res, err)
+}
+
+// complete asks the kernel for completions at cursor_pos (default: the end of code).
+func (a *API) complete(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Code      string `json:"code"`
+		CursorPos *int   `json:"cursor_pos"`
+	}
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	cur := len([]rune(req.Code))
+	if req.CursorPos != nil {
+		cur = *req.CursorPos
+	}
+	res, err := a.svc.Complete(r.Context(), r.PathValue("id"), req.Code, cur)
+	a.reply(w, r, 200, res, err)
+}
+
+func (a *API) execute(w http.ResponseWriter, r *http.Request) {
+	var req session.ExecuteRequest
+	if err := a.decode(w, r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.svc.Execute(r.Context(), req)
+	a.reply(w, r, 200, res, err)
+}

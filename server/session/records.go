@@ -1,0 +1,46 @@
+package session
+
+import (
+	"context"
+
+	"github.com/carryover/carryover"
+)
+
+// What the service recorded about a session, for the front doors (they never reach the store).
+
+// Events lists up to limit events of session id after sequence after, of one type when eventType
+// is not empty.
+func (s *Service) Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	evs, err := s.store.ListEvents(ctx, id, after, limit, eventType)
+	if evs == nil && err == nil {
+		evs = []carryover.Event{}
+	}
+	return evs, err
+}
+
+// Executions lists the newest limit runs and shell commands of session id, oldest first.
+func (s *Service) Executions(ctx context.Context, id string, limit int) ([]carryover.Execution, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	ex, err := s.store.ListExecutions(ctx, id, limit)
+	if ex == nil && err == nil {
+		ex = []carryover.Execution{}
+	}
+	return ex, err
+}
+
+// Tools lists session id's registered tools.
+func (s *Service) Tools(ctx context.Context, id string) ([]carryover.Tool, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	ts, err := s.store.ListTools(ctx, id)
+	if ts == nil && err == nil {
+		ts = []carryover.Tool{}
+	}
+	return ts, err
+}
