@@ -172,7 +172,9 @@ func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason s
 		return fmt.Errorf("checkpoint before hibernation: %w", err)
 	}
 	s.releaseKernel(ctx, ls, reason)
-	s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxHibernated; return nil })
+	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxHibernated); err != nil {
+		return err
+	}
 	s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

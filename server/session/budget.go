@@ -1,57 +1,46 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
+	"fmt"
+
+	"github.com/carryover/carryover"
 )
 
 // checkBudget refuses a run or exec when any limit is reached (402 budget_exceeded). Caller holds ls.lock.
 func (s *Service) checkBudget(ctx context.Context, ls *liveSession) error {
 	doc := ls.snapshot().View()
-	b, c := doc.Budget, doc.BudgetConsumed
-	var which string
-	var limit, used float64
-	switch {
-	case b.IterationLimit > 0 && c.Iterations >= b.IterationLimit:
-		which, limit, used = "iteration_limit", float64(b.IterationLimit), float64(c.Iterations)
-	case b.DurationLimitSeconds > 0 && c.DurationSeconds >= b.DurationLimitSeconds:
-		which, limit, used = "duration_limit_seconds", b.DurationLimitSeconds, c.DurationSeconds
-	case b.CostCapCents > 0 && c.CostCents >= b.CostCapCents:
-		which, limit, used = "cost_cap_cents", b.CostCapCents, c.CostCents
-	default:
+	l, over := doc.Budget.Exceeded(doc.BudgetConsumed)
+	if !over {
 		return nil
 	}
-	s.emit(ctx, ls, "budget_exceeded", map[string]any{"limit": which, "value": limit, "consumed": used})
-	return carryover.Errorf(carryover.CodeBudgetExceeded, "budget exceeded: %s is %g and %g is used", which, limit, used).
-		WithDetails("limit", which, "value", limit, "consumed", used)
+	s.emit(ctx, ls, carryover.EventBudgetExceeded, map[string]any{"limit": l.Name, "value": l.Limit, "consumed": l.Consumed})
+	return carryover.Errorf(carryover.CodeBudgetExceeded, "budget exceeded: %s is %g and %g is used", l.Name, l.Limit, l.Consumed).
+		WithDetails("limit", l.Name, "value", l.Limit, "consumed", l.Consumed)
 }
 
-// afterTurn updates the consumed budget and emits one budget_warning per limit at 80%.
-func (s *Service) afterTurn(ctx context.Context, ls *liveSession) {
-	var warn []map[string]any
-	s.update(ctx, ls, func(d *carryover.Session) error {
-		b, c := d.Budget, d.View().BudgetConsumed
-		check := func(name string, limit, used float64) {
-			if limit <= 0 || used < 0.8*limit {
-				return
-			}
-			key := "budget_warned_" + name
-			if d.Warned(key) {
-				return
+// afterTurn emits one budget_warning per limit at 80% of it.
+func (s *Service) afterTurn(ctx context.Context, ls *liveSession) error {
+	var warn []carryover.BudgetLimit
+	_, err := s.update(ctx, ls, func(d *carryover.Session) error {
+		for _, l := range d.Budget.Limits(d.View().BudgetConsumed) {
+			key := "budget_warned_" + l.Name
+			if l.Limit <= 0 || l.Consumed < 0.8*l.Limit || d.Warned(key) {
+				continue
 			}
 			d.MarkWarned(key)
-			warn = append(warn, map[string]any{"limit": name, "value": limit, "consumed": used})
+			warn = append(warn, l)
 		}
-		check("iteration_limit", float64(b.IterationLimit), float64(c.Iterations))
-		check("duration_limit_seconds", b.DurationLimitSeconds, c.DurationSeconds)
-		check("cost_cap_cents", b.CostCapCents, c.CostCents)
 		if len(warn) == 0 {
 			return errUnchanged // most turns: no write
 		}
 		return nil
 	})
-	for _, w := range warn {
-		s.emit(ctx, ls, "budget_warning", w)
+	if err != nil {
+		return fmt.Errorf("recording budget warnings: %w", err)
 	}
+	for _, l := range warn {
+		s.emit(ctx, ls, carryover.EventBudgetWarning, map[string]any{"limit": l.Name, "value": l.Limit, "consumed": l.Consumed})
+	}
+	return nil
 }

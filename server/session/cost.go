@@ -56,13 +56,21 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 
 // addCost records CPU seconds and GiB-hours and recomputes cost_cents.
 func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64) {
-	s.update(ctx, ls, func(d *carryover.Session) error {
-		c := &d.BudgetConsumed
-		c.CPUSeconds += cpu
-		c.MemoryGiBHours += gibHours
-		c.CostCents = c.CPUSeconds*s.cfg.Cost.CPUSecondCents + c.MemoryGiBHours*s.cfg.Cost.GiBHourCents
+	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
+		s.chargeLocked(d, cpu, gibHours)
 		return nil
-	})
+	}); err != nil {
+		s.log.Error("cost not recorded", "session", ls.id, "err", err)
+		recordFailures.Inc()
+	}
+}
+
+// chargeLocked adds use to the document and recomputes cost_cents (the caller is inside update).
+func (s *Service) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
+	c := &d.BudgetConsumed
+	c.CPUSeconds += cpu
+	c.MemoryGiBHours += gibHours
+	c.CostCents = carryover.CostCents(*c, s.cfg.Cost.CPUSecondCents, s.cfg.Cost.GiBHourCents)
 }
 
 // sampleCosts samples every live kernel (the background loop).

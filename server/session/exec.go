@@ -5,7 +5,6 @@ import (
 
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -32,6 +31,7 @@ type ExecResult struct {
 	TimedOut      bool    `json:"timed_out,omitempty"`
 	StdoutDropped int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDropped int64   `json:"stderr_dropped_bytes,omitempty"`
+	RecordError   string  `json:"record_error,omitempty"` // the command ran, but its record did not stick
 }
 
 // cappedBuffer keeps the first max bytes and counts the rest.
@@ -105,13 +105,11 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
-	if err := ls.lock.Lock(ctx); err != nil {
+	end, err := s.beginTurn(ctx, ls)
+	if err != nil {
 		return nil, err
 	}
-	defer ls.lock.Unlock()
-	if err := s.admit(ctx, ls); err != nil {
-		return nil, err
-	}
+	defer end()
 	doc := ls.snapshot()
 	wd := req.WorkingDir
 	if wd == "" {
@@ -121,25 +119,49 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
-	dir := s.hostPath(id, rel)
 	if err := s.mkdirWorkspace(id, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
+	start := time.Now()
+	s.emit(ctx, ls, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
+	res, cpu, err := s.runCommand(id, doc, argv, rel, req.Env, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s.emit(ctx, ls, carryover.EventExecCompleted, map[string]any{"command": argv, "exit_code": res.ExitCode,
+		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
+	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
+	status := "ok"
+	if res.ExitCode != 0 || res.TimedOut {
+		status = "error"
+	}
+	if err := s.endTurn(ctx, ls, turnRecord{kind: "exec", code: commandText(req.Command, argv), count: doc.ExecutionCount,
+		status: status, answer: res, startedAt: start.UTC(), durationMS: res.DurationMS, cpuSeconds: cpu}); err != nil {
+		res.RecordError = err.Error()
+	}
+	if res.TimedOut {
+		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
+	}
+	return res, nil
+}
+
+// runCommand runs argv in the session's workspace dir rel (sandboxed when the server sandboxes) and
+// returns its answer and the CPU seconds it used.
+func (s *Service) runCommand(id string, doc carryover.Session, argv []string, rel string, reqEnv map[string]string, timeout time.Duration) (*ExecResult, float64, error) {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.workspace(id), "LANG=C.UTF-8"}
 	for k, v := range doc.AgentContext.EnvVars {
 		env = append(env, k+"="+v)
 	}
-	for k, v := range req.Env {
+	for k, v := range reqEnv {
 		env = append(env, k+"="+v)
 	}
-	run, release, err := s.execArgv(id, doc, argv, rel, req.Env) // the sandbox's wrapping (sandbox.go)
+	run, release, err := s.execArgv(id, doc, argv, rel, reqEnv) // the sandbox's wrapping (sandbox.go)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer release()
-	s.emit(ctx, ls, "exec_started", map[string]any{"command": argv, "working_dir": wd})
 	cmd := exec.Command(run[0], run[1:]...)
-	cmd.Dir, cmd.Env = dir, env
+	cmd.Dir, cmd.Env = s.hostPath(id, rel), env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
@@ -149,60 +171,45 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err := cmd.Start(); err != nil {
 		res.ExitCode, res.Stderr = 127, err.Error()
 	} else {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var werr error
-		select {
-		case werr = <-done:
-		case <-time.After(timeout):
-			res.TimedOut = true
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			werr = <-done
-		}
-		var ee *exec.ExitError
-		switch {
-		case werr == nil:
-		case errors.As(werr, &ee):
-			res.ExitCode = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				res.ExitCode = 128 + int(ws.Signal())
-			}
-		default:
-			res.ExitCode = -1
-		}
-		// Children left behind in the group are killed too: nothing outlives the exec.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		res.ExitCode, res.TimedOut = waitCommand(cmd, timeout)
 		res.Stdout, res.Stderr = stdout.text(), stderr.text()
 		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
 	}
 	res.DurationMS = ms(time.Since(start))
+	var cpu float64
 	if ps := cmd.ProcessState; ps != nil {
-		s.addCost(ctx, ls, (ps.UserTime() + ps.SystemTime()).Seconds(), 0)
+		cpu = (ps.UserTime() + ps.SystemTime()).Seconds()
 	}
-	s.update(ctx, ls, func(d *carryover.Session) error {
-		d.BudgetConsumed.Iterations++
-		d.LastActivity = time.Now().UTC()
-		return nil
-	})
-	s.emit(ctx, ls, "exec_completed", map[string]any{"command": argv, "exit_code": res.ExitCode,
-		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
-	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
-	status := "ok"
-	if res.ExitCode != 0 || res.TimedOut {
-		status = "error"
+	return res, cpu, nil
+}
+
+// waitCommand waits for a started command, killing its process group at the timeout, and returns
+// its exit code (128+signal when killed by one). Children left behind in the group are killed
+// too: nothing outlives the exec.
+func waitCommand(cmd *exec.Cmd, timeout time.Duration) (exitCode int, timedOut bool) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(timeout):
+		timedOut = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		werr = <-done
 	}
-	resJSON, _ := json.Marshal(res)
-	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), carryover.Execution{
-		SessionID: id, ExecutionCount: doc.ExecutionCount, Kind: "exec", Code: commandText(req.Command, argv),
-		Status: status, Result: resJSON, StartedAt: start.UTC(), DurationMS: res.DurationMS,
-	}); err != nil {
-		s.log.Error("exec not recorded", "session", id, "err", err)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		exitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			exitCode = 128 + int(ws.Signal())
+		}
+	default:
+		exitCode = -1
 	}
-	s.afterTurn(ctx, ls)
-	if res.TimedOut {
-		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
-	}
-	return res, nil
+	return exitCode, timedOut
 }
 
 // commandText is the command as the user gave it: the string, or the argv shell-quoted.

@@ -48,10 +48,12 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		}
 	}
 	start := time.Now()
-	s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxStarting; return nil })
+	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
+		return nil, err
+	}
 	k, err := s.claimKernel(ctx, ls.snapshot())
 	if err != nil {
-		s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = carryover.SandboxNone; return nil })
+		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
@@ -81,8 +83,9 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
-	_ = s.saveLocked(ctx, ls)
+	err = s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
+	s.logSaveErr(ls, "live sandbox", err)
 	s.emit(ctx, ls, "sandbox_created", map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
 		"duration_ms": ms(time.Since(start))})
 	if restored != nil {
@@ -158,8 +161,9 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	}
 	ls.kern = nil
 	ls.doc.Sandbox.Status = carryover.SandboxNone
-	_ = s.saveLocked(ctx, ls)
+	err := s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
+	s.logSaveErr(ls, "kernel death", err)
 	kernelDeaths.Inc()
 	reason := ""
 	if err := k.Err(); err != nil {
@@ -204,10 +208,14 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 		return nil, err
 	}
 	checkpointBytes.Add(float64(res.BytesWritten))
-	s.update(ctx, ls, func(d *carryover.Session) error {
+	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil
-	})
+	}); err != nil {
+		// The checkpoint is committed; a restore after a restart would still find it only through
+		// the store, so say so instead of claiming the session points at it.
+		return res, fmt.Errorf("checkpoint %s is saved, but the session could not be updated to point at it: %w", res.ID, err)
+	}
 	// Every answer reports what was skipped; the event log says so when that list changes, so a
 	// generator kept for twenty turns is one event, not twenty.
 	key := skippedKey(res)

@@ -31,3 +31,7 @@ var (
 		Name: "carryover_kernel_deaths_total", Help: "Kernels that died unexpectedly.",
 	})
 )
+
+var recordFailures = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "carryover_record_failures_total", Help: "Session, history or cost writes that failed (each is logged and, where a turn answers, reported in it).",
+})

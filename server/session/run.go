@@ -43,6 +43,9 @@ type RunResult struct {
 	OutputTruncated int64                       `json:"output_dropped_bytes,omitempty"`
 	Checkpoint      *carryover.CheckpointResult `json:"checkpoint,omitempty"`
 	CheckpointError string                      `json:"checkpoint_error,omitempty"`
+	RecordError     string                      `json:"record_error,omitempty"` // the turn ran, but its record did not stick
+
+	ride *snapshotRide // the checkpoint that rode on the cell's execute_request
 }
 
 // RunOptions connect a run to the client that sent it.
@@ -171,32 +174,9 @@ func (c *collector) finish() {
 	}
 }
 
-// admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
-func (s *Service) admit(ctx context.Context, ls *liveSession) error {
-	ls.mu.Lock()
-	deleted := ls.deleted
-	ls.mu.Unlock()
-	if deleted {
-		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
-	}
-	doc := ls.snapshot()
-	switch {
-	case doc.State == carryover.StatePaused:
-		return carryover.Errorf(carryover.CodeSessionPaused, "session is paused; resume it first")
-	case doc.Closed():
-		return carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State).WithDetails("state", doc.State)
-	case doc.State == carryover.StatePending:
-		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
-			return err
-		}
-		s.emit(ctx, ls, "session_started", map[string]any{"auto": true})
-	}
-	return s.checkBudget(ctx, ls)
-}
-
-// Run executes code in the session's kernel, streams outputs to websocket subscribers,
+// Run executes code in the session's kernel, streams outputs to the session's subscribers,
 // checkpoints the turn and records it.
-func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks RunOptions) (*RunResult, error) {
+func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOptions) (*RunResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -205,21 +185,19 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks RunO
 	if err != nil {
 		return nil, err
 	}
-	if err := ls.lock.Lock(ctx); err != nil {
+	end, err := s.beginTurn(ctx, ls)
+	if err != nil {
 		return nil, err
 	}
-	defer ls.lock.Unlock()
-	if err := s.admit(ctx, ls); err != nil {
-		return nil, err
-	}
+	defer end()
 	k, err := s.ensureKernel(ctx, ls)
 	if err != nil {
 		return nil, err
 	}
-	if hooks.ID == "" {
+	if opts.ID == "" {
 		s.mu.Lock()
 		s.runSeq++
-		hooks.ID = fmt.Sprintf("run-%d", s.runSeq)
+		opts.ID = fmt.Sprintf("run-%d", s.runSeq)
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
@@ -227,23 +205,43 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, hooks RunO
 			return nil, err
 		}
 	}
+	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
+	s.checkpointTurn(ctx, ls, k, res, runErr)
+	status := res.Status
+	if runErr != nil {
+		status = string(carryover.ErrorOf(runErr).Code)
+	}
+	runsTotal.WithLabelValues(status).Inc()
+	runSeconds.Observe(res.DurationMS / 1000)
+	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
+		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
+		res.RecordError = err.Error()
+	}
+	ls.hub.broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
+	ls.hub.broadcast(StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
+	return res, runErr
+}
+
+// runCell executes the cell with the turn's snapshot riding on it; per-run env vars (set by the
+// caller) are put back afterwards.
+func (s *Service) runCell(ctx context.Context, ls *liveSession, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
 	turn := ls.snapshot().ExecutionCount + 1
 	ride := &snapshotRide{}
 	if len(req.Env) == 0 { // with per-run env the snapshot must come after the env is put back
-		if p, err := s.ckpt.Prepare(ctx, id); err == nil {
+		if p, err := s.ckpt.Prepare(ctx, ls.id); err == nil {
 			ride.prep = p
 		} else {
-			s.log.Warn("checkpoint not prepared; it will be taken separately", "session", id, "err", err)
+			s.log.Warn("checkpoint not prepared; it will be taken separately", "session", ls.id, "err", err)
 		}
 	}
-	res, runErr := s.execute(ctx, ls, k, req.Code, timeout, hooks, turn, ride)
-	res.SessionID = id
+	res, runErr := s.execute(ctx, ls, k, req.Code, timeout, opts, turn, ride)
+	res.SessionID = ls.id
+	res.ride = ride
 	if len(req.Env) > 0 && runErr == nil {
-		_ = s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars)
+		if err := s.unsetEnv(ctx, k, req.Env, ls.snapshot().AgentContext.EnvVars); err != nil {
+			s.log.Warn("per-run env vars not reset", "session", ls.id, "err", err)
+		}
 	}
-	res, runErr = s.finishTurn(ctx, ls, k, "run", req.Code, req.UpdateData, res, runErr, ride)
-	ls.hub.broadcast(ResultFrame{Type: "result", ID: hooks.ID, Result: res})
-	ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: "idle"})
 	return res, runErr
 }
 
@@ -369,76 +367,40 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 	return res, nil
 }
 
-// finishTurn checkpoints (unless the kernel died), records the execution, updates the session and
-// tells subscribers. It returns res and runErr (possibly with the checkpoint attached).
-func (s *Service) finishTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, kind, code string, updateData map[string]any, res *RunResult, runErr error, ride *snapshotRide) (*RunResult, error) {
+// checkpointTurn saves the turn's namespace and files, or, when the kernel died or was replaced,
+// brings the session back from its last checkpoint. A failed checkpoint is in the answer
+// (checkpoint_error) and the event log; the run itself stands.
+func (s *Service) checkpointTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, res *RunResult, runErr error) {
 	ctx = context.WithoutCancel(ctx)
 	died := runErr != nil && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied
 	if died || ls.currentKernel() == nil {
 		// Counted before the new kernel is prepared, so its execution counter continues from here.
-		s.update(ctx, ls, func(d *carryover.Session) error { d.ExecutionCount = res.ExecutionCount; return nil })
+		if _, err := s.update(ctx, ls, func(d *carryover.Session) error { d.ExecutionCount = res.ExecutionCount; return nil }); err != nil {
+			s.log.Error("execution count not saved", "session", ls.id, "err", err)
+		}
 	}
 	if died {
 		s.dropDeadKernel(ctx, ls, k)
+	}
+	cur := ls.currentKernel()
+	if cur == nil {
+		// Died, or restarted after ignoring an interrupt: restore the last checkpoint now.
 		if _, err := s.ensureKernel(ctx, ls); err != nil {
-			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
+			s.log.Error("restore after the kernel's loss failed", "session", ls.id, "err", err)
 		}
-	} else if cur := ls.currentKernel(); cur != nil {
-		if cur != k || ride == nil {
-			ride = &snapshotRide{} // prepared for another kernel: take a fresh one
-		}
-		cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
-		if err != nil {
-			res.CheckpointError = err.Error()
-			s.log.Error("checkpoint failed", "session", ls.id, "err", err)
-			s.emit(ctx, ls, "checkpoint_failed", map[string]any{"turn": res.ExecutionCount, "error": err.Error()})
-		}
-		res.Checkpoint = cp
-	} else {
-		// The kernel was restarted after ignoring an interrupt: restore the last checkpoint now.
-		if _, err := s.ensureKernel(ctx, ls); err != nil {
-			s.log.Error("restore after restart failed", "session", ls.id, "err", err)
-		}
+		return
 	}
-	status := res.Status
-	if runErr != nil {
-		status = string(carryover.ErrorOf(runErr).Code)
+	ride := res.ride
+	if cur != k || ride == nil {
+		ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 	}
-	runsTotal.WithLabelValues(status).Inc()
-	runSeconds.Observe(res.DurationMS / 1000)
-	now := time.Now().UTC()
-	s.update(ctx, ls, func(d *carryover.Session) error {
-		d.ExecutionCount = res.ExecutionCount
-		d.BudgetConsumed.Iterations++
-		d.LastActivity = now
-		if updateData != nil {
-			if d.Data == nil {
-				d.Data = map[string]any{}
-			}
-			for key, v := range updateData {
-				d.Data[key] = v
-			}
-		}
-		return nil
-	})
-	resJSON, _ := json.Marshal(res)
-	if _, err := s.store.InsertExecution(ctx, carryover.Execution{
-		SessionID: ls.id, ExecutionCount: res.ExecutionCount, Kind: kind, Code: code, Status: status,
-		Result: resJSON, StartedAt: now.Add(-time.Duration(res.DurationMS * float64(time.Millisecond))), DurationMS: res.DurationMS,
-	}); err != nil {
-		s.log.Error("execution not recorded", "session", ls.id, "err", err)
+	cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
+	if err != nil {
+		res.CheckpointError = err.Error()
+		s.log.Error("checkpoint failed", "session", ls.id, "err", err)
+		s.emit(ctx, ls, carryover.EventCheckpointFailed, map[string]any{"turn": res.ExecutionCount, "error": err.Error()})
 	}
-	if k := ls.currentKernel(); k != nil {
-		// A long turn is sampled at once so the next budget check sees it; short ones wait for the
-		// once-a-second sampling.
-		if res.DurationMS > 100 {
-			s.sampleCost(ctx, ls, k)
-		} else {
-			s.sampleCostIfStale(ctx, ls, k)
-		}
-	}
-	s.afterTurn(ctx, ls)
-	return res, runErr
+	res.Checkpoint = cp
 }
 
 // currentKernel returns the session's kernel (nil when none).

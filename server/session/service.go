@@ -244,6 +244,21 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryove
 	return ls.doc, nil
 }
 
+// setSandboxStatus saves the session's sandbox status.
+func (s *Service) setSandboxStatus(ctx context.Context, ls *liveSession, status string) error {
+	_, err := s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
+	return err
+}
+
+// logSaveErr reports a session write that failed where nobody waits for an answer (a kernel's
+// death, a background status change): logged and counted, never silent.
+func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
+	if err != nil {
+		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
+		recordFailures.Inc()
+	}
+}
+
 // emit appends an event to the session's log and pushes it to subscribed websockets.
 func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload any) {
 	if payload == nil {
@@ -298,7 +313,7 @@ func (s *Service) Close(ctx context.Context) error {
 		ls.kern = nil
 		if k != nil && ls.doc.Sandbox.Status == carryover.SandboxLive {
 			ls.doc.Sandbox.Status = carryover.SandboxHibernated
-			_ = s.saveLocked(ctx, ls)
+			s.logSaveErr(ls, "hibernated at close", s.saveLocked(ctx, ls))
 		}
 		ls.mu.Unlock()
 		if k != nil {

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// CheckpointResult says what a turn's checkpoint saved, left alone and could not save.
+type CheckpointResult struct {
+	ID           string            `json:"id"`
+	Turn         int               `json:"turn"`
+	Saved        []string          `json:"saved"`
+	Unchanged    int               `json:"unchanged"`
+	Skipped      []VarSkip         `json:"skipped"`
+	FilesSaved   int               `json:"files_saved"`
+	FilesSkipped []FileSkip        `json:"files_skipped"`
+	BytesWritten int64             `json:"bytes_written"`
+	DurationMS   float64           `json:"duration_ms"`
+	Timings      CheckpointTimings `json:"timings"`
+	CreatedAt    time.Time         `json:"created_at"`
+}
+
+// CheckpointTimings splits a checkpoint's time.
+type CheckpointTimings struct {
+	DetectMS    float64 `json:"detect_ms"`
+	SerializeMS float64 `json:"serialize_ms"`
+	WriteMS     float64 `json:"write_ms"`
+	FilesMS     float64 `json:"files_ms"`
+}
+
+// VarSkip is a variable not saved (or not restored), and why.
+type VarSkip struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// FileSkip is a workspace file not saved, and why.
+type FileSkip struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// CheckpointInfo is an item of the session's checkpoint list.
+type CheckpointInfo struct {
+	ID        string    `json:"id"`
+	Turn      int       `json:"turn"`
+	CreatedAt time.Time `json:"created_at"`
+	Variables []string  `json:"variables"`
+	Files     int       `json:"files"`
+	Bytes     int64     `json:"bytes"`
+}
+
+// RestoreResult says what a restore put back and what it could not.
+type RestoreResult struct {
+	CheckpointID string         `json:"checkpoint_id"`
+	Turn         int            `json:"turn"`
+	Restored     []string       `json:"restored"`
+	Failed       []VarSkip      `json:"failed"`
+	Skipped      []VarSkip      `json:"skipped"`
+	Files        int            `json:"files"`
+	Cwd          string         `json:"cwd"`
+	DurationMS   float64        `json:"duration_ms"`
+	Timings      RestoreTimings `json:"timings"`
+	Groups       []GroupTiming  `json:"groups,omitempty"`
+}
+
+// RestoreTimings splits a restore's time.
+type RestoreTimings struct {
+	ReadMS  float64 `json:"read_ms"`
+	LoadMS  float64 `json:"load_ms"`
+	FilesMS float64 `json:"files_ms"`
+}
+
+// GroupTiming is the load time of one group of variables in the kernel.
+type GroupTiming struct {
+	Names []string `json:"n"`
+	MS    float64  `json:"ms"`
+}
+
+// Checkpoint takes a checkpoint now (the session needs a live kernel: else 409 conflict).
+func (c *Client) Checkpoint(ctx context.Context, id string) (*CheckpointResult, error) {
+	var out struct {
+		Checkpoint CheckpointResult `json:"checkpoint"`
+	}
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "checkpoint"), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out.Checkpoint, nil
+}
+
+// Checkpoints lists the session's checkpoints, newest first.
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo, error) {
+	var out struct {
+		Checkpoints []CheckpointInfo `json:"checkpoints"`
+	}
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "checkpoints"), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Checkpoints, nil
+}
+
+// RestoreCheckpoint puts the session back to checkpoint cid (namespace and files) in a fresh
+// kernel, and returns the session and what was restored.
+func (c *Client) RestoreCheckpoint(ctx context.Context, id, cid string) (*Session, *RestoreResult, error) {
+	var out struct {
+		Session Session       `json:"session"`
+		Restore RestoreResult `json:"restore"`
+	}
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "checkpoints", cid, "restore"), nil, &out); err != nil {
+		return nil, nil, err
+	}
+	return &out.Session, &out.Restore, nil
+}

@@ -1,0 +1,34 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// ExecRequest is the body of POST .../exec: a shell command in the session's sandbox.
+type ExecRequest struct {
+	// Command is a string (run under /bin/sh -c) or a []string (argv, no shell).
+	Command        any               `json:"command"`
+	WorkingDir     string            `json:"working_dir,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty"`
+}
+
+// ExecResult is the answer of an exec.
+type ExecResult struct {
+	Stdout             string  `json:"stdout"`
+	Stderr             string  `json:"stderr"`
+	ExitCode           int     `json:"exit_code"`
+	DurationMS         float64 `json:"duration_ms"`
+	TimedOut           bool    `json:"timed_out,omitempty"`
+	StdoutDroppedBytes int64   `json:"stdout_dropped_bytes,omitempty"`
+	StderrDroppedBytes int64   `json:"stderr_dropped_bytes,omitempty"`
+}
+
+// Exec runs a shell command in the session's sandbox. A non-zero exit is not an error (see
+// ExitCode); a timeout returns the partial answer and an *Error with code "timeout".
+func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	var res ExecResult
+	err := c.Do(ctx, http.MethodPost, sessionPath(id, "exec"), req, &res)
+	return withPartial(&res, err)
+}

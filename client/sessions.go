@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// sessionAnswer is the {"session": Session} envelope most session endpoints answer with.
+type sessionAnswer struct {
+	Session Session `json:"session"`
+}
+
+// sessionCall sends one request whose answer is {"session": ...}.
+func (c *Client) sessionCall(ctx context.Context, method, path string, body any) (*Session, error) {
+	var out sessionAnswer
+	if err := c.Do(ctx, method, path, body, &out); err != nil {
+		return nil, err
+	}
+	return &out.Session, nil
+}
+
+// CreateSession creates a session (POST /api/sessions).
+func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (*Session, error) {
+	return c.sessionCall(ctx, http.MethodPost, "/api/sessions", req)
+}
+
+// ListSessions lists the token's tenant's sessions.
+func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
+	var out struct {
+		Sessions []Session `json:"sessions"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/sessions", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Sessions, nil
+}
+
+// GetSession fetches one session.
+func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	return c.sessionCall(ctx, http.MethodGet, sessionPath(id), nil)
+}
+
+// PatchSession merges data into the session's data.
+func (c *Client) PatchSession(ctx context.Context, id string, data map[string]any) (*Session, error) {
+	body := map[string]any{"data": data}
+	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id), body)
+}
+
+// DeleteSession stops the session's kernel and removes everything it had.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, sessionPath(id), nil, nil)
+}
+
+// Reattach finds the session of a client id (an agent that restarted finds its session again).
+func (c *Client) Reattach(ctx context.Context, clientID string) (*Session, error) {
+	body := map[string]string{"client_id": clientID}
+	return c.sessionCall(ctx, http.MethodPost, "/api/sessions/reattach", body)
+}
+
+// action posts to /api/sessions/{id}/{name} and returns the session it answers with.
+func (c *Client) action(ctx context.Context, id, name string, body any) (*Session, error) {
+	return c.sessionCall(ctx, http.MethodPost, sessionPath(id, name), body)
+}
+
+// Start moves a pending session to running (a run or exec also does).
+func (c *Client) Start(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "start", nil)
+}
+
+// Pause pauses a running session: runs and execs answer session_paused until Resume.
+func (c *Client) Pause(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "pause", nil)
+}
+
+// Resume resumes a paused session.
+func (c *Client) Resume(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "resume", nil)
+}
+
+// Stop completes the session after a final checkpoint.
+func (c *Client) Stop(ctx context.Context, id, reason string) (*Session, error) {
+	return c.action(ctx, id, "stop", reasonBody(reason))
+}
+
+// Cancel force-ends the session (cancelled).
+func (c *Client) Cancel(ctx context.Context, id, reason string) (*Session, error) {
+	return c.action(ctx, id, "cancel", reasonBody(reason))
+}
+
+func reasonBody(reason string) any {
+	if reason == "" {
+		return nil
+	}
+	return map[string]string{"reason": reason}
+}
+
+// Heartbeat tells the server the client is alive (it counts as activity for the idle culler).
+func (c *Client) Heartbeat(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "heartbeat", nil)
+}
+
+// Interrupt interrupts the session's running code (KeyboardInterrupt in the kernel).
+func (c *Client) Interrupt(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "interrupt", nil)
+}
+
+// Restart replaces the kernel with a new one restored from the last checkpoint.
+func (c *Client) Restart(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "restart", nil)
+}
+
+// Rotate forces a rotation (a new sandbox with the session's state).
+func (c *Client) Rotate(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "rotate", nil)
+}
+
+// Hibernate checkpoints the session and stops its kernel now; the next run wakes it.
+func (c *Client) Hibernate(ctx context.Context, id string) (*Session, error) {
+	return c.action(ctx, id, "hibernate", nil)
+}
+
+// PatchContext replaces the given agent context keys and applies them to the live kernel.
+func (c *Client) PatchContext(ctx context.Context, id string, req ContextRequest) (*Session, error) {
+	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id, "context"), req)
+}

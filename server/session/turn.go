@@ -1,0 +1,129 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/carryover/carryover"
+)
+
+// A turn is one run or shell command. Both go through the same pipeline: beginTurn (the session's
+// run lock in arrival order, then admission: state and budget), their own execution, then endTurn
+// (one session write, the history entry, cost and budget accounting). A run also checkpoints
+// between the two (run.go).
+
+// turnRecord is what a finished turn leaves in the session and its history.
+type turnRecord struct {
+	kind       string         // "run" | "exec"
+	code       string         // the code or command as given
+	count      int            // the execution_count recorded
+	advance    bool           // a run: the session's execution_count becomes count
+	status     string         // ok | error | aborted, or the error code the turn answered
+	answer     any            // the run or exec answer, recorded as JSON
+	startedAt  time.Time      // zero: now minus durationMS
+	durationMS float64        //
+	updateData map[string]any // merged into the session's data (a run's update_data)
+	cpuSeconds float64        // CPU used outside the kernel (an exec's rusage), added to the cost
+}
+
+// beginTurn takes the session's run lock and admits the turn; end releases the lock.
+func (s *Service) beginTurn(ctx context.Context, ls *liveSession) (end func(), err error) {
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.admit(ctx, ls); err != nil {
+		ls.lock.Unlock()
+		return nil, err
+	}
+	return ls.lock.Unlock, nil
+}
+
+// admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
+func (s *Service) admit(ctx context.Context, ls *liveSession) error {
+	ls.mu.Lock()
+	deleted := ls.deleted
+	ls.mu.Unlock()
+	if deleted {
+		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
+	}
+	doc := ls.snapshot()
+	switch {
+	case doc.State == carryover.StatePaused:
+		return carryover.Errorf(carryover.CodeSessionPaused, "session is paused; resume it first")
+	case doc.Closed():
+		return carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State).WithDetails("state", doc.State)
+	case doc.State == carryover.StatePending:
+		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+			return err
+		}
+		s.emit(ctx, ls, carryover.EventSessionStarted, map[string]any{"auto": true})
+	}
+	return s.checkBudget(ctx, ls)
+}
+
+// endTurn records a finished turn. What fails to be recorded is returned (and logged), never
+// dropped: the turn itself happened, its answer says what did not stick.
+func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if err := s.accountTurn(ctx, ls, t); err != nil {
+		errs = append(errs, fmt.Errorf("saving the session after the turn: %w", err))
+	}
+	if t.startedAt.IsZero() {
+		t.startedAt = time.Now().UTC().Add(-time.Duration(t.durationMS * float64(time.Millisecond)))
+	}
+	answer, _ := json.Marshal(t.answer)
+	if _, err := s.store.InsertExecution(ctx, carryover.Execution{
+		SessionID: ls.id, ExecutionCount: t.count, Kind: t.kind, Code: t.code, Status: t.status,
+		Result: answer, StartedAt: t.startedAt, DurationMS: t.durationMS,
+	}); err != nil {
+		errs = append(errs, fmt.Errorf("recording the turn in the history: %w", err))
+	}
+	if k := ls.currentKernel(); k != nil && t.kind == "run" {
+		// A long turn is sampled at once so the next budget check sees it; short ones wait for the
+		// once-a-second sampling.
+		if t.durationMS > 100 {
+			s.sampleCost(ctx, ls, k)
+		} else {
+			s.sampleCostIfStale(ctx, ls, k)
+		}
+	}
+	if err := s.afterTurn(ctx, ls); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		s.log.Error("turn not fully recorded", "session", ls.id, "kind", t.kind, "err", err)
+		recordFailures.Inc()
+	}
+	return err
+}
+
+// accountTurn is the turn's one session write: the iteration, the activity, the counter, the data
+// and (for an exec) its CPU cost.
+func (s *Service) accountTurn(ctx context.Context, ls *liveSession, t turnRecord) error {
+	now := time.Now().UTC()
+	_, err := s.update(ctx, ls, func(d *carryover.Session) error {
+		if t.advance {
+			d.ExecutionCount = t.count
+		}
+		d.BudgetConsumed.Iterations++
+		d.LastActivity = now
+		if t.updateData != nil {
+			if d.Data == nil {
+				d.Data = map[string]any{}
+			}
+			for key, v := range t.updateData {
+				d.Data[key] = v
+			}
+		}
+		if t.cpuSeconds > 0 {
+			s.chargeLocked(d, t.cpuSeconds, 0)
+		}
+		return nil
+	})
+	return err
+}
