@@ -1,12 +1,12 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/carryover/carryover"
 )
 
 func TestCommitCheckpoint(t *testing.T) {

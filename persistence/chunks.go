@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"database/sql"
 	"errors"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/carryover/carryover"
 	"github.com/jmoiron/sqlx"
 )
 

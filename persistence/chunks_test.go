@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/carryover/carryover"
 )
 
 // rawChunkT stores data as a raw chunk and returns its hash.

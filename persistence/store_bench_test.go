@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"database/sql"
 	"io"
@@ -12,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // Benchmarks of the store's bulk paths. The data set size is CARRYOVER_BENCH_MIB (default 256 MiB;

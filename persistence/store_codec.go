@@ -1,13 +1,12 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"encoding/hex"
 	"fmt"
 	"runtime"
 	"sync"
 
+	"github.com/carryover/carryover"
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/xxh3"
 )

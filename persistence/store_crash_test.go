@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // The crash tests re-run this test binary as a child that writes checkpoints and is SIGKILLed by the

@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // Workspace files are saved by the server, in Go, straight from the session's host directory: the kernel

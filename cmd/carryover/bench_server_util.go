@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/server"
 )

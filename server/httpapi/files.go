@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -11,6 +9,8 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+
+	"github.com/carryover/carryover"
 )
 
 func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {

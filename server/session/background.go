@@ -1,11 +1,11 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // The background loop keeps agent sessions healthy without babysitting: it rotates kernels before

@@ -1,11 +1,10 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 )
 

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.

@@ -1,10 +1,10 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"os"
+
+	"github.com/carryover/carryover"
 )
 
 // ExecuteRequest is the body of POST /api/execute.

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"errors"
 	"io"
 	"io/fs"
@@ -11,6 +9,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // FileInfo is an item of GET .../files.

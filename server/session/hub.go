@@ -1,11 +1,11 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+
+	"github.com/carryover/carryover"
 )
 
 // Subscriber is one client of a session's stream (a websocket today). Frames go through a bounded

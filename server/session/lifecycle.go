@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,26 +10,30 @@ import (
 	"os"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/carryover/carryover/persistence"
 )
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
 type CreateRequest struct {
-	SessionID string            `json:"session_id"`
-	Name      string            `json:"name"`
-	Language  string            `json:"language"`
-	Data      map[string]any    `json:"data"`
-	Budget    *carryover.Budget `json:"budget"`
-	Sandbox   *struct {
-		CPUs           string   `json:"cpus"`
-		Memory         string   `json:"memory"`
-		TimeoutSeconds *float64 `json:"timeout_seconds"`
-		Network        *bool    `json:"network"`
-	} `json:"sandbox"`
-	Rotation *carryover.Rotation `json:"rotation"`
-	ClientID string              `json:"client_id"`
-	Start    bool                `json:"start"`
+	SessionID string              `json:"session_id"`
+	Name      string              `json:"name"`
+	Language  string              `json:"language"`
+	Data      map[string]any      `json:"data"`
+	Budget    *carryover.Budget   `json:"budget"`
+	Sandbox   *SandboxRequest     `json:"sandbox"`
+	Rotation  *carryover.Rotation `json:"rotation"`
+	ClientID  string              `json:"client_id"`
+	Start     bool                `json:"start"`
+}
+
+// SandboxRequest is the sandbox part of a create request; every field is optional.
+type SandboxRequest struct {
+	CPUs           string   `json:"cpus"`
+	Memory         string   `json:"memory"`
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
+	Network        *bool    `json:"network"`
 }
 
 func randomID(prefix string) string {
@@ -61,11 +63,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	doc := carryover.Session{
 		ID: id, Name: req.Name, Language: "python", State: carryover.StatePending,
 		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.Sandbox.TimeoutSeconds, Network: s.cfg.Sandbox.Network},
-		Data:                   req.Data,
+		Data:         req.Data,
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
-		ClientID:               req.ClientID,
-		Tenant:                 carryover.TenantFromContext(ctx),
-		CreatedAt:              now, UpdatedAt: now, LastActivity: now,
+		ClientID:     req.ClientID,
+		Tenant:       carryover.TenantFromContext(ctx),
+		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
 		doc.Data = map[string]any{}
@@ -73,27 +75,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Budget != nil {
 		doc.Budget = *req.Budget
 	}
-	if sb := req.Sandbox; sb != nil {
-		if sb.CPUs != "" {
-			if _, err := sandbox.ParseCPUs(sb.CPUs); err != nil {
-				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus: %v", err).WithDetails("field", "sandbox.cpus")
-			}
-		}
-		if sb.Memory != "" {
-			if _, err := sandbox.ParseMemory(sb.Memory); err != nil {
-				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.memory: %v", err).WithDetails("field", "sandbox.memory")
-			}
-		}
-		doc.Sandbox.CPUs, doc.Sandbox.Memory = sb.CPUs, sb.Memory
-		if sb.TimeoutSeconds != nil {
-			if *sb.TimeoutSeconds < 0 {
-				return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "sandbox.timeout_seconds must not be negative").WithDetails("field", "sandbox.timeout_seconds")
-			}
-			doc.Sandbox.TimeoutSeconds = *sb.TimeoutSeconds
-		}
-		if sb.Network != nil {
-			doc.Sandbox.Network = *sb.Network
-		}
+	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
+		return carryover.Session{}, err
 	}
 	if req.Rotation != nil {
 		doc.Rotation = *req.Rotation
@@ -129,6 +112,34 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		return s.Start(ctx, id)
 	}
 	return ls.snapshot(), nil
+}
+
+// applySandboxRequest validates the sandbox settings of a create request and applies them to sb.
+func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
+	if req == nil {
+		return nil
+	}
+	if req.CPUs != "" {
+		if _, err := sandbox.ParseCPUs(req.CPUs); err != nil {
+			return carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus: %v", err).WithDetails("field", "sandbox.cpus")
+		}
+	}
+	if req.Memory != "" {
+		if _, err := sandbox.ParseMemory(req.Memory); err != nil {
+			return carryover.Errorf(carryover.CodeInvalid, "sandbox.memory: %v", err).WithDetails("field", "sandbox.memory")
+		}
+	}
+	sb.CPUs, sb.Memory = req.CPUs, req.Memory
+	if req.TimeoutSeconds != nil {
+		if *req.TimeoutSeconds < 0 {
+			return carryover.Errorf(carryover.CodeInvalid, "sandbox.timeout_seconds must not be negative").WithDetails("field", "sandbox.timeout_seconds")
+		}
+		sb.TimeoutSeconds = *req.TimeoutSeconds
+	}
+	if req.Network != nil {
+		sb.Network = *req.Network
+	}
+	return nil
 }
 
 // Patch merges data into the session's data.

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )

@@ -1,10 +1,10 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // Rotate replaces the session's kernel: checkpoint -> new kernel (from the pool) -> restore ->

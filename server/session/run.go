@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
@@ -62,7 +61,7 @@ type activeRun struct {
 	code    string
 	outputs []kernel.Output
 	prompt  *InputRequestFrame // the pending prompt, nil when none
-	reply   chan string    // where an input_reply goes
+	reply   chan string        // where an input_reply goes
 }
 
 // frameLocked is the "running" frame; the caller holds a.mu.
@@ -271,6 +270,17 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		ls.running = nil
 		ls.mu.Unlock()
 	}()
+	opts := s.execOptions(ls, act, col, code, hooks, ride)
+	start := time.Now()
+	out := s.executeWithin(ctx, ls, k, code, opts, timeout)
+	res.DurationMS = ms(time.Since(start))
+	col.finish()
+	return res, s.runOutcome(res, out, ride, timeout)
+}
+
+// execOptions streams outputs to the collector (the answer), the active run (clients joining
+// mid-run) and the session's subscribers.
+func (s *Service) execOptions(ls *liveSession, act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
 		OnOutput: func(o kernel.Output) {
@@ -298,48 +308,61 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 			return act.askInput(ictx, &ls.hub, req)
 		}
 	}
-	start := time.Now()
-	type outcome struct {
-		r   *kernel.ExecResult
-		err error
-	}
-	done := make(chan outcome, 1)
+	return opts
+}
+
+// execOutcome is how the kernel's execution ended.
+type execOutcome struct {
+	r         *kernel.ExecResult
+	err       error
+	timedOut  bool // the deadline passed and the kernel was interrupted
+	restarted bool // ... and it ignored the interrupt, so it was replaced
+}
+
+// executeWithin runs the cell, interrupting it at the timeout and replacing the kernel when it
+// ignores the interrupt for 5 s.
+func (s *Service) executeWithin(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) execOutcome {
+	done := make(chan execOutcome, 1)
 	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
 	// with the run, which also releases an input() prompt nobody answered.
 	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer ecancel()
 	go func() {
 		r, err := k.Execute(ectx, code, opts)
-		done <- outcome{r, err}
+		done <- execOutcome{r: r, err: err}
 	}()
-	var out outcome
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	timedOut, restarted := false, false
 	select {
-	case out = <-done:
+	case out := <-done:
+		return out
 	case <-timer.C:
-		timedOut = true
-		_ = k.Interrupt(context.WithoutCancel(ctx))
-		select {
-		case out = <-done:
-		case <-time.After(5 * time.Second):
-			// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
-			s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
-			s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
-			out = <-done
-			restarted = true
-		}
 	}
-	res.DurationMS = ms(time.Since(start))
-	col.finish()
+	_ = k.Interrupt(context.WithoutCancel(ctx))
+	select {
+	case out := <-done:
+		out.timedOut = true
+		return out
+	case <-time.After(5 * time.Second):
+	}
+	// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
+	s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
+	s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
+	out := <-done
+	out.timedOut, out.restarted = true, true
+	return out
+}
+
+// runOutcome fills the answer's status and error from how the execution ended, and keeps the
+// snapshot answer that rode on it; it returns the run's error (kernel death, timeout), if any.
+func (s *Service) runOutcome(res *RunResult, out execOutcome, ride *snapshotRide, timeout time.Duration) error {
 	if out.err != nil {
 		res.Status = "error"
-		if isDied(out.err) && !restarted { // our own restart of a run that ignored the interrupt is a timeout
-			return res, &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
+		if isDied(out.err) && !out.restarted { // our own restart of a run that ignored the interrupt is a timeout
+			return &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
 		}
-		if !timedOut {
-			return res, out.err
+		if !out.timedOut {
+			return out.err
 		}
 	} else {
 		res.Status = out.r.Status
@@ -349,22 +372,22 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		if ride != nil && ride.prep != nil && out.r.Status == "ok" {
 			if text, err := kernel.UserExpressionText(out.r.UserExpressions[snapshotKey]); err == nil {
 				ride.answer = text
-			} else if timedOut {
+			} else if out.timedOut {
 				// The cell itself finished; the deadline interrupted only the snapshot riding on it,
 				// which Finish takes again on its own. The run is not a timeout.
-				timedOut = false
+				out.timedOut = false
 			}
 		}
 	}
-	if timedOut {
-		msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
-		if restarted {
-			msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
-		}
-		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: msg, Result: res}).
-			WithDetails("timeout_seconds", timeout.Seconds(), "restarted", restarted)
+	if !out.timedOut {
+		return nil
 	}
-	return res, nil
+	msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
+	if out.restarted {
+		msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
+	}
+	return (&carryover.Error{Code: carryover.CodeTimeout, Message: msg, Result: res}).
+		WithDetails("timeout_seconds", timeout.Seconds(), "restarted", out.restarted)
 }
 
 // checkpointTurn saves the turn's namespace and files, or, when the kernel died or was replaced,

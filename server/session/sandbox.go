@@ -9,8 +9,6 @@ package session
 // says what this isolates and what it does not.
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
