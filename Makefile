@@ -5,6 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 PYTHON ?= /usr/bin/python3
 BIN := bin/carryover
+BENCH := bin/carryover-bench
 DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-numpy \
         python3-pandas python3-matplotlib python3-jupyter-client python3-jupyter-server \
         python3-pip bubblewrap chromium sqlite3 procps
@@ -39,8 +40,9 @@ test: deps web-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 
-bench: build
-	./$(BIN) bench
+bench: deps
+	$(GO) build -o $(BENCH) ./cmd/carryover-bench
+	./$(BENCH)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -14,7 +14,7 @@ import (
 	"github.com/carryover/carryover/configs"
 )
 
-// benchRow is one line of the `carryover bench` table: our figure beside the peer measured in the same run.
+// benchRow is one line of the `carryover-bench` table: our figure beside the peer measured in the same run.
 type benchRow struct {
 	Name  string // what is measured, e.g. "1+1 round trip (median)"
 	Ours  string // carryover's figure, with unit
@@ -45,7 +45,7 @@ func benchCmd() *cobra.Command {
 	var only string
 	var quick bool
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:   "carryover-bench",
 		Short: "Measure carryover beside raw ZMQ, jupyter_client and Jupyter Server in one run",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := configs.Default()

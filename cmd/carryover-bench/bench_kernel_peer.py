@@ -1,4 +1,4 @@
-"""Peer for `carryover bench` (section "kernel"): the same measurements through Debian's jupyter_client.
+"""Peer for `carryover-bench` (section "kernel"): the same measurements through Debian's jupyter_client.
 
 Run with the Debian interpreter (/usr/bin/python3). It reads one JSON command per line on stdin and
 answers one JSON line on stdout, so the Go side can interleave blocks of ours and theirs (machine load

@@ -1,5 +1,5 @@
 // Command carryover is the persistent code-execution server: `carryover serve`
-// runs the HTTP/websocket API and UI, `carryover bench` prints the benchmarks.
+// runs the HTTP/websocket API and UI (the benchmarks are cmd/carryover-bench).
 package main
 
 import (
@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), benchCmd())
+	root.AddCommand(serveCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "carryover:", err)
 		os.Exit(1)
