@@ -41,7 +41,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 			return rows, err
 		}
 		if _, a, err := h.run(ctx, id, cs.setup); err != nil || a.Status != "ok" {
-			return rows, fmt.Errorf("%s setup: %v %s", cs.name, err, a.Error)
+			return rows, fmt.Errorf("%s setup: %v %+v", cs.name, err, a.Error)
 		}
 		var live, wake, rotate []time.Duration
 		for i := 0; i < reps; i++ {
@@ -50,7 +50,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 				return rows, fmt.Errorf("%s probe: %v", cs.name, err)
 			}
 			live = append(live, d)
-			if _, err := h.call(ctx, "POST", "/api/sessions/"+id+"/hibernate", nil, nil); err != nil {
+			if _, err := h.c.Hibernate(ctx, id); err != nil {
 				return rows, err
 			}
 			time.Sleep(600 * time.Millisecond) // let the pool refill, as it would between an agent's turns
@@ -59,7 +59,9 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 				return rows, fmt.Errorf("%s wake: %v", cs.name, err)
 			}
 			wake = append(wake, d)
-			d, err = h.call(ctx, "POST", "/api/sessions/"+id+"/rotate", nil, nil)
+			t0 := time.Now()
+			_, err = h.c.Rotate(ctx, id)
+			d = time.Since(t0)
 			if err != nil {
 				return rows, err
 			}
@@ -72,7 +74,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 				Note: fmt.Sprintf("n=%d; the run that wakes it: warm kernel from the pool + restore of the last checkpoint + the run; peer: the same run on a live kernel", reps)},
 			benchRow{Name: "forced rotation, " + cs.name + " (median)", Ours: fmtDur(rm),
 				Note: "POST /rotate: checkpoint, new kernel from the pool, restore, switch, old kernel stopped"})
-		if _, err := h.call(ctx, "DELETE", "/api/sessions/"+id, nil, nil); err != nil {
+		if err := h.c.DeleteSession(ctx, id); err != nil {
 			return rows, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 )
@@ -105,7 +106,7 @@ type turnSplit struct {
 	cpuMS                                             float64 // mean CPU time of this process per turn
 }
 
-func (s *turnSplit) add(wall time.Duration, a *runAnswer) {
+func (s *turnSplit) add(wall time.Duration, a *client.RunResult) {
 	s.wall = append(s.wall, float64(wall)/float64(time.Millisecond))
 	s.exec = append(s.exec, a.DurationMS)
 	if c := a.Checkpoint; c != nil {
@@ -332,7 +333,7 @@ func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow
 			if a.Status != "ok" || a.Result == nil || *a.Result != "2" {
 				return nil, nil, nil, fmt.Errorf("first run: status %q result %v", a.Status, a.Result)
 			}
-			if _, err := h.call(ctx, "DELETE", "/api/sessions/"+id, nil, nil); err != nil {
+			if err := h.c.DeleteSession(ctx, id); err != nil {
 				return nil, nil, nil, err
 			}
 			if i > 0 {
@@ -431,7 +432,7 @@ func benchServerConcurrent(ctx context.Context, env *benchEnv) (rows []benchRow,
 				line := fmt.Sprintf("%s:%d", id, i)
 				code := fmt.Sprintf("print(%q)", line)
 				var d time.Duration
-				var a *runAnswer
+				var a *client.RunResult
 				var streams []string
 				var err error
 				if ws != nil {
@@ -505,16 +506,11 @@ func benchServerConcurrent(ctx context.Context, env *benchEnv) (rows []benchRow,
 	// The record: every run is an execution row (plus the start-up run).
 	recorded := 0
 	for _, id := range ids {
-		var out struct {
-			Executions []struct {
-				Kind   string `json:"kind"`
-				Status string `json:"status"`
-			} `json:"executions"`
-		}
-		if _, err := h.call(ctx, "GET", "/api/sessions/"+id+"/executions?limit=1000", nil, &out); err != nil {
+		execs, err := h.c.Executions(ctx, id, 1000)
+		if err != nil {
 			return nil, err
 		}
-		for _, e := range out.Executions {
+		for _, e := range execs {
 			if e.Kind == "run" && e.Status == "ok" {
 				recorded++
 			}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/server"
 )
@@ -45,6 +45,7 @@ type benchSrv struct {
 	token   string
 	done    chan error
 	hc      *http.Client
+	c       *client.Client // the typed client every call goes through
 	logf    *os.File
 	stopped bool
 }
@@ -81,6 +82,7 @@ func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*
 	}
 	h := &benchSrv{srv: srv, base: "http://" + srv.Addr(), token: c.Auth.Token, done: make(chan error, 1), logf: logf,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}}}
+	h.c = client.New(h.base, h.token, client.WithHTTPClient(h.hc))
 	go func() { h.done <- srv.Serve() }()
 	return h, nil
 }
@@ -108,45 +110,6 @@ func (h *benchSrv) stop() (errLines []string, err error) {
 	return errLines, err
 }
 
-// call sends one API request and decodes the answer into out (nil: discard); the duration covers
-// sending the request and reading the whole answer body.
-func (h *benchSrv) call(ctx context.Context, method, path string, body, out any) (time.Duration, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, h.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	req.Header.Set("Content-Type", "application/json")
-	t0 := time.Now()
-	res, err := h.hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	b, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	d := time.Since(t0)
-	if err != nil {
-		return d, fmt.Errorf("%s %s: reading answer: %w", method, path, err)
-	}
-	if res.StatusCode/100 != 2 {
-		return d, fmt.Errorf("%s %s: HTTP %d: %s", method, path, res.StatusCode, benchClip(string(b), 300))
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return d, fmt.Errorf("%s %s: answer: %w", method, path, err)
-		}
-	}
-	return d, nil
-}
-
 func benchClip(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
@@ -156,115 +119,68 @@ func benchClip(s string, n int) string {
 
 // createSession makes a pending session and returns its id.
 func (h *benchSrv) createSession(ctx context.Context) (string, time.Duration, error) {
-	var out struct {
-		Session struct {
-			ID string `json:"id"`
-		} `json:"session"`
+	t0 := time.Now()
+	s, err := h.c.CreateSession(ctx, client.CreateRequest{})
+	d := time.Since(t0)
+	if err != nil {
+		return "", d, fmt.Errorf("POST /api/sessions: %w", err)
 	}
-	d, err := h.call(ctx, "POST", "/api/sessions", map[string]any{}, &out)
-	if err == nil && out.Session.ID == "" {
-		err = errors.New("POST /api/sessions: no session id in the answer")
+	if s.ID == "" {
+		return "", d, errors.New("POST /api/sessions: no session id in the answer")
 	}
-	return out.Session.ID, d, err
+	return s.ID, d, nil
 }
 
-// runAnswer is the part of the /run answer (and of the websocket result frame) the bench checks.
-type runAnswer struct {
-	Status  string  `json:"status"`
-	Stdout  string  `json:"stdout"`
-	Result  *string `json:"result"`
-	Outputs []struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-		Text string `json:"text"`
-	} `json:"outputs"`
-	Error           json.RawMessage             `json:"error"`
-	DurationMS      float64                     `json:"duration_ms"`
-	Checkpoint      *carryover.CheckpointResult `json:"checkpoint"`
-	CheckpointError string                      `json:"checkpoint_error"`
-}
-
-func (h *benchSrv) run(ctx context.Context, id, code string) (time.Duration, *runAnswer, error) {
-	var a runAnswer
-	d, err := h.call(ctx, "POST", "/api/sessions/"+id+"/run", map[string]any{"code": code}, &a)
-	return d, &a, err
+func (h *benchSrv) run(ctx context.Context, id, code string) (time.Duration, *client.RunResult, error) {
+	t0 := time.Now()
+	a, err := h.c.Run(ctx, id, client.RunRequest{Code: code})
+	d := time.Since(t0)
+	if a == nil {
+		a = &client.RunResult{}
+	}
+	if err != nil {
+		err = fmt.Errorf("POST /run: %w", err)
+	}
+	return d, a, err
 }
 
 // coWS is one websocket client of a carryover session.
 type coWS struct {
-	c   *websocket.Conn
+	c   *client.Conn
 	seq int
 }
 
 func (h *benchSrv) dialWS(ctx context.Context, id string) (*coWS, error) {
-	u := "ws://" + strings.TrimPrefix(h.base, "http://") + "/api/sessions/" + id + "/ws"
-	c, _, err := websocket.DefaultDialer.DialContext(ctx, u, http.Header{"Authorization": {"Bearer " + h.token}})
+	c, err := h.c.Connect(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("websocket %s: %w", u, err)
+		return nil, fmt.Errorf("websocket: %w", err)
 	}
 	return &coWS{c: c}, nil
 }
 
 // run sends a run frame and reads until that run's `status idle` (sent after the result, so the
 // turn, checkpoint included, is over). It returns the result and the texts of the stream output frames.
-func (w *coWS) run(code string) (time.Duration, *runAnswer, []string, error) {
+func (w *coWS) run(code string) (time.Duration, *client.RunResult, []string, error) {
 	w.seq++
 	id := "b" + strconv.Itoa(w.seq)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	t0 := time.Now()
-	if err := w.c.WriteJSON(map[string]any{"type": "run", "id": id, "code": code}); err != nil {
-		return 0, nil, nil, err
+	ans, frames, err := w.c.Run(ctx, id, code)
+	d := time.Since(t0)
+	if err != nil {
+		return d, ans, nil, fmt.Errorf("websocket run: %w", err)
 	}
-	_ = w.c.SetReadDeadline(time.Now().Add(5 * time.Minute))
-	var ans *runAnswer
 	var streams []string
-	for {
-		_, data, err := w.c.ReadMessage()
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("websocket read: %w", err)
-		}
-		var f struct {
-			Type   string `json:"type"`
-			ID     string `json:"id"`
-			State  string `json:"execution_state"`
-			Output *struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"output"`
-			Result *runAnswer      `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal(data, &f); err != nil {
-			return 0, nil, nil, fmt.Errorf("websocket frame %q: %w", benchClip(string(data), 200), err)
-		}
-		if f.ID != id {
-			continue
-		}
-		switch f.Type {
-		case "output":
-			if f.Output != nil && f.Output.Type == "stream" {
-				streams = append(streams, f.Output.Text)
-			}
-		case "result":
-			ans = f.Result
-		case "error":
-			return 0, nil, nil, fmt.Errorf("websocket error frame: %s", f.Error)
-		case "status":
-			if f.State != "idle" {
-				continue
-			}
-			d := time.Since(t0)
-			if ans == nil {
-				return d, nil, streams, errors.New("websocket: idle before any result frame")
-			}
-			return d, ans, streams, nil
+	for _, f := range frames {
+		if f.Type == "output" && f.Output != nil && f.Output.Type == "stream" {
+			streams = append(streams, f.Output.Text)
 		}
 	}
+	return d, ans, streams, nil
 }
 
-func (w *coWS) close() {
-	_ = w.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	_ = w.c.Close()
-}
+func (w *coWS) close() { _ = w.c.Close() }
 
 // jupyterPeer is Debian's Jupyter Server (`python3 -m jupyter_server`) with token auth on loopback,
 // one kernel and one websocket on its channels, isolated in a scratch dir (runtime, config, data,
