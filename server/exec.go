@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/carryover/carryover/kernel"
 )
 
 // ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -125,59 +127,38 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err := s.mkdirWorkspace(id, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.workspace(id), "LANG=C.UTF-8"}
+	env := map[string]string{}
 	for k, v := range doc.AgentContext.EnvVars {
-		env = append(env, k+"="+v)
+		env[k] = v
 	}
 	for k, v := range req.Env {
-		env = append(env, k+"="+v)
+		env[k] = v
 	}
-	run, release, err := s.execArgv(id, doc, argv, rel, req.Env) // the sandbox's wrapping (sandbox.go)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	s.emit(ctx, ls, "exec_started", map[string]any{"command": argv, "working_dir": wd})
-	cmd := exec.Command(run[0], run[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := time.Now()
+	// The provisioner (sandbox.go) runs it: a box of its own with the session's workspace, network
+	// setting and limits, or a plain process in its own process group.
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: dir, Env: env, Workspace: s.workspace(id),
+		Network: doc.Sandbox.Network, Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory},
+		Stdout: stdout, Stderr: stderr})
+	var startErr *kernel.StartError
+	if err != nil && !errors.As(err, &startErr) {
+		return nil, limitErr(err)
+	}
+	s.emit(ctx, ls, "exec_started", map[string]any{"command": argv, "working_dir": wd})
 	res := &ExecResult{}
-	if err := cmd.Start(); err != nil {
-		res.ExitCode, res.Stderr = 127, err.Error()
+	var st kernel.ExitStatus
+	if startErr != nil {
+		res.ExitCode, res.Stderr = 127, startErr.Error()
 	} else {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var werr error
-		select {
-		case werr = <-done:
-		case <-time.After(timeout):
-			res.TimedOut = true
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			werr = <-done
-		}
-		var ee *exec.ExitError
-		switch {
-		case werr == nil:
-		case errors.As(werr, &ee):
-			res.ExitCode = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				res.ExitCode = 128 + int(ws.Signal())
-			}
-		default:
-			res.ExitCode = -1
-		}
-		// Children left behind in the group are killed too: nothing outlives the exec.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		st = waitCommand(p, timeout, res)
 		res.Stdout, res.Stderr = stdout.text(), stderr.text()
 		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
 	}
 	res.DurationMS = ms(time.Since(start))
-	if ps := cmd.ProcessState; ps != nil {
-		s.addCost(ctx, ls, (ps.UserTime() + ps.SystemTime()).Seconds(), 0)
+	if startErr == nil {
+		s.addCost(ctx, ls, st.CPU.Seconds(), 0)
 	}
 	s.update(ctx, ls, func(d *carryover.Session) error {
 		d.BudgetConsumed.Iterations++
@@ -203,6 +184,49 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
 	}
 	return res, nil
+}
+
+// waitCommand waits for p (killing its whole group or box at the timeout), sets the exit code and
+// the timeout flag of res, and releases p. Children left behind are killed too: nothing outlives the exec.
+func waitCommand(p kernel.Process, timeout time.Duration, res *ExecResult) kernel.ExitStatus {
+	defer func() { _ = p.Cleanup() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.Exited():
+	case <-t.C:
+		res.TimedOut = true
+		p.Kill()
+		<-p.Exited()
+	}
+	st := p.ExitStatus()
+	res.ExitCode = st.Code
+	if st.Signal != 0 {
+		res.ExitCode = 128 + int(st.Signal)
+	}
+	p.Kill()
+	return st
+}
+
+// mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
+// kernel left in its workspace cannot make the server, root, create directories elsewhere.
+func (s *Service) mkdirWorkspace(id, rel string) error {
+	ws := s.workspace(id)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	if rel == "" {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.FromSlash(rel), 0o755); err != nil {
+		return fileErr(rel, err)
+	}
+	return nil
 }
 
 // commandText is the command as the user gave it: the string, or the argv shell-quoted.
