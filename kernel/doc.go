@@ -4,8 +4,8 @@
 // provisioner: a private process group with a controlled environment (local.go, process.go), the
 // signed wire format (wire.go), the five channels (channels.go), one process's lifetime and message
 // routing (instance.go), execute (execute.go), interrupt/restart/shutdown (control.go), heartbeat
-// (heartbeat.go), complete/inspect (requests.go), /proc figures (stats.go) and a pool of warm
-// kernels (pool.go).
+// (heartbeat.go), complete/inspect (requests.go), the raw message path for proxies (raw.go), /proc
+// figures (stats.go) and a pool of warm kernels (pool.go).
 //
 // It knows nothing of sessions, SQLite or HTTP.
 //

@@ -201,6 +201,7 @@ func (inst *instance) handle(ch channelKind, frames [][]byte) {
 	if ch == chIOPub {
 		inst.iopubOnce.Do(func() { close(inst.iopubSeen) })
 	}
+	inst.k.publishRaw(ch, m)
 	if m.Parent.MsgID == "" {
 		return
 	}

@@ -107,6 +107,9 @@ type Kernel struct {
 	closed     bool          // Shutdown was called
 
 	badSigs atomic.Uint64
+
+	subsMu sync.Mutex                                   // serialises changes to subs
+	subs   [numChannels]atomic.Pointer[[]*subscription] // raw subscribers by channel (raw.go); read lock-free by the readers
 }
 
 // Start launches a kernel through opts.Provisioner and returns when it is ready: kernel_info_reply on
