@@ -22,6 +22,26 @@ func (p *boxProcess) Kill() {
 	p.LocalProcess.Kill()
 }
 
+// Stats counts the wrapper's process group (bubblewrap outside the box) and the box's own: bubblewrap's
+// init inside the box starts a new session (--new-session), so the kernel and what it runs are in
+// init's process group, not in the wrapper's.
+func (p *boxProcess) Stats() (kernel.ProcStats, error) {
+	st, err := p.LocalProcess.Stats()
+	if err != nil {
+		return st, err
+	}
+	for _, pr := range scanProcs() {
+		if pr.ppid != p.PID() {
+			continue
+		}
+		if in, err := kernel.GroupStats(pr.pid); err == nil {
+			st.CPUSeconds += in.CPUSeconds
+			st.RSSBytes += in.RSSBytes
+		}
+	}
+	return st, nil
+}
+
 // commandProcess is a shell command in a box of its own.
 type commandProcess struct {
 	boxProcess

@@ -87,6 +87,18 @@ func TestProvisionerKernel(t *testing.T) {
 		t.Errorf("spool file from the kernel: %q, %v", b, err)
 	}
 
+	before, err := proc.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Eval(ctx, "sum(i*i for i in range(10_000_000))", ""); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel itself is counted, not only bubblewrap outside the box.
+	if st, err := proc.Stats(); err != nil || st.CPUSeconds-before.CPUSeconds < 0.2 || st.RSSBytes < 20<<20 {
+		t.Errorf("stats %+v -> %+v, %v", before, st, err)
+	}
+
 	var le *kernel.LimitError
 	if err := proc.SetLimits(kernel.Limits{CPUs: "4"}); !errors.As(err, &le) || le.Field != "cpus" {
 		t.Errorf("over the ceiling: %v", err)
