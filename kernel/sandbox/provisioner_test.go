@@ -209,3 +209,38 @@ func TestProvisionerCommand(t *testing.T) {
 		t.Errorf("bad memory: %v", err)
 	}
 }
+
+// TestProvisionerRestart: a restarted kernel comes back in the same box, with its workspace and
+// limits, and the old process is gone.
+func TestProvisionerRestart(t *testing.T) {
+	p := newProvisioner(t)
+	k := startBoxedKernel(t, p)
+	ctx := context.Background()
+	old := k.Process().(*boxKernel)
+	ws := t.TempDir()
+	_ = os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("kept"), 0o644)
+	if err := old.AttachWorkspace(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.SetLimits(kernel.Limits{Memory: "1Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur := k.Process().(*boxKernel)
+	if cur == old || cur.kb != old.kb {
+		t.Fatalf("restart: process %p -> %p, box %p -> %p", old, cur, old.kb, cur.kb)
+	}
+	select {
+	case <-old.Exited():
+	default:
+		t.Error("the old process is still running")
+	}
+	if got, err := k.Eval(ctx, "", "open('/workspace/kept.txt').read()"); err != nil || got != "'kept'" {
+		t.Errorf("workspace after restart: %q, %v", got, err)
+	}
+	if l := cur.box.Limits(); l.MemoryBytes != 1<<30 {
+		t.Errorf("limits after restart: %+v", l)
+	}
+}
