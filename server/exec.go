@@ -127,19 +127,12 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err := s.mkdirWorkspace(id, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
-	env := map[string]string{}
-	for k, v := range doc.AgentContext.EnvVars {
-		env[k] = v
-	}
-	for k, v := range req.Env {
-		env[k] = v
-	}
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	start := time.Now()
 	// The provisioner (sandbox.go) runs it: a box of its own with the session's workspace, network
 	// setting and limits, or a plain process in its own process group.
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: dir, Env: env, Workspace: s.workspace(id),
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: dir, Env: execEnv(doc, req), Workspace: s.workspace(id),
 		Network: doc.Sandbox.Network, Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory},
 		Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
@@ -167,23 +160,40 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	})
 	s.emit(ctx, ls, "exec_completed", map[string]any{"command": argv, "exit_code": res.ExitCode,
 		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
-	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
+	s.recordExec(ctx, id, doc.ExecutionCount, commandText(req.Command, argv), res, start)
+	s.afterTurn(ctx, ls)
+	if res.TimedOut {
+		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
+	}
+	return res, nil
+}
+
+// execEnv is a command's own environment: the session's env vars, then the request's.
+func execEnv(doc carryover.Session, req ExecRequest) map[string]string {
+	env := map[string]string{}
+	for k, v := range doc.AgentContext.EnvVars {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	return env
+}
+
+// recordExec stores the command beside the runs, so the session's history (and the UI after a
+// reload) shows it.
+func (s *Service) recordExec(ctx context.Context, id string, turn int, code string, res *ExecResult, start time.Time) {
 	status := "ok"
 	if res.ExitCode != 0 || res.TimedOut {
 		status = "error"
 	}
 	resJSON, _ := json.Marshal(res)
 	if _, err := s.store.InsertExecution(context.WithoutCancel(ctx), carryover.Execution{
-		SessionID: id, ExecutionCount: doc.ExecutionCount, Kind: "exec", Code: commandText(req.Command, argv),
+		SessionID: id, ExecutionCount: turn, Kind: "exec", Code: code,
 		Status: status, Result: resJSON, StartedAt: start.UTC(), DurationMS: res.DurationMS,
 	}); err != nil {
 		s.log.Error("exec not recorded", "session", id, "err", err)
 	}
-	s.afterTurn(ctx, ls)
-	if res.TimedOut {
-		return res, (&carryover.Error{Code: carryover.CodeTimeout, Message: fmt.Sprintf("the command exceeded timeout_seconds=%g and was killed", timeout.Seconds()), Result: res})
-	}
-	return res, nil
 }
 
 // waitCommand waits for p (killing its whole group or box at the timeout), sets the exit code and
