@@ -60,6 +60,9 @@ func envList(base, over map[string]string) []string {
 
 // Launch starts the kernel as a child process in its own process group.
 func (lp *LocalProvisioner) Launch(_ context.Context, spec LaunchSpec) (KernelProcess, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("launch: %w", errNoArgv)
+	}
 	p, err := StartProcess(ProcessSpec{Argv: spec.Argv, Env: localKernelEnv(spec.Env), Dir: spec.Dir, LogPath: spec.LogPath})
 	if err != nil {
 		return nil, fmt.Errorf("launch %s: %w", spec.Argv[0], err)
