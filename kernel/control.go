@@ -33,19 +33,20 @@ func (k *Kernel) live(ctx context.Context) (*instance, error) {
 }
 
 // Interrupt interrupts the running code: SIGINT to the process group for interrupt_mode "signal" (the
-// default), an interrupt_request on control (waiting for its reply) for "message".
+// default), an interrupt_request on control (waiting for its reply) for "message" or when the process
+// cannot be interrupted by a signal (KernelProcess.InterruptByMessage: a sandbox).
 func (k *Kernel) Interrupt(ctx context.Context) error {
 	inst, err := k.live(ctx)
 	if err != nil {
 		return fmt.Errorf("kernel %s: interrupt: %w", k.id, err)
 	}
-	if k.opts.Spec.InterruptMode == "message" {
+	if k.opts.Spec.InterruptMode == "message" || inst.proc.InterruptByMessage() {
 		if _, err := k.request(ctx, inst, chControl, "interrupt_request", nil, "interrupt_reply"); err != nil {
 			return fmt.Errorf("kernel %s: interrupt: %w", k.id, err)
 		}
 		return nil
 	}
-	if err := inst.proc.signalGroup(syscall.SIGINT); err != nil {
+	if err := inst.proc.Signal(syscall.SIGINT); err != nil {
 		return fmt.Errorf("kernel %s: interrupt: %w", k.id, err)
 	}
 	return nil
@@ -78,9 +79,9 @@ func (k *Kernel) Restart(ctx context.Context) error {
 	if err := k.stopInstance(ctx, old, "restarted", true); err != nil {
 		k.log.Warn("restart: stopping the old process", "err", err)
 	}
-	inst, err := k.startInstance(ctx)
+	inst, err := k.startInstance(ctx, old.proc)
 	if err != nil {
-		inst = deadInstance(k, old, &DiedError{PID: old.proc.pid, ExitCode: -1, Reason: "restart failed: " + err.Error()})
+		inst = deadInstance(k, old, &DiedError{PID: old.proc.PID(), ExitCode: -1, Reason: "restart failed: " + err.Error()})
 	}
 	k.mu.Lock()
 	k.inst = inst
@@ -101,7 +102,8 @@ func deadInstance(k *Kernel, old *instance, why *DiedError) *instance {
 
 // Shutdown stops the kernel for good: shutdown_request on control, then SIGTERM to the process group,
 // then SIGKILL, each after ShutdownGrace (at once when ctx ends); it waits for the exit, reaps, kills
-// what is left of the process group, and removes the runtime dir. Calling it again is a no-op.
+// what is left of the process group, has the provisioner release what the process held (Cleanup) and
+// removes the runtime dir. Calling it again is a no-op.
 func (k *Kernel) Shutdown(ctx context.Context) error {
 	k.lifeMu.Lock()
 	defer k.lifeMu.Unlock()
@@ -114,6 +116,9 @@ func (k *Kernel) Shutdown(ctx context.Context) error {
 	inst := k.inst
 	k.mu.Unlock()
 	err := k.stopInstance(ctx, inst, "shutdown", false)
+	if cerr := inst.proc.Cleanup(); cerr != nil && err == nil {
+		err = fmt.Errorf("cleanup: %w", cerr)
+	}
 	if rerr := os.RemoveAll(k.dir); rerr != nil && err == nil {
 		err = fmt.Errorf("remove runtime dir: %w", rerr)
 	}
@@ -126,41 +131,38 @@ func (k *Kernel) Shutdown(ctx context.Context) error {
 // stopInstance ends one process politely, then firmly, and releases its sockets and goroutines.
 func (k *Kernel) stopInstance(ctx context.Context, inst *instance, reason string, restart bool) error {
 	p := inst.proc
-	inst.die(&DiedError{PID: p.pid, ExitCode: -1, Reason: reason})
+	inst.die(&DiedError{PID: p.PID(), ExitCode: -1, Reason: reason})
 	grace := k.opts.ShutdownGrace
-	if p.alive() && ctx.Err() == nil && inst.socks != nil {
+	if !exited(p) && ctx.Err() == nil && inst.socks != nil {
 		if _, err := inst.send(chControl, "shutdown_request", nil, map[string]bool{"restart": restart}, nil); err == nil {
 			waitExitCtx(ctx, p, grace)
 		}
 	}
-	if p.alive() && ctx.Err() == nil {
-		if err := p.signalGroup(syscall.SIGTERM); err != nil {
+	if !exited(p) && ctx.Err() == nil {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
 			k.log.Warn("shutdown: SIGTERM", "err", err)
 		}
 		waitExitCtx(ctx, p, grace)
 	}
-	if p.alive() {
-		k.log.Warn("kernel ignored shutdown_request and SIGTERM; killing it", "pid", p.pid)
-		p.kill()
+	if !exited(p) {
+		k.log.Warn("kernel ignored shutdown_request and SIGTERM; killing it", "pid", p.PID())
 	}
-	if !p.alive() {
-		// The kernel is reaped; whatever it left in its process group goes too.
-		_ = p.signalGroup(syscall.SIGKILL)
-	}
+	// Reaped or not, whatever is left of the process group (or box) goes too.
+	p.Kill()
 	if inst.socks != nil {
 		inst.teardown()
 	}
-	if p.alive() {
-		return fmt.Errorf("pid %d did not exit after SIGKILL", p.pid)
+	if !exited(p) {
+		return fmt.Errorf("pid %d did not exit after SIGKILL", p.PID())
 	}
 	return nil
 }
 
-func waitExitCtx(ctx context.Context, p *process, d time.Duration) {
+func waitExitCtx(ctx context.Context, p Process, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-t.C:
 	case <-ctx.Done():
 	}

@@ -1,9 +1,11 @@
 // Package kernel launches IPython kernels and talks to them over the Jupyter ZMQ protocol (v5.3):
-// kernelspecs (spec.go), connection files (connection.go), launching in a private process group with
-// a controlled environment (launch.go), the signed wire format (wire.go), the five channels
-// (channels.go), one process's lifetime and message routing (instance.go), execute (execute.go),
-// interrupt/restart/shutdown (control.go), heartbeat (heartbeat.go), complete/inspect (requests.go),
-// /proc figures (stats.go) and a pool of warm kernels (pool.go).
+// kernelspecs (spec.go), connection files (connection.go), the provisioner seam that decides where a
+// kernel process runs (provisioner.go; kernel/sandbox implements it with bubblewrap), the local
+// provisioner: a private process group with a controlled environment (local.go, process.go), the
+// signed wire format (wire.go), the five channels (channels.go), one process's lifetime and message
+// routing (instance.go), execute (execute.go), interrupt/restart/shutdown (control.go), heartbeat
+// (heartbeat.go), complete/inspect (requests.go), the raw message path for proxies (raw.go), /proc
+// figures (stats.go) and a pool of warm kernels (pool.go).
 //
 // It knows nothing of sessions, SQLite or HTTP.
 //

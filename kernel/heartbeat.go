@@ -39,9 +39,9 @@ func (inst *instance) startHeartbeat(interval time.Duration) {
 			}
 			if missed >= missedBeats {
 				inst.die(&DiedError{
-					PID: inst.proc.pid, ExitCode: -1,
+					PID: inst.proc.PID(), ExitCode: -1,
 					Reason:  fmt.Sprintf("heartbeat lost: no echo to %d pings %s apart", missedBeats, interval),
-					LogTail: logTail(inst.proc.logPath),
+					LogTail: logTail(inst.k.opts.LogPath),
 				})
 				return
 			}

@@ -20,7 +20,7 @@ type instance struct {
 	conn     ConnectionInfo
 	connFile string
 	sess     *session
-	proc     *process
+	proc     KernelProcess
 	socks    *sockets
 	started  time.Time
 	info     KernelInfo
@@ -40,10 +40,11 @@ type instance struct {
 	wg sync.WaitGroup // reader and heartbeat goroutines
 }
 
-// startInstance writes a connection file, launches the kernel and waits until it is ready: a
-// kernel_info_reply on shell and at least one iopub message. On any failure the process group is
-// killed and the error carries the kernel log tail.
-func (k *Kernel) startInstance(ctx context.Context) (*instance, error) {
+// startInstance writes a connection file, has the provisioner launch the kernel (prev: the process
+// it replaces, on Restart) and waits until it is ready: a kernel_info_reply on shell and at least one
+// iopub message. On any failure the process is killed and cleaned up, and the error carries the
+// kernel log tail.
+func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.opts.StartupTimeout)
 	defer cancel()
 
@@ -55,15 +56,16 @@ func (k *Kernel) startInstance(ctx context.Context) (*instance, error) {
 	if err := ci.write(connFile); err != nil {
 		return nil, fmt.Errorf("start kernel: %w", err)
 	}
-	argv := k.opts.Spec.argv(connFile)
-	if k.opts.Wrap != nil {
-		if argv, err = k.opts.Wrap(argv, k.dir); err != nil {
-			return nil, fmt.Errorf("start kernel: wrap argv: %w", err)
-		}
-	}
-	env := kernelEnv(k.opts.Spec, k.opts.Env, k.opts.Wrap == nil)
 	started := time.Now()
-	proc, err := launch(argv, env, k.opts.WorkDir, k.opts.LogPath)
+	proc, err := k.opts.Provisioner.Launch(ctx, LaunchSpec{
+		Argv:       k.opts.Spec.argv(connFile),
+		Env:        mergeEnv(k.opts.Spec.Env, k.opts.Env),
+		Dir:        k.opts.WorkDir,
+		RuntimeDir: k.dir,
+		LogPath:    k.opts.LogPath,
+		Network:    k.opts.Network,
+		Previous:   prev,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start kernel: %w", err)
 	}
@@ -82,19 +84,22 @@ func (k *Kernel) startInstance(ctx context.Context) (*instance, error) {
 	inst.socks = newSockets(inst.sess.id, k.log)
 
 	fail := func(err error) (*instance, error) {
-		exitedEarly := !proc.alive()
-		inst.die(&DiedError{PID: proc.pid, ExitCode: -1, Reason: "start failed"})
-		proc.kill()
+		exitedEarly := exited(proc)
+		inst.die(&DiedError{PID: proc.PID(), ExitCode: -1, Reason: "start failed"})
+		proc.Kill()
 		inst.teardown()
-		detail := ""
-		if code, sig := proc.exitDetail(); exitedEarly && sig != "" {
-			detail = fmt.Sprintf(" (signal %s)", sig)
-		} else if exitedEarly {
-			detail = fmt.Sprintf(" (exit code %d)", code)
+		if cerr := proc.Cleanup(); cerr != nil {
+			k.log.Warn("start failed: cleanup", "err", cerr)
 		}
-		return nil, fmt.Errorf("start kernel %s (pid %d)%s: %w; log tail:\n%s", k.opts.Spec.Name, proc.pid, detail, err, logTail(k.opts.LogPath))
+		detail := ""
+		if st := proc.ExitStatus(); exitedEarly && st.Signal != 0 {
+			detail = fmt.Sprintf(" (signal %s)", st.SignalName())
+		} else if exitedEarly {
+			detail = fmt.Sprintf(" (exit code %d)", st.Code)
+		}
+		return nil, fmt.Errorf("start kernel %s (pid %d)%s: %w; log tail:\n%s", k.opts.Spec.Name, proc.PID(), detail, err, logTail(k.opts.LogPath))
 	}
-	if err := inst.socks.dial(ctx, ci, proc.exited); err != nil {
+	if err := inst.socks.dial(ctx, ci, proc.Exited()); err != nil {
 		return fail(err)
 	}
 	for ch := range numChannels {
@@ -108,7 +113,7 @@ func (k *Kernel) startInstance(ctx context.Context) (*instance, error) {
 		return fail(err)
 	}
 	inst.startHeartbeat(k.opts.HeartbeatInterval)
-	k.log.Debug("kernel ready", "pid", proc.pid, "transport", ci.Transport, "took", time.Since(started))
+	k.log.Debug("kernel ready", "pid", proc.PID(), "transport", ci.Transport, "took", time.Since(started))
 	return inst, nil
 }
 
@@ -163,7 +168,7 @@ func (inst *instance) waitReady(ctx context.Context) error {
 			if err := nudge(); err != nil {
 				return err
 			}
-		case <-inst.proc.exited:
+		case <-inst.proc.Exited():
 			return errExitedEarly
 		case <-ctx.Done():
 			what := "kernel_info_reply"
@@ -196,6 +201,7 @@ func (inst *instance) handle(ch channelKind, frames [][]byte) {
 	if ch == chIOPub {
 		inst.iopubOnce.Do(func() { close(inst.iopubSeen) })
 	}
+	inst.k.publishRaw(ch, m)
 	if m.Parent.MsgID == "" {
 		return
 	}
@@ -295,20 +301,32 @@ func (inst *instance) settle() {
 // watchExit turns the process exit into a death at once: this, not the heartbeat, is what makes an
 // Execute return within milliseconds of a kill -9.
 func (inst *instance) watchExit() {
-	<-inst.proc.exited
-	code, sig := inst.proc.exitDetail()
+	<-inst.proc.Exited()
+	st := inst.proc.ExitStatus()
 	reason := "process exited"
-	if sig != "" {
+	if st.Signal != 0 {
 		reason = "process killed"
 	}
-	inst.die(&DiedError{PID: inst.proc.pid, ExitCode: code, Signal: sig, Reason: reason, LogTail: logTail(inst.proc.logPath)})
+	inst.die(&DiedError{PID: inst.proc.PID(), ExitCode: st.Code, Signal: st.SignalName(), Reason: reason, LogTail: logTail(inst.k.opts.LogPath)})
 }
 
 // teardown closes the sockets and waits for the goroutines; the process must be dead (or at least
 // SIGKILLed) before. It removes the connection file and ipc socket files.
 func (inst *instance) teardown() {
-	inst.socks.close(!inst.proc.alive())
+	inst.socks.close(exited(inst.proc))
 	inst.wg.Wait()
 	inst.conn.removeSockets()
 	_ = os.Remove(inst.connFile)
+}
+
+// mergeEnv is base overridden by over (the kernelspec's env, then Options.Env).
+func mergeEnv(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
 }

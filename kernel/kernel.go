@@ -24,12 +24,11 @@ type Options struct {
 	StartupTimeout    time.Duration     // default 30s
 	HeartbeatInterval time.Duration     // default 500ms; 3 missed beats or process exit => dead
 	ShutdownGrace     time.Duration     // default 2s
-	// Wrap, when set, turns the kernel argv into the argv actually exec'd (the sandbox uses it for
-	// bubblewrap); it receives the runtime subdir too so it can bind-mount the ipc socket dir.
-	// Under a Wrap, JPY_PARENT_PID is not set (the wrapper should die with its parent itself), and
-	// PID/Stats refer to the wrapper process and its group.
-	Wrap   func(argv []string, runtimeDir string) ([]string, error)
-	Logger *slog.Logger
+	// Provisioner starts the kernel process (nil: a LocalProvisioner without spool). It is told the
+	// runtime subdir, which must stay reachable from the kernel at the same path.
+	Provisioner Provisioner
+	Network     bool // passed to the provisioner (a sandbox cuts the kernel off the network otherwise)
+	Logger      *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -64,6 +63,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Provisioner == nil {
+		o.Provisioner = &LocalProvisioner{}
 	}
 	return o, nil
 }
@@ -105,9 +107,12 @@ type Kernel struct {
 	closed     bool          // Shutdown was called
 
 	badSigs atomic.Uint64
+
+	subsMu sync.Mutex                                   // serialises changes to subs
+	subs   [numChannels]atomic.Pointer[[]*subscription] // raw subscribers by channel (raw.go); read lock-free by the readers
 }
 
-// Start launches a kernel in its own process group and returns when it is ready: kernel_info_reply on
+// Start launches a kernel through opts.Provisioner and returns when it is ready: kernel_info_reply on
 // shell AND at least one iopub message received (nudging with kernel_info_request until then), within
 // StartupTimeout. ctx bounds only the start; the kernel lives until Shutdown.
 func Start(ctx context.Context, opts Options) (*Kernel, error) {
@@ -133,7 +138,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		log:     opts.Logger.With("kernel", id),
 		execSem: make(chan struct{}, 1),
 	}
-	inst, err := k.startInstance(ctx)
+	inst, err := k.startInstance(ctx, nil)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -152,8 +157,13 @@ func (k *Kernel) current() *instance {
 // ID is a random id, stable across restarts.
 func (k *Kernel) ID() string { return k.id }
 
-// PID is the pid of the current kernel process (the leader of its process group).
-func (k *Kernel) PID() int { return k.current().proc.pid }
+// PID is the pid of the current kernel process (the leader of its process group; for a sandboxed
+// kernel, bubblewrap's wrapper).
+func (k *Kernel) PID() int { return k.current().proc.PID() }
+
+// Process is the current kernel process, as its provisioner gave it: its workspace, spool, limits
+// and resource figures. It changes with Restart.
+func (k *Kernel) Process() KernelProcess { return k.current().proc }
 
 // RuntimeDir is the per-kernel runtime subdir (connection file, ipc sockets, default log).
 func (k *Kernel) RuntimeDir() string { return k.dir }

@@ -18,16 +18,13 @@ const clockTicks = 100
 
 var pageSize = int64(os.Getpagesize())
 
-// Stats reads /proc: for each live process in the kernel's process group, utime+stime+cutime+cstime
-// (so the kernel, what it is running now, and what it ran and reaped) and RSS. A child reaped by the
-// kernel moves from its own line into the kernel's cutime, so nothing is counted twice. Children that
-// left the group (setsid) are not counted.
+// Stats asks the current process's provisioner: for a local kernel, GroupStats of its process group.
 func (k *Kernel) Stats() (ProcStats, error) {
 	inst := k.current()
-	if !inst.proc.alive() {
+	if exited(inst.proc) {
 		return ProcStats{}, fmt.Errorf("kernel %s: stats: %w", k.id, inst.deadErrOr(ErrDied))
 	}
-	return groupStats(inst.proc.pid)
+	return inst.proc.Stats()
 }
 
 // deadErrOr returns the death reason, or fallback when there is none yet.
@@ -38,7 +35,11 @@ func (inst *instance) deadErrOr(fallback error) error {
 	return fallback
 }
 
-func groupStats(pgid int) (ProcStats, error) {
+// GroupStats reads /proc: for each live process in the process group pgid, utime+stime+cutime+cstime
+// (so the leader, what it is running now, and what it ran and reaped) and RSS. A child reaped by the
+// leader moves from its own line into the leader's cutime, so nothing is counted twice. Children that
+// left the group (setsid) are not counted.
+func GroupStats(pgid int) (ProcStats, error) {
 	var st ProcStats
 	// The leader first: if it is gone, the figures are meaningless.
 	leader, err := readStat(pgid)

@@ -55,6 +55,8 @@ type message struct {
 	Metadata   []byte
 	Content    []byte
 	Buffers    [][]byte
+	RawHeader  []byte // the header and parent header frames as received, for raw subscribers
+	RawParent  []byte
 }
 
 // session signs and builds messages for one kernel connection. It is safe for concurrent use.
@@ -161,7 +163,7 @@ func (s *session) decode(frames [][]byte) (*message, error) {
 	if !s.verify(sig, hb, pb, md, cb) {
 		return nil, errBadSignature
 	}
-	m := &message{Identities: frames[:i], Metadata: md, Content: cb}
+	m := &message{Identities: frames[:i], Metadata: md, Content: cb, RawHeader: hb, RawParent: pb}
 	if len(frames) > i+6 {
 		m.Buffers = frames[i+6:]
 	}

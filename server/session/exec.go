@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
 )
 
 // ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -123,8 +124,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		return nil, err
 	}
 	start := time.Now()
-	s.emit(ctx, ls, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
-	res, cpu, err := s.runCommand(id, doc, argv, rel, req.Env, timeout)
+	res, cpu, err := s.runCommand(ctx, ls, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -145,71 +145,88 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	return res, nil
 }
 
-// runCommand runs argv in the session's workspace dir rel (sandboxed when the server sandboxes) and
-// returns its answer and the CPU seconds it used.
-func (s *Service) runCommand(id string, doc carryover.Session, argv []string, rel string, reqEnv map[string]string, timeout time.Duration) (*ExecResult, float64, error) {
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.workspace(id), "LANG=C.UTF-8"}
-	for k, v := range doc.AgentContext.EnvVars {
-		env = append(env, k+"="+v)
-	}
-	for k, v := range reqEnv {
-		env = append(env, k+"="+v)
-	}
-	run, release, err := s.execArgv(id, doc, argv, rel, reqEnv) // the sandbox's wrapping (sandbox.go)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer release()
-	cmd := exec.Command(run[0], run[1:]...)
-	cmd.Dir, cmd.Env = s.hostPath(id, rel), env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// runCommand runs argv through the provisioner (sandbox.go: a box of its own with the session's
+// workspace, network setting and limits, or a plain process in its own process group) in the
+// workspace dir rel, and returns its answer and the CPU seconds it used.
+func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover.Session, req ExecRequest, argv []string, wd, rel string, timeout time.Duration) (*ExecResult, float64, error) {
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := time.Now()
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
+		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network,
+		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
+	var startErr *kernel.StartError
+	if err != nil && !errors.As(err, &startErr) {
+		return nil, 0, limitErr(err)
+	}
+	s.emit(ctx, ls, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
 	res := &ExecResult{}
-	if err := cmd.Start(); err != nil {
-		res.ExitCode, res.Stderr = 127, err.Error()
+	var cpu float64
+	if startErr != nil {
+		res.ExitCode, res.Stderr = 127, startErr.Error()
 	} else {
-		res.ExitCode, res.TimedOut = waitCommand(cmd, timeout)
+		st := waitCommand(p, timeout, res)
+		cpu = st.CPU.Seconds()
 		res.Stdout, res.Stderr = stdout.text(), stderr.text()
 		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
 	}
 	res.DurationMS = ms(time.Since(start))
-	var cpu float64
-	if ps := cmd.ProcessState; ps != nil {
-		cpu = (ps.UserTime() + ps.SystemTime()).Seconds()
-	}
 	return res, cpu, nil
 }
 
-// waitCommand waits for a started command, killing its process group at the timeout, and returns
-// its exit code (128+signal when killed by one). Children left behind in the group are killed
-// too: nothing outlives the exec.
-func waitCommand(cmd *exec.Cmd, timeout time.Duration) (exitCode int, timedOut bool) {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var werr error
+// execEnv is a command's own environment: the session's env vars, then the request's.
+func execEnv(doc carryover.Session, req ExecRequest) map[string]string {
+	env := map[string]string{}
+	for k, v := range doc.AgentContext.EnvVars {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	return env
+}
+
+// waitCommand waits for p (killing its whole group or box at the timeout), sets the exit code and
+// the timeout flag of res, and releases p. Children left behind are killed too: nothing outlives the exec.
+func waitCommand(p kernel.Process, timeout time.Duration, res *ExecResult) kernel.ExitStatus {
+	defer func() { _ = p.Cleanup() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
-	case werr = <-done:
-	case <-time.After(timeout):
-		timedOut = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		werr = <-done
+	case <-p.Exited():
+	case <-t.C:
+		res.TimedOut = true
+		p.Kill()
+		<-p.Exited()
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	var ee *exec.ExitError
-	switch {
-	case werr == nil:
-	case errors.As(werr, &ee):
-		exitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			exitCode = 128 + int(ws.Signal())
-		}
-	default:
-		exitCode = -1
+	st := p.ExitStatus()
+	res.ExitCode = st.Code
+	if st.Signal != 0 {
+		res.ExitCode = 128 + int(st.Signal)
 	}
-	return exitCode, timedOut
+	p.Kill()
+	return st
+}
+
+// mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
+// kernel left in its workspace cannot make the server, root, create directories elsewhere.
+func (s *Service) mkdirWorkspace(id, rel string) error {
+	ws := s.workspace(id)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	if rel == "" {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.FromSlash(rel), 0o755); err != nil {
+		return fileErr(rel, err)
+	}
+	return nil
 }
 
 // commandText is the command as the user gave it: the string, or the argv shell-quoted.

@@ -101,10 +101,11 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	if err := s.attachSandbox(id, k, doc); err != nil {
+	if err := s.attachKernel(id, k, doc); err != nil {
 		return err
 	}
-	cwd := s.kernelDir(id, doc.AgentContext.WorkingDir)
+	// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
+	cwd := k.Process().KernelPath(s.hostPath(id, doc.AgentContext.WorkingDir))
 	envVars := doc.AgentContext.EnvVars
 	if envVars == nil {
 		envVars = map[string]string{}

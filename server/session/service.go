@@ -29,9 +29,8 @@ type Service struct {
 	store *persistence.Store
 	ckpt  *persistence.Checkpointer
 	pool  *kernel.Pool
-	kopts kernel.Options
+	kopts kernel.Options // kopts.Provisioner runs kernels and exec commands (sandbox.go)
 	log   *slog.Logger
-	sbx   *sandboxes // nil: kernels and exec commands run unsandboxed (sandbox.go)
 
 	mu       sync.Mutex
 	sessions map[string]*liveSession
@@ -123,7 +122,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.initSandbox(); err != nil {
+	if err := s.initProvisioner(); err != nil {
 		return nil, err
 	}
 	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent)
@@ -153,14 +152,8 @@ func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	if err := s.installOutputGuard(ctx, k); err != nil {
 		return err
 	}
-	if host, inside, ok := s.sandboxSpool(k); ok {
-		return s.ckpt.Install(ctx, k, host, inside)
-	}
-	dir := filepath.Join(spoolDir(s.cfg), k.ID())
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return s.ckpt.Install(ctx, k, dir, dir)
+	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
+	return s.ckpt.Install(ctx, k, host, inside)
 }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
@@ -294,7 +287,7 @@ func (s *Service) Get(id string) (carryover.Session, error) {
 
 // Close stops the pool and every session's kernel. In-flight runs should have been let finish first.
 func (s *Service) Close(ctx context.Context) error {
-	defer s.closeSandbox() // after every kernel, pooled ones included, is shut down
+	defer s.closeProvisioner() // after every kernel, pooled ones included, is shut down
 	s.mu.Lock()
 	s.closing = true
 	if s.stopBG != nil {
@@ -340,13 +333,11 @@ func (s *Service) Close(ctx context.Context) error {
 	return err
 }
 
-// stopKernel shuts a kernel down and removes its spool dir.
+// stopKernel shuts a kernel down; its provisioner releases what it held (spool dir, sandbox).
 func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 	if err := k.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
-	_ = os.RemoveAll(filepath.Join(spoolDir(s.cfg), k.ID()))
-	s.releaseSandbox(k)
 	kernelsLive.Dec()
 }
 

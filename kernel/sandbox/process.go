@@ -1,0 +1,129 @@
+package sandbox
+
+// process.go holds the processes the Provisioner hands out: the wrapper that becomes bubblewrap runs
+// as a kernel.LocalProcess on the host, and the box around it adds killing, limits and cleanup.
+
+import (
+	"os"
+	"sync"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// boxProcess is a process whose command runs in box.
+type boxProcess struct {
+	*kernel.LocalProcess // the wrapper: sh -> prlimit -> bwrap, leading a process group of its own
+	box                  *Box
+}
+
+// Kill SIGKILLs every process of the box, then the wrapper's group, and waits (bounded) for the reap.
+func (p *boxProcess) Kill() {
+	p.box.Kill()
+	p.LocalProcess.Kill()
+}
+
+// Stats counts the wrapper's process group (bubblewrap outside the box) and the box's own: bubblewrap's
+// init inside the box starts a new session (--new-session), so the kernel and what it runs are in
+// init's process group, not in the wrapper's.
+func (p *boxProcess) Stats() (kernel.ProcStats, error) {
+	st, err := p.LocalProcess.Stats()
+	if err != nil {
+		return st, err
+	}
+	for _, pr := range scanProcs() {
+		if pr.ppid != p.PID() {
+			continue
+		}
+		if in, err := kernel.GroupStats(pr.pid); err == nil {
+			st.CPUSeconds += in.CPUSeconds
+			st.RSSBytes += in.RSSBytes
+		}
+	}
+	return st, nil
+}
+
+// commandProcess is a shell command in a box of its own.
+type commandProcess struct {
+	boxProcess
+}
+
+// Cleanup kills what is left and releases the box.
+func (c *commandProcess) Cleanup() error {
+	c.Kill()
+	return c.box.Release()
+}
+
+// kernelBox is the box of one kernel, shared by its processes across restarts.
+type kernelBox struct {
+	p     *Provisioner
+	box   *Box
+	spool string // host side of the checkpoint spool, idmapped at MountTarget("spool")
+
+	mu       sync.Mutex
+	onLimit  func(kernel.LimitHit)
+	watching bool
+}
+
+// release frees the box (processes, mounts, cgroup, uid) and removes the spool dir.
+func (kb *kernelBox) release() {
+	kb.p.release(kb.box)
+	_ = os.RemoveAll(kb.spool)
+}
+
+// boxKernel is a kernel process in its box.
+type boxKernel struct {
+	boxProcess
+	kb      *kernelBox
+	logPath string
+}
+
+var _ kernel.KernelProcess = (*boxKernel)(nil)
+
+// AttachWorkspace mounts hostDir at the box's /workspace; on a running box it propagates into the
+// sandbox (the warm pool's claim). Attaching the same dir again is a no-op.
+func (k *boxKernel) AttachWorkspace(hostDir string) error { return k.box.Attach(hostDir) }
+
+// KernelPath maps a host path in the attached workspace to /workspace/...
+func (k *boxKernel) KernelPath(hostPath string) string {
+	return workspacePath(k.box.Attached(), hostPath)
+}
+
+// Spool is the host spool dir and where the kernel sees it.
+func (k *boxKernel) Spool() (host, inside string) { return k.kb.spool, MountTarget("spool") }
+
+// SetLimits applies a session's limits within the ceilings; what the host cannot apply is logged,
+// not refused.
+func (k *boxKernel) SetLimits(want kernel.Limits) error {
+	lim, err := k.kb.p.limits(want)
+	if err != nil {
+		return err
+	}
+	if err := k.box.SetLimits(lim); err != nil {
+		k.kb.p.log.Warn("sandbox: limits not fully applied", "box", k.box.Name(), "limits", lim.String(), "err", err)
+	}
+	return nil
+}
+
+// InterruptByMessage is true: SIGINT to the process group would hit bubblewrap, which dies of it and
+// takes the kernel along; an interrupt_request makes ipykernel signal itself inside the box.
+func (k *boxKernel) InterruptByMessage() bool { return true }
+
+// OnLimit sets who hears of limit hits and starts watching the box (once per process).
+func (k *boxKernel) OnLimit(f func(kernel.LimitHit)) {
+	k.kb.mu.Lock()
+	k.kb.onLimit = f
+	start := !k.kb.watching
+	k.kb.watching = true
+	k.kb.mu.Unlock()
+	if start {
+		go k.watch()
+	}
+}
+
+// Cleanup kills what is left and releases the box and the spool dir.
+func (k *boxKernel) Cleanup() error {
+	k.Kill()
+	err := k.box.Release()
+	_ = os.RemoveAll(k.kb.spool)
+	return err
+}

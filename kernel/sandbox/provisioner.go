@@ -1,0 +1,206 @@
+package sandbox
+
+// provisioner.go makes the sandbox a kernel.Provisioner: every kernel runs in a box of its own, made
+// when the kernel is launched (usually long before a session claims it from the warm pool) and kept
+// across its restarts; claiming it mounts the session's workspace onto the box's /workspace mount
+// point, where it propagates into the running sandbox (AttachWorkspace), and applies the session's
+// limits (SetLimits). A shell command gets a box of its own for its lifetime.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// ProvisionerConfig configures a Provisioner. Zero limits mean none.
+type ProvisionerConfig struct {
+	Defaults  Limits  // every box's limits unless its session asks for others
+	MaxCPUs   float64 // ceilings of what a session may ask for
+	MaxMemory int64
+	// SpoolDir holds each kernel's checkpoint spool dir (sbx-<box>), idmapped into its box at
+	// MountTarget("spool"); it must pass Manager.CheckMountable.
+	SpoolDir string
+	Logger   *slog.Logger
+}
+
+// Provisioner runs kernels and commands in boxes of a Manager.
+type Provisioner struct {
+	m   *Manager
+	cfg ProvisionerConfig
+	log *slog.Logger
+	seq atomic.Int64 // names of command boxes
+}
+
+var _ kernel.Provisioner = (*Provisioner)(nil)
+
+// NewProvisioner returns a Provisioner that makes its boxes in m (Close closes m).
+func NewProvisioner(m *Manager, cfg ProvisionerConfig) *Provisioner {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Provisioner{m: m, cfg: cfg, log: cfg.Logger}
+}
+
+// IsolatesNetwork is true: a box without network has its own network namespace (only loopback).
+func (p *Provisioner) IsolatesNetwork() bool { return true }
+
+// Manager is the Manager the boxes are made in.
+func (p *Provisioner) Manager() *Manager { return p.m }
+
+// Defaults are the limits of a box whose session asks for none.
+func (p *Provisioner) Defaults() Limits { return p.cfg.Defaults }
+
+// Close releases every box left and undoes the Manager's mounts and cgroups. Kernels should be shut
+// down before.
+func (p *Provisioner) Close() error { return p.m.Close() }
+
+// hostEnv is the environment of the wrapper that becomes bubblewrap, which clears it for the box.
+var hostEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+
+// kernelEnv is a sandboxed kernel's environment besides PATH (bubblewrap clears everything else):
+// HOME and Python's and matplotlib's config dirs in the box's private /tmp.
+func kernelEnv(own map[string]string) map[string]string {
+	env := map[string]string{
+		"HOME": "/tmp", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+		"IPYTHONDIR": "/tmp/.ipython", "MPLCONFIGDIR": "/tmp/.matplotlib",
+	}
+	for k, v := range own {
+		env[k] = v
+	}
+	return env
+}
+
+// Launch starts a kernel in its box: a new box named after the runtime dir, or on a restart the box
+// of spec.Previous. The runtime dir is bound in at the same path (the kernel reads the connection
+// file and creates its ipc sockets there, as the box uid).
+func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
+	kb, fresh := (*kernelBox)(nil), false
+	if prev, ok := spec.Previous.(*boxKernel); ok && prev.kb.box.m == p.m {
+		kb = prev.kb
+	} else {
+		var err error
+		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network); err != nil {
+			return nil, err
+		}
+		fresh = true
+	}
+	fail := func(err error) (kernel.KernelProcess, error) {
+		if fresh {
+			kb.release()
+		}
+		return nil, fmt.Errorf("launch in sandbox: %w", err)
+	}
+	if uid := kb.box.UID(); uid != 0 {
+		for _, f := range []string{spec.RuntimeDir, filepath.Join(spec.RuntimeDir, "connection.json")} {
+			if err := os.Lchown(f, uid, uid); err != nil { // never through a link the kernel made
+				return fail(err)
+			}
+		}
+	}
+	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: kernelEnv(spec.Env),
+		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
+	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
+	if err != nil {
+		return fail(err)
+	}
+	return &boxKernel{boxProcess: boxProcess{LocalProcess: lp, box: kb.box}, kb: kb, logPath: spec.LogPath}, nil
+}
+
+// newKernelBox makes a kernel's box with its spool dir mounted.
+func (p *Provisioner) newKernelBox(name string, network bool) (*kernelBox, error) {
+	box, err := p.m.NewBox(BoxOptions{Name: name, Network: network, Limits: p.cfg.Defaults})
+	if err != nil {
+		return nil, err
+	}
+	kb := &kernelBox{p: p, box: box, spool: filepath.Join(p.cfg.SpoolDir, "sbx-"+box.Name())}
+	if err := os.MkdirAll(kb.spool, 0o700); err != nil {
+		_ = box.Release()
+		return nil, err
+	}
+	if err := box.Mount("spool", kb.spool); err != nil {
+		kb.release()
+		return nil, err
+	}
+	return kb, nil
+}
+
+// Command runs a shell command in a box of its own with the workspace at /workspace, HOME=/tmp and
+// the given limits; Cleanup releases the box.
+func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kernel.Process, error) {
+	lim, err := p.limits(spec.Limits)
+	if err != nil {
+		return nil, err
+	}
+	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Limits: lim})
+	if err != nil {
+		return nil, err
+	}
+	if err := box.Attach(spec.Workspace); err != nil {
+		p.release(box)
+		return nil, err
+	}
+	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	argv := box.Command(Command{Argv: spec.Argv, Dir: workspacePath(spec.Workspace, spec.Dir), Env: env})
+	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, Stdout: spec.Stdout, Stderr: spec.Stderr})
+	if err != nil {
+		p.release(box)
+		return nil, err
+	}
+	return &commandProcess{boxProcess{LocalProcess: lp, box: box}}, nil
+}
+
+func (p *Provisioner) release(b *Box) {
+	if err := b.Release(); err != nil {
+		p.log.Warn("sandbox: release", "box", b.Name(), "err", err)
+	}
+}
+
+// workspacePath maps a host path in the workspace ws to the box's view, /workspace/...
+func workspacePath(ws, host string) string {
+	rel := host
+	if ws != "" {
+		if r, err := filepath.Rel(ws, host); err == nil {
+			rel = r
+		}
+	}
+	if rel == "." {
+		rel = ""
+	}
+	return path.Join("/workspace", strings.TrimPrefix(filepath.ToSlash(rel), "/"))
+}
+
+// limits turns a session's wishes into limits: its own values within the ceilings, else the defaults.
+func (p *Provisioner) limits(want kernel.Limits) (Limits, error) {
+	l := p.cfg.Defaults
+	if want.CPUs != "" {
+		c, err := ParseCPUs(want.CPUs)
+		if err != nil {
+			return l, &kernel.LimitError{Field: "cpus", Message: err.Error()}
+		}
+		if p.cfg.MaxCPUs > 0 && c > p.cfg.MaxCPUs {
+			return l, &kernel.LimitError{Field: "cpus", Message: fmt.Sprintf("cpus %q is over the server's ceiling of %g", want.CPUs, p.cfg.MaxCPUs)}
+		}
+		l.CPUs = c
+	}
+	if want.Memory != "" {
+		m, err := ParseMemory(want.Memory)
+		if err != nil {
+			return l, &kernel.LimitError{Field: "memory", Message: err.Error()}
+		}
+		if p.cfg.MaxMemory > 0 && m > p.cfg.MaxMemory {
+			return l, &kernel.LimitError{Field: "memory", Message: fmt.Sprintf("memory %q is over the server's ceiling of %s", want.Memory, FormatMemory(p.cfg.MaxMemory))}
+		}
+		l.MemoryBytes = m
+	}
+	return l, nil
+}
