@@ -124,51 +124,19 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 
 	inputCtx, cancelInput := context.WithCancel(ctx)
 	defer cancelInput()
-
-	var (
-		gotReply, gotIdle bool
-		buf               []event
-	)
-	// deliver handles every queued event in arrival order (iopub order is kernel order).
-	deliver := func() error {
-		buf = w.take(buf)
-		for _, e := range buf {
-			m := e.msg
-			switch e.ch {
-			case chShell:
-				if m.Header.MsgType != "execute_reply" {
-					continue
-				}
-				var rep executeReply
-				if err := json.Unmarshal(m.Content, &rep); err != nil {
-					return fmt.Errorf("kernel %s: execute_reply: %w", k.id, err)
-				}
-				res.Status, res.ExecutionCount = rep.Status, rep.ExecutionCount
-				res.EName, res.EValue, res.Traceback = rep.EName, rep.EValue, rep.Traceback
-				res.UserExpressions, res.Payload = rep.UserExpressions, rep.Payload
-				gotReply = true
-			case chStdin:
-				if m.Header.MsgType == "input_request" {
-					k.answerInput(inputCtx, inst, m, opts.OnInput)
-				}
-			case chIOPub:
-				gotIdle = k.deliverIOPub(m, &opts) || gotIdle
-			}
-		}
-		return nil
-	}
-	for !gotReply || !gotIdle {
+	run := &execRun{k: k, inst: inst, w: w, opts: &opts, res: res, inputCtx: inputCtx}
+	for !run.done() {
 		select {
 		case <-w.notify:
-			if err := deliver(); err != nil {
+			if err := run.deliver(); err != nil {
 				return nil, err
 			}
 		case <-inst.dead:
 			inst.settle()
-			if err := deliver(); err != nil { // what was sent before the death is still output
+			if err := run.deliver(); err != nil { // what was sent before the death is still output
 				return nil, err
 			}
-			if gotReply && gotIdle {
+			if run.done() {
 				break
 			}
 			return nil, fmt.Errorf("kernel %s: execute: %w", k.id, inst.err)
@@ -178,6 +146,60 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 	}
 	res.Finished = time.Now()
 	return res, nil
+}
+
+// execRun is one execute_request in flight: done once both its execute_reply and the iopub idle
+// with it as parent arrived.
+type execRun struct {
+	k        *Kernel
+	inst     *instance
+	w        *waiter
+	opts     *ExecOptions
+	res      *ExecResult
+	inputCtx context.Context // ends with the execution: releases an unanswered input() prompt
+
+	gotReply, gotIdle bool
+	buf               []event
+}
+
+func (r *execRun) done() bool { return r.gotReply && r.gotIdle }
+
+// deliver handles every queued event in arrival order (iopub order is kernel order).
+func (r *execRun) deliver() error {
+	r.buf = r.w.take(r.buf)
+	for _, e := range r.buf {
+		m := e.msg
+		switch e.ch {
+		case chShell:
+			if m.Header.MsgType != "execute_reply" {
+				continue
+			}
+			if err := r.reply(m); err != nil {
+				return err
+			}
+		case chStdin:
+			if m.Header.MsgType == "input_request" {
+				r.k.answerInput(r.inputCtx, r.inst, m, r.opts.OnInput)
+			}
+		case chIOPub:
+			r.gotIdle = r.k.deliverIOPub(m, r.opts) || r.gotIdle
+		}
+	}
+	return nil
+}
+
+// reply records the execute_reply.
+func (r *execRun) reply(m *message) error {
+	var rep executeReply
+	if err := json.Unmarshal(m.Content, &rep); err != nil {
+		return fmt.Errorf("kernel %s: execute_reply: %w", r.k.id, err)
+	}
+	res := r.res
+	res.Status, res.ExecutionCount = rep.Status, rep.ExecutionCount
+	res.EName, res.EValue, res.Traceback = rep.EName, rep.EValue, rep.Traceback
+	res.UserExpressions, res.Payload = rep.UserExpressions, rep.Payload
+	r.gotReply = true
+	return nil
 }
 
 // deliverIOPub turns one iopub message of this execution into a callback and reports whether it was

@@ -449,7 +449,21 @@ func (b *Box) Command(c Command) []string {
 }
 
 func (b *Box) bwrapArgs(c Command) []string {
-	m := b.m
+	a := b.isolationArgs()
+	a = append(a, envArgs(c.Env)...)
+	p := newParentDirs()
+	a = append(a, b.systemArgs(p)...)
+	a = append(a, b.devTmpArgs()...)
+	a = append(a, b.bindArgs(c, p)...)
+	dir := c.Dir
+	if dir == "" {
+		dir = "/workspace"
+	}
+	return append(a, "--chdir", dir)
+}
+
+// isolationArgs are the namespaces and capabilities of the box.
+func (b *Box) isolationArgs() []string {
 	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", "sandbox"}
 	if !b.network {
@@ -460,9 +474,14 @@ func (b *Box) bwrapArgs(c Command) []string {
 		// Only what setpriv needs to switch to the box uid; it empties the bounding set itself.
 		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
 	}
-	a = append(a, "--clearenv")
+	return a
+}
+
+// envArgs clear the environment and set PATH plus env, in a stable order.
+func envArgs(extra map[string]string) []string {
+	a := []string{"--clearenv"}
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
-	for k, v := range c.Env {
+	for k, v := range extra {
 		env[k] = v
 	}
 	keys := make([]string, 0, len(env))
@@ -473,20 +492,35 @@ func (b *Box) bwrapArgs(c Command) []string {
 	for _, k := range keys {
 		a = append(a, "--setenv", k, env[k])
 	}
-	// bubblewrap makes missing parents of a mount point 0700 (root's): make them 0755 first, or the
-	// box uid could not reach what is bound below them.
-	made := map[string]bool{"/": true, "/tmp": true, "/dev": true, "/proc": true, "/var": true}
-	parents := func(dst string) {
-		var chain []string
-		for d := filepath.Dir(dst); !made[d]; d = filepath.Dir(d) {
-			chain = append(chain, d)
-			made[d] = true
-		}
-		for i := len(chain) - 1; i >= 0; i-- {
-			a = append(a, "--perms", "0755", "--dir", chain[i])
-		}
+	return a
+}
+
+// parentDirs makes the missing parents of mount points 0755 before they are mounted on:
+// bubblewrap makes them 0700 (root's), and the box uid could not reach what is bound below them.
+type parentDirs struct{ made map[string]bool }
+
+func newParentDirs() *parentDirs {
+	return &parentDirs{made: map[string]bool{"/": true, "/tmp": true, "/dev": true, "/proc": true, "/var": true}}
+}
+
+// args returns the --dir arguments for dst's missing parents, outermost first.
+func (p *parentDirs) args(dst string) []string {
+	var chain []string
+	for d := filepath.Dir(dst); !p.made[d]; d = filepath.Dir(d) {
+		chain = append(chain, d)
+		p.made[d] = true
 	}
-	a = append(a, "--ro-bind", "/usr", "/usr")
+	var a []string
+	for i := len(chain) - 1; i >= 0; i-- {
+		a = append(a, "--perms", "0755", "--dir", chain[i])
+	}
+	return a
+}
+
+// systemArgs bind the read-only system: /usr, the /bin, /sbin, /lib* links or dirs, the /etc
+// allowlist, the box's passwd and group, and the configured extra read-only binds.
+func (b *Box) systemArgs(p *parentDirs) []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(d)
 		switch {
@@ -499,34 +533,45 @@ func (b *Box) bwrapArgs(c Command) []string {
 			a = append(a, "--ro-bind", d, d)
 		}
 	}
-	for _, e := range m.cfg.Etc {
+	for _, e := range b.m.cfg.Etc {
 		e = filepath.Clean("/etc/" + e)
 		if _, err := os.Stat(e); err == nil && strings.HasPrefix(e, "/etc/") {
-			parents(e)
+			a = append(a, p.args(e)...)
 			a = append(a, "--ro-bind", e, e)
 		}
 	}
-	parents("/etc/passwd")
+	a = append(a, p.args("/etc/passwd")...)
 	a = append(a, "--ro-bind", filepath.Join(b.dir, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(b.dir, "group"), "/etc/group")
-	for _, p := range m.cfg.ROBinds {
-		if _, err := os.Stat(p); err == nil && filepath.IsAbs(p) {
-			parents(p)
-			a = append(a, "--ro-bind", p, p)
+	for _, rb := range b.m.cfg.ROBinds {
+		if _, err := os.Stat(rb); err == nil && filepath.IsAbs(rb) {
+			a = append(a, p.args(rb)...)
+			a = append(a, "--ro-bind", rb, rb)
 		}
 	}
+	return a
+}
+
+// devTmpArgs give the box its own /proc, /dev, /dev/shm, /tmp and /var/tmp.
+func (b *Box) devTmpArgs() []string {
 	// --dev gives the box its own /dev: the usual nodes, fd/stdin/stdout/stderr links and a private
 	// devpts instance (newinstance, ptmx 0666), so pexpect can open ptys for IPython's !cmd, %pip and
 	// %%bash without seeing the host's terminals. /dev/tty is there too, but --new-session (setsid)
 	// leaves the box without a controlling terminal, so opening it fails with ENXIO and no TIOCSTI
 	// can reach the server's terminal.
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--new-session")
-	size := strconv.FormatInt(m.cfg.TmpSize, 10)
-	a = append(a, "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+	size := strconv.FormatInt(b.m.cfg.TmpSize, 10)
+	return []string{"--proc", "/proc", "--dev", "/dev", "--new-session",
+		"--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
 		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-		"--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp")
+		"--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp"}
+}
+
+// bindArgs bind the command's own binds, the box's named mounts under /run/carryover, and the
+// workspace mount point at /workspace.
+func (b *Box) bindArgs(c Command, p *parentDirs) []string {
+	var a []string
 	for _, bd := range c.Binds {
-		parents(bd.Dst)
+		a = append(a, p.args(bd.Dst)...)
 		a = append(a, "--bind", bd.Src, bd.Dst)
 	}
 	b.mu.Lock()
@@ -539,15 +584,10 @@ func (b *Box) bwrapArgs(c Command) []string {
 	b.mu.Unlock()
 	sort.Strings(names)
 	for _, n := range names {
-		parents(MountTarget(n))
+		a = append(a, p.args(MountTarget(n))...)
 		a = append(a, "--bind", filepath.Join(b.dir, n), MountTarget(n))
 	}
-	a = append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
-	dir := c.Dir
-	if dir == "" {
-		dir = "/workspace"
-	}
-	return append(a, "--chdir", dir)
+	return append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
 }
 
 // MountTarget is where a box mount named name appears inside: /workspace for "workspace", else
