@@ -144,6 +144,8 @@ func verdict(ok bool, target string) string {
 	return "MISS " + target
 }
 
+// It is long on purpose: a benchmark scenario reads top to bottom as the steps it measures, with
+// its setup, its timed loop and its rows side by side; split up, the figures lose their context.
 func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	python := "/usr/bin/python3"
 	if env.Cfg != nil && env.Cfg.Kernel.Python != "" {

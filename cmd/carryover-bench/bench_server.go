@@ -131,6 +131,8 @@ func (s *turnSplit) note() string {
 
 // benchServerRoundTrips times `1+1` four ways in round-robin batches: POST /run, the websocket, raw
 // kernel/ and Jupyter Server's websocket, each against its own kernel of the same interpreter.
+// It is long on purpose: a benchmark scenario reads top to bottom as the steps it measures, with
+// its setup, its timed loop and its rows side by side; split up, the figures lose their context.
 func benchServerRoundTrips(ctx context.Context, env *benchEnv, python string) (rows []benchRow, err error) {
 	runs, batch, warm := 300, 25, 30
 	if env.Quick {
@@ -363,6 +365,8 @@ func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow
 
 // benchServerConcurrent runs many sessions at once, each a series of runs printing a line of its own,
 // half over POST /run and half over a websocket, and checks every answer holds exactly its line.
+// It is long on purpose: a benchmark scenario reads top to bottom as the steps it measures, with
+// its setup, its timed loop and its rows side by side; split up, the figures lose their context.
 func benchServerConcurrent(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	nSess, nRuns, warmPar := 50, 100, 4
 	if env.Quick {
