@@ -1,5 +1,5 @@
-// Package server assembles a carryover server: config -> store (SQLite) -> session service ->
-// HTTP API on a listener. cmd/carryover, the tests and the benchmark start servers through it; the
+// Package server assembles a carryover server: config -> store (SQLite) -> provisioner (sandbox or
+// local) -> session service -> HTTP API on a listener. cmd/carryover, the tests and the benchmark start servers through it; the
 // parts themselves live in server/session (the service), server/httpapi (the front door),
 // persistence/ and kernel/.
 package server
@@ -19,6 +19,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/session"
@@ -31,6 +32,7 @@ type Server struct {
 	Svc   *session.Service
 	API   *httpapi.API
 	Token string
+	prov  kernel.Provisioner
 	http  *http.Server
 	ln    net.Listener
 	log   *slog.Logger
@@ -45,13 +47,22 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	store, err := persistence.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+	if err := session.PrepareDirs(cfg); err != nil {
+		return nil, err
+	}
+	prov, err := newProvisioner(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: store, Logger: log})
+	store, err := persistence.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+	if err != nil {
+		closeProvisioner(prov, log)
+		return nil, err
+	}
+	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: store, Provisioner: prov, Logger: log})
 	if err != nil {
 		store.Close()
+		closeProvisioner(prov, log)
 		return nil, err
 	}
 	token := cfg.Auth.Token
@@ -66,7 +77,7 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 	}
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens, MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AllowedOrigins: cfg.Server.AllowedOrigins, UI: ui, Logger: log})
-	s := &Server{cfg: cfg, Store: store, Svc: svc, API: api, Token: token, log: log}
+	s := &Server{cfg: cfg, Store: store, Svc: svc, API: api, Token: token, log: log, prov: prov}
 	s.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -114,6 +125,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if cerr := s.Svc.Close(ctx); cerr != nil && err == nil {
 		err = cerr
 	}
+	closeProvisioner(s.prov, s.log) // after every kernel, pooled ones included, is shut down
 	if cerr := s.Store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

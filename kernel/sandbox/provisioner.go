@@ -183,7 +183,7 @@ func workspacePath(ws, host string) string {
 func (p *Provisioner) limits(want kernel.Limits) (Limits, error) {
 	l := p.cfg.Defaults
 	if want.CPUs != "" {
-		c, err := ParseCPUs(want.CPUs)
+		c, err := kernel.ParseCPUs(want.CPUs)
 		if err != nil {
 			return l, &kernel.LimitError{Field: "cpus", Message: err.Error()}
 		}
@@ -193,12 +193,12 @@ func (p *Provisioner) limits(want kernel.Limits) (Limits, error) {
 		l.CPUs = c
 	}
 	if want.Memory != "" {
-		m, err := ParseMemory(want.Memory)
+		m, err := kernel.ParseMemory(want.Memory)
 		if err != nil {
 			return l, &kernel.LimitError{Field: "memory", Message: err.Error()}
 		}
 		if p.cfg.MaxMemory > 0 && m > p.cfg.MaxMemory {
-			return l, &kernel.LimitError{Field: "memory", Message: fmt.Sprintf("memory %q is over the server's ceiling of %s", want.Memory, FormatMemory(p.cfg.MaxMemory))}
+			return l, &kernel.LimitError{Field: "memory", Message: fmt.Sprintf("memory %q is over the server's ceiling of %s", want.Memory, kernel.FormatMemory(p.cfg.MaxMemory))}
 		}
 		l.MemoryBytes = m
 	}

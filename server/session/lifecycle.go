@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/kernel/sandbox"
+	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
 
@@ -120,12 +120,12 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 		return nil
 	}
 	if req.CPUs != "" {
-		if _, err := sandbox.ParseCPUs(req.CPUs); err != nil {
+		if _, err := kernel.ParseCPUs(req.CPUs); err != nil {
 			return carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus: %v", err).WithDetails("field", "sandbox.cpus")
 		}
 	}
 	if req.Memory != "" {
-		if _, err := sandbox.ParseMemory(req.Memory); err != nil {
+		if _, err := kernel.ParseMemory(req.Memory); err != nil {
 			return carryover.Errorf(carryover.CodeInvalid, "sandbox.memory: %v", err).WithDetails("field", "sandbox.memory")
 		}
 	}

@@ -62,9 +62,10 @@ type liveSession struct {
 
 // Options configures a Service.
 type Options struct {
-	Config *configs.Config
-	Store  *persistence.Store
-	Logger *slog.Logger
+	Config      *configs.Config
+	Store       *persistence.Store
+	Provisioner kernel.Provisioner // runs kernels and exec commands; nil: local processes
+	Logger      *slog.Logger
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -82,14 +83,8 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	// session's %history see another's code and, under load, its "database is locked" message lands in
 	// other users' output and stalls kernels for seconds.
 	spec.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
-	if cfg.Persistence.SpoolDir == "" {
-		// Kernels of a previous run of this server are gone; so is their use for these files.
-		_ = os.RemoveAll(spoolDir(cfg))
-	}
-	for _, d := range []string{workspacesDir(cfg), spoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
-		}
+	if err := makeDirs(cfg); err != nil {
+		return nil, err
 	}
 	s := &Service{
 		cfg:   cfg,
@@ -98,7 +93,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			Store:     o.Store,
 			ChunkSize: cfg.Persistence.ChunkSize,
 			Retention: cfg.Persistence.Retention,
-			SpoolRoot: spoolDir(cfg), // kernels name their spool dir; only these are believed
+			SpoolRoot: SpoolDir(cfg), // kernels name their spool dir; only these are believed
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
 				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
@@ -122,18 +117,50 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.initProvisioner(); err != nil {
-		return nil, err
-	}
+	s.useProvisioner(o.Provisioner)
 	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent)
 	return s, nil
 }
 
+// PrepareDirs clears the spool of a previous run of the server (its kernels are gone, so is their
+// use for those files) and makes the data dir's workspaces, spool and kernels dirs. The assembly
+// calls it first, before it makes a provisioner (which checks the spool can be mounted).
+func PrepareDirs(cfg *configs.Config) error {
+	if cfg.Persistence.SpoolDir == "" {
+		_ = os.RemoveAll(SpoolDir(cfg))
+	}
+	return makeDirs(cfg)
+}
+
+// makeDirs makes the data dir's workspaces, spool and kernels dirs where missing.
+func makeDirs(cfg *configs.Config) error {
+	for _, d := range []string{workspacesDir(cfg), SpoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+	}
+	return nil
+}
+
+// useProvisioner points the kernel options at p (local processes when nil).
+func (s *Service) useProvisioner(p kernel.Provisioner) {
+	if p == nil {
+		p = &kernel.LocalProvisioner{SpoolRoot: SpoolDir(s.cfg)}
+	}
+	s.kopts.Provisioner = p
+	s.kopts.Network = s.cfg.Sandbox.Network
+	if kernel.IsolatesNetwork(p) && s.kopts.Transport == "tcp" {
+		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
+		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
+		s.kopts.Transport = "ipc"
+	}
+}
+
 func workspacesDir(cfg *configs.Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
 
-// spoolDir is where kernels and the server exchange checkpoint data: tmpfs when possible, because
+// SpoolDir is where kernels and the server exchange checkpoint data: tmpfs when possible, because
 // the bytes are read back at once and deleted (on disk, dirty-page writeback doubled restore time).
-func spoolDir(cfg *configs.Config) string {
+func SpoolDir(cfg *configs.Config) string {
 	if cfg.Persistence.SpoolDir != "" {
 		return cfg.Persistence.SpoolDir
 	}
@@ -287,7 +314,6 @@ func (s *Service) Get(id string) (carryover.Session, error) {
 
 // Close stops the pool and every session's kernel. In-flight runs should have been let finish first.
 func (s *Service) Close(ctx context.Context) error {
-	defer s.closeProvisioner() // after every kernel, pooled ones included, is shut down
 	s.mu.Lock()
 	s.closing = true
 	if s.stopBG != nil {
@@ -324,7 +350,7 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
 	if s.cfg.Persistence.SpoolDir == "" {
-		_ = os.RemoveAll(spoolDir(s.cfg))
+		_ = os.RemoveAll(SpoolDir(s.cfg))
 	} else if entries, rerr := os.ReadDir(s.cfg.Persistence.SpoolDir); rerr == nil {
 		for _, e := range entries {
 			_ = os.RemoveAll(filepath.Join(s.cfg.Persistence.SpoolDir, e.Name()))

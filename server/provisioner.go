@@ -1,0 +1,91 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/kernel/sandbox"
+	"github.com/carryover/carryover/server/session"
+)
+
+// newProvisioner picks where kernels and exec commands run: kernel/sandbox's bubblewrap boxes when
+// sandbox.enabled and they can run here, else plain local processes (loudly, when the sandbox was
+// wanted). Bad limit values in the config are an error.
+func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, error) {
+	local := &kernel.LocalProvisioner{SpoolRoot: session.SpoolDir(cfg)}
+	if !cfg.Sandbox.Enabled {
+		log.Warn("sandbox disabled (sandbox.enabled=false): kernels and exec commands run as plain processes with the server's privileges")
+		return local, nil
+	}
+	pc, tmp, err := sandboxConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	c := cfg.Sandbox
+	mgr, err := sandbox.New(sandbox.Config{
+		Bwrap: c.Bwrap, StateDir: filepath.Join(cfg.DataDir, "kernels"), UIDBase: c.UIDBase, UIDCount: c.UIDCount,
+		ROBinds: c.ROBinds, TmpSize: tmp, Logger: log,
+	})
+	if err != nil {
+		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
+			"any code run can read the database and every workspace. Fix the cause, or set sandbox.enabled=false to acknowledge.",
+			"err", err)
+		return local, nil
+	}
+	if err := os.MkdirAll(pc.SpoolDir, 0o700); err == nil {
+		err = mgr.CheckMountable(pc.SpoolDir)
+	}
+	if err != nil {
+		_ = mgr.Close()
+		log.Error("SANDBOX UNAVAILABLE: the checkpoint spool dir cannot be idmapped into sandboxes (set persistence.spool_dir "+
+			"to a directory on the data dir's filesystem); kernels and exec commands run as PLAIN PROCESSES", "spool_dir", pc.SpoolDir, "err", err)
+		return local, nil
+	}
+	// A sandbox can leave set-uid files in its workspace (idmapped: they are root's on disk); nobody
+	// but the server may reach them.
+	_ = os.Chmod(filepath.Join(cfg.DataDir, "workspaces"), 0o700)
+	info := mgr.Info()
+	log.Info("sandbox: kernels and exec commands run under bubblewrap", "cgroup", info.Cgroup,
+		"controllers", info.Controls, "idmapped", info.IDMapped, "defaults", pc.Defaults.String())
+	return sandbox.NewProvisioner(mgr, pc), nil
+}
+
+// sandboxConfig parses the sandbox section's limits and ceilings, and the size of each box's /tmp.
+func sandboxConfig(cfg *configs.Config, log *slog.Logger) (sandbox.ProvisionerConfig, int64, error) {
+	c := cfg.Sandbox
+	pc := sandbox.ProvisionerConfig{SpoolDir: session.SpoolDir(cfg), Logger: log}
+	var err error
+	parse := func(key string, e error) {
+		if e != nil && err == nil {
+			err = fmt.Errorf("server: sandbox.%s: %w", key, e)
+		}
+	}
+	var e error
+	pc.Defaults.CPUs, e = kernel.ParseCPUs(c.CPUs)
+	parse("cpus", e)
+	pc.Defaults.MemoryBytes, e = kernel.ParseMemory(c.Memory)
+	parse("memory", e)
+	pc.MaxCPUs, e = kernel.ParseCPUs(c.MaxCPUs)
+	parse("max_cpus", e)
+	pc.MaxMemory, e = kernel.ParseMemory(c.MaxMemory)
+	parse("max_memory", e)
+	tmp, e := kernel.ParseMemory(c.TmpSize)
+	parse("tmp_size", e)
+	pc.Defaults.Pids = c.MaxProcesses
+	return pc, tmp, err
+}
+
+// closeProvisioner releases what the provisioner still holds (the sandbox: its mounts and
+// cgroups). Every kernel must be shut down before.
+func closeProvisioner(p kernel.Provisioner, log *slog.Logger) {
+	if c, ok := p.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			log.Warn("provisioner: close", "err", err)
+		}
+	}
+}
