@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // DefaultChunkSize is the chunk size of namespace buffers when Checkpointer.ChunkSize is 0: a modified

@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // restoreGroup is one group of the agent's "restore" call.

@@ -17,8 +17,6 @@ package persistence
 //     copy-on-write (mmap ACCESS_COPY) and hands them to pickle.loads(buffers=...): no further copy.
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/base64"
 	"errors"
@@ -27,6 +25,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/carryover/carryover"
 )
 
 // spoolChunk is one chunk named in a snapshot answer.

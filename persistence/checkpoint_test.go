@@ -1,8 +1,6 @@
 package persistence_test
 
 import (
-	"github.com/carryover/carryover"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )

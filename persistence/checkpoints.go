@@ -1,13 +1,12 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 
+	"github.com/carryover/carryover"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )

@@ -1,12 +1,13 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 func TestCommitCheckpoint(t *testing.T) {
@@ -42,7 +43,7 @@ func TestCommitCheckpoint(t *testing.T) {
 	}
 
 	// A missing root fails the commit and leaves nothing behind.
-	absent := HashChunk([]byte("never stored"))
+	absent := chunk.Hash([]byte("never stored"))
 	err = s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c2", SessionID: "a", Turn: 2, ParentID: "c1", Roots: []string{r1, absent}})
 	if !errors.Is(err, ErrMissingChunk) {
 		t.Fatalf("missing root: %v", err)

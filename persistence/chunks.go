@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"database/sql"
 	"errors"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -23,7 +23,7 @@ import (
 // Chunks put for a checkpoint are garbage until CommitCheckpoint names them: hold Lock across both.
 func (s *Store) PutChunks(ctx context.Context, chunks []carryover.ChunkInput) (written int64, err error) {
 	for i := range chunks {
-		if err := checkChunkInput(&chunks[i]); err != nil {
+		if err := chunk.Check(&chunks[i]); err != nil {
 			return 0, err
 		}
 	}
@@ -107,45 +107,6 @@ func chunkExists(ctx context.Context, stmt interface {
 	return true, nil
 }
 
-func checkChunkInput(c *carryover.ChunkInput) error {
-	if !validHash(c.Hash) {
-		return fmt.Errorf("put chunk %q: hash is not 32 lowercase hex digits", c.Hash)
-	}
-	switch c.Codec {
-	case CodecRaw:
-		if int64(len(c.Data)) != c.RawLen {
-			return fmt.Errorf("put chunk %s: raw_len %d but %d raw bytes", c.Hash, c.RawLen, len(c.Data))
-		}
-		if h := HashChunk(c.Data); h != c.Hash {
-			return fmt.Errorf("put chunk %s: data hashes to %s", c.Hash, h)
-		}
-	case CodecZstd:
-		if c.RawLen < 0 {
-			return fmt.Errorf("put chunk %s: negative raw_len", c.Hash)
-		}
-	default:
-		return fmt.Errorf("put chunk %s: unknown codec %q", c.Hash, c.Codec)
-	}
-	for _, child := range c.Children {
-		if !validHash(child) {
-			return fmt.Errorf("put chunk %s: child %q is not a hash", c.Hash, child)
-		}
-	}
-	return nil
-}
-
-func validHash(h string) bool {
-	if len(h) != 32 {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // inBatch bounds the number of host parameters of one IN (...) list.
 const inBatch = 500
 
@@ -183,11 +144,11 @@ func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, e
 func (s *Store) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
 	err := s.withChunk(ctx, hash, func(codec string, rawLen int64, data []byte) error {
 		start := len(buf)
-		out, err := decodeChunk(codec, data, buf)
+		out, err := chunk.Decode(codec, data, buf)
 		if err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
-		if err := verifyChunk(hash, rawLen, out[start:]); err != nil {
+		if err := chunk.Verify(hash, rawLen, out[start:]); err != nil {
 			return err
 		}
 		buf = out
@@ -205,20 +166,20 @@ func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int6
 	var n int
 	err := s.withChunk(ctx, hash, func(codec string, rawLen int64, data []byte) error {
 		out := data
-		if codec != CodecRaw {
+		if codec != chunk.CodecRaw {
 			bp := decodeBufs.Get().(*[]byte)
 			defer func() {
 				if cap(*bp) <= 64<<20 {
 					decodeBufs.Put(bp)
 				}
 			}()
-			b, err := decodeChunk(codec, data, (*bp)[:0])
+			b, err := chunk.Decode(codec, data, (*bp)[:0])
 			if err != nil {
 				return fmt.Errorf("decode: %w", err)
 			}
 			*bp, out = b, b
 		}
-		if err := verifyChunk(hash, rawLen, out); err != nil {
+		if err := chunk.Verify(hash, rawLen, out); err != nil {
 			return err
 		}
 		var err error
@@ -255,18 +216,6 @@ func (s *Store) withChunk(ctx context.Context, hash string, fn func(codec string
 	}
 	if err := fn(codec, rawLen, data); err != nil {
 		return fmt.Errorf("read chunk %s: %w", hash, err)
-	}
-	return nil
-}
-
-// verifyChunk checks raw bytes against the chunk's length and address: a damaged database fails loudly
-// on restore instead of handing a kernel corrupted state.
-func verifyChunk(hash string, rawLen int64, raw []byte) error {
-	if int64(len(raw)) != rawLen {
-		return fmt.Errorf("raw length %d, want %d", len(raw), rawLen)
-	}
-	if h := HashChunk(raw); h != hash {
-		return fmt.Errorf("content hashes to %s: corrupted", h)
 	}
 	return nil
 }

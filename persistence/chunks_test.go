@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -11,12 +9,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // rawChunkT stores data as a raw chunk and returns its hash.
 func rawChunkT(t testing.TB, s *Store, data []byte, children ...string) string {
 	t.Helper()
-	c := carryover.ChunkInput{Hash: HashChunk(data), Codec: CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
+	c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
 	if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,25 +32,15 @@ func randomBytes(t testing.TB, n int) []byte {
 	return b
 }
 
-func TestHashChunkFormat(t *testing.T) {
-	// xxh3-128 of "" is 99aa06d3014798d86001c324468d497f (hi then lo, as xxhash's hexdigest prints).
-	if h := HashChunk(nil); h != "99aa06d3014798d86001c324468d497f" {
-		t.Fatalf("HashChunk(empty) = %s", h)
-	}
-	if h := HashChunk([]byte("abc")); h != "06b05ab6733a618578af5f94892f3950" {
-		t.Fatalf("HashChunk(abc) = %s, want python's xxhash.xxh3_128_hexdigest", h)
-	}
-}
-
 func TestPutChunksDedupAndWrittenBytes(t *testing.T) {
 	s := storeT(t)
 	ctx := context.Background()
 	a, b := randomBytes(t, 1000), randomBytes(t, 3000)
-	ca, err := EncodeChunk(a, nil)
+	ca, err := chunk.Encode(a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, _ := EncodeChunk(b, nil)
+	cb, _ := chunk.Encode(b, nil)
 	// The same chunk twice in one call is stored and counted once.
 	n, err := s.PutChunks(ctx, []carryover.ChunkInput{ca, cb, ca})
 	if err != nil || n != 4000 {
@@ -60,13 +51,13 @@ func TestPutChunksDedupAndWrittenBytes(t *testing.T) {
 		t.Fatalf("second put wrote %d (err %v), want 0", n, err)
 	}
 	c := randomBytes(t, 10)
-	cc, _ := EncodeChunk(c, nil)
+	cc, _ := chunk.Encode(c, nil)
 	n, err = s.PutChunks(ctx, []carryover.ChunkInput{ca, cc})
 	if err != nil || n != 10 {
 		t.Fatalf("third put wrote %d (err %v), want 10", n, err)
 	}
-	missing, err := s.MissingChunks(ctx, []string{ca.Hash, HashChunk([]byte("x")), cc.Hash, HashChunk([]byte("x"))})
-	if err != nil || len(missing) != 1 || missing[0] != HashChunk([]byte("x")) {
+	missing, err := s.MissingChunks(ctx, []string{ca.Hash, chunk.Hash([]byte("x")), cc.Hash, chunk.Hash([]byte("x"))})
+	if err != nil || len(missing) != 1 || missing[0] != chunk.Hash([]byte("x")) {
 		t.Fatalf("missing %v %v", missing, err)
 	}
 	got, err := s.ReadChunk(ctx, cb.Hash, []byte("prefix"))
@@ -80,11 +71,11 @@ func TestPutChunksRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	data := []byte("hello")
 	for name, c := range map[string]carryover.ChunkInput{
-		"wrong hash":  {Hash: HashChunk([]byte("other")), Codec: CodecRaw, RawLen: 5, Data: data},
-		"bad hash":    {Hash: "XYZ", Codec: CodecRaw, RawLen: 5, Data: data},
-		"wrong len":   {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 6, Data: data},
-		"bad codec":   {Hash: HashChunk(data), Codec: "lz4", RawLen: 5, Data: data},
-		"child unset": {Hash: HashChunk(data), Codec: CodecRaw, RawLen: 5, Data: data, Children: []string{HashChunk([]byte("absent"))}},
+		"wrong hash":  {Hash: chunk.Hash([]byte("other")), Codec: chunk.CodecRaw, RawLen: 5, Data: data},
+		"bad hash":    {Hash: "XYZ", Codec: chunk.CodecRaw, RawLen: 5, Data: data},
+		"wrong len":   {Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: 6, Data: data},
+		"bad codec":   {Hash: chunk.Hash(data), Codec: "lz4", RawLen: 5, Data: data},
+		"child unset": {Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: 5, Data: data, Children: []string{chunk.Hash([]byte("absent"))}},
 	} {
 		if _, err := s.PutChunks(ctx, []carryover.ChunkInput{c}); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -98,9 +89,9 @@ func TestPutChunksRejectsBadInput(t *testing.T) {
 	}
 	// A descriptor may come in the same call as its children, in any order.
 	child := []byte("child")
-	parent := []byte(`{"chunks":["` + HashChunk(child) + `"]}`)
-	pc, _ := EncodeChunk(parent, []string{HashChunk(child)})
-	cc, _ := EncodeChunk(child, nil)
+	parent := []byte(`{"chunks":["` + chunk.Hash(child) + `"]}`)
+	pc, _ := chunk.Encode(parent, []string{chunk.Hash(child)})
+	cc, _ := chunk.Encode(child, nil)
 	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{pc, cc}); err != nil {
 		t.Fatalf("parent before child in one call: %v", err)
 	}
@@ -110,11 +101,11 @@ func TestZstdRoundTrip(t *testing.T) {
 	s := storeT(t)
 	ctx := context.Background()
 	text := bytes.Repeat([]byte("carryover keeps your kernel's state. "), 100000) // 3.7 MB, compressible
-	c, err := EncodeChunk(text, nil)
+	c, err := chunk.Encode(text, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Codec != CodecZstd || len(c.Data) >= len(text)/10 {
+	if c.Codec != chunk.CodecZstd || len(c.Data) >= len(text)/10 {
 		t.Fatalf("codec %s, %d stored bytes for %d", c.Codec, len(c.Data), len(text))
 	}
 	n, err := s.PutChunks(ctx, []carryover.ChunkInput{c})
@@ -132,8 +123,8 @@ func TestZstdRoundTrip(t *testing.T) {
 	}
 
 	random := randomBytes(t, 1<<20)
-	rc, _ := EncodeChunk(random, nil)
-	if rc.Codec != CodecRaw {
+	rc, _ := chunk.Encode(random, nil)
+	if rc.Codec != chunk.CodecRaw {
 		t.Fatalf("random data stored as %s", rc.Codec)
 	}
 	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{rc}); err != nil {
@@ -144,7 +135,7 @@ func TestZstdRoundTrip(t *testing.T) {
 		t.Fatalf("raw ReadChunkTo: %d %v", m, err)
 	}
 
-	if _, err := s.ReadChunk(ctx, HashChunk([]byte("absent")), nil); !errors.Is(err, ErrMissingChunk) || !errors.Is(err, ErrNotFound) {
+	if _, err := s.ReadChunk(ctx, chunk.Hash([]byte("absent")), nil); !errors.Is(err, ErrMissingChunk) || !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing chunk: %v", err)
 	}
 }
@@ -183,7 +174,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 30 {
-				c, _ := EncodeChunk(randomBytes(t, 50_000), nil)
+				c, _ := chunk.Encode(randomBytes(t, 50_000), nil)
 				if _, err := s.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
 					errs <- err
 					return

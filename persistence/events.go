@@ -1,13 +1,12 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/carryover/carryover"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )

@@ -1,14 +1,14 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/carryover/carryover"
 )
 
 func TestEventsGaplessUnderConcurrency(t *testing.T) {

@@ -1,11 +1,10 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"fmt"
 
+	"github.com/carryover/carryover"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )

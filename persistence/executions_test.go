@@ -1,12 +1,12 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 func TestExecutions(t *testing.T) {

@@ -1,13 +1,13 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 func TestGCKeepsReachableThroughDescriptors(t *testing.T) {

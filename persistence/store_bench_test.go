@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"database/sql"
 	"io"
@@ -12,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // Benchmarks of the store's bulk paths. The data set size is CARRYOVER_BENCH_MIB (default 256 MiB;
@@ -32,11 +33,11 @@ func benchStore(b *testing.B) (*Store, []string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	chunk := make([]byte, 4<<20)
+	buf := make([]byte, 4<<20)
 	var hashes []string
 	for i := range benchMiB() / 4 {
-		fillPseudoRandom(chunk, uint64(i))
-		c, _ := EncodeChunk(chunk, nil)
+		fillPseudoRandom(buf, uint64(i))
+		c, _ := chunk.Encode(buf, nil)
 		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
@@ -117,14 +118,14 @@ func BenchmarkPutChunks(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	chunk := make([]byte, 4<<20)
-	b.SetBytes(int64(len(chunk)))
+	buf := make([]byte, 4<<20)
+	b.SetBytes(int64(len(buf)))
 	i := uint64(0)
 	for b.Loop() {
 		b.StopTimer()
 		i++
-		fillPseudoRandom(chunk, i)
-		c := carryover.ChunkInput{Hash: HashChunk(chunk), Codec: CodecRaw, RawLen: int64(len(chunk)), Data: chunk}
+		fillPseudoRandom(buf, i)
+		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
 		b.StartTimer()
 		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)

@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // The crash tests re-run this test binary as a child that writes checkpoints and is SIGKILLed by the
@@ -32,7 +33,7 @@ func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, e
 		for i := range b {
 			b[i] = byte(rand.Uint32())
 		}
-		c, err := EncodeChunk(b, nil)
+		c, err := chunk.Encode(b, nil)
 		if err != nil {
 			return "", err
 		}
@@ -43,7 +44,7 @@ func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, e
 		return "", err
 	}
 	desc, _ := json.Marshal(fileDescriptor{Size: int64(n * size), Chunks: hashes})
-	d, err := EncodeChunk(desc, hashes)
+	d, err := chunk.Encode(desc, hashes)
 	if err != nil {
 		return "", err
 	}

@@ -1,13 +1,13 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // storeT opens a store on a fresh file in t.TempDir and closes it when the test ends.

@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // Workspace files are saved by the server, in Go, straight from the session's host directory: the kernel
@@ -247,7 +248,7 @@ const (
 // add queues raw as a chunk unless it is stored or queued already, and returns its hash. raw is copied
 // when kept, so the caller may reuse it.
 func (w *chunkWriter) add(ctx context.Context, raw []byte, children []string) (string, error) {
-	h := HashChunk(raw)
+	h := chunk.Hash(raw)
 	if w.pending[h] {
 		return h, nil
 	}
@@ -256,11 +257,11 @@ func (w *chunkWriter) add(ctx context.Context, raw []byte, children []string) (s
 	} else if ok {
 		return h, nil
 	}
-	c, err := encodeHashed(raw, h, children)
+	c, err := chunk.EncodeHashed(raw, h, children)
 	if err != nil {
 		return "", err
 	}
-	if c.Codec == CodecRaw && len(raw) >= directPut {
+	if c.Codec == chunk.CodecRaw && len(raw) >= directPut {
 		// A big raw chunk goes in on its own, straight from the caller's buffer: no copy of it.
 		if err := w.flush(ctx); err != nil {
 			return "", err
@@ -269,7 +270,7 @@ func (w *chunkWriter) add(ctx context.Context, raw []byte, children []string) (s
 		w.written += n
 		return h, err
 	}
-	if c.Codec == CodecRaw {
+	if c.Codec == chunk.CodecRaw {
 		c.Data = append([]byte(nil), raw...)
 	}
 	w.batch = append(w.batch, c)

@@ -1,8 +1,6 @@
 package persistence
 
 import (
-	"github.com/carryover/carryover"
-
 	"bytes"
 	"context"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // writeFileT writes data to dir/rel (parents created) with the given mtime.
