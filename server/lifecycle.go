@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/kernel/sandbox"
-	"github.com/carryover/carryover/persistence"
 )
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
@@ -117,7 +116,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
-		if errors.Is(err, persistence.ErrExists) {
+		if errors.Is(err, carryover.ErrConflict) {
 			return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id)
 		}
 		return carryover.Session{}, err
@@ -177,7 +176,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		s.stopKernel(ctx, k)
 	}
 	ls.hub.broadcast(map[string]any{"type": "error", "error": map[string]any{"code": carryover.CodeNotFound, "message": "session deleted"}})
-	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()

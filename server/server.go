@@ -13,14 +13,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
-	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // Server is the running carryover: store, session service and HTTP API on a listener.
 type Server struct {
 	cfg   *configs.Config
-	Store *persistence.Store
+	Store carryover.Store
 	Svc   *Service
 	API   *API
 	Token string
@@ -38,7 +39,7 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	store, err := persistence.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
 	if err != nil {
 		return nil, err
 	}

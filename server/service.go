@@ -27,7 +27,7 @@ import (
 // checkpoints (persistence/), and is what the HTTP and websocket handlers call.
 type Service struct {
 	cfg   *configs.Config
-	store *persistence.Store
+	store carryover.Store
 	ckpt  *persistence.Checkpointer
 	pool  *kernel.Pool
 	kopts kernel.Options
@@ -65,7 +65,7 @@ type liveSession struct {
 // Options configures a Service.
 type Options struct {
 	Config *configs.Config
-	Store  *persistence.Store
+	Store  carryover.Store
 	Logger *slog.Logger
 }
 
