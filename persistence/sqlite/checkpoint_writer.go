@@ -19,7 +19,7 @@ var errWriterClosed = errors.New("checkpoint writer is closed")
 // hashing files is not).
 type checkpointWriter struct {
 	s      *Store
-	mu     sync.Mutex
+	mu     sync.Mutex // held by puts and commits, so Close waits for them
 	closed bool
 }
 
@@ -33,27 +33,22 @@ func (s *Store) BeginCheckpoint(ctx context.Context) (carryover.CheckpointWriter
 	return &checkpointWriter{s: s}, nil
 }
 
-func (w *checkpointWriter) open() error {
+// PutChunks stores the chunks not stored yet (see Store.putChunks).
+func (w *checkpointWriter) PutChunks(ctx context.Context, chunks []carryover.ChunkInput) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return errWriterClosed
-	}
-	return nil
-}
-
-// PutChunks stores the chunks not stored yet (see Store.putChunks).
-func (w *checkpointWriter) PutChunks(ctx context.Context, chunks []carryover.ChunkInput) (int64, error) {
-	if err := w.open(); err != nil {
-		return 0, err
+		return 0, errWriterClosed
 	}
 	return w.s.putChunks(ctx, chunks)
 }
 
 // Commit records cp with its roots in one transaction (see Store.commitCheckpoint).
 func (w *checkpointWriter) Commit(ctx context.Context, cp carryover.Checkpoint) error {
-	if err := w.open(); err != nil {
-		return err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errWriterClosed
 	}
 	return w.s.commitCheckpoint(ctx, cp)
 }
@@ -67,6 +62,8 @@ func (w *checkpointWriter) Close() {
 		w.s.ckmu.RUnlock()
 	}
 }
+
+// The reads of a writer are the store's: chunks are visible to every reader once put.
 
 func (w *checkpointWriter) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
 	return w.s.ReadChunk(ctx, hash, buf)

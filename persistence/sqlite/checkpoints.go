@@ -13,9 +13,10 @@ import (
 
 const checkpointCols = `id, session_id, turn, parent_id, CAST(manifest AS BLOB) AS manifest, bytes, created_at`
 
-// commitCheckpoint records cp and its roots in one transaction. Every root must already be stored
-// (an error wrapping carryover.ErrMissingChunk otherwise, and nothing is recorded); duplicate roots are
-// recorded once. CodeConflict if the id is taken, CodeNotFound if the session does not exist. A zero CreatedAt means now.
+// commitCheckpoint records cp and its roots in one transaction (CheckpointWriter.Commit). Every root
+// must already be stored (an error wrapping carryover.ErrMissingChunk otherwise, and nothing is
+// recorded); duplicate roots are recorded once. CodeConflict if the id is taken, CodeNotFound if the
+// session does not exist. A zero CreatedAt means now.
 func (s *Store) commitCheckpoint(ctx context.Context, cp carryover.Checkpoint) error {
 	if cp.ID == "" {
 		return fmt.Errorf("commit checkpoint: empty id")

@@ -22,7 +22,7 @@ func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, e
 		if ok, err := chunkExists(ctx, s.existStmt, hashes[0]); err != nil || ok {
 			return nil, err
 		}
-		return hashes, nil
+		return []string{hashes[0]}, nil
 	}
 	present := make(map[string]bool, len(hashes))
 	for start := 0; start < len(hashes); start += inBatch {
