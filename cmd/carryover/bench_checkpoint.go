@@ -30,6 +30,7 @@ func init() {
 type ckptBench struct {
 	ctx   context.Context
 	cp    *persistence.Checkpointer
+	db    string // the store's file, which the restore peer reads on a connection of its own
 	k     *kernel.Kernel
 	spec  *kernel.Spec
 	ws    string
@@ -180,7 +181,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 			defer os.RemoveAll(d)
 		}
 	}
-	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, spec: spec, ws: ws,
+	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, db: filepath.Join(dir, "bench.sqlite"), spec: spec, ws: ws,
 		spool: filepath.Join(spoolBase, "spool")}
 	b.k, err = b.start(b.spool)
 	if err != nil {
@@ -351,7 +352,7 @@ func (b *ckptBench) benchRestore(dir, label string) ([]benchRow, error) {
 	tp := time.Now()
 	var total int64
 	// The store hands out no raw handle: the peer opens the file on a connection of its own.
-	db, err := sql.Open("sqlite3", filepath.Join(dir, "bench.sqlite"))
+	db, err := sql.Open("sqlite3", b.db)
 	if err != nil {
 		return nil, err
 	}
