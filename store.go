@@ -112,7 +112,8 @@ type CheckpointStore interface {
 	LatestCheckpoint(ctx context.Context, sessionID string) (Checkpoint, error)
 	// ListCheckpoints returns the session's checkpoints, newest first.
 	ListCheckpoints(ctx context.Context, sessionID string) ([]Checkpoint, error)
-	// Prune deletes all but the newest keep checkpoints of the session and returns how many went.
+	// Prune deletes all but the newest keep checkpoints of the session and returns how many went. The
+	// newest is never pruned (keep < 1 counts as 1): a session keeps something to restore.
 	Prune(ctx context.Context, sessionID string, keep int) (int, error)
 	// GC deletes chunks no checkpoint reaches and returns how many and their stored bytes. It never
 	// takes chunks of a checkpoint still being written.

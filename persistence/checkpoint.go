@@ -24,7 +24,7 @@ const DefaultChunkSize = 4 << 20
 // kernel through a spool directory, never through the Jupyter protocol: see the spool protocol in
 // checkpoint_spool.go (and the agent's docstring, which is its reference).
 type Checkpointer struct {
-	Store     *Store
+	Store     carryover.CheckpointStore
 	ChunkSize int        // namespace chunk size (default DefaultChunkSize)
 	Retention int        // checkpoints kept per session (Store.Prune after commit); <= 0 keeps all
 	Files     FileLimits // workspace files: SaveHidden, MaxFileBytes, MaxTotalBytes, ChunkSize
@@ -103,9 +103,9 @@ func newCheckpointID() string {
 }
 
 // Checkpoint snapshots the namespace (agent) and the workspace files under workspaceDir ("" for none)
-// and commits ONE checkpoint: chunks first, then the manifest and its roots in one transaction, under
-// Store.Lock so GC cannot collect chunks put but not yet referenced. A crash at any point leaves the
-// previous checkpoint complete. Older checkpoints beyond Retention are pruned afterwards.
+// and commits ONE checkpoint: chunks first, then the manifest and its roots in one transaction, all
+// through one CheckpointWriter so GC cannot collect chunks put but not yet referenced. A crash at any
+// point leaves the previous checkpoint complete. Older checkpoints beyond Retention are pruned afterwards.
 func (c *Checkpointer) Checkpoint(ctx context.Context, ex Executor, sessionID string, turn int, workspaceDir string) (*carryover.CheckpointResult, error) {
 	p, err := c.Prepare(ctx, sessionID)
 	if err != nil {
@@ -130,7 +130,7 @@ type Prepared struct {
 func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared, error) {
 	start := time.Now()
 	prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	p := &Prepared{SessionID: sessionID, parentID: prev.ID, started: start}
@@ -170,7 +170,7 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 		p.renew(c.chunkSize())
 	}
 	res, err := c.checkpointOnce(ctx, ex, p, turn, workspaceDir, ans)
-	if errors.Is(err, ErrMissingChunk) {
+	if errors.Is(err, carryover.ErrMissingChunk) {
 		// The agent trusted a chunk the store no longer has (an older checkpoint it was restored from was
 		// pruned and collected): make it forget what it knows and save everything once more.
 		var ok map[string]any
@@ -200,10 +200,9 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 
 // checkpointOnce commits one checkpoint from the agent's snapshot answer (asking for it when ans is nil).
 func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepared, turn int, workspaceDir string, ans *snapshotAnswer) (*carryover.CheckpointResult, error) {
-	id, sessionID, parentID := p.id, p.SessionID, p.parentID
 	if ans == nil {
 		ans = &snapshotAnswer{}
-		args := map[string]any{"token": id, "committed": parentID, "chunk_size": c.chunkSize()}
+		args := map[string]any{"token": p.id, "committed": p.parentID, "chunk_size": c.chunkSize()}
 		if err := callAgent(ctx, ex, "snapshot", args, ans); err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
@@ -214,39 +213,52 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
-		spoolDir = filepath.Join(host, filepath.Base(id))
+		spoolDir = filepath.Join(host, filepath.Base(p.id))
 		defer os.RemoveAll(spoolDir)
 	}
 	res := &carryover.CheckpointResult{
-		ID: id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
+		ID: p.id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
 		FilesSkipped: []carryover.FileSkip{},
 		Timings: carryover.CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
 			WriteMS: ans.Timings.WriteMS},
 	}
-	m := Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
+	m := &Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {
 		m.Env = ans.Env
 	}
-
-	c.Store.Lock()
-	defer c.Store.Unlock()
-	tw := time.Now()
-	written, err := ingestSpool(ctx, c.Store, spoolDir, ans.Chunks)
+	w, err := c.Store.BeginCheckpoint(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: store chunks: %w", err)
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer w.Close()
+	if err := c.write(ctx, w, p, turn, workspaceDir, spoolDir, ans.Chunks, m, res); err != nil {
+		return nil, err
+	}
+	res.CreatedAt = time.Now().UTC()
+	return res, nil
+}
+
+// write puts the snapshot's chunks (spooled by the agent) and the workspace files through w, then
+// commits the checkpoint whose manifest is m, filling in res's timings and counts.
+func (c *Checkpointer) write(ctx context.Context, w carryover.CheckpointWriter, p *Prepared, turn int, workspaceDir, spoolDir string,
+	chunks []spoolChunk, m *Manifest, res *carryover.CheckpointResult) error {
+	tw := time.Now()
+	written, err := ingestSpool(ctx, w, spoolDir, chunks)
+	if err != nil {
+		return fmt.Errorf("checkpoint: store chunks: %w", err)
 	}
 	res.Timings.WriteMS += msSince(tw)
-	roots := make([]string, 0, len(ans.Groups))
-	for _, g := range ans.Groups {
+	roots := make([]string, 0, len(m.Groups))
+	for _, g := range m.Groups {
 		if g.Ref != "" {
 			roots = append(roots, g.Ref)
 		}
 	}
 	if workspaceDir != "" {
 		tf := time.Now()
-		fr, err := c.Store.SnapshotFiles(ctx, workspaceDir, p.prevFiles, c.Files)
+		fr, err := SnapshotFiles(ctx, w, workspaceDir, p.prevFiles, c.Files)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: files: %w", err)
+			return fmt.Errorf("checkpoint: files: %w", err)
 		}
 		res.Timings.FilesMS = msSince(tf)
 		m.Files, m.FilesSkipped = fr.Files, fr.Skipped
@@ -258,18 +270,17 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 	tc := time.Now()
 	doc, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: manifest: %w", err)
+		return fmt.Errorf("checkpoint: manifest: %w", err)
 	}
 	written += int64(len(doc))
-	cp := carryover.Checkpoint{ID: id, SessionID: sessionID, Turn: turn, ParentID: parentID, Manifest: doc,
+	cp := carryover.Checkpoint{ID: p.id, SessionID: p.SessionID, Turn: turn, ParentID: p.parentID, Manifest: doc,
 		Bytes: written, Roots: roots}
-	if err := c.Store.CommitCheckpoint(ctx, cp); err != nil {
-		return nil, fmt.Errorf("checkpoint: commit: %w", err)
+	if err := w.Commit(ctx, cp); err != nil {
+		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
 	res.Timings.WriteMS += msSince(tc)
 	res.BytesWritten = written
-	res.CreatedAt = time.Now().UTC()
-	return res, nil
+	return nil
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -1,13 +1,12 @@
 package persistence
 
 import (
-	"time"
-
-	"github.com/carryover/carryover"
-
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
+
+	"github.com/carryover/carryover"
 )
 
 // Manifest is a checkpoint's small JSON document. A namespace group is referenced by ONE hash (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,57 +63,79 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 		Skipped: nonNilSkips(m.Skipped)}
 	if files && workspaceDir != "" {
 		tf := time.Now()
-		// Prune files the checkpoint does not hold, but never ones it skipped (over a limit, unreadable):
-		// no checkpoint has them, so removing them would lose data silently.
-		keep := make([]string, 0, len(m.FilesSkipped))
-		for _, fs := range m.FilesSkipped {
-			keep = append(keep, fs.Path)
-		}
-		opt := RestoreOptions{Prune: true, Keep: keep, MaxFileBytes: c.Files.MaxFileBytes}
-		if err := c.Store.RestoreFilesWith(ctx, workspaceDir, m.Files, opt); err != nil {
-			return nil, fmt.Errorf("restore: files: %w", err)
+		if err := c.restoreWorkspace(ctx, m, workspaceDir); err != nil {
+			return nil, fmt.Errorf("restore: files: %w", damaged(err))
 		}
 		res.Files = len(m.Files)
 		res.Timings.FilesMS = msSince(tf)
 	}
+	if err := c.restoreNamespace(ctx, ex, m, res); err != nil {
+		return nil, fmt.Errorf("restore: %w", damaged(err))
+	}
+	res.DurationMS = msSince(start)
+	return res, nil
+}
 
+// damaged is the error of reading back a checkpoint that exists. A chunk the store does not have is
+// damage (an internal error), not a wrong id of the caller's: the store's not-found code must not
+// reach the API as if it were.
+func damaged(err error) error {
+	if errors.Is(err, carryover.ErrNotFound) {
+		return fmt.Errorf("checkpoint damaged: %v", err)
+	}
+	return err
+}
+
+// restoreWorkspace writes the checkpoint's files into dir and prunes the files it does not hold, but
+// never ones it skipped (over a limit, unreadable): no checkpoint has them, so removing them would
+// lose data silently.
+func (c *Checkpointer) restoreWorkspace(ctx context.Context, m *Manifest, dir string) error {
+	keep := make([]string, 0, len(m.FilesSkipped))
+	for _, fs := range m.FilesSkipped {
+		keep = append(keep, fs.Path)
+	}
+	opt := RestoreOptions{Prune: true, Keep: keep, MaxFileBytes: c.Files.MaxFileBytes}
+	return RestoreFilesWith(ctx, c.Store, dir, m.Files, opt)
+}
+
+// restoreNamespace assembles the groups' spool files from the store and has the agent load them.
+func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult) error {
 	var p agentPing
 	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return err
 	}
 	tr := time.Now()
 	dirName := "r-" + newCheckpointID()[5:]
 	spoolHost, err := c.spoolHost(p.SpoolHost)
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return err
 	}
 	hostDir := filepath.Join(spoolHost, dirName)
 	kernDir := filepath.Join(p.Spool, dirName)
 	if err := os.MkdirAll(hostDir, 0o700); err != nil {
-		return nil, fmt.Errorf("restore: spool: %w", err)
+		return fmt.Errorf("spool: %w", err)
 	}
 	defer os.RemoveAll(hostDir)
 	groups, jobs, err := c.planRestore(ctx, m, hostDir, kernDir)
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return err
 	}
 	if err := runAssembly(ctx, c.Store, jobs); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return err
 	}
 	res.Timings.ReadMS = msSince(tr)
 
 	var ans restoreAnswer
 	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env}
 	if err := callAgent(ctx, ex, "restore", args, &ans); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return err
 	}
 	res.Restored = nonNil(ans.Restored)
 	res.Failed = nonNilSkips(ans.Failed)
 	res.Cwd = ans.Cwd
 	res.Groups = ans.Groups
 	res.Timings.LoadMS = ans.Timings.LoadMS
-	res.DurationMS = msSince(start)
-	return res, nil
+	return nil
 }
 
 // assembleJob writes chunks, in order, into one spool file.
@@ -174,36 +197,48 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 	return groups, jobs, nil
 }
 
-// assembleWorkers read chunks from SQLite and write them into spool files concurrently: on two cores
+// assembleWorkers read chunks from the store and write them into spool files concurrently: on two cores
 // the blob read and the page-cache write overlap, keeping a restore near the cost of the read alone.
 const assembleWorkers = 2
 
 // runAssembly creates every file at its final size, then copies chunks straight from the store into
 // them at their offsets (ReadChunkTo: no intermediate buffer for raw chunks).
-func runAssembly(parent context.Context, s *Store, jobs []assembleJob) error {
-	type piece struct {
-		f    *os.File
-		hash string
-		off  int64
-		n    int64
-	}
-	var (
-		files  []*os.File
-		pieces []piece
-	)
+func runAssembly(ctx context.Context, r carryover.ChunkReader, jobs []assembleJob) error {
+	pieces, files, err := openAssembly(jobs)
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
+	if err != nil {
+		return err
+	}
+	return copyPieces(ctx, r, pieces)
+}
+
+// piece is one chunk's place in an assembled file.
+type piece struct {
+	f    *os.File
+	hash string
+	off  int64
+	n    int64
+}
+
+// openAssembly creates the jobs' files at their final sizes and lists where each chunk goes. The files
+// it returns are the caller's to close, also on error.
+func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
+	var (
+		files  []*os.File
+		pieces []piece
+	)
 	for _, j := range jobs {
 		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
-			return fmt.Errorf("spool: %w", err)
+			return nil, files, fmt.Errorf("spool: %w", err)
 		}
 		files = append(files, f)
 		if err := f.Truncate(j.size); err != nil {
-			return fmt.Errorf("spool: %w", err)
+			return nil, files, fmt.Errorf("spool: %w", err)
 		}
 		var off int64
 		for _, ch := range j.chunks {
@@ -211,9 +246,14 @@ func runAssembly(parent context.Context, s *Store, jobs []assembleJob) error {
 			off += ch.Len
 		}
 		if off != j.size {
-			return fmt.Errorf("spool: %s: chunks hold %d bytes, descriptor says %d", j.path, off, j.size)
+			return nil, files, fmt.Errorf("spool: %s: chunks hold %d bytes, descriptor says %d", j.path, off, j.size)
 		}
 	}
+	return pieces, files, nil
+}
+
+// copyPieces copies the pieces with assembleWorkers workers; the first error stops them all.
+func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	next := make(chan piece)
@@ -227,7 +267,7 @@ func runAssembly(parent context.Context, s *Store, jobs []assembleJob) error {
 		go func() {
 			defer wg.Done()
 			for p := range next {
-				n, err := s.ReadChunkTo(ctx, p.hash, io.NewOffsetWriter(p.f, p.off))
+				n, err := r.ReadChunkTo(ctx, p.hash, io.NewOffsetWriter(p.f, p.off))
 				if err == nil && n != p.n {
 					err = fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, n, p.n)
 				}

@@ -43,9 +43,9 @@ type spoolChunk struct {
 // ingestBatchBytes bounds the chunk data held in memory while streaming spool files into the store.
 const ingestBatchBytes = 64 << 20
 
-// ingestSpool puts the answer's chunks into the store in order, batch by batch, reading spool files from
-// dir, and returns the stored bytes newly written. The caller holds s.Lock.
-func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk) (int64, error) {
+// ingestSpool puts the answer's chunks through w in order, batch by batch, reading spool files from
+// dir, and returns the stored bytes newly written.
+func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunks []spoolChunk) (int64, error) {
 	var (
 		written int64
 		batch   []carryover.ChunkInput
@@ -59,7 +59,7 @@ func ingestSpool(ctx context.Context, s *Store, dir string, chunks []spoolChunk)
 		if len(batch) == 0 {
 			return nil
 		}
-		n, err := s.PutChunks(ctx, batch)
+		n, err := w.PutChunks(ctx, batch)
 		if err != nil {
 			return err
 		}

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // TestIngestSpoolRefusesLinks: a (sandboxed, hostile) kernel must not make the server read a host file
 // into its checkpoint by planting a symlink, as a chunk file or as the token dir, or block it with a FIFO.
 func TestIngestSpoolRefusesLinks(t *testing.T) {
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	spool := t.TempDir()
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -20,7 +23,7 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := strings.Repeat("ab", 16)
-	chunk := []spoolChunk{{Hash: hash, Codec: "raw", RawLen: 11, Stored: 11, File: hash}}
+	spooled := []spoolChunk{{Hash: hash, Codec: "raw", RawLen: 11, Stored: 11, File: hash}}
 
 	// A symlinked chunk file.
 	tok := filepath.Join(spool, "tok1")
@@ -28,7 +31,7 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(tok, hash)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingestSpool(ctx, s, tok, chunk); err == nil {
+	if _, err := ingestSpool(ctx, w, tok, spooled); err == nil {
 		t.Error("a symlinked chunk file was read")
 	}
 	// A symlinked token dir.
@@ -38,7 +41,7 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 	if err := os.Symlink(real, filepath.Join(spool, "tok2")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingestSpool(ctx, s, filepath.Join(spool, "tok2"), chunk); err == nil {
+	if _, err := ingestSpool(ctx, w, filepath.Join(spool, "tok2"), spooled); err == nil {
 		t.Error("a symlinked token dir was followed")
 	}
 	// A FIFO must fail at once, not block.
@@ -47,7 +50,7 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(tok3, hash), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingestSpool(ctx, s, tok3, chunk); err == nil {
+	if _, err := ingestSpool(ctx, w, tok3, spooled); err == nil {
 		t.Error("a FIFO was accepted")
 	}
 	if missing, _ := s.MissingChunks(ctx, []string{hash}); len(missing) != 1 {
@@ -57,9 +60,9 @@ func TestIngestSpoolRefusesLinks(t *testing.T) {
 	tok4 := filepath.Join(spool, "tok4")
 	_ = os.Mkdir(tok4, 0o700)
 	data := []byte("kernel data")
-	h := HashChunk(data)
+	h := chunk.Hash(data)
 	_ = os.WriteFile(filepath.Join(tok4, h), data, 0o600)
-	if _, err := ingestSpool(ctx, s, tok4, []spoolChunk{{Hash: h, Codec: "raw", RawLen: 11, Stored: 11, File: h}}); err != nil {
+	if _, err := ingestSpool(ctx, w, tok4, []spoolChunk{{Hash: h, Codec: "raw", RawLen: 11, Stored: 11, File: h}}); err != nil {
 		t.Errorf("a plain chunk file: %v", err)
 	}
 }

@@ -46,6 +46,7 @@ func skipsByPath(ss []carryover.FileSkip) map[string]string {
 
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	src := t.TempDir()
 	mt := time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.UTC)
@@ -63,7 +64,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := FileLimits{ChunkSize: 64 << 10}
-	res, err := s.SnapshotFiles(ctx, src, nil, lim)
+	res, err := SnapshotFiles(ctx, w, src, nil, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +83,14 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	} else {
 		t.Fatalf("identical files got different refs")
 	}
-	s.Lock()
-	err = s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "c1", SessionID: mustSession(t, s, "a"), Roots: res.Roots})
-	s.Unlock()
+	err = w.Commit(ctx, carryover.Checkpoint{ID: "c1", SessionID: mustSession(t, s, "a"), Roots: res.Roots})
+	w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := s.RestoreFiles(ctx, dst, res.Files, false); err != nil {
+	if err := RestoreFiles(ctx, s, dst, res.Files, false); err != nil {
 		t.Fatal(err)
 	}
 	for rel, data := range files {
@@ -109,13 +109,19 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("temp files left: %v", leftovers)
 	}
 
-	// Restoring onto a changed workspace with prune brings it back exactly.
+	checkPruningRestore(t, s, dst, res.Files, files)
+}
+
+// checkPruningRestore: restoring onto a changed workspace with prune brings it back exactly, leaving
+// hidden files and the ones named in Keep alone.
+func checkPruningRestore(t *testing.T, s carryover.ChunkReader, dst string, entries []FileEntry, files map[string][]byte) {
+	ctx := context.Background()
 	writeFileT(t, dst, "dir/b.csv", []byte("overwritten"), time.Now())
 	writeFileT(t, dst, "new/extra.txt", []byte("created after the checkpoint"), time.Now())
 	writeFileT(t, dst, ".hidden", []byte("hidden stays"), time.Now())
 	writeFileT(t, dst, "keep.log", []byte("named in Keep"), time.Now())
 	os.Remove(filepath.Join(dst, "a.txt"))
-	if err := s.RestoreFilesWith(ctx, dst, res.Files, RestoreOptions{Prune: true, Keep: []string{"keep.log"}}); err != nil {
+	if err := RestoreFilesWith(ctx, s, dst, entries, RestoreOptions{Prune: true, Keep: []string{"keep.log"}}); err != nil {
 		t.Fatal(err)
 	}
 	for rel, data := range files {
@@ -133,20 +139,15 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 }
 
-// mustSession creates a session and returns its id.
-func mustSession(t *testing.T, s *Store, id string) string {
-	sessionT(t, s, id)
-	return id
-}
-
 func TestSnapshotSkipsUnchangedFilesWithoutReading(t *testing.T) {
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	src := t.TempDir()
 	mt := time.Date(2025, 1, 1, 0, 0, 0, 42, time.UTC)
 	writeFileT(t, src, "same.txt", []byte("version one"), mt)
 	writeFileT(t, src, "changed.txt", []byte("old"), mt)
-	first, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
+	first, err := SnapshotFiles(ctx, w, src, nil, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestSnapshotSkipsUnchangedFilesWithoutReading(t *testing.T) {
 	if err := os.Chmod(filepath.Join(src, "same.txt"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	second, err := s.SnapshotFiles(ctx, src, first.Files, FileLimits{})
+	second, err := SnapshotFiles(ctx, w, src, first.Files, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestSnapshotSkipsUnchangedFilesWithoutReading(t *testing.T) {
 	}
 	// The reused entry still restores the content saved the first time.
 	dst := t.TempDir()
-	if err := s.RestoreFiles(ctx, dst, second.Files, false); err != nil {
+	if err := RestoreFiles(ctx, s, dst, second.Files, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dst, "same.txt")); string(got) != "version one" {
@@ -180,10 +181,12 @@ func TestSnapshotSkipsUnchangedFilesWithoutReading(t *testing.T) {
 	}
 
 	// A reused entry whose descriptor was collected is read again rather than trusted.
-	if _, _, err := s.GC(ctx); err != nil { // no checkpoint names anything: everything goes
+	// No checkpoint names anything, so everything goes (the writer is closed first: GC waits for it).
+	w.Close()
+	if _, _, err := s.GC(ctx); err != nil {
 		t.Fatal(err)
 	}
-	third, err := s.SnapshotFiles(ctx, src, second.Files, FileLimits{})
+	third, err := SnapshotFiles(ctx, writerT(t, s), src, second.Files, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +206,7 @@ func TestSnapshotAppendWritesAboutTheAppendedBytes(t *testing.T) {
 		t.Skip("writes 64 MiB")
 	}
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	src := t.TempDir()
 	const size, appended = 64 << 20, 1 << 20
@@ -215,7 +219,7 @@ func TestSnapshotAppendWritesAboutTheAppendedBytes(t *testing.T) {
 		f.Write(randomBytes(t, 4<<20))
 	}
 	f.Close()
-	first, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
+	first, err := SnapshotFiles(ctx, w, src, nil, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +230,7 @@ func TestSnapshotAppendWritesAboutTheAppendedBytes(t *testing.T) {
 	f.Write(randomBytes(t, appended))
 	f.Close()
 	os.Chtimes(p, time.Now().Add(time.Second), time.Now().Add(time.Second))
-	second, err := s.SnapshotFiles(ctx, src, first.Files, FileLimits{})
+	second, err := SnapshotFiles(ctx, w, src, first.Files, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +245,7 @@ func TestSnapshotAppendWritesAboutTheAppendedBytes(t *testing.T) {
 
 func TestSnapshotReportsSkips(t *testing.T) {
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	src := t.TempDir()
 	outside := t.TempDir()
@@ -261,7 +266,7 @@ func TestSnapshotReportsSkips(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(src, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.SnapshotFiles(ctx, src, nil, FileLimits{MaxFileBytes: 1000, MaxTotalBytes: 1000})
+	res, err := SnapshotFiles(ctx, w, src, nil, FileLimits{MaxFileBytes: 1000, MaxTotalBytes: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +293,7 @@ func TestSnapshotReportsSkips(t *testing.T) {
 		t.Errorf("skipped %v", skipped)
 	}
 
-	withHidden, err := s.SnapshotFiles(ctx, src, nil, FileLimits{SaveHidden: true})
+	withHidden, err := SnapshotFiles(ctx, w, src, nil, FileLimits{SaveHidden: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +305,7 @@ func TestSnapshotReportsSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Geteuid() != 0 { // root reads mode-0 files anyway
-		res, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
+		res, err := SnapshotFiles(ctx, w, src, nil, FileLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,17 +317,18 @@ func TestSnapshotReportsSkips(t *testing.T) {
 
 func TestRestoreRefusesEscapes(t *testing.T) {
 	s := storeT(t)
+	w := writerT(t, s)
 	ctx := context.Background()
 	src := t.TempDir()
 	writeFileT(t, src, "f", []byte("x"), time.Now())
-	res, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
+	res, err := SnapshotFiles(ctx, w, src, nil, FileLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := res.Files[0].Ref
 	dst := t.TempDir()
 	for _, bad := range []string{"../escape", "/abs", "a/../../b", "./x"} {
-		if err := s.RestoreFiles(ctx, dst, []FileEntry{{Path: bad, Size: 1, Ref: ref}}, false); err == nil {
+		if err := RestoreFiles(ctx, s, dst, []FileEntry{{Path: bad, Size: 1, Ref: ref}}, false); err == nil {
 			t.Errorf("path %q accepted", bad)
 		}
 	}
@@ -331,7 +337,7 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dst, "out")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RestoreFiles(ctx, dst, []FileEntry{{Path: "out/f", Size: 1, Ref: ref, ModTime: time.Now()}}, false); err == nil {
+	if err := RestoreFiles(ctx, s, dst, []FileEntry{{Path: "out/f", Size: 1, Ref: ref, ModTime: time.Now()}}, false); err == nil {
 		t.Error("restore through a symlink to outside the workspace succeeded")
 	}
 	if _, err := os.Stat(filepath.Join(outside, "f")); !os.IsNotExist(err) {

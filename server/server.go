@@ -20,7 +20,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/persistence/sqlite"
 	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/session"
 )
@@ -28,7 +28,7 @@ import (
 // Server is the running carryover: store, session service and HTTP API on a listener.
 type Server struct {
 	cfg   *configs.Config
-	Store *persistence.Store
+	Store carryover.Store
 	Svc   *session.Service
 	API   *httpapi.API
 	Token string
@@ -54,7 +54,7 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	store, err := persistence.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
 	if err != nil {
 		closeProvisioner(prov, log)
 		return nil, err

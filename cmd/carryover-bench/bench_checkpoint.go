@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The checkpoint section measures the issue's scenarios on one kernel holding a 1 GiB array (64 MiB with
@@ -27,6 +29,7 @@ func init() {
 type ckptBench struct {
 	ctx   context.Context
 	cp    *persistence.Checkpointer
+	db    string // the store's file, which the restore peer reads on a connection of its own
 	k     *kernel.Kernel
 	spec  *kernel.Spec
 	ws    string
@@ -160,7 +163,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, err
 	}
-	st, err := persistence.Open(filepath.Join(dir, "bench.sqlite"))
+	st, err := sqlite.Open(filepath.Join(dir, "bench.sqlite"))
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +182,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 			defer os.RemoveAll(d)
 		}
 	}
-	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, spec: spec, ws: ws,
+	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, db: filepath.Join(dir, "bench.sqlite"), spec: spec, ws: ws,
 		spool: filepath.Join(spoolBase, "spool")}
 	b.k, err = b.start(b.spool)
 	if err != nil {
@@ -349,14 +352,20 @@ func (b *ckptBench) benchRestore(dir, label string) ([]benchRow, error) {
 	}
 	tp := time.Now()
 	var total int64
-	stmt, err := b.cp.Store.DB().PreparexContext(b.ctx, `SELECT data FROM chunks WHERE hash = ?`)
+	// The store hands out no raw handle: the peer opens the file on a connection of its own.
+	db, err := sql.Open("sqlite3", b.db)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	stmt, err := db.PrepareContext(b.ctx, `SELECT data FROM chunks WHERE hash = ?`)
 	if err != nil {
 		return nil, err
 	}
 	defer stmt.Close()
 	var buf []byte
 	for _, h := range hashes {
-		if err := stmt.QueryRowxContext(b.ctx, h).Scan(&buf); err != nil {
+		if err := stmt.QueryRowContext(b.ctx, h).Scan(&buf); err != nil {
 			return nil, err
 		}
 		total += int64(len(buf))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/persistence"
 )
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
@@ -100,7 +99,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
-		if errors.Is(err, persistence.ErrExists) {
+		if errors.Is(err, carryover.ErrConflict) {
 			return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id)
 		}
 		return carryover.Session{}, err
@@ -188,7 +187,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		s.stopKernel(ctx, k)
 	}
 	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
-	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()

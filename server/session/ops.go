@@ -171,7 +171,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, err
 	}
 	cp, err := s.store.GetCheckpoint(ctx, id, cid)
-	if errors.Is(err, persistence.ErrNotFound) {
+	if errors.Is(err, carryover.ErrNotFound) {
 		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
 	} else if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ import (
 // checkpoints (persistence/), and is what the HTTP and websocket handlers call.
 type Service struct {
 	cfg   *configs.Config
-	store *persistence.Store
+	store carryover.Store
 	ckpt  *persistence.Checkpointer
 	pool  *kernel.Pool
 	kopts kernel.Options // kopts.Provisioner runs kernels and exec commands (sandbox.go)
@@ -63,7 +63,7 @@ type liveSession struct {
 // Options configures a Service.
 type Options struct {
 	Config      *configs.Config
-	Store       *persistence.Store
+	Store       carryover.Store
 	Provisioner kernel.Provisioner // runs kernels and exec commands; nil: local processes
 	Logger      *slog.Logger
 }

@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -7,15 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // Benchmarks of the store's bulk paths. The data set size is CARRYOVER_BENCH_MIB (default 256 MiB;
-// the figures in the report use 1024). Run: go test -run '^$' -bench . -benchtime 3x ./persistence/
+// the figures in the report use 1024). Run: go test -run '^$' -bench . -benchtime 3x ./persistence/...
 
 func benchMiB() int {
 	if n, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_MIB")); err == nil && n > 0 {
@@ -32,12 +31,12 @@ func benchStore(b *testing.B) (*Store, []string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	chunk := make([]byte, 4<<20)
+	buf := make([]byte, 4<<20)
 	var hashes []string
 	for i := range benchMiB() / 4 {
-		fillPseudoRandom(chunk, uint64(i))
-		c, _ := EncodeChunk(chunk, nil)
-		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+		fillPseudoRandom(buf, uint64(i))
+		c, _ := chunk.Encode(buf, nil)
+		if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
 		hashes = append(hashes, c.Hash)
@@ -90,7 +89,7 @@ func BenchmarkChunkReads(b *testing.B) {
 	selectAll := func(b *testing.B, scan func(*sql.Rows) error) {
 		b.SetBytes(total)
 		for b.Loop() {
-			rows, err := s.DB().Query(`SELECT data FROM chunks`)
+			rows, err := s.db.Query(`SELECT data FROM chunks`)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -117,89 +116,17 @@ func BenchmarkPutChunks(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	chunk := make([]byte, 4<<20)
-	b.SetBytes(int64(len(chunk)))
+	buf := make([]byte, 4<<20)
+	b.SetBytes(int64(len(buf)))
 	i := uint64(0)
 	for b.Loop() {
 		b.StopTimer()
 		i++
-		fillPseudoRandom(chunk, i)
-		c := carryover.ChunkInput{Hash: HashChunk(chunk), Codec: CodecRaw, RawLen: int64(len(chunk)), Data: chunk}
+		fillPseudoRandom(buf, i)
+		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
 		b.StartTimer()
-		if _, err := s.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+		if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkWorkspaceFile snapshots a fresh file of CARRYOVER_BENCH_MIB and restores it, reporting
-// both rates and the bytes an appended MiB costs.
-func BenchmarkWorkspaceFile(b *testing.B) {
-	ctx := context.Background()
-	size := int64(benchMiB()) << 20
-	src := b.TempDir()
-	p := filepath.Join(src, "big.bin")
-	f, err := os.Create(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := make([]byte, 4<<20)
-	for i := range size / int64(len(buf)) {
-		fillPseudoRandom(buf, uint64(i)+1e6)
-		f.Write(buf)
-	}
-	f.Close()
-	for b.Loop() {
-		b.StopTimer()
-		s, err := Open(filepath.Join(b.TempDir(), "ws.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		syscall.Sync() // each phase starts with no dirty pages of the previous one
-		b.StartTimer()
-		t0 := time.Now()
-		first, err := s.SnapshotFiles(ctx, src, nil, FileLimits{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		snap := time.Since(t0)
-		dst := b.TempDir()
-		b.StopTimer()
-		syscall.Sync()
-		b.StartTimer()
-		t0 = time.Now()
-		if err := s.RestoreFiles(ctx, dst, first.Files, false); err != nil {
-			b.Fatal(err)
-		}
-		restore := time.Since(t0)
-		b.StopTimer()
-		syscall.Sync()
-		// Baseline: write the same bytes to a new file with plain os.File writes.
-		t0 = time.Now()
-		wf, _ := os.Create(filepath.Join(dst, "baseline.bin"))
-		rf, _ := os.Open(p)
-		io.CopyBuffer(struct{ io.Writer }{wf}, struct{ io.Reader }{rf}, buf)
-		rf.Close()
-		wf.Close()
-		plain := time.Since(t0)
-		syscall.Sync()
-		af, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-		af.Write(buf[:1<<20])
-		af.Close()
-		os.Chtimes(p, time.Now(), time.Now())
-		t0 = time.Now()
-		second, err := s.SnapshotFiles(ctx, src, first.Files, FileLimits{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		appendSnap := time.Since(t0)
-		os.Truncate(p, size)
-		s.Close()
-		b.ReportMetric(float64(size)/snap.Seconds()/(1<<20), "snapshot-MiB/s")
-		b.ReportMetric(float64(size)/restore.Seconds()/(1<<20), "restore-MiB/s")
-		b.ReportMetric(float64(size)/plain.Seconds()/(1<<20), "plain-copy-MiB/s")
-		b.ReportMetric(float64(second.BytesWritten), "append-1MiB-bytes-written")
-		b.ReportMetric(appendSnap.Seconds()*1000, "append-snapshot-ms")
-		b.StartTimer()
 	}
 }

@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -13,10 +13,11 @@ import (
 
 const checkpointCols = `id, session_id, turn, parent_id, CAST(manifest AS BLOB) AS manifest, bytes, created_at`
 
-// CommitCheckpoint records cp and its roots in one transaction. Every root must already be stored
-// (ErrMissingChunk otherwise, and nothing is recorded); duplicate roots are recorded once. ErrExists if
-// the id is taken, ErrNotFound if the session does not exist. A zero CreatedAt means now.
-func (s *Store) CommitCheckpoint(ctx context.Context, cp carryover.Checkpoint) error {
+// commitCheckpoint records cp and its roots in one transaction (CheckpointWriter.Commit). Every root
+// must already be stored (an error wrapping carryover.ErrMissingChunk otherwise, and nothing is
+// recorded); duplicate roots are recorded once. CodeConflict if the id is taken, CodeNotFound if the
+// session does not exist. A zero CreatedAt means now.
+func (s *Store) commitCheckpoint(ctx context.Context, cp carryover.Checkpoint) error {
 	if cp.ID == "" {
 		return fmt.Errorf("commit checkpoint: empty id")
 	}
@@ -31,7 +32,7 @@ func (s *Store) CommitCheckpoint(ctx context.Context, cp carryover.Checkpoint) e
 			if ok, err := chunkExists(ctx, exists, h); err != nil {
 				return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
 			} else if !ok {
-				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, ErrMissingChunk)
+				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, carryover.ErrMissingChunk)
 			}
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO checkpoints (id, session_id, turn, parent_id, manifest, bytes, created_at)
@@ -39,9 +40,9 @@ func (s *Store) CommitCheckpoint(ctx context.Context, cp carryover.Checkpoint) e
 			cp.ID, cp.SessionID, cp.Turn, cp.ParentID, jsonText(cp.Manifest, "{}"), cp.Bytes, dbTime(cp.CreatedAt))
 		switch {
 		case isConstraint(err, sqlite3.ErrConstraintPrimaryKey):
-			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, ErrExists)
+			return carryover.Errorf(carryover.CodeConflict, "checkpoint %q already exists", cp.ID)
 		case isConstraint(err, sqlite3.ErrConstraintForeignKey):
-			return fmt.Errorf("commit checkpoint %s: session %q: %w", cp.ID, cp.SessionID, ErrNotFound)
+			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", cp.SessionID)
 		case err != nil:
 			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
 		}
@@ -72,13 +73,13 @@ func dedupe(hs []string) []string {
 	return out
 }
 
-// GetCheckpoint returns checkpoint id of the session with its roots; ErrNotFound if there is none.
+// GetCheckpoint returns checkpoint id of the session with its roots; CodeNotFound if there is none.
 func (s *Store) GetCheckpoint(ctx context.Context, sessionID, id string) (carryover.Checkpoint, error) {
 	return s.oneCheckpoint(ctx, fmt.Sprintf("checkpoint %s of session %q", id, sessionID),
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? AND id = ?`, sessionID, id)
 }
 
-// LatestCheckpoint returns the session's most recently committed checkpoint; ErrNotFound when none.
+// LatestCheckpoint returns the session's most recently committed checkpoint; CodeNotFound when none.
 func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (carryover.Checkpoint, error) {
 	return s.oneCheckpoint(ctx, fmt.Sprintf("latest checkpoint of session %q", sessionID),
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT 1`, sessionID)
@@ -88,7 +89,7 @@ func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) 
 	var cp carryover.Checkpoint
 	err := s.db.GetContext(ctx, &cp, q, args...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return cp, fmt.Errorf("%s: %w", what, ErrNotFound)
+		return cp, carryover.Errorf(carryover.CodeNotFound, "%s not found", what)
 	}
 	if err != nil {
 		return cp, fmt.Errorf("%s: %w", what, err)

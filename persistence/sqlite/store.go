@@ -1,10 +1,8 @@
-// Package persistence keeps carryover's state in one SQLite file: sessions, their event logs, executions
-// and tools, and checkpoints of kernel namespaces and workspace files as a content-addressed Merkle DAG
-// of chunks. Only the Go server writes the file (WAL, foreign keys on, schema from embedded migrations).
-//
-// The store (store*.go and the files named for what they hold) knows nothing of kernels or HTTP; the
-// Checkpointer (checkpoint*.go) composes it with the in-kernel snapshot agent.
-package persistence
+// Package sqlite is carryover's embedded store: one SQLite file holding sessions, their event logs,
+// executions and tools, and checkpoints as a content-addressed Merkle DAG of chunks. It implements
+// carryover.Store; persistence/storetest is the contract it is tested against. Only the Go server
+// writes the file (WAL, foreign keys on, schema from embedded migrations).
+package sqlite
 
 import (
 	"context"
@@ -15,18 +13,9 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
-)
-
-// Sentinel errors; callers test them with errors.Is. Every returned error wraps one of them or a
-// driver/OS error, with context saying which row or file was involved.
-var (
-	ErrNotFound     = errors.New("not found")
-	ErrExists       = errors.New("already exists")
-	ErrMissingChunk = errors.New("missing chunk")
 )
 
 // pageSize is the SQLite page size of a new database. Large pages make the multi-MiB chunk blobs cheap
@@ -41,11 +30,13 @@ type Store struct {
 	path string
 
 	wmu  sync.Mutex   // serialises write transactions
-	ckmu sync.RWMutex // Lock/Unlock (shared): chunk puts + checkpoint commit; GC takes it exclusively
+	ckmu sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
 
 	readStmt  *sql.Stmt // SELECT codec, raw_len, data FROM chunks WHERE hash = ?
 	existStmt *sql.Stmt // SELECT 1 FROM chunks WHERE hash = ?
 }
+
+var _ carryover.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the SQLite database at path and brings its schema up to date.
 func Open(path string) (*Store, error) {
@@ -132,18 +123,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// DB exposes the pool for tests and the bench. Writes through it bypass the store's writer mutex.
-func (s *Store) DB() *sqlx.DB { return s.db }
-
-// Lock keeps GC away while a checkpointer puts chunks and commits: held from its first PutChunks until
-// CommitCheckpoint returned, so GC never sees those chunks as unreachable garbage. It is shared:
-// checkpoints of different sessions proceed side by side (their SQLite writes are still serialised
-// by the store's writer mutex, but reading and hashing files is not). GC takes it exclusively.
-func (s *Store) Lock() { s.ckmu.RLock() }
-
-// Unlock releases Lock.
-func (s *Store) Unlock() { s.ckmu.RUnlock() }
-
 // writeTx runs fn in a write transaction under the writer mutex, committing when fn returns nil.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	s.wmu.Lock()
@@ -160,33 +139,4 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-// timeLayout is fixed-width so that stored times sort correctly as text; go-sqlite3 parses it back
-// (it strips the Z and tries its own layouts) for TIMESTAMP-declared columns.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// dbNow is the current time as the store keeps it: UTC, no monotonic reading.
-func dbNow() time.Time { return time.Now().UTC().Round(0) }
-
-// dbTime formats t for storage; a zero t means now.
-func dbTime(t time.Time) string {
-	if t.IsZero() {
-		t = dbNow()
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-// jsonText turns a JSON document into the TEXT stored for it; empty means def.
-func jsonText(b []byte, def string) string {
-	if len(b) == 0 {
-		return def
-	}
-	return string(b)
-}
-
-// isConstraint reports whether err is an SQLite constraint violation with the given extended code.
-func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrConstraint && se.ExtendedCode == code
 }

@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -10,25 +10,6 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// storeT opens a store on a fresh file in t.TempDir and closes it when the test ends.
-func storeT(t testing.TB) *Store {
-	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "carryover.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// sessionT creates session id in s.
-func sessionT(t testing.TB, s *Store, id string) {
-	t.Helper()
-	if err := s.CreateSession(context.Background(), carryover.SessionRecord{ID: id, State: "running", Doc: []byte(`{"id":"` + id + `"}`)}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestOpenPragmasAndMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	s, err := Open(path)
@@ -38,7 +19,7 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	var ps int
 	var jm string
 	var fk int
-	db := s.DB()
+	db := s.db
 	if err := db.Get(&ps, `PRAGMA page_size`); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +53,7 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	}
 	defer s.Close()
 	var n int
-	if err := s.DB().Get(&n, `SELECT COUNT(*) FROM schema_migrations`); err != nil || n != len(applied) {
+	if err := s.db.Get(&n, `SELECT COUNT(*) FROM schema_migrations`); err != nil || n != len(applied) {
 		t.Fatalf("after reopen %d migrations (err %v), want %d", n, err, len(applied))
 	}
 	if _, err := s.GetSession(context.Background(), "a"); err != nil {

@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // AppendEvent appends an event to session sessionID and returns it with its sequence number. The number
 // is MAX(seq)+1 computed inside the insert's transaction (under the writer mutex), so concurrent
 // appends neither collide nor leave gaps. payload is marshalled to JSON unless it already is JSON
-// (json.RawMessage or []byte). ErrNotFound if the session does not exist.
+// (json.RawMessage or []byte). CodeNotFound if the session does not exist.
 func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, payload any) (carryover.Event, error) {
 	var body []byte
 	switch p := payload.(type) {
@@ -41,7 +41,7 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 			RETURNING seq`,
 			sessionID, eventType, string(body), dbTime(ev.CreatedAt), sessionID).Scan(&ev.SequenceNumber)
 		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
-			return fmt.Errorf("append event to session %q: %w", sessionID, ErrNotFound)
+			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", sessionID)
 		}
 		if err != nil {
 			return fmt.Errorf("append event to session %q: %w", sessionID, err)

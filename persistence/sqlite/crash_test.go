@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"bufio"
@@ -16,15 +16,22 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // The crash tests re-run this test binary as a child that writes checkpoints and is SIGKILLed by the
 // parent, which then opens the database the way a restarted server would.
 const crashChildEnv = "CARRYOVER_STORE_CRASH_CHILD"
 
+// testDescriptor is the JSON of a file descriptor chunk as the engine writes it: {"size":N,"chunks":[...]}.
+type testDescriptor struct {
+	Size   int64    `json:"size"`
+	Chunks []string `json:"chunks"`
+}
+
 // putCheckpointChunksT puts n random data chunks and a descriptor naming them, and returns the
 // descriptor's hash (the checkpoint root).
-func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, error) {
+func putCheckpointChunksT(ctx context.Context, w carryover.ChunkWriter, n, size int) (string, error) {
 	var all []carryover.ChunkInput
 	var hashes []string
 	for range n {
@@ -32,22 +39,22 @@ func putCheckpointChunksT(ctx context.Context, s *Store, n, size int) (string, e
 		for i := range b {
 			b[i] = byte(rand.Uint32())
 		}
-		c, err := EncodeChunk(b, nil)
+		c, err := chunk.Encode(b, nil)
 		if err != nil {
 			return "", err
 		}
 		all = append(all, c)
 		hashes = append(hashes, c.Hash)
 	}
-	if _, err := s.PutChunks(ctx, all); err != nil {
+	if _, err := w.PutChunks(ctx, all); err != nil {
 		return "", err
 	}
-	desc, _ := json.Marshal(fileDescriptor{Size: int64(n * size), Chunks: hashes})
-	d, err := EncodeChunk(desc, hashes)
+	desc, _ := json.Marshal(testDescriptor{Size: int64(n * size), Chunks: hashes})
+	d, err := chunk.Encode(desc, hashes)
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.PutChunks(ctx, []carryover.ChunkInput{d}); err != nil {
+	if _, err := w.PutChunks(ctx, []carryover.ChunkInput{d}); err != nil {
 		return "", err
 	}
 	return d.Hash, nil
@@ -71,8 +78,11 @@ func TestStoreCrashChild(t *testing.T) {
 	}
 	switch mode {
 	case "put-then-wait":
-		s.Lock()
-		if _, err := putCheckpointChunksT(ctx, s, 8, 256<<10); err != nil {
+		w, err := s.BeginCheckpoint(ctx)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := putCheckpointChunksT(ctx, w, 8, 256<<10); err != nil {
 			fail(err)
 		}
 		fmt.Println("PUT")
@@ -80,16 +90,9 @@ func TestStoreCrashChild(t *testing.T) {
 	case "loop":
 		base, _ := strconv.Atoi(os.Getenv(crashChildEnv + "_TURN"))
 		for turn := base; ; turn++ {
-			s.Lock()
-			root, err := putCheckpointChunksT(ctx, s, 4, 256<<10)
-			if err != nil {
+			if err := crashTurn(ctx, s, turn); err != nil {
 				fail(err)
 			}
-			cp := carryover.Checkpoint{ID: fmt.Sprint("t", turn), SessionID: "a", Turn: turn, Roots: []string{root}}
-			if err := s.CommitCheckpoint(ctx, cp); err != nil {
-				fail(err)
-			}
-			s.Unlock()
 			fmt.Println("COMMITTED", turn)
 			if _, err := s.Prune(ctx, "a", 3); err != nil {
 				fail(err)
@@ -102,6 +105,20 @@ func TestStoreCrashChild(t *testing.T) {
 		}
 	}
 	os.Exit(0)
+}
+
+// crashTurn commits checkpoint t<turn> of session "a" with fresh chunks through a writer of its own.
+func crashTurn(ctx context.Context, s *Store, turn int) error {
+	w, err := s.BeginCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	root, err := putCheckpointChunksT(ctx, w, 4, 256<<10)
+	if err != nil {
+		return err
+	}
+	return w.Commit(ctx, carryover.Checkpoint{ID: fmt.Sprint("t", turn), SessionID: "a", Turn: turn, Roots: []string{root}})
 }
 
 // crashChildT starts the child in mode and returns it with a scanner over its stdout.
@@ -137,7 +154,7 @@ func verifyCheckpointT(t *testing.T, s *Store, cp carryover.Checkpoint) {
 		if err != nil {
 			t.Fatalf("checkpoint %s: root: %v", cp.ID, err)
 		}
-		var d fileDescriptor
+		var d testDescriptor
 		if err := json.Unmarshal(b, &d); err != nil {
 			t.Fatalf("checkpoint %s: descriptor: %v", cp.ID, err)
 		}
@@ -158,7 +175,7 @@ func verifyCheckpointT(t *testing.T, s *Store, cp carryover.Checkpoint) {
 func integrityT(t *testing.T, s *Store) {
 	t.Helper()
 	var res string
-	if err := s.DB().Get(&res, `PRAGMA integrity_check`); err != nil || res != "ok" {
+	if err := s.db.Get(&res, `PRAGMA integrity_check`); err != nil || res != "ok" {
 		t.Fatalf("integrity_check: %q %v", res, err)
 	}
 	var fk []struct {
@@ -167,11 +184,13 @@ func integrityT(t *testing.T, s *Store) {
 		Parent string `db:"parent"`
 		FKID   int    `db:"fkid"`
 	}
-	if err := s.DB().Select(&fk, `PRAGMA foreign_key_check`); err != nil || len(fk) != 0 {
+	if err := s.db.Select(&fk, `PRAGMA foreign_key_check`); err != nil || len(fk) != 0 {
 		t.Fatalf("foreign_key_check: %+v %v", fk, err)
 	}
 }
 
+// TestCrashLeavesLastCheckpointComplete: whenever a writer dies, the database opens clean with its last
+// commit whole.
 func TestCrashLeavesLastCheckpointComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
@@ -183,81 +202,85 @@ func TestCrashLeavesLastCheckpointComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	sessionT(t, s, "a")
-	root, err := putCheckpointChunksT(ctx, s, 2, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CommitCheckpoint(ctx, carryover.Checkpoint{ID: "base", SessionID: "a", Turn: 0, Roots: []string{root}}); err != nil {
+	if err := crashTurn(ctx, s, 0); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
+	t.Run("killed between puts and commit", func(t *testing.T) { crashBetweenPutsAndCommit(t, db) })
+	t.Run("killed at random moments of a commit loop", func(t *testing.T) { crashDuringCommitLoop(t, db) })
+}
 
-	t.Run("killed between puts and commit", func(t *testing.T) {
-		cmd, out := crashChildT(t, db, "put-then-wait", 0)
-		if !out.Scan() || out.Text() != "PUT" {
-			t.Fatalf("child said %q", out.Text())
+// crashBetweenPutsAndCommit kills a child that put a checkpoint's chunks and has not committed: the
+// previous checkpoint stays the latest and whole, and the orphans are garbage.
+func crashBetweenPutsAndCommit(t *testing.T, db string) {
+	ctx := context.Background()
+	cmd, out := crashChildT(t, db, "put-then-wait", 0)
+	if !out.Scan() || out.Text() != "PUT" {
+		t.Fatalf("child said %q", out.Text())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	s, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	integrityT(t, s)
+	latest, err := s.LatestCheckpoint(ctx, "a")
+	if err != nil || latest.ID != "t0" {
+		t.Fatalf("latest after crash: %+v %v", latest, err)
+	}
+	verifyCheckpointT(t, s, latest)
+	// The orphaned chunks (8 data + 1 descriptor) are garbage; the base checkpoint survives GC.
+	if n, _, err := s.GC(ctx); err != nil || n != 9 {
+		t.Fatalf("gc of orphans: %d %v", n, err)
+	}
+	verifyCheckpointT(t, s, latest)
+}
+
+// crashDuringCommitLoop kills, four times, a child that commits, prunes and collects in a loop: every
+// reported commit survives, and every listed checkpoint reads back whole.
+func crashDuringCommitLoop(t *testing.T, db string) {
+	ctx := context.Background()
+	turn := 1
+	for round := range 4 {
+		cmd, out := crashChildT(t, db, "loop", turn)
+		last := -1
+		want := 2 + round
+		for last < turn+want && out.Scan() {
+			line := out.Text()
+			if strings.HasPrefix(line, "ERR") {
+				t.Fatalf("child: %s", line)
+			}
+			fmt.Sscanf(line, "COMMITTED %d", &last)
 		}
+		time.Sleep(time.Duration(rand.IntN(15000)) * time.Microsecond)
 		cmd.Process.Kill()
-		cmd.Wait()
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("child was not killed: %v", err)
+		}
 		s, err := Open(db)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
 		integrityT(t, s)
 		latest, err := s.LatestCheckpoint(ctx, "a")
-		if err != nil || latest.ID != "base" {
-			t.Fatalf("latest after crash: %+v %v", latest, err)
+		if err != nil {
+			t.Fatal(err)
 		}
-		verifyCheckpointT(t, s, latest)
-		// The orphaned chunks (8 data + 1 descriptor) are garbage; the base checkpoint survives GC.
-		if n, _, err := s.GC(ctx); err != nil || n != 9 {
-			t.Fatalf("gc of orphans: %d %v", n, err)
+		if latest.Turn < last {
+			t.Fatalf("round %d: latest turn %d, but the child reported %d committed", round, latest.Turn, last)
 		}
-		verifyCheckpointT(t, s, latest)
-	})
-
-	t.Run("killed at random moments of a commit loop", func(t *testing.T) {
-		turn := 1
-		for round := range 4 {
-			cmd, out := crashChildT(t, db, "loop", turn)
-			last := -1
-			want := 2 + round
-			for last < turn+want && out.Scan() {
-				line := out.Text()
-				if strings.HasPrefix(line, "ERR") {
-					t.Fatalf("child: %s", line)
-				}
-				fmt.Sscanf(line, "COMMITTED %d", &last)
-			}
-			time.Sleep(time.Duration(rand.IntN(15000)) * time.Microsecond)
-			cmd.Process.Kill()
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				t.Fatalf("child was not killed: %v", err)
-			}
-			s, err := Open(db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			integrityT(t, s)
-			latest, err := s.LatestCheckpoint(ctx, "a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if latest.Turn < last {
-				t.Fatalf("round %d: latest turn %d, but the child reported %d committed", round, latest.Turn, last)
-			}
-			cps, err := s.ListCheckpoints(ctx, "a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, cp := range cps {
-				verifyCheckpointT(t, s, cp)
-			}
-			turn = latest.Turn + 1
-			s.Close()
+		cps, err := s.ListCheckpoints(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		for _, cp := range cps {
+			verifyCheckpointT(t, s, cp)
+		}
+		turn = latest.Turn + 1
+		s.Close()
+	}
 }

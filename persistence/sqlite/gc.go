@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -16,9 +16,9 @@ const liveChunks = `WITH RECURSIVE live(hash) AS (
 	)`
 
 // GC deletes every chunk not reachable from any checkpoint root and returns how many chunks and stored
-// bytes it freed. It takes the checkpoint lock exclusively, so it waits for every checkpointer between
-// its first PutChunks and its CommitCheckpoint, whose chunks are not yet reachable. Mark and sweep run in one transaction, and freed
-// pages are then returned to the file system (incremental vacuum), so the database file shrinks.
+// bytes it freed. It takes ckmu exclusively, so it waits for every open CheckpointWriter, whose chunks
+// may not be reachable yet (and new writers wait for it). Mark and sweep run in one transaction, and
+// freed pages are then returned to the file system (incremental vacuum), so the database file shrinks.
 func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 	s.ckmu.Lock()
 	defer s.ckmu.Unlock()

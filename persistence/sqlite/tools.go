@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // PutTool inserts t or replaces the tool of the same name in the session; a replaced tool keeps its
-// original created_at so that listings stay in registration order. ErrNotFound if the session does
+// original created_at so that listings stay in registration order. CodeNotFound if the session does
 // not exist.
 func (s *Store) PutTool(ctx context.Context, t carryover.Tool) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
@@ -20,7 +20,7 @@ func (s *Store) PutTool(ctx context.Context, t carryover.Tool) error {
 				tool_type = excluded.tool_type, description = excluded.description, input_schema = excluded.input_schema`,
 			t.SessionID, t.Name, t.ToolType, t.Description, jsonText(t.InputSchema, "{}"), dbTime(t.CreatedAt))
 		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
-			return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, ErrNotFound)
+			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", t.SessionID)
 		}
 		if err != nil {
 			return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, err)

@@ -1,9 +1,8 @@
-package persistence
+package storetest
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,42 +10,48 @@ import (
 	"github.com/carryover/carryover"
 )
 
-func TestEventsGaplessUnderConcurrency(t *testing.T) {
-	s := storeT(t)
+// testEventsGapless: 8 goroutines appending 50 events each to one session get exactly 1..400, while
+// another session counts on its own; appending to a missing session is not found.
+func testEventsGapless(t *testing.T, s carryover.Store) {
 	ctx := context.Background()
-	sessionT(t, s, "a")
-	sessionT(t, s, "b")
-	const workers, each = 16, 25
+	session(t, s, "a")
+	session(t, s, "b")
+	const workers, each, others = 8, 50, 20
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	errs := make(chan error, workers+1)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sid := []string{"a", "b"}[w%2]
 			for i := range each {
-				typ := "even"
-				if i%2 == 1 {
-					typ = "odd"
-				}
-				if _, err := s.AppendEvent(ctx, sid, typ, map[string]int{"w": w, "i": i}); err != nil {
+				if _, err := s.AppendEvent(ctx, "a", "status", map[string]int{"w": w, "i": i}); err != nil {
 					errs <- err
 					return
 				}
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range others {
+			if _, err := s.AppendEvent(ctx, "b", "status", i); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for _, sid := range []string{"a", "b"} {
+	for sid, want := range map[string]int{"a": workers * each, "b": others} {
 		evs, err := s.ListEvents(ctx, sid, 0, 0, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := workers / 2 * each; len(evs) != want {
+		if len(evs) != want {
 			t.Fatalf("%s: %d events, want %d", sid, len(evs), want)
 		}
 		for i, ev := range evs {
@@ -55,12 +60,14 @@ func TestEventsGaplessUnderConcurrency(t *testing.T) {
 			}
 		}
 	}
+	_, err := s.AppendEvent(ctx, "missing", "x", 1)
+	wantCode(t, "append to a missing session", err, carryover.CodeNotFound)
 }
 
-func TestEventsFilters(t *testing.T) {
-	s := storeT(t)
+// testEventsListing: after, limit and type filters, payload round trips, invalid JSON refused.
+func testEventsListing(t *testing.T, s carryover.Store) {
 	ctx := context.Background()
-	sessionT(t, s, "a")
+	session(t, s, "a")
 	for i := 1; i <= 10; i++ {
 		typ := "status"
 		if i%3 == 0 {
@@ -70,7 +77,7 @@ func TestEventsFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.SequenceNumber != int64(i) || ev.CreatedAt.IsZero() {
+		if ev.SequenceNumber != int64(i) || ev.CreatedAt.IsZero() || ev.EventType != typ {
 			t.Fatalf("append %d returned %+v", i, ev)
 		}
 	}
@@ -80,17 +87,6 @@ func TestEventsFilters(t *testing.T) {
 	}
 	if _, err := s.AppendEvent(ctx, "a", "bad", json.RawMessage(`{nope`)); err == nil {
 		t.Fatal("invalid JSON payload accepted")
-	}
-	if _, err := s.AppendEvent(ctx, "missing", "x", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("append to missing session: %v", err)
-	}
-
-	seqs := func(evs []carryover.Event) string {
-		out := ""
-		for _, e := range evs {
-			out += fmt.Sprint(e.SequenceNumber, " ")
-		}
-		return out
 	}
 	cases := []struct {
 		after int64
@@ -110,7 +106,11 @@ func TestEventsFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := seqs(evs); got != c.want {
+		got := ""
+		for _, e := range evs {
+			got += fmt.Sprint(e.SequenceNumber, " ")
+		}
+		if got != c.want {
 			t.Errorf("after=%d limit=%d type=%q: got %q want %q", c.after, c.limit, c.typ, got, c.want)
 		}
 	}
@@ -118,8 +118,10 @@ func TestEventsFilters(t *testing.T) {
 	if len(evs) != 1 || string(evs[0].Payload) != `{"already":"json"}` || evs[0].EventType != "raw" {
 		t.Fatalf("payload round trip: %+v", evs)
 	}
-	evs, _ = s.ListEvents(ctx, "a", 0, 1, "")
-	if string(evs[0].Payload) != `{"i":1}` {
-		t.Fatalf("marshalled payload %s", evs[0].Payload)
+	if evs, _ = s.ListEvents(ctx, "a", 0, 1, ""); len(evs) != 1 || string(evs[0].Payload) != `{"i":1}` {
+		t.Fatalf("marshalled payload %+v", evs)
+	}
+	if evs, err := s.ListEvents(ctx, "unknown", 0, 0, ""); err != nil || len(evs) != 0 {
+		t.Fatalf("events of an unknown session: %+v %v", evs, err)
 	}
 }

@@ -1,4 +1,4 @@
-package persistence
+package sqlite
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 )
 
-// InsertExecution records e (its ID is ignored) and returns the new row id; ErrNotFound if the session
+// InsertExecution records e (its ID is ignored) and returns the new row id; CodeNotFound if the session
 // does not exist. A zero StartedAt means now.
 func (s *Store) InsertExecution(ctx context.Context, e carryover.Execution) (int64, error) {
 	var id int64
@@ -19,7 +19,7 @@ func (s *Store) InsertExecution(ctx context.Context, e carryover.Execution) (int
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.SessionID, e.ExecutionCount, e.Kind, e.Code, e.Status, jsonText(e.Result, "null"), dbTime(e.StartedAt), e.DurationMS)
 		if isConstraint(err, sqlite3.ErrConstraintForeignKey) {
-			return fmt.Errorf("insert execution of session %q: %w", e.SessionID, ErrNotFound)
+			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", e.SessionID)
 		}
 		if err != nil {
 			return fmt.Errorf("insert execution of session %q: %w", e.SessionID, err)

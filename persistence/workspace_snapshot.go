@@ -1,0 +1,249 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/carryover/carryover"
+)
+
+// SnapshotFiles walks dir (not following symlinks; a hidden directory is skipped as one entry), reuses
+// prev entries whose size and mtime (ns) are unchanged without reading them, and for changed files reads
+// them in ChunkSize pieces, hashes each, puts only the missing ones, and writes the descriptor chunk. It
+// never holds a whole file in memory. Over-limit files are reported in Skipped, never silently dropped.
+//
+// It puts chunks through w: they are reachable only once a checkpoint names Roots, so w is the
+// CheckpointWriter whose Commit follows.
+func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, prev []FileEntry, lim FileLimits) (FilesResult, error) {
+	res := FilesResult{Files: []FileEntry{}, Skipped: []carryover.FileSkip{}, Roots: []string{}}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return res, fmt.Errorf("snapshot files: %w", err)
+	}
+	defer root.Close()
+
+	cands, skipped, err := scanWorkspace(root, lim)
+	if err != nil {
+		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
+	}
+	res.Skipped = skipped
+
+	gone, err := markUnchanged(ctx, w, cands, prev)
+	if err != nil {
+		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
+	}
+	chunkSize := lim.ChunkSize
+	if chunkSize <= 0 {
+		chunkSize = DefaultFileChunkSize
+	}
+	b := &chunkBatch{w: w, pending: map[string]bool{}}
+	var buf []byte // allocated only when some file must be read: most turns change no file
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
+		}
+		if c.prev != nil && !gone[c.prev.Ref] {
+			e := *c.prev
+			e.Mode = c.mode // chmod does not touch mtime
+			res.Files = append(res.Files, e)
+			continue
+		}
+		if buf == nil {
+			buf = make([]byte, chunkSize)
+		}
+		e, err := b.saveFile(ctx, root, c, buf)
+		var unreadable *unreadableError
+		if errors.As(err, &unreadable) {
+			res.Skipped = append(res.Skipped, carryover.FileSkip{Path: c.rel, Reason: "unreadable: " + unreadable.err.Error()})
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("snapshot files of %s: %s: %w", dir, c.rel, err)
+		}
+		if c.prev == nil || c.prev.Ref != e.Ref {
+			res.Saved++
+		}
+		res.Files = append(res.Files, e)
+	}
+	if err := b.flush(ctx); err != nil {
+		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
+	}
+	res.BytesWritten = b.written
+	for _, e := range res.Files {
+		res.Roots = append(res.Roots, e.Ref)
+	}
+	return res, nil
+}
+
+// markUnchanged points each candidate whose size and mtime (ns) match its prev entry at that entry,
+// and returns the refs of those entries that are no longer stored (a pruned and collected checkpoint
+// may have taken them): their files are read again rather than trusted.
+func markUnchanged(ctx context.Context, r carryover.ChunkReader, cands []fileCandidate, prev []FileEntry) (map[string]bool, error) {
+	prevBy := make(map[string]FileEntry, len(prev))
+	for _, e := range prev {
+		prevBy[e.Path] = e
+	}
+	var reuse []string
+	for i := range cands {
+		if p, ok := prevBy[cands[i].rel]; ok && p.Ref != "" && p.Size == cands[i].size && p.ModTime.UnixNano() == cands[i].mtime.UnixNano() {
+			cands[i].prev = &p
+			reuse = append(reuse, p.Ref)
+		}
+	}
+	missing, err := r.MissingChunks(ctx, reuse)
+	if err != nil {
+		return nil, err
+	}
+	gone := make(map[string]bool, len(missing))
+	for _, h := range missing {
+		gone[h] = true
+	}
+	return gone, nil
+}
+
+// fileCandidate is a regular file the walk decided to save.
+type fileCandidate struct {
+	rel   string // slash-separated
+	size  int64
+	mtime time.Time
+	mode  uint32
+	prev  *FileEntry // unchanged previous entry, if any
+}
+
+// scanWorkspace lists the files to save under root in lexical order and the ones it skips, applying
+// the limits: the total budget is spent in walk order, so which files fit is deterministic.
+func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []carryover.FileSkip, error) {
+	var (
+		cands   []fileCandidate
+		skipped = []carryover.FileSkip{}
+		total   int64
+	)
+	skip := func(rel, reason string) { skipped = append(skipped, carryover.FileSkip{Path: rel, Reason: reason}) }
+	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if rel == "." {
+				return err
+			}
+			skip(rel, "unreadable: "+err.Error())
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if rel == "." {
+			return nil
+		}
+		if isHidden(d.Name()) && !lim.SaveHidden {
+			skip(rel, SkipHidden)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		switch t := d.Type(); {
+		case t&fs.ModeSymlink != 0:
+			skip(rel, SkipSymlink)
+			return nil
+		case d.IsDir():
+			return nil
+		case !t.IsRegular():
+			skip(rel, "special file ("+t.String()+")")
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			skip(rel, "unreadable: "+err.Error())
+			return nil
+		}
+		size := info.Size()
+		if lim.MaxFileBytes > 0 && size > lim.MaxFileBytes {
+			skip(rel, fmt.Sprintf("larger than persistence.max_file_bytes (%d)", lim.MaxFileBytes))
+			return nil
+		}
+		if lim.MaxTotalBytes > 0 && total+size > lim.MaxTotalBytes {
+			skip(rel, fmt.Sprintf("workspace over persistence.max_total_bytes (%d)", lim.MaxTotalBytes))
+			return nil
+		}
+		total += size
+		cands = append(cands, fileCandidate{rel: rel, size: size, mtime: info.ModTime().UTC(), mode: uint32(info.Mode().Perm())})
+		return nil
+	})
+	return cands, skipped, err
+}
+
+// saveFile reads one file chunk by chunk into the store and returns its entry. The recorded size and
+// mtime are the ones seen when the file was opened, and the size is what was actually read, so a file
+// that changes while being read differs from its entry and is read again next time.
+func (b *chunkBatch) saveFile(ctx context.Context, root *os.Root, c fileCandidate, buf []byte) (FileEntry, error) {
+	// O_NONBLOCK: a (sandboxed) kernel swapping the file for a FIFO after the scan must not block the
+	// open forever; the check below then refuses it.
+	f, err := root.OpenFile(filepath.FromSlash(c.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return FileEntry{}, &unreadableError{err}
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return FileEntry{}, &unreadableError{err}
+	}
+	if !info.Mode().IsRegular() {
+		return FileEntry{}, &unreadableError{fmt.Errorf("no longer a regular file")}
+	}
+	desc := fileDescriptor{Chunks: []string{}}
+	for {
+		if err := ctx.Err(); err != nil {
+			return FileEntry{}, err
+		}
+		n, rerr := io.ReadFull(f, buf)
+		if n > 0 {
+			h, err := b.add(ctx, buf[:n], nil)
+			if err != nil {
+				return FileEntry{}, err
+			}
+			desc.Chunks = append(desc.Chunks, h)
+			desc.Size += int64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return FileEntry{}, &unreadableError{rerr}
+		}
+	}
+	body, err := json.Marshal(desc)
+	if err != nil {
+		return FileEntry{}, fmt.Errorf("descriptor: %w", err)
+	}
+	ref, err := b.add(ctx, body, dedupe(desc.Chunks))
+	if err != nil {
+		return FileEntry{}, err
+	}
+	return FileEntry{
+		Path:    c.rel,
+		Size:    desc.Size,
+		Mode:    uint32(info.Mode().Perm()),
+		ModTime: info.ModTime().UTC(),
+		Ref:     ref,
+	}, nil
+}
+
+// dedupe returns hs without repeats, first occurrence kept.
+func dedupe(hs []string) []string {
+	seen := make(map[string]bool, len(hs))
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
