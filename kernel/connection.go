@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ConnectionInfo is the content of a Jupyter connection file.
@@ -122,7 +123,10 @@ func (ci ConnectionInfo) write(path string) error {
 }
 
 // freePorts asks the OS for n distinct free tcp ports on 127.0.0.1, holding all listeners open until
-// every port is chosen so that the same port is not returned twice.
+// every port is chosen so that the same port is not returned twice. Between our choice and the
+// kernel's bind the port is free again, and another kernel started meanwhile could be handed it
+// (seen with a dozen kernels starting at once on a loaded machine): ports handed out in the last
+// minute are skipped, so at least this process never gives one port to two kernels.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -131,15 +135,45 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("find a free port: every port offered was handed out recently")
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p := l.Addr().(*net.TCPAddr).Port; recentPorts.take(p) {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
+}
+
+// recentPorts remembers the ports freePorts handed out, for a minute.
+var recentPorts = &portMemo{given: map[int]time.Time{}}
+
+type portMemo struct {
+	mu    sync.Mutex
+	given map[int]time.Time
+}
+
+// take records p as handed out now; false if it was handed out within the last minute.
+func (m *portMemo) take(p int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for q, t := range m.given {
+		if now.Sub(t) > time.Minute {
+			delete(m.given, q)
+		}
+	}
+	if _, ok := m.given[p]; ok {
+		return false
+	}
+	m.given[p] = now
+	return true
 }
 
 // defaultRuntimeBase is os.TempDir()/carryover-<uid>: short (socket paths), per user, and private.

@@ -129,3 +129,21 @@ func TestSweepStaleRuntimeDirs(t *testing.T) {
 		t.Errorf("owner file %q", b)
 	}
 }
+
+// TestFreePortsNeverRepeat: ports handed to one kernel are not handed to another started soon
+// after (between the choice and the kernel's bind the port is free, and the OS may offer it again).
+func TestFreePortsNeverRepeat(t *testing.T) {
+	seen := map[int]bool{}
+	for i := 0; i < 60; i++ {
+		ps, err := freePorts(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if seen[p] {
+				t.Fatalf("port %d handed out twice (call %d)", p, i)
+			}
+			seen[p] = true
+		}
+	}
+}
