@@ -37,8 +37,15 @@ func TestTenantsSeeOnlyTheirSessions(t *testing.T) {
 		t.Logf("%s as acme", c.route)
 		errCode(t, c.call(t.Context()), 404, "not_found")
 	}
+	// The websocket, with the token in the query (as browsers send it) and in the header.
 	if res, err := ts.rawWS(mine, "?token=acme-token", nil); err == nil || res == nil || res.StatusCode != 404 {
 		t.Fatalf("websocket of another tenant's session: %v", err)
+	}
+	if conn, err := acme.Connect(t.Context(), mine); err == nil {
+		conn.Close()
+		t.Fatalf("websocket of another tenant's session accepted")
+	} else {
+		errCode(t, err, 404, "not_found")
 	}
 	if l := must(t, 200, "list as acme", acme.ListSessions); len(l) != 0 {
 		t.Fatalf("list leaks: %s", dump(l))

@@ -233,16 +233,30 @@ func TestRunsQueueInOrder(t *testing.T) {
 	}
 }
 
-// TestWebsocketAuthAndOrigin: no token -> 401; a foreign Origin is refused.
+// TestWebsocketAuthAndOrigin: no token -> 401; a foreign Origin is refused; the token in the query
+// (what browsers send) is accepted.
 func TestWebsocketAuthAndOrigin(t *testing.T) {
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "wsa"})
 	if res, err := ts.rawWS("wsa", "", nil); err == nil || res == nil || res.StatusCode != 401 {
 		t.Fatalf("no token: %v", err)
 	}
+	if _, err := newClient(ts.base, "").Connect(t.Context(), "wsa"); err == nil {
+		t.Fatalf("typed client without a token connected")
+	} else {
+		errCode(t, err, 401, "unauthorized")
+	}
 	h := http.Header{"Origin": []string{"http://evil.example"}}
 	if res, err := ts.rawWS("wsa", "?token="+testToken, h); err == nil || res == nil || res.StatusCode != 401 {
 		t.Fatalf("foreign origin accepted: %v", err)
+	}
+	// The tests above connect with the header; a browser can only put the token in the query.
+	if res, err := ts.rawWS("wsa", "?token="+testToken, nil); err != nil {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Fatalf("token in the query refused: %v (status %d)", err, status)
 	}
 }
 
