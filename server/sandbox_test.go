@@ -328,6 +328,7 @@ func TestSandboxAbuse(t *testing.T) {
 			mustDo(t, 204, "delete "+id, func(ctx context.Context) error { return ts.c.DeleteSession(ctx, id) })
 		})
 	}
+	ts.t = t // the subtests' contexts are done: the cleanup's calls belong to the test again
 }
 
 func TestSandboxExec(t *testing.T) {
