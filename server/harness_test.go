@@ -256,9 +256,9 @@ type rawResp struct {
 }
 
 // raw sends a request exactly as given, for deliberately malformed input: the path is neither
-// cleaned nor escaped (".." and %2e stay), body ("" for none) is sent as is with a JSON content
-// type, and hdr pairs set headers (or, with "", remove them: "Authorization", "" sends no token).
-func (ts *testServer) raw(method, path, body string, hdr ...string) rawResp {
+// cleaned nor escaped (".." and %2e stay), and body ("" for none) is sent as is with the token and
+// a JSON content type.
+func (ts *testServer) raw(method, path, body string) rawResp {
 	ts.t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -270,13 +270,6 @@ func (ts *testServer) raw(method, path, body string, hdr ...string) rawResp {
 	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-		} else {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		ts.t.Fatalf("%s %s: %v", method, path, err)
