@@ -167,3 +167,13 @@ func (c *Client) Health(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Metrics fetches GET /metrics (no token needed): the server's Prometheus metrics, in the text
+// exposition format.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	var data []byte
+	if err := c.Do(ctx, http.MethodGet, "/metrics", nil, &data); err != nil {
+		return "", err
+	}
+	return string(data), nil
+}

@@ -1,47 +1,87 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/carryover/carryover/client"
 )
 
-// step is one HTTP call of a documented flow and what must come back.
+// step is one call of a documented flow, with what must come back.
 type step struct {
-	method, path string
-	body         any
-	status       int
-	check        func(t *testing.T, r resp)
+	what string
+	do   func(t *testing.T, ts *testServer)
 }
 
-func run(id, code string, check func(t *testing.T, r resp)) step {
-	return step{"POST", "/api/sessions/" + id + "/run", map[string]any{"code": code}, 200, check}
+// run is a step that runs code (200) and checks the answer.
+func run(id, code string, check func(t *testing.T, r *client.RunResult)) step {
+	return runReq(id, client.RunRequest{Code: code}, check)
 }
 
-func stdoutIs(want string) func(t *testing.T, r resp) {
-	return func(t *testing.T, r resp) {
+// runReq is run with a whole request.
+func runReq(id string, req client.RunRequest, check func(t *testing.T, r *client.RunResult)) step {
+	return step{"POST /api/sessions/" + id + "/run", func(t *testing.T, ts *testServer) {
 		t.Helper()
-		if got := r.str("stdout"); got != want {
-			t.Fatalf("stdout = %q, want %q (body %s)", got, want, r.Body)
+		check(t, must(t, 200, "run in "+id, func(ctx context.Context) (*client.RunResult, error) { return ts.c.Run(ctx, id, req) }))
+	}}
+}
+
+// execute is a step that runs code in a throwaway session (POST /api/execute, 200).
+func execute(code string, check func(t *testing.T, r *client.RunResult)) step {
+	return step{"POST /api/execute", func(t *testing.T, ts *testServer) {
+		t.Helper()
+		check(t, must(t, 200, "execute", func(ctx context.Context) (*client.RunResult, error) {
+			return ts.c.Execute(ctx, client.ExecuteRequest{Language: "python", Code: code})
+		}))
+	}}
+}
+
+// getSession is a step that fetches a session (200) and checks it.
+func getSession(id string, check func(t *testing.T, s *client.Session)) step {
+	return step{"GET /api/sessions/" + id, func(t *testing.T, ts *testServer) {
+		t.Helper()
+		check(t, must(t, 200, "get "+id, func(ctx context.Context) (*client.Session, error) { return ts.c.GetSession(ctx, id) }))
+	}}
+}
+
+func stdoutIs(want string) func(t *testing.T, r *client.RunResult) {
+	return func(t *testing.T, r *client.RunResult) {
+		t.Helper()
+		if r.Stdout != want {
+			t.Fatalf("stdout = %q, want %q (answer %s)", r.Stdout, want, dump(r))
 		}
-		if r.str("status") != "ok" {
-			t.Fatalf("status = %q, want ok: %s", r.str("status"), r.Body)
+		if r.Status != "ok" {
+			t.Fatalf("status = %q, want ok: %s", r.Status, dump(r))
 		}
 	}
 }
 
-func okRun(t *testing.T, r resp) {
+func okRun(t *testing.T, r *client.RunResult) {
 	t.Helper()
-	if r.str("status") != "ok" {
-		t.Fatalf("status = %q: %s", r.str("status"), r.Body)
+	if r.Status != "ok" {
+		t.Fatalf("status = %q: %s", r.Status, dump(r))
 	}
 }
 
-func nameError(name string) func(t *testing.T, r resp) {
-	return func(t *testing.T, r resp) {
+func nameError(name string) func(t *testing.T, r *client.RunResult) {
+	return func(t *testing.T, r *client.RunResult) {
 		t.Helper()
-		if r.str("status") != "error" || r.str("error", "ename") != "NameError" || !strings.Contains(r.str("error", "evalue"), name) {
-			t.Fatalf("want NameError for %s, got %s", name, r.Body)
+		if r.Status != "error" || r.Error == nil || r.Error.EName != "NameError" || !strings.Contains(r.Error.EValue, name) {
+			t.Fatalf("want NameError for %s, got %s", name, dump(r))
+		}
+	}
+}
+
+// dataIs checks the session's data has these values (compared as fmt.Sprint of the JSON values).
+func dataIs(want map[string]string, what string) func(t *testing.T, s *client.Session) {
+	return func(t *testing.T, s *client.Session) {
+		t.Helper()
+		for k, v := range want {
+			if got, ok := s.Data[k]; !ok || fmt.Sprint(got) != v {
+				t.Fatalf("%s: data[%q] = %v, want %s: %s", what, k, got, v, dump(s.Data))
+			}
 		}
 	}
 }
@@ -58,35 +98,33 @@ func eraFlows(sfx string) map[string][]step {
 		"config_file": {
 			run(s("files"), "with open(\"config.json\", \"w\") as f:\n f.write(\"{\\\"setting\\\": \\\"value\\\"}\")", okRun),
 			run(s("files"), "with open(\"config.json\", \"r\") as f:\n config = f.read()\nprint(f\"Config: {config}\")", stdoutIs("Config: {\"setting\": \"value\"}\n")),
-			{"GET", "/api/sessions/" + s("files") + "/files/config.json", nil, 200, func(t *testing.T, r resp) {
-				if string(r.Body) != `{"setting": "value"}` {
-					t.Fatalf("file body %q", r.Body)
+			{"GET /api/sessions/" + s("files") + "/files/config.json", func(t *testing.T, ts *testServer) {
+				body := must(t, 200, "get config.json", func(ctx context.Context) ([]byte, error) { return ts.c.GetFile(ctx, s("files"), "config.json") })
+				if string(body) != `{"setting": "value"}` {
+					t.Fatalf("file body %q", body)
 				}
 			}},
 		},
 		"imports": {
 			run(s("imports"), "import json\nimport math\nfrom datetime import datetime", okRun),
-			run(s("imports"), "data = {\"timestamp\": datetime.now().isoformat()}\nprint(json.dumps(data))\nprint(math.sqrt(16))", func(t *testing.T, r resp) {
+			run(s("imports"), "data = {\"timestamp\": datetime.now().isoformat()}\nprint(json.dumps(data))\nprint(math.sqrt(16))", func(t *testing.T, r *client.RunResult) {
 				okRun(t, r)
-				if !strings.HasPrefix(r.str("stdout"), `{"timestamp": "`) || !strings.HasSuffix(r.str("stdout"), "4.0\n") {
-					t.Fatalf("stdout %q", r.str("stdout"))
+				if !strings.HasPrefix(r.Stdout, `{"timestamp": "`) || !strings.HasSuffix(r.Stdout, "4.0\n") {
+					t.Fatalf("stdout %q", r.Stdout)
 				}
 			}),
 		},
 		"metadata": {
-			{"POST", "/api/sessions", map[string]any{"language": "python", "session_id": s("meta"), "data": map[string]any{"user_id": "123", "workspace": "analytics"}}, 201, nil},
-			{"GET", "/api/sessions/" + s("meta"), nil, 200, func(t *testing.T, r resp) {
-				if r.str("session", "data", "user_id") != "123" || r.str("session", "data", "workspace") != "analytics" {
-					t.Fatalf("data not kept: %s", r.Body)
-				}
+			{"POST /api/sessions", func(t *testing.T, ts *testServer) {
+				must(t, 201, "create "+s("meta"), func(ctx context.Context) (*client.Session, error) {
+					return ts.c.CreateSession(ctx, client.CreateRequest{Language: "python", SessionID: s("meta"),
+						Data: map[string]any{"user_id": "123", "workspace": "analytics"}})
+				})
 			}},
-			{"POST", "/api/sessions/" + s("meta") + "/run", map[string]any{"code": "result = 42\nprint(f\"Computed: {result}\")",
-				"update_data": map[string]any{"last_result": 42, "computation_count": 1, "updated_at": "2024-10-23T10:30:00Z"}}, 200, stdoutIs("Computed: 42\n")},
-			{"GET", "/api/sessions/" + s("meta"), nil, 200, func(t *testing.T, r resp) {
-				if r.str("session", "data", "last_result") != "42" || r.str("session", "data", "updated_at") != "2024-10-23T10:30:00Z" || r.str("session", "data", "user_id") != "123" {
-					t.Fatalf("update_data not merged: %s", r.Body)
-				}
-			}},
+			getSession(s("meta"), dataIs(map[string]string{"user_id": "123", "workspace": "analytics"}, "data not kept")),
+			runReq(s("meta"), client.RunRequest{Code: "result = 42\nprint(f\"Computed: {result}\")",
+				UpdateData: map[string]any{"last_result": 42, "computation_count": 1, "updated_at": "2024-10-23T10:30:00Z"}}, stdoutIs("Computed: 42\n")),
+			getSession(s("meta"), dataIs(map[string]string{"last_result": "42", "updated_at": "2024-10-23T10:30:00Z", "user_id": "123"}, "update_data not merged")),
 		},
 		"isolation": {
 			run(s("session-a"), "shared_data = \"This is session A\"", okRun),
@@ -94,12 +132,12 @@ func eraFlows(sfx string) map[string][]step {
 			run(s("session-a"), "print(shared_data)", stdoutIs("This is session A\n")),
 		},
 		"ephemeral": {
-			{"POST", "/api/execute", map[string]any{"language": "python", "code": "data = [1, 2, 3]\nprint(len(data))"}, 200, func(t *testing.T, r resp) {
-				if r.str("stdout") != "3\n" || r.get("checkpoint") != nil {
-					t.Fatalf("ephemeral: %s", r.Body)
+			execute("data = [1, 2, 3]\nprint(len(data))", func(t *testing.T, r *client.RunResult) {
+				if r.Stdout != "3\n" || r.Checkpoint != nil {
+					t.Fatalf("ephemeral: %s", dump(r))
 				}
-			}},
-			{"POST", "/api/execute", map[string]any{"language": "python", "code": "print(data)"}, 200, nameError("data")},
+			}),
+			execute("print(data)", nameError("data")),
 		},
 		"app_config": {
 			run(s("app-session"), "import json\nconfig = {\"api_url\": \"https://api.example.com\", \"timeout\": 30}\nwith open(\"config.json\", \"w\") as f:\n json.dump(config, f)", okRun),
@@ -135,7 +173,7 @@ var eraSessions = []string{"my-session", "files", "imports", "session-a", "sessi
 
 func createAll(t *testing.T, ts *testServer, sfx string) {
 	for _, id := range eraSessions {
-		ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": id + sfx, "language": "python"})
+		ts.newSession(client.CreateRequest{SessionID: id + sfx, Language: "python"})
 	}
 }
 
@@ -143,13 +181,8 @@ var flowOrder = []string{"counter", "config_file", "imports", "metadata", "isola
 
 func doStep(t *testing.T, ts *testServer, st step) {
 	t.Helper()
-	r := ts.do(st.method, st.path, st.body)
-	if r.Status != st.status {
-		t.Fatalf("%s %s: status %d, want %d: %s", st.method, st.path, r.Status, st.status, r.Body)
-	}
-	if st.check != nil {
-		st.check(t, r)
-	}
+	t.Logf("%s", st.what)
+	st.do(t, ts)
 }
 
 // TestERAFlows runs every documented ERA example against a real server.

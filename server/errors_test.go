@@ -1,105 +1,147 @@
 package server_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/carryover/carryover/client"
 )
 
-// errCode asserts the API error shape and code.
-func errCode(t *testing.T, r resp, status int, code string) {
-	t.Helper()
-	if r.Status != status || r.str("error", "code") != code || r.str("error", "message") == "" {
-		t.Fatalf("want %d %s with a message, got %d: %s", status, code, r.Status, r.Body)
-	}
-}
-
 // TestBadInput sends malformed, mistyped, oversized and hostile requests: each gets the right
-// error in the API's shape and changes nothing.
+// error in the API's shape and changes nothing. Requests the typed client can express go through
+// it; malformed JSON, raw ".." paths and bad query values go raw.
 func TestBadInput(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "good", "data": map[string]any{"k": "v"}})
+	ts.newSession(client.CreateRequest{SessionID: "good", Data: map[string]any{"k": "v"}})
 	ts.run("good", "x = 1")
-	before := ts.must(200, "GET", "/api/sessions/good", nil)
-	events := ts.must(200, "GET", "/api/sessions/good/events?limit=1000", nil)
+	before := ts.session("good")
+	events := ts.events("good", 0, 1000, "")
 
-	cases := []struct {
-		name         string
-		method, path string
-		body         any
-		hdr          []string
-		status       int
-		code         string
-	}{
-		{"no token", "GET", "/api/sessions", nil, []string{"Authorization", ""}, 401, "unauthorized"},
-		{"wrong token", "GET", "/api/sessions", nil, []string{"Authorization", "Bearer nope"}, 401, "unauthorized"},
-		{"malformed json create", "POST", "/api/sessions", `{"session_id": "x"`, nil, 400, "invalid_request"},
-		{"wrong type create", "POST", "/api/sessions", `{"session_id": 5}`, nil, 400, "invalid_request"},
-		{"bad id", "POST", "/api/sessions", map[string]any{"session_id": "../etc"}, nil, 400, "invalid_request"},
-		{"bad id spaces", "POST", "/api/sessions", map[string]any{"session_id": "a b"}, nil, 400, "invalid_request"},
-		{"too long id", "POST", "/api/sessions", map[string]any{"session_id": strings.Repeat("a", 129)}, nil, 400, "invalid_request"},
-		{"unknown language", "POST", "/api/sessions", map[string]any{"language": "cobol"}, nil, 400, "invalid_request"},
-		{"bad sandbox memory", "POST", "/api/sessions", map[string]any{"sandbox": map[string]any{"memory": "lots"}}, nil, 400, "invalid_request"},
-		{"bad sandbox cpus", "POST", "/api/sessions", map[string]any{"sandbox": map[string]any{"cpus": "-2"}}, nil, 400, "invalid_request"},
-		{"negative budget", "POST", "/api/sessions", map[string]any{"budget": map[string]any{"iteration_limit": -1}}, nil, 400, "invalid_request"},
-		{"duplicate id", "POST", "/api/sessions", map[string]any{"session_id": "good"}, nil, 409, "conflict"},
-		{"unknown session get", "GET", "/api/sessions/nope", nil, nil, 404, "not_found"},
-		{"unknown session run", "POST", "/api/sessions/nope/run", map[string]any{"code": "1"}, nil, 404, "not_found"},
-		{"unknown session files", "GET", "/api/sessions/nope/files", nil, nil, 404, "not_found"},
-		{"malformed run", "POST", "/api/sessions/good/run", `{"code": `, nil, 400, "invalid_request"},
-		{"wrong type run", "POST", "/api/sessions/good/run", `{"code": 42}`, nil, 400, "invalid_request"},
-		{"wrong type update_data", "POST", "/api/sessions/good/run", `{"code": "1", "update_data": [1]}`, nil, 400, "invalid_request"},
-		{"bad timeout", "POST", "/api/sessions/good/run", map[string]any{"code": "1", "timeout_seconds": -3}, nil, 400, "invalid_request"},
-		{"huge body", "POST", "/api/sessions/good/run", `{"code": "` + strings.Repeat("x", 2<<20) + `"}`, nil, 413, "payload_too_large"},
-		{"huge file", "PUT", "/api/sessions/good/files/big.bin", strings.Repeat("x", 2<<20), nil, 413, "payload_too_large"},
-		{"traversal dotdot", "GET", "/api/sessions/good/files/../../carryover.db", nil, nil, 400, "invalid_request"},
-		{"traversal encoded", "GET", "/api/sessions/good/files/%2e%2e/%2e%2e/carryover.db", nil, nil, 400, "invalid_request"},
-		{"traversal put", "PUT", "/api/sessions/good/files/a/%2e%2e/%2e%2e/evil.txt", "x", nil, 400, "invalid_request"},
-		{"absolute outside", "POST", "/api/sessions/good/files", map[string]any{"path": "/etc/passwd", "content": "x"}, nil, 400, "invalid_request"},
-		{"dotdot in post", "POST", "/api/sessions/good/files", map[string]any{"path": "/workspace/../x", "content": "x"}, nil, 400, "invalid_request"},
-		{"bad base64", "POST", "/api/sessions/good/files", map[string]any{"path": "a.bin", "content": "!!!", "encoding": "base64"}, nil, 400, "invalid_request"},
-		{"missing file", "GET", "/api/sessions/good/files/nothere.txt", nil, nil, 404, "not_found"},
-		{"bad context dir", "PATCH", "/api/sessions/good/context", map[string]any{"working_dir": "/etc"}, nil, 400, "invalid_request"},
-		{"bad events limit", "GET", "/api/sessions/good/events?limit=-1", nil, nil, 400, "invalid_request"},
-		{"bad tool schema", "POST", "/api/sessions/good/tools", map[string]any{"name": "t", "input_schema": map[string]any{"type": "banana"}}, nil, 400, "invalid_request"},
-		{"tool schema not object", "POST", "/api/sessions/good/tools", map[string]any{"name": "t", "input_schema": []any{1}}, nil, 400, "invalid_request"},
-		{"illegal transition", "POST", "/api/sessions/good/resume", nil, nil, 409, "conflict"},
-		{"unknown checkpoint", "POST", "/api/sessions/good/checkpoints/nope/restore", nil, nil, 404, "not_found"},
-		{"unknown endpoint", "GET", "/api/nothing", nil, nil, 404, "not_found"},
-		{"exec bad command", "POST", "/api/sessions/good/exec", map[string]any{"command": 5}, nil, 400, "invalid_request"},
-		{"reattach unknown", "POST", "/api/sessions/reattach", map[string]any{"client_id": "ghost"}, nil, 404, "not_found"},
+	c := ts.c
+	const good = "good"
+	noToken, wrongToken := newClient(ts.base, ""), newClient(ts.base, "nope")
+	raw := func(method, path, body string) func(context.Context) error {
+		return func(context.Context) error { return ts.raw(method, path, body).err() }
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			errCode(t, ts.do(c.method, c.path, c.body, c.hdr...), c.status, c.code)
+	cases := []struct {
+		name   string
+		call   func(ctx context.Context) error
+		status int
+		code   string
+	}{
+		{"no token", func(ctx context.Context) error { return errOf(noToken.ListSessions(ctx)) }, 401, "unauthorized"},
+		{"wrong token", func(ctx context.Context) error { return errOf(wrongToken.ListSessions(ctx)) }, 401, "unauthorized"},
+		{"malformed json create", raw("POST", "/api/sessions", `{"session_id": "x"`), 400, "invalid_request"},
+		{"wrong type create", raw("POST", "/api/sessions", `{"session_id": 5}`), 400, "invalid_request"},
+		{"bad id", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{SessionID: "../etc"}))
+		}, 400, "invalid_request"},
+		{"bad id spaces", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{SessionID: "a b"}))
+		}, 400, "invalid_request"},
+		{"too long id", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{SessionID: strings.Repeat("a", 129)}))
+		}, 400, "invalid_request"},
+		{"unknown language", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{Language: "cobol"}))
+		}, 400, "invalid_request"},
+		{"bad sandbox memory", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{Sandbox: &client.SandboxRequest{Memory: "lots"}}))
+		}, 400, "invalid_request"},
+		{"bad sandbox cpus", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{Sandbox: &client.SandboxRequest{CPUs: "-2"}}))
+		}, 400, "invalid_request"},
+		{"negative budget", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{Budget: &client.Budget{IterationLimit: -1}}))
+		}, 400, "invalid_request"},
+		{"duplicate id", func(ctx context.Context) error {
+			return errOf(c.CreateSession(ctx, client.CreateRequest{SessionID: good}))
+		}, 409, "conflict"},
+		{"unknown session get", func(ctx context.Context) error { return errOf(c.GetSession(ctx, "nope")) }, 404, "not_found"},
+		{"unknown session run", func(ctx context.Context) error {
+			return errOf(c.Run(ctx, "nope", client.RunRequest{Code: "1"}))
+		}, 404, "not_found"},
+		{"unknown session files", func(ctx context.Context) error { return errOf(c.ListFiles(ctx, "nope")) }, 404, "not_found"},
+		{"malformed run", raw("POST", "/api/sessions/good/run", `{"code": `), 400, "invalid_request"},
+		{"wrong type run", raw("POST", "/api/sessions/good/run", `{"code": 42}`), 400, "invalid_request"},
+		{"wrong type update_data", raw("POST", "/api/sessions/good/run", `{"code": "1", "update_data": [1]}`), 400, "invalid_request"},
+		{"bad timeout", func(ctx context.Context) error {
+			return errOf(c.Run(ctx, good, client.RunRequest{Code: "1", TimeoutSeconds: client.Seconds(-3)}))
+		}, 400, "invalid_request"},
+		{"huge body", func(ctx context.Context) error {
+			return errOf(c.Run(ctx, good, client.RunRequest{Code: strings.Repeat("x", 2<<20)}))
+		}, 413, "payload_too_large"},
+		{"huge file", func(ctx context.Context) error {
+			return errOf(c.PutFile(ctx, good, "big.bin", []byte(strings.Repeat("x", 2<<20))))
+		}, 413, "payload_too_large"},
+		{"traversal dotdot", raw("GET", "/api/sessions/good/files/../../carryover.db", ""), 400, "invalid_request"},
+		{"traversal encoded", raw("GET", "/api/sessions/good/files/%2e%2e/%2e%2e/carryover.db", ""), 400, "invalid_request"},
+		{"traversal put", raw("PUT", "/api/sessions/good/files/a/%2e%2e/%2e%2e/evil.txt", "x"), 400, "invalid_request"},
+		{"absolute outside", func(ctx context.Context) error {
+			return errOf(c.PostFile(ctx, good, "/etc/passwd", "x", ""))
+		}, 400, "invalid_request"},
+		{"dotdot in post", func(ctx context.Context) error {
+			return errOf(c.PostFile(ctx, good, "/workspace/../x", "x", ""))
+		}, 400, "invalid_request"},
+		{"bad base64", func(ctx context.Context) error {
+			return errOf(c.PostFile(ctx, good, "a.bin", "!!!", "base64"))
+		}, 400, "invalid_request"},
+		{"missing file", func(ctx context.Context) error { return errOf(c.GetFile(ctx, good, "nothere.txt")) }, 404, "not_found"},
+		{"bad context dir", func(ctx context.Context) error {
+			dir := "/etc"
+			return errOf(c.PatchContext(ctx, good, client.ContextRequest{WorkingDir: &dir}))
+		}, 400, "invalid_request"},
+		{"bad events limit", raw("GET", "/api/sessions/good/events?limit=-1", ""), 400, "invalid_request"},
+		{"bad tool schema", func(ctx context.Context) error {
+			return errOf(c.RegisterTool(ctx, good, client.ToolRequest{Name: "t", InputSchema: map[string]any{"type": "banana"}}))
+		}, 400, "invalid_request"},
+		{"tool schema not object", func(ctx context.Context) error {
+			return errOf(c.RegisterTool(ctx, good, client.ToolRequest{Name: "t", InputSchema: []any{1}}))
+		}, 400, "invalid_request"},
+		{"illegal transition", func(ctx context.Context) error { return errOf(c.Resume(ctx, good)) }, 409, "conflict"},
+		{"unknown checkpoint", func(ctx context.Context) error {
+			_, _, err := c.RestoreCheckpoint(ctx, good, "nope")
+			return err
+		}, 404, "not_found"},
+		{"unknown endpoint", func(ctx context.Context) error { return c.Do(ctx, "GET", "/api/nothing", nil, nil) }, 404, "not_found"},
+		{"exec bad command", func(ctx context.Context) error {
+			return errOf(c.Exec(ctx, good, client.ExecRequest{Command: 5}))
+		}, 400, "invalid_request"},
+		{"reattach unknown", func(ctx context.Context) error { return errOf(c.Reattach(ctx, "ghost")) }, 404, "not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errCode(t, tc.call(t.Context()), tc.status, tc.code)
 		})
 	}
 	// Nothing changed: same session document (but last_activity-free fields), no new sessions, no new events.
-	after := ts.must(200, "GET", "/api/sessions/good", nil)
-	for _, k := range []string{"state", "execution_count"} {
-		if after.str("session", k) != before.str("session", k) {
-			t.Errorf("session %s changed: %v -> %v", k, before.str("session", k), after.str("session", k))
-		}
+	after := ts.session("good")
+	if after.State != before.State {
+		t.Errorf("session state changed: %v -> %v", before.State, after.State)
 	}
-	if after.str("session", "data", "k") != "v" || len(after.get("session", "data").(map[string]any)) != 1 {
-		t.Errorf("data changed: %s", after.Body)
+	if after.ExecutionCount != before.ExecutionCount {
+		t.Errorf("session execution_count changed: %v -> %v", before.ExecutionCount, after.ExecutionCount)
 	}
-	list := ts.must(200, "GET", "/api/sessions", nil)
-	if n := len(list.get("sessions").([]any)); n != 1 {
-		t.Errorf("%d sessions, want 1: %s", n, list.Body)
+	if after.Data["k"] != "v" || len(after.Data) != 1 {
+		t.Errorf("data changed: %v", after.Data)
 	}
-	files := ts.must(200, "GET", "/api/sessions/good/files", nil)
-	if n := len(files.get("files").([]any)); n != 0 {
-		t.Errorf("files appeared: %s", files.Body)
+	list := must(t, 200, "list", ts.c.ListSessions)
+	if n := len(list); n != 1 {
+		t.Errorf("%d sessions, want 1: %s", n, dump(list))
 	}
-	evAfter := ts.must(200, "GET", "/api/sessions/good/events?limit=1000", nil)
-	if len(evAfter.get("events").([]any)) != len(events.get("events").([]any)) {
-		t.Errorf("events changed: %s", evAfter.Body)
+	files := must(t, 200, "list files", func(ctx context.Context) ([]client.FileInfo, error) { return ts.c.ListFiles(ctx, good) })
+	if n := len(files); n != 0 {
+		t.Errorf("files appeared: %s", dump(files))
+	}
+	if evAfter := ts.events("good", 0, 1000, ""); len(evAfter) != len(events) {
+		t.Errorf("events changed: %s", dump(evAfter))
 	}
 	if fileExists(ts.dir+"/evil.txt") || fileExists(ts.dir+"/workspaces/evil.txt") {
 		t.Errorf("traversal wrote outside the workspace")
 	}
 	// The session still works.
-	if r := ts.run("good", "print(x)"); r.str("stdout") != "1\n" {
-		t.Fatalf("session broken after bad input: %s", r.Body)
+	if r := ts.run("good", "print(x)"); r.Stdout != "1\n" {
+		t.Fatalf("session broken after bad input: %s", dump(r))
 	}
 }

@@ -9,15 +9,35 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/client"
 )
+
+// runAnswer is what a run made in another goroutine got.
+type runAnswer struct {
+	res    *client.RunResult
+	status int
+	err    error
+}
+
+// goRun runs code in a goroutine; its answer arrives on the channel.
+func (ts *testServer) goRun(id string, req client.RunRequest) <-chan runAnswer {
+	ch := make(chan runAnswer, 1)
+	ctx, status := withStatus(ts.ctx())
+	go func() {
+		res, err := ts.c.Run(ctx, id, req)
+		ch <- runAnswer{res, *status, err}
+	}()
+	return ch
+}
 
 // kernelPID asks the session's kernel for its pid.
 func kernelPID(t *testing.T, ts *testServer, id string) int {
 	t.Helper()
 	r := ts.run(id, "import os as _os_probe\n_os_probe.getpid()")
 	var pid int
-	if _, err := fmtSscan(r.str("result"), &pid); err != nil || pid <= 0 {
-		t.Fatalf("pid: %s", r.Body)
+	if _, err := fmtSscan(resultOf(r), &pid); err != nil || pid <= 0 {
+		t.Fatalf("pid: %s", dump(r))
 	}
 	ts.run(id, "del _os_probe")
 	return pid
@@ -27,49 +47,46 @@ func kernelPID(t *testing.T, ts *testServer, id string) int {
 // the session comes back from its last checkpoint.
 func TestKernelDeathMidRun(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "die"})
+	ts.newSession(client.CreateRequest{SessionID: "die"})
 	ts.run("die", "import numpy as np\nkeep = {'a': [1, 2]}\narr = np.ones(5)\nalias = keep")
 	pid := kernelPID(t, ts, "die")
-	done := make(chan resp, 1)
-	go func() {
-		done <- ts.do("POST", "/api/sessions/die/run", map[string]any{"code": "lost = 1\nimport time\nprint('started', flush=True)\ntime.sleep(30)"})
-	}()
+	done := ts.goRun("die", client.RunRequest{Code: "lost = 1\nimport time\nprint('started', flush=True)\ntime.sleep(30)"})
 	time.Sleep(700 * time.Millisecond)
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var r resp
+	var r runAnswer
 	select {
 	case r = <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("run hung after kernel death")
 	}
-	errCode(t, r, 502, "kernel_died")
-	if !strings.Contains(r.str("result", "stdout"), "started") {
-		t.Errorf("partial output not returned: %s", r.Body)
+	errCode(t, r.err, 502, "kernel_died")
+	if r.res == nil || !strings.Contains(r.res.Stdout, "started") {
+		t.Errorf("partial output not returned: %s", dump(r.res))
 	}
 	t.Logf("kernel death answered in %s", time.Since(killed))
 	out := ts.run("die", "print(keep, arr.sum(), alias is keep, 'lost' in dir())")
-	if out.str("stdout") != "{'a': [1, 2]} 5.0 True False\n" {
-		t.Fatalf("not restored: %s", out.Body)
+	if out.Stdout != "{'a': [1, 2]} 5.0 True False\n" {
+		t.Fatalf("not restored: %s", dump(out))
 	}
-	types := eventTypes(ts.must(200, "GET", "/api/sessions/die/events?limit=100", nil))
+	types := ts.eventTypes("die", 100, "")
 	inOrder(t, types, "kernel_died", "sandbox_created", "checkpoint_restored")
 }
 
 // TestKernelDeathBetweenRuns: a kernel killed while idle is noticed and replaced eagerly.
 func TestKernelDeathBetweenRuns(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "idle-die"})
+	ts.newSession(client.CreateRequest{SessionID: "idle-die"})
 	ts.run("idle-die", "v = 'still here'")
 	pid := kernelPID(t, ts, "idle-die")
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	waitFor(t, 15*time.Second, "kernel_died event", func() bool {
-		return len(eventTypes(ts.must(200, "GET", "/api/sessions/idle-die/events?event_type=kernel_died", nil))) == 1
+		return len(ts.eventTypes("idle-die", 0, "kernel_died")) == 1
 	})
-	if out := ts.run("idle-die", "v"); out.str("result") != "'still here'" {
-		t.Fatalf("%s", out.Body)
+	if out := ts.run("idle-die", "v"); resultOf(out) != "'still here'" {
+		t.Fatalf("%s", dump(out))
 	}
 }
 
@@ -77,20 +94,20 @@ func TestKernelDeathBetweenRuns(t *testing.T) {
 // kernel (not restarted) keeps its state.
 func TestRunTimeoutKeepsState(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "slowrun"})
+	ts.newSession(client.CreateRequest{SessionID: "slowrun"})
 	ts.run("slowrun", "before = 41")
 	pid := kernelPID(t, ts, "slowrun")
 	start := time.Now()
-	r := ts.do("POST", "/api/sessions/slowrun/run", map[string]any{"code": "during = 1\nwhile True: pass", "timeout_seconds": 1})
-	errCode(t, r, 504, "timeout")
+	r, err := ts.c.Run(ts.ctx(), "slowrun", client.RunRequest{Code: "during = 1\nwhile True: pass", TimeoutSeconds: client.Seconds(1)})
+	errCode(t, err, 504, "timeout")
 	if d := time.Since(start); d > 8*time.Second {
 		t.Fatalf("timeout took %s", d)
 	}
-	if r.str("result", "error", "ename") != "KeyboardInterrupt" {
-		t.Errorf("partial result: %s", r.Body)
+	if r == nil || r.Error == nil || r.Error.EName != "KeyboardInterrupt" {
+		t.Errorf("partial result: %s", dump(r))
 	}
-	if out := ts.run("slowrun", "before + during"); out.str("result") != "42" {
-		t.Fatalf("state lost: %s", out.Body)
+	if out := ts.run("slowrun", "before + during"); resultOf(out) != "42" {
+		t.Fatalf("state lost: %s", dump(out))
 	}
 	if kernelPID(t, ts, "slowrun") != pid {
 		t.Fatalf("kernel was restarted for an interruptible run")
@@ -101,19 +118,16 @@ func TestRunTimeoutKeepsState(t *testing.T) {
 // its result is there.
 func TestShutdownLetsRunsFinish(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "grace"})
+	ts.newSession(client.CreateRequest{SessionID: "grace"})
 	ts.run("grace", "x = 0")
-	done := make(chan resp, 1)
-	go func() {
-		done <- ts.do("POST", "/api/sessions/grace/run", map[string]any{"code": "import time\ntime.sleep(1)\nx = 99"})
-	}()
+	done := ts.goRun("grace", client.RunRequest{Code: "import time\ntime.sleep(1)\nx = 99"})
 	time.Sleep(300 * time.Millisecond)
 	ts = ts.restart()
-	if r := <-done; r.Status != 200 {
-		t.Fatalf("in-flight run: %s", r.Body)
+	if r := <-done; r.err != nil || r.status != 200 {
+		t.Fatalf("in-flight run: %d %v %s", r.status, r.err, dump(r.res))
 	}
-	if out := ts.run("grace", "x"); out.str("result") != "99" {
-		t.Fatalf("after restart: %s", out.Body)
+	if out := ts.run("grace", "x"); resultOf(out) != "99" {
+		t.Fatalf("after restart: %s", dump(out))
 	}
 }
 
@@ -121,7 +135,7 @@ func TestShutdownLetsRunsFinish(t *testing.T) {
 // pooled kernels' directories included.
 func TestShutdownLeavesNoSpool(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "sp"})
+	ts.newSession(client.CreateRequest{SessionID: "sp"})
 	ts.run("sp", "x = 1")
 	sum := sha256.Sum256([]byte(ts.dir))
 	spool := filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))

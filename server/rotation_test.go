@@ -1,12 +1,13 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 )
 
@@ -41,45 +42,41 @@ func inOrder(t *testing.T, types []string, want ...string) {
 // variables and files survive and the events come in order.
 func TestRotationKeepsState(t *testing.T) {
 	ts := startServer(t, "")
-	r := ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "rot", "sandbox": map[string]any{"timeout_seconds": 6},
-		"rotation": map[string]any{"pre_rotate_buffer_seconds": 3}, "start": true})
-	first := r.str("session", "sandbox", "id")
+	s := ts.newSession(client.CreateRequest{SessionID: "rot", Sandbox: &client.SandboxRequest{TimeoutSeconds: client.Seconds(6)},
+		Rotation: &client.Rotation{PreRotateBufferSeconds: 3}, Start: true})
+	first := s.Sandbox.ID
 	ts.run("rot", "import math\nitems = [1, 2, 3]\ndef double(x):\n    return 2 * x\nopen('notes.txt', 'w').write('kept')")
 	waitFor(t, 20*time.Second, "rotation_completed", func() bool {
-		return len(eventTypes(ts.must(200, "GET", "/api/sessions/rot/events?event_type=rotation_completed", nil))) > 0
+		return len(ts.eventTypes("rot", 0, "rotation_completed")) > 0
 	})
-	r = ts.must(200, "GET", "/api/sessions/rot", nil)
-	if r.str("session", "sandbox", "id") == first || r.str("session", "state") != "running" {
-		t.Fatalf("sandbox not rotated: %s", r.Body)
+	if s = ts.session("rot"); s.Sandbox.ID == first || s.State != "running" {
+		t.Fatalf("sandbox not rotated: %s", dump(s))
 	}
 	out := ts.run("rot", "print(items, double(21), math.pi > 3, open('notes.txt').read())")
-	if out.str("stdout") != "[1, 2, 3] 42 True kept\n" {
-		t.Fatalf("state lost in rotation: %s", out.Body)
+	if out.Stdout != "[1, 2, 3] 42 True kept\n" {
+		t.Fatalf("state lost in rotation: %s", dump(out))
 	}
-	types := eventTypes(ts.must(200, "GET", "/api/sessions/rot/events?limit=200", nil))
+	types := ts.eventTypes("rot", 200, "")
 	inOrder(t, types, "rotation_started", "checkpoint_created", "sandbox_created", "checkpoint_restored", "sandbox_terminated", "rotation_completed")
 }
 
 // TestForcedRotationWaitsForRun: POST /rotate during a run waits for it; the next run uses the new kernel.
 func TestForcedRotationWaitsForRun(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "fr"})
+	ts.newSession(client.CreateRequest{SessionID: "fr"})
 	ts.run("fr", "n = 1")
-	done := make(chan resp, 1)
-	go func() {
-		done <- ts.do("POST", "/api/sessions/fr/run", map[string]any{"code": "import time\ntime.sleep(1)\nn += 1"})
-	}()
+	done := ts.goRun("fr", client.RunRequest{Code: "import time\ntime.sleep(1)\nn += 1"})
 	time.Sleep(200 * time.Millisecond)
-	before := ts.must(200, "GET", "/api/sessions/fr", nil).str("session", "sandbox", "id")
-	r := ts.must(200, "POST", "/api/sessions/fr/rotate", nil)
-	if rr := <-done; rr.Status != 200 || rr.str("status") != "ok" {
-		t.Fatalf("run during rotation: %s", rr.Body)
+	before := ts.session("fr").Sandbox.ID
+	s := ts.act(ts.c.Rotate, "fr")
+	if rr := <-done; rr.err != nil || rr.status != 200 || rr.res.Status != "ok" {
+		t.Fatalf("run during rotation: %d %v %s", rr.status, rr.err, dump(rr.res))
 	}
-	if r.str("session", "sandbox", "id") == before {
-		t.Fatalf("not rotated: %s", r.Body)
+	if s.Sandbox.ID == before {
+		t.Fatalf("not rotated: %s", dump(s))
 	}
-	if out := ts.run("fr", "n"); out.str("result") != "2" {
-		t.Fatalf("run after rotation: %s", out.Body)
+	if out := ts.run("fr", "n"); resultOf(out) != "2" {
+		t.Fatalf("run after rotation: %s", dump(out))
 	}
 }
 
@@ -90,11 +87,12 @@ func TestHibernationAndWake(t *testing.T) {
 		c.Cull.IdleSeconds = 2
 		c.Cull.IntervalSeconds = 0.2
 	})
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "sleepy"})
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "awake"})
+	ts.newSession(client.CreateRequest{SessionID: "sleepy"})
+	ts.newSession(client.CreateRequest{SessionID: "awake"})
 	ts.run("sleepy", "import numpy as np\narr = np.arange(10)\nlabel = 'zz'")
 	ts.run("awake", "w = 5")
 	stop, stopped := make(chan struct{}), make(chan struct{})
+	ctx := ts.ctx()
 	go func() {
 		defer close(stopped)
 		for {
@@ -102,58 +100,51 @@ func TestHibernationAndWake(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(500 * time.Millisecond):
-				req, _ := http.NewRequest("POST", ts.base+"/api/sessions/awake/heartbeat", nil)
-				req.Header.Set("Authorization", "Bearer "+testToken)
-				if res, err := http.DefaultClient.Do(req); err == nil {
-					res.Body.Close()
-				}
+				_, _ = ts.c.Heartbeat(ctx, "awake")
 			}
 		}
 	}()
 	waitFor(t, 15*time.Second, "hibernation", func() bool {
-		return ts.must(200, "GET", "/api/sessions/sleepy", nil).str("session", "sandbox", "status") == "hibernated"
+		return ts.session("sleepy").Sandbox.Status == "hibernated"
 	})
-	r := ts.must(200, "GET", "/api/sessions/sleepy", nil)
-	if r.str("session", "state") != "running" {
-		t.Fatalf("hibernated session should stay running: %s", r.Body)
+	if s := ts.session("sleepy"); s.State != "running" {
+		t.Fatalf("hibernated session should stay running: %s", dump(s))
 	}
-	if st := ts.must(200, "GET", "/api/sessions/awake", nil).str("session", "sandbox", "status"); st != "live" {
+	if st := ts.session("awake").Sandbox.Status; st != "live" {
 		t.Fatalf("heartbeats did not keep the kernel: %s", st)
 	}
 	close(stop)
 	<-stopped
 	start := time.Now()
 	out := ts.run("sleepy", "print(arr.sum(), label)")
-	if out.str("stdout") != "45 zz\n" {
-		t.Fatalf("wake-up lost state: %s", out.Body)
+	if out.Stdout != "45 zz\n" {
+		t.Fatalf("wake-up lost state: %s", dump(out))
 	}
 	t.Logf("wake-up run took %s", time.Since(start))
-	types := eventTypes(ts.must(200, "GET", "/api/sessions/sleepy/events?limit=200", nil))
+	types := ts.eventTypes("sleepy", 200, "")
 	inOrder(t, types, "session_hibernated", "sandbox_created", "checkpoint_restored")
 
 	// Asked for explicitly, and across a server restart.
-	if r := ts.must(200, "POST", "/api/sessions/sleepy/hibernate", nil); r.str("session", "sandbox", "status") != "hibernated" {
-		t.Fatalf("hibernate: %s", r.Body)
+	if s := ts.act(ts.c.Hibernate, "sleepy"); s.Sandbox.Status != "hibernated" {
+		t.Fatalf("hibernate: %s", dump(s))
 	}
 	ts = ts.restart()
-	if out := ts.run("sleepy", "print(arr.sum(), label)"); out.str("stdout") != "45 zz\n" {
-		t.Fatalf("wake-up after restart lost state: %s", out.Body)
+	if out := ts.run("sleepy", "print(arr.sum(), label)"); out.Stdout != "45 zz\n" {
+		t.Fatalf("wake-up after restart lost state: %s", dump(out))
 	}
 }
 
 // TestCostIsMeasured: CPU burnt in the kernel shows up in budget_consumed and cost_cents.
 func TestCostIsMeasured(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "cost", "budget": map[string]any{"cost_cap_cents": 0.001}})
+	ts.newSession(client.CreateRequest{SessionID: "cost", Budget: &client.Budget{CostCapCents: 0.001}})
 	ts.run("cost", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass")
-	r := ts.must(200, "GET", "/api/sessions/cost", nil)
-	cpu := r.get("session", "budget_consumed", "cpu_seconds").(float64)
-	cents := r.get("session", "budget_consumed", "cost_cents").(float64)
-	if cpu < 0.4 || cents <= 0 {
-		t.Fatalf("cost not measured: %s", r.Body)
+	s := ts.session("cost")
+	if cpu, cents := s.BudgetConsumed.CPUSeconds, s.BudgetConsumed.CostCents; cpu < 0.4 || cents <= 0 {
+		t.Fatalf("cost not measured: %s", dump(s))
 	}
-	errCode(t, ts.do("POST", "/api/sessions/cost/run", map[string]any{"code": "1"}), 402, "budget_exceeded")
-	if !strings.Contains(strings.Join(eventTypes(ts.must(200, "GET", "/api/sessions/cost/events?limit=100", nil)), ","), "budget_exceeded") {
+	errCode(t, errOf(ts.c.Run(ts.ctx(), "cost", client.RunRequest{Code: "1"})), 402, "budget_exceeded")
+	if !strings.Contains(strings.Join(ts.eventTypes("cost", 100, ""), ","), "budget_exceeded") {
 		t.Fatal("no budget_exceeded event")
 	}
 }
@@ -162,28 +153,27 @@ func TestCostIsMeasured(t *testing.T) {
 // flows loses nothing committed.
 func TestAgentFlowsSurviveRestart(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ar", "budget": map[string]any{"iteration_limit": 4}, "client_id": "cli"})
+	ts.newSession(client.CreateRequest{SessionID: "ar", Budget: &client.Budget{IterationLimit: 4}, ClientID: "cli"})
 	ts.run("ar", "x = 10")
-	ts.must(200, "POST", "/api/sessions/ar/rotate", nil)
+	ts.act(ts.c.Rotate, "ar")
 	ts = ts.restart()
-	if r := ts.run("ar", "x += 1\nx"); r.str("result") != "11" {
-		t.Fatalf("after restart: %s", r.Body)
+	if r := ts.run("ar", "x += 1\nx"); resultOf(r) != "11" {
+		t.Fatalf("after restart: %s", dump(r))
 	}
-	ts.must(200, "POST", "/api/sessions/ar/pause", nil)
+	ts.act(ts.c.Pause, "ar")
 	ts = ts.restart()
-	r := ts.must(200, "GET", "/api/sessions/ar", nil)
-	if r.str("session", "state") != "paused" || r.str("session", "budget_consumed", "iterations") != "2" {
-		t.Fatalf("state after restart: %s", r.Body)
+	if s := ts.session("ar"); s.State != "paused" || s.BudgetConsumed.Iterations != 2 {
+		t.Fatalf("state after restart: %s", dump(s))
 	}
-	ts.must(200, "POST", "/api/sessions/ar/resume", nil)
-	if r := ts.must(200, "POST", "/api/sessions/reattach", map[string]any{"client_id": "cli"}); r.str("session", "id") != "ar" {
-		t.Fatalf("reattach: %s", r.Body)
+	ts.act(ts.c.Resume, "ar")
+	if s := ts.act(ts.c.Reattach, "cli"); s.ID != "ar" {
+		t.Fatalf("reattach: %s", dump(s))
 	}
 	ts.run("ar", "x += 1")
 	ts = ts.restart()
 	ts.run("ar", "x += 1")
-	errCode(t, ts.do("POST", "/api/sessions/ar/run", map[string]any{"code": "x"}), 402, "budget_exceeded")
-	types := eventTypes(ts.must(200, "GET", "/api/sessions/ar/events?limit=200", nil))
+	errCode(t, errOf(ts.c.Run(ts.ctx(), "ar", client.RunRequest{Code: "x"})), 402, "budget_exceeded")
+	types := ts.eventTypes("ar", 200, "")
 	inOrder(t, types, "rotation_completed", "session_paused", "session_resumed", "budget_warning", "budget_exceeded")
 }
 
@@ -191,21 +181,30 @@ func TestAgentFlowsSurviveRestart(t *testing.T) {
 // rotation and then completes the session (it is not refused because the state is "rotating").
 func TestStopDuringRotationWaits(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "rs"})
+	ts.newSession(client.CreateRequest{SessionID: "rs"})
 	ts.run("rs", "import numpy as np\nbig = np.random.rand(1 << 25)") // 256 MB: rotation takes a while
-	rotated := make(chan resp, 1)
-	go func() { rotated <- ts.do("POST", "/api/sessions/rs/rotate", nil) }()
+	type answer struct {
+		s      *client.Session
+		status int
+		err    error
+	}
+	rotated := make(chan answer, 1)
+	rctx, rstatus := withStatus(ts.ctx())
+	go func() {
+		s, err := ts.c.Rotate(rctx, "rs")
+		rotated <- answer{s, *rstatus, err}
+	}()
 	waitFor(t, 10*time.Second, "rotating state", func() bool {
-		return ts.must(200, "GET", "/api/sessions/rs", nil).str("session", "state") == "rotating"
+		return ts.session("rs").State == "rotating"
 	})
-	r := ts.must(200, "POST", "/api/sessions/rs/stop", map[string]any{"reason": "done"})
-	if r.str("session", "state") != "completed" {
-		t.Fatalf("stop: %s", r.Body)
+	s := must(t, 200, "stop", func(ctx context.Context) (*client.Session, error) { return ts.c.Stop(ctx, "rs", "done") })
+	if s.State != "completed" {
+		t.Fatalf("stop: %s", dump(s))
 	}
-	if rr := <-rotated; rr.Status != 200 {
-		t.Fatalf("rotate: %s", rr.Body)
+	if rr := <-rotated; rr.err != nil || rr.status != 200 {
+		t.Fatalf("rotate: %d %v %s", rr.status, rr.err, dump(rr.s))
 	}
-	types := eventTypes(ts.must(200, "GET", "/api/sessions/rs/events?limit=100", nil))
+	types := ts.eventTypes("rs", 100, "")
 	inOrder(t, types, "rotation_started", "rotation_completed", "session_completed")
 }
 
@@ -214,24 +213,24 @@ func TestThousandsOfSessions(t *testing.T) {
 	ts := startServer(t, "")
 	gauge := func() float64 {
 		var v float64
-		fmt.Sscan(strings.TrimPrefix(lineWithPrefix(string(ts.must(200, "GET", "/metrics", nil).Body), "carryover_kernels_live "), "carryover_kernels_live "), &v)
+		fmt.Sscan(strings.TrimPrefix(lineWithPrefix(ts.metrics(), "carryover_kernels_live "), "carryover_kernels_live "), &v)
 		return v
 	}
 	before := gauge() // the metric is process-wide; other tests' servers may have left theirs
 	for i := 0; i < 1000; i++ {
-		ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": fmt.Sprintf("many-%04d", i)})
+		ts.newSession(client.CreateRequest{SessionID: fmt.Sprintf("many-%04d", i)})
 	}
 	for _, id := range []string{"many-0001", "many-0500", "many-0999"} {
 		ts.run(id, "x = 1")
 	}
-	list := ts.must(200, "GET", "/api/sessions", nil)
+	list := must(t, 200, "list", ts.c.ListSessions)
 	live := 0
-	for _, s := range list.get("sessions").([]any) {
-		if s.(map[string]any)["sandbox"].(map[string]any)["status"] == "live" {
+	for _, s := range list {
+		if s.Sandbox.Status == "live" {
 			live++
 		}
 	}
-	if n := len(list.get("sessions").([]any)); n != 1000 || live != 3 {
+	if n := len(list); n != 1000 || live != 3 {
 		t.Fatalf("%d sessions, %d live", n, live)
 	}
 	if d := gauge() - before; d != 3 {

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel/sandbox"
 )
@@ -32,34 +35,46 @@ func sandboxed(t *testing.T, tweak ...func(*configs.Config)) *testServer {
 	}}, tweak...)...)
 }
 
-// create makes a running session with the given sandbox settings.
-func (ts *testServer) create(id string, sb map[string]any) {
+// create makes a running session with the given sandbox settings (nil: the defaults).
+func (ts *testServer) create(id string, sb *client.SandboxRequest) {
 	ts.t.Helper()
-	body := map[string]any{"session_id": id, "start": true}
-	if sb != nil {
-		body["sandbox"] = sb
-	}
-	ts.must(201, "POST", "/api/sessions", body)
+	ts.newSession(client.CreateRequest{SessionID: id, Start: true, Sandbox: sb})
 }
 
-// runT posts code with a timeout and returns the response whatever its status.
-func (ts *testServer) runT(id, code string, timeout float64) resp {
+// runT runs code with a timeout (0: the default) and returns what came back whatever its status:
+// the answer (also the partial one of a timeout or kernel death), the HTTP status, and the API
+// error of a non-2xx. Any other error fails the test.
+func (ts *testServer) runT(id, code string, timeout float64) (*client.RunResult, int, *client.Error) {
 	ts.t.Helper()
-	body := map[string]any{"code": code}
+	req := client.RunRequest{Code: code}
 	if timeout > 0 {
-		body["timeout_seconds"] = timeout
+		req.TimeoutSeconds = client.Seconds(timeout)
 	}
-	return ts.do("POST", "/api/sessions/"+id+"/run", body)
+	ctx, status := withStatus(ts.ctx())
+	res, err := ts.c.Run(ctx, id, req)
+	var apiErr *client.Error
+	if err != nil && !errors.As(err, &apiErr) {
+		ts.t.Fatalf("run in %s: %v", id, err)
+	}
+	return res, *status, apiErr
 }
 
 // stdout runs code that must succeed and returns its stdout, trimmed.
 func (ts *testServer) stdout(id, code string) string {
 	ts.t.Helper()
 	r := ts.run(id, code)
-	if r.str("status") != "ok" {
-		ts.t.Fatalf("run %q in %s: %s", code, id, r.Body)
+	if r.Status != "ok" {
+		ts.t.Fatalf("run %q in %s: %s", code, id, dump(r))
 	}
-	return strings.TrimSpace(r.str("stdout"))
+	return strings.TrimSpace(r.Stdout)
+}
+
+// answer shows what runT got in a message.
+func answer(res *client.RunResult, apiErr *client.Error) string {
+	if apiErr != nil {
+		return fmt.Sprintf("%v; partial answer %s", apiErr, dump(res))
+	}
+	return dump(res)
 }
 
 func TestSandboxIsolation(t *testing.T) {
@@ -71,8 +86,11 @@ func TestSandboxIsolation(t *testing.T) {
 	port := ts.base[strings.LastIndexByte(ts.base, ':')+1:]
 	ts.create("a", nil)
 	ts.create("b", nil)
-	ts.create("net", map[string]any{"network": true})
-	ts.must(201, "PUT", "/api/sessions/b/files/secret.txt", "b's secret")
+	network := true
+	ts.create("net", &client.SandboxRequest{Network: &network})
+	must(t, 201, "put b's secret", func(ctx context.Context) (*client.FileInfo, error) {
+		return ts.c.PutFile(ctx, "b", "secret.txt", []byte("b's secret"))
+	})
 	bHost := filepath.Join(ts.dir, "workspaces", "b", "secret.txt")
 	db := filepath.Join(ts.dir, "carryover.db")
 	if !fileExists(db) || !fileExists(bHost) {
@@ -125,8 +143,8 @@ print('etc', sorted(x for x in os.listdir('/etc') if 'carry' in x or x in ('shad
 			got = ts.stdout("a", fmt.Sprintf(probe, pyList))
 		} else {
 			_ = os.WriteFile(filepath.Join(ts.dir, "workspaces", "a", "probe.py"), []byte(fmt.Sprintf(probe, pyList)), 0o644)
-			r := ts.must(200, "POST", "/api/sessions/a/exec", map[string]any{"command": []string{"python3", "probe.py"}})
-			got = strings.TrimSpace(r.str("stdout"))
+			r := ts.exec("a", client.ExecRequest{Command: []string{"python3", "probe.py"}})
+			got = strings.TrimSpace(r.Stdout)
 			_ = os.Remove(filepath.Join(ts.dir, "workspaces", "a", "probe.py"))
 		}
 		t.Logf("%s probes:\n%s", via, got)
@@ -170,9 +188,9 @@ print(conn('127.0.0.1', %s), conn('1.1.1.1', 53), conn('127.0.0.1', srv.getsockn
 	if got := ts.stdout("a", fmt.Sprintf(netProbe, port)); got != "ConnectionRefusedError OSError CONNECTED" {
 		t.Errorf("network off: %q (want the server's port refused, the internet unreachable, its own loopback fine)", got)
 	}
-	r := ts.must(200, "POST", "/api/sessions/a/exec", map[string]any{"command": "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", " + port + "), timeout=2)' 2>&1 | tail -1"})
-	if !strings.Contains(r.str("stdout"), "ConnectionRefusedError") {
-		t.Errorf("exec reached the server's port without network: %s", r.Body)
+	r := ts.exec("a", client.ExecRequest{Command: "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", " + port + "), timeout=2)' 2>&1 | tail -1"})
+	if !strings.Contains(r.Stdout, "ConnectionRefusedError") {
+		t.Errorf("exec reached the server's port without network: %s", dump(r))
 	}
 	if got := ts.stdout("net", fmt.Sprintf(netProbe, port)); !strings.HasPrefix(got, "CONNECTED") {
 		t.Errorf("network:true cannot reach the server's port: %q", got)
@@ -183,8 +201,8 @@ print(conn('127.0.0.1', %s), conn('1.1.1.1', 53), conn('127.0.0.1', srv.getsockn
 		t.Errorf("b's workspace: %s", got)
 	}
 	ts.stdout("a", "open('mine.txt', 'w').write('a')")
-	if r := ts.must(200, "GET", "/api/sessions/a/files/mine.txt", nil); string(r.Body) != "a" {
-		t.Errorf("a's file via the API: %q", r.Body)
+	if b := ts.getFile("a", "mine.txt"); string(b) != "a" {
+		t.Errorf("a's file via the API: %q", b)
 	}
 }
 
@@ -201,13 +219,13 @@ open('sub/ok.txt', 'w').write('fine')
 os.mkfifo('pipe')`)
 	for _, p := range []string{"pipe", "passwd", "root/etc/passwd", "db", "../carryover.db", "..%2Fcarryover.db",
 		"sub/../../carryover.db", "%2Fetc%2Fpasswd", "/workspace/../carryover.db"} {
-		r := ts.do("GET", "/api/sessions/f/files/"+p, nil)
+		r := ts.raw("GET", "/api/sessions/f/files/"+p, "")
 		if r.Status == 200 || strings.Contains(string(r.Body), "root:") || strings.Contains(string(r.Body), "SQLite") {
 			t.Errorf("GET %s: %d %q", p, r.Status, r.Body)
 		}
 	}
 	for _, p := range []string{"root/tmp/evil", "../evil", "passwd"} {
-		if r := ts.do("PUT", "/api/sessions/f/files/"+p, "evil"); r.Status == 201 && p != "passwd" {
+		if r := ts.raw("PUT", "/api/sessions/f/files/"+p, "evil"); r.Status == 201 && p != "passwd" {
 			t.Errorf("PUT %s: %d", p, r.Status)
 		}
 	}
@@ -217,12 +235,12 @@ os.mkfifo('pipe')`)
 	if fileExists("/tmp/evil") || fileExists(filepath.Join(ts.dir, "evil")) {
 		t.Error("a PUT escaped the workspace")
 	}
-	r := ts.do("POST", "/api/sessions/f/files", map[string]any{"path": "/etc/passwd", "content": "x"})
-	if r.Status != 400 {
-		t.Errorf("POST files with /etc/passwd: %d %s", r.Status, r.Body)
+	var e *client.Error
+	if _, err := ts.c.PostFile(ts.ctx(), "f", "/etc/passwd", "x", ""); !errors.As(err, &e) || e.Status != 400 {
+		t.Errorf("POST files with /etc/passwd: %v", err)
 	}
-	if r := ts.must(200, "GET", "/api/sessions/f/files/sub/ok.txt", nil); string(r.Body) != "fine" {
-		t.Errorf("a plain file: %q", r.Body)
+	if b := ts.getFile("f", "sub/ok.txt"); string(b) != "fine" {
+		t.Errorf("a plain file: %q", b)
 	}
 }
 
@@ -235,7 +253,7 @@ func TestSandboxAbuse(t *testing.T) {
 	})
 	ts.create("bystander", nil)
 	ts.stdout("bystander", "y = 'calm'")
-	bystanderBox := ts.must(200, "GET", "/api/sessions/bystander", nil).str("session", "sandbox", "id")
+	bystanderBox := ts.session("bystander").Sandbox.ID
 
 	cases := []struct {
 		name    string
@@ -258,41 +276,40 @@ func TestSandboxAbuse(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ts.t = t
 			id := fmt.Sprintf("abuse%d", i)
-			sb := map[string]any{}
-			if c.memory != "" {
-				sb["memory"] = c.memory
-			}
-			ts.create(id, sb)
+			ts.create(id, &client.SandboxRequest{Memory: c.memory})
 			ts.stdout(id, "state = 41")
 			time.Sleep(time.Second) // the pool refills: the times below include a restore from a warm kernel
 			start := time.Now()
-			r := ts.runT(id, c.code, c.timeout)
+			r, status, apiErr := ts.runT(id, c.code, c.timeout)
 			took := time.Since(start)
-			got := r.str("error", "code")
+			var got, msg string
+			if apiErr != nil {
+				got, msg = apiErr.Code, apiErr.Message
+			}
 			switch {
-			case r.Status == 200 && r.str("status") == "error":
-				got = "error:" + r.str("error", "ename")
-			case r.Status == 200:
-				got = r.str("status")
+			case status == 200 && r.Status == "error":
+				got = "error:"
+				if r.Error != nil {
+					got += r.Error.EName
+				}
+			case status == 200:
+				got = r.Status
 			}
-			msg := r.str("error", "message")
-			if msg == "" {
-				msg = r.str("error", "evalue")
+			if msg == "" && r != nil && r.Error != nil && status == 200 {
+				msg = r.Error.EValue
 			}
-			t.Logf("%s -> HTTP %d %s in %v: %.200s", c.name, r.Status, got, took.Round(time.Millisecond), msg)
+			t.Logf("%s -> HTTP %d %s in %v: %.200s", c.name, status, got, took.Round(time.Millisecond), msg)
 			ok := false
 			for _, w := range c.want {
 				ok = ok || got == w
 			}
 			if !ok {
-				t.Errorf("got %s (HTTP %d), want one of %v: %.600s", got, r.Status, c.want, r.Body)
+				t.Errorf("got %s (HTTP %d), want one of %v: %.600s", got, status, c.want, answer(r, apiErr))
 			}
 			if c.name == "1 GB print" {
 				// Cut in the kernel (its notice in stdout) or, if code got around the guard, by the server.
-				n := r.get("result", "output_dropped_bytes")
-				inKernel := strings.Contains(r.str("stdout"), "was dropped in the kernel")
-				if r.Status == 200 && r.get("output_dropped_bytes") == nil && n == nil && !inKernel {
-					t.Errorf("no dropped-output notice: %.300s", r.Body)
+				if status == 200 && r.OutputDroppedBytes == 0 && !strings.Contains(r.Stdout, "was dropped in the kernel") {
+					t.Errorf("no dropped-output notice: %.300s", answer(r, apiErr))
 				}
 			}
 			// The session works, with its state (kept, or restored from the last checkpoint).
@@ -303,27 +320,28 @@ func TestSandboxAbuse(t *testing.T) {
 			if got := ts.stdout("bystander", "print(y)"); got != "calm" {
 				t.Errorf("bystander: %q", got)
 			}
-			if box := ts.must(200, "GET", "/api/sessions/bystander", nil).str("session", "sandbox", "id"); box != bystanderBox {
+			if box := ts.session("bystander").Sandbox.ID; box != bystanderBox {
 				t.Errorf("bystander's sandbox changed: %s -> %s; its events: %s", bystanderBox, box,
-					ts.must(200, "GET", "/api/sessions/bystander/events", nil).Body)
+					dump(ts.events("bystander", 0, 0, "")))
 				bystanderBox = box
 			}
-			ts.must(204, "DELETE", "/api/sessions/"+id, nil)
+			mustDo(t, 204, "delete "+id, func(ctx context.Context) error { return ts.c.DeleteSession(ctx, id) })
 		})
 	}
+	ts.t = t // the subtests' contexts are done: the cleanup's calls belong to the test again
 }
 
 func TestSandboxExec(t *testing.T) {
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.MaxProcesses = 64 })
 	ts.create("e", nil)
-	r := ts.must(200, "POST", "/api/sessions/e/exec", map[string]any{"command": "id -u; pwd; echo data > made.txt; ls /proc | grep -c '^[0-9]'",
-		"working_dir": "/workspace"})
-	f := strings.Fields(r.str("stdout"))
+	r := ts.exec("e", client.ExecRequest{Command: "id -u; pwd; echo data > made.txt; ls /proc | grep -c '^[0-9]'",
+		WorkingDir: "/workspace"})
+	f := strings.Fields(r.Stdout)
 	if len(f) != 3 || f[0] == "0" || f[1] != "/workspace" {
-		t.Errorf("exec: %s", r.Body)
+		t.Errorf("exec: %s", dump(r))
 	}
-	if r := ts.must(200, "GET", "/api/sessions/e/files/made.txt", nil); string(r.Body) != "data\n" {
-		t.Errorf("file made by exec: %q", r.Body)
+	if b := ts.getFile("e", "made.txt"); string(b) != "data\n" {
+		t.Errorf("file made by exec: %q", b)
 	}
 	if got := ts.stdout("e", "print(open('made.txt').read().strip())"); got != "data" {
 		t.Errorf("kernel reads exec's file: %q", got)
@@ -331,16 +349,17 @@ func TestSandboxExec(t *testing.T) {
 	// A working_dir through a symlink the kernel made must not make the server create host dirs.
 	outside := t.TempDir()
 	ts.stdout("e", fmt.Sprintf("import os\nos.symlink(%q, 'out')", outside))
-	r = ts.do("POST", "/api/sessions/e/exec", map[string]any{"command": "pwd", "working_dir": "/workspace/out/made"})
-	if r.Status == 200 || fileExists(filepath.Join(outside, "made")) {
-		t.Errorf("exec working_dir through a symlink: %d %s; host dir made: %v", r.Status, r.Body, fileExists(filepath.Join(outside, "made")))
+	x, err := ts.c.Exec(ts.ctx(), "e", client.ExecRequest{Command: "pwd", WorkingDir: "/workspace/out/made"})
+	if err == nil || fileExists(filepath.Join(outside, "made")) {
+		t.Errorf("exec working_dir through a symlink: %v %s; host dir made: %v", err, dump(x), fileExists(filepath.Join(outside, "made")))
 	}
 	// A fork bomb in a shell ends at the process limit or the timeout, and leaves nothing behind.
 	start := time.Now()
-	r = ts.do("POST", "/api/sessions/e/exec", map[string]any{"command": "f() { f | f & }; f; sleep 30", "timeout_seconds": 3})
-	t.Logf("shell fork bomb -> HTTP %d in %v: %.200s", r.Status, time.Since(start).Round(time.Millisecond), r.Body)
-	if r.Status != 504 && r.Status != 200 {
-		t.Errorf("shell fork bomb: %d %s", r.Status, r.Body)
+	ctx, status := withStatus(ts.ctx())
+	x, err = ts.c.Exec(ctx, "e", client.ExecRequest{Command: "f() { f | f & }; f; sleep 30", TimeoutSeconds: client.Seconds(3)})
+	t.Logf("shell fork bomb -> HTTP %d in %v: %v %.200s", *status, time.Since(start).Round(time.Millisecond), err, dump(x))
+	if *status != 504 && *status != 200 {
+		t.Errorf("shell fork bomb: %d %v %s", *status, err, dump(x))
 	}
 	if got := ts.stdout("e", "print('alive')"); got != "alive" {
 		t.Errorf("kernel after the shell fork bomb: %q", got)
@@ -354,7 +373,7 @@ func TestSandboxClaimLatency(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		deadline := time.Now().Add(30 * time.Second)
 		for ts.srv != nil && time.Now().Before(deadline) {
-			if m := ts.do("GET", "/metrics", nil); strings.Contains(string(m.Body), "carryover_kernels_live") {
+			if m := ts.metrics(); strings.Contains(m, "carryover_kernels_live") {
 				break
 			}
 		}
@@ -383,10 +402,9 @@ func TestSandboxShellEscapes(t *testing.T) {
 		{"import os\ntry:\n    os.open('/dev/tty', os.O_RDWR)\n    print('tty open')\nexcept OSError as e:\n    print('tty', e.errno)", "tty 6"},
 	}
 	for _, c := range cases {
-		r := ts.runT("sh", c.code, 60)
-		out := r.str("stdout")
-		if r.Status != 200 || r.str("status") != "ok" || !strings.Contains(out, c.want) || strings.Contains(out, "out of pty") {
-			t.Errorf("%q: HTTP %d, want %q in stdout: %s", c.code, r.Status, c.want, r.Body)
+		r, status, apiErr := ts.runT("sh", c.code, 60)
+		if status != 200 || r.Status != "ok" || !strings.Contains(r.Stdout, c.want) || strings.Contains(r.Stdout, "out of pty") {
+			t.Errorf("%q: HTTP %d, want %q in stdout: %s", c.code, status, c.want, answer(r, apiErr))
 		}
 	}
 }

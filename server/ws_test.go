@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,112 +12,135 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 )
 
-func (ts *testServer) ws(t *testing.T, id string) *websocket.Conn {
+// ws opens a session's websocket with the typed client, closed when the test ends.
+func (ts *testServer) ws(t *testing.T, id string) *client.Conn {
 	t.Helper()
-	u := strings.Replace(ts.base, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws?token=" + testToken
-	c, res, err := websocket.DefaultDialer.Dial(u, nil)
+	c, err := ts.c.Connect(t.Context(), id)
 	if err != nil {
-		status := 0
-		if res != nil {
-			status = res.StatusCode
-		}
-		t.Fatalf("ws dial: %v (status %d)", err, status)
+		t.Fatalf("ws dial: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-type frame map[string]any
+// rawWS dials a session's websocket without the typed client, for what it does not send: the token
+// in the query (as browsers do) or none, and headers such as a foreign Origin. query is appended to
+// the URL as is ("" or "?token=..."). On success the connection is closed at once.
+func (ts *testServer) rawWS(id, query string, hdr http.Header) (*http.Response, error) {
+	u := strings.Replace(ts.base, "http://", "ws://", 1) + "/api/sessions/" + id + "/ws" + query
+	c, res, err := websocket.DefaultDialer.Dial(u, hdr)
+	if c != nil {
+		c.Close()
+	}
+	return res, err
+}
 
-func readFrame(t *testing.T, c *websocket.Conn, d time.Duration) frame {
+func readFrame(t *testing.T, c *client.Conn, d time.Duration) client.Frame {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(d))
-	var f frame
-	if err := c.ReadJSON(&f); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	f, err := c.Next(ctx)
+	if err != nil {
 		t.Fatalf("ws read: %v", err)
 	}
 	return f
 }
 
 // readUntil reads frames until one of type typ with id arrives, returning all frames read.
-func readUntil(t *testing.T, c *websocket.Conn, typ, id string) []frame {
+func readUntil(t *testing.T, c *client.Conn, typ, id string) []client.Frame {
 	t.Helper()
-	var out []frame
+	var out []client.Frame
 	for {
 		f := readFrame(t, c, 60*time.Second)
 		out = append(out, f)
-		if f["type"] == typ && (id == "" || f["id"] == id) {
+		if f.Type == typ && (id == "" || f.ID == id) {
 			return out
 		}
-		if f["type"] == "error" && f["id"] == id {
-			t.Fatalf("error frame: %v", f)
+		if f.Type == client.FrameError && f.ID == id {
+			t.Fatalf("error frame: %s", f.Raw)
 		}
 	}
+}
+
+// send sends a frame and fails the test if it cannot.
+func send(t *testing.T, c *client.Conn, frame any) {
+	t.Helper()
+	if err := c.Send(t.Context(), frame); err != nil {
+		t.Fatalf("ws send: %v", err)
+	}
+}
+
+// rawFrames shows frames in a failure message.
+func rawFrames(frames []client.Frame) string {
+	var b strings.Builder
+	for _, f := range frames {
+		b.Write(f.Raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // TestWebsocketStreamsInKernelOrder checks busy -> outputs in order -> result -> idle, and that
 // the streamed outputs arrive before the run ends (not all at once).
 func TestWebsocketStreamsInKernelOrder(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ws1"})
+	ts.newSession(client.CreateRequest{SessionID: "ws1"})
 	c := ts.ws(t, "ws1")
 	code := "import time, sys\nfor i in range(5):\n    print(i, flush=True)\n    print('e', i, file=sys.stderr, flush=True)\n    time.sleep(0.05)\n42"
-	if err := c.WriteJSON(map[string]any{"type": "run", "id": "c1", "code": code}); err != nil {
-		t.Fatal(err)
-	}
-	frames := readUntil(t, c, "result", "c1")
+	send(t, c, client.RunFrame{ID: "c1", Code: code})
+	frames := readUntil(t, c, client.FrameResult, "c1")
 	var text strings.Builder
 	sawBusy := false
 	for _, f := range frames {
-		switch f["type"] {
-		case "status":
-			if f["execution_state"] == "busy" {
+		switch f.Type {
+		case client.FrameStatus:
+			if f.ExecutionState == "busy" {
 				sawBusy = true
 			}
-		case "output":
+		case client.FrameOutput:
 			if !sawBusy {
-				t.Fatalf("output before busy: %v", frames)
+				t.Fatalf("output before busy: %s", rawFrames(frames))
 			}
-			o := f["output"].(map[string]any)
-			if o["type"] == "stream" && o["name"] == "stdout" {
-				text.WriteString(o["text"].(string))
+			if o := f.Output; o != nil && o.Type == "stream" && o.Name == "stdout" {
+				text.WriteString(o.Text)
 			}
 		}
 	}
 	if text.String() != "0\n1\n2\n3\n4\n" {
 		t.Fatalf("stdout order %q", text.String())
 	}
-	res := frames[len(frames)-1]["result"].(map[string]any)
-	if res["result"] != "42" || res["stdout"] != "0\n1\n2\n3\n4\n" || !strings.Contains(res["stderr"].(string), "e 4") {
-		t.Fatalf("result %v", res)
+	res := frames[len(frames)-1].Result
+	if res == nil || resultOf(res) != "42" || res.Stdout != "0\n1\n2\n3\n4\n" || !strings.Contains(res.Stderr, "e 4") {
+		t.Fatalf("result %s", frames[len(frames)-1].Raw)
 	}
 	// idle follows the result and closes the turn.
-	if f := readFrame(t, c, 10*time.Second); f["type"] != "status" || f["execution_state"] != "idle" || f["id"] != "c1" {
-		t.Fatalf("after result: %v", f)
+	if f := readFrame(t, c, 10*time.Second); f.Type != client.FrameStatus || f.ExecutionState != "idle" || f.ID != "c1" {
+		t.Fatalf("after result: %s", f.Raw)
 	}
 }
 
 // TestWebsocketInput answers an input() prompt.
 func TestWebsocketInput(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ws2"})
+	ts.newSession(client.CreateRequest{SessionID: "ws2"})
 	c := ts.ws(t, "ws2")
-	_ = c.WriteJSON(map[string]any{"type": "run", "id": "q", "code": "name = input('Name: ')\nprint('hi', name)"})
-	frames := readUntil(t, c, "input_request", "q")
-	if p := frames[len(frames)-1]["prompt"]; p != "Name: " {
-		t.Fatalf("prompt %v", p)
+	send(t, c, client.RunFrame{ID: "q", Code: "name = input('Name: ')\nprint('hi', name)"})
+	frames := readUntil(t, c, client.FrameInputRequest, "q")
+	if p := frames[len(frames)-1].Prompt; p != "Name: " {
+		t.Fatalf("prompt %q", p)
 	}
-	_ = c.WriteJSON(map[string]any{"type": "input_reply", "id": "q", "value": "Ada"})
-	frames = readUntil(t, c, "result", "q")
-	if out := frames[len(frames)-1]["result"].(map[string]any)["stdout"]; !strings.Contains(out.(string), "hi Ada") {
-		t.Fatalf("stdout %v", out)
+	send(t, c, client.InputReply{ID: "q", Value: "Ada"})
+	frames = readUntil(t, c, client.FrameResult, "q")
+	if res := frames[len(frames)-1].Result; res == nil || !strings.Contains(res.Stdout, "hi Ada") {
+		t.Fatalf("result %s", frames[len(frames)-1].Raw)
 	}
 	// The answer was saved like any variable.
-	if r := ts.run("ws2", "print(name)"); r.str("stdout") != "Ada\n" {
-		t.Fatalf("%s", r.Body)
+	if r := ts.run("ws2", "print(name)"); r.Stdout != "Ada\n" {
+		t.Fatalf("%s", dump(r))
 	}
 }
 
@@ -124,78 +148,81 @@ func TestWebsocketInput(t *testing.T) {
 // far and the rest live, without duplicates.
 func TestWebsocketReconnectMidRun(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ws3"})
+	ts.newSession(client.CreateRequest{SessionID: "ws3"})
 	ts.run("ws3", "1") // kernel up
-	done := make(chan resp, 1)
-	go func() {
-		done <- ts.do("POST", "/api/sessions/ws3/run", map[string]any{"code": "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.1)"})
-	}()
+	done := ts.goRun("ws3", client.RunRequest{Code: "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.1)"})
 	time.Sleep(400 * time.Millisecond)
 	c := ts.ws(t, "ws3")
 	first := readFrame(t, c, 10*time.Second)
-	if first["type"] != "running" {
-		t.Fatalf("first frame %v", first)
+	if first.Type != client.FrameRunning {
+		t.Fatalf("first frame %s", first.Raw)
 	}
-	id := first["id"].(string)
+	id := first.ID
 	var got strings.Builder
-	for _, o := range first["outputs"].([]any) {
-		got.WriteString(o.(map[string]any)["text"].(string))
+	for _, o := range first.Outputs {
+		got.WriteString(o.Text)
 	}
 	if got.Len() == 0 {
-		t.Fatalf("no outputs so far in running frame: %v", first)
+		t.Fatalf("no outputs so far in running frame: %s", first.Raw)
 	}
-	for _, f := range readUntil(t, c, "result", id) {
-		if f["type"] == "output" {
-			got.WriteString(f["output"].(map[string]any)["text"].(string))
+	for _, f := range readUntil(t, c, client.FrameResult, id) {
+		if f.Type == client.FrameOutput && f.Output != nil {
+			got.WriteString(f.Output.Text)
 		}
 	}
 	if got.String() != "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n" {
 		t.Fatalf("outputs %q", got.String())
 	}
-	if r := <-done; r.Status != 200 {
-		t.Fatalf("%s", r.Body)
+	if r := <-done; r.err != nil || r.status != 200 {
+		t.Fatalf("%d %v %s", r.status, r.err, dump(r.res))
 	}
 }
 
 // TestSlowClientDoesNotBlock: a websocket client that never reads does not slow runs or lose the record.
 func TestSlowClientDoesNotBlock(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "slow"})
-	_ = ts.ws(t, "slow") // connected, never read
+	ts.newSession(client.CreateRequest{SessionID: "slow"})
+	_ = ts.ws(t, "slow") // connected, never read (its reader stalls once its small buffer is full)
 	start := time.Now()
 	r := ts.run("slow", "for i in range(20000):\n    print('x' * 200, flush=(i % 50 == 0))\nprint('end')")
-	if !strings.HasSuffix(r.str("stdout"), "end\n") || len(r.str("stdout")) < 20000*201 {
-		t.Fatalf("record incomplete: %d bytes", len(r.str("stdout")))
+	if !strings.HasSuffix(r.Stdout, "end\n") || len(r.Stdout) < 20000*201 {
+		t.Fatalf("record incomplete: %d bytes", len(r.Stdout))
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("run took %s with a stalled client", d)
 	}
 	// The stored record is complete too.
-	ex := ts.must(200, "GET", "/api/sessions/slow/executions", nil)
-	last := ex.get("executions", "0", "result").(map[string]any)
-	if !strings.HasSuffix(last["stdout"].(string), "end\n") {
-		t.Fatalf("stored record incomplete")
+	ex := must(t, 200, "executions", func(ctx context.Context) ([]client.Execution, error) { return ts.c.Executions(ctx, "slow", 0) })
+	if len(ex) == 0 {
+		t.Fatalf("no stored record")
+	}
+	last, err := ex[0].RunResult()
+	if err != nil || !strings.HasSuffix(last.Stdout, "end\n") {
+		t.Fatalf("stored record incomplete (%v)", err)
 	}
 }
 
 // TestRunsQueueInOrder: concurrent runs on one session execute one at a time, in arrival order.
 func TestRunsQueueInOrder(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "order"})
+	ts.newSession(client.CreateRequest{SessionID: "order"})
 	ts.run("order", "seen = []")
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
+		ctx, status := withStatus(t.Context())
 		go func(i int) {
 			defer wg.Done()
-			ts.run("order", fmt.Sprintf("import time\nseen.append(%d)\ntime.sleep(0.02)", i))
+			if _, err := ts.c.Run(ctx, "order", client.RunRequest{Code: fmt.Sprintf("import time\nseen.append(%d)\ntime.sleep(0.02)", i)}); err != nil || *status != 200 {
+				t.Errorf("run %d: %d %v", i, *status, err)
+			}
 		}(i)
 		time.Sleep(30 * time.Millisecond) // arrival order
 	}
 	wg.Wait()
 	r := ts.run("order", "import json\nprint(json.dumps(seen))")
 	var seen []int
-	_ = json.Unmarshal([]byte(r.str("stdout")), &seen)
+	_ = json.Unmarshal([]byte(r.Stdout), &seen)
 	if len(seen) != 8 {
 		t.Fatalf("seen %v", seen)
 	}
@@ -206,17 +233,30 @@ func TestRunsQueueInOrder(t *testing.T) {
 	}
 }
 
-// TestWebsocketAuthAndOrigin: no token -> 401; a foreign Origin is refused.
+// TestWebsocketAuthAndOrigin: no token -> 401; a foreign Origin is refused; the token in the query
+// (what browsers send) is accepted.
 func TestWebsocketAuthAndOrigin(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "wsa"})
-	u := strings.Replace(ts.base, "http://", "ws://", 1) + "/api/sessions/wsa/ws"
-	if _, res, err := websocket.DefaultDialer.Dial(u, nil); err == nil || res == nil || res.StatusCode != 401 {
+	ts.newSession(client.CreateRequest{SessionID: "wsa"})
+	if res, err := ts.rawWS("wsa", "", nil); err == nil || res == nil || res.StatusCode != 401 {
 		t.Fatalf("no token: %v", err)
 	}
+	if _, err := newClient(ts.base, "").Connect(t.Context(), "wsa"); err == nil {
+		t.Fatalf("typed client without a token connected")
+	} else {
+		errCode(t, err, 401, "unauthorized")
+	}
 	h := http.Header{"Origin": []string{"http://evil.example"}}
-	if _, res, err := websocket.DefaultDialer.Dial(u+"?token="+testToken, h); err == nil || res == nil || res.StatusCode != 401 {
+	if res, err := ts.rawWS("wsa", "?token="+testToken, h); err == nil || res == nil || res.StatusCode != 401 {
 		t.Fatalf("foreign origin accepted: %v", err)
+	}
+	// The tests above connect with the header; a browser can only put the token in the query.
+	if res, err := ts.rawWS("wsa", "?token="+testToken, nil); err != nil {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Fatalf("token in the query refused: %v (status %d)", err, status)
 	}
 }
 
@@ -224,20 +264,21 @@ func TestWebsocketAuthAndOrigin(t *testing.T) {
 // sees the pending prompt in the running frame and answers it.
 func TestInputSurvivesReload(t *testing.T) {
 	ts := startServer(t, "")
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "ws4"})
+	ts.newSession(client.CreateRequest{SessionID: "ws4"})
 	c1 := ts.ws(t, "ws4")
-	_ = c1.WriteJSON(map[string]any{"type": "run", "id": "r1", "code": "v = input('Value? ')\nprint('got', v)"})
-	readUntil(t, c1, "input_request", "r1")
+	send(t, c1, client.RunFrame{ID: "r1", Code: "v = input('Value? ')\nprint('got', v)"})
+	readUntil(t, c1, client.FrameInputRequest, "r1")
 	c1.Close()
 	c2 := ts.ws(t, "ws4")
 	first := readFrame(t, c2, 10*time.Second)
-	if first["type"] != "running" || first["input_request"] == nil {
-		t.Fatalf("running frame without the pending prompt: %v", first)
+	if first.Type != client.FrameRunning || first.InputRequest == nil {
+		t.Fatalf("running frame without the pending prompt: %s", first.Raw)
 	}
-	_ = c2.WriteJSON(map[string]any{"type": "input_reply", "id": "r1", "value": "42"})
-	frames := readUntil(t, c2, "result", "r1")
-	if out := frames[len(frames)-1]["result"].(map[string]any)["stdout"]; out != "Value? got 42\n" && out != "got 42\n" {
-		t.Fatalf("stdout %q", out)
+	send(t, c2, client.InputReply{ID: "r1", Value: "42"})
+	frames := readUntil(t, c2, client.FrameResult, "r1")
+	res := frames[len(frames)-1].Result
+	if res == nil || (res.Stdout != "Value? got 42\n" && res.Stdout != "got 42\n") {
+		t.Fatalf("result %s", frames[len(frames)-1].Raw)
 	}
 }
 
@@ -245,16 +286,16 @@ func TestInputSurvivesReload(t *testing.T) {
 // is cut at run.max_output_bytes inside the kernel, with a notice; the session keeps working.
 func TestHugePrintIsCutInTheKernel(t *testing.T) {
 	ts := startServer(t, "", func(c *configs.Config) { c.Run.MaxOutputBytes = 4 << 20 })
-	ts.must(201, "POST", "/api/sessions", map[string]any{"session_id": "flood"})
+	ts.newSession(client.CreateRequest{SessionID: "flood"})
 	c := ts.ws(t, "flood")
 	start := time.Now()
-	_ = c.WriteJSON(map[string]any{"type": "run", "id": "big", "code": "keep = 7\nprint('x' * (300 * 2**20))"})
-	frames := readUntil(t, c, "result", "big")
+	send(t, c, client.RunFrame{ID: "big", Code: "keep = 7\nprint('x' * (300 * 2**20))"})
+	frames := readUntil(t, c, client.FrameResult, "big")
 	elapsed := time.Since(start)
 	biggest, total := 0, 0
 	for _, f := range frames {
-		if f["type"] == "output" {
-			n := len(f["output"].(map[string]any)["text"].(string))
+		if f.Type == client.FrameOutput && f.Output != nil {
+			n := len(f.Output.Text)
 			total += n
 			biggest = max(biggest, n)
 		}
@@ -262,12 +303,15 @@ func TestHugePrintIsCutInTheKernel(t *testing.T) {
 	if biggest > 1<<20+256 || total > 4<<20+4096 {
 		t.Fatalf("largest output message %d bytes, total %d: not cut in the kernel", biggest, total)
 	}
-	res := frames[len(frames)-1]["result"].(map[string]any)
-	if !strings.Contains(res["stdout"].(string), "was dropped in the kernel") {
-		t.Fatalf("no notice in stdout (%d bytes)", len(res["stdout"].(string)))
+	res := frames[len(frames)-1].Result
+	if res == nil {
+		t.Fatalf("result frame without a result: %.300s", frames[len(frames)-1].Raw)
+	}
+	if !strings.Contains(res.Stdout, "was dropped in the kernel") {
+		t.Fatalf("no notice in stdout (%d bytes)", len(res.Stdout))
 	}
 	t.Logf("300 MB print answered in %s", elapsed)
-	if r := ts.run("flood", "print('after'); keep"); r.str("result") != "7" || r.str("stdout") != "after\n" {
-		t.Fatalf("next run: %s", r.Body)
+	if r := ts.run("flood", "print('after'); keep"); resultOf(r) != "7" || r.Stdout != "after\n" {
+		t.Fatalf("next run: %s", dump(r))
 	}
 }
