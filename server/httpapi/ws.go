@@ -185,10 +185,15 @@ func (c *wsClient) sendErr(id string, err error) {
 }
 
 // run executes a run frame; outputs reach this client (and every other) through the session's
-// stream. The result (and idle) go to every subscriber from Run; errors go to the sender.
+// stream. The result (and idle) go to every subscriber from Run; errors go to the sender: a run's
+// own (timeout, kernel death) between its result and idle, a refusal (paused, over budget) alone.
 func (c *wsClient) run(ctx context.Context, f wsFrame) {
-	opts := session.RunOptions{ID: f.ID, AllowInput: true}
-	if _, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, opts); err != nil {
+	sent := false
+	opts := session.RunOptions{ID: f.ID, AllowInput: true, OnError: func(err error) {
+		sent = true
+		c.sendErr(f.ID, err)
+	}}
+	if _, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, opts); err != nil && !sent {
 		c.sendErr(f.ID, err)
 	}
 }

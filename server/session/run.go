@@ -51,6 +51,9 @@ type RunResult struct {
 type RunOptions struct {
 	ID         string // the frames' id; "" gives run-<n>
 	AllowInput bool   // input() prompts go to the session's subscribers (POST /run has none)
+	// OnError gets the error of a run that ended in one (timeout, kernel death) after its result
+	// and before the idle status, so a client waiting for idle has it by then.
+	OnError func(error)
 }
 
 // activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far,
@@ -217,6 +220,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		res.RecordError = err.Error()
 	}
 	ls.hub.broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
+	if runErr != nil && opts.OnError != nil {
+		opts.OnError(runErr)
+	}
 	ls.hub.broadcast(StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
 	return res, runErr
 }
