@@ -79,7 +79,7 @@ func (k *Kernel) Restart(ctx context.Context) error {
 	if err := k.stopInstance(ctx, old, "restarted", true); err != nil {
 		k.log.Warn("restart: stopping the old process", "err", err)
 	}
-	inst, err := k.startInstance(ctx, old.proc)
+	inst, err := k.launchInstance(ctx, old.proc)
 	if err != nil {
 		inst = deadInstance(k, old, &DiedError{PID: old.proc.PID(), ExitCode: -1, Reason: "restart failed: " + err.Error()})
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,4 +330,24 @@ func mergeEnv(base, over map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// launchInstance starts an incarnation. Over tcp the ports are chosen before the kernel binds
+// them, and on a busy machine another process can take one in between: the kernel then exits with
+// "Address already in use", or our dial meets someone else's socket. Such a start is retried with
+// new ports, up to three times in all.
+func (k *Kernel) launchInstance(ctx context.Context, prev KernelProcess) (*instance, error) {
+	for attempt := 1; ; attempt++ {
+		inst, err := k.startInstance(ctx, prev)
+		if err == nil || k.opts.Transport != "tcp" || attempt == 3 || !portTaken(err) || ctx.Err() != nil {
+			return inst, err
+		}
+		k.log.Warn("a kernel port was taken before the kernel bound it; starting again with new ports", "attempt", attempt, "err", err)
+	}
+}
+
+// portTaken reports whether a failed start looks like a port race (see launchInstance).
+func portTaken(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with")
 }

@@ -138,7 +138,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		log:     opts.Logger.With("kernel", id),
 		execSem: make(chan struct{}, 1),
 	}
-	inst, err := k.startInstance(ctx, nil)
+	inst, err := k.launchInstance(ctx, nil)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
