@@ -89,8 +89,12 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 		inst.die(&DiedError{PID: proc.PID(), ExitCode: -1, Reason: "start failed"})
 		proc.Kill()
 		inst.teardown()
-		if cerr := proc.Cleanup(); cerr != nil {
-			k.log.Warn("start failed: cleanup", "err", cerr)
+		// A restart shares what the previous process holds (a sandbox's box, the spool dir): only a
+		// first start releases it; the kernel's Shutdown does it otherwise.
+		if prev == nil {
+			if cerr := proc.Cleanup(); cerr != nil {
+				k.log.Warn("start failed: cleanup", "err", cerr)
+			}
 		}
 		detail := ""
 		if st := proc.ExitStatus(); exitedEarly && st.Signal != 0 {

@@ -38,32 +38,61 @@ type Server struct {
 	log   *slog.Logger
 }
 
+// Parts are what a server is made of beside its config. A nil Store or Provisioner is made from the
+// config (SQLite under data_dir; the sandbox when sandbox.enabled, else local processes): another
+// backend or launcher is dropped in here, without touching the service or the API. The server owns
+// the parts it is given and closes them at Shutdown.
+type Parts struct {
+	Store       carryover.Store
+	Provisioner kernel.Provisioner
+	UI          http.Handler // served at / when not nil
+	Logger      *slog.Logger
+}
+
 // New opens the database under cfg.DataDir, recovers the sessions and prepares the API.
 // ui, when non-nil, is served at /.
 func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Logger) (*Server, error) {
+	return Assemble(ctx, cfg, Parts{UI: ui, Logger: log})
+}
+
+// Assemble builds a server from cfg and p: store -> provisioner -> session service -> API.
+func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error) {
+	log := p.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	fail := func(err error) (*Server, error) {
+		if p.Store != nil {
+			p.Store.Close()
+		}
+		if p.Provisioner != nil {
+			closeProvisioner(p.Provisioner, log)
+		}
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
+		return fail(fmt.Errorf("data_dir: %w", err))
 	}
 	if err := session.PrepareDirs(cfg); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	prov, err := newProvisioner(cfg, log)
-	if err != nil {
-		return nil, err
+	if p.Provisioner == nil {
+		prov, err := newProvisioner(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		p.Provisioner = prov
 	}
-	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
-	if err != nil {
-		closeProvisioner(prov, log)
-		return nil, err
+	if p.Store == nil {
+		store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+		if err != nil {
+			return fail(err)
+		}
+		p.Store = store
 	}
-	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: store, Provisioner: prov, Logger: log})
+	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: p.Store, Provisioner: p.Provisioner, Logger: log})
 	if err != nil {
-		store.Close()
-		closeProvisioner(prov, log)
-		return nil, err
+		return fail(err)
 	}
 	token := cfg.Auth.Token
 	if token == "" {
@@ -71,15 +100,20 @@ func New(ctx context.Context, cfg *configs.Config, ui http.Handler, log *slog.Lo
 		_, _ = rand.Read(b)
 		token = hex.EncodeToString(b)
 	}
-	tokens := map[string]string{token: carryover.DefaultTenant}
-	for name, tok := range cfg.Auth.Tenants {
-		tokens[tok] = name
-	}
-	api := httpapi.New(svc, httpapi.Options{Tokens: tokens, MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AllowedOrigins: cfg.Server.AllowedOrigins, UI: ui, Logger: log})
-	s := &Server{cfg: cfg, Store: store, Svc: svc, API: api, Token: token, log: log, prov: prov}
+	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
+	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner}
 	s.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
+}
+
+// tokens maps every API token to its tenant: token to the default one, auth.tenants to theirs.
+func tokens(token string, tenants map[string]string) map[string]string {
+	m := map[string]string{token: carryover.DefaultTenant}
+	for name, tok := range tenants {
+		m[tok] = name
+	}
+	return m
 }
 
 // Listen binds the configured address (":0" style addresses pick a free port).

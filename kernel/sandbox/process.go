@@ -6,6 +6,7 @@ package sandbox
 import (
 	"os"
 	"sync"
+	"time"
 
 	"github.com/carryover/carryover/kernel"
 )
@@ -118,6 +119,29 @@ func (k *boxKernel) OnLimit(f func(kernel.LimitHit)) {
 	if start {
 		go k.watch()
 	}
+}
+
+// rewatch starts watching a restarted kernel's box for the handler its previous process had; the
+// previous watcher ends with that process, so it waits for that first.
+func (k *boxKernel) rewatch() {
+	k.kb.mu.Lock()
+	f := k.kb.onLimit
+	k.kb.mu.Unlock()
+	if f == nil {
+		return
+	}
+	go func() {
+		for i := 0; i < 100; i++ { // the old watcher notices its process's exit within a tick (100 ms)
+			k.kb.mu.Lock()
+			busy := k.kb.watching
+			k.kb.mu.Unlock()
+			if !busy {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		k.OnLimit(f)
+	}()
 }
 
 // Cleanup kills what is left and releases the box and the spool dir.

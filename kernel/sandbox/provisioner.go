@@ -110,7 +110,11 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 	if err != nil {
 		return fail(err)
 	}
-	return &boxKernel{boxProcess: boxProcess{LocalProcess: lp, box: kb.box}, kb: kb, logPath: spec.LogPath}, nil
+	k := &boxKernel{boxProcess: boxProcess{LocalProcess: lp, box: kb.box}, kb: kb, logPath: spec.LogPath}
+	if !fresh {
+		k.rewatch() // a restart in the same box: whoever heard of its limit hits still does
+	}
+	return k, nil
 }
 
 // newKernelBox makes a kernel's box with its spool dir mounted.

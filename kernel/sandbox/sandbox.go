@@ -692,6 +692,9 @@ func (b *Box) processes() []int {
 // kernel is paused while the strays die, then resumed with forks still refused until it has tried
 // one (a `while True: os.fork()` then raises BlockingIOError) or half a second passed.
 func (b *Box) KillStrays(leader int) int {
+	if b.isReleased() {
+		return 0
+	}
 	top := b.topProcess(leader)
 	if d, ok := b.cgDir("pids"); ok {
 		_ = writeFile(filepath.Join(d, "pids.max"), "1")
@@ -830,6 +833,21 @@ func (b *Box) Events() Events {
 // Kill SIGKILLs every process of the box. bubblewrap's init then exits and the kernel sees its
 // process die.
 func (b *Box) Kill() {
+	if b.isReleased() {
+		return // its uid may belong to another box by now
+	}
+	b.kill()
+}
+
+// isReleased reports whether Release ran: then the box's uid and cgroup are no longer its own.
+func (b *Box) isReleased() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.released
+}
+
+// kill SIGKILLs every process of the box's cgroup and uid.
+func (b *Box) kill() {
 	if b.cg != nil {
 		b.cg.kill()
 	}
@@ -857,7 +875,7 @@ func (b *Box) Release() error {
 	}
 	b.released = true
 	b.mu.Unlock()
-	b.Kill()
+	b.kill()
 	var errs []error
 	b.mu.Lock()
 	for n := range b.mounts {
