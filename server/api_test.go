@@ -163,3 +163,30 @@ func TestDeleteDuringRun(t *testing.T) {
 		t.Fatalf("%d sessions remain", n)
 	}
 }
+
+// TestBadEnvAndCursor: an env var name no process can have and a completion cursor outside the code
+// are the caller's mistakes (400 with the field), not a 500 from the kernel or a request that never
+// answers; the session is unchanged and keeps working.
+func TestBadEnvAndCursor(t *testing.T) {
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "be", Start: true})
+	ctx := ts.ctx()
+	_, err := ts.c.Run(ctx, "be", client.RunRequest{Code: "x = 1", Env: map[string]string{"A=B": "x"}})
+	errCode(t, err, 400, "invalid_request")
+	_, err = ts.c.Exec(ctx, "be", client.ExecRequest{Command: "true", Env: map[string]string{"": "x"}})
+	errCode(t, err, 400, "invalid_request")
+	for _, cur := range []int{-1, 6} {
+		start := time.Now()
+		_, err = ts.c.Complete(ctx, "be", "print", cur)
+		errCode(t, err, 400, "invalid_request")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("cursor %d: answered after %v", cur, d)
+		}
+	}
+	if c, err := ts.c.Complete(ctx, "be", "prin", 4); err != nil || len(c.Matches) == 0 {
+		t.Errorf("complete at the end: %+v %v", c, err)
+	}
+	if r := ts.run("be", "print(x if 'x' in dir() else 'unset')"); strings.TrimSpace(r.Stdout) != "unset" || r.ExecutionCount != 1 {
+		t.Errorf("after refused requests: %+v", r)
+	}
+}

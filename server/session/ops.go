@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
@@ -57,10 +59,8 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 			wd += "/" + rel
 		}
 	}
-	for k := range req.EnvVars {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "invalid env var name %q", k).WithDetails("field", "env_vars")
-		}
+	if err := checkEnvNames(req.EnvVars, "env_vars"); err != nil {
+		return carryover.Session{}, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
 		return carryover.Session{}, err
@@ -220,17 +220,45 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	return res, nil
 }
 
-// Complete asks the kernel for completions (the UI's Tab).
+// checkEnvNames refuses env var names a process cannot have (empty, with "=" or NUL): the kernel
+// would raise on them, and that is the caller's mistake, not the server's.
+func checkEnvNames(env map[string]string, field string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return carryover.Errorf(carryover.CodeInvalid, "invalid env var name %q", k).WithDetails("field", field)
+		}
+		if strings.ContainsRune(v, 0) {
+			return carryover.Errorf(carryover.CodeInvalid, "env var %q: a value may not contain NUL", k).WithDetails("field", field)
+		}
+	}
+	return nil
+}
+
+// completeTimeout bounds a completion request: the kernel sends no reply to some requests (a cursor
+// it cannot place), and Tab must never hang.
+const completeTimeout = 10 * time.Second
+
+// Complete asks the kernel for completions (the UI's Tab). cursor counts characters (unicode code
+// points) of code, as Jupyter's protocol does.
 func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*kernel.CompleteReply, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
 	}
+	if n := utf8.RuneCountInString(code); cursor < 0 || cursor > n {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "cursor_pos must be between 0 and %d (the length of code)", n).WithDetails("field", "cursor_pos")
+	}
 	k := ls.currentKernel()
 	if k == nil {
 		return &kernel.CompleteReply{Matches: []string{}, CursorStart: cursor, CursorEnd: cursor}, nil
 	}
-	return k.Complete(ctx, code, cursor)
+	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
+	defer cancel()
+	rep, err := k.Complete(ctx, code, cursor)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, carryover.Wrap(carryover.CodeTimeout, err, "the kernel did not answer the completion request within %s", completeTimeout)
+	}
+	return rep, err
 }
 
 // RegisterTool adds a tool to the session's registry.
