@@ -156,7 +156,7 @@ func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFr
 					cancel()
 					return
 				}
-				p.note("interrupting (Ctrl-C again to leave the run to finish alone)")
+				p.note("interrupting the kernel (Ctrl-C again to stop waiting; the run goes on)")
 				_ = conn.Send(ctx, client.Interrupt{})
 			case <-ctx.Done():
 				return
@@ -271,10 +271,14 @@ func (p *runPrinter) startProgress() (stop func()) {
 		}
 		tick := time.NewTicker(time.Second / 4)
 		defer tick.Stop()
+		last := ""
 		for {
 			p.mu.Lock()
-			fmt.Fprintf(p.stderr, "\r\x1b[K[%s] running %.0fs", p.sid, time.Since(start).Seconds())
-			p.progress = true
+			line := fmt.Sprintf("[%s] running %.0fs", p.sid, time.Since(start).Seconds())
+			if line != last || !p.progress { // redrawn when the seconds change or output cleared it
+				fmt.Fprintf(p.stderr, "\r\x1b[K%s", line)
+				p.progress, last = true, line
+			}
 			p.mu.Unlock()
 			select {
 			case <-tick.C:
