@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/carryover/carryover/client"
+)
+
+func (c *cli) sessionsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "sessions", Short: "List, show and remove sessions"}
+	ls := &cobra.Command{
+		Use: "ls", Short: "List the sessions (id, state, sandbox status, execution count, updated)",
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Sessions []client.Session `json:"sessions"`
+			}
+			if err := c.call(cmd, http.MethodGet, "/api/sessions", nil, &out); err != nil || c.json {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tSANDBOX\tEXECUTIONS\tUPDATED")
+			for _, s := range out.Sessions {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Sandbox.Status, s.ExecutionCount, timeText(s.UpdatedAt))
+			}
+			return tw.Flush()
+		}),
+	}
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show one session", Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			var out struct {
+				Session client.Session `json:"session"`
+			}
+			if err := c.call(cmd, http.MethodGet, apiPath(args[0]), nil, &out); err != nil || c.json {
+				return err
+			}
+			printSession(cmd, &out.Session)
+			return nil
+		}),
+	}
+	rm := &cobra.Command{
+		Use: "rm ID...", Short: "Delete sessions (kernel, checkpoints and files)", Args: cobra.MinimumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := c.client().DeleteSession(cmd.Context(), id); err != nil {
+					return err
+				}
+				if !c.json {
+					fmt.Fprintln(cmd.OutOrStdout(), "deleted", id)
+				}
+			}
+			return nil
+		}),
+	}
+	cmd.AddCommand(ls, show, rm)
+	return cmd
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func printSession(cmd *cobra.Command, s *client.Session) {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, a...)...) }
+	row("id", "%s", s.ID)
+	if s.Name != "" {
+		row("name", "%s", s.Name)
+	}
+	row("state", "%s", s.State)
+	if s.StopReason != "" {
+		row("stop reason", "%s", s.StopReason)
+	}
+	row("sandbox", "%s", strings.TrimSpace(fmt.Sprintf("%s %s", s.Sandbox.Status, s.Sandbox.ID)))
+	row("language", "%s", s.Language)
+	row("execution count", "%d", s.ExecutionCount)
+	b := s.BudgetConsumed
+	row("consumed", "%d iterations, %.1fs, %.2f cents (%.2f cpu s)", b.Iterations, b.DurationSeconds, b.CostCents, b.CPUSeconds)
+	if cp := s.LastCheckpoint; cp != nil {
+		row("last checkpoint", "%s (turn %d, %s)", cp.ID, cp.Turn, timeText(cp.CreatedAt))
+	}
+	row("working dir", "%s", s.AgentContext.WorkingDir)
+	if s.ClientID != "" {
+		row("client id", "%s", s.ClientID)
+	}
+	if s.Tenant != "" {
+		row("tenant", "%s", s.Tenant)
+	}
+	row("created", "%s", timeText(s.CreatedAt))
+	row("updated", "%s", timeText(s.UpdatedAt))
+	row("last activity", "%s", timeText(s.LastActivity))
+	_ = tw.Flush()
+}

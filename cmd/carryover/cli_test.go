@@ -1,0 +1,412 @@
+package main
+
+// The CLI's tests run the cobra command tree in-process (execute, with captured stdin, stdout and
+// stderr) against one in-process server: no sandbox, a warm pool of one kernel, a token. The
+// connection comes from CARRYOVER_URL and CARRYOVER_TOKEN, set by TestMain.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/server"
+)
+
+const cliTestToken = "cli-test-token"
+
+var cliBase string // the test server's http://host:port
+
+func TestMain(m *testing.M) {
+	os.Exit(cliMain(m))
+}
+
+func cliMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "carryover-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cfg := configs.Default()
+	cfg.DataDir = dir
+	cfg.Server.Addr = "127.0.0.1:0"
+	cfg.Auth.Token = cliTestToken
+	cfg.Pool.Size = 1
+	cfg.Sandbox.Enabled = false
+	srv, err := server.New(context.Background(), cfg, nil, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "server.New:", err)
+		return 1
+	}
+	if err := srv.Listen(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}()
+	cliBase = "http://" + srv.Addr()
+	os.Setenv("CARRYOVER_URL", cliBase)
+	os.Setenv("CARRYOVER_TOKEN", cliTestToken)
+	return m.Run()
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// carry runs `carryover args...` in-process with stdin.
+func carry(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var out, errb syncBuffer
+	code := execute(ctx, args, strings.NewReader(stdin), &out, &errb)
+	return cliResult{out.String(), errb.String(), code}
+}
+
+// must runs a command that must exit 0.
+func must(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	r := carry(t, "", args...)
+	if r.code != 0 {
+		t.Fatalf("carryover %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// sessionID is a fresh session id for the test; the session is deleted at the end.
+func sessionID(t *testing.T) string {
+	id := fmt.Sprintf("%s-%d", strings.ToLower(strings.TrimPrefix(t.Name(), "TestCLI")), time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { carry(t, "", "sessions", "rm", id) })
+	return id
+}
+
+func TestCLIRun(t *testing.T) {
+	id := sessionID(t)
+	r := must(t, "run", "-s", id, "-c", "x = 1") // creates the session
+	if r.stdout != "" || !strings.Contains(r.stderr, "checkpoint ") || !strings.Contains(r.stderr, "saved [x]") {
+		t.Fatalf("first run: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	if r := must(t, "run", "-s", id, "-c", "print(x + 1)\nx * 10"); r.stdout != "2\n10\n" {
+		t.Fatalf("second run stdout %q", r.stdout)
+	}
+	if r := carry(t, "import sys\nprint('from stdin', x, file=sys.stderr)", "run", "-s", id); r.code != 0 || !strings.HasPrefix(r.stderr, "from stdin 1\n") {
+		t.Fatalf("stdin run: %+v", r)
+	}
+	if r := carry(t, "print('dash')", "run", "-s", id, "-"); r.code != 0 || r.stdout != "dash\n" {
+		t.Fatalf("stdin (-) run: %+v", r)
+	}
+	script := filepath.Join(t.TempDir(), "script.py")
+	if err := os.WriteFile(script, []byte("y = x + 41\nprint('y is', y)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := must(t, "run", "-s", id, script); r.stdout != "y is 42\n" || !strings.Contains(r.stderr, "saved [y]") {
+		t.Fatalf("script run: %+v", r)
+	}
+	r = carry(t, "", "run", "-s", id, "-c", "def f():\n    return 1/0\nf()")
+	if r.code != 1 || !strings.Contains(r.stderr, "ZeroDivisionError") || !strings.Contains(r.stderr, "return 1/0") || strings.Contains(r.stderr, "\x1b[") {
+		t.Fatalf("Python error: %+v", r)
+	}
+	// The session kept everything, and the URL flag overrides the environment's.
+	r = carry(t, "", "run", "-s", id, "--url", "http://127.0.0.1:1", "-c", "x")
+	if r.code != 2 {
+		t.Fatalf("unreachable --url: %+v", r)
+	}
+	if r := must(t, "run", "-s", id, "--url", cliBase, "-c", "x, y"); r.stdout != "(1, 42)\n" {
+		t.Fatalf("--url run: %+v", r)
+	}
+}
+
+func TestCLIRunAPIError(t *testing.T) {
+	r := carry(t, "", "run", "-s", "not a valid id!", "-c", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "invalid_request") {
+		t.Fatalf("bad id: %+v", r)
+	}
+	r = carry(t, "", "run", "-s", "whatever", "--token", "wrong", "-c", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "unauthorized (401)") {
+		t.Fatalf("wrong token: %+v", r)
+	}
+}
+
+func TestCLIRunImageAndJSON(t *testing.T) {
+	id := sessionID(t)
+	t.Chdir(t.TempDir())
+	r := must(t, "run", "-s", id, "-c", "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+	name := id + "-1-1.png"
+	data, err := os.ReadFile(name)
+	if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+		t.Fatalf("image %s: %v (stderr %q)", name, err, r.stderr)
+	}
+	if !strings.Contains(r.stderr, name) || strings.Contains(r.stdout, "Figure") {
+		t.Fatalf("image run: %+v", r)
+	}
+
+	r = must(t, "run", "-s", id, "--json", "-c", "print('hi')\n6 * 7")
+	var res struct {
+		ExecutionCount int     `json:"execution_count"`
+		Status         string  `json:"status"`
+		Stdout         string  `json:"stdout"`
+		Result         *string `json:"result"`
+		Checkpoint     *struct {
+			ID string `json:"id"`
+		} `json:"checkpoint"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("--json output %q: %v", r.stdout, err)
+	}
+	if res.ExecutionCount != 2 || res.Status != "ok" || res.Stdout != "hi\n" || res.Result == nil || *res.Result != "42" || res.Checkpoint == nil {
+		t.Fatalf("--json answer: %s", r.stdout)
+	}
+	// --json creates the session too.
+	id2 := sessionID(t) + "-json"
+	t.Cleanup(func() { carry(t, "", "sessions", "rm", id2) })
+	if r := must(t, "run", "-s", id2, "--json", "-c", "'new'"); !strings.Contains(r.stdout, `"result": "'new'"`) {
+		t.Fatalf("--json on a new session: %+v", r)
+	}
+	r = carry(t, "", "run", "-s", id, "--json", "-c", "raise ValueError('no')")
+	if r.code != 1 || !json.Valid([]byte(r.stdout)) || !strings.Contains(r.stdout, "ValueError") {
+		t.Fatalf("--json error: %+v", r)
+	}
+}
+
+func TestCLIRunProgress(t *testing.T) {
+	id := sessionID(t)
+	defer func(d time.Duration, f func(any) bool) { progressAfter, stderrTerminal = d, f }(progressAfter, stderrTerminal)
+	progressAfter = 100 * time.Millisecond
+	stderrTerminal = func(any) bool { return true }
+	r := must(t, "run", "-s", id, "-c", "import time\nprint('a', flush=True)\ntime.sleep(0.8)\nprint('b')")
+	if r.stdout != "a\nb\n" || !strings.Contains(r.stderr, "["+id+"] running ") || !strings.Contains(r.stderr, "\r\x1b[K") {
+		t.Fatalf("progress: %+v", r)
+	}
+	// Cleared before the checkpoint line, never left behind it.
+	if i, j := strings.LastIndex(r.stderr, "running "), strings.Index(r.stderr, "checkpoint "); i > j {
+		t.Fatalf("progress line after the checkpoint line: %q", r.stderr)
+	}
+}
+
+func TestCLISessions(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "a = 1")
+	r := must(t, "sessions", "ls")
+	if !regexp.MustCompile(`(?m)^ID\s+STATE\s+SANDBOX\s+EXECUTIONS\s+UPDATED$`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(id)+`\s+running\s+live\s+1\s+\d{4}-`).MatchString(r.stdout) {
+		t.Fatalf("sessions ls:\n%s", r.stdout)
+	}
+	r = must(t, "sessions", "ls", "--json")
+	var list struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Sessions) == 0 {
+		t.Fatalf("sessions ls --json %q: %v", r.stdout, err)
+	}
+	r = must(t, "sessions", "show", id)
+	if !strings.Contains(r.stdout, "state:") || !strings.Contains(r.stdout, "execution count:  1") {
+		t.Fatalf("sessions show:\n%s", r.stdout)
+	}
+	r = must(t, "sessions", "show", id, "--json")
+	var one struct {
+		Session struct {
+			ID             string `json:"id"`
+			ExecutionCount int    `json:"execution_count"`
+		} `json:"session"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || one.Session.ID != id || one.Session.ExecutionCount != 1 {
+		t.Fatalf("sessions show --json %q: %v", r.stdout, err)
+	}
+	must(t, "sessions", "rm", id)
+	r = carry(t, "", "sessions", "show", id)
+	if r.code != 2 || !strings.Contains(r.stderr, "not_found (404)") {
+		t.Fatalf("show after rm: %+v", r)
+	}
+}
+
+func TestCLIExec(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "open('f.txt', 'w').write('hello')")
+	r := carry(t, "", "exec", "-s", id, "--", "sh", "-c", "cat f.txt; echo oops >&2; exit 3")
+	if r.code != 3 || r.stdout != "hello" || r.stderr != "oops\n" {
+		t.Fatalf("exec argv: %+v", r)
+	}
+	if r := must(t, "exec", "-s", id, "-c", "mkdir -p sub && echo in sub > sub/g.txt"); r.stdout != "" {
+		t.Fatalf("exec -c: %+v", r)
+	}
+	if r := must(t, "exec", "-s", id, "--cwd", "sub", "--", "cat", "g.txt"); r.stdout != "in sub\n" {
+		t.Fatalf("exec --cwd: %+v", r)
+	}
+	r = carry(t, "", "exec", "-s", id, "--json", "-c", "echo j; exit 4")
+	var res struct {
+		Stdout   string `json:"stdout"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if r.code != 4 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.Stdout != "j\n" || res.ExitCode != 4 {
+		t.Fatalf("exec --json: %+v", r)
+	}
+}
+
+func TestCLIFiles(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "pass")
+	dir := t.TempDir()
+	local := filepath.Join(dir, "data.bin")
+	content := []byte("line 1\n\x00\xffbinary\n")
+	if err := os.WriteFile(local, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := must(t, "files", "put", "-s", id, local); !strings.Contains(r.stdout, "/workspace/data.bin: 16 bytes") {
+		t.Fatalf("files put: %+v", r)
+	}
+	must(t, "files", "put", "-s", id, local, "/workspace/deep/copy.bin")
+	if r := carry(t, "from stdin", "files", "put", "-s", id, "-", "notes.md"); r.code != 0 {
+		t.Fatalf("files put -: %+v", r)
+	}
+	r := must(t, "files", "ls", "-s", id)
+	for _, p := range []string{"data.bin", "deep/copy.bin", "notes.md"} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p) + `\s+\d+\s`).MatchString(r.stdout) {
+			t.Fatalf("files ls lacks %s:\n%s", p, r.stdout)
+		}
+	}
+	out := filepath.Join(dir, "back.bin")
+	must(t, "files", "get", "-s", id, "deep/copy.bin", "-o", out)
+	if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("files get -o: %q, %v", got, err)
+	}
+	if r := must(t, "files", "get", "-s", id, "notes.md"); r.stdout != "from stdin" {
+		t.Fatalf("files get to stdout: %q", r.stdout)
+	}
+	if r := must(t, "run", "-s", id, "-c", "print(open('deep/copy.bin', 'rb').read() == open('data.bin', 'rb').read())"); r.stdout != "True\n" {
+		t.Fatalf("kernel sees the upload: %+v", r)
+	}
+	if r := carry(t, "", "files", "get", "-s", id, "missing.txt"); r.code != 2 || !strings.Contains(r.stderr, "not_found") {
+		t.Fatalf("files get missing: %+v", r)
+	}
+}
+
+func TestCLICheckpoints(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "v = 'first'")
+	must(t, "run", "-s", id, "-c", "v = 'second'")
+	r := must(t, "checkpoints", "ls", "-s", id, "--json")
+	var list struct {
+		Checkpoints []struct {
+			ID   string `json:"id"`
+			Turn int    `json:"turn"`
+		} `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Checkpoints) < 2 {
+		t.Fatalf("checkpoints ls --json %q: %v", r.stdout, err)
+	}
+	var first string
+	for _, cp := range list.Checkpoints {
+		if cp.Turn == 1 {
+			first = cp.ID
+		}
+	}
+	if first == "" {
+		t.Fatalf("no turn 1 checkpoint: %s", r.stdout)
+	}
+	if r := must(t, "checkpoints", "ls", "-s", id); !strings.Contains(r.stdout, first) || !strings.Contains(r.stdout, "TURN") {
+		t.Fatalf("checkpoints ls:\n%s", r.stdout)
+	}
+	if r := must(t, "checkpoints", "restore", "-s", id, first); !strings.Contains(r.stdout, "restored "+first+" (turn 1)") || !strings.Contains(r.stdout, "v") {
+		t.Fatalf("restore: %+v", r)
+	}
+	if r := must(t, "run", "-s", id, "-c", "print(v)"); r.stdout != "first\n" {
+		t.Fatalf("after restore: %+v", r)
+	}
+}
+
+func TestCLIEvents(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "z = 1")
+	r := must(t, "events", "-s", id)
+	if !regexp.MustCompile(`(?m)^1\t\S+ \S+\tsession_started\t`).MatchString(r.stdout) {
+		t.Fatalf("events:\n%s", r.stdout)
+	}
+	r = must(t, "events", "-s", id, "--json", "--after", "1", "--type", "session_started")
+	var list struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Events) != 0 {
+		t.Fatalf("events --after 1 --type session_started: %q, %v", r.stdout, err)
+	}
+	r = must(t, "events", "-s", id, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Events) == 0 {
+		t.Fatalf("events --json: %q, %v", r.stdout, err)
+	}
+	last := len(list.Events)
+
+	// --follow prints the stored events after --after, then new ones, until its context ends.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- execute(ctx, []string{"events", "-s", id, "--follow", "--after", fmt.Sprint(last - 1)}, strings.NewReader(""), &out, &errb)
+	}()
+	waitFor(t, &out, fmt.Sprintf("%d\t", last))
+	must(t, "exec", "-s", id, "-c", "true")
+	waitFor(t, &out, "exec_completed")
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("events --follow exit %d, stderr %q", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("events --follow did not stop")
+	}
+	if strings.Contains(out.String(), "session_started") {
+		t.Fatalf("--after not honoured:\n%s", out.String())
+	}
+}
+
+// waitFor waits until w holds s.
+func waitFor(t *testing.T, w interface{ String() string }, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(w.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in:\n%s", s, w.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
