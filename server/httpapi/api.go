@@ -54,11 +54,13 @@ type route struct {
 	handler http.Handler
 }
 
-// routes lists every endpoint the API registers.
+// routes lists every endpoint the API registers; openapi.json describes each of them (a test
+// checks both ways).
 func (a *API) routes() []route {
 	rs := []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
 		{"GET /metrics", promhttp.Handler()},
+		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
 	}
 	rs = append(rs, a.sessionRoutes()...)
 	rs = append(rs, a.turnRoutes()...)
