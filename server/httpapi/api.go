@@ -48,20 +48,39 @@ func New(svc *session.Service, o Options) *API {
 	return a
 }
 
+// route is one registered endpoint: a "METHOD /path" pattern and its one handler.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routes lists every endpoint the API registers; openapi.json describes each of them (a test
+// checks both ways).
+func (a *API) routes() []route {
+	rs := []route{
+		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
+		{"GET /metrics", promhttp.Handler()},
+		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
+	}
+	rs = append(rs, a.sessionRoutes()...)
+	rs = append(rs, a.turnRoutes()...)
+	rs = append(rs, a.recordRoutes()...)
+	return append(rs,
+		route{"GET /api/sessions/{id}/files", http.HandlerFunc(a.listFiles)},
+		route{"POST /api/sessions/{id}/files", http.HandlerFunc(a.postFile)},
+		route{"GET /api/sessions/{id}/files/{path...}", http.HandlerFunc(a.getFile)},
+		route{"PUT /api/sessions/{id}/files/{path...}", http.HandlerFunc(a.putFile)},
+		route{"DELETE /api/sessions/{id}/files/{path...}", http.HandlerFunc(a.deleteFile)},
+		route{"GET /api/sessions/{id}/ws", http.HandlerFunc(a.websocket)},
+	)
+}
+
 // Handler returns the routed, authenticated, panic-safe handler: one handler per route.
 func (a *API) Handler() http.Handler {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	m.Handle("GET /metrics", promhttp.Handler())
-	a.sessionRoutes(m)
-	a.turnRoutes(m)
-	a.recordRoutes(m)
-	m.HandleFunc("GET /api/sessions/{id}/files", a.listFiles)
-	m.HandleFunc("POST /api/sessions/{id}/files", a.postFile)
-	m.HandleFunc("GET /api/sessions/{id}/files/{path...}", a.getFile)
-	m.HandleFunc("PUT /api/sessions/{id}/files/{path...}", a.putFile)
-	m.HandleFunc("DELETE /api/sessions/{id}/files/{path...}", a.deleteFile)
-	m.HandleFunc("GET /api/sessions/{id}/ws", a.websocket)
+	for _, rt := range a.routes() {
+		m.Handle(rt.pattern, rt.handler)
+	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

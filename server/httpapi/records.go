@@ -6,14 +6,16 @@ import (
 	"github.com/carryover/carryover"
 )
 
-func (a *API) recordRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /api/sessions/{id}/events", a.listEvents)
-	m.HandleFunc("GET /api/sessions/{id}/executions", a.listExecutions)
-	m.HandleFunc("GET /api/sessions/{id}/tools", a.listTools)
-	m.HandleFunc("POST /api/sessions/{id}/tools", a.registerTool)
-	m.HandleFunc("GET /api/sessions/{id}/checkpoints", a.listCheckpoints)
-	m.HandleFunc("POST /api/sessions/{id}/checkpoint", a.checkpoint)
-	m.HandleFunc("POST /api/sessions/{id}/checkpoints/{cid}/restore", a.restoreCheckpoint)
+func (a *API) recordRoutes() []route {
+	return []route{
+		{"GET /api/sessions/{id}/events", http.HandlerFunc(a.listEvents)},
+		{"GET /api/sessions/{id}/executions", http.HandlerFunc(a.listExecutions)},
+		{"GET /api/sessions/{id}/tools", http.HandlerFunc(a.listTools)},
+		{"POST /api/sessions/{id}/tools", http.HandlerFunc(a.registerTool)},
+		{"GET /api/sessions/{id}/checkpoints", http.HandlerFunc(a.listCheckpoints)},
+		{"POST /api/sessions/{id}/checkpoint", http.HandlerFunc(a.checkpoint)},
+		{"POST /api/sessions/{id}/checkpoints/{cid}/restore", http.HandlerFunc(a.restoreCheckpoint)},
+	}
 }
 
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {

@@ -8,24 +8,26 @@ import (
 	"github.com/carryover/carryover/server/session"
 )
 
-func (a *API) sessionRoutes(m *http.ServeMux) {
-	m.HandleFunc("POST /api/sessions", a.createSession)
-	m.HandleFunc("GET /api/sessions", a.listSessions)
-	m.HandleFunc("POST /api/sessions/reattach", a.reattach)
-	m.HandleFunc("GET /api/sessions/{id}", a.getSession)
-	m.HandleFunc("PATCH /api/sessions/{id}", a.patchSession)
-	m.HandleFunc("DELETE /api/sessions/{id}", a.deleteSession)
-	m.HandleFunc("PATCH /api/sessions/{id}/context", a.patchContext)
-	m.HandleFunc("POST /api/sessions/{id}/start", a.lifecycle(a.svc.Start))
-	m.HandleFunc("POST /api/sessions/{id}/pause", a.lifecycle(a.svc.Pause))
-	m.HandleFunc("POST /api/sessions/{id}/resume", a.lifecycle(a.svc.Resume))
-	m.HandleFunc("POST /api/sessions/{id}/heartbeat", a.lifecycle(a.svc.Heartbeat))
-	m.HandleFunc("POST /api/sessions/{id}/restart", a.lifecycle(a.svc.Restart))
-	m.HandleFunc("POST /api/sessions/{id}/rotate", a.lifecycle(a.svc.Rotate))
-	m.HandleFunc("POST /api/sessions/{id}/hibernate", a.lifecycle(a.svc.Hibernate))
-	m.HandleFunc("POST /api/sessions/{id}/interrupt", a.lifecycle(a.interrupt))
-	m.HandleFunc("POST /api/sessions/{id}/stop", a.finish(a.svc.Stop))
-	m.HandleFunc("POST /api/sessions/{id}/cancel", a.finish(a.svc.Cancel))
+func (a *API) sessionRoutes() []route {
+	return []route{
+		{"POST /api/sessions", http.HandlerFunc(a.createSession)},
+		{"GET /api/sessions", http.HandlerFunc(a.listSessions)},
+		{"POST /api/sessions/reattach", http.HandlerFunc(a.reattach)},
+		{"GET /api/sessions/{id}", http.HandlerFunc(a.getSession)},
+		{"PATCH /api/sessions/{id}", http.HandlerFunc(a.patchSession)},
+		{"DELETE /api/sessions/{id}", http.HandlerFunc(a.deleteSession)},
+		{"PATCH /api/sessions/{id}/context", http.HandlerFunc(a.patchContext)},
+		{"POST /api/sessions/{id}/start", http.HandlerFunc(a.lifecycle(a.svc.Start))},
+		{"POST /api/sessions/{id}/pause", http.HandlerFunc(a.lifecycle(a.svc.Pause))},
+		{"POST /api/sessions/{id}/resume", http.HandlerFunc(a.lifecycle(a.svc.Resume))},
+		{"POST /api/sessions/{id}/heartbeat", http.HandlerFunc(a.lifecycle(a.svc.Heartbeat))},
+		{"POST /api/sessions/{id}/restart", http.HandlerFunc(a.lifecycle(a.svc.Restart))},
+		{"POST /api/sessions/{id}/rotate", http.HandlerFunc(a.lifecycle(a.svc.Rotate))},
+		{"POST /api/sessions/{id}/hibernate", http.HandlerFunc(a.lifecycle(a.svc.Hibernate))},
+		{"POST /api/sessions/{id}/interrupt", http.HandlerFunc(a.lifecycle(a.interrupt))},
+		{"POST /api/sessions/{id}/stop", http.HandlerFunc(a.finish(a.svc.Stop))},
+		{"POST /api/sessions/{id}/cancel", http.HandlerFunc(a.finish(a.svc.Cancel))},
+	}
 }
 
 func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }

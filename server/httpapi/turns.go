@@ -6,11 +6,13 @@ import (
 	"github.com/carryover/carryover/server/session"
 )
 
-func (a *API) turnRoutes(m *http.ServeMux) {
-	m.HandleFunc("POST /api/sessions/{id}/run", a.run)
-	m.HandleFunc("POST /api/sessions/{id}/exec", a.exec)
-	m.HandleFunc("POST /api/sessions/{id}/complete", a.complete)
-	m.HandleFunc("POST /api/execute", a.execute)
+func (a *API) turnRoutes() []route {
+	return []route{
+		{"POST /api/sessions/{id}/run", http.HandlerFunc(a.run)},
+		{"POST /api/sessions/{id}/exec", http.HandlerFunc(a.exec)},
+		{"POST /api/sessions/{id}/complete", http.HandlerFunc(a.complete)},
+		{"POST /api/execute", http.HandlerFunc(a.execute)},
+	}
 }
 
 func (a *API) run(w http.ResponseWriter, r *http.Request) {
