@@ -34,14 +34,19 @@ func (c *cli) filesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "files", Short: "List, download and upload a session's workspace files"}
 	cmd.PersistentFlags().StringVarP(&sid, "session", "s", "", "session id")
 	_ = cmd.MarkPersistentFlagRequired("session")
+	cmd.AddCommand(c.filesLsCmd(&sid), c.filesGetCmd(&sid), c.filesPutCmd(&sid))
+	return cmd
+}
 
-	ls := &cobra.Command{
+// filesLsCmd lists the workspace's files.
+func (c *cli) filesLsCmd(sid *string) *cobra.Command {
+	return &cobra.Command{
 		Use: "ls", Short: "List the workspace's files", Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			var out struct {
 				Files []client.FileInfo `json:"files"`
 			}
-			if err := c.call(cmd, http.MethodGet, apiPath(sid, "files"), nil, &out); err != nil || c.json {
+			if err := c.call(cmd, http.MethodGet, apiPath(*sid, "files"), nil, &out); err != nil || c.json {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -52,12 +57,15 @@ func (c *cli) filesCmd() *cobra.Command {
 			return tw.Flush()
 		}),
 	}
+}
 
+// filesGetCmd downloads a workspace file to stdout or a file.
+func (c *cli) filesGetCmd(sid *string) *cobra.Command {
 	var outFile string
 	get := &cobra.Command{
 		Use: "get PATH [-o FILE]", Short: "Download a workspace file (to stdout, or to FILE)", Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			p, err := filesPath(sid, args[0])
+			p, err := filesPath(*sid, args[0])
 			if err != nil {
 				return err
 			}
@@ -77,8 +85,12 @@ func (c *cli) filesCmd() *cobra.Command {
 		}),
 	}
 	get.Flags().StringVarP(&outFile, "output", "o", "", "write to FILE instead of stdout")
+	return get
+}
 
-	put := &cobra.Command{
+// filesPutCmd uploads a local file (or stdin) into the workspace.
+func (c *cli) filesPutCmd(sid *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "put LOCAL [REMOTE]",
 		Short: "Upload a local file (\"-\": stdin) to the workspace (REMOTE defaults to its base name)",
 		Args:  cobra.RangeArgs(1, 2),
@@ -99,7 +111,7 @@ func (c *cli) filesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := filesPath(sid, remote)
+			p, err := filesPath(*sid, remote)
 			if err != nil {
 				return err
 			}
@@ -113,6 +125,4 @@ func (c *cli) filesCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(ls, get, put)
-	return cmd
 }

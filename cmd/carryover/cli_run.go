@@ -140,12 +140,25 @@ func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFr
 	if !codeFromStdin {
 		p.stdin = bufio.NewReader(cmd.InOrStdin())
 	}
-	// Ctrl-C interrupts the kernel (the run ends with KeyboardInterrupt); a second one gives up.
+	interrupted := interruptOnCtrlC(ctx, cancel, conn, p)
+	stop := p.startProgress()
+	defer stop()
+
+	id := newRunID()
+	if err := conn.Send(ctx, client.RunFrame{ID: id, Code: src, TimeoutSeconds: to}); err != nil {
+		return err
+	}
+	return p.follow(ctx, conn, id, stop, interrupted)
+}
+
+// interruptOnCtrlC makes Ctrl-C interrupt the kernel (the run ends with KeyboardInterrupt); a second
+// one gives up waiting (the returned channel closes and ctx is cancelled).
+func interruptOnCtrlC(ctx context.Context, cancel context.CancelFunc, conn *client.Conn, p *runPrinter) <-chan struct{} {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
 	interrupted := make(chan struct{})
 	go func() {
+		defer signal.Stop(sigs)
 		n := 0
 		for {
 			select {
@@ -163,13 +176,12 @@ func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFr
 			}
 		}
 	}()
-	stop := p.startProgress()
-	defer stop()
+	return interrupted
+}
 
-	id := newRunID()
-	if err := conn.Send(ctx, client.RunFrame{ID: id, Code: src, TimeoutSeconds: to}); err != nil {
-		return err
-	}
+// follow prints run id's frames until its turn is over (idle after the result) and returns how
+// the command ends: nil, exit 1 for a Python error, the API's error, or 130 when given up.
+func (p *runPrinter) follow(ctx context.Context, conn *client.Conn, id string, stopProgress func(), interrupted <-chan struct{}) error {
 	var res *client.RunResult
 	defer func() { p.saveImages(res) }()
 	for {
@@ -198,7 +210,7 @@ func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFr
 			_ = conn.Send(ctx, client.InputReply{ID: id, Value: p.input(f.Prompt)})
 		case client.FrameResult:
 			res = f.Result
-			stop()
+			stopProgress()
 			p.saveImages(res)
 			p.result(res)
 		case client.FrameError:
