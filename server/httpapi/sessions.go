@@ -26,6 +26,18 @@ func (a *API) sessionRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST /api/sessions/{id}/interrupt", a.lifecycle(a.interrupt))
 	m.HandleFunc("POST /api/sessions/{id}/stop", a.finish(a.svc.Stop))
 	m.HandleFunc("POST /api/sessions/{id}/cancel", a.finish(a.svc.Cancel))
+	m.HandleFunc("POST /api/sessions/{id}/fork", a.forkSession)
+}
+
+// forkSession answers 201 with the new session: an optional {"session_id", "checkpoint_id"} body.
+func (a *API) forkSession(w http.ResponseWriter, r *http.Request) {
+	var req session.ForkRequest
+	if err := a.decode(w, r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.Fork(r.Context(), r.PathValue("id"), req)
+	a.reply(w, r, http.StatusCreated, sessionBody(s), err)
 }
 
 func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }
