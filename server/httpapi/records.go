@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"mime"
 	"net/http"
 
 	"github.com/carryover/carryover"
@@ -9,6 +10,7 @@ import (
 func (a *API) recordRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /api/sessions/{id}/events", a.listEvents)
 	m.HandleFunc("GET /api/sessions/{id}/executions", a.listExecutions)
+	m.HandleFunc("GET /api/sessions/{id}/notebook", a.notebook)
 	m.HandleFunc("GET /api/sessions/{id}/tools", a.listTools)
 	m.HandleFunc("POST /api/sessions/{id}/tools", a.registerTool)
 	m.HandleFunc("GET /api/sessions/{id}/checkpoints", a.listCheckpoints)
@@ -74,4 +76,18 @@ func (a *API) restoreCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	s, _ := a.svc.Get(r.PathValue("id"))
 	writeJSON(w, 200, map[string]any{"session": s.View(), "restore": res})
+}
+
+// notebook answers the session's history as an .ipynb download.
+func (a *API) notebook(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	b, err := a.svc.Notebook(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ipynb+json")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".ipynb"}))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
