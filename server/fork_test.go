@@ -29,7 +29,7 @@ func (ts *testServer) checkpoints(id string) []client.CheckpointInfo {
 // (and a GC) across a restart.
 func TestFork(t *testing.T) {
 	ts := startServer(t, "")
-	ts.newSession(client.CreateRequest{SessionID: "src", Name: "origin", Data: map[string]any{"k": "v"},
+	ts.newSession(client.CreateRequest{SessionID: "src", Name: "origin", Data: map[string]any{"k": "v"}, ClientID: "agent-1",
 		Budget: &client.Budget{IterationLimit: 50}})
 	r1 := ts.run("src", "x = [1, 2, 3]\nopen('f.txt', 'w').write('one')")
 	if r1.Checkpoint == nil {
@@ -42,7 +42,7 @@ func TestFork(t *testing.T) {
 	before := len(ts.checkpoints("src"))
 	fk := ts.fork("src", client.ForkRequest{SessionID: "fk"})
 	if fk.ID != "fk" || fk.State != "pending" || fk.Name != "origin" || fk.Data["k"] != "v" || fk.Tenant != ts.session("src").Tenant ||
-		fk.Budget.IterationLimit != 50 || fk.BudgetConsumed.Iterations != 0 || fk.LastCheckpoint == nil {
+		fk.Budget.IterationLimit != 50 || fk.BudgetConsumed.Iterations != 0 || fk.LastCheckpoint == nil || fk.ClientID != "" {
 		t.Fatalf("fork: %s", dump(fk))
 	}
 	srcCps := ts.checkpoints("src")

@@ -23,7 +23,8 @@ type ForkRequest struct {
 // Fork makes a new session whose namespace and files are those of a checkpoint of session id (its
 // latest by default; a source with a live kernel is checkpointed first, so the fork has its current
 // state). The new session belongs to the same tenant and copies the source's name, data, budget
-// limits, sandbox settings, rotation settings, client id and agent context; its budget_consumed,
+// limits, sandbox settings, rotation settings and agent context (not the client id: reattaching must
+// keep finding the source); its budget_consumed,
 // execution history and events start empty, its execution counter continues from the checkpoint's
 // turn. It is pending with no kernel: like a session after a server restart, its first run claims a
 // kernel and restores the checkpoint, and its first use of any kind (run, exec, files) brings the
@@ -69,7 +70,6 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},
 		Budget:    from.Budget,
 		Rotation:  from.Rotation,
-		ClientID:  from.ClientID,
 		Tenant:    from.TenantName(),
 		CreatedAt: now, UpdatedAt: now, LastActivity: now,
 	}
