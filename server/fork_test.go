@@ -165,3 +165,19 @@ func TestForkLarge(t *testing.T) {
 	}
 	t.Logf("first run of the fork (kernel + 256 MiB restore): %v", time.Since(start).Round(time.Millisecond))
 }
+
+// A sandboxed fork: its kernel starts in its own /workspace (the same path as the source's), with
+// the source's cwd below it and its files, and writes only its own workspace.
+func TestForkSandboxed(t *testing.T) {
+	ts := sandboxed(t)
+	ts.newSession(client.CreateRequest{SessionID: "s"})
+	ts.run("s", "import os\nos.makedirs('d', exist_ok=True)\nos.chdir('d')\nx = [1]\nopen('f.txt', 'w').write('one')")
+	ts.fork("s", client.ForkRequest{SessionID: "f"})
+	if got := resultOf(ts.run("f", "import os\n(x, os.getcwd(), open('f.txt').read())")); got != "([1], '/workspace/d', 'one')" {
+		t.Fatalf("fork: %q", got)
+	}
+	ts.run("f", "open('f.txt', 'w').write('fork')")
+	if got := string(ts.getFile("s", "d/f.txt")); got != "one" {
+		t.Fatalf("source file after the fork wrote its own: %q", got)
+	}
+}
