@@ -15,8 +15,8 @@ type Event struct {
 	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
 }
 
-// Event types: shared/API.md's and carryover's own (session_hibernated, checkpoint_failed,
-// sandbox_limit_exceeded).
+// Event types: shared/API.md's and carryover's own (session_hibernated, session_forked,
+// checkpoint_failed, sandbox_limit_exceeded).
 const (
 	EventSessionStarted       = "session_started"
 	EventSessionPaused        = "session_paused"
@@ -25,6 +25,7 @@ const (
 	EventSessionFailed        = "session_failed"
 	EventSessionCancelled     = "session_cancelled"
 	EventSessionHibernated    = "session_hibernated"
+	EventSessionForked        = "session_forked" // on both sessions: {"session_id": the other one, "checkpoint_id": the source checkpoint}
 	EventSandboxCreated       = "sandbox_created"
 	EventSandboxTerminated    = "sandbox_terminated"
 	EventSandboxLimitExceeded = "sandbox_limit_exceeded"

@@ -123,3 +123,24 @@ func (c *Client) Hibernate(ctx context.Context, id string) (*Session, error) {
 func (c *Client) PatchContext(ctx context.Context, id string, req ContextRequest) (*Session, error) {
 	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id, "context"), req)
 }
+
+// ForkRequest is the body of Fork; both fields are optional.
+type ForkRequest struct {
+	SessionID    string `json:"session_id,omitempty"`    // the new session's id; generated when empty
+	CheckpointID string `json:"checkpoint_id,omitempty"` // the source checkpoint; empty: the latest (taken now when the source has a live kernel)
+}
+
+// Fork makes a new session holding the namespace and files of a checkpoint of session id
+// (POST /api/sessions/{id}/fork). The two share the checkpoint's chunks and are independent afterwards.
+func (c *Client) Fork(ctx context.Context, id string, req ForkRequest) (*Session, error) {
+	return c.action(ctx, id, "fork", req)
+}
+
+// Notebook downloads the session's history as an nbformat 4.5 notebook (.ipynb JSON).
+func (c *Client) Notebook(ctx context.Context, id string) ([]byte, error) {
+	var data []byte
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "notebook"), nil, &data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"mime"
 	"net/http"
 
 	"github.com/carryover/carryover"
@@ -10,6 +11,7 @@ func (a *API) recordRoutes() []route {
 	return []route{
 		{"GET /api/sessions/{id}/events", http.HandlerFunc(a.listEvents)},
 		{"GET /api/sessions/{id}/executions", http.HandlerFunc(a.listExecutions)},
+		{"GET /api/sessions/{id}/notebook", http.HandlerFunc(a.notebook)},
 		{"GET /api/sessions/{id}/tools", http.HandlerFunc(a.listTools)},
 		{"POST /api/sessions/{id}/tools", http.HandlerFunc(a.registerTool)},
 		{"GET /api/sessions/{id}/checkpoints", http.HandlerFunc(a.listCheckpoints)},
@@ -76,4 +78,18 @@ func (a *API) restoreCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	s, _ := a.svc.Get(r.PathValue("id"))
 	writeJSON(w, 200, map[string]any{"session": s.View(), "restore": res})
+}
+
+// notebook answers the session's history as an .ipynb download.
+func (a *API) notebook(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	b, err := a.svc.Notebook(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ipynb+json")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".ipynb"}))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }

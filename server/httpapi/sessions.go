@@ -27,7 +27,19 @@ func (a *API) sessionRoutes() []route {
 		{"POST /api/sessions/{id}/interrupt", http.HandlerFunc(a.lifecycle(a.interrupt))},
 		{"POST /api/sessions/{id}/stop", http.HandlerFunc(a.finish(a.svc.Stop))},
 		{"POST /api/sessions/{id}/cancel", http.HandlerFunc(a.finish(a.svc.Cancel))},
+		{"POST /api/sessions/{id}/fork", http.HandlerFunc(a.forkSession)},
 	}
+}
+
+// forkSession answers 201 with the new session: an optional {"session_id", "checkpoint_id"} body.
+func (a *API) forkSession(w http.ResponseWriter, r *http.Request) {
+	var req session.ForkRequest
+	if err := a.decode(w, r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.svc.Fork(r.Context(), r.PathValue("id"), req)
+	a.reply(w, r, http.StatusCreated, sessionBody(s), err)
 }
 
 func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }

@@ -123,7 +123,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mkdirWorkspace(id, rel); err != nil { // never through a symlink the kernel made
+	if err := s.mkdirWorkspace(ctx, ls, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
 	start := time.Now()
@@ -213,9 +213,9 @@ func waitCommand(p kernel.Process, timeout time.Duration, res *ExecResult) kerne
 
 // mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
 // kernel left in its workspace cannot make the server, root, create directories elsewhere.
-func (s *Service) mkdirWorkspace(id, rel string) error {
-	ws := s.workspace(id)
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+func (s *Service) mkdirWorkspace(ctx context.Context, ls *liveSession, rel string) error {
+	ws := s.workspace(ls.id)
+	if err := s.ensureWorkspace(ctx, ls); err != nil {
 		return err
 	}
 	if rel == "" {

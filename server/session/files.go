@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -24,10 +25,11 @@ type FileInfo struct {
 // paths or symlinks (a symlink inside the workspace pointing at /etc/passwd is not followed out).
 
 func (s *Service) openRoot(id string) (*os.Root, error) {
-	if _, err := s.get(id); err != nil {
+	ls, err := s.get(id)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+	if err := s.ensureWorkspace(context.Background(), ls); err != nil {
 		return nil, err
 	}
 	return os.OpenRoot(s.workspace(id))

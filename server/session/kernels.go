@@ -57,17 +57,20 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	}
 	kernelsLive.Inc()
 	doc := ls.snapshot()
+	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
+	// before the kernel is pointed at it.
+	if err := s.ensureWorkspace(ctx, ls); err != nil {
+		s.stopKernel(ctx, k)
+		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
+		return nil, err
+	}
 	if err := s.prepareKernel(ctx, ls.id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, fmt.Errorf("preparing kernel: %w", err)
 	}
 	var restored *carryover.RestoreResult
 	if doc.LastCheckpoint != nil {
-		ws := s.workspace(ls.id)
-		_, statErr := os.Stat(ws)
-		files := errors.Is(statErr, os.ErrNotExist)
-		_ = os.MkdirAll(ws, 0o755)
-		restored, err = s.ckpt.Restore(ctx, k, ls.id, "", ws, files)
+		restored, err = s.ckpt.Restore(ctx, k, ls.id, "", s.workspace(ls.id), false)
 		if err != nil {
 			s.stopKernel(ctx, k)
 			// Nothing is lost: the checkpoint stays in the database and the next run tries again.
@@ -92,6 +95,30 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	}
 	go s.watchKernel(ls, k)
 	return k, nil
+}
+
+// ensureWorkspace makes the session's workspace dir. When it does not exist and the session has a
+// checkpoint (a fork before its first use, or a data dir whose workspaces were lost), the files of
+// its latest checkpoint come back into it first, so the first run, exec or file request finds them.
+func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
+	ls.wsMu.Lock()
+	defer ls.wsMu.Unlock()
+	ws := s.workspace(ls.id)
+	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if ls.snapshot().LastCheckpoint != nil {
+		n, err := s.ckpt.MaterializeWorkspace(ctx, ls.id, ws)
+		switch {
+		case err == nil:
+			s.log.Info("workspace restored from checkpoint", "session", ls.id, "files", n)
+			return nil
+		case !errors.Is(err, carryover.ErrNotFound):
+			return &carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
+				"the session's workspace could not be restored from its last checkpoint: %v", err)}
+		}
+	}
+	return os.MkdirAll(ws, 0o755)
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.

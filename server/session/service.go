@@ -45,6 +45,7 @@ type liveSession struct {
 	id   string
 	lock fifoLock // one execution at a time, in arrival order
 	hub  hub
+	wsMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 
 	mu      sync.Mutex // guards the fields below
 	doc     carryover.Session

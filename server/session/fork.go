@@ -1,0 +1,191 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/carryover/carryover"
+)
+
+// ForkRequest is the body of POST /api/sessions/{id}/fork; every field is optional.
+type ForkRequest struct {
+	SessionID    string `json:"session_id"`    // the new session's id; generated when empty
+	CheckpointID string `json:"checkpoint_id"` // the source checkpoint; empty: the source's latest
+}
+
+// Fork makes a new session whose namespace and files are those of a checkpoint of session id (its
+// latest by default; a source with a live kernel is checkpointed first, so the fork has its current
+// state). The new session belongs to the same tenant and copies the source's name, data, budget
+// limits, sandbox settings, rotation settings and agent context (not the client id: reattaching must
+// keep finding the source); its budget_consumed,
+// execution history and events start empty, its execution counter continues from the checkpoint's
+// turn. It is pending with no kernel: like a session after a server restart, its first run claims a
+// kernel and restores the checkpoint, and its first use of any kind (run, exec, files) brings the
+// checkpoint's files into its workspace.
+//
+// No chunk is written: the fork's checkpoint is a new record with the source checkpoint's manifest
+// and roots, so both sessions share the chunks, and GC keeps them while any checkpoint reaches them.
+// Afterwards the two sessions are independent.
+func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryover.Session, error) {
+	src, err := s.get(id)
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	newID := req.SessionID
+	if newID == "" {
+		newID = randomID("sess_")
+	}
+	if !carryover.SessionIDPattern.MatchString(newID) {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
+	}
+	if _, err := s.get(newID); err == nil {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
+	}
+	cid := req.CheckpointID
+	if cid == "" {
+		if cid, err = s.forkPoint(ctx, src); err != nil {
+			return carryover.Session{}, err
+		}
+	} else if _, err := s.store.GetCheckpoint(ctx, id, cid); errors.Is(err, carryover.ErrNotFound) {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, id).WithDetails("checkpoint_id", cid)
+	} else if err != nil {
+		return carryover.Session{}, err
+	}
+
+	from := src.snapshot()
+	now := time.Now().UTC()
+	doc := carryover.Session{
+		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
+		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
+			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network},
+		Data: cloneJSON(from.Data),
+		AgentContext: carryover.AgentContext{WorkingDir: from.AgentContext.WorkingDir,
+			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},
+		Budget:    from.Budget,
+		Rotation:  from.Rotation,
+		Tenant:    from.TenantName(),
+		CreatedAt: now, UpdatedAt: now, LastActivity: now,
+	}
+	if doc.Data == nil {
+		doc.Data = map[string]any{}
+	}
+	if doc.AgentContext.EnvVars == nil {
+		doc.AgentContext.EnvVars = map[string]string{}
+	}
+	if doc.AgentContext.CustomState == nil {
+		doc.AgentContext.CustomState = map[string]any{}
+	}
+
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "server is shutting down")
+	}
+	if _, ok := s.sessions[newID]; ok {
+		s.mu.Unlock()
+		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
+	}
+	ls := &liveSession{id: newID, doc: doc}
+	ls.deleted = true // not usable until its checkpoint is committed (admit and ensureKernel refuse it)
+	s.sessions[newID] = ls
+	s.mu.Unlock()
+	drop := func() {
+		s.mu.Lock()
+		delete(s.sessions, newID)
+		s.mu.Unlock()
+	}
+
+	b, _ := json.Marshal(doc)
+	if err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: newID, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now}); err != nil {
+		drop()
+		if errors.Is(err, carryover.ErrConflict) {
+			return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
+		}
+		return carryover.Session{}, err
+	}
+	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
+	// left by an earlier session of this id would pass for the fork's own).
+	_ = os.RemoveAll(s.workspace(newID))
+	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
+	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
+	srcWS, dstWS := s.workspace(id), s.workspace(newID)
+	cwd := func(c string) string {
+		if c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator)) {
+			return dstWS + c[len(srcWS):]
+		}
+		return c
+	}
+	cp, err := s.ckpt.CopyCheckpoint(ctx, id, cid, newID, cwd)
+	if err != nil {
+		drop()
+		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
+		if errors.Is(err, carryover.ErrNotFound) {
+			return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, id).WithDetails("checkpoint_id", cid)
+		}
+		return carryover.Session{}, fmt.Errorf("fork: %w", err)
+	}
+	ls.mu.Lock()
+	ls.deleted = false
+	ls.doc.ExecutionCount = cp.Turn
+	ls.doc.LastCheckpoint = &carryover.CheckpointRef{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt}
+	err = s.saveLocked(ctx, ls)
+	ls.mu.Unlock()
+	if err != nil {
+		drop()
+		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
+		return carryover.Session{}, fmt.Errorf("fork: saving session: %w", err)
+	}
+	s.emit(ctx, src, carryover.EventSessionForked, map[string]any{"session_id": newID, "checkpoint_id": cid,
+		"role": "source"})
+	s.emit(ctx, ls, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
+		"role": "fork", "new_checkpoint_id": cp.ID})
+	return ls.snapshot(), nil
+}
+
+// forkPoint is the checkpoint a fork without checkpoint_id starts from: a new one when the source
+// holds a live kernel (under its run lock, so after a run in flight), else its latest. A source that
+// never checkpointed cannot be forked (conflict).
+func (s *Service) forkPoint(ctx context.Context, src *liveSession) (string, error) {
+	if src.currentKernel() != nil {
+		if err := src.lock.Lock(ctx); err != nil {
+			return "", err
+		}
+		defer src.lock.Unlock()
+		if k := src.currentKernel(); k != nil {
+			res, err := s.checkpoint(ctx, src, k)
+			if err != nil {
+				return "", fmt.Errorf("fork: checkpointing the source: %w", err)
+			}
+			s.emit(ctx, src, carryover.EventCheckpointCreated, res)
+			return res.ID, nil
+		}
+	}
+	cp, err := s.store.LatestCheckpoint(ctx, src.id)
+	if errors.Is(err, carryover.ErrNotFound) {
+		return "", carryover.Errorf(carryover.CodeConflict, "session %q has no checkpoint to fork yet; run something first", src.id)
+	}
+	return cp.ID, err
+}
+
+// cloneJSON deep-copies a JSON-shaped map.
+func cloneJSON(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return maps.Clone(m)
+	}
+	var out map[string]any
+	if json.Unmarshal(b, &out) != nil {
+		return maps.Clone(m)
+	}
+	return out
+}
