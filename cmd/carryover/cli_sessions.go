@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 func (c *cli) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List, show and remove sessions"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, show, fork and remove sessions"}
 	ls := &cobra.Command{
 		Use: "ls", Short: "List the sessions (id, state, sandbox status, execution count, updated)",
 		Args: cobra.NoArgs,
@@ -59,8 +60,56 @@ func (c *cli) sessionsCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(ls, show, rm)
+	cmd.AddCommand(ls, show, rm, c.forkCmd(), c.notebookCmd())
 	return cmd
+}
+
+// forkCmd branches a session: a new one with its namespace and files, sharing its stored data.
+func (c *cli) forkCmd() *cobra.Command {
+	var req client.ForkRequest
+	fork := &cobra.Command{
+		Use: "fork ID [--to NEW_ID] [--checkpoint CID]", Short: "Branch a session: a new one with its state (or a checkpoint's)",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			var out struct {
+				Session client.Session `json:"session"`
+			}
+			if err := c.call(cmd, http.MethodPost, apiPath(args[0], "fork"), req, &out); err != nil || c.json {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "forked %s -> %s\n", args[0], out.Session.ID)
+			return nil
+		}),
+	}
+	fork.Flags().StringVar(&req.SessionID, "to", "", "the new session's id (generated when empty)")
+	fork.Flags().StringVar(&req.CheckpointID, "checkpoint", "", "fork this checkpoint (default: the session's current state)")
+	return fork
+}
+
+// notebookCmd writes the session's history as an .ipynb notebook.
+func (c *cli) notebookCmd() *cobra.Command {
+	var outFile string
+	nb := &cobra.Command{
+		Use: "notebook ID [-o FILE]", Short: "Export the session's history as a Jupyter notebook (.ipynb)",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			data, err := c.client().Notebook(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if outFile == "" || outFile == "-" {
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
+			if err := os.WriteFile(outFile, data, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d bytes\n", outFile, len(data))
+			return nil
+		}),
+	}
+	nb.Flags().StringVarP(&outFile, "output", "o", "", "write to FILE instead of stdout")
+	return nb
 }
 
 func timeText(t time.Time) string {

@@ -410,3 +410,35 @@ func waitFor(t *testing.T, w interface{ String() string }, s string) {
 }
 
 var _ io.Writer = (*syncBuffer)(nil)
+
+func TestCLIForkAndNotebook(t *testing.T) {
+	id := sessionID(t)
+	fork := id + "-b"
+	t.Cleanup(func() { carry(t, "", "sessions", "rm", fork) })
+	must(t, "run", "-s", id, "-c", "xs = [1, 2]")
+	if r := must(t, "sessions", "fork", id, "--to", fork); !strings.Contains(r.stdout, "forked "+id+" -> "+fork) {
+		t.Fatalf("fork: %+v", r)
+	}
+	must(t, "run", "-s", fork, "-c", "xs.append(3)")
+	if r := must(t, "run", "-s", id, "-c", "print(xs)"); strings.TrimSpace(r.stdout) != "[1, 2]" {
+		t.Errorf("the source after the fork changed: %q", r.stdout)
+	}
+	if r := must(t, "run", "-s", fork, "-c", "print(xs)"); strings.TrimSpace(r.stdout) != "[1, 2, 3]" {
+		t.Errorf("the fork: %q", r.stdout)
+	}
+	if r := carry(t, "", "sessions", "fork", "no-such-session"); r.code != 2 || !strings.Contains(r.stderr, "not_found") {
+		t.Errorf("fork of an unknown session: %+v", r)
+	}
+	out := filepath.Join(t.TempDir(), "nb.ipynb")
+	must(t, "sessions", "notebook", id, "-o", out)
+	var nb struct {
+		NBFormat int `json:"nbformat"`
+		Cells    []struct {
+			Source any `json:"source"`
+		} `json:"cells"`
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(b, &nb) != nil || nb.NBFormat != 4 || len(nb.Cells) != 2 {
+		t.Fatalf("notebook %s: %v %s", out, err, b)
+	}
+}
