@@ -144,3 +144,31 @@ func (c *Client) Notebook(ctx context.Context, id string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// NotebookRun is the answer of RunNotebook: each code cell's run answer (or why it did not run).
+type NotebookRun struct {
+	Cells     []NotebookCellRun `json:"cells"`
+	Ran       int               `json:"ran"`
+	StoppedAt *int              `json:"stopped_at,omitempty"`
+}
+
+// NotebookCellRun is one code cell's outcome; Index is its place among the notebook's cells.
+type NotebookCellRun struct {
+	Index  int        `json:"index"`
+	Result *RunResult `json:"result,omitempty"`
+	Error  *ErrorBody `json:"error,omitempty"`
+}
+
+// RunNotebook runs the code cells of an .ipynb (nbformat 4) into the session in order, stopping at
+// the first failing cell unless continueOnError.
+func (c *Client) RunNotebook(ctx context.Context, id string, notebook []byte, continueOnError bool) (*NotebookRun, error) {
+	path := sessionPath(id, "notebook")
+	if continueOnError {
+		path += "?continue_on_error=true"
+	}
+	var out NotebookRun
+	if err := c.Do(ctx, http.MethodPost, path, notebook, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -120,3 +120,37 @@ func TestNotebook(t *testing.T) {
 	}
 	errCode(t, errOf(ts.c.Notebook(ts.ctx(), "nosuch")), 404, "not_found")
 }
+
+// TestNotebookRun runs a notebook's code cells into a session: in order, each a turn of its own,
+// stopping at the first error unless asked to go on; a round trip through the export keeps the code.
+func TestNotebookRun(t *testing.T) {
+	ts := startServer(t, "")
+	ctx := ts.ctx()
+	ts.newSession(client.CreateRequest{SessionID: "nbrun"})
+	nb := []byte(`{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+		{"cell_type": "markdown", "source": "# title", "metadata": {}},
+		{"cell_type": "code", "source": ["a = 20\n", "b = a + 1"], "metadata": {}, "outputs": [], "execution_count": null},
+		{"cell_type": "code", "source": "1/0", "metadata": {}, "outputs": [], "execution_count": null},
+		{"cell_type": "code", "source": "print(a + b)", "metadata": {}, "outputs": [], "execution_count": null}]}`)
+	res, err := ts.c.RunNotebook(ctx, "nbrun", nb, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ran != 2 || res.StoppedAt == nil || *res.StoppedAt != 2 || len(res.Cells) != 2 ||
+		res.Cells[0].Index != 1 || res.Cells[1].Result.Status != "error" || res.Cells[1].Result.Error.EName != "ZeroDivisionError" {
+		t.Fatalf("stop at the error: %+v", res)
+	}
+	res, err = ts.c.RunNotebook(ctx, "nbrun", nb, true)
+	if err != nil || res.Ran != 3 || res.StoppedAt != nil || res.Cells[2].Result.Stdout != "41\n" {
+		t.Fatalf("continue on error: %+v %v", res, err)
+	}
+	if r := ts.run("nbrun", "print(a, b)"); r.Stdout != "20 21\n" || r.ExecutionCount != 6 {
+		t.Errorf("the session after the notebooks: %+v", r)
+	}
+	for _, bad := range []string{`{"nbformat": 3, "cells": []}`, `{"nbformat": 4, "cells": [{"cell_type": "code", "source": 5}]}`, `[]`} {
+		_, err := ts.c.RunNotebook(ctx, "nbrun", []byte(bad), false)
+		errCode(t, err, 400, "invalid_request")
+	}
+	_, err = ts.c.RunNotebook(ctx, "no-such", nb, false)
+	errCode(t, err, 404, "not_found")
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"mime"
 	"net/http"
 
@@ -12,6 +13,7 @@ func (a *API) recordRoutes() []route {
 		{"GET /api/sessions/{id}/events", http.HandlerFunc(a.listEvents)},
 		{"GET /api/sessions/{id}/executions", http.HandlerFunc(a.listExecutions)},
 		{"GET /api/sessions/{id}/notebook", http.HandlerFunc(a.notebook)},
+		{"POST /api/sessions/{id}/notebook", http.HandlerFunc(a.runNotebook)},
 		{"GET /api/sessions/{id}/tools", http.HandlerFunc(a.listTools)},
 		{"POST /api/sessions/{id}/tools", http.HandlerFunc(a.registerTool)},
 		{"GET /api/sessions/{id}/checkpoints", http.HandlerFunc(a.listCheckpoints)},
@@ -92,4 +94,17 @@ func (a *API) notebook(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".ipynb"}))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// runNotebook runs the code cells of the .ipynb in the body into the session, in order; it stops at
+// the first error unless ?continue_on_error=true.
+func (a *API) runNotebook(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if err := a.decode(w, r, &raw, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	keepGoing := r.URL.Query().Get("continue_on_error") == "true"
+	res, err := a.svc.RunNotebook(r.Context(), r.PathValue("id"), raw, keepGoing)
+	a.reply(w, r, 200, res, err)
 }
