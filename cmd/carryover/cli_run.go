@@ -33,6 +33,7 @@ var (
 func (c *cli) runCmd() *cobra.Command {
 	var sid, code string
 	var timeout float64
+	var keepGoing bool
 	cmd := &cobra.Command{
 		Use:   "run -s SESSION [-c CODE | FILE | -]",
 		Short: "Run Python code in a session (created if it does not exist), streaming its output",
@@ -40,9 +41,14 @@ func (c *cli) runCmd() *cobra.Command {
 The session is created on first use. Output streams as it comes: stdout and stderr to the
 terminal's, results to stdout, tracebacks to stderr, images to <session>-<count>-<n>.<ext> in the
 current directory, the turn's checkpoint line to stderr. Exit code 1 on a Python error, 2 on an
-API error. With --json, the run's JSON answer is printed instead.`,
+API error. With --json, the run's JSON answer is printed instead. A FILE ending in .ipynb runs as a
+notebook: its code cells in order, each a turn, stopping at the first error (--continue-on-error
+goes on).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && strings.HasSuffix(args[0], ".ipynb") {
+				return c.runNotebook(cmd, sid, args[0], keepGoing)
+			}
 			src, fromStdin, err := runSource(cmd, code, args)
 			if err != nil {
 				return err
@@ -60,7 +66,64 @@ API error. With --json, the run's JSON answer is printed instead.`,
 	sessionFlag(cmd, &sid)
 	cmd.Flags().StringVarP(&code, "code", "c", "", "code to run")
 	cmd.Flags().Float64Var(&timeout, "timeout", 0, "run timeout in seconds (0: the server's default)")
+	cmd.Flags().BoolVar(&keepGoing, "continue-on-error", false, "a notebook (.ipynb) goes on after a cell that raises")
 	return cmd
+}
+
+// runNotebook runs a notebook file's code cells into the session (created on first use) and prints
+// each cell's stdout, stderr, result and traceback; exit 1 when a cell failed.
+func (c *cli) runNotebook(cmd *cobra.Command, sid, file string, keepGoing bool) error {
+	nb, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	ctx, cl := cmd.Context(), c.client()
+	res, err := cl.RunNotebook(ctx, sid, nb, keepGoing)
+	if created, cerr := ensureSession(ctx, cl, sid, err); cerr != nil {
+		return cerr
+	} else if created {
+		res, err = cl.RunNotebook(ctx, sid, nb, keepGoing)
+	}
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := marshalJSON(cmd.OutOrStdout(), res); err != nil {
+			return err
+		}
+	} else {
+		printNotebookRun(cmd, res)
+	}
+	for _, cell := range res.Cells {
+		if cell.Error != nil || cell.Result == nil || cell.Result.Status != client.StatusOK {
+			return &exitError{code: 1}
+		}
+	}
+	return nil
+}
+
+// printNotebookRun prints each cell's outcome: its output to stdout and stderr, errors to stderr.
+func printNotebookRun(cmd *cobra.Command, res *client.NotebookRun) {
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	for _, cell := range res.Cells {
+		fmt.Fprintf(errw, "-- cell %d\n", cell.Index)
+		if r := cell.Result; r != nil {
+			fmt.Fprint(out, r.Stdout)
+			fmt.Fprint(errw, r.Stderr)
+			if r.Result != nil {
+				fmt.Fprintln(out, *r.Result)
+			}
+			if r.Error != nil {
+				fmt.Fprintln(errw, strings.Join(r.Error.Traceback, "\n"))
+			}
+		}
+		if cell.Error != nil {
+			fmt.Fprintf(errw, "%s: %s\n", cell.Error.Code, cell.Error.Message)
+		}
+	}
+	if res.StoppedAt != nil {
+		fmt.Fprintf(errw, "stopped at cell %d (%d cells ran)\n", *res.StoppedAt, res.Ran)
+	}
 }
 
 // runSource is the code to run: -c, a file, or stdin ("-" or no argument).

@@ -442,3 +442,24 @@ func TestCLIForkAndNotebook(t *testing.T) {
 		t.Fatalf("notebook %s: %v %s", out, err, b)
 	}
 }
+
+func TestCLIRunNotebook(t *testing.T) {
+	id := sessionID(t)
+	nb := filepath.Join(t.TempDir(), "steps.ipynb")
+	doc := `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+		{"cell_type": "code", "source": "n = 6", "metadata": {}, "outputs": [], "execution_count": null},
+		{"cell_type": "code", "source": "print(n * 7)", "metadata": {}, "outputs": [], "execution_count": null},
+		{"cell_type": "code", "source": "n / 0", "metadata": {}, "outputs": [], "execution_count": null},
+		{"cell_type": "code", "source": "print('after')", "metadata": {}, "outputs": [], "execution_count": null}]}`
+	if err := os.WriteFile(nb, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := carry(t, "", "run", "-s", id, nb)
+	if r.code != 1 || r.stdout != "42\n" || !strings.Contains(r.stderr, "ZeroDivisionError") || !strings.Contains(r.stderr, "stopped at cell 2") {
+		t.Fatalf("notebook run: %+v", r)
+	}
+	r = carry(t, "", "run", "-s", id, "--continue-on-error", nb)
+	if r.code != 1 || r.stdout != "42\nafter\n" {
+		t.Fatalf("notebook run, continue on error: %+v", r)
+	}
+}
