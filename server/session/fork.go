@@ -48,19 +48,46 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	if _, err := s.get(newID); err == nil {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
 	}
-	cid := req.CheckpointID
-	if cid == "" {
-		if cid, err = s.forkPoint(ctx, src); err != nil {
-			return carryover.Session{}, err
-		}
-	} else if _, err := s.store.GetCheckpoint(ctx, id, cid); errors.Is(err, carryover.ErrNotFound) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, id).WithDetails("checkpoint_id", cid)
-	} else if err != nil {
+	cid, err := s.forkCheckpointID(ctx, src, req.CheckpointID)
+	if err != nil {
 		return carryover.Session{}, err
 	}
+	ls, err := s.reserveFork(ctx, forkDoc(src.snapshot(), newID, time.Now().UTC()))
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	if err := s.commitFork(ctx, ls, id, cid); err != nil {
+		s.mu.Lock()
+		delete(s.sessions, newID)
+		s.mu.Unlock()
+		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
+		return carryover.Session{}, err
+	}
+	s.emit(ctx, src, carryover.EventSessionForked, map[string]any{"session_id": newID, "checkpoint_id": cid,
+		"role": "source"})
+	s.emit(ctx, ls, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
+		"role": "fork", "new_checkpoint_id": ls.snapshot().LastCheckpoint.ID})
+	return ls.snapshot(), nil
+}
 
-	from := src.snapshot()
-	now := time.Now().UTC()
+// forkCheckpointID is the checkpoint to fork: the one asked for (which must be the source's), or
+// the source's current state (forkPoint).
+func (s *Service) forkCheckpointID(ctx context.Context, src *liveSession, cid string) (string, error) {
+	if cid == "" {
+		return s.forkPoint(ctx, src)
+	}
+	if _, err := s.store.GetCheckpoint(ctx, src.id, cid); errors.Is(err, carryover.ErrNotFound) {
+		return "", carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, src.id).WithDetails("checkpoint_id", cid)
+	} else if err != nil {
+		return "", err
+	}
+	return cid, nil
+}
+
+// forkDoc is the fork's document: the source's name, data, budget limits, sandbox and rotation
+// settings and agent context (copied, not shared); a fresh budget consumption, no client id (so
+// reattach never hands an agent the fork instead of its own session), pending.
+func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Session {
 	doc := carryover.Session{
 		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
 		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
@@ -82,71 +109,69 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	if doc.AgentContext.CustomState == nil {
 		doc.AgentContext.CustomState = map[string]any{}
 	}
+	return doc
+}
 
+// reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
+// ensureKernel refuse a deleted session), and stores its document.
+func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*liveSession, error) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "server is shutting down")
+		return nil, carryover.Errorf(carryover.CodeConflict, "server is shutting down")
 	}
-	if _, ok := s.sessions[newID]; ok {
+	if _, ok := s.sessions[doc.ID]; ok {
 		s.mu.Unlock()
-		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
+		return nil, carryover.Errorf(carryover.CodeConflict, "session %q already exists", doc.ID).WithDetails("session_id", doc.ID)
 	}
-	ls := &liveSession{id: newID, doc: doc}
-	ls.deleted = true // not usable until its checkpoint is committed (admit and ensureKernel refuse it)
-	s.sessions[newID] = ls
+	ls := &liveSession{id: doc.ID, doc: doc, deleted: true}
+	s.sessions[doc.ID] = ls
 	s.mu.Unlock()
-	drop := func() {
-		s.mu.Lock()
-		delete(s.sessions, newID)
-		s.mu.Unlock()
-	}
-
 	b, _ := json.Marshal(doc)
-	if err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: newID, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now}); err != nil {
-		drop()
+	err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: doc.ID, ClientID: doc.ClientID, State: doc.State, Doc: b,
+		CreatedAt: doc.CreatedAt, UpdatedAt: doc.UpdatedAt})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.sessions, doc.ID)
+		s.mu.Unlock()
 		if errors.Is(err, carryover.ErrConflict) {
-			return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
+			return nil, carryover.Errorf(carryover.CodeConflict, "session %q already exists", doc.ID).WithDetails("session_id", doc.ID)
 		}
-		return carryover.Session{}, err
+		return nil, err
 	}
+	return ls, nil
+}
+
+// commitFork gives the fork its checkpoint (the source's, sharing every chunk) and makes it usable.
+func (s *Service) commitFork(ctx context.Context, ls *liveSession, srcID, cid string) error {
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
-	_ = os.RemoveAll(s.workspace(newID))
+	_ = os.RemoveAll(s.workspace(ls.id))
 	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
 	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
-	srcWS, dstWS := s.workspace(id), s.workspace(newID)
+	srcWS, dstWS := s.workspace(srcID), s.workspace(ls.id)
 	cwd := func(c string) string {
 		if c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator)) {
 			return dstWS + c[len(srcWS):]
 		}
 		return c
 	}
-	cp, err := s.ckpt.CopyCheckpoint(ctx, id, cid, newID, cwd)
-	if err != nil {
-		drop()
-		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
-		if errors.Is(err, carryover.ErrNotFound) {
-			return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, id).WithDetails("checkpoint_id", cid)
-		}
-		return carryover.Session{}, fmt.Errorf("fork: %w", err)
+	cp, err := s.ckpt.CopyCheckpoint(ctx, srcID, cid, ls.id, cwd)
+	if errors.Is(err, carryover.ErrNotFound) {
+		return carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, srcID).WithDetails("checkpoint_id", cid)
+	} else if err != nil {
+		return fmt.Errorf("fork: %w", err)
 	}
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	ls.deleted = false
 	ls.doc.ExecutionCount = cp.Turn
 	ls.doc.LastCheckpoint = &carryover.CheckpointRef{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt}
-	err = s.saveLocked(ctx, ls)
-	ls.mu.Unlock()
-	if err != nil {
-		drop()
-		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
-		return carryover.Session{}, fmt.Errorf("fork: saving session: %w", err)
+	if err := s.saveLocked(ctx, ls); err != nil {
+		ls.deleted = true
+		return fmt.Errorf("fork: saving session: %w", err)
 	}
-	s.emit(ctx, src, carryover.EventSessionForked, map[string]any{"session_id": newID, "checkpoint_id": cid,
-		"role": "source"})
-	s.emit(ctx, ls, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
-		"role": "fork", "new_checkpoint_id": cp.ID})
-	return ls.snapshot(), nil
+	return nil
 }
 
 // forkPoint is the checkpoint a fork without checkpoint_id starts from: a new one when the source
