@@ -3,7 +3,7 @@
 import unittest
 
 import support
-from carryover import (CarryoverError, Event, ExecResult, NotFound, Session, SessionClosed,
+from carryover import (BudgetExceeded, CarryoverError, Event, ExecResult, NotFound, Session, SessionClosed,
                        StateSetSandbox, Tool, Unauthorized)
 
 
@@ -98,6 +98,24 @@ class StateSetExample(unittest.TestCase):
         self.assertEqual((cm.exception.code, cm.exception.status), ("session_closed", 409))
         self.assertIsInstance(cm.exception, CarryoverError)
         self.assertIn("session_completed", [e.event_type for e in client.get_agent_session_events(session.id)])
+
+    def test_budget_and_node_shapes(self):
+        client = support.client()
+        # The Node SDK's shapes (one request dict) are accepted too.
+        session = client.create_agent_session({"name": "tiny", "budget": {"iteration_limit": 2}})
+        self.assertEqual((session.name, session.budget), ("tiny", {"iteration_limit": 2}))
+        r = client.execute_in_agent_session(session.id, {"command": ["pwd"], "working_dir": "/workspace/"})
+        self.assertEqual(r.exit_code, 0)
+        client.execute_in_agent_session(session.id, command="true")
+        with self.assertRaises(BudgetExceeded) as cm:
+            client.execute_in_agent_session(session.id, command="true")
+        self.assertEqual((cm.exception.code, cm.exception.status), ("budget_exceeded", 402))
+        self.assertTrue(cm.exception.details)
+        s = client.get_agent_session(session.id)
+        self.assertEqual(s.budget_consumed.iterations, 2)
+        self.assertIn("budget_exceeded", [e.event_type for e in
+                                          client.get_agent_session_events(session.id, event_type="budget_exceeded")])
+        client.delete_session(session.id)
 
     def test_unknown_session_and_bad_token(self):
         client = support.client()

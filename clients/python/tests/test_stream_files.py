@@ -1,5 +1,6 @@
 """Streaming over the websocket, files, checkpoints."""
 
+import time
 import unittest
 
 import support
@@ -63,6 +64,27 @@ class Streaming(unittest.TestCase):
         ex = sbx.run_code("print('x')\nprint('y')", on_stdout=chunks.append)
         self.assertEqual("".join(chunks), "x\ny\n")
         self.assertEqual(ex.logs.stdout and "".join(ex.logs.stdout), "x\ny\n")
+
+    def test_a_raising_callback_interrupts_the_run(self):
+        def stop(text):
+            raise RuntimeError("enough")
+        with self.assertRaises(RuntimeError):
+            self.client.stream_run(self.sid, "import time\nfor i in range(100):\n"
+                                   "    print(i, flush=True)\n    time.sleep(0.1)",
+                                   on_stdout=stop)
+        t0 = time.monotonic()
+        self.assertEqual(self.client.run(self.sid, "i < 99").result, "True")
+        self.assertLess(time.monotonic() - t0, 8)
+
+    def test_stream_events(self):
+        events = self.client.stream_events(self.sid, after_sequence=0)
+        try:
+            first = next(events)
+            second = next(events)
+        finally:
+            events.close()
+        self.assertEqual((first.sequence_number, second.sequence_number), (1, 2))
+        self.assertEqual(first.event_type, "session_started")
 
     def test_unknown_session(self):
         with self.assertRaises(NotFound):

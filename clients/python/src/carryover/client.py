@@ -142,7 +142,11 @@ class Carryover:
                              client_id: Optional[str] = None, *, session_id: Optional[str] = None,
                              data: Optional[Dict] = None, language: Optional[str] = None,
                              start: bool = False, **extra: Any) -> Session:
-        """POST /api/sessions. Every argument is optional; ``extra`` keys are sent as given."""
+        """POST /api/sessions. Every argument is optional; ``extra`` keys are sent as given. A
+        dict as first argument is taken as the whole request (the Node SDK's shape)."""
+        if isinstance(name, dict):
+            extra = {**name, **extra}
+            name = extra.pop("name", None)
         body = {k: v for k, v in dict(name=name, budget=budget, sandbox=sandbox, rotation=rotation,
                                       client_id=client_id, session_id=session_id, data=data,
                                       language=language).items() if v is not None}
@@ -189,6 +193,13 @@ class Carryover:
         """Runs a shell command in the session's sandbox: a list is an argv, a string runs under
         /bin/sh -c. A non-zero exit is not an exception (see ``exit_code``); a timeout raises
         Timeout with the partial ExecResult in ``.result``."""
+        if isinstance(command, dict):  # the Node SDK's shape: (id, {"command": ..., ...})
+            req = dict(command)
+            command = req.pop("command", None)
+            working_dir = req.pop("working_dir", working_dir)
+            env = req.pop("env", env)
+            timeout_seconds = req.pop("timeout_seconds", timeout_seconds)
+            extra = {**req, **extra}
         if command is None:
             raise ValueError("command is required")
         body: Dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}

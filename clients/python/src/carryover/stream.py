@@ -9,7 +9,7 @@ import json
 import uuid
 from typing import Any, Dict, Iterator, Optional
 
-from .errors import ConnectionFailed, error_for
+from .errors import CarryoverError, ConnectionFailed, error_for
 from .types import Event, Execution, ExecutionError, Result
 
 
@@ -65,47 +65,61 @@ def stream_run(client, session_id: str, code: str, *, on_stdout=None, on_stderr=
     """See Carryover.stream_run."""
     ws = connect(client, session_id, timeout=client._run_timeout(timeout))
     try:
-        rid = "py-" + uuid.uuid4().hex[:12]
-        frame: Dict[str, Any] = {"type": "run", "id": rid, "code": code}
-        if timeout is not None:
-            frame["timeout_seconds"] = timeout
-        ws.send(json.dumps(frame))
-        result: Optional[Execution] = None
-        while True:
-            f = _recv(ws)
-            if f.get("id") != rid:
-                continue  # other runs' frames, events, notices
-            t = f.get("type")
-            if t == "output":
-                out = f.get("output") or {}
-                if on_output:
-                    on_output(out)
-                ot = out.get("type")
-                if ot == "stream":
-                    cb = on_stderr if out.get("name") == "stderr" else on_stdout
-                    if cb:
-                        cb(out.get("text", ""))
-                elif ot in ("execute_result", "display_data") and on_result:
-                    on_result(Result.from_output(out))
-                elif ot == "error" and on_error:
-                    on_error(ExecutionError.from_dict(out))
-            elif t == "input_request":
-                value = on_input(f.get("prompt", ""), bool(f.get("password"))) if on_input else ""
-                ws.send(json.dumps({"type": "input_reply", "id": rid,
-                                    "value": "" if value is None else str(value)}))
-            elif t == "result":
-                result = Execution.from_dict(f.get("result") or {})
-            elif t == "error":
-                err = f.get("error") or {}
-                raise error_for(err.get("code"), err.get("message", ""), 0, err.get("details"),
-                                result)
-            elif t == "status" and f.get("execution_state") == "idle" and result is not None:
-                return result
+        return _run(ws, code, on_stdout, on_stderr, on_result, on_error, on_input, on_output,
+                    timeout)
+    except BaseException as e:
+        # A callback raised, Ctrl-C, or the connection broke: do not leave the code running.
+        if not isinstance(e, CarryoverError) or isinstance(e, ConnectionFailed):
+            try:
+                ws.send(json.dumps({"type": "interrupt"}))
+            except Exception:
+                pass
+        raise
     finally:
         try:
             ws.close()
         except Exception:
             pass
+
+
+def _run(ws, code, on_stdout, on_stderr, on_result, on_error, on_input, on_output,
+         timeout) -> Execution:
+    rid = "py-" + uuid.uuid4().hex[:12]
+    frame: Dict[str, Any] = {"type": "run", "id": rid, "code": code}
+    if timeout is not None:
+        frame["timeout_seconds"] = timeout
+    ws.send(json.dumps(frame))
+    result: Optional[Execution] = None
+    while True:
+        f = _recv(ws)
+        if f.get("id") != rid:
+            continue  # other runs' frames, events, notices
+        t = f.get("type")
+        if t == "output":
+            out = f.get("output") or {}
+            if on_output:
+                on_output(out)
+            ot = out.get("type")
+            if ot == "stream":
+                cb = on_stderr if out.get("name") == "stderr" else on_stdout
+                if cb:
+                    cb(out.get("text", ""))
+            elif ot in ("execute_result", "display_data") and on_result:
+                on_result(Result.from_output(out))
+            elif ot == "error" and on_error:
+                on_error(ExecutionError.from_dict(out))
+        elif t == "input_request":
+            value = on_input(f.get("prompt", ""), bool(f.get("password"))) if on_input else ""
+            ws.send(json.dumps({"type": "input_reply", "id": rid,
+                                "value": "" if value is None else str(value)}))
+        elif t == "result":
+            result = Execution.from_dict(f.get("result") or {})
+        elif t == "error":
+            err = f.get("error") or {}
+            raise error_for(err.get("code"), err.get("message", ""), 0, err.get("details"),
+                            result)
+        elif t == "status" and f.get("execution_state") == "idle" and result is not None:
+            return result
 
 
 def stream_events(client, session_id: str, after_sequence: int = 0) -> Iterator[Event]:
