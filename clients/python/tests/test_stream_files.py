@@ -7,6 +7,14 @@ import support
 from carryover import ExecutionError, NotFound, Result, Sandbox, Timeout
 
 
+try:
+    import websocket  # noqa: F401  (websocket-client, Debian's python3-websocket)
+    HAVE_WEBSOCKET = True
+except ImportError:
+    HAVE_WEBSOCKET = False
+
+
+@unittest.skipUnless(HAVE_WEBSOCKET, "streaming needs python3-websocket")
 class Streaming(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -59,7 +67,11 @@ class Streaming(unittest.TestCase):
         self.assertEqual(cm.exception.result.stdout, "a\n")
 
     def test_sandbox_run_code_streams_with_callbacks(self):
-        sbx = Sandbox(self.sid, client=self.client)
+        with Sandbox("py-sbx-new", client=self.client) as fresh:  # created, deleted on exit
+            self.assertEqual(fresh.session.state, "pending")
+        with self.assertRaises(NotFound):
+            self.client.get_session("py-sbx-new")
+        sbx = Sandbox(self.sid, client=self.client)  # an existing session: reattached
         chunks = []
         ex = sbx.run_code("print('x')\nprint('y')", on_stdout=chunks.append)
         self.assertEqual("".join(chunks), "x\ny\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Union
 
 from .client import Carryover
+from .errors import NotFound
 from .types import ExecResult, Execution, FileInfo
 
 
@@ -48,8 +49,8 @@ class Sandbox:
             ex.logs.stdout     # ["..."] chunks
             ex.error           # None, or .name / .value / .traceback
 
-    ``session_id`` reattaches to an existing session (its state is still there) instead of
-    creating one. Leaving the ``with`` block, or ``kill()``, deletes a session this object
+    ``session_id`` reattaches to that session (its state is still there), creating it when it
+    does not exist. Leaving the ``with`` block, or ``kill()``, deletes a session this object
     created; ``close()`` leaves it alive.
     """
 
@@ -61,9 +62,7 @@ class Sandbox:
         if session_id is not None:
             try:
                 self.session = self.client.get_session(session_id)
-            except Exception:
-                if create.pop("create", True) is False:
-                    raise
+            except NotFound:
                 self.session = self.client.create_session(session_id, **create)
                 self._owned = True
         else:
