@@ -1,0 +1,43 @@
+// Package python_test runs the Python SDK's unittest suite (clients/python/tests) under go test,
+// so `make test` covers it: the server binary is built once here and handed to the Python tests
+// through CARRYOVER_TEST_BIN (or taken from it when already set); they start it themselves.
+package python_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+const python = "/usr/bin/python3"
+
+func TestPythonSDK(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not found: %v", python, err)
+	}
+	if testing.Short() {
+		t.Skip("the Python SDK suite starts a server and kernels; skipped with -short")
+	}
+	bin := os.Getenv("CARRYOVER_TEST_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "carryover")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/carryover")
+		build.Dir = filepath.Join("..", "..") // the module root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building the server: %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Env = append(os.Environ(), "PYTHONPATH=src", "CARRYOVER_TEST_BIN="+bin,
+		"PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("python3 -m unittest discover -s clients/python/tests -v:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Python SDK tests failed: %v", err)
+	}
+}
