@@ -223,7 +223,7 @@ test('runStream calls back in order while the code runs, answers input() and res
     'print("one", flush=True)',
     'time.sleep(0.4)',
     'print("two", file=sys.stderr, flush=True)',
-    'time.sleep(0.05)',
+    'time.sleep(0.2),  # input_request travels on another channel than the streams',
     'name = input("Name: ")',
     'print("hello", name, flush=True)',
     'from IPython.display import display, HTML',
