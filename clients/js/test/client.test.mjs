@@ -202,6 +202,8 @@ test('API errors are CarryoverErrors with code, status, details and result', asy
   assert.equal(unauth.status, 401);
   const down = await rejection(() => new Carryover({ baseUrl: 'http://127.0.0.1:1', authToken }).listAgentSessions());
   assert.equal(down.code, 'connection_error');
+  const noWS = await rejection(() => new Carryover({ baseUrl, authToken, WebSocket: false }).runStream(id, '1'));
+  assert.equal(noWS.code, 'websocket_unavailable');
 
   // A timeout interrupts the kernel, keeps the state and carries the partial answer.
   await client.run(id, 'kept = 1');
@@ -223,7 +225,7 @@ test('runStream calls back in order while the code runs, answers input() and res
     'print("one", flush=True)',
     'time.sleep(0.4)',
     'print("two", file=sys.stderr, flush=True)',
-    'time.sleep(0.2),  # input_request travels on another channel than the streams',
+    'time.sleep(0.2)  # input_request travels on another channel than the streams',
     'name = input("Name: ")',
     'print("hello", name, flush=True)',
     'from IPython.display import display, HTML',
