@@ -1,0 +1,537 @@
+// carryover's Node client: the HTTP + websocket API of server/httpapi/openapi.json behind the
+// method names of the StateSet Node SDK (createAgentSession, executeInAgentSession, ...) and a few
+// of carryover's own (run, runStream, fork, files, checkpoints).
+//
+// Plain ES module with JSDoc types (index.d.ts is the typed surface); no dependencies: HTTP is
+// the global fetch of Node >= 18, the websocket the global WebSocket (Node >= 22, Node 20/21 with
+// --experimental-websocket, browsers, Deno, Bun) or a constructor handed in as `WebSocket` (for
+// example the `ws` package's).
+//
+// Every method resolves to the API's JSON answer as is ({session}, {events}, the run answer, ...),
+// so the field names are those of shared/API.md; a non-2xx answer rejects with a CarryoverError.
+
+/** An API error answer (`{"error": {"code", "message", "details"}, "result"?}`), an error frame
+ * of the websocket (status 0), or a failure to reach the server (code "connection_error",
+ * status 0, the underlying error as `cause`). Branch on `code`, which is stable. */
+export class CarryoverError extends Error {
+  /**
+   * @param {string} message
+   * @param {{code?: string, status?: number, details?: Record<string, any> | null,
+   *          result?: any, cause?: unknown}} [opts]
+   */
+  constructor(message, { code = 'internal', status = 0, details = null, result = null, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'CarryoverError';
+    /** the API's error code: not_found, invalid_request, conflict, timeout, kernel_died, ... */
+    this.code = code;
+    /** the HTTP status; 0 for a websocket error frame or a connection failure */
+    this.status = status;
+    /** the error's details object, or null */
+    this.details = details;
+    /** the partial run or exec answer timeouts and kernel deaths carry, or null */
+    this.result = result;
+  }
+}
+
+const DEFAULT_URL = 'http://127.0.0.1:8080';
+
+/** @param {string} s */
+const seg = (s) => encodeURIComponent(s);
+
+/**
+ * The path of a workspace file in the files API: "notes.md" and "/workspace/notes.md" are the
+ * same file; each segment is escaped.
+ * @param {string} path
+ */
+function workspaceRel(path) {
+  if (typeof path !== 'string') throw new TypeError('file path must be a string');
+  let p = path;
+  if (p === '/workspace' || p.startsWith('/workspace/')) p = p.slice('/workspace'.length);
+  else if (p.startsWith('/')) {
+    throw new CarryoverError(`path ${JSON.stringify(p)} is outside /workspace`, {
+      code: 'invalid_request', details: { path },
+    });
+  }
+  const parts = p.split('/').filter((x) => x !== '');
+  if (!parts.length) throw new CarryoverError('empty file path', { code: 'invalid_request', details: { path } });
+  // URLs resolve "." and ".." (also escaped) before the server sees them: refuse them here.
+  if (parts.some((x) => x === '.' || x === '..')) {
+    throw new CarryoverError(`path ${JSON.stringify(p)} has a "." or ".." segment`, {
+      code: 'invalid_request', details: { path },
+    });
+  }
+  return parts.map(seg).join('/');
+}
+
+/** Drops undefined values so that optional arguments are not sent. */
+function compact(obj) {
+  /** @type {Record<string, any>} */
+  const out = {};
+  for (const [k, v] of Object.entries(obj)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+let frameSeq = 0;
+const newFrameID = () => `js-${Date.now().toString(36)}-${(++frameSeq).toString(36)}`;
+
+export class Carryover {
+  /**
+   * @param {{baseUrl?: string, authToken?: string, fetch?: typeof fetch,
+   *          WebSocket?: any, headers?: Record<string, string>}} [options]
+   *   baseUrl defaults to $CARRYOVER_URL, then http://127.0.0.1:8080; authToken to
+   *   $CARRYOVER_TOKEN. `WebSocket` replaces the global one for runStream (e.g. `ws`'s).
+   */
+  constructor(options = {}) {
+    const env = globalThis.process?.env ?? {};
+    this.baseUrl = String(options.baseUrl ?? env.CARRYOVER_URL ?? DEFAULT_URL).replace(/\/+$/, '');
+    this.authToken = options.authToken ?? env.CARRYOVER_TOKEN ?? '';
+    this._fetch = options.fetch ?? globalThis.fetch;
+    this._WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    this._headers = options.headers ?? {};
+    if (typeof this._fetch !== 'function') throw new TypeError('carryover: no fetch (Node >= 18 has one)');
+  }
+
+  // ---- transport -------------------------------------------------------------------------
+
+  /**
+   * Sends one request and decodes the answer. The way to reach a route without a method here.
+   * @param {string} method
+   * @param {string} path relative to baseUrl, may carry a query
+   * @param {{json?: any, body?: any, raw?: boolean, query?: Record<string, any>}} [opts]
+   *   json: a JSON body; body: a raw body (string, Uint8Array, ArrayBuffer, Blob); raw: resolve
+   *   to the answer's bytes (Uint8Array) instead of its JSON.
+   * @returns {Promise<any>}
+   */
+  async request(method, path, { json, body, raw = false, query } = {}) {
+    let url = this.baseUrl + path;
+    if (query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) q.set(k, String(v));
+      const s = q.toString();
+      if (s) url += (url.includes('?') ? '&' : '?') + s;
+    }
+    /** @type {Record<string, string>} */
+    const headers = { Accept: 'application/json', ...this._headers };
+    if (this.authToken) headers.Authorization = `Bearer ${this.authToken}`;
+    if (json !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = JSON.stringify(json);
+    } else if (body !== undefined) {
+      headers['Content-Type'] = 'application/octet-stream';
+    }
+    let res;
+    try {
+      res = await this._fetch(url, { method, headers, body });
+    } catch (err) {
+      throw new CarryoverError(`carryover: ${method} ${path}: ${err?.cause?.message ?? err?.message ?? err}`, {
+        code: 'connection_error', cause: err,
+      });
+    }
+    if (!res.ok) throw await errorFrom(res, method, path);
+    if (raw) return new Uint8Array(await res.arrayBuffer());
+    if (res.status === 204) return undefined;
+    const text = await res.text();
+    if (!text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new CarryoverError(`carryover: ${method} ${path}: answer is not JSON: ${text.slice(0, 200)}`, {
+        code: 'internal', status: res.status, cause: err,
+      });
+    }
+  }
+
+  /** @param {string} id @param {string} [more] */
+  _s(id, more) {
+    if (typeof id !== 'string' || !id) throw new TypeError('session id must be a non-empty string');
+    return `/api/sessions/${seg(id)}${more ? `/${more}` : ''}`;
+  }
+
+  // ---- the StateSet agent-session names ----------------------------------------------------
+
+  /**
+   * POST /api/sessions. Every field is optional: session_id, name, language, data, budget,
+   * sandbox, rotation, client_id, start.
+   * @param {Record<string, any>} [opts]
+   * @returns {Promise<{session: any}>}
+   */
+  createAgentSession(opts = {}) {
+    return this.request('POST', '/api/sessions', { json: opts });
+  }
+
+  /** POST /api/sessions/{id}/start. @param {string} sessionId */
+  startAgentSession(sessionId) {
+    return this.request('POST', this._s(sessionId, 'start'));
+  }
+
+  /**
+   * POST /api/sessions/{id}/exec: a shell command (an argv array, or a string run by /bin/sh -c)
+   * in the session's sandbox. Resolves to {stdout, stderr, exit_code, duration_ms}; a non-zero
+   * exit code is an answer, not an error.
+   * @param {string} sessionId
+   * @param {{command: string | string[], working_dir?: string, env?: Record<string, string>,
+   *          timeout_seconds?: number}} req
+   */
+  executeInAgentSession(sessionId, req) {
+    return this.request('POST', this._s(sessionId, 'exec'), { json: req });
+  }
+
+  /**
+   * POST /api/sessions/{id}/files {path, content, encoding}. Content may be a string (utf-8) or
+   * bytes (sent as base64).
+   * @param {string} sessionId
+   * @param {string} path "/workspace/notes.md" or "notes.md"
+   * @param {string | Uint8Array | ArrayBuffer} content
+   * @param {{encoding?: 'utf-8' | 'base64'}} [opts]
+   * @returns {Promise<{file: {path: string, size: number, modified_at: string}}>}
+   */
+  writeAgentSessionFile(sessionId, path, content, { encoding } = {}) {
+    if (typeof content !== 'string') {
+      content = bytesToBase64(toBytes(content));
+      encoding = 'base64';
+    }
+    return this.request('POST', this._s(sessionId, 'files'), { json: compact({ path, content, encoding }) });
+  }
+
+  /**
+   * PATCH /api/sessions/{id}/context: the given keys (working_dir, env_vars, custom_state)
+   * replace the old ones; applied to the live kernel.
+   * @param {string} sessionId
+   * @param {{working_dir?: string, env_vars?: Record<string, string>, custom_state?: any}} context
+   */
+  updateAgentContext(sessionId, context) {
+    return this.request('PATCH', this._s(sessionId, 'context'), { json: context });
+  }
+
+  /** GET /api/sessions/{id}. @param {string} sessionId @returns {Promise<{session: any}>} */
+  getAgentSession(sessionId) {
+    return this.request('GET', this._s(sessionId));
+  }
+
+  /**
+   * GET /api/sessions/{id}/events.
+   * @param {string} sessionId
+   * @param {{after_sequence?: number, limit?: number, event_type?: string}} [opts]
+   * @returns {Promise<{events: any[]}>}
+   */
+  getAgentSessionEvents(sessionId, opts = {}) {
+    return this.request('GET', this._s(sessionId, 'events'), { query: opts });
+  }
+
+  /**
+   * POST /api/sessions/{id}/tools.
+   * @param {string} sessionId
+   * @param {{name: string, tool_type?: string, description?: string, input_schema?: any}} tool
+   * @returns {Promise<{tool: any}>}
+   */
+  registerAgentTool(sessionId, tool) {
+    return this.request('POST', this._s(sessionId, 'tools'), { json: tool });
+  }
+
+  /** GET /api/sessions/{id}/tools. @param {string} sessionId @returns {Promise<{tools: any[]}>} */
+  listAgentTools(sessionId) {
+    return this.request('GET', this._s(sessionId, 'tools'));
+  }
+
+  /** POST /api/sessions/{id}/heartbeat. @param {string} sessionId */
+  agentSessionHeartbeat(sessionId) {
+    return this.request('POST', this._s(sessionId, 'heartbeat'));
+  }
+
+  /**
+   * POST /api/sessions/reattach. Resolves to {session: null} when no session has this client_id
+   * (the API's 404), as the StateSet example's `if (existing)` expects; other errors reject.
+   * @param {string} clientId
+   * @returns {Promise<{session: any | null}>}
+   */
+  async reattachAgentSession(clientId) {
+    try {
+      return await this.request('POST', '/api/sessions/reattach', { json: { client_id: clientId } });
+    } catch (err) {
+      if (err instanceof CarryoverError && err.status === 404) return { session: null };
+      throw err;
+    }
+  }
+
+  /**
+   * POST /api/sessions/{id}/stop: completed, with a final checkpoint.
+   * @param {string} sessionId @param {string} [reason]
+   */
+  stopAgentSession(sessionId, reason) {
+    return this.request('POST', this._s(sessionId, 'stop'), reason ? { json: { reason } } : {});
+  }
+
+  // Lifecycle moves the reference does not show, named in its style.
+
+  /** POST /api/sessions/{id}/pause. @param {string} sessionId */
+  pauseAgentSession(sessionId) {
+    return this.request('POST', this._s(sessionId, 'pause'));
+  }
+
+  /** POST /api/sessions/{id}/resume. @param {string} sessionId */
+  resumeAgentSession(sessionId) {
+    return this.request('POST', this._s(sessionId, 'resume'));
+  }
+
+  /** POST /api/sessions/{id}/cancel. @param {string} sessionId @param {string} [reason] */
+  cancelAgentSession(sessionId, reason) {
+    return this.request('POST', this._s(sessionId, 'cancel'), reason ? { json: { reason } } : {});
+  }
+
+  /** GET /api/sessions. @returns {Promise<{sessions: any[]}>} */
+  listAgentSessions() {
+    return this.request('GET', '/api/sessions');
+  }
+
+  /** DELETE /api/sessions/{id}: kernel, checkpoints and files removed. @param {string} sessionId */
+  deleteAgentSession(sessionId) {
+    return this.request('DELETE', this._s(sessionId));
+  }
+
+  // ---- carryover: Python turns -------------------------------------------------------------
+
+  /**
+   * POST /api/sessions/{id}/run. Code that raises is an answer with status "error", not a
+   * rejection; a timeout (504) or kernel death (502) rejects with a CarryoverError whose
+   * `result` is the partial answer.
+   * @param {string} sessionId
+   * @param {string} code
+   * @param {{updateData?: Record<string, any>, timeout?: number, env?: Record<string, string>}} [opts]
+   *   timeout in seconds (the server's default when absent)
+   */
+  run(sessionId, code, { updateData, timeout, env } = {}) {
+    return this.request('POST', this._s(sessionId, 'run'), {
+      json: compact({ code, update_data: updateData, timeout_seconds: timeout, env }),
+    });
+  }
+
+  /**
+   * POST /api/execute: code in a throwaway session destroyed at once (no checkpoint).
+   * @param {string} code @param {{language?: string, timeout?: number}} [opts]
+   */
+  execute(code, { language, timeout } = {}) {
+    return this.request('POST', '/api/execute', { json: compact({ code, language, timeout_seconds: timeout }) });
+  }
+
+  /**
+   * Runs code over the session's websocket, calling back as the kernel produces: onOutput for
+   * every output item (streams, display data, execute_result, error) in order, onStdout and
+   * onStderr with each stream's text as well, onStatus with busy/idle, onInput when the code calls
+   * input() (its answer, or a promise of it, is sent back; without onInput the run is
+   * interrupted). Resolves to the run answer once the turn, checkpoint included, is over. An
+   * error frame (timeout, kernel_died, ...) rejects with a CarryoverError (status 0) carrying the
+   * partial answer as `result`. Aborting `signal` interrupts the kernel.
+   * @param {string} sessionId
+   * @param {string} code
+   * @param {{onStdout?: (text: string) => void, onStderr?: (text: string) => void,
+   *          onOutput?: (output: any) => void, onStatus?: (state: string) => void,
+   *          onInput?: (prompt: string, info: {password: boolean}) => string | Promise<string>,
+   *          timeout?: number, signal?: AbortSignal}} [opts]
+   */
+  runStream(sessionId, code, opts = {}) {
+    const { onStdout, onStderr, onOutput, onStatus, onInput, timeout, signal } = opts;
+    const WS = this._WebSocket;
+    if (typeof WS !== 'function') {
+      return Promise.reject(new CarryoverError(
+        'carryover: no WebSocket: use Node >= 22, run Node 20 with --experimental-websocket, or pass ' +
+        "new Carryover({WebSocket}) (e.g. the 'ws' package's)", { code: 'websocket_unavailable' }));
+    }
+    const url = new URL(this.baseUrl + this._s(sessionId, 'ws'));
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    if (this.authToken) url.searchParams.set('token', this.authToken);
+    const id = newFrameID();
+
+    return new Promise((resolve, reject) => {
+      const ws = new WS(url.toString());
+      let opened = false;
+      let settled = false;
+      let result = null;
+      const send = (frame) => { try { ws.send(JSON.stringify(frame)); } catch { /* closing */ } };
+      const onAbort = () => send({ type: 'interrupt' });
+      const finish = (err, value) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        try { ws.close(); } catch { /* already closed */ }
+        if (err) reject(err); else resolve(value);
+      };
+      const fail = (err) => finish(err);
+      const call = (fn, ...args) => {
+        if (!fn) return;
+        try { fn(...args); } catch (err) { finish(err); }
+      };
+
+      ws.onopen = () => {
+        opened = true;
+        if (signal?.aborted) { finish(new CarryoverError('carryover: runStream aborted', { code: 'aborted' })); return; }
+        signal?.addEventListener('abort', onAbort, { once: true });
+        send(compact({ type: 'run', id, code, timeout_seconds: timeout }));
+      };
+      ws.onmessage = (ev) => {
+        if (settled) return;
+        let f;
+        try {
+          f = JSON.parse(typeof ev.data === 'string' ? ev.data : new TextDecoder().decode(ev.data));
+        } catch (err) {
+          fail(new CarryoverError('carryover: malformed websocket frame', { code: 'internal', cause: err }));
+          return;
+        }
+        if (f.id !== id) return; // other runs of the session, events, notices
+        switch (f.type) {
+          case 'status':
+            call(onStatus, f.execution_state);
+            if (f.execution_state === 'idle' && result) finish(null, result);
+            break;
+          case 'output': {
+            const o = f.output;
+            if (o?.type === 'stream') call(o.name === 'stderr' ? onStderr : onStdout, o.text);
+            call(onOutput, o);
+            break;
+          }
+          case 'input_request':
+            if (!onInput) { send({ type: 'interrupt' }); break; }
+            Promise.resolve()
+              .then(() => onInput(f.prompt ?? '', { password: !!f.password }))
+              .then((value) => send({ type: 'input_reply', id, value: value == null ? '' : String(value) }), fail);
+            break;
+          case 'result':
+            result = f.result;
+            break;
+          case 'error': {
+            const e = f.error ?? {};
+            fail(new CarryoverError(`carryover: ${e.code}: ${e.message}`, {
+              code: e.code, details: e.details ?? null, result,
+            }));
+            break;
+          }
+        }
+      };
+      ws.onerror = (ev) => {
+        if (settled) return;
+        if (opened) {
+          fail(new CarryoverError(`carryover: websocket error: ${ev?.message ?? 'connection failed'}`, { code: 'connection_error' }));
+          return;
+        }
+        // A refused upgrade hides its status from WebSocket: ask over HTTP why (404, 401, ...).
+        this.getAgentSession(sessionId).then(
+          () => fail(new CarryoverError(`carryover: websocket to ${sessionId} refused: ${ev?.message ?? ''}`, { code: 'connection_error' })),
+          fail);
+      };
+      ws.onclose = () => {
+        if (!settled && opened) {
+          fail(new CarryoverError('carryover: websocket closed before the run ended', { code: 'connection_error', result }));
+        }
+      };
+    });
+  }
+
+  /**
+   * POST /api/sessions/{id}/fork: a new session holding the namespace and files of a checkpoint
+   * of this one (default the latest, taken now when the kernel is live).
+   * @param {string} sessionId
+   * @param {{sessionId?: string, checkpointId?: string}} [opts] the new id; the source checkpoint
+   * @returns {Promise<{session: any}>}
+   */
+  fork(sessionId, { sessionId: newId, checkpointId } = {}) {
+    return this.request('POST', this._s(sessionId, 'fork'), {
+      json: compact({ session_id: newId, checkpoint_id: checkpointId }),
+    });
+  }
+
+  // ---- files -------------------------------------------------------------------------------
+
+  /** GET /api/sessions/{id}/files. @param {string} sessionId @returns {Promise<{files: any[]}>} */
+  listFiles(sessionId) {
+    return this.request('GET', this._s(sessionId, 'files'));
+  }
+
+  /**
+   * GET /api/sessions/{id}/files/{path}: the bytes, or text with {encoding: 'utf-8'}.
+   * @param {string} sessionId @param {string} path
+   * @param {{encoding?: 'utf-8'}} [opts]
+   * @returns {Promise<Uint8Array | string>}
+   */
+  async getFile(sessionId, path, { encoding } = {}) {
+    const bytes = await this.request('GET', this._s(sessionId, `files/${workspaceRel(path)}`), { raw: true });
+    return encoding ? new TextDecoder(encoding).decode(bytes) : bytes;
+  }
+
+  /**
+   * PUT /api/sessions/{id}/files/{path} with the raw content (parents created).
+   * @param {string} sessionId @param {string} path
+   * @param {string | Uint8Array | ArrayBuffer | Blob} content
+   * @returns {Promise<{file: {path: string, size: number, modified_at: string}}>}
+   */
+  async putFile(sessionId, path, content) {
+    const body = typeof content === 'string' ? new TextEncoder().encode(content)
+      : (typeof Blob !== 'undefined' && content instanceof Blob) ? content : toBytes(content);
+    return this.request('PUT', this._s(sessionId, `files/${workspaceRel(path)}`), { body });
+  }
+
+  /** DELETE /api/sessions/{id}/files/{path}. @param {string} sessionId @param {string} path */
+  async deleteFile(sessionId, path) {
+    return this.request('DELETE', this._s(sessionId, `files/${workspaceRel(path)}`));
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------
+
+  /** GET /api/sessions/{id}/checkpoints. @param {string} sessionId @returns {Promise<{checkpoints: any[]}>} */
+  listCheckpoints(sessionId) {
+    return this.request('GET', this._s(sessionId, 'checkpoints'));
+  }
+
+  /**
+   * POST /api/sessions/{id}/checkpoints/{cid}/restore: namespace and files back to that turn.
+   * @param {string} sessionId @param {string} checkpointId
+   * @returns {Promise<{session: any, restore: any}>}
+   */
+  restoreCheckpoint(sessionId, checkpointId) {
+    return this.request('POST', this._s(sessionId, `checkpoints/${seg(checkpointId)}/restore`));
+  }
+
+  /** POST /api/sessions/{id}/checkpoint: take one now. @param {string} sessionId */
+  checkpoint(sessionId) {
+    return this.request('POST', this._s(sessionId, 'checkpoint'));
+  }
+}
+
+/** The StateSet SDK's class name, so its examples run with only the import changed. */
+export { Carryover as StateSetSandbox };
+
+/** @param {Uint8Array | ArrayBuffer | ArrayBufferView} c */
+function toBytes(c) {
+  if (c instanceof Uint8Array) return c;
+  if (c instanceof ArrayBuffer) return new Uint8Array(c);
+  if (ArrayBuffer.isView(c)) return new Uint8Array(c.buffer, c.byteOffset, c.byteLength);
+  throw new TypeError('content must be a string, Uint8Array, ArrayBuffer or Blob');
+}
+
+/** @param {Uint8Array} b */
+function bytesToBase64(b) {
+  if (typeof globalThis.Buffer === 'function') return globalThis.Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
+  let s = '';
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+/**
+ * A CarryoverError from a non-2xx answer; a body that is not the API's error shape (a proxy's
+ * page) still gives one, with the status and the start of the body.
+ * @param {Response} res @param {string} method @param {string} path
+ */
+async function errorFrom(res, method, path) {
+  let text = '';
+  try { text = await res.text(); } catch { /* keep the status */ }
+  let body;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  const e = body?.error;
+  if (e && typeof e === 'object') {
+    return new CarryoverError(`carryover: ${res.status} ${e.code}: ${e.message}`, {
+      code: e.code, status: res.status, details: e.details ?? null, result: body.result ?? null,
+    });
+  }
+  const code = res.status === 401 ? 'unauthorized' : res.status === 404 ? 'not_found' : 'internal';
+  return new CarryoverError(`carryover: ${method} ${path}: ${res.status} ${res.statusText}${text ? `: ${text.slice(0, 200)}` : ''}`, {
+    code, status: res.status,
+  });
+}
