@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -216,8 +217,8 @@ func TestMCPNodeClient(t *testing.T) {
 		t.Skip("node is not installed")
 	}
 	dir, _ := filepath.Abs(filepath.Join("mcp", "testdata", "node"))
-	if _, err := exec.Command("test", "-d", filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")).CombinedOutput(); err != nil {
-		t.Skip("@modelcontextprotocol/sdk is not installed: make web-deps")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("@modelcontextprotocol/sdk is not installed: run `make web-deps` (cd server/mcp/testdata/node && npm install): %v", err)
 	}
 	ts := startServer(t, "")
 	ctx, cancel := context.WithTimeout(ts.ctx(), 90*time.Second)
