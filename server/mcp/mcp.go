@@ -24,6 +24,10 @@ import (
 // Path is where the assembly mounts the handler.
 const Path = "/mcp"
 
+// SessionTimeout closes an MCP session (not the carryover sessions it used) after this long without
+// a request; its client then gets 404 and initializes again.
+const SessionTimeout = time.Hour
+
 // Options configure the MCP front door.
 type Options struct {
 	// Authenticate finds the request's token and its tenant (the API's own check); ok false answers 401.
@@ -46,7 +50,7 @@ func Handler(svc *session.Service, o Options) http.Handler {
 		&sdk.ServerOptions{Instructions: instructions})
 	t.register(srv)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
-		&sdk.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxBodyBytes})
+		&sdk.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxBodyBytes, SessionTimeout: SessionTimeout})
 	// The SDK's bearer middleware carries the tenant into every tool call (TokenInfo.UserID) and binds
 	// each MCP session to it; the token itself is checked by o.Authenticate, in front of it.
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {

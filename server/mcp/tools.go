@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,11 +28,30 @@ type tools struct {
 	log *slog.Logger
 }
 
-// toolError is what a failed service call becomes: a tool result with isError and the API's code
-// first in its text ("not_found: session \"x\" not found"), never a protocol error.
-func toolError(err error) error {
+// fail is what a failed service call becomes: a tool result with isError and the API's code first
+// in its text ("not_found: session \"x\" not found"), never a protocol error. Internal errors are
+// logged with their cause and shown without it, as on /api/.
+func (t *tools) fail(req *sdk.CallToolRequest, err error) error {
 	e := carryover.ErrorOf(err)
+	if e.Code == carryover.CodeInternal {
+		t.log.Error("mcp tool failed", "tool", req.Params.Name, "err", err)
+	}
 	return fmt.Errorf("%s: %s", e.Code, e.Message)
+}
+
+// add registers a tool whose handler's panics become internal tool errors: the SDK does not
+// recover them, and a panic must not take the server down.
+func add[In, Out any](t *tools, s *sdk.Server, tool *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+	sdk.AddTool(s, tool, func(ctx context.Context, req *sdk.CallToolRequest, in In) (res *sdk.CallToolResult, out Out, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				t.log.Error("panic in mcp tool", "tool", tool.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				var zero Out
+				res, out, err = nil, zero, t.fail(req, carryover.Errorf(carryover.CodeInternal, "internal error"))
+			}
+		}()
+		return h(ctx, req, in)
+	})
 }
 
 // scope puts the caller's tenant in ctx and checks that it may see session id (when id != ""):
@@ -178,18 +198,18 @@ type forkOut struct {
 
 func (t *tools) register(s *sdk.Server) {
 	ro := &sdk.ToolAnnotations{ReadOnlyHint: true}
-	sdk.AddTool(s, &sdk.Tool{Name: "run_python", Description: "Run Python code in a persistent IPython session. " +
+	add(t, s, &sdk.Tool{Name: "run_python", Description: "Run Python code in a persistent IPython session. " +
 		"Without session_id a new session is created; its id is in the result's session_id. Variables, imports and " +
 		"workspace files persist between calls. Returns stdout, stderr, the cell's value, images (PNG) and the turn's checkpoint."}, t.runPython)
-	sdk.AddTool(s, &sdk.Tool{Name: "run_shell", Description: "Run a shell command (/bin/sh -c) in the session's workspace. " +
+	add(t, s, &sdk.Tool{Name: "run_shell", Description: "Run a shell command (/bin/sh -c) in the session's workspace. " +
 		"A non-zero exit code is an error result."}, t.runShell)
-	sdk.AddTool(s, &sdk.Tool{Name: "read_file", Description: "Read a workspace file (up to 1 MiB): text, or base64 for binary files.", Annotations: ro}, t.readFile)
-	sdk.AddTool(s, &sdk.Tool{Name: "write_file", Description: "Write a text file into the session's workspace (parents created)."}, t.writeFile)
-	sdk.AddTool(s, &sdk.Tool{Name: "list_files", Description: "List the session's workspace files.", Annotations: ro}, t.listFiles)
-	sdk.AddTool(s, &sdk.Tool{Name: "list_variables", Description: "The variables saved in the session's latest checkpoint.", Annotations: ro}, t.listVariables)
-	sdk.AddTool(s, &sdk.Tool{Name: "checkpoints", Description: "The session's checkpoints, newest first, with their variables.", Annotations: ro}, t.checkpoints)
-	sdk.AddTool(s, &sdk.Tool{Name: "restore_checkpoint", Description: "Put the session back to a checkpoint: a fresh kernel with that namespace and those files."}, t.restore)
-	sdk.AddTool(s, &sdk.Tool{Name: "fork_session", Description: "Make a new session holding the variables and files of a session (its current state, or one of its checkpoints)."}, t.fork)
+	add(t, s, &sdk.Tool{Name: "read_file", Description: "Read a workspace file (up to 1 MiB): text, or base64 for binary files.", Annotations: ro}, t.readFile)
+	add(t, s, &sdk.Tool{Name: "write_file", Description: "Write a text file into the session's workspace (parents created)."}, t.writeFile)
+	add(t, s, &sdk.Tool{Name: "list_files", Description: "List the session's workspace files.", Annotations: ro}, t.listFiles)
+	add(t, s, &sdk.Tool{Name: "list_variables", Description: "The variables saved in the session's latest checkpoint.", Annotations: ro}, t.listVariables)
+	add(t, s, &sdk.Tool{Name: "checkpoints", Description: "The session's checkpoints, newest first, with their variables.", Annotations: ro}, t.checkpoints)
+	add(t, s, &sdk.Tool{Name: "restore_checkpoint", Description: "Put the session back to a checkpoint: a fresh kernel with that namespace and those files."}, t.restore)
+	add(t, s, &sdk.Tool{Name: "fork_session", Description: "Make a new session holding the variables and files of a session (its current state, or one of its checkpoints)."}, t.fork)
 }
 
 // ---- handlers ----
@@ -197,13 +217,13 @@ func (t *tools) register(s *sdk.Server) {
 func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runPythonIn) (*sdk.CallToolResult, runPythonOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, runPythonOut{}, toolError(err)
+		return nil, runPythonOut{}, t.fail(req, err)
 	}
 	id := in.SessionID
 	if id == "" {
 		s, err := t.svc.Create(ctx, session.CreateRequest{Start: true})
 		if err != nil {
-			return nil, runPythonOut{}, toolError(err)
+			return nil, runPythonOut{}, t.fail(req, err)
 		}
 		id = s.ID
 	}
@@ -336,11 +356,11 @@ func nonNil[T any](s []T) []T {
 func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runShellIn) (*sdk.CallToolResult, runShellOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, runShellOut{}, toolError(err)
+		return nil, runShellOut{}, t.fail(req, err)
 	}
 	res, err := t.svc.Exec(ctx, in.SessionID, session.ExecRequest{Command: in.Command, WorkingDir: in.WorkingDir})
 	if err != nil {
-		return nil, runShellOut{}, toolError(err)
+		return nil, runShellOut{}, t.fail(req, err)
 	}
 	out := runShellOut{SessionID: in.SessionID, Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut}
 	var b strings.Builder
@@ -359,20 +379,20 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 
 func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, readFileOut, error) {
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
-		return nil, readFileOut{}, toolError(err)
+		return nil, readFileOut{}, t.fail(req, err)
 	}
 	f, info, err := t.svc.ReadFile(in.SessionID, in.Path)
 	if err != nil {
-		return nil, readFileOut{}, toolError(err)
+		return nil, readFileOut{}, t.fail(req, err)
 	}
 	defer f.Close()
 	if info.Size() > maxReadBytes {
-		return nil, readFileOut{}, toolError(carryover.Errorf(carryover.CodePayloadTooLarge,
+		return nil, readFileOut{}, t.fail(req, carryover.Errorf(carryover.CodePayloadTooLarge,
 			"%q is %d bytes, over read_file's %d; use GET /api/sessions/%s/files/%s", in.Path, info.Size(), maxReadBytes, in.SessionID, in.Path))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
 	if err != nil {
-		return nil, readFileOut{}, toolError(err)
+		return nil, readFileOut{}, t.fail(req, err)
 	}
 	out := readFileOut{SessionID: in.SessionID, Path: in.Path, Size: int64(len(data)), Encoding: "utf-8", Content: string(data)}
 	if !utf8.Valid(data) {
@@ -383,11 +403,11 @@ func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in pathI
 
 func (t *tools) writeFile(ctx context.Context, req *sdk.CallToolRequest, in writeFileIn) (*sdk.CallToolResult, writeFileOut, error) {
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
-		return nil, writeFileOut{}, toolError(err)
+		return nil, writeFileOut{}, t.fail(req, err)
 	}
 	fi, err := t.svc.WriteFile(in.SessionID, in.Path, strings.NewReader(in.Content))
 	if err != nil {
-		return nil, writeFileOut{}, toolError(err)
+		return nil, writeFileOut{}, t.fail(req, err)
 	}
 	out := writeFileOut{SessionID: in.SessionID, fileOut: fileOf(fi)}
 	return textResult(fmt.Sprintf("wrote %s (%d bytes)", fi.Path, fi.Size)), out, nil
@@ -403,11 +423,11 @@ func textResult(s string) *sdk.CallToolResult {
 
 func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, in sessionIn) (*sdk.CallToolResult, listFilesOut, error) {
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
-		return nil, listFilesOut{}, toolError(err)
+		return nil, listFilesOut{}, t.fail(req, err)
 	}
 	files, err := t.svc.ListFiles(in.SessionID)
 	if err != nil {
-		return nil, listFilesOut{}, toolError(err)
+		return nil, listFilesOut{}, t.fail(req, err)
 	}
 	out := listFilesOut{SessionID: in.SessionID, Files: []fileOut{}}
 	var b strings.Builder
@@ -424,11 +444,11 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, in sess
 func (t *tools) listVariables(ctx context.Context, req *sdk.CallToolRequest, in sessionIn) (*sdk.CallToolResult, variablesOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, variablesOut{}, toolError(err)
+		return nil, variablesOut{}, t.fail(req, err)
 	}
 	cps, err := t.svc.Checkpoints(ctx, in.SessionID)
 	if err != nil {
-		return nil, variablesOut{}, toolError(err)
+		return nil, variablesOut{}, t.fail(req, err)
 	}
 	out := variablesOut{SessionID: in.SessionID, Variables: []string{}}
 	if len(cps) == 0 {
@@ -441,11 +461,11 @@ func (t *tools) listVariables(ctx context.Context, req *sdk.CallToolRequest, in 
 func (t *tools) checkpoints(ctx context.Context, req *sdk.CallToolRequest, in sessionIn) (*sdk.CallToolResult, checkpointsOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, checkpointsOut{}, toolError(err)
+		return nil, checkpointsOut{}, t.fail(req, err)
 	}
 	cps, err := t.svc.Checkpoints(ctx, in.SessionID)
 	if err != nil {
-		return nil, checkpointsOut{}, toolError(err)
+		return nil, checkpointsOut{}, t.fail(req, err)
 	}
 	out := checkpointsOut{SessionID: in.SessionID, Checkpoints: []carryover.CheckpointSummary{}}
 	var b strings.Builder
@@ -463,11 +483,11 @@ func (t *tools) checkpoints(ctx context.Context, req *sdk.CallToolRequest, in se
 func (t *tools) restore(ctx context.Context, req *sdk.CallToolRequest, in restoreIn) (*sdk.CallToolResult, restoreOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, restoreOut{}, toolError(err)
+		return nil, restoreOut{}, t.fail(req, err)
 	}
 	res, err := t.svc.RestoreCheckpoint(ctx, in.SessionID, in.CheckpointID)
 	if err != nil {
-		return nil, restoreOut{}, toolError(err)
+		return nil, restoreOut{}, t.fail(req, err)
 	}
 	out := restoreOut{SessionID: in.SessionID, CheckpointID: res.CheckpointID, Turn: res.Turn, Restored: nonNil(res.Restored),
 		Failed: nonNil(res.Failed), Files: res.Files}
@@ -481,11 +501,11 @@ func (t *tools) restore(ctx context.Context, req *sdk.CallToolRequest, in restor
 func (t *tools) fork(ctx context.Context, req *sdk.CallToolRequest, in forkIn) (*sdk.CallToolResult, forkOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, forkOut{}, toolError(err)
+		return nil, forkOut{}, t.fail(req, err)
 	}
 	s, err := t.svc.Fork(ctx, in.SessionID, session.ForkRequest{SessionID: in.NewSessionID, CheckpointID: in.CheckpointID})
 	if err != nil {
-		return nil, forkOut{}, toolError(err)
+		return nil, forkOut{}, t.fail(req, err)
 	}
 	out := forkOut{SessionID: s.ID, SourceSessionID: in.SessionID}
 	if s.LastCheckpoint != nil {
