@@ -179,6 +179,12 @@ func TestMCPTools(t *testing.T) {
 	if a = callTool(t, cs, "list_files", map[string]any{"session_id": "nope"}); !a.isError || !strings.HasPrefix(a.text, "not_found") {
 		t.Fatalf("unknown session: %+v", a)
 	}
+	if a = callTool(t, cs, "run_python", map[string]any{"session_id": id}); !a.isError || !strings.Contains(a.text, "code") {
+		t.Fatalf("run_python without code: %+v", a)
+	}
+	if _, err := cs.CallTool(ts.ctx(), &sdk.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("an unknown tool is not a protocol error")
+	}
 	if a = callTool(t, cs, "fork_session", map[string]any{"session_id": id, "new_session_id": "mcp-fork"}); !a.isError || !strings.HasPrefix(a.text, "conflict") {
 		t.Fatalf("fork onto an existing id: %+v", a)
 	}
