@@ -105,10 +105,17 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner}
 	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
-	mux := http.NewServeMux()
-	mux.Handle(mcp.Path, mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}))
-	mux.Handle("/", api.Handler())
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
+	mcpHandler := mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log})
+	apiHandler := api.Handler()
+	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == mcp.Path {
+			mcpHandler.ServeHTTP(w, r)
+			return
+		}
+		apiHandler.ServeHTTP(w, r)
+	})
+	s.http = &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
