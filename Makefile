@@ -27,8 +27,12 @@ $(STAMP): Makefile
 	@$(PYTHON) -c "import ipykernel, dill, numpy, pandas, matplotlib" || { echo "python deps missing"; exit 1; }
 	@touch $@
 
+# web-deps installs the npm packages of the tests: web/'s (playwright-core) and the MCP client test's
+# (@modelcontextprotocol/sdk, server/mcp/testdata/node).
+MCP_NODE := server/mcp/testdata/node
 web-deps:
 	@if [ -f web/package.json ]; then cd web && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; }; fi
+	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/carryover

@@ -1,6 +1,6 @@
 // Package server assembles a carryover server: config -> store (SQLite) -> provisioner (sandbox or
-// local) -> session service -> HTTP API on a listener. cmd/carryover, the tests and the benchmark start servers through it; the
-// parts themselves live in server/session (the service), server/httpapi (the front door),
+// local) -> session service -> HTTP API and MCP server on a listener. cmd/carryover, the tests and the benchmark start servers through it; the
+// parts themselves live in server/session (the service), server/httpapi and server/mcp (the front doors),
 // persistence/ and kernel/.
 package server
 
@@ -22,6 +22,7 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence/sqlite"
 	"github.com/carryover/carryover/server/httpapi"
+	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
 )
 
@@ -103,7 +104,18 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner}
-	s.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
+	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
+	mcpHandler := mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log})
+	apiHandler := api.Handler()
+	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == mcp.Path {
+			mcpHandler.ServeHTTP(w, r)
+			return
+		}
+		apiHandler.ServeHTTP(w, r)
+	})
+	s.http = &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 

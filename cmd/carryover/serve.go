@@ -56,7 +56,7 @@ func serve(cfg *configs.Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	log.Info("carryover listening", "addr", srv.Addr(), "data_dir", cfg.DataDir)
-	fmt.Fprintf(os.Stderr, "\n    carryover is running. Open the UI at:\n\n        %s\n\n", srv.URL())
+	fmt.Fprintf(os.Stderr, "\n    carryover is running. Open the UI at:\n\n        %s\n\n    MCP (Streamable HTTP): http://%s/mcp with \"Authorization: Bearer <the token>\"\n\n", srv.URL(), srv.Addr())
 	select {
 	case err := <-errc:
 		return err

@@ -63,6 +63,14 @@ func (a *API) tenantOf(t string) (string, bool) {
 	return found, t != "" && found != ""
 }
 
+// Authenticate is the API's token check for other front doors (MCP): the request's token ("Bearer t",
+// "token t" or ?token=t) and its tenant; ok is false for a missing or unknown token.
+func (a *API) Authenticate(r *http.Request) (token, tenant string, ok bool) {
+	token = tokenOf(r)
+	tenant, ok = a.tenantOf(token)
+	return token, tenant, ok
+}
+
 // auth guards /api/ with the tokens and scopes the request to the token's tenant: a session of
 // another tenant answers 404, exactly like one that does not exist.
 func (a *API) auth(next http.Handler) http.Handler {
