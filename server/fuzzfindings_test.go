@@ -1,8 +1,12 @@
 package server_test
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/client"
 )
@@ -36,13 +40,50 @@ func TestFuzzFindings(t *testing.T) {
 		{"GET a file under a file", "GET", "/api/sessions/ff/files/dir/file.txt/under", ""},
 		// gorilla's plain-text "Bad Request" for a GET that is not a websocket handshake.
 		{"websocket without a handshake", "GET", "/api/sessions/ff/ws", ""},
+		// Code with a NUL byte: the kernel never answered, the run hung for its whole timeout.
+		{"run code with NUL", "POST", "/api/sessions/ff/run", `{"code": "1+1 # \u0000"}`},
+		{"execute code with NUL", "POST", "/api/execute", `{"code": "a\u0000b"}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			errCode(t, ts.raw(c.method, c.path, c.body).err(), 400, "invalid_request")
+			errCode(t, rawWithin(t, ts, c.method, c.path, c.body).err(), 400, "invalid_request")
 		})
+	}
+	// The websocket's run frame goes the same way.
+	conn := ts.ws(t, "ff")
+	if err := conn.Send(ts.ctx(), client.RunFrame{ID: "nul", Code: "\x00"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := readUntil(t, conn, "error", "nul"); f[len(f)-1].Error == nil || f[len(f)-1].Error.Code != "invalid_request" {
+		t.Errorf("run frame with NUL: %s", f[len(f)-1].Raw)
+	}
+	// A NUL escaped inside a string literal is fine.
+	if r := ts.run("ff", `'a\x00b'`); resultOf(r) != `'a\x00b'` {
+		t.Errorf("escaped NUL: %s", dump(r))
 	}
 	if got := ts.getFile("ff", "dir/file.txt"); string(got) != "x" {
 		t.Errorf("dir/file.txt is %q after the refused requests", got)
 	}
+}
+
+// rawWithin is ts.raw with a deadline: a request that hangs fails the test instead of stalling it.
+func rawWithin(t *testing.T, ts *testServer, method, path, body string) rawResp {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, ts.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawResp{Status: res.StatusCode, Body: data}
 }

@@ -222,6 +222,15 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 
 // checkEnvNames refuses env var names a process cannot have (empty, with "=" or NUL): the kernel
 // would raise on them, and that is the caller's mistake, not the server's.
+// checkCode refuses code with a NUL byte: Python cannot compile such source, and the kernel sends
+// no execute_reply for it, so the run would wait for its whole timeout (found by the API fuzz).
+func checkCode(code string) error {
+	if strings.ContainsRune(code, 0) {
+		return carryover.Errorf(carryover.CodeInvalid, "code may not contain NUL bytes").WithDetails("field", "code")
+	}
+	return nil
+}
+
 func checkEnvNames(env map[string]string, field string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
