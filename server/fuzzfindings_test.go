@@ -87,3 +87,32 @@ func rawWithin(t *testing.T, ts *testServer, method, path, body string) rawResp 
 	}
 	return rawResp{Status: res.StatusCode, Body: data}
 }
+
+// TestFuzzFindingsInterrupted: an interrupted run's answer matches RunResult. Its error output, a
+// KeyboardInterrupt, had no "evalue" (it is empty, and omitted), which Output requires; the fuzz
+// saw it in a websocket result after its interrupt frame.
+func TestFuzzFindingsInterrupted(t *testing.T) {
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "fi"})
+	ts.run("fi", "1+1")
+	f := newFuzzer(t, ts, 1, t.TempDir())
+	done := make(chan []byte, 1)
+	go func() {
+		_, _, b, err := f.send("run", "POST", "/api/sessions/fi/run", nil, []byte(`{"code": "import time; time.sleep(20)"}`))
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+		done <- b
+	}()
+	time.Sleep(time.Second) // the run is in the kernel
+	if st, _, b, err := f.send("interrupt", "POST", "/api/sessions/fi/interrupt", nil, nil); err != nil || st != 200 {
+		t.Fatalf("interrupt: %d %v %s", st, err, b)
+	}
+	b := <-done
+	if !strings.Contains(string(b), "KeyboardInterrupt") {
+		t.Fatalf("the run was not interrupted: %s", b)
+	}
+	if err := f.ac.validate("#/components/schemas/RunResult", b); err != nil {
+		t.Errorf("interrupted run's answer: %v\n%s", err, b)
+	}
+}
