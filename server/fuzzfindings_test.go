@@ -116,3 +116,32 @@ func TestFuzzFindingsInterrupted(t *testing.T) {
 		t.Errorf("interrupted run's answer: %v\n%s", err, b)
 	}
 }
+
+// TestFuzzFindingsHugeCompletion: completing in 100 KiB of code answers (the kernel gets a window
+// around the cursor), and the session's kernel is free afterwards. It once took the kernel over
+// 10 s (504 timeout) while every later request of the session (PATCH context...) waited behind it.
+func TestFuzzFindingsHugeCompletion(t *testing.T) {
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "fc"})
+	ts.run("fc", "import os\nvalue_one = 1")
+	code := strings.Repeat("Ω", 100<<10)
+	start := time.Now()
+	r := rawWithin(t, ts, "POST", "/api/sessions/fc/complete", `{"code": "`+code+`"}`)
+	if r.Status != 200 {
+		t.Fatalf("complete in 100 KiB: %d %s", r.Status, clip(r.Body))
+	}
+	// The window keeps what matters: a name completes, with offsets in the whole code.
+	long := strings.Repeat("#"+strings.Repeat("x", 100)+"\n", 200) + "value_o"
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	rep, err := ts.c.Complete(ctx, "fc", long, len([]rune(long)))
+	if err != nil || !contains(rep.Matches, "value_one") || rep.CursorStart != len([]rune(long))-len("value_o") || rep.CursorEnd != len([]rune(long)) {
+		t.Fatalf("complete at the end of %d characters: %v %s", len(long), err, dump(rep))
+	}
+	if r := rawWithin(t, ts, "PATCH", "/api/sessions/fc/context", `{"working_dir": "/workspace"}`); r.Status != 200 {
+		t.Fatalf("PATCH context after the completions: %d %s", r.Status, clip(r.Body))
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the completions and the PATCH took %s", d)
+	}
+}

@@ -263,11 +263,42 @@ func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*k
 	}
 	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
 	defer cancel()
-	rep, err := k.Complete(ctx, code, cursor)
+	sub, off := completeWindowOf(code, cursor)
+	rep, err := k.Complete(ctx, sub, cursor-off)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, carryover.Wrap(carryover.CodeTimeout, err, "the kernel did not answer the completion request within %s", completeTimeout)
 	}
+	if rep != nil {
+		rep.CursorStart += off
+		rep.CursorEnd += off
+	}
 	return rep, err
+}
+
+// completeWindow bounds the code around the cursor a completion request sends, in code points
+// each side: the kernel (jedi) took over 10 s on a 100 KiB identifier, and its shell channel, busy
+// with it, held up every later request of the session (found by the API fuzz).
+const completeWindow = 4096
+
+// completeWindowOf is the part of code sent for a completion at cursor: at most completeWindow
+// code points before the cursor (from a line start when one is in reach) and after it, and the
+// offset of its start in code.
+func completeWindowOf(code string, cursor int) (string, int) {
+	if utf8.RuneCountInString(code) <= 2*completeWindow {
+		return code, 0
+	}
+	runes := []rune(code)
+	off := max(0, cursor-completeWindow)
+	if off > 0 {
+		for i := off; i < cursor; i++ {
+			if runes[i] == '\n' {
+				off = i + 1
+				break
+			}
+		}
+	}
+	end := min(len(runes), cursor+completeWindow)
+	return string(runes[off:end]), off
 }
 
 // RegisterTool adds a tool to the session's registry.
