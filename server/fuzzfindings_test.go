@@ -145,3 +145,27 @@ func TestFuzzFindingsHugeCompletion(t *testing.T) {
 		t.Errorf("the completions and the PATCH took %s", d)
 	}
 }
+
+// TestFuzzFindingsContext: a working_dir the kernel cannot enter is refused before it is saved. It
+// was saved, the kernel's chdir failed (500), and every later PATCH of the context re-applied it
+// and answered 500 too.
+func TestFuzzFindingsContext(t *testing.T) {
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "fx"})
+	ts.run("fx", "1+1")
+	if _, err := ts.c.PutFile(ts.ctx(), "fx", "afile", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, wd := range []string{strings.Repeat("Ω", 300), "afile/sub"} {
+		errCode(t, rawWithin(t, ts, "PATCH", "/api/sessions/fx/context", `{"working_dir": "`+wd+`"}`).err(), 400, "invalid_request")
+	}
+	if r := rawWithin(t, ts, "PATCH", "/api/sessions/fx/context", `{"env_vars": {"A": "1"}}`); r.Status != 200 {
+		t.Fatalf("PATCH context after the refused ones: %d %s", r.Status, clip(r.Body))
+	}
+	if s := ts.session("fx"); s.AgentContext.WorkingDir != "/workspace" {
+		t.Errorf("working_dir is %q", s.AgentContext.WorkingDir)
+	}
+	if r := ts.run("fx", "import os; os.getcwd(), os.environ['A']"); !strings.HasSuffix(resultOf(r), "/fx', '1')") {
+		t.Errorf("kernel after the refused contexts: %s", dump(r))
+	}
+}

@@ -58,6 +58,11 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		if rel != "" {
 			wd += "/" + rel
 		}
+		// Made (or refused: a name too long, a file in the way) before it is saved: a working_dir
+		// the kernel cannot enter, once saved, made every later PATCH of the context answer 500.
+		if err := s.mkdirWorkspace(id, rel); err != nil {
+			return carryover.Session{}, err
+		}
 	}
 	if err := checkEnvNames(req.EnvVars, "env_vars"); err != nil {
 		return carryover.Session{}, err
