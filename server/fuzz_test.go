@@ -53,6 +53,7 @@ const (
 // websocket frames, all from a fixed seed. No answer may be a 5xx (but a run's own timeout), hang,
 // or be an error outside the API's error shape; documented statuses only; 2xx bodies as described;
 // nothing outside the workspaces touched; the server and the running session alive afterwards.
+// What it found is pinned by TestFuzzFindings*. FUZZ_DEBUG=1 logs every websocket frame read.
 func TestFuzzAPI(t *testing.T) {
 	start := time.Now()
 	seed := fuzzSeed(t)
