@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,6 +159,7 @@ type fuzzer struct {
 	pendingV string // a throwaway session never started, for the same
 	closed   bool   // fz-closed exists
 	victims  int
+	mu       sync.Mutex // guards requests and statuses: send may run on several goroutines
 	requests int
 	frames   int
 	statuses map[int]int
@@ -235,7 +237,9 @@ func (f *fuzzer) statusSummary() string {
 // send makes one request with the token (unless hdr sets Authorization) under the per-request
 // deadline. A request that does not finish in time is an error naming it.
 func (f *fuzzer) send(name, method, path string, hdr http.Header, body []byte) (int, http.Header, []byte, error) {
+	f.mu.Lock()
 	f.requests++
+	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(f.t.Context(), fuzzTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -276,7 +280,9 @@ func (f *fuzzer) send(name, method, path string, hdr http.Header, body []byte) (
 	if err != nil {
 		return res.StatusCode, res.Header, nil, fmt.Errorf("reading the answer: %v", err)
 	}
+	f.mu.Lock()
 	f.statuses[res.StatusCode]++
+	f.mu.Unlock()
 	return res.StatusCode, res.Header, data, nil
 }
 
