@@ -26,6 +26,37 @@ type Output struct {
 	Wait           bool                       `json:"wait,omitempty"`
 }
 
+// MarshalJSON keeps the fields each output type requires even when empty: an error's ename and
+// evalue (a KeyboardInterrupt has evalue ""), a stream's name and text, the data of display_data,
+// update_display_data and execute_result. omitempty alone dropped them (found by the API fuzz).
+func (o Output) MarshalJSON() ([]byte, error) {
+	type plain Output
+	switch o.Type {
+	case "error":
+		return json.Marshal(struct {
+			plain
+			EName  string `json:"ename"`
+			EValue string `json:"evalue"`
+		}{plain(o), o.EName, o.EValue})
+	case "stream":
+		return json.Marshal(struct {
+			plain
+			Name string `json:"name"`
+			Text string `json:"text"`
+		}{plain(o), o.Name, o.Text})
+	case "display_data", "update_display_data", "execute_result":
+		data := o.Data
+		if data == nil {
+			data = map[string]json.RawMessage{}
+		}
+		return json.Marshal(struct {
+			plain
+			Data map[string]json.RawMessage `json:"data"`
+		}{plain(o), data})
+	}
+	return json.Marshal(plain(o))
+}
+
 // InputRequest is the kernel asking for a line of input (input(), getpass()).
 type InputRequest struct {
 	Prompt   string

@@ -54,7 +54,15 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "websocket origin %q is not allowed", r.Header.Get("Origin")))
 		return
 	}
-	up := websocket.Upgrader{ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10, CheckOrigin: func(*http.Request) bool { return true }}
+	up := websocket.Upgrader{ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10, CheckOrigin: func(*http.Request) bool { return true },
+		// A request that is not a websocket handshake gets the API's error shape, not gorilla's text.
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			code := carryover.CodeInvalid
+			if status >= 500 {
+				code = carryover.CodeInternal
+			}
+			writeError(w, carryover.Errorf(code, "%v", reason).WithDetails("status", status))
+		}}
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered

@@ -25,6 +25,9 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCode(req.Code); err != nil {
+		return nil, err
+	}
 	id := randomID("eph_")
 	k, err := s.pool.Get(ctx)
 	if err != nil {

@@ -41,6 +41,11 @@ func fileErr(p string, err error) error {
 		return carryover.Errorf(carryover.CodeNotFound, "file %q not found", p).WithDetails("path", p)
 	case errors.Is(err, fs.ErrPermission):
 		return carryover.Errorf(carryover.CodeInvalid, "file %q is not accessible", p).WithDetails("path", p)
+	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
+		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.EINVAL):
+		// The path's shape, not the server, is at fault: a name too long, a file where a directory
+		// must be (or the reverse), a symlink loop.
+		return carryover.Errorf(carryover.CodeInvalid, "path %q cannot be used: %v", p, unwrapPathErr(err)).WithDetails("path", p)
 	default:
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
@@ -48,6 +53,15 @@ func fileErr(p string, err error) error {
 		}
 		return err
 	}
+}
+
+// unwrapPathErr is the errno of a *fs.PathError (without the host path), else err.
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err != nil {
+		return pe.Err
+	}
+	return err
 }
 
 // ListFiles lists every regular file of the workspace.

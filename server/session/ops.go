@@ -58,6 +58,11 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		if rel != "" {
 			wd += "/" + rel
 		}
+		// Made (or refused: a name too long, a file in the way) before it is saved: a working_dir
+		// the kernel cannot enter, once saved, made every later PATCH of the context answer 500.
+		if err := s.mkdirWorkspace(id, rel); err != nil {
+			return carryover.Session{}, err
+		}
 	}
 	if err := checkEnvNames(req.EnvVars, "env_vars"); err != nil {
 		return carryover.Session{}, err
@@ -222,6 +227,15 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 
 // checkEnvNames refuses env var names a process cannot have (empty, with "=" or NUL): the kernel
 // would raise on them, and that is the caller's mistake, not the server's.
+// checkCode refuses code with a NUL byte: Python cannot compile such source, and the kernel sends
+// no execute_reply for it, so the run would wait for its whole timeout (found by the API fuzz).
+func checkCode(code string) error {
+	if strings.ContainsRune(code, 0) {
+		return carryover.Errorf(carryover.CodeInvalid, "code may not contain NUL bytes").WithDetails("field", "code")
+	}
+	return nil
+}
+
 func checkEnvNames(env map[string]string, field string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -254,11 +268,42 @@ func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*k
 	}
 	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
 	defer cancel()
-	rep, err := k.Complete(ctx, code, cursor)
+	sub, off := completeWindowOf(code, cursor)
+	rep, err := k.Complete(ctx, sub, cursor-off)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, carryover.Wrap(carryover.CodeTimeout, err, "the kernel did not answer the completion request within %s", completeTimeout)
 	}
+	if rep != nil {
+		rep.CursorStart += off
+		rep.CursorEnd += off
+	}
 	return rep, err
+}
+
+// completeWindow bounds the code around the cursor a completion request sends, in code points
+// each side: the kernel (jedi) took over 10 s on a 100 KiB identifier, and its shell channel, busy
+// with it, held up every later request of the session (found by the API fuzz).
+const completeWindow = 4096
+
+// completeWindowOf is the part of code sent for a completion at cursor: at most completeWindow
+// code points before the cursor (from a line start when one is in reach) and after it, and the
+// offset of its start in code.
+func completeWindowOf(code string, cursor int) (string, int) {
+	if utf8.RuneCountInString(code) <= 2*completeWindow {
+		return code, 0
+	}
+	runes := []rune(code)
+	off := max(0, cursor-completeWindow)
+	if off > 0 {
+		for i := off; i < cursor; i++ {
+			if runes[i] == '\n' {
+				off = i + 1
+				break
+			}
+		}
+	}
+	end := min(len(runes), cursor+completeWindow)
+	return string(runes[off:end]), off
 }
 
 // RegisterTool adds a tool to the session's registry.

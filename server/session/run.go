@@ -187,6 +187,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCode(req.Code); err != nil {
+		return nil, err
+	}
 	if err := checkEnvNames(req.Env, "env"); err != nil {
 		return nil, err
 	}
