@@ -60,7 +60,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		}
 		// Made (or refused: a name too long, a file in the way) before it is saved: a working_dir
 		// the kernel cannot enter, once saved, made every later PATCH of the context answer 500.
-		if err := s.mkdirWorkspace(id, rel); err != nil {
+		if err := s.mkdirWorkspace(ctx, ls, rel); err != nil {
 			return carryover.Session{}, err
 		}
 	}
