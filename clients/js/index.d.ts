@@ -257,6 +257,12 @@ export declare class Carryover {
   execute(code: string, opts?: { language?: string; timeout?: number }): Promise<RunResult>;
   runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<RunResult>;
   fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string }): Promise<SessionAnswer>;
+  getNotebook(sessionId: string): Promise<any>;
+  runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<{
+    cells: { index: number; result?: RunResult; error?: any }[];
+    ran: number;
+    stopped_at?: number;
+  }>;
 
   listFiles(sessionId: string): Promise<{ files: FileInfo[] }>;
   getFile(sessionId: string, path: string): Promise<Uint8Array>;

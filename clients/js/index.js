@@ -438,6 +438,31 @@ export class Carryover {
     });
   }
 
+  /**
+   * GET /api/sessions/{id}/notebook: the session's history as an nbformat 4.5 notebook.
+   * @param {string} sessionId
+   * @returns {Promise<any>} the .ipynb document (JSON.stringify it to save it)
+   */
+  async getNotebook(sessionId) {
+    const bytes = await this.request('GET', this._s(sessionId, 'notebook'), { raw: true });
+    return JSON.parse(new TextDecoder().decode(bytes));
+  }
+
+  /**
+   * POST /api/sessions/{id}/notebook: runs a notebook's code cells into the session in order,
+   * stopping at the first failing cell unless continueOnError.
+   * @param {string} sessionId
+   * @param {any} notebook the .ipynb document (an object or its JSON text)
+   * @param {{continueOnError?: boolean}} [opts]
+   * @returns {Promise<{cells: {index: number, result?: any, error?: any}[], ran: number, stopped_at?: number}>}
+   */
+  runNotebook(sessionId, notebook, { continueOnError = false } = {}) {
+    return this.request('POST', this._s(sessionId, 'notebook'), {
+      json: typeof notebook === 'string' ? JSON.parse(notebook) : notebook,
+      query: continueOnError ? { continue_on_error: 'true' } : undefined,
+    });
+  }
+
   // ---- files -------------------------------------------------------------------------------
 
   /** GET /api/sessions/{id}/files. @param {string} sessionId @returns {Promise<{files: any[]}>} */

@@ -331,3 +331,27 @@ test('fork: same variables and files, independent afterwards; checkpoints list a
   const nf = await rejection(() => client.fork(`${run}-missing`));
   assert.equal(nf.status, 404);
 });
+
+test('notebooks: run an .ipynb into a session, stopping at the first error unless asked; export the history', async () => {
+  const id = sid('nb');
+  await client.createAgentSession({ session_id: id });
+  const nb = {
+    nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [
+      { cell_type: 'code', source: ['n = 2\n', 'm = n * 21'], metadata: {}, outputs: [], execution_count: null },
+      { cell_type: 'code', source: 'raise ValueError("stop here")', metadata: {}, outputs: [], execution_count: null },
+      { cell_type: 'code', source: 'print(m)', metadata: {}, outputs: [], execution_count: null },
+    ],
+  };
+  let out = await client.runNotebook(id, nb);
+  assert.equal(out.ran, 2);
+  assert.equal(out.stopped_at, 1);
+  assert.equal(out.cells[1].result.error.ename, 'ValueError');
+  out = await client.runNotebook(id, JSON.stringify(nb), { continueOnError: true });
+  assert.equal(out.ran, 3);
+  assert.equal(out.cells[2].result.stdout, '42\n');
+  const exported = await client.getNotebook(id);
+  assert.equal(exported.nbformat, 4);
+  assert.ok(exported.cells.some((c) => [].concat(c.source).join('') === 'print(m)'), JSON.stringify(exported.cells));
+  const bad = await rejection(() => client.runNotebook(id, { nbformat: 3, cells: [] }));
+  assert.equal(bad.code, 'invalid_request');
+});

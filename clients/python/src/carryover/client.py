@@ -350,6 +350,33 @@ class Carryover:
         out = self.request("POST", self._session_path(session_id, "checkpoints", checkpoint_id, "restore"))
         return RestoreResult.from_dict(out.get("restore") or {}, Session.from_dict(out["session"]))
 
+    # ---- forks and notebooks ------------------------------------------------------------------
+
+    def fork(self, session_id: str, new_session_id: Optional[str] = None,
+             checkpoint_id: Optional[str] = None) -> Session:
+        """A new session with the namespace and files of a checkpoint of this one (default: its
+        current state), sharing the stored data; the two are independent afterwards."""
+        body = {k: v for k, v in (("session_id", new_session_id), ("checkpoint_id", checkpoint_id)) if v}
+        return self._session("POST", self._session_path(session_id, "fork"), body)
+
+    def get_notebook(self, session_id: str) -> Dict[str, Any]:
+        """The session's history as an nbformat 4.5 notebook (a dict; ``json.dump`` it to a .ipynb)."""
+        return json.loads(self.request("GET", self._session_path(session_id, "notebook"), binary=True))
+
+    def run_notebook(self, session_id: str, notebook: Union[Dict[str, Any], str, bytes],
+                     continue_on_error: bool = False) -> Dict[str, Any]:
+        """Runs the code cells of a notebook (a dict, its JSON text, or a .ipynb path) into the
+        session in order, stopping at the first failing cell unless ``continue_on_error``. Returns
+        ``{"cells": [{"index", "result" | "error"}], "ran", "stopped_at"?}``."""
+        if isinstance(notebook, str) and notebook.endswith(".ipynb"):
+            with open(notebook, "rb") as f:
+                notebook = f.read()
+        raw = notebook if isinstance(notebook, bytes) else (
+            notebook.encode() if isinstance(notebook, str) else json.dumps(notebook).encode())
+        query = {"continue_on_error": "true"} if continue_on_error else None
+        return self.request("POST", self._session_path(session_id, "notebook"), raw=raw, query=query,
+                            timeout=self._run_timeout(3600))
+
     # ---- events (plain name) ----------------------------------------------------------------
 
     def events(self, session_id: str, after_sequence: Optional[int] = None,
