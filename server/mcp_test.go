@@ -220,7 +220,7 @@ func TestMCPTools(t *testing.T) {
 func TestMCPNodeClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed")
+		t.Fatalf("node is needed for the MCP client test (every machine of this project has it): %v", err)
 	}
 	dir, _ := filepath.Abs(filepath.Join("mcp", "testdata", "node"))
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {

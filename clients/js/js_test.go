@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 func TestNodeClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skipf("node is not installed: %v", err)
+		t.Fatalf("node is needed for the Node client's tests (every machine of this project has it): %v", err)
 	}
 	jsDir, err := filepath.Abs(".")
 	if err != nil {

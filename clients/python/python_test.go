@@ -16,7 +16,12 @@ const python = "/usr/bin/python3"
 
 func TestPythonSDK(t *testing.T) {
 	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not found: %v", python, err)
+		t.Fatalf("%s is needed (make deps installs Debian's python3 with the kernel packages): %v", python, err)
+	}
+	// The suite's streaming tests skip without websocket-client (the SDK works without it, except for
+	// streaming); here, where make deps installs it, they must run.
+	if out, err := exec.Command(python, "-c", "import websocket").CombinedOutput(); err != nil {
+		t.Fatalf("python3-websocket is needed for the streaming tests (make deps installs it): %v\n%s", err, out)
 	}
 	if testing.Short() {
 		t.Skip("the Python SDK suite starts a server and kernels; skipped with -short")
