@@ -5,35 +5,15 @@ package js_test
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/binserver"
 )
-
-// syncBuffer collects the server's log for the failure report.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNodeClient builds cmd/carryover, serves it on a free loopback port without the sandbox and
 // with a pool of one kernel, and runs `node --test test/` with CARRYOVER_URL and CARRYOVER_TOKEN:
@@ -49,69 +29,8 @@ func TestNodeClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := filepath.Dir(filepath.Dir(jsDir))
-	tmp := t.TempDir()
-
-	bin := filepath.Join(tmp, "carryover")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/carryover")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/carryover: %v\n%s", err, out)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	const token = "t"
-
-	var serverLog syncBuffer
-	srv := exec.Command(bin, "serve", "--data_dir", filepath.Join(tmp, "data"), "--server.addr", addr,
-		"--auth.token", token, "--pool.size", "1")
-	srv.Dir = tmp
-	srv.Env = append(os.Environ(), "CARRYOVER_SANDBOX_ENABLED=false")
-	srv.Stdout = &serverLog
-	srv.Stderr = &serverLog
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("starting the server: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL) // the server and any kernel it left behind
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", serverLog.String())
-		}
-	})
-
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the server exited before answering /healthz: %v\n%s", err, serverLog.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz answer from %s in 30 s (last error %v)\n%s", base, err, serverLog.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv := binserver.Start(t, root, "t", []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	base, token := srv.Base, srv.Token
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
