@@ -11,7 +11,7 @@ DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-
         python3-pip python3-nbformat python3-websocket bubblewrap chromium sqlite3 procps
 STAMP := .deps.stamp
 
-.PHONY: all deps build run test bench vet fmt clean web-deps
+.PHONY: all deps build run test bench vet fmt clean web-deps web-bundle
 
 all: build
 
@@ -31,8 +31,13 @@ $(STAMP): Makefile
 # (@modelcontextprotocol/sdk, server/mcp/testdata/node).
 MCP_NODE := server/mcp/testdata/node
 web-deps:
-	@if [ -f web/package.json ]; then cd web && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; }; fi
+	@if [ -f web/package.json ]; then cd web && { cmp -s package-lock.json node_modules/.carryover-lock || \
+	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
+
+# web-bundle rebuilds the UI's committed bundle (web/static/dist) from web/src after an edit there.
+web-bundle: web-deps
+	cd web && node build.mjs
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/carryover

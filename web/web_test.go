@@ -1,11 +1,13 @@
 package web
 
 import (
+	"bytes"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,11 +31,13 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 		code        int
 		contains    string
 	}{
-		{"/", "text/html; charset=utf-8", 200, `<script type="module" src="js/main.js">`},
+		{"/", "text/html; charset=utf-8", 200, `<script type="module" src="dist/app.js">`},
 		{"/index.html", "text/html; charset=utf-8", 200, "<title>carryover</title>"},
 		{"/?token=abc", "text/html; charset=utf-8", 200, "<title>carryover</title>"},
 		{"/sessions/foo", "text/html; charset=utf-8", 200, "<title>carryover</title>"}, // client-side route
-		{"/js/main.js", "text/javascript; charset=utf-8", 200, "new App().start()"},
+		{"/dist/app.js", "text/javascript; charset=utf-8", 200, "carryover.token"},
+		{"/dist/app.css", "text/css; charset=utf-8", 200, "KaTeX_Main"},
+		{"/dist/fonts/KaTeX_Main-Regular.woff2", "font/woff2", 200, ""},
 		{"/app.css", "text/css; charset=utf-8", 200, "--accent"},
 		{"/favicon.svg", "image/svg+xml", 200, "<svg"},
 		{"/js/nope.js", "", 404, ""},
@@ -71,7 +75,7 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 	if w := get(t, h, "POST", "/", nil); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: status %d, want 405", w.Code)
 	}
-	if w := get(t, h, "HEAD", "/js/api.js", nil); w.Code != 200 || w.Body.Len() != 0 {
+	if w := get(t, h, "HEAD", "/dist/app.js", nil); w.Code != 200 || w.Body.Len() != 0 {
 		t.Errorf("HEAD: status %d, %d body bytes", w.Code, w.Body.Len())
 	}
 }
@@ -91,6 +95,58 @@ func TestNoRemoteAssets(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The committed bundle (static/dist) must be what build.mjs makes of src/ and the locked npm packages:
+// rebuild into a temporary folder and compare file by file.
+func TestBundleMatchesSources(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed to check the bundle: %v", err)
+	}
+	if _, err := os.Stat("node_modules/esbuild"); err != nil {
+		t.Fatalf("esbuild is not installed: run `make web-deps` (cd web && npm ci): %v", err)
+	}
+	tmp := t.TempDir()
+	if out, err := exec.Command(node, "build.mjs", tmp).CombinedOutput(); err != nil {
+		t.Fatalf("node build.mjs: %v\n%s", err, out)
+	}
+	want := map[string][]byte{}
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(tmp, p)
+		want[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	err = fs.WalkDir(staticFS, "static/dist", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := strings.TrimPrefix(p, "static/dist/")
+		got[rel] = true
+		b, _ := staticFS.ReadFile(p)
+		if w, ok := want[rel]; !ok {
+			t.Errorf("static/dist/%s is not made by build.mjs any more: delete it (make web-bundle)", rel)
+		} else if !bytes.Equal(w, b) {
+			t.Errorf("static/dist/%s differs from a fresh build of src/: run `make web-bundle` and commit", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel := range want {
+		if !got[rel] {
+			t.Errorf("build.mjs makes %s but static/dist lacks it: run `make web-bundle` and commit", rel)
+		}
 	}
 }
 

@@ -66,6 +66,9 @@ async function noErrorToasts(where) {
 }
 
 const cells = () => page.locator('article.cell');
+/** editorValue reads a cell's code from its editor (CodeMirror, or the static text of a history cell). */
+const editorValue = (loc) => loc.locator('.editor').first().evaluate((el) => el._editor.value);
+const composerValue = () => page.evaluate(() => document.querySelector('.composer .editor')._editor.value);
 const lastCell = () => cells().last();
 
 /** run types code into the new-cell box, presses Shift+Enter and waits for the cell to finish. */
@@ -153,7 +156,7 @@ try {
     assert.match(await cell.locator('.cell-status').innerText(), /exit 0/);
     await shot('shell-command');
     // edit and re-run it in place (Shift+Enter in the cell)
-    const ed = cell.locator('.editor-input');
+    const ed = cell.locator('.cm-content');
     await ed.fill('echo again; exit 3');
     await ed.press('Shift+Enter');
     await cell.locator('.out-stream', { hasText: 'again' }).waitFor({ timeout: RUN_TIMEOUT });
@@ -204,7 +207,7 @@ try {
     await composer.fill('import collections\ncollections.OrderedD');
     await composer.press('End');
     await composer.press('Tab');
-    await page.waitForFunction(() => document.getElementById('composer').value.endsWith('collections.OrderedDict'), null, { timeout: 15_000 });
+    await page.waitForFunction(() => document.querySelector('.composer .editor')._editor.value.endsWith('collections.OrderedDict'), null, { timeout: 15_000 });
     await composer.fill('');
   });
 
@@ -214,14 +217,14 @@ try {
     await page.locator('#composer').waitFor();
     await page.waitForFunction((want) => document.querySelectorAll('article.cell').length >= want, n, { timeout: 20_000 });
     const first = cells().first();
-    assert.match(await first.locator('.editor-input').inputValue(), /plt\.plot/);
+    assert.match(await editorValue(first), /plt\.plot/);
     await first.locator('.out-stream', { hasText: 'hello' }).waitFor();
     await first.locator('img.out-img').waitFor();
     await page.locator('[data-testid=skipped]', { hasText: 'generator' }).first().waitFor();
     await page.locator('.out-stream', { hasText: fileText }).first().waitFor();
     const shell = page.locator('article.cell[data-kind=exec]').first();
     await shell.locator('.out-stream', { hasText: 'upload.txt' }).waitFor();
-    assert.equal(await shell.locator('.editor-input').inputValue(), 'echo hi && ls');
+    assert.equal(await editorValue(shell), 'echo hi && ls');
     await noErrorToasts('after the reload');
     await page.evaluate(() => { document.getElementById('main').scrollTop = 0; });
     await shot('history-after-reload');
@@ -237,7 +240,7 @@ try {
     const running = page.locator('article.cell[data-status=running]');
     await running.waitFor({ timeout: 5_000 });
     await running.locator('.out-stream', { hasText: 'tick 0' }).waitFor({ timeout: 5_000 });
-    assert.match(await running.locator('.editor-input').inputValue(), /range\(16\)/);
+    assert.match(await editorValue(running), /range\(16\)/);
     await shot('reload-mid-run');
     await page.waitForFunction(() => {
       const c = [...document.querySelectorAll('article.cell')].filter((e) => e.innerText.includes('tick 15')).pop();

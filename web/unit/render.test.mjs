@@ -1,9 +1,11 @@
 // Tests of the string-in, HTML-out renderers (no DOM needed): node --test unit/
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { highlightPython } from '../static/js/highlight.js';
-import { ansiToHtml, stripAnsi, applyControlChars } from '../static/js/ansi.js';
-import { renderMarkdown, inline } from '../static/js/markdown.js';
+import { highlightPython } from '../src/highlight.js';
+import { ansiToHtml, stripAnsi, applyControlChars } from '../src/ansi.js';
+import { renderMarkdown } from '../src/markdown.js';
+import { RendererRegistry, latexSource } from '../src/renderers.js';
+import { toCodePoints, toUtf16 } from '../src/editor.js';
 
 const unescape = (s) => s.replace(/<[^>]*>/g, '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
 
@@ -45,27 +47,49 @@ test('carriage returns overwrite the line like a terminal', () => {
   assert.equal(applyControlChars('ab\bc'), 'ac');
 });
 
-test('markdown blocks and inline', () => {
+test('markdown (marked, GFM) blocks and inline', () => {
   const html = renderMarkdown('# Title\n\nSome **bold**, *it*, `a<b`, ~~no~~ and [link](https://x.org/?a=1&b=2).\n\n- one\n- two\n\n1. a\n2. b\n\n```python\nx = 1\n```\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n> quote\n\n---\n');
   assert.match(html, /<h1>Title<\/h1>/);
   assert.match(html, /<strong>bold<\/strong>/);
   assert.match(html, /<em>it<\/em>/);
   assert.match(html, /<code>a&lt;b<\/code>/);
   assert.match(html, /<del>no<\/del>/);
-  assert.match(html, /<a href="https:\/\/x.org\/\?a=1&amp;b=2" target="_blank" rel="noopener noreferrer">link<\/a>/);
-  assert.match(html, /<ul>\n<li>one<\/li>\n<li>two<\/li>\n<\/ul>/);
+  assert.match(html, /<a href="https:\/\/x.org\/\?a=1&amp;b=2">link<\/a>/);
+  assert.match(html, /<li>one<\/li>/);
   assert.match(html, /<ol>\n<li>a<\/li>/);
-  assert.match(html, /<pre class="md-code"><code class="language-python">x <span class="tok-op">=<\/span> <span class="tok-number">1<\/span>/);
-  assert.match(html, /<th>a<\/th><th align="right">b<\/th>/);
+  assert.match(html, /<code class="language-python">x = 1\n<\/code>/);
+  assert.match(html, /<th align="right">b<\/th>/);
   assert.match(html, /<blockquote>\n<p>quote<\/p>\n<\/blockquote>/);
   assert.match(html, /<hr>/);
 });
 
-test('markdown never lets HTML or javascript: through', () => {
-  const html = renderMarkdown('<script>alert(1)</script>\n\n[x](javascript:alert(1)) [y](JaVaScRiPt&#58;alert(1)) ![i](javascript:1) <img src=x onerror=alert(1)>');
-  assert.ok(!/<script/i.test(html));
-  assert.ok(!/<img src=x/i.test(html));
-  assert.ok(!/href="javascript/i.test(html));
-  assert.ok(!/src="javascript/i.test(html));
-  assert.equal(inline('a_b_c snake_case_name'), 'a_b_c snake_case_name');
+test('math in markdown becomes placeholders the sanitizer keeps (KaTeX fills them in)', () => {
+  const html = renderMarkdown('Euler: $e^{i\\pi} + 1 = 0$, costs $5 and $6.\n\n$$\n\\int_0^1 x\\,dx < 1\n$$\n');
+  assert.match(html, /<span class="math-inline">e\^\{i\\pi\} \+ 1 = 0<\/span>/);
+  assert.match(html, /costs \$5 and \$6/, 'dollar amounts are not math');
+  assert.match(html, /<div class="math-display">\\int_0\^1 x\\,dx &lt; 1<\/div>/);
+});
+
+test('renderer registry: rank decides, unsafe renderers are never picked for untrusted data', () => {
+  const r = new RendererRegistry();
+  const el = (t) => ({ t, dataset: {} });
+  r.add({ mimeTypes: ['text/plain'], rank: 100, render: () => el('plain') });
+  r.add({ mimeTypes: ['text/html'], rank: 10, render: () => el('html') });
+  r.add({ mimeTypes: ['application/javascript'], rank: 0, safe: false, render: () => el('js') });
+  r.add({ mimeTypes: [/^application\/vnd\.vegalite\.v\d\+json$/], rank: 5, render: () => el('vega') });
+  assert.equal(r.pick({ 'text/plain': 'x', 'text/html': '<b>' }).mime, 'text/html');
+  assert.equal(r.pick({ 'text/plain': 'x', 'application/javascript': 'alert(1)' }).mime, 'text/plain');
+  assert.equal(r.pick({ 'application/javascript': 'alert(1)' }), null);
+  assert.equal(r.pick({ 'application/javascript': 'alert(1)' }, true).mime, 'application/javascript');
+  assert.equal(r.pick({ 'text/plain': 'x', 'application/vnd.vegalite.v5+json': {} }).mime, 'application/vnd.vegalite.v5+json');
+  assert.throws(() => r.add({ render: () => null }));
+  assert.equal(latexSource('$$x^2$$'), 'x^2');
+  assert.equal(latexSource('\\[ a \\]'), 'a');
+  assert.equal(latexSource('$a$'), 'a');
+});
+
+test('kernel positions are code points, editor positions UTF-16 units', () => {
+  const s = 'a😀b = 1';
+  assert.equal(toCodePoints(s, 4), 3);
+  assert.equal(toUtf16(s, 3), 4);
 });

@@ -1,5 +1,6 @@
 // Entry point: token, routing (#/ = session list, #/s/<id> = a session), the sidebar and global keys.
 
+import 'katex/dist/katex.min.css';
 import { api, initToken, getToken, setToken, onUnauthorized, sessionPath } from './api.js';
 import { SessionView } from './notebook.js';
 import { h, relTime, localTime, isTyping } from './util.js';

@@ -2,16 +2,12 @@
 // stream, display_data, execute_result, error, update_display_data and clear_output.
 
 import { ansiToHtml, applyControlChars } from './ansi.js';
-import { renderMarkdown } from './markdown.js';
-import { sanitize } from './sanitize.js';
+import { registry } from './renderers.js';
+import { newNamespace } from './sanitize.js';
 import { h } from './util.js';
 
 const STREAM_HEAD = 50_000; // characters kept from the start of a huge stream
 const STREAM_TAIL = 400_000; // and from its end
-
-// Preferred order, richest first. Anything else falls back to text/plain.
-const ORDER = ['text/html', 'text/markdown', 'image/svg+xml', 'image/png', 'image/jpeg', 'image/gif', 'image/webp',
-  'application/json', 'text/latex', 'text/plain'];
 
 const join = (v) => (Array.isArray(v) ? v.join('') : v);
 
@@ -37,51 +33,12 @@ export class DisplayRegistry {
   }
 }
 
-/** renderData picks the richest representation we can show safely and returns a node. */
+/**
+ * renderData draws an output's data bundle through the renderer registry (renderers.js). Each call
+ * gets its own id namespace, so two outputs (or an output and the page) never share an id.
+ */
 export function renderData(data, metadata = {}) {
-  const mime = ORDER.find((m) => data[m] != null) || Object.keys(data).find((m) => m.startsWith('image/') && ORDER.includes(m));
-  const md = (mime && metadata[mime]) || {};
-  try {
-    switch (mime) {
-      case 'text/html':
-        return h('div.out-html.rendered', sanitize(join(data[mime])));
-      case 'text/markdown':
-        return h('div.out-markdown.rendered', sanitize(renderMarkdown(join(data[mime]))));
-      case 'image/svg+xml': {
-        // An SVG shown through <img> cannot run script or load anything: sanitized by construction.
-        const svg = join(data[mime]);
-        return image(`data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`, md, data['text/plain'], 'svg');
-      }
-      case 'image/png':
-      case 'image/jpeg':
-      case 'image/gif':
-      case 'image/webp':
-        return image(`data:${mime};base64,${join(data[mime]).replace(/\s+/g, '')}`, md, data['text/plain'], mime.slice(6));
-      case 'application/json':
-        return h('pre.out-json', JSON.stringify(data[mime], null, 2));
-      case 'text/latex':
-      case 'text/plain':
-        return plain(join(data[mime]));
-      default:
-        return h('pre.out-plain.muted', `[output with no displayable type: ${Object.keys(data).join(', ') || 'empty'}]`);
-    }
-  } catch (err) {
-    return h('pre.out-plain.out-warn', `[could not render ${mime}: ${err.message}]`);
-  }
-}
-
-function plain(text) {
-  const pre = h('pre.out-plain');
-  pre.innerHTML = ansiToHtml(text);
-  return pre;
-}
-
-function image(src, md, alt, kind) {
-  const img = h('img.out-img', { src, alt: join(alt) || `${kind} image`, 'data-kind': kind });
-  if (md.width) img.width = md.width;
-  if (md.height) img.height = md.height;
-  if (md.unconfined) img.classList.add('unconfined');
-  return h('div.out-image', img);
+  return registry.render(data || {}, metadata || {}, newNamespace());
 }
 
 function streamText(text) {

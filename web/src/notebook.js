@@ -81,6 +81,7 @@ class Cell {
       complete: kind === 'run' ? (c, p) => this.view.complete(c, p) : null,
       onError: (err) => showError('Completion failed', err),
       plain: kind === 'exec',
+      lazy: origin === 'history',
     });
     this.prompt = h('div.prompt', { title: 'execution count' }, '[ ]');
     this.statusEl = h('span.cell-status');
@@ -255,12 +256,12 @@ export class SessionView {
     this.composer = new Editor({
       placeholder: 'Type Python here · Shift+Enter runs it · Tab completes',
       label: 'New cell',
+      id: 'composer',
       onRun: () => this.runComposer(),
-      onEscape: () => { this.composer.ta.blur(); if (this.cells.length) this.select(this.cells[this.cells.length - 1], true); },
+      onEscape: () => { this.composer.blur(); if (this.cells.length) this.select(this.cells[this.cells.length - 1], true); },
       complete: (c, p) => this.complete(c, p),
       onError: (err) => showError('Completion failed', err),
     });
-    this.composer.ta.id = 'composer';
     this.runBtn = h('button.btn.primary', { onclick: () => this.runComposer() }, '▶ Run');
     // the kind of the next cell: Python (POST /run over the websocket) or a shell command (POST /exec)
     this.modeBtns = ['run', 'exec'].map((m) => h('button.mode-btn', {
@@ -290,12 +291,12 @@ export class SessionView {
     const shell = this.mode === 'exec';
     for (const b of this.modeBtns) b.setAttribute('aria-pressed', String(b.dataset.mode === this.mode));
     const c = this.composer;
-    c.opts.plain = shell;
-    c.opts.complete = shell ? null : (code, p) => this.complete(code, p);
-    c.ta.placeholder = shell ? 'Type a shell command (/bin/sh -c in the workspace) · Shift+Enter runs it'
-      : 'Type Python here · Shift+Enter runs it · Tab completes';
-    c.ta.setAttribute('aria-label', shell ? 'New cell: shell command' : 'New cell');
-    c.render();
+    c.configure({
+      plain: shell,
+      placeholder: shell ? 'Type a shell command (/bin/sh -c in the workspace) · Shift+Enter runs it'
+        : 'Type Python here · Shift+Enter runs it · Tab completes',
+      label: shell ? 'New cell: shell command' : 'New cell',
+    });
     this.composerEl.dataset.mode = this.mode;
     this.runBtn.title = shell ? 'Run the shell command (Shift+Enter)' : 'Run (Shift+Enter)';
     this.modeHint.replaceChildren(h('kbd', 'Shift'), '+', h('kbd', 'Enter'), ' run · ',

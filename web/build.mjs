@@ -1,0 +1,28 @@
+// Bundles the UI (src/*.js and its npm packages) into static/dist/ with esbuild: one ES module
+// (app.js), one stylesheet (app.css: KaTeX's) and the KaTeX fonts. The bundle is committed so that
+// `go build` alone embeds a working UI; web_test.go rebuilds it into a temporary folder and fails when
+// the committed files differ from the sources (run `make web-bundle` or `node build.mjs` after edits).
+//
+//   node build.mjs [outdir]     (default: static/dist)
+import * as esbuild from 'esbuild';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const outdir = path.resolve(process.argv[2] || path.join(here, 'static', 'dist'));
+
+await esbuild.build({
+  absWorkingDir: here,
+  entryPoints: { app: 'src/main.js' },
+  bundle: true,
+  format: 'esm',
+  target: ['chrome110', 'firefox110', 'safari16'],
+  minify: true,
+  legalComments: 'linked',
+  outdir,
+  assetNames: 'fonts/[name]',
+  // browsers that run this bundle all read woff2: the .woff and .ttf fallbacks are left out
+  loader: { '.woff2': 'file', '.woff': 'empty', '.ttf': 'empty' },
+  logLevel: 'warning',
+  metafile: false,
+});
