@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runCorpus } from './xss.mjs';
 
 const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
 const TOKEN = process.env.CARRYOVER_TOKEN || '';
@@ -88,6 +89,15 @@ async function run(code, { expect = 'ok' } = {}) {
 }
 
 const sid = `e2e-${Date.now().toString(36)}`;
+
+/** apiCall calls the server's API from the test (not the page) with the token. */
+async function apiCall(method, p, body, type = 'application/json') {
+  const res = await fetch(`${BASE}${p}`, { method, headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': type }, body });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return text && type === 'application/json' ? JSON.parse(text) : text;
+}
+const putFile = (name, text) => apiCall('PUT', `/api/sessions/${sid}/files/${name}`, text, 'application/octet-stream');
 const fileText = `carryover-e2e ${Math.random().toString(36).slice(2)}`;
 
 try {
@@ -200,6 +210,11 @@ try {
     await cell.locator('.out-html a').click().catch(() => {});
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
     await shot('rich-outputs');
+  });
+
+  await step('XSS corpus through the real rendering path: nothing runs, no id, URL or overlay escapes', async () => {
+    const fig = await runCorpus(page, { run, putFile, shot });
+    console.log(`  xss corpus: ${fig.vectors} vectors, ${fig.outputs} outputs rendered, ${fig.executed} executed, ${fig.csp} CSP reports`);
   });
 
   await step('Tab completes through the kernel', async () => {

@@ -103,7 +103,11 @@ const CONFIG = {
 export function sanitize(html, opts = {}) {
   current = { ns: opts.ns || newNamespace(), keep: opts.keepClasses || null };
   try {
-    return getPurifier().sanitize(String(html), CONFIG);
+    // Chromium reports a CSP violation (script-src-attr) for every on* attribute even in DOMPurify's
+    // inert document; renaming them first keeps those reports meaningful (a report then means markup
+    // reached the page), and DOMPurify drops the renamed data-* attributes like any other.
+    const pre = String(html).replace(/<[a-zA-Z][^>]*>/g, (tag) => tag.replace(/([\s/"'])on([a-z]+\s*=)/gi, '$1data-x-on$2'));
+    return getPurifier().sanitize(pre, CONFIG);
   } finally {
     current = null;
   }

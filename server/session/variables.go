@@ -1,0 +1,137 @@
+package session
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
+)
+
+//go:embed variables.py
+var variablesProbe string
+
+// variablesTimeout bounds the kernel's answer to the probe.
+const variablesTimeout = 10 * time.Second
+
+// VariableInfo is one name of the session's namespace as the UI's variable inspector shows it.
+type VariableInfo struct {
+	Name   string `json:"name"`
+	Type   string `json:"type,omitempty"`
+	Shape  []int  `json:"shape,omitempty"`
+	Length *int   `json:"length,omitempty"`
+	Bytes  *int64 `json:"bytes,omitempty"` // in memory (nbytes, pandas memory_usage(deep=True), sys.getsizeof)
+	// State: "saved" (in the latest checkpoint), "skipped" (its checkpoint could not save it: Reason
+	// says why) or "unsaved" (defined after the latest checkpoint).
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Variables is the answer of GET /api/sessions/{id}/variables.
+type Variables struct {
+	Variables    []VariableInfo `json:"variables"`
+	Live         bool           `json:"live"` // read from the running kernel; false: from the latest checkpoint only
+	CheckpointID string         `json:"checkpoint_id,omitempty"`
+	Note         string         `json:"note,omitempty"` // why the answer is not live
+}
+
+// Variables lists the session's variables without disturbing it: the kernel evaluates one silent
+// user expression (no execution count, no history, no name added) when it is idle; when it is busy
+// or there is no kernel, the answer comes from the latest checkpoint (types, no shapes or sizes). It
+// never starts a kernel.
+func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Variables{Variables: []VariableInfo{}}
+	saved := map[string]persistence.VariableDetail{}
+	skipped := map[string]carryover.VarSkip{}
+	cp, err := s.store.LatestCheckpoint(ctx, id)
+	if err == nil {
+		d, derr := persistence.Detail(ctx, s.store, cp)
+		if derr != nil {
+			return nil, derr
+		}
+		out.CheckpointID = cp.ID
+		for _, v := range d.Variables {
+			saved[v.Name] = v
+		}
+		for _, v := range d.Skipped {
+			skipped[v.Name] = v
+		}
+	} else if !errors.Is(err, carryover.ErrNotFound) {
+		return nil, err
+	}
+	live, note := s.probeVariables(ctx, ls)
+	out.Note = note
+	if live != nil {
+		out.Live = true
+		out.Variables = live
+	} else {
+		for _, v := range saved {
+			if v.Kind != "imp" {
+				out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+			}
+		}
+		for _, v := range skipped {
+			out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+		}
+	}
+	for i := range out.Variables {
+		v := &out.Variables[i]
+		if sk, ok := skipped[v.Name]; ok {
+			v.State, v.Reason = "skipped", sk.Reason
+		} else if _, ok := saved[v.Name]; ok {
+			v.State = "saved"
+		} else {
+			v.State = "unsaved"
+		}
+	}
+	sort.Slice(out.Variables, func(i, j int) bool { return out.Variables[i].Name < out.Variables[j].Name })
+	return out, nil
+}
+
+// probeVariables asks an idle kernel; nil and a note when it cannot.
+func (s *Service) probeVariables(ctx context.Context, ls *liveSession) ([]VariableInfo, string) {
+	k := ls.currentKernel()
+	if k == nil {
+		return nil, "no kernel is running: the list comes from the latest checkpoint"
+	}
+	if !ls.lock.TryLock() {
+		return nil, "the kernel is busy: the list comes from the latest checkpoint"
+	}
+	defer ls.lock.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, variablesTimeout)
+	defer cancel()
+	expr := "(lambda g: (exec(" + pyStr(variablesProbe) + ", g), g['_probe'](get_ipython().user_ns, " +
+		"getattr(get_ipython(), 'user_ns_hidden', {})))[1])({})"
+	text, err := k.Eval(ctx, "", expr)
+	if err != nil {
+		return nil, "the kernel could not list its variables: " + err.Error()
+	}
+	var vs []VariableInfo
+	if err := json.Unmarshal([]byte(text), &vs); err != nil {
+		return nil, "the kernel's variable list was unreadable"
+	}
+	return vs, ""
+}
+
+// CheckpointDetail returns one checkpoint's variables (type, size, content reference) and files,
+// for the UI's checkpoint diff.
+func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persistence.CheckpointDetail, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+	if errors.Is(err, carryover.ErrNotFound) {
+		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
+	} else if err != nil {
+		return nil, err
+	}
+	return persistence.Detail(ctx, s.store, cp)
+}
