@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCorpus } from './xss.mjs';
+import * as features from './features.mjs';
 
 const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
 const TOKEN = process.env.CARRYOVER_TOKEN || '';
@@ -290,6 +291,17 @@ try {
     await page.locator('#help').waitFor({ state: 'hidden' });
     await shot('checkpoints-panel');
   });
+
+  const t = { page, run, shot, cells, editorValue, BASE, TOKEN, sid };
+  await step('variable inspector: type, shape, size, saved/skipped; refreshing it runs no turn', () => features.variables(t));
+  await step('checkpoint diff between the two newest turns, then fork the newest into a new session', () => features.diffAndFork(t));
+  await step('download the session as .ipynb; open an .ipynb into it', () => features.notebookInOut(t));
+  await step('cells: move up/down, collapse outputs, remove from the page', () => features.arrangeCells(t));
+  await step('a 2,000-execution history opens paged (200 cells drawn, more on demand)', async () => {
+    const m = await features.longHistory(t);
+    console.log(`  2,000-execution session: history drawn ${m.historyMs} ms after the view mounted; first contentful paint ${Math.round(m.fcp)} ms; load event ${Math.round(m.load)} ms`);
+  });
+  await step('axe-core: no serious or critical violation on any panel, light and dark', () => features.axePanels(t));
 
   await step('delete the session from the list (with confirmation)', async () => {
     await page.goto(`${BASE}/#/`);

@@ -11,7 +11,8 @@ import { EditorView, keymap, placeholder, drawSelection, highlightActiveLine, hi
 import { EditorState, Compartment, Prec } from '@codemirror/state';
 import { defaultKeymap, history, historyKeymap, indentMore, indentLess, toggleComment } from '@codemirror/commands';
 import { python } from '@codemirror/lang-python';
-import { syntaxHighlighting, defaultHighlightStyle, bracketMatching, indentOnInput, indentUnit } from '@codemirror/language';
+import { syntaxHighlighting, HighlightStyle, bracketMatching, indentOnInput, indentUnit } from '@codemirror/language';
+import { tags as t } from '@lezer/highlight';
 import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap, startCompletion, acceptCompletion,
   completionStatus } from '@codemirror/autocomplete';
 import { search, searchKeymap, highlightSelectionMatches } from '@codemirror/search';
@@ -25,6 +26,21 @@ export function toUtf16(s, cp) {
   for (let n = 0; n < cp && i < s.length; n++) i += s.codePointAt(i) > 0xffff ? 2 : 1;
   return i;
 }
+
+// CodeMirror's tokens get the classes of our own highlighter (app.css colours them, light and dark).
+const HIGHLIGHT = HighlightStyle.define([
+  { tag: [t.keyword, t.controlKeyword, t.definitionKeyword, t.moduleKeyword, t.operatorKeyword], class: 'tok-keyword' },
+  { tag: [t.bool, t.null, t.atom], class: 'tok-const' },
+  { tag: [t.string, t.special(t.string), t.regexp], class: 'tok-string' },
+  { tag: [t.comment, t.lineComment, t.blockComment], class: 'tok-comment' },
+  { tag: [t.number, t.integer, t.float], class: 'tok-number' },
+  { tag: [t.standard(t.variableName), t.special(t.variableName)], class: 'tok-builtin' },
+  { tag: [t.function(t.definition(t.variableName)), t.function(t.variableName)], class: 'tok-def' },
+  { tag: [t.definition(t.className), t.className], class: 'tok-classname' },
+  { tag: [t.meta, t.annotation], class: 'tok-decorator' },
+  { tag: t.self, class: 'tok-self' },
+  { tag: [t.operator, t.compareOperator, t.arithmeticOperator], class: 'tok-op' },
+]);
 
 const CM_TYPES = { function: 'function', class: 'class', module: 'namespace', keyword: 'keyword', instance: 'variable',
   statement: 'variable', param: 'variable', property: 'property', path: 'text' };
@@ -86,7 +102,7 @@ export class Editor {
         highlightSpecialChars(), history(), drawSelection(), dropCursor(), EditorState.allowMultipleSelections.of(true),
         indentOnInput(), bracketMatching(), closeBrackets(), rectangularSelection(), crosshairCursor(),
         highlightActiveLine(), highlightSelectionMatches(), search({ top: true }),
-        syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+        syntaxHighlighting(HIGHLIGHT),
         indentUnit.of('    '),
         autocompletion({ override: [(ctx) => this.kernelCompletions(ctx)], activateOnTyping: false, icons: false }),
         hoverTooltip((view, pos) => this.inspect(view, pos), { hoverTime: 400 }),

@@ -10,6 +10,8 @@ import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
+const HISTORY_LIMIT = 1000; // the most GET /executions answers in one call
+const PAGE = 200; // history cells drawn at first and per "show earlier" click: a long history opens fast
 
 /** checkpointLine summarizes what a turn's checkpoint saved and skipped (the skips in warning colour). */
 export function checkpointLine(cp, status) {
@@ -88,7 +90,14 @@ class Cell {
     this.timeEl = h('span.cell-time');
     this.runBtn = h('button.btn.small.run-btn', { title: 'Run this cell (Shift+Enter)', onclick: () => this.view.runCell(this, 'stay') }, '▶ Run');
     const copyBtn = h('button.btn.small.ghost', { title: 'Copy this code into the new-cell box', onclick: () => this.view.copyToComposer(this) }, icon('copy'), ' Copy');
-    this.meta = h('div.cell-meta', this.statusEl, this.timeEl, h('span.spacer'), this.runBtn, copyBtn);
+    // arranging cells changes this page only: the session's history (and its .ipynb) keeps every turn in order
+    const tool = (label, title, fn, testid) => h('button.btn.small.ghost.cell-tool', { title, 'aria-label': title, 'data-testid': testid, onclick: fn }, label);
+    this.collapseBtn = tool('▾', 'Collapse the outputs (o)', () => this.toggleCollapse(), 'collapse');
+    this.meta = h('div.cell-meta', this.statusEl, this.timeEl, h('span.spacer'), this.runBtn, copyBtn,
+      tool('↑', 'Move the cell up on this page (Shift+K)', () => this.view.moveCell(this, -1), 'move-up'),
+      tool('↓', 'Move the cell down on this page (Shift+J)', () => this.view.moveCell(this, 1), 'move-down'),
+      this.collapseBtn,
+      tool('✕', 'Remove the cell from this page; the session history keeps the turn (d, d)', () => this.view.deleteCell(this), 'delete'));
     this.outputs = new OutputArea(view.registry);
     this.inputBox = h('div.input-slot');
     this.ckptSlot = h('div.ckpt-slot');
@@ -113,6 +122,14 @@ class Cell {
     else if (s === 'queued') this.prompt.textContent = '[…]';
     else this.prompt.textContent = this.kind === 'exec' ? '[$]' : `[${this.count ?? ' '}]`;
     this.el.classList.toggle('is-running', s === 'running' || s === 'queued');
+  }
+
+  toggleCollapse(on = !this.el.classList.contains('collapsed')) {
+    this.el.classList.toggle('collapsed', on);
+    this.collapseBtn.textContent = on ? '▸' : '▾';
+    this.collapseBtn.title = on ? 'Expand the outputs (o)' : 'Collapse the outputs (o)';
+    this.collapseBtn.setAttribute('aria-label', this.collapseBtn.title);
+    this.collapseBtn.setAttribute('aria-expanded', String(!on));
   }
 
   get active() { return this.status === 'running' || this.status === 'queued'; }
@@ -278,6 +295,7 @@ export class SessionView {
     this.loading = h('div.loading', 'Loading history…');
     main.replaceChildren(h('div.notebook', this.banner, this.loading, this.list, this.composerEl));
     this.main = main;
+    this.mountedAt = performance.now();
     this.panelRoot = panel;
     panel.hidden = true;
     if (!isTyping()) this.composer.focus();
@@ -350,28 +368,57 @@ export class SessionView {
   async load() {
     let execs = [];
     try {
-      const ans = await api('GET', sessionPath(this.id, '/executions?limit=200'));
+      const ans = await api('GET', sessionPath(this.id, `/executions?limit=${HISTORY_LIMIT}`));
       execs = ans?.executions || [];
     } catch (err) {
       showError('Loading the history failed', err);
     }
     if (this.destroyed) return;
     this.loading.remove();
-    for (const ex of execs) {
-      const code = Array.isArray(ex.code) ? ex.code.join(' ') : ex.code ?? '';
-      const cell = new Cell(this, { code, kind: ex.kind === 'exec' ? 'exec' : 'run', origin: 'history' });
-      cell.count = ex.execution_count ?? ex.result?.execution_count ?? null;
-      this.addCell(cell);
-      const result = ex.result || { status: ex.status, execution_count: ex.execution_count, outputs: [] };
-      if (!result.status && ex.status) result.status = ex.status;
-      cell.applyResult(result, { fromHistory: true, startedAt: ex.started_at, duration: ex.duration_ms });
-    }
+    this.history = execs;
+    this.shownFrom = Math.max(0, execs.length - PAGE);
+    for (const ex of execs.slice(this.shownFrom)) this.addCell(this.historyCell(ex));
+    this.renderMore();
     this.updateEmpty();
+    // for the browser test's measurement: history fetched, drawn and laid out
+    requestAnimationFrame(() => { document.body.dataset.historyMs = String(Math.round(performance.now() - this.mountedAt)); });
     this.ready = true;
     const buffered = this.buffer;
     this.buffer = [];
     for (const f of buffered) this.onFrame(f);
     this.scrollToEnd();
+  }
+
+  historyCell(ex) {
+    const code = Array.isArray(ex.code) ? ex.code.join(' ') : ex.code ?? '';
+    const cell = new Cell(this, { code, kind: ex.kind === 'exec' ? 'exec' : 'run', origin: 'history' });
+    cell.count = ex.execution_count ?? ex.result?.execution_count ?? null;
+    const result = ex.result || { status: ex.status, execution_count: ex.execution_count, outputs: [] };
+    if (!result.status && ex.status) result.status = ex.status;
+    cell.applyResult(result, { fromHistory: true, startedAt: ex.started_at, duration: ex.duration_ms });
+    return cell;
+  }
+
+  /** renderMore shows "show earlier turns" above the first drawn cell while older ones are not drawn. */
+  renderMore() {
+    this.moreEl?.remove();
+    const capped = this.history.length >= HISTORY_LIMIT;
+    if (!this.shownFrom && !capped) return;
+    const n = Math.min(PAGE, this.shownFrom);
+    this.moreEl = h('div.more-history', { 'data-testid': 'more-history' },
+      this.shownFrom ? h('button.btn.small', { onclick: () => this.showEarlier() }, `Show ${n} earlier turns`) : null,
+      h('span.muted', ` ${this.history.length - this.shownFrom} of ${this.history.length}${capped ? '+' : ''} turns shown`,
+        capped ? ' (older turns are in the .ipynb download)' : ''));
+    this.list.before(this.moreEl);
+  }
+
+  showEarlier() {
+    const from = Math.max(0, this.shownFrom - PAGE);
+    const cells = this.history.slice(from, this.shownFrom).map((ex) => this.historyCell(ex));
+    this.shownFrom = from;
+    this.cells.unshift(...cells);
+    this.list.prepend(...cells.map((c) => c.el));
+    this.renderMore();
   }
 
   async refreshSession(first) {
@@ -624,6 +671,29 @@ export class SessionView {
     this.updateEmpty();
   }
 
+  /** moveCell swaps a cell with its neighbour on the page (the session's history is not reordered). */
+  moveCell(cell, delta) {
+    const i = this.cells.indexOf(cell);
+    const j = i + delta;
+    if (i < 0 || j < 0 || j >= this.cells.length) return;
+    const other = this.cells[j];
+    this.cells[i] = other;
+    this.cells[j] = cell;
+    if (delta < 0) other.el.before(cell.el); else other.el.after(cell.el);
+    this.select(cell, true);
+  }
+
+  /** deleteCell removes a cell from the page; a running one is refused (interrupt it first). */
+  deleteCell(cell) {
+    if (cell.active) { toast('info', 'Still running', 'Interrupt the cell (I, I) before removing it.'); return; }
+    const i = this.cells.indexOf(cell);
+    this.removeCell(cell);
+    this.byRunId.forEach((c, id) => { if (c === cell) this.byRunId.delete(id); });
+    toast('ok', 'Cell removed from the page', 'The turn stays in the session history (it comes back on reload and is in the .ipynb).');
+    const next = this.cells[Math.min(i, this.cells.length - 1)];
+    if (next) this.select(next, true); else this.composer.focus();
+  }
+
   removeCell(cell) {
     cell.stopTimer();
     cell.outputs.clear();
@@ -816,6 +886,12 @@ export class SessionView {
     if (k === 'p') { this.setMode('run'); this.composer.focus(true); return true; }
     if (k === 'f') { this.panels?.show('files'); return true; }
     if (k === 'c') { this.panels?.show('checkpoints'); return true; }
+    if (k === 'v') { this.panels?.show('variables'); return true; }
+    if (k === 'd' && seq === 'd') { if (this.selected) this.deleteCell(this.selected); return true; }
+    if (k === 'd') { this.keySeq = 'd'; return true; }
+    if (k === 'o' && this.selected) { this.selected.toggleCollapse(); return true; }
+    if (k === 'K' && this.selected) { this.moveCell(this.selected, -1); return true; }
+    if (k === 'J' && this.selected) { this.moveCell(this.selected, 1); return true; }
     if (k === 'e') { this.panels?.show('events'); return true; }
     if (k === 's') { this.panels?.show('info'); return true; }
     return false;

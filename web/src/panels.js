@@ -4,6 +4,9 @@
 import { api, sessionPath, filePath, getToken } from './api.js';
 import { h, fill, icon, formatBytes, relTime, localTime } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
+import { VariablesPanel, DiffBox } from './inspector.js';
+
+const TABS = ['files', 'checkpoints', 'variables', 'events', 'info'];
 
 const EVENT_CLASS = [
   [/failed|died|exceeded|cancelled/, 'ev-bad'],
@@ -34,6 +37,7 @@ export class Panels {
     this.ckpts = this.root.querySelector('[data-panel=checkpoints]');
     this.evs = this.root.querySelector('[data-panel=events]');
     this.info = this.root.querySelector('[data-panel=info]');
+    this.vars = new VariablesPanel(view, this.root.querySelector('[data-panel=variables]'));
     this.tabs = Array.from(this.root.querySelectorAll('[role=tab]'));
     this.onTab = (e) => { const t = e.target.closest('[role=tab]'); if (t) this.show(t.dataset.tab); };
     this.onTabKey = (e) => {
@@ -53,6 +57,7 @@ export class Panels {
     this.show(localStorage.getItem('carryover.tab') || 'files', true);
     this.refreshFiles();
     this.refreshCheckpoints();
+    this.vars.refresh();
     this.loadEvents();
   }
 
@@ -60,11 +65,11 @@ export class Panels {
     Object.values(this.timers).forEach(clearTimeout);
     this.root.querySelector('.tabs').removeEventListener('click', this.onTab);
     this.root.querySelector('.tabs').removeEventListener('keydown', this.onTabKey);
-    for (const p of [this.files, this.ckpts, this.evs, this.info]) p.replaceChildren();
+    for (const p of [this.files, this.ckpts, this.evs, this.info, this.vars.root]) p.replaceChildren();
   }
 
   show(tab, quiet) {
-    if (!['files', 'checkpoints', 'events', 'info'].includes(tab)) tab = 'files';
+    if (!TABS.includes(tab)) tab = 'files';
     this.current = tab;
     if (!quiet) {
       this.root.hidden = false;
@@ -87,7 +92,10 @@ export class Panels {
   }
 
   refreshFilesSoon() { this.soon('files', () => this.refreshFiles()); }
-  refreshCheckpointsSoon() { this.soon('ckpts', () => this.refreshCheckpoints(), 600); }
+  refreshCheckpointsSoon() {
+    this.soon('ckpts', () => this.refreshCheckpoints(), 600);
+    this.soon('vars', () => this.vars.refresh(), 700);
+  }
 
   // ---- files ----
 
@@ -194,12 +202,13 @@ export class Panels {
 
   buildCheckpoints() {
     this.ckptList = h('div.ckpt-list');
+    this.diff = new DiffBox(this.view);
     this.ckpts.replaceChildren(
       h('div.panel-head', h('span', 'Checkpoints'),
         h('span', h('button.btn.small', { title: 'Take a checkpoint now (POST /checkpoint)', onclick: () => this.checkpointNow() }, 'Checkpoint now'),
           h('button.icon-btn', { title: 'Refresh the list', 'aria-label': 'Refresh', onclick: () => this.refreshCheckpoints() }, icon('refresh')))),
-      h('p.muted.pad-x', 'Every turn saves the namespace and the workspace. Restore puts the session back to that turn (variables and files).'),
-      this.ckptList);
+      h('p.muted.pad-x', 'Every turn saves the namespace and the workspace. Restore puts the session back to that turn (variables and files); Fork makes a new session from it.'),
+      this.diff.el, this.ckptList);
   }
 
   async refreshCheckpoints() {
@@ -216,6 +225,7 @@ export class Panels {
     if (!list.length) { this.ckptList.replaceChildren(h('div.muted.pad', 'No checkpoint yet: one is taken after every turn.')); return; }
     const sorted = [...list].sort((a, b) => (b.turn ?? 0) - (a.turn ?? 0) || String(b.created_at).localeCompare(String(a.created_at)));
     const latest = this.view.session?.last_checkpoint?.id;
+    this.diff.setList(sorted);
     this.ckptList.replaceChildren(h('ol.ckpts', sorted.map((c) => {
       const vars = c.variables || [];
       const names = vars.map((v) => (typeof v === 'string' ? v : v.name)).filter(Boolean);
@@ -225,6 +235,7 @@ export class Panels {
           c.id === latest ? h('span.pill.small', 'latest') : null,
           h('span.muted', { title: localTime(c.created_at) }, relTime(c.created_at)),
           h('span.spacer'),
+          h('button.btn.small', { title: `Make a new session from the checkpoint of turn ${c.turn}`, 'data-testid': 'fork', onclick: () => this.fork(c) }, 'Fork'),
           h('button.btn.small', { title: `Restore the session to turn ${c.turn}`, onclick: () => this.restore(c) }, 'Restore')),
         h('div.ckpt-sub.muted', { 'data-testid': 'ckpt-sub' },
           `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · `,
@@ -259,6 +270,17 @@ export class Panels {
     this.refreshCheckpoints();
     this.refreshFiles();
     this.view.refreshSessionSoon();
+  }
+
+  async fork(c) {
+    try {
+      const ans = await api('POST', sessionPath(this.view.id, '/fork'), { json: { checkpoint_id: c.id } });
+      toast('ok', `Forked turn ${c.turn}`, `New session ${ans.session.id}: its variables and files are those of this checkpoint.`);
+      this.view.app.sessionUpdated(ans.session);
+      this.view.app.open(ans.session.id);
+    } catch (err) {
+      showError(`Forking turn ${c.turn} failed`, err);
+    }
   }
 
   async checkpointNow() {
@@ -332,6 +354,10 @@ export class Panels {
   renderInfo() {
     const s = this.view.session;
     if (!s) return;
+    if (!this.nbInput) {
+      this.nbInput = h('input', { type: 'file', accept: '.ipynb,application/x-ipynb+json,application/json', hidden: true, 'data-testid': 'nb-input', 'aria-label': 'Notebook file' });
+      this.nbInput.addEventListener('change', () => { const f = this.nbInput.files[0]; this.nbInput.value = ''; if (f) this.openNotebook(f); });
+    }
     const sb = s.sandbox || {};
     const row = (k, ...v) => h('tr', h('th', k), h('td', ...v));
     const paused = s.state === 'paused';
@@ -352,6 +378,11 @@ export class Panels {
         s.agent_context?.working_dir ? row('working dir', h('code', s.agent_context.working_dir)) : null),
       h('h4', 'Budget'),
       budgetMeter(s, false),
+      h('h4', 'Notebook'),
+      h('div.btn-row',
+        h('button.btn.small', { title: 'Download the history as a Jupyter notebook', 'data-testid': 'nb-download', onclick: () => this.downloadNotebook() }, icon('download'), ' Download .ipynb'),
+        h('button.btn.small', { title: 'Run the code cells of an .ipynb in this session, in order', onclick: () => this.nbInput.click() }, 'Open .ipynb…'),
+        this.nbInput),
       h('h4', 'Lifecycle'),
       h('div.btn-row',
         paused ? h('button.btn.small', { onclick: () => this.view.lifecycle('resume') }, 'Resume')
@@ -365,3 +396,39 @@ export class Panels {
       h('p.muted.small-print', 'Token in use: ', h('code', getToken() ? `${getToken().slice(0, 4)}…` : 'none')));
   }
 }
+
+Panels.prototype.downloadNotebook = async function downloadNotebook() {
+  try {
+    const res = await api('GET', sessionPath(this.view.id, '/notebook'), { raw: true, headers: { Accept: 'application/x-ipynb+json' } });
+    const url = URL.createObjectURL(await res.blob());
+    const a = h('a', { href: url, download: `${this.view.id}.ipynb` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (err) {
+    showError('Downloading the notebook failed', err);
+  }
+};
+
+/** openNotebook runs the code cells of an .ipynb into this session (their turns stream in as cells). */
+Panels.prototype.openNotebook = async function openNotebook(file) {
+  let nb;
+  try {
+    nb = JSON.parse(await file.text());
+  } catch (err) {
+    toast('error', `${file.name} is not a notebook`, `It does not parse as JSON: ${err.message}`);
+    return;
+  }
+  const t = toast('info', `Running ${file.name}`, 'Its code cells run in order; each becomes a turn.');
+  try {
+    const ans = await api('POST', sessionPath(this.view.id, '/notebook'), { json: nb });
+    t.remove();
+    const stopped = ans.stopped_at != null ? `; stopped at cell ${ans.stopped_at} (an error)` : '';
+    toast(stopped ? 'error' : 'ok', `Ran ${file.name}`, `${ans.ran} cell${ans.ran === 1 ? '' : 's'} ran${stopped}.`);
+  } catch (err) {
+    t.remove();
+    showError(`Running ${file.name} failed`, err);
+  }
+  this.view.afterTurn();
+};

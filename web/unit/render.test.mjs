@@ -93,3 +93,19 @@ test('kernel positions are code points, editor positions UTF-16 units', () => {
   assert.equal(toCodePoints(s, 4), 3);
   assert.equal(toUtf16(s, 3), 4);
 });
+
+test('checkpoint diff: added, changed (content or type), removed; files by content', async () => {
+  const { checkpointDiff } = await import('../src/inspector.js');
+  const a = { variables: [{ name: 'x', type: 'list', ref: 'r1' }, { name: 'same', type: 'int', ref: 's' }, { name: 'gone', type: 'str', ref: 'g' }, { name: 't', type: 'int', ref: 't' }],
+    files: [{ path: 'a.txt', ref: 'f1', size: 3 }, { path: 'old.txt', ref: 'o', size: 1 }] };
+  const b = { variables: [{ name: 'x', type: 'list', ref: 'r2' }, { name: 'same', type: 'int', ref: 's' }, { name: 'new', type: 'dict', ref: 'n' }, { name: 't', type: 'float', ref: 't' }],
+    files: [{ path: 'a.txt', ref: 'f2', size: 4 }, { path: 'b.txt', ref: 'b', size: 2 }] };
+  const d = checkpointDiff(a, b);
+  assert.deepEqual(d.variables.added.map((v) => v.name), ['new']);
+  assert.deepEqual(d.variables.changed.map((v) => v.name), ['t', 'x']);
+  assert.deepEqual(d.variables.removed.map((v) => v.name), ['gone']);
+  assert.equal(d.variables.changed.find((v) => v.name === 't').before.type, 'int');
+  assert.deepEqual(d.files.added.map((f) => f.path), ['b.txt']);
+  assert.deepEqual(d.files.changed.map((f) => f.path), ['a.txt']);
+  assert.deepEqual(d.files.removed.map((f) => f.path), ['old.txt']);
+});

@@ -1,0 +1,191 @@
+// The notebook features of the browser test: variable inspector, checkpoint diff, fork, .ipynb out and
+// in, cell arranging, a long history, dark theme, and axe-core on every panel. Each export is one step
+// of ui.test.mjs; `t` carries the helpers of that file (page, run, shot, cells, editorValue, BASE, sid).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const axeSource = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+const promptCount = async (cell) => Number((await cell.locator('.prompt').innerText()).replace(/\D/g, ''));
+
+export async function variables(t) {
+  const { page, run } = t;
+  const before = await promptCount(await run('inspect_me = [1, 2, 3]\nimport numpy as np\narr = np.zeros((3, 4))'));
+  await page.locator('#main').click({ position: { x: 5, y: 5 } });
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('v');
+  const table = page.locator('[data-testid=variables]');
+  await table.locator('tr[data-name=arr]').waitFor({ timeout: 15_000 });
+  const arr = await table.locator('tr[data-name=arr]').innerText();
+  assert.match(arr, /ndarray/, arr);
+  assert.match(arr, /\(3, 4\)/, arr);
+  assert.match(arr, /96 B/, arr); // 12 float64
+  assert.match(arr, /saved/, arr);
+  assert.match(await table.locator('tr[data-name=inspect_me]').innerText(), /list\s+len 3/);
+  assert.match(await table.locator('tr[data-name=g]').innerText(), /skipped/);
+  // refreshing the inspector runs no turn: the next cell's count is the previous one + 1
+  for (let i = 0; i < 3; i++) {
+    await page.locator('[aria-label="Refresh variables"]').click();
+    await page.waitForTimeout(200);
+  }
+  const after = await promptCount(await run('1 + 1'));
+  assert.equal(after, before + 1, 'the variable inspector moved the execution count');
+  await t.shot('variables-panel');
+}
+
+export async function diffAndFork(t) {
+  const { page, run } = t;
+  await run('diffvar = [1, 2, 3]\nwith open("notes.txt", "w") as f: f.write("one")');
+  await run('diffvar.append(4)\nnewvar = "x" * 1000\nwith open("notes.txt", "w") as f: f.write("two two")');
+  await page.locator('[data-tab=checkpoints]').click();
+  // wait until the list has the newest turn, then diff the two newest (the default choice)
+  const newest = await promptCount(t.cells().last());
+  await page.locator('.ckpt-item .ckpt-turn', { hasText: `turn ${newest}` }).first().waitFor({ timeout: 15_000 });
+  await page.waitForFunction((n) => document.querySelector('.diff-box select[aria-label="Newer checkpoint"] option')?.textContent === `turn ${n}`, newest);
+  await page.locator('[data-testid=diff-btn]').click();
+  const diff = page.locator('[data-testid=diff]');
+  await diff.waitFor();
+  const text = await diff.innerText();
+  assert.match(text, /\+\s*newvar\s+str/, text);
+  assert.match(text, /~\s*diffvar\s+list/, text);
+  assert.match(text, /~\s*notes\.txt/, text);
+  assert.match(text, /Variables: 1 added, 1 changed, 0 removed/, text);
+  await t.shot('checkpoint-diff');
+  // fork the newest checkpoint: a new session with its variables and files
+  await page.locator('.ckpt-item').first().locator('[data-testid=fork]').click();
+  await page.waitForFunction((sid) => /#\/s\//.test(location.hash) && !location.hash.endsWith(`/${sid}`), t.sid, { timeout: 15_000 });
+  const forkId = decodeURIComponent(page.url().split('#/s/')[1]);
+  await page.locator('#composer').waitFor();
+  const cell = await run('print(diffvar, len(newvar), open("notes.txt").read())');
+  assert.match(await cell.locator('.out-stream').innerText(), /\[1, 2, 3, 4\] 1000 two two/);
+  await t.shot('forked-session');
+  await page.goto(`${t.BASE}/#/s/${encodeURIComponent(t.sid)}`);
+  await page.locator('#composer').waitFor();
+  await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+  return forkId;
+}
+
+export async function notebookInOut(t) {
+  const { page } = t;
+  await page.keyboard.press('Escape');
+  await page.locator('[data-tab=info]').click();
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('[data-testid=nb-download]').click()]);
+  const nb = JSON.parse(fs.readFileSync(await dl.path(), 'utf8'));
+  assert.equal(nb.nbformat, 4);
+  assert.ok(nb.cells.some((c) => [].concat(c.source).join('').includes('diffvar.append(4)')), 'the .ipynb lacks a cell');
+  const n = await t.cells().count();
+  const upload = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [
+    { cell_type: 'markdown', metadata: {}, source: ['# from a file'] },
+    { cell_type: 'code', metadata: {}, execution_count: null, outputs: [], source: ['opened = "from ipynb"\n', 'print(opened)'] }] };
+  await page.locator('[data-testid=nb-input]').setInputFiles({ name: 'in.ipynb', mimeType: 'application/x-ipynb+json', buffer: Buffer.from(JSON.stringify(upload)) });
+  await page.locator('.out-stream', { hasText: 'from ipynb' }).waitFor({ timeout: 60_000 });
+  assert.equal(await t.cells().count(), n + 1);
+  await page.locator('.toast', { hasText: 'Ran in.ipynb' }).waitFor({ timeout: 15_000 });
+}
+
+export async function arrangeCells(t) {
+  const { page, cells } = t;
+  const codes = async () => Promise.all((await cells().all()).map((c) => t.editorValue(c)));
+  const before = await codes();
+  const n = before.length;
+  // move the last cell up with its button, then back down by keyboard (Shift+J on the selected cell)
+  await cells().nth(n - 1).locator('[data-testid=move-up]').click();
+  let now = await codes();
+  assert.equal(now[n - 2], before[n - 1]);
+  assert.equal(now[n - 1], before[n - 2]);
+  await page.keyboard.press('Shift+J');
+  assert.deepEqual(await codes(), before);
+  // collapse the outputs (o) and expand them with the button
+  const last = cells().nth(n - 1);
+  await page.keyboard.press('o');
+  assert.equal(await last.locator('.outputs').isVisible(), false);
+  await last.locator('[data-testid=collapse]').click();
+  assert.equal(await last.locator('.outputs').isVisible(), true);
+  // delete: d, d removes the selected cell from the page only; a reload brings it back
+  await page.keyboard.press('d');
+  await page.keyboard.press('d');
+  now = await codes();
+  assert.equal(now.length, n - 1);
+  await page.locator('.toast', { hasText: 'Cell removed from the page' }).waitFor();
+  await t.shot('cells-arranged');
+  await page.reload();
+  await page.waitForFunction((want) => document.querySelectorAll('article.cell').length === want, n, { timeout: 20_000 });
+}
+
+/** longHistory opens a session page whose history has 2,000 executions and measures it. */
+export async function longHistory(t) {
+  const { page } = t;
+  const real = await (await fetch(`${t.BASE}/api/sessions/${t.sid}/executions?limit=5`, { headers: { Authorization: `Bearer ${t.TOKEN}` } })).json();
+  const sample = real.executions.filter((e) => e.kind !== 'exec');
+  // The server answers at most 1,000 per call; the page's paging is what is measured here, so the
+  // history is the real records of this session repeated to 2,000 (counts renumbered).
+  const many = Array.from({ length: 2000 }, (_, i) => {
+    const e = structuredClone(sample[i % sample.length]);
+    e.execution_count = i + 1;
+    if (e.result) e.result.execution_count = i + 1;
+    return e;
+  });
+  const isHistory = (u) => u.pathname.endsWith('/executions') && u.searchParams.get('limit') === '1000';
+  await page.route(isHistory, (route) => route.fulfill({ json: { executions: many } }));
+  await page.goto(`${t.BASE}/#/s/${encodeURIComponent(t.sid)}`);
+  await page.reload();
+  await page.waitForFunction(() => document.body.dataset.historyMs, null, { timeout: 30_000 });
+  const m = await page.evaluate(() => ({
+    historyMs: Number(document.body.dataset.historyMs),
+    fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
+    load: performance.getEntriesByType('navigation')[0]?.loadEventEnd,
+    cells: document.querySelectorAll('article.cell').length,
+  }));
+  assert.equal(m.cells, 200, 'the page drew more than one page of history');
+  await page.locator('[data-testid=more-history] button').click();
+  assert.equal(await t.cells().count(), 400);
+  await t.shot('long-history');
+  await page.unroute(isHistory);
+  await page.reload();
+  await page.locator('#composer').waitFor();
+  return m;
+}
+
+/** axePanels runs axe-core on each panel of the UI (light and dark) and fails on serious/critical. */
+export async function axePanels(t) {
+  const { page } = t;
+  const found = [];
+  const check = async (where) => {
+    await page.evaluate(axeSource); // evaluate() is not subject to the page's CSP; a <script> tag would be
+    const res = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+    });
+    for (const v of res) found.push(`${where}: ${v}`);
+  };
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.goto(`${t.BASE}/#/`);
+    await page.locator('form.create').waitFor();
+    await check(`${scheme} session list`);
+    await page.goto(`${t.BASE}/#/s/${encodeURIComponent(t.sid)}`);
+    await page.locator('#composer').waitFor();
+    await page.locator('article.cell').first().waitFor();
+    for (const tab of ['files', 'checkpoints', 'variables', 'events', 'info']) {
+      await page.locator(`[data-tab=${tab}]`).click();
+      await page.waitForTimeout(300);
+      await check(`${scheme} notebook + ${tab} panel`);
+    }
+    await page.locator('#main').click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('?');
+    await page.locator('#help').waitFor();
+    await check(`${scheme} help`);
+    await page.keyboard.press('Escape');
+    if (scheme === 'dark') {
+      const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      const [r, g, b] = bg.match(/\d+/g).map(Number);
+      assert.ok(r + g + b < 150, `the dark theme's background is ${bg}`);
+      await t.shot('dark-theme');
+    }
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(found, [], 'axe-core: serious or critical violations');
+}
