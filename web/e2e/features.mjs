@@ -35,6 +35,23 @@ export async function variables(t) {
   await t.shot('variables-panel');
 }
 
+/** inspectOnHover hovers a name in the editor: the kernel's type (and signature) shows in a tooltip. */
+export async function inspectOnHover(t) {
+  const { page } = t;
+  await page.locator('#composer').fill('import collections\ncollections.OrderedDict');
+  const word = page.locator('.composer .cm-line').nth(1);
+  const box = await word.boundingBox();
+  await page.mouse.move(box.x + 5, box.y + box.height / 2);
+  await page.mouse.move(box.x + 150, box.y + box.height / 2);
+  const tip = page.locator('[data-testid=inspect]');
+  await tip.waitFor({ timeout: 15_000 });
+  const text = await tip.innerText();
+  assert.match(text, /OrderedDict/, text);
+  assert.match(text, /class/, text);
+  await t.shot('inspect-on-hover');
+  await page.locator('#composer').fill('');
+}
+
 export async function diffAndFork(t) {
   const { page, run } = t;
   await run('diffvar = [1, 2, 3]\nwith open("notes.txt", "w") as f: f.write("one")');
@@ -51,7 +68,7 @@ export async function diffAndFork(t) {
   assert.match(text, /\+\s*newvar\s+str/, text);
   assert.match(text, /~\s*diffvar\s+list/, text);
   assert.match(text, /~\s*notes\.txt/, text);
-  assert.match(text, /Variables: 1 added, 1 changed, 0 removed/, text);
+  assert.match(text, /variables: 1 added, 1 changed, 0 removed/i, text);
   await t.shot('checkpoint-diff');
   // fork the newest checkpoint: a new session with its variables and files
   await page.locator('.ckpt-item').first().locator('[data-testid=fork]').click();
@@ -134,6 +151,9 @@ export async function longHistory(t) {
   await page.waitForFunction(() => document.body.dataset.historyMs, null, { timeout: 30_000 });
   const m = await page.evaluate(() => ({
     historyMs: Number(document.body.dataset.historyMs),
+    fetchMs: Number(document.body.dataset.fetchMs),
+    drawMs: Number(document.body.dataset.drawMs),
+    mountMs: Number(document.body.dataset.mountMs),
     fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
     load: performance.getEntriesByType('navigation')[0]?.loadEventEnd,
     cells: document.querySelectorAll('article.cell').length,

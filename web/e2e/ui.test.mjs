@@ -294,12 +294,14 @@ try {
 
   const t = { page, run, shot, cells, editorValue, BASE, TOKEN, sid };
   await step('variable inspector: type, shape, size, saved/skipped; refreshing it runs no turn', () => features.variables(t));
+  await step('inspect on hover: the kernel tells the type of the name under the pointer', () => features.inspectOnHover(t));
   await step('checkpoint diff between the two newest turns, then fork the newest into a new session', () => features.diffAndFork(t));
   await step('download the session as .ipynb; open an .ipynb into it', () => features.notebookInOut(t));
   await step('cells: move up/down, collapse outputs, remove from the page', () => features.arrangeCells(t));
   await step('a 2,000-execution history opens paged (200 cells drawn, more on demand)', async () => {
     const m = await features.longHistory(t);
-    console.log(`  2,000-execution session: history drawn ${m.historyMs} ms after the view mounted; first contentful paint ${Math.round(m.fcp)} ms; load event ${Math.round(m.load)} ms`);
+    console.log(`  2,000-execution session (times since navigation start): first contentful paint ${Math.round(m.fcp)} ms, load event ${Math.round(m.load)} ms, ` +
+      `session view mounted ${m.mountMs} ms, history on screen ${m.historyMs} ms (GET /executions ${m.fetchMs} ms, drawing 200 cells ${m.drawMs} ms)`);
   });
   await step('axe-core: no serious or critical violation on any panel, light and dark', () => features.axePanels(t));
 

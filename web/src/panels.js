@@ -104,7 +104,7 @@ export class Panels {
     this.fileInput.addEventListener('change', () => { this.upload(Array.from(this.fileInput.files)); this.fileInput.value = ''; });
     this.dirInput = h('input.small-input', { type: 'text', placeholder: 'workspace root', 'aria-label': 'Upload into folder', spellcheck: false });
     this.fileList = h('div.file-list');
-    const drop = h('div.dropzone', { tabindex: 0, role: 'button', 'aria-label': 'Upload files',
+    const drop = h('div.dropzone', { tabindex: 0, role: 'button',
       onclick: () => this.fileInput.click(),
       onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); this.fileInput.click(); } },
     }, h('b', 'Upload'), ' — click or drop files here');

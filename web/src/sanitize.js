@@ -66,6 +66,8 @@ function onAttribute(node, ev) {
 
 function afterAttributes(node) {
   if (!current) return;
+  // an output's image without a text alternative still gets one (screen readers announce it)
+  if (node.localName === 'img' && !node.hasAttribute('alt')) node.setAttribute('alt', 'image in the output (no description)');
   if (node.localName === 'a' && node.hasAttribute('href') && !node.getAttribute('href').startsWith('#')) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer');
