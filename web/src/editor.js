@@ -7,7 +7,7 @@
 // first focus or click: creating thousands of views would make a long history slow to open.
 
 import { EditorView, keymap, placeholder, drawSelection, highlightActiveLine, highlightSpecialChars, rectangularSelection,
-  crosshairCursor, dropCursor, hoverTooltip } from '@codemirror/view';
+  crosshairCursor, dropCursor, hoverTooltip, tooltips } from '@codemirror/view';
 import { EditorState, Compartment, Prec } from '@codemirror/state';
 import { defaultKeymap, history, historyKeymap, indentMore, indentLess, toggleComment } from '@codemirror/commands';
 import { python } from '@codemirror/lang-python';
@@ -106,6 +106,8 @@ export class Editor {
         indentUnit.of('    '),
         autocompletion({ override: [(ctx) => this.kernelCompletions(ctx)], activateOnTyping: false, icons: false }),
         hoverTooltip((view, pos) => this.inspect(view, pos), { hoverTime: 400 }),
+        // tooltips live on <body>, above the cell boxes (and never clipped by a scrolling composer)
+        tooltips({ parent: document.body }),
         keymap.of([
           ...closeBracketsKeymap, ...completionKeymap,
           { key: 'Escape', run: () => { this.opts.onEscape?.(); return true; } },

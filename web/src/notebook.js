@@ -322,10 +322,21 @@ export class SessionView {
   }
 
   async start() {
+    this.setConn('connecting');
+    this.socket = new SessionSocket(this.id, {
+      onFrame: (f) => (this.ready ? this.onFrame(f) : this.buffer.push(f)),
+      onState: (st, info) => this.onSocketState(st, info),
+      onOpen: () => this.onSocketOpen(),
+    });
+    // websocket first, history second: a run finishing in between is in one of the two (deduplicated);
+    // both start before the session's own GET answers, so a long history is not one round trip later
+    this.socket.connect();
+    const history = this.fetchHistory();
     try {
       const ans = await api('GET', sessionPath(this.id));
       this.session = ans.session;
     } catch (err) {
+      this.socket.close();
       if (this.destroyed) return;
       this.loading.remove();
       this.composerEl.remove();
@@ -344,16 +355,23 @@ export class SessionView {
     this.renderHeader();
     this.panels.renderInfo();
     this.app.sessionUpdated(this.session);
-    this.setConn('connecting');
-    this.socket = new SessionSocket(this.id, {
-      onFrame: (f) => (this.ready ? this.onFrame(f) : this.buffer.push(f)),
-      onState: (st, info) => this.onSocketState(st, info),
-      onOpen: () => this.onSocketOpen(),
-    });
-    // websocket first, history second: a run finishing in between is in one of the two (deduplicated)
-    this.socket.connect();
+    if (this.socket.open) this.panels.subscribeEvents();
     this.poll = setInterval(() => this.refreshSession(), 15000);
-    await this.load();
+    await this.load(history);
+  }
+
+  /** fetchHistory starts GET /executions; it resolves to the list (errors are shown, the list is then empty). */
+  async fetchHistory() {
+    this.fetchStart = performance.now();
+    try {
+      const ans = await api('GET', sessionPath(this.id, `/executions?limit=${HISTORY_LIMIT}`));
+      return ans?.executions || [];
+    } catch (err) {
+      if (err.status !== 404) showError('Loading the history failed', err);
+      return [];
+    } finally {
+      this.fetchEnd = performance.now();
+    }
   }
 
   unmount() {
@@ -365,16 +383,8 @@ export class SessionView {
     document.getElementById('kernel-tools').hidden = true;
   }
 
-  async load() {
-    let execs = [];
-    try {
-      this.fetchStart = performance.now();
-      const ans = await api('GET', sessionPath(this.id, `/executions?limit=${HISTORY_LIMIT}`));
-      execs = ans?.executions || [];
-      this.fetchEnd = performance.now();
-    } catch (err) {
-      showError('Loading the history failed', err);
-    }
+  async load(history) {
+    const execs = await history;
     if (this.destroyed) return;
     this.loading.remove();
     this.history = execs;
@@ -490,7 +500,7 @@ export class SessionView {
   }
 
   onSocketOpen() {
-    this.panels.subscribeEvents();
+    this.panels?.subscribeEvents();
     this.reconnectedAt = performance.now();
     for (const c of this.cells) c.seenSinceReconnect = false;
     const waiting = this.cells.filter((c) => c.active && c.runId);
