@@ -5,17 +5,21 @@
 //
 //   node build.mjs [outdir]     (default: static/dist)
 import * as esbuild from 'esbuild';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const outdir = path.resolve(process.argv[2] || path.join(here, 'static', 'dist'));
 
+fs.rmSync(outdir, { recursive: true, force: true }); // no stale chunk may stay behind
 await esbuild.build({
   absWorkingDir: here,
   entryPoints: { app: 'src/main.js' },
   bundle: true,
   format: 'esm',
+  splitting: true, // KaTeX is a chunk of its own, loaded when the first math is drawn
+  chunkNames: 'chunk-[hash]',
   target: ['chrome110', 'firefox110', 'safari16'],
   minify: true,
   legalComments: 'linked',

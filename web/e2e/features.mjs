@@ -35,6 +35,25 @@ export async function variables(t) {
   await t.shot('variables-panel');
 }
 
+/** math: Markdown with $...$ and $$...$$ and a text/latex output are drawn by KaTeX (loaded on demand). */
+export async function math(t) {
+  const cell = await t.run(String.raw`from IPython.display import Markdown, Latex, display
+display(Markdown(r"""Euler: $e^{i\pi} + 1 = 0$ and
+
+$$\int_0^1 x\,dx = \frac{1}{2}$$
+
+| a | b |
+|---|---|
+| 1 | 2 |"""))
+display(Latex(r"$$\sum_{k=1}^{n} k = \frac{n(n+1)}{2}$$"))`);
+  await t.page.waitForFunction((el) => el.querySelectorAll('[data-math=done] .katex').length >= 3, await cell.elementHandle(), { timeout: 15_000 });
+  assert.equal(await cell.locator('.out-markdown .math-display .katex-display').count(), 1);
+  assert.equal(await cell.locator('.out-markdown table td').count(), 2);
+  assert.equal(await cell.locator('.out-latex .katex-display').count(), 1);
+  assert.match(await cell.locator('.out-latex .katex-mathml annotation').textContent(), /\\sum_\{k=1\}/);
+  await t.shot('math');
+}
+
 /** inspectOnHover hovers a name in the editor: the kernel's type (and signature) shows in a tooltip. */
 export async function inspectOnHover(t) {
   const { page } = t;

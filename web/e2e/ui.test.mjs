@@ -224,6 +224,18 @@ try {
     await composer.press('End');
     await composer.press('Tab');
     await page.waitForFunction(() => document.querySelector('.composer .editor')._editor.value.endsWith('collections.OrderedDict'), null, { timeout: 15_000 });
+    // several matches: a list (CodeMirror's, fed by the kernel); choose with the arrows, accept with Enter
+    await composer.fill('import os\nos.pa');
+    await composer.press('End');
+    await composer.press('Tab');
+    const list = page.locator('.cm-tooltip-autocomplete');
+    await list.waitFor({ timeout: 15_000 });
+    const options = await list.locator('li').allInnerTexts();
+    assert.ok(options.some((o) => o.startsWith('pardir')) && options.some((o) => o.startsWith('path')), options.join(', '));
+    await shot('completion-list');
+    for (let i = 0; i < options.length && (await list.locator('li[aria-selected=true] .cm-completionLabel').innerText()) !== 'path'; i++) await composer.press('ArrowDown');
+    await composer.press('Enter');
+    assert.equal(await composerValue(), 'import os\nos.path');
     await composer.fill('');
   });
 
@@ -294,6 +306,7 @@ try {
 
   const t = { page, run, shot, cells, editorValue, BASE, TOKEN, sid };
   await step('variable inspector: type, shape, size, saved/skipped; refreshing it runs no turn', () => features.variables(t));
+  await step('Markdown (marked) with math and text/latex, drawn by KaTeX', () => features.math(t));
   await step('inspect on hover: the kernel tells the type of the name under the pointer', () => features.inspectOnHover(t));
   await step('checkpoint diff between the two newest turns, then fork the newest into a new session', () => features.diffAndFork(t));
   await step('download the session as .ipynb; open an .ipynb into it', () => features.notebookInOut(t));

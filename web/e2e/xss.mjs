@@ -28,6 +28,7 @@ export async function runCorpus(page, { run, putFile, shot }) {
   await page.mouse.move(400, 300);
   await page.mouse.wheel(0, 400);
   await page.waitForTimeout(800);
+  await page.waitForFunction(() => !document.querySelector('[data-math=pending]'), null, { timeout: 15_000 });
 
   const report = await page.evaluate((ids) => {
     const outputs = document.querySelectorAll('.outputs');

@@ -5,7 +5,6 @@
 // that survive sanitizing and are filled in afterwards by KaTeX and our highlighter, whose output is
 // trusted (KaTeX runs with trust: false, so \href, \url and \includegraphics are refused).
 import { Marked } from 'marked';
-import katex from 'katex';
 import { escapeHtml } from './util.js';
 import { highlightPython } from './highlight.js';
 
@@ -47,9 +46,20 @@ export const PLACEHOLDERS = /^(math-inline|math-display|language-python|language
 
 const KATEX = { throwOnError: false, trust: false, strict: 'ignore', maxSize: 50, maxExpand: 1000, output: 'htmlAndMathml' };
 
-/** renderMath draws TeX into el with KaTeX (errors are shown in place, in red, not thrown). */
+let katexP = null; // KaTeX (a quarter of the bundle) loads with the first math, not with the page
+
+/**
+ * renderMath draws TeX into el with KaTeX (errors are shown in place, in red, not thrown). The TeX
+ * source shows until KaTeX has loaded; el.dataset.math is "done" once drawn.
+ */
 export function renderMath(tex, el, displayMode) {
-  katex.render(tex, el, { ...KATEX, displayMode });
+  el.textContent = tex;
+  el.dataset.math = 'pending';
+  katexP ||= import('katex').then((m) => m.default);
+  return katexP.then((katex) => {
+    katex.render(tex, el, { ...KATEX, displayMode });
+    el.dataset.math = 'done';
+  }, (err) => { el.dataset.math = 'failed'; el.title = `math not drawn: ${err.message}`; });
 }
 
 /** fillPlaceholders renders the math and the Python code blocks of a sanitized Markdown fragment. */
