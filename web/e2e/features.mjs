@@ -163,8 +163,12 @@ export async function longHistory(t) {
     if (e.result) e.result.execution_count = i + 1;
     return e;
   });
-  const isHistory = (u) => u.pathname.endsWith('/executions') && u.searchParams.get('limit') === '1000';
-  await page.route(isHistory, (route) => route.fulfill({ json: { executions: many } }));
+  // answered as the server does: the newest `limit` (at most 1,000), oldest first
+  const isHistory = (u) => u.pathname.endsWith(`/sessions/${t.sid}/executions`);
+  await page.route(isHistory, (route) => {
+    const limit = Math.min(1000, Number(new URL(route.request().url()).searchParams.get('limit') || 200));
+    return route.fulfill({ json: { executions: many.slice(-limit) } });
+  });
   await page.goto(`${t.BASE}/#/s/${encodeURIComponent(t.sid)}`);
   await page.reload();
   await page.waitForFunction(() => document.body.dataset.historyMs, null, { timeout: 30_000 });
@@ -179,7 +183,10 @@ export async function longHistory(t) {
   }));
   assert.equal(m.cells, 200, 'the page drew more than one page of history');
   await page.locator('[data-testid=more-history] button').click();
-  assert.equal(await t.cells().count(), 400);
+  await page.waitForFunction(() => document.querySelectorAll('article.cell').length === 400);
+  // the earlier page is the 200 turns before the first drawn one, in order
+  assert.match(await t.cells().first().locator('.prompt').innerText(), /\[1601\]/);
+  assert.match(await t.cells().nth(200).locator('.prompt').innerText(), /\[1801\]/);
   await t.shot('long-history');
   await page.unroute(isHistory);
   await page.reload();

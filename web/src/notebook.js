@@ -11,7 +11,7 @@ import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
 const HISTORY_LIMIT = 1000; // the most GET /executions answers in one call
-const PAGE = 200; // history cells drawn at first and per "show earlier" click: a long history opens fast
+const PAGE = 200; // turns fetched and drawn at first and per "show earlier" click: a long history opens fast
 
 /** checkpointLine summarizes what a turn's checkpoint saved and skipped (the skips in warning colour). */
 export function checkpointLine(cp, status) {
@@ -360,11 +360,11 @@ export class SessionView {
     await this.load(history);
   }
 
-  /** fetchHistory starts GET /executions; it resolves to the list (errors are shown, the list is then empty). */
-  async fetchHistory() {
+  /** fetchHistory gets the newest `limit` turns, oldest first (errors are shown, the list is then empty). */
+  async fetchHistory(limit = PAGE) {
     this.fetchStart = performance.now();
     try {
-      const ans = await api('GET', sessionPath(this.id, `/executions?limit=${HISTORY_LIMIT}`));
+      const ans = await api('GET', sessionPath(this.id, `/executions?limit=${limit}`));
       return ans?.executions || [];
     } catch (err) {
       if (err.status !== 404) showError('Loading the history failed', err);
@@ -387,9 +387,9 @@ export class SessionView {
     const execs = await history;
     if (this.destroyed) return;
     this.loading.remove();
-    this.history = execs;
-    this.shownFrom = Math.max(0, execs.length - PAGE);
-    for (const ex of execs.slice(this.shownFrom)) this.addCell(this.historyCell(ex));
+    this.history = execs; // the turns drawn, oldest first
+    this.hasMore = execs.length >= PAGE;
+    for (const ex of execs) this.addCell(this.historyCell(ex));
     this.renderMore();
     this.updateEmpty();
     // for the browser test's measurement: history fetched, drawn and painted (ms since navigation start)
@@ -415,23 +415,33 @@ export class SessionView {
     return cell;
   }
 
-  /** renderMore shows "show earlier turns" above the first drawn cell while older ones are not drawn. */
+  /** renderMore shows "show earlier turns" above the first drawn cell while older ones may exist. */
   renderMore() {
     this.moreEl?.remove();
     const capped = this.history.length >= HISTORY_LIMIT;
-    if (!this.shownFrom && !capped) return;
-    const n = Math.min(PAGE, this.shownFrom);
+    if (!this.hasMore && !capped) return;
     this.moreEl = h('div.more-history', { 'data-testid': 'more-history' },
-      this.shownFrom ? h('button.btn.small', { onclick: () => this.showEarlier() }, `Show ${n} earlier turns`) : null,
-      h('span.muted', ` ${this.history.length - this.shownFrom} of ${this.history.length}${capped ? '+' : ''} turns shown`,
-        capped ? ' (older turns are in the .ipynb download)' : ''));
+      this.hasMore ? h('button.btn.small', { onclick: (e) => { e.target.disabled = true; this.showEarlier(); } }, `Show ${PAGE} earlier turns`) : null,
+      h('span.muted', ` the newest ${this.history.length} turns are shown`,
+        capped ? ' (the page shows at most 1,000; older turns are in the .ipynb download)' : ''));
     this.list.before(this.moreEl);
   }
 
-  showEarlier() {
-    const from = Math.max(0, this.shownFrom - PAGE);
-    const cells = this.history.slice(from, this.shownFrom).map((ex) => this.historyCell(ex));
-    this.shownFrom = from;
+  /**
+   * showEarlier fetches a longer tail of the history and draws the turns older than the first drawn
+   * one (found by its count and start time, so turns run meanwhile do not shift the window).
+   */
+  async showEarlier() {
+    const limit = Math.min(HISTORY_LIMIT, this.history.length + PAGE);
+    const list = await this.fetchHistory(limit);
+    if (this.destroyed) return;
+    const first = this.history[0];
+    let at = first ? list.findIndex((e) => e.execution_count === first.execution_count && e.started_at === first.started_at && e.kind === first.kind) : -1;
+    if (at < 0) at = Math.max(0, list.length - this.history.length);
+    const older = list.slice(0, at);
+    const cells = older.map((ex) => this.historyCell(ex));
+    this.history = [...older, ...this.history];
+    this.hasMore = list.length >= limit && limit < HISTORY_LIMIT && older.length > 0;
     this.cells.unshift(...cells);
     this.list.prepend(...cells.map((c) => c.el));
     this.renderMore();
