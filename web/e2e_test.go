@@ -17,7 +17,9 @@ const chromium = "/usr/bin/chromium"
 
 // TestBrowserUI builds the real server, starts it on a free port and runs web/e2e/ui.test.mjs in Debian's
 // chromium through playwright-core: create a session, print and plot, reload and see the history,
-// upload a file and read it from code, see the skipped-generator notice, and more. Screenshots are
+// upload a file and read it from code, see the skipped-generator notice, an XSS corpus through the real
+// rendering path, the variable inspector, checkpoint diff and fork, .ipynb in and out, axe-core on
+// every panel, and more. Screenshots are
 // saved to web/e2e/screenshots/ and their paths printed.
 func TestBrowserUI(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {

@@ -1,5 +1,6 @@
-// Package web serves carryover's browser UI: a single page of plain ES modules (no build step),
-// embedded into the binary so nothing is fetched from the internet at run time.
+// Package web serves carryover's browser UI: a single page whose ES modules (src/) and npm packages
+// are bundled by esbuild into static/dist (committed, see build.mjs), embedded into the binary so
+// nothing is fetched from the internet at run time and `go build` alone needs no node.
 //
 // The server mounts Handler at "/". The page reads the API token from "/?token=..." once, keeps it in
 // sessionStorage, and talks only to the public API (/api/..., see shared/API.md).
