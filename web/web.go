@@ -8,6 +8,7 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -47,6 +48,23 @@ type asset struct {
 	body  []byte
 	ctype string
 	etag  string
+	gz    []byte // gzip of body for text types (the bundle is a third of its size), nil otherwise
+}
+
+// compressible lists the types worth gzipping once at start (fonts and images are compressed already).
+func compressible(ctype string) bool {
+	return strings.HasPrefix(ctype, "text/") || ctype == "application/json" || ctype == "image/svg+xml"
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	if buf.Len() >= len(b) {
+		return nil
+	}
+	return buf.Bytes()
 }
 
 type handler struct {
@@ -71,7 +89,11 @@ func Handler() http.Handler {
 		if ct == "" {
 			ct = http.DetectContentType(b)
 		}
-		h.assets[strings.TrimPrefix(p, "static/")] = asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		a := asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		if compressible(ct) && len(b) > 1024 {
+			a.gz = gzipped(b)
+		}
+		h.assets[strings.TrimPrefix(p, "static/")] = a
 		return nil
 	})
 	if err != nil {
@@ -112,7 +134,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Frame-Options", "DENY")
 	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+	body := a.body
+	if a.gz != nil {
+		hd.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			hd.Set("Content-Encoding", "gzip")
+			hd.Set("ETag", strings.TrimSuffix(a.etag, `"`)+`-gz"`)
+			body = a.gz
+		}
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 func apiNotFound(w http.ResponseWriter, r *http.Request) {

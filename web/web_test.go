@@ -2,6 +2,8 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -77,6 +79,40 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 	}
 	if w := get(t, h, "HEAD", "/dist/app.js", nil); w.Code != 200 || w.Body.Len() != 0 {
 		t.Errorf("HEAD: status %d, %d body bytes", w.Code, w.Body.Len())
+	}
+}
+
+// Text assets are served gzipped to clients that accept it (same bytes after decoding, own ETag,
+// Vary set), and as they are to clients that do not.
+func TestGzip(t *testing.T) {
+	h := Handler()
+	plain := get(t, h, "GET", "/dist/app.js", nil)
+	gz := get(t, h, "GET", "/dist/app.js", map[string]string{"Accept-Encoding": "br, gzip;q=0.8"})
+	if plain.Header().Get("Content-Encoding") != "" || gz.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("encodings %q / %q", plain.Header().Get("Content-Encoding"), gz.Header().Get("Content-Encoding"))
+	}
+	if gz.Header().Get("Vary") != "Accept-Encoding" || gz.Header().Get("ETag") == plain.Header().Get("ETag") {
+		t.Errorf("headers: %v", gz.Header())
+	}
+	zr, err := gzip.NewReader(gz.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(b, plain.Body.Bytes()) {
+		t.Fatalf("gunzipped body differs (%v)", err)
+	}
+	if gz.Body.Len()*2 > plain.Body.Len() {
+		t.Errorf("gzip %d bytes of %d", gz.Body.Len(), plain.Body.Len())
+	}
+	if w := get(t, h, "GET", "/dist/app.js", map[string]string{"Accept-Encoding": "gzip;q=0"}); w.Header().Get("Content-Encoding") != "" {
+		t.Error("gzip;q=0 got gzip")
+	}
+	if w := get(t, h, "GET", "/dist/fonts/KaTeX_Main-Regular.woff2", map[string]string{"Accept-Encoding": "gzip"}); w.Header().Get("Content-Encoding") != "" {
+		t.Error("a font was gzipped")
+	}
+	if w := get(t, h, "GET", "/dist/app.js", map[string]string{"Accept-Encoding": "gzip", "If-None-Match": gz.Header().Get("ETag")}); w.Code != http.StatusNotModified {
+		t.Errorf("revalidating the gzipped file: %d", w.Code)
 	}
 }
 
