@@ -171,9 +171,10 @@ export async function longHistory(t) {
   });
   await page.goto(`${t.BASE}/#/s/${encodeURIComponent(t.sid)}`);
   await page.reload();
-  await page.waitForFunction(() => document.body.dataset.historyMs, null, { timeout: 30_000 });
+  await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
   const m = await page.evaluate(() => ({
     historyMs: Number(document.body.dataset.historyMs),
+    historyAllMs: Number(document.body.dataset.historyAllMs),
     fetchMs: Number(document.body.dataset.fetchMs),
     drawMs: Number(document.body.dataset.drawMs),
     mountMs: Number(document.body.dataset.mountMs),
