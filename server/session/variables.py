@@ -25,12 +25,13 @@ def _probe(ns, hidden):
             mu = getattr(v, "memory_usage", None)
             nb = getattr(v, "nbytes", None)
             if callable(mu) and t.__module__.startswith("pandas"):
-                m = mu(deep=True)
+                # deep counts the strings of object columns; on huge frames that takes seconds
+                m = mu(deep=len(v) <= 200000)
                 d["bytes"] = int(m.sum()) if hasattr(m, "sum") else int(m)
             elif isinstance(nb, int):
                 d["bytes"] = nb
             else:
-                d["bytes"] = sys.getsizeof(v)
+                d["bytes"] = sys.getsizeof(v)  # shallow for containers
         except Exception:
             pass
         out.append(d)
