@@ -24,7 +24,7 @@ type VariableInfo struct {
 	Type   string `json:"type,omitempty"`
 	Shape  []int  `json:"shape,omitempty"`
 	Length *int   `json:"length,omitempty"`
-	Bytes  *int64 `json:"bytes,omitempty"` // in memory (nbytes, pandas memory_usage(deep=True), sys.getsizeof)
+	Bytes  *int64 `json:"bytes,omitempty"` // in memory (nbytes, pandas memory_usage, deep up to 200,000 rows; sys.getsizeof, shallow)
 	// State: "saved" (in the latest checkpoint), "skipped" (its checkpoint could not save it: Reason
 	// says why) or "unsaved" (defined after the latest checkpoint).
 	State  string `json:"state"`
