@@ -342,6 +342,10 @@ class Listing(Base):
             return self.ok({"events": [e for e in s.events if e["sequence_number"] > after][:lim]})
         if what == "checkpoints":
             return self.ok({"checkpoints": s.checkpoints})
+        if what == "variables":  # names only: the mock's checkpoints keep no types or sizes
+            last = s.checkpoints[-1] if s.checkpoints else {"variables": [], "id": None}
+            return self.ok({"variables": [{"name": n, "state": "saved"} for n in last["variables"]], "live": False,
+                            "checkpoint_id": last["id"], "note": "mock server: names from the latest checkpoint"})
         if what == "files":
             files = []
             for p in sorted(s.ws.rglob("*")):
@@ -351,6 +355,19 @@ class Listing(Base):
                                   "modified_at": datetime.fromtimestamp(st.st_mtime, timezone.utc).isoformat()})
             return self.ok({"files": files})
         err(self, 404, "not_found", "unknown listing")
+
+
+class CheckpointDetail(Base):
+    def get(self, sid, cid):
+        s = self.sess(sid)
+        if not s:
+            return
+        c = next((c for c in s.checkpoints if c["id"] == cid), None)
+        if not c:
+            return err(self, 404, "not_found", f"no checkpoint {cid}")
+        self.ok({"checkpoint": {"id": cid, "turn": c["turn"], "created_at": c["created_at"], "skipped": [], "files": [],
+                                "files_skipped": [], "variables": [{"name": n, "kind": "data", "ref": f"{cid}:{n}", "bytes": 0}
+                                                                   for n in c["variables"]]}})
 
 
 class Restore(Base):
@@ -484,7 +501,8 @@ def main():
         (r"/api/sessions", Sessions),
         (r"/api/sessions/([^/]+)", One),
         (r"/api/sessions/([^/]+)/ws", WS),
-        (r"/api/sessions/([^/]+)/(executions|events|checkpoints|files)", Listing),
+        (r"/api/sessions/([^/]+)/(executions|events|checkpoints|files|variables)", Listing),
+        (r"/api/sessions/([^/]+)/checkpoints/([^/]+)", CheckpointDetail),
         (r"/api/sessions/([^/]+)/files/(.+)", File),
         (r"/api/sessions/([^/]+)/checkpoints/([^/]+)/restore", Restore),
         (r"/api/sessions/([^/]+)/(run|interrupt|restart|complete|checkpoint|pause|resume|stop|cancel|rotate|start|exec)", Action),
