@@ -351,7 +351,8 @@ _FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.Buffer
 
 def _reduce_file(f):
     """An open file is saved as path, mode and position and reopened there on restore; a closed one
-    only needs its name."""
+    only needs its name and mode. Either comes back with the name and mode it had (a relative name
+    stays relative; a file opened "w" is not reported as "r+")."""
     name = getattr(f, "name", None)
     if not isinstance(name, str):
         raise pickle.PicklingError("file object has no path")
@@ -372,31 +373,45 @@ def _reduce_file(f):
     enc = getattr(f, "encoding", None) if isinstance(f, io.TextIOWrapper) else None
     errors = getattr(f, "errors", None) if isinstance(f, io.TextIOWrapper) else None
     raw = isinstance(f, io.FileIO)
-    return (_reopen_file, (path, f.mode, pos, closed, enc, errors, raw))
+    return (_reopen_file, (path, f.mode, pos, closed, enc, errors, raw, name))
 
 
-def _reopen_file(path, mode, pos, closed, encoding, errors, raw):
-    exists = os.path.exists(path)
-    if not exists and not closed:
-        raise FileNotFoundError("file %s no longer exists" % path)
-    # Reopening with w/x would truncate or fail: reopen for update instead, appends stay appends.
-    m = mode.replace("w", "r+").replace("x", "r+").replace("++", "+")
-    target = path if exists else os.devnull
-    if "b" in m or raw:
-        f = open(target, m.replace("b", "") + "b", buffering=0 if raw else -1)
+def _reopen_file(path, mode, pos, closed, encoding, errors, raw, name=None):
+    """Reopens a saved file object. The descriptor is opened by hand without O_TRUNC/O_EXCL (reopening
+    "w" must not empty the file) and wrapped with the ORIGINAL mode, so type, mode and name are the
+    original's. A closed file wraps /dev/null and is closed at once: its file need not exist."""
+    if closed:
+        fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     else:
-        f = open(target, m, encoding=encoding, errors=errors)
+        if not os.path.exists(path):
+            raise FileNotFoundError("file %s no longer exists" % path)
+        if "+" in mode:
+            flags = os.O_RDWR
+        elif any(c in mode for c in "wxa"):
+            flags = os.O_WRONLY
+        else:
+            flags = os.O_RDONLY
+        if "a" in mode:
+            flags |= os.O_APPEND
+        fd = os.open(path, flags | os.O_CLOEXEC)
+    try:
+        if "b" in mode or raw:
+            f = open(fd, mode if "b" in mode else mode + "b", buffering=0 if raw else -1)
+        else:
+            f = open(fd, mode, encoding=encoding, errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
+    inner = f
+    while hasattr(inner, "buffer") or hasattr(inner, "raw"):
+        inner = getattr(inner, "buffer", None) or getattr(inner, "raw")
+    try:
+        inner.name = name if name is not None else path
+    except (AttributeError, TypeError):
+        pass
     if closed:
         f.close()
-        if not exists:  # a closed handle of a file that is gone: keep its name
-            inner = f
-            while hasattr(inner, "buffer") or hasattr(inner, "raw"):
-                inner = getattr(inner, "buffer", None) or getattr(inner, "raw")
-            try:
-                inner.name = path
-            except (AttributeError, TypeError):
-                pass
-    elif "a" not in m:
+    elif "a" not in mode:
         f.seek(pos)
     return f
 
@@ -407,6 +422,130 @@ for _t in _FILE_TYPES:
 # Locks come back new and released (dill would restore an RLock as held by a thread that is gone).
 _DISPATCH[type(_thread.allocate_lock())] = lambda lock: (_thread.allocate_lock, ())
 _DISPATCH[_thread.RLock] = lambda lock: (_thread.RLock, ())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Library reducers: where a library's own pickling silently restores something different (a dtype
+# that is equal but not identical, a view that becomes a copy, a tensor that loses its .grad or its
+# autograd graph), the agent pickles it itself, or refuses with a reason so the name is reported.
+
+# Arrays and tensors met while pickling: for groups too big to keep the pickler memo, their ids are
+# what the agent knows of the group's sharing (a model's parameters, an array behind a view).
+_SEEN = []
+_LIB = set()  # modules whose reducers are in _DISPATCH
+_DISPATCH_TYPES = {}  # "ndarray"/"tensor" -> the type, once its library is loaded
+
+
+def _library_dispatch():
+    """Adds the reducers of numpy and torch to _DISPATCH once each is imported (cheap when done)."""
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" not in _LIB:
+        _LIB.add("numpy")
+        for c in np.typecodes["All"]:
+            try:
+                _DISPATCH[type(np.dtype(c))] = _reduce_dtype
+            except TypeError:
+                pass
+        _DISPATCH[np.ndarray] = _reduce_ndarray
+        _DISPATCH_TYPES["ndarray"] = np.ndarray
+    torch = sys.modules.get("torch")
+    if torch is not None and "torch" not in _LIB and hasattr(torch, "Tensor") and hasattr(torch, "nn"):
+        _LIB.add("torch")
+        _DISPATCH[torch.Tensor] = _reduce_tensor
+        _DISPATCH[torch.nn.Parameter] = _reduce_tensor
+        _DISPATCH[torch.Generator] = _reduce_torch_generator
+        _DISPATCH_TYPES["tensor"] = torch.Tensor
+
+
+def _reduce_dtype(d):
+    """A builtin dtype comes back as numpy's own singleton (np.dtype('<f8') is np.dtype('float64')):
+    numpy's reduce makes an equal copy, which some code paths treat as another dtype (copies)."""
+    np = sys.modules["numpy"]
+    try:
+        if d.isbuiltin == 1 and np.dtype(d.str) is d:
+            return (np.dtype, (d.str,))
+    except TypeError:
+        pass
+    return d.__reduce__()
+
+
+def _reduce_ndarray(a):
+    """A view is saved as (its root array, offset, shape, strides, dtype) and rebuilt as a view of the
+    restored root, so it keeps sharing memory (v.base is big); numpy's own reduce saves a copy."""
+    _SEEN.append(a)
+    base = a.base
+    np = sys.modules["numpy"]
+    if base is None or not isinstance(base, np.ndarray):
+        rv = a.__reduce_ex__(PROTOCOL)
+        if getattr(rv[0], "__name__", "") == "_frombuffer" and len(rv) == 2:
+            return (_array_from_buffer, rv[1])
+        return rv
+    root = base
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous or root.dtype.hasobject or a.dtype.hasobject:
+        return a.__reduce_ex__(PROTOCOL)
+    lo, hi = np.byte_bounds(a)
+    rlo, rhi = np.byte_bounds(root)
+    if lo < rlo or hi > rhi:
+        return a.__reduce_ex__(PROTOCOL)
+    off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return (_make_view, (root, off, a.shape, a.strides, a.dtype, bool(a.flags.writeable)))
+
+
+def _array_from_buffer(buf, dtype, shape, order):
+    """An array straight over its restored buffer (numpy's _frombuffer reshapes a 1-D view of it,
+    so the array would not own its data and views of it would get another base)."""
+    np = sys.modules.get("numpy") or importlib.import_module("numpy")
+    a = np.ndarray(shape, dtype=dtype, buffer=buf, order=order)
+    if isinstance(buf, pickle.PickleBuffer) and memoryview(buf).readonly and a.flags.writeable:
+        a.flags.writeable = False
+    return a
+
+
+def _make_view(root, offset, shape, strides, dtype, writeable):
+    np = sys.modules["numpy"]
+    v = np.ndarray(shape, dtype=dtype, buffer=root, offset=offset, strides=strides)
+    if not writeable and v.flags.writeable:
+        v.flags.writeable = False
+    return v
+
+
+def _reduce_tensor(t):
+    """A torch tensor keeps its .grad (torch's reduce drops it: opt.step() would then do nothing);
+    one inside an autograd graph (a grad_fn) cannot be saved: torch would restore it as a leaf, so
+    loss.backward() would run and train nothing. It is refused with a reason instead."""
+    _SEEN.append(t)
+    fn = t.grad_fn
+    if fn is not None:
+        raise pickle.PicklingError(
+            "torch tensor with grad_fn=%s is part of an autograd graph, which cannot be saved (it would "
+            "come back as a leaf and backward() would train nothing): keep t.detach() or t.item(), or "
+            "recompute it after a restore" % type(fn).__name__)
+    rv = t.__reduce_ex__(PROTOCOL)
+    g = t.grad
+    if g is None:
+        return rv
+    return (_tensor_with_grad, (rv[0], rv[1], g))
+
+
+def _tensor_with_grad(rebuild, args, grad):
+    t = rebuild(*args)
+    t.grad = grad
+    return t
+
+
+def _reduce_torch_generator(g):
+    """torch.Generator does not pickle: saved as its device and state, so it continues its sequence."""
+    return (_torch_generator, (str(g.device), bytes(g.get_state().numpy().tobytes())))
+
+
+def _torch_generator(device, state):
+    import torch
+
+    g = torch.Generator(device=device)
+    g.set_state(torch.tensor(list(state), dtype=torch.uint8))
+    return g
 
 
 class _DataPickler(pickle.Pickler):
@@ -554,6 +693,8 @@ if dill is not None:
 
 
 _ATOMS = frozenset((str, bytes, int, float, bool, type(None)))
+# Restore order of group kinds: state last (magics name session functions, the numpy generator needs numpy).
+_KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
 
 
 def _persistent_load(ns):
@@ -754,6 +895,7 @@ class Agent:
             if _is_session_def(v) and id(v) not in self._defnames:
                 self._defnames[id(v)] = k
         self._shared = _shared_types()
+        _library_dispatch()
         touched, dynamic = self._analyze(cells, cur)
         p2g = prev.name2group()
         cand = set()
@@ -798,6 +940,7 @@ class Agent:
         # Small unchanged groups: re-pickle within a budget (mutations through aliases).
         picked = {n for r in results for n in r.names} | set(skipped)
         results.extend(self._recheck(prev, cur, picked, skipped, t1))
+        results.extend(self._pickle_state(skipped))
         serialize = time.perf_counter() - t1
 
         # chunk, hash, write
@@ -816,7 +959,7 @@ class Agent:
             old = prev.groups.get(frozenset(g.names))
             if old is not None and old.ref == g.ref:
                 g.size = old.size if not g.size else g.size
-            else:
+            elif g.kind != "state":
                 saved.extend(g.names)
             new_groups[frozenset(g.names)] = g
             for h, piece, children in pieces:
@@ -850,8 +993,8 @@ class Agent:
                 st.known.update(g.chunks)
         self.pending = (token, st, cells)
         saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
-        nsaved = sum(len(g.names) for g in new_groups.values())
-        groups = sorted(new_groups.values(), key=lambda g: ({"imp": 0, "def": 1, "data": 2}[g.kind], g.names))
+        nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
+        groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
         return {
             "token": token,
             "spool_host": self.spool_host,
@@ -899,6 +1042,7 @@ class Agent:
             obj = _OOBBytes(obj)
         bufs = []
         buf = io.BytesIO()
+        del _SEEN[:]
         try:
             p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
             p.dump(obj)
@@ -909,6 +1053,7 @@ class Agent:
                 raise first
             bufs = []
             buf = io.BytesIO()
+            del _SEEN[:]
             p = _DillPickler(buf, self, None, buffer_callback=bufs.append)
             try:
                 p.dump(obj)
@@ -931,6 +1076,8 @@ class Agent:
             for v in values:
                 kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
                 ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+            ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
+        del _SEEN[:]
         if len(values) > 1 or obj is values[0]:
             ids.update(id(v) for v in values if not isinstance(v, shared))
         r.ids = frozenset(ids)
@@ -987,6 +1134,24 @@ class Agent:
                 out.append(self._pickle_one(members, [cur[m] for m in members]))
             except Exception:
                 out.extend(singles[m] for m in members)  # together fails: save apart, lose aliasing
+        return out
+
+    def _pickle_state(self, skipped):
+        """The interpreter state (_capture_state), one "state" group per item."""
+        out = []
+        try:
+            items = _capture_state(self.shell, skipped)
+        except Exception as e:
+            skipped["@state"] = {"name": "@state", "type": "state", "reason": _reason(e)}
+            return out
+        for name, value in items:
+            try:
+                r = self._pickle_one([name], [value])
+            except Exception as e:
+                skipped[name] = {"name": name, "type": "state", "reason": _reason(e)}
+                continue
+            r.kind, r.ids, r.keep = "state", frozenset(), None
+            out.append(r)
         return out
 
     def _recheck(self, prev, cur, picked, skipped, t_start):
@@ -1059,7 +1224,7 @@ class Agent:
         g.size = size
         g.ids = r.ids
         g.chunks = tuple(children)
-        g.types = tuple(_typename(cur[n]) for n in r.names)
+        g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
         return g, pieces
 
     def _emit(self, outdir, made, h, piece, children):
@@ -1102,6 +1267,7 @@ class Agent:
         imps = [g for g in groups if g["k"] == "imp"]
         defs = [g for g in groups if g["k"] == "def"]
         data = [g for g in groups if g["k"] == "data"]
+        state = [g for g in groups if g["k"] == "state"]
         load = _persistent_load(self.ns)
         for g in imps:
             try:
@@ -1136,6 +1302,8 @@ class Agent:
             pending = later
         for g in data:
             self._load_into(g, load, restored, failed, timings, st, retry=False)
+        for g in state:
+            self._load_into(g, load, restored, failed, timings, st, retry=False, apply=self._apply_state)
         cwd = a.get("cwd")
         if cwd and os.path.isdir(cwd):
             os.chdir(cwd)
@@ -1155,7 +1323,10 @@ class Agent:
         return {"restored": sorted(restored), "failed": failed, "cwd": _cwd(),
                 "timings": {"load_ms": _ms(t0)}, "groups": timings}
 
-    def _load_into(self, g, load, restored, failed, timings, st, retry):
+    def _apply_state(self, names, obj):
+        _apply_state(self.shell, names[0], obj)
+
+    def _load_into(self, g, load, restored, failed, timings, st, retry, apply=None):
         t = time.perf_counter()
         names = g["n"]
         bufs = []
@@ -1189,23 +1360,136 @@ class Agent:
             _cleanup(g)
             return False
         _cleanup(g)
-        if g["k"] == "def" or len(names) == 1:
-            values = [obj] * len(names)
+        if apply is not None:
+            try:
+                apply(names, obj)
+            except Exception as e:
+                failed.extend({"name": n, "type": "state", "reason": _reason(e)} for n in names)
+                return False
         else:
-            values = list(obj)
-        for n, v in zip(names, values):
-            self.ns[n] = v
-        restored.extend(names)
+            if g["k"] == "def" or len(names) == 1:
+                values = [obj] * len(names)
+            else:
+                values = list(obj)
+            for n, v in zip(names, values):
+                self.ns[n] = v
+            restored.extend(names)
+            grp_ids = _loaded_ids(u, obj, values, desc)
         timings.append({"n": names, "ms": _ms(t)})
         grp = _Group(names, g["k"])
         grp.ref = g["r"]
+        if apply is None and g["k"] == "data":
+            grp.ids = grp_ids
         grp.types = tuple(g.get("t") or ())
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
-        # grp.ids stays empty: groups loaded apart share no objects until a cell makes them, and such a
-        # cell names both sides (AST), so the next snapshot finds the sharing among its candidates.
+        # grp.ids (from the unpickler's memo) lets a later turn's new object that shares with this group
+        # (a model fitted on X, an optimizer over a model's parameters) merge with it, whatever names
+        # the cell used, exactly as in a kernel that was never restored.
         st.groups[frozenset(names)] = grp
         return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# Interpreter state that is not a variable: the global random generators (a notebook seeds once and
+# draws in later cells), matplotlib's rcParams, magics defined in the session. Each is one "state"
+# group named "@...", captured at every snapshot (small: unchanged state hashes to a known chunk and
+# writes nothing) and applied after the data groups on restore.
+
+
+def _capture_state(shell, skipped):
+    """[(name, value)] of the state to save; what cannot be saved goes to skipped with a reason."""
+    out = []
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        out.append(("@random", rnd.getstate()))
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(np, "random") and hasattr(np.random, "get_state"):
+        out.append(("@numpy.random", np.random.get_state()))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        out.append(("@torch.random", bytes(torch.get_rng_state().numpy().tobytes())))
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None and hasattr(mpl, "rcParamsOrig"):
+        orig = mpl.rcParamsOrig
+        diff = {k: v for k, v in dict.items(mpl.rcParams)
+                if k != "backend" and (k not in orig or _differs(v, dict.__getitem__(orig, k)))}
+        if diff:
+            out.append(("@matplotlib.rcParams", dict(sorted(diff.items()))))
+    mm = getattr(shell, "magics_manager", None)
+    magics = []
+    for kind in ("line", "cell"):
+        for name, fn in sorted((getattr(mm, "magics", None) or {}).get(kind, {}).items()):
+            if isinstance(fn, types.FunctionType) and fn.__module__ == "__main__":
+                magics.append((kind, name, fn))
+            elif isinstance(fn, types.MethodType) and type(fn.__self__).__module__ == "__main__":
+                n = ("%%" if kind == "cell" else "%") + name
+                skipped[n] = {"name": n, "type": "magic", "reason": "a magic of a Magics class defined in the "
+                              "session is not saved: run its register_magics again after a restore"}
+    if magics:
+        out.append(("@magics", magics))
+    return out
+
+
+def _differs(a, b):
+    try:
+        return bool(a != b)
+    except Exception:
+        return True
+
+
+def _apply_state(shell, name, value):
+    """Puts one saved state back (the inverse of _capture_state)."""
+    if name == "@random":
+        importlib.import_module("random").setstate(value)
+    elif name == "@numpy.random":
+        importlib.import_module("numpy").random.set_state(value)
+    elif name == "@torch.random":
+        torch = importlib.import_module("torch")
+        torch.set_rng_state(torch.tensor(list(value), dtype=torch.uint8))
+    elif name == "@matplotlib.rcParams":
+        import warnings
+
+        rc = importlib.import_module("matplotlib").rcParams
+        bad = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k, v in value.items():
+                try:
+                    rc[k] = v
+                except Exception as e:
+                    bad.append("%s: %s" % (k, _reason(e)))
+        if bad:
+            raise ValueError("rcParams not restored: " + "; ".join(bad))
+    elif name == "@magics":
+        for kind, magic, fn in value:
+            shell.register_magic_function(fn, kind, magic)
+    else:
+        raise ValueError("unknown state %s" % name)
+
+
+def _loaded_ids(u, obj, values, desc):
+    """The ids a restored group's objects share by: the same rule as _pickle_one's, applied to the
+    unpickler's memo (the objects the pickler memoised) instead of the pickler's."""
+    _library_dispatch()  # the group may have imported numpy or torch
+    shared = _shared_types()
+    ids = set()
+    memo = getattr(u, "memo", None)
+    try:
+        objs = list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())
+    except Exception:
+        objs = []
+    if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
+        ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
+    else:
+        for v in values:
+            kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
+            ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+        arrays = tuple(t for t in (_DISPATCH_TYPES.get("ndarray"), _DISPATCH_TYPES.get("tensor")) if t)
+        if arrays:
+            ids.update(id(o) for o in objs if isinstance(o, arrays))
+    ids.update(id(v) for v in values if not isinstance(v, shared))
+    return frozenset(ids)
 
 
 def _codes_of(v):
