@@ -447,6 +447,7 @@ def _library_dispatch():
             except TypeError:
                 pass
         _DISPATCH[np.ndarray] = _reduce_ndarray
+        _DISPATCH[np.memmap] = _reduce_memmap
         _DISPATCH_TYPES["ndarray"] = np.ndarray
     torch = sys.modules.get("torch")
     if torch is not None and "torch" not in _LIB and hasattr(torch, "Tensor") and hasattr(torch, "nn"):
@@ -490,7 +491,8 @@ def _reduce_ndarray(a):
     if lo < rlo or hi > rhi:
         return a.__reduce_ex__(PROTOCOL)
     off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    return (_make_view, (root, off, a.shape, a.strides, a.dtype, bool(a.flags.writeable)))
+    args = (root, off, a.shape, a.strides, a.dtype, bool(a.flags.writeable))
+    return (_make_view, args if type(a) is np.ndarray else args + (type(a),))
 
 
 def _array_from_buffer(buf, dtype, shape, order):
@@ -503,9 +505,34 @@ def _array_from_buffer(buf, dtype, shape, order):
     return a
 
 
-def _make_view(root, offset, shape, strides, dtype, writeable):
+def _reduce_memmap(a):
+    """A np.memmap of a file is reopened on that file ("w+" as "r+": it must not be emptied), so it
+    stays a memmap whose writes reach the file; numpy's reduce would restore an in-memory copy. A view
+    of one is a view of the reopened map. Copy-on-write maps ("c") are saved as data (their changes
+    are not in the file)."""
+    _SEEN.append(a)
+    mm = getattr(a, "_mmap", None)
+    if mm is not None and a.base is mm and a.filename and a.mode in ("r", "r+", "w+"):
+        order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+        return (_reopen_memmap, (a.filename, a.dtype, a.mode, a.offset, a.shape, order))
+    if isinstance(a.base, sys.modules["numpy"].ndarray):
+        return _reduce_ndarray(a)
+    return a.__reduce_ex__(PROTOCOL)
+
+
+def _reopen_memmap(filename, dtype, mode, offset, shape, order):
+    np = sys.modules.get("numpy") or importlib.import_module("numpy")
+    m = np.memmap(filename, dtype=dtype, mode="r+" if mode == "w+" else mode, offset=offset, shape=shape, order=order)
+    m.mode = mode
+    return m
+
+
+def _make_view(root, offset, shape, strides, dtype, writeable, subtype=None):
     np = sys.modules["numpy"]
-    v = np.ndarray(shape, dtype=dtype, buffer=root, offset=offset, strides=strides)
+    v = np.ndarray.__new__(subtype or np.ndarray, shape, dtype=dtype, buffer=root, offset=offset, strides=strides)
+    if subtype is not None and isinstance(root, np.memmap):  # what memmap's own slicing carries over
+        for k in ("_mmap", "filename", "offset", "mode"):
+            setattr(v, k, getattr(root, k, None))
     if not writeable and v.flags.writeable:
         v.flags.writeable = False
     return v
@@ -725,7 +752,7 @@ class _MissingDep(Exception):
 class _Group:
     """One unit of saving: names sharing objects (or one session definition under several names)."""
 
-    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr")
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -737,6 +764,7 @@ class _Group:
         self.types = ()
         self.mod = None
         self.attr = None
+        self.warn = None  # _verify's findings: None = not verified, () = restores as itself
 
     def entry(self):
         e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}
@@ -791,6 +819,7 @@ class Agent:
         self._result = None
         self._shared = _NO_ALIAS
         self._env0 = dict(os.environ)
+        self._warned = {}
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -957,6 +986,12 @@ class Agent:
             g, pieces = self._describe(r, cs, cur)
             hash_t += time.perf_counter() - th
             old = prev.groups.get(frozenset(g.names))
+            if g.kind == "data":
+                g.warn = old.warn if old is not None and old.ref == g.ref and old.warn is not None else _verify(r, cur)
+                if old is not None and old.warn:  # a value restored degraded compares equal to itself now
+                    seen = {w["name"] for w in g.warn}
+                    g.warn = tuple(g.warn) + tuple(w for w in old.warn if w["name"] not in seen and w["name"] in cur
+                                                   and prev.ids.get(w["name"]) == id(cur[w["name"]]))
             if old is not None and old.ref == g.ref:
                 g.size = old.size if not g.size else g.size
             elif g.kind != "state":
@@ -979,6 +1014,9 @@ class Agent:
         for n in cur:
             if n not in done and n in prev.skipped and prev.ids.get(n) == id(cur[n]):
                 skipped[n] = prev.skipped[n]
+        for g in new_groups.values():  # saved, but they restore as something else: say so every time
+            for w in g.warn or ():
+                skipped.setdefault(w["name"], w)
         write = time.perf_counter() - t2 - hash_t
         serialize += hash_t
 
@@ -1261,6 +1299,10 @@ class Agent:
                 if self._keep(k, self.ns[k]):
                     del self.ns[k]
         restored, failed, timings = [], [], []
+        # What the checkpoint said restores differently ("saved, but ..."): kept on the groups so every
+        # later checkpoint still says it (the restored value now compares equal to its own round trip).
+        self._warned = {s["name"]: s for s in a.get("skipped") or ()
+                        if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
         st = _State()
         st.full = False
         groups = a.get("groups") or []
@@ -1380,6 +1422,7 @@ class Agent:
         grp.ref = g["r"]
         if apply is None and g["k"] == "data":
             grp.ids = grp_ids
+            grp.warn = tuple(self._warned[n] for n in names if n in self._warned)
         grp.types = tuple(g.get("t") or ())
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
@@ -1490,6 +1533,84 @@ def _loaded_ids(u, obj, values, desc):
             ids.update(id(o) for o in objs if isinstance(o, arrays))
     ids.update(id(v) for v in values if not isinstance(v, shared))
     return frozenset(ids)
+
+
+VERIFY_MAX = 64 << 10  # groups up to this size (pickle + buffers) are unpickled again and compared
+
+
+def _verify(r, cur):
+    """Cheap check that a small, changed group restores as itself: unpickle it in process and compare
+    each value with the live one where the comparison is definite (same type; a real __eq__ answering
+    False, or, for a class with its own pickling, differing plain attributes). A custom __reduce__ or
+    __getstate__ that restores something else is then reported (the group is still saved: it is what
+    pickling can do) instead of passed off as restored. Returns the skipped entries, () when none."""
+    if r.fmt != "p" or len(r.data) + sum(len(b.raw()) for b in r.buffers) > VERIFY_MAX:
+        return ()
+    if any(str(getattr(type(cur[n]), "__module__", "")).split(".")[0] in _NO_VERIFY for n in r.names):
+        return ()
+    try:
+        obj = pickle.loads(r.data, buffers=r.buffers)
+    except Exception as e:
+        bad = {n: "does not load back: %s" % _reason(e) for n in r.names}
+    else:
+        values = [obj] if len(r.names) == 1 else list(obj)
+        bad = {}
+        for n, back in zip(r.names, values):
+            why = _differs_from(cur[n], back)
+            if why:
+                bad[n] = why
+    return tuple({"name": n, "type": _typename(cur[n]), "reason": "saved, but " + bad[n]} for n in sorted(bad))
+
+
+def _differs_from(live, back):
+    """Why back (a live value pickled and unpickled) is not live, or "" when equal or undecidable."""
+    t = type(live)
+    if t in _ATOMS or t in (list, dict, tuple, set, frozenset) or isinstance(live, _NO_ALIAS):
+        return ""
+    if type(back) is not t:
+        return "restores as %s, not %s (its pickling reduces it to another type)" % (type(back).__name__, t.__name__)
+    if t.__eq__ is not object.__eq__:
+        try:
+            same = live == back
+        except Exception:
+            return ""
+        if same is False and _self_equal(live):
+            return "restores unequal to itself (its __reduce__/__getstate__ does not save all of it)"
+        return ""
+    if not _custom_pickling(t):
+        return ""  # object's own pickling restores the __dict__ as it is
+    a, b = getattr(live, "__dict__", None), getattr(back, "__dict__", None)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ""
+    if a.keys() != b.keys():
+        return "restores with attributes %s instead of %s" % (sorted(b)[:10], sorted(a)[:10])
+    for k, v in a.items():
+        # Only atoms: other attributes may compare by identity (a restored sub-object is a new one).
+        if type(v) not in _ATOMS or type(b[k]) not in _ATOMS:
+            continue
+        if v != b[k] and _self_equal(v):
+            return "attribute %r restores as another value (its __reduce__/__getstate__ does not save it)" % k
+    return ""
+
+
+# Libraries whose unpickling has effects in the live kernel (a matplotlib figure registers itself with
+# pyplot) or whose objects are IPython's: not verified.
+_NO_VERIFY = frozenset(("matplotlib", "IPython", "ipykernel", "ipywidgets"))
+
+
+def _custom_pickling(t):
+    for k in t.__mro__[:-1]:
+        d = vars(k)
+        if "__reduce__" in d or "__reduce_ex__" in d or "__getstate__" in d:
+            return True
+    return False
+
+
+def _self_equal(v):
+    try:
+        return (v == v) is True
+    except Exception:
+        return False
 
 
 def _codes_of(v):

@@ -169,6 +169,54 @@ ints = np.arange(3, dtype=np.int32)
         back = self.h.kernel([{"run": "holder['x'] is X"}], manifest=m2)
         self.assertEqual(back["steps"][0], "True")
 
+    def test_custom_reduce_that_loses_data_is_reported(self):
+        setup = r'''
+class Acc:
+    def __init__(self):
+        self.total, self.label = 0, "acc"
+    def __reduce__(self):
+        return (Acc, ())  # forgets total
+acc = Acc(); acc.total = 5
+class Money:
+    def __init__(self, cents):
+        self.cents = cents
+    def __eq__(self, o):
+        return isinstance(o, Money) and o.cents == self.cents
+    def __reduce__(self):
+        return (Money, (0,))  # always zero
+price = Money(250)
+class Pt:
+    def __init__(self, x):
+        self.x = x
+    def __reduce__(self):
+        return (Pt, (self.x,))  # correct: must not be reported
+pt = Pt(3)
+pair = [acc, 1]
+'''
+        out = self.h.kernel([{"run": setup}, {"checkpoint": True}, {"run": "y = 2"}, {"checkpoint": True}])
+        cp = out["steps"][1]
+        skipped = {s["name"]: s["reason"] for s in cp["result"]["skipped"]}
+        self.assertEqual(set(skipped), {"acc", "price"}, skipped)
+        self.assertIn("'total'", skipped["acc"])
+        self.assertIn("unequal", skipped["price"])
+        # saved all the same (it is what pickling can do), and still named at the next checkpoints
+        self.assertTrue({"acc", "price", "pt", "pair"} <= names_of(cp["manifest"]))
+        later = out["steps"][3]["result"]
+        self.assertEqual({s["name"] for s in later["skipped"]}, {"acc", "price"})
+        back = self.h.kernel([{"run": "x = 1"}, {"checkpoint": True}], manifest=cp["manifest"])
+        self.assertEqual({s["name"] for s in back["steps"][1]["result"]["skipped"]}, {"acc", "price"})
+
+    def test_memmap_reopened_on_its_file(self):
+        setup = ("import numpy as np, os\nmm = np.memmap('m.dat', dtype='float64', mode='w+', shape=(1000,))\n"
+                 "mm[3] = 7; mm.flush()\npart = mm[10:20]\nro = np.memmap('m.dat', dtype='float64', mode='r', shape=(10,))\n")
+        probe = ("(type(mm).__name__, os.path.basename(mm.filename), mm.mode, float(mm[3]), np.shares_memory(part, mm), "
+                 "part.base is mm, ro.mode, ro.flags.writeable)")
+        live, restored, cp, rs = self.live_then_restored(setup, probe)
+        self.assertEqual(rs["failed"], [])
+        self.assertEqual(restored, live)
+        back = self.h.kernel([{"run": "part[0] = 9; mm.flush(); float(np.fromfile('m.dat')[10])"}], manifest=cp["manifest"])
+        self.assertEqual(back["steps"][0], "9.0")
+
     def test_library_objects_exact(self):
         setup = r'''
 import numpy as np
