@@ -1,0 +1,173 @@
+"""Dirty-page tracking (carryover_agent._Tracker), in process: after every kind of write the tracker's
+chunk hashes must equal a full re-hash (a false "clean" loses data), and a small write must re-hash
+little (a false "dirty" only costs time). Plus one end-to-end run through the spool protocol.
+
+Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
+
+import ctypes
+import os
+import pickle
+import platform
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import carryover_agent as ca
+from test_agent import Harness
+
+CS = 1 << 20
+N = 16 << 20  # bytes: above TRACK_MIN
+
+
+def kernel_has_pagemap_scan():
+    major, minor = (int(x) for x in platform.release().split(".")[:2])
+    return (major, minor) >= (6, 7)
+
+
+class TrackerTest(unittest.TestCase):
+    def setUp(self):
+        self.t = ca._Tracker()
+        self.t.reset_stats()
+
+    def tearDown(self):
+        self.t.close()
+
+    def hashes(self, arr):
+        return self.t.hashes(pickle.PickleBuffer(arr).raw(), CS)
+
+    def assertExact(self, arr):
+        got = self.hashes(arr)
+        self.assertEqual(got, ca._hash_all(pickle.PickleBuffer(arr).raw(), CS))
+        return got
+
+    def step(self, arr, mutate, max_rehashed):
+        self.hashes(arr)
+        self.t.reset_stats()
+        mutate()
+        self.assertExact(arr)
+        self.assertLessEqual(self.t.stats["rehashed"], max_rehashed, self.t.stats)
+        self.assertEqual(self.t.stats["tracked"], arr.nbytes, (self.t.stats, self.t.why, self.t.mode))
+
+    def test_mode(self):
+        arr = np.zeros(N // 8)
+        self.hashes(arr)
+        if kernel_has_pagemap_scan():
+            self.assertEqual(self.t.mode, "uffd", self.t.why)
+        else:
+            self.assertEqual(self.t.mode, "hash")
+
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_writes_are_seen(self):
+        arr = np.zeros(N // 8)
+        view = arr[100000:200000]
+
+        def elem():
+            arr[5] = 1.0
+
+        def through_view():
+            view[7] = 2.0
+
+        def copyto():
+            np.copyto(arr[1000000:1000010], 3.0)
+
+        def c_write():  # a C extension's write (memmove), not numpy's
+            ctypes.memmove(arr.ctypes.data + 3 * CS + 16, b"\x01" * 64, 64)
+
+        def readinto():
+            with tempfile.TemporaryFile() as f:
+                f.write(b"\x02" * 8192)
+                f.seek(0)
+                f.readinto(memoryview(arr).cast("B")[5 * CS + 100:5 * CS + 8292])
+
+        for m in (elem, through_view, copyto, c_write, readinto):
+            with self.subTest(m.__name__):
+                self.step(arr, m, 2 * CS)
+        self.t.reset_stats()
+        self.assertExact(arr)  # nothing written: nothing re-hashed
+        self.assertEqual(self.t.stats["rehashed"], 0)
+
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_fork_and_threads(self):
+        arr = np.zeros(N // 8)
+        self.hashes(arr)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        arr[3] = 4.0  # copy-on-write after fork: still a tracked write
+        self.assertExact(arr)
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                arr[(i * 4099) % arr.size] = i
+                i += 1
+
+        th = threading.Thread(target=writer)
+        th.start()
+        try:
+            for _ in range(20):
+                self.hashes(arr)  # scans while the thread writes
+        finally:
+            stop.set()
+            th.join()
+        self.assertExact(arr)
+
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_freed_and_reallocated_at_same_address(self):
+        a = np.zeros(N // 8)
+        addr = a.ctypes.data
+        self.hashes(a)
+        del a
+        b = np.ones(N // 8)  # glibc hands back the same mapping address
+        if b.ctypes.data != addr:
+            self.skipTest("allocator did not reuse the address")
+        self.t.reset_stats()
+        self.assertExact(b)
+        self.assertEqual(self.t.stats["hashed"], N)  # hashed whole, not trusted
+
+    def test_shared_file_mapping_falls_back(self):
+        with tempfile.NamedTemporaryFile() as f:
+            mm = np.memmap(f.name, dtype=np.float64, mode="w+", shape=(N // 8,))
+            arr = mm.view(np.ndarray)
+            self.hashes(arr)
+            arr[9] = 1.0
+            self.t.reset_stats()
+            self.assertExact(arr)
+            self.assertEqual(self.t.stats["tracked"], 0)
+            self.assertTrue(self.t.stats["fallback"])
+            del arr, mm
+
+
+class DirtyEndToEndTest(unittest.TestCase):
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_turns_rehash_only_written_chunks(self):
+        h = Harness()
+        try:
+            steps = [
+                {"run": "import numpy as np\nbig = np.random.rand(3 << 20)"},  # 24 MiB
+                {"checkpoint": True},
+                {"run": "t = float(big.sum())"},
+                {"checkpoint": True},
+                {"run": "big[1000] = -1.0; big[2000000] = -2.0"},
+                {"checkpoint": True},
+            ]
+            out = h.kernel(steps)
+            first, read, wrote = (out["steps"][i]["result"]["timings"] for i in (1, 3, 5))
+            self.assertEqual(first["dirty_mode"], "uffd", first)
+            self.assertEqual(read["rehashed_bytes"], 0, read)
+            self.assertLess(read["hashed_bytes"], 64 << 10, read)  # small buffers only (the RNG state)
+            self.assertEqual(wrote["rehashed_bytes"], 2 << 20, wrote)  # two 1 MiB chunks
+            m = out["steps"][5]["manifest"]
+            back = h.kernel([{"run": "(big[1000], big[2000000], float(big.sum()) == t - big[1000] - big[2000000] + big[1000] + big[2000000])"}],
+                            manifest=m)
+            self.assertTrue(back["steps"][0].startswith("(-1.0, -2.0"), back["steps"][0])
+        finally:
+            h.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
