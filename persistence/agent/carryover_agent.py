@@ -17,6 +17,13 @@ Why it looks like this
   and functions defined in the session are pickled by value (classes through a skeleton + state, which
   also works for Enum and ABC), and restored before the data that refers to them as ``__main__.Name``.
 * Modules and objects imported from modules are recorded by reference and re-imported.
+* What restores differently is restored faithfully or named (checkpoint "skipped"): interpreter state
+  that is no variable (global random generators, rcParams, session magics) travels as "state" groups;
+  library reducers keep views as views, dtypes as numpy's singletons, tensors' .grad, memmaps on their
+  files, and refuse tensors inside an autograd graph; small changed groups are unpickled and compared
+  with the live values ("saved, but ..." when a custom __reduce__ loses something).
+* Large numpy buffers are diffed by dirty-page tracking (userfaultfd WP_ASYNC + PAGEMAP_SCAN, see
+  _Tracker): only chunks with written pages are hashed again; elsewhere every chunk is hashed.
 
 Spool protocol (the Go side is persistence/checkpoint_spool.go)
 -------------------------------------------------------------
@@ -32,17 +39,19 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
     base64 in the answer when small. Go streams each file into the store and deletes the directory.
   * A group descriptor chunk (JSON, below) names a group's pickle and buffer chunks; the manifest refers
     to a group by that one hash, and the descriptor's chunk entry lists them as children for GC.
-  * Answer: {"token", "groups": [{"k": "imp"|"def"|"data", "n": [names], "t": [types], "r": hash,
+  * Answer: {"token", "groups": [{"k": "imp"|"def"|"data"|"state", "n": [names], "t": [types], "r": hash,
     "m": module, "a": attr}], "saved": [names], "unchanged": N, "skipped": [{"name","type","reason"}],
     "chunks": [{"h", "c": "raw"|"zstd", "n": raw len, "s": stored len, "f": file | "d": base64,
     "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
-    write_ms}}.
+    write_ms, dirty_mode: "uffd"|"hash"|"mixed"|"", dirty_fallback, tracked_bytes, rehashed_bytes,
+    hashed_bytes}}. "state" groups are named "@random", "@numpy.random", "@torch.random",
+    "@matplotlib.rcParams", "@magics": not variables (never in "saved"), restored after the data.
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
 
 ``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
-  "cwd", "env"}: Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
+  "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
   and each out-of-band buffer into ONE file of ``bf``; the agent maps buffers copy-on-write (mmap
   ACCESS_COPY: no copy until written), unlinks the files and loads each group independently.
   Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
