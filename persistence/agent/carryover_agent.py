@@ -1385,6 +1385,27 @@ class Agent:
         return {"restored": sorted(restored), "failed": failed, "cwd": _cwd(),
                 "timings": {"load_ms": _ms(t0)}, "groups": timings}
 
+    def _seed(self, objs, bufs, desc):
+        """Hands the dirty-page tracker the chunk hashes of large restored buffers (from the group's
+        descriptor), keyed to the arrays built straight over them."""
+        np = sys.modules.get("numpy")
+        if np is None:
+            return
+        at = {}
+        for j, b in enumerate(bufs):
+            chunks = desc["b"][j][2] if j < len(desc["b"]) else ()
+            if isinstance(b, mmap.mmap) and len(b) >= TRACK_MIN and len(chunks) > 1:
+                import ctypes
+
+                at[ctypes.addressof(ctypes.c_char.from_buffer(b))] = (len(b), chunks)
+        if not at:
+            return
+        for o in objs:
+            if type(o) is np.ndarray and o.base is not None and not isinstance(o.base, np.ndarray):
+                hit = at.get(o.__array_interface__["data"][0])
+                if hit and o.nbytes == hit[0] and (o.flags.c_contiguous or o.flags.f_contiguous):
+                    self._tracker.seed(o, o.__array_interface__["data"][0], hit[0], hit[1][0][1], hit[1])
+
     def _apply_state(self, names, obj):
         _apply_state(self.shell, names[0], obj)
 
@@ -1436,7 +1457,9 @@ class Agent:
             for n, v in zip(names, values):
                 self.ns[n] = v
             restored.extend(names)
-            grp_ids = _loaded_ids(u, obj, values, desc)
+            objs = _memo_objects(u)
+            grp_ids = _loaded_ids(objs, obj, values, desc)
+            self._seed(objs, bufs, desc)
         timings.append({"n": names, "ms": _ms(t)})
         grp = _Group(names, g["k"])
         grp.ref = g["r"]
@@ -1645,6 +1668,20 @@ class _Tracker:
         self.entries.pop((e.addr, e.n), None)
         self._unregister(e.start, e.end)
 
+    def seed(self, exporter, addr, n, cs, chunks):
+        """Trusts chunks ([[hash, len], ...], what a restore just mapped at addr) as the hashes of
+        exporter's buffer from now on: a restored array is not hashed again at its first checkpoint."""
+        if n < TRACK_MIN or not self._setup():
+            return False
+        old = self.entries.get((addr, n))
+        if old is not None:
+            self._drop(old)
+        e = self._track(exporter, addr, n, cs)
+        if e is None:
+            return False
+        e.hashes = [[h, ln] for h, ln in chunks]
+        return True
+
     def close(self):
         """Unregisters everything and closes the descriptors (tests; a kernel keeps its tracker)."""
         for e in list(self.entries.values()):
@@ -1742,17 +1779,21 @@ def _apply_state(shell, name, value):
         raise ValueError("unknown state %s" % name)
 
 
-def _loaded_ids(u, obj, values, desc):
+def _memo_objects(u):
+    """The objects an unpickler memoised (the ones the pickler memoised)."""
+    memo = getattr(u, "memo", None)
+    try:
+        return list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())
+    except Exception:
+        return []
+
+
+def _loaded_ids(objs, obj, values, desc):
     """The ids a restored group's objects share by: the same rule as _pickle_one's, applied to the
     unpickler's memo (the objects the pickler memoised) instead of the pickler's."""
     _library_dispatch()  # the group may have imported numpy or torch
     shared = _shared_types()
     ids = set()
-    memo = getattr(u, "memo", None)
-    try:
-        objs = list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())
-    except Exception:
-        objs = []
     if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
         ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
     else:

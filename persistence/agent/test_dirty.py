@@ -169,5 +169,25 @@ class DirtyEndToEndTest(unittest.TestCase):
             h.close()
 
 
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_restored_array_not_hashed_again(self):
+        h = Harness()
+        try:
+            out = h.kernel([{"run": "import numpy as np\nbig = np.random.rand(3 << 20)\ns0 = float(big.sum())"},
+                            {"checkpoint": True}])
+            m = out["steps"][1]["manifest"]
+            back = h.kernel([{"run": "t = float(big.sum())"}, {"checkpoint": True},
+                             {"run": "big[7] = -3.0"}, {"checkpoint": True}], manifest=m)
+            read, wrote = back["steps"][1]["result"]["timings"], back["steps"][3]["result"]["timings"]
+            self.assertEqual(read["dirty_mode"], "uffd", read)
+            self.assertLess(read["hashed_bytes"], 64 << 10, read)  # seeded from the descriptor
+            self.assertEqual(read["rehashed_bytes"], 0, read)
+            self.assertEqual(wrote["rehashed_bytes"], 1 << 20, wrote)
+            again = h.kernel([{"run": "(big[7], t == s0)"}], manifest=back["steps"][3]["manifest"])
+            self.assertEqual(again["steps"][0], "(-3.0, True)")
+        finally:
+            h.close()
+
+
 if __name__ == "__main__":
     unittest.main()
