@@ -32,6 +32,10 @@ type Checkpointer struct {
 	// kernel names in its answers (it may be sandboxed and hostile) must be one of them, or the
 	// server would read and write where the kernel says.
 	SpoolRoot string
+	// PreImport lists modules a new kernel imports in the background right after the agent (into
+	// sys.modules, not the namespace): a pooled kernel then has them loaded when a session claims or
+	// wakes into it. Modules not installed are ignored.
+	PreImport []string
 }
 
 // spoolHost checks the host spool dir a kernel named.
@@ -89,6 +93,12 @@ func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoo
 	}
 	if !p.XXHash {
 		return errors.New("install agent: the kernel's Python lacks xxhash (python3-xxhash)")
+	}
+	if len(c.PreImport) > 0 {
+		var ok map[string]any
+		if err := callAgent(ctx, ex, "preimport", map[string]any{"modules": c.PreImport}, &ok); err != nil {
+			return fmt.Errorf("install agent: %w", err)
+		}
 	}
 	return nil
 }

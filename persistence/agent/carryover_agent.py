@@ -57,6 +57,8 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
   Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
   "groups": [{"n": [names], "ms"}]}.
 
+``preimport`` args {"modules": [names]}: import them in a background thread (warm pool kernels).
+
 ``forget``: drop the agent's state so the next snapshot serialises everything again.
 """
 
@@ -830,6 +832,7 @@ class Agent:
         self._env0 = dict(os.environ)
         self._warned = {}
         self._tracker = _Tracker()
+        self._preimport = None
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -859,6 +862,30 @@ class Agent:
     def op_ping(self, a):
         return {"ok": True, "pid": os.getpid(), "spool": self.spool, "spool_host": self.spool_host, "xxhash": _xxh3 is not None, "zstd": zstandard is not None,
                 "dill": dill is not None}
+
+    def op_preimport(self, a):
+        """Imports modules (into sys.modules only, not the namespace) in a background thread, so a
+        pooled kernel has them loaded when a session claims it: a wake then costs the data, not the
+        imports. Modules that are not installed are ignored. Snapshots and restores wait for it."""
+        import threading
+
+        mods = [m for m in a.get("modules") or () if isinstance(m, str) and m]
+
+        def work():
+            for m in mods:
+                try:
+                    importlib.import_module(m)
+                except Exception:
+                    pass
+
+        self._preimport = threading.Thread(target=work, name="carryover-preimport", daemon=True)
+        self._preimport.start()
+        return {"ok": True, "modules": mods}
+
+    def _await_preimport(self):
+        t, self._preimport = self._preimport, None
+        if t is not None:
+            t.join()  # never look at a half-imported module
 
     def op_forget(self, a):
         self.state = _State()
@@ -922,6 +949,7 @@ class Agent:
 
     # --- snapshot ----------------------------------------------------------------------------------
     def op_snapshot(self, a):
+        self._await_preimport()
         t0 = time.perf_counter()
         self._tracker.reset_stats()
         self._settle(a.get("committed") or "")
@@ -1311,6 +1339,7 @@ class Agent:
 
     # --- restore -----------------------------------------------------------------------------------
     def op_restore(self, a):
+        self._await_preimport()
         t0 = time.perf_counter()
         self.pending = None
         self.cells = []
