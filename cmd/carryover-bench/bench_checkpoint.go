@@ -68,9 +68,12 @@ func (b *ckptBench) checkpoint(code string) (*carryover.CheckpointResult, time.D
 		}
 	}
 	b.turn++
+	resetPeakRSS(b.k.PID())
 	t := time.Now()
 	r, err := b.cp.Checkpoint(b.ctx, b.k, "bench", b.turn, b.ws)
-	return r, time.Since(t), err
+	d := time.Since(t)
+	lastPeakRSS = peakRSS(b.k.PID())
+	return r, d, err
 }
 
 // naiveDump times a dill dump of the whole user namespace to a file (the peer), in the kernel.
@@ -140,6 +143,9 @@ func ckptNote(r *carryover.CheckpointResult, extra string) string {
 	if dn := dirtyNote(r); dn != "" {
 		s += "; " + dn
 	}
+	if lastPeakRSS > 0 {
+		s += "; kernel peak RSS " + fmtBytes(lastPeakRSS)
+	}
 	return s
 }
 
@@ -205,7 +211,12 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err != nil {
 		return rows, err
 	}
-	rows = append(rows, benchRow{Name: "first checkpoint, " + label + " array new", Ours: fmtDur(d), Note: ckptNote(r, "")})
+	wf, err := durableWriteFloor(dir, size)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, benchRow{Name: "first checkpoint, " + label + " array new", Ours: fmtDur(d),
+		Peer: fmtDur(wf) + " (durable write)", Ratio: ratio(d, wf), Note: ckptNote(r, "")})
 	peerDur, peerBytes, err := b.naiveDump(filepath.Join(dir, "naive.pkl"))
 	if err != nil {
 		return rows, err

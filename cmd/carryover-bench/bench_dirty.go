@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -42,3 +45,47 @@ func dirtyNote(r *carryover.CheckpointResult) string {
 		return "dirty pages: " + r.Timings.DirtyMode
 	}
 }
+
+// durableWriteFloor times writing n random bytes to a new file in dir and fsyncing it: the floor of a
+// first checkpoint that must store those bytes durably.
+func durableWriteFloor(dir string, n int64) (time.Duration, error) {
+	path := filepath.Join(dir, "floor.bin")
+	defer os.Remove(path)
+	t := time.Now()
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	if err := fillRandom(f, n); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	return time.Since(t), f.Close()
+}
+
+// resetPeakRSS clears the kernel's peak RSS (VmHWM) so the next reading is the peak of what follows.
+func resetPeakRSS(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// peakRSS reads the kernel's VmHWM in bytes (0 when unreadable).
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// lastPeakRSS is the kernel's peak RSS during the last bench checkpoint (ckptNote prints it).
+var lastPeakRSS int64
