@@ -45,7 +45,7 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
     "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
     write_ms, dirty_mode: "uffd"|"hash"|"mixed"|"", dirty_fallback, tracked_bytes, rehashed_bytes,
     hashed_bytes}}. "state" groups are named "@random", "@numpy.random", "@torch.random",
-    "@matplotlib.rcParams", "@magics": not variables (never in "saved"), restored after the data.
+    "@matplotlib.rcParams", "@magics", "@extensions": not variables (never in "saved"), restored after the data.
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
@@ -1768,6 +1768,10 @@ def _capture_state(shell, skipped):
                               "session is not saved: run its register_magics again after a restore"}
     if magics:
         out.append(("@magics", magics))
+    em = getattr(shell, "extension_manager", None)
+    loaded = sorted(getattr(em, "loaded", None) or ())
+    if loaded:  # %load_ext: their magics and hooks come back by loading them again
+        out.append(("@extensions", loaded))
     return out
 
 
@@ -1804,6 +1808,16 @@ def _apply_state(shell, name, value):
     elif name == "@magics":
         for kind, magic, fn in value:
             shell.register_magic_function(fn, kind, magic)
+    elif name == "@extensions":
+        bad = []
+        for ext in value:
+            try:
+                if shell.extension_manager.load_extension(ext) not in (None, "already loaded"):
+                    bad.append(ext)
+            except Exception as e:
+                bad.append("%s (%s)" % (ext, _reason(e)))
+        if bad:
+            raise ValueError("extensions not loaded again: " + ", ".join(bad))
     else:
         raise ValueError("unknown state %s" % name)
 
@@ -1849,6 +1863,8 @@ def _verify(r, cur):
         return ()
     if any(str(getattr(type(cur[n]), "__module__", "")).split(".")[0] in _NO_VERIFY for n in r.names):
         return ()
+    if not any(_comparable(type(cur[n])) for n in r.names):
+        return ()  # nothing _differs_from could decide: do not unpickle at all
     try:
         obj = pickle.loads(r.data, buffers=r.buffers)
     except Exception as e:
@@ -1897,6 +1913,12 @@ def _differs_from(live, back):
 # Libraries whose unpickling has effects in the live kernel (a matplotlib figure registers itself with
 # pyplot) or whose objects are IPython's: not verified.
 _NO_VERIFY = frozenset(("matplotlib", "IPython", "ipykernel", "ipywidgets"))
+
+
+def _comparable(t):
+    if t in _ATOMS or t in (list, dict, tuple, set, frozenset) or issubclass(t, _NO_ALIAS):
+        return False
+    return t.__eq__ is not object.__eq__ or _custom_pickling(t)
 
 
 def _custom_pickling(t):

@@ -94,11 +94,13 @@ matplotlib.rcParams["lines.linewidth"] = 7
 matplotlib.rcParams["axes.titlesize"] = "x-large"
 a64 = np.zeros(4)
 ints = np.arange(3, dtype=np.int32)
+get_ipython().run_line_magic("load_ext", "autoreload")
 '''
         probe = ("(f.name, f.mode, f.closed, type(f).__name__, log.name, log.mode, log.closed, log.tell(), "
                  "get_ipython().run_cell_magic('shout', '!', 'abc'), get_ipython().run_line_magic('twice', 'xy'), "
                  "matplotlib.rcParams['lines.linewidth'], matplotlib.rcParams['axes.titlesize'], "
-                 "a64.dtype is np.dtype('float64'), np.asarray(a64, dtype=np.float64) is a64, ints.dtype is np.dtype(np.int32))")
+                 "a64.dtype is np.dtype('float64'), np.asarray(a64, dtype=np.float64) is a64, ints.dtype is np.dtype(np.int32), "
+                 "'autoreload' in get_ipython().magics_manager.magics['line'])")
         live, restored, cp, rs = self.live_then_restored(setup, probe)
         self.assertEqual(rs["failed"], [])
         self.assertEqual(cp["result"]["skipped"], [])
