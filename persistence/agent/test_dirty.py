@@ -26,6 +26,20 @@ def kernel_has_pagemap_scan():
     return (major, minor) >= (6, 7)
 
 
+def thp_bytes(addr):
+    """AnonHugePages of the mapping holding addr (bytes)."""
+    cur = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if parts and "-" in parts[0] and not parts[0].endswith(":"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                cur = lo <= addr < hi
+            elif cur and parts[0] == "AnonHugePages:":
+                return int(parts[1]) << 10
+    return 0
+
+
 class TrackerTest(unittest.TestCase):
     def setUp(self):
         self.t = ca._Tracker()
@@ -128,6 +142,34 @@ class TrackerTest(unittest.TestCase):
         self.t.reset_stats()
         self.assertExact(b)
         self.assertEqual(self.t.stats["hashed"], N)  # hashed whole, not trusted
+
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_transparent_huge_pages(self):
+        import mmap
+
+        m = mmap.mmap(-1, N + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_HUGEPAGE)
+        arr = np.frombuffer(m, dtype=np.float64)
+        arr[:] = 1.0
+        if thp_bytes(arr.ctypes.data) == 0:
+            self.skipTest("no huge page was mapped")
+        self.step(arr, lambda: arr.__setitem__(12345, 7.0), 2 * CS)  # a 2 MiB page: at most two chunks
+        del arr
+
+    def test_fallback_without_userfaultfd(self):
+        saved = dict(ca._NR_USERFAULTFD)
+        ca._NR_USERFAULTFD.clear()  # as on a machine whose syscall number is unknown
+        try:
+            arr = np.zeros(N // 8)
+            self.hashes(arr)
+            arr[3] = 1.0
+            self.t.reset_stats()
+            self.assertExact(arr)
+            self.assertEqual(self.t.mode, "hash")
+            self.assertIn("userfaultfd", self.t.stats["fallback"])
+            self.assertEqual(self.t.stats["hashed"], N)
+        finally:
+            ca._NR_USERFAULTFD.update(saved)
 
     def test_shared_file_mapping_falls_back(self):
         with tempfile.NamedTemporaryFile() as f:
