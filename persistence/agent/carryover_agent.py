@@ -952,6 +952,7 @@ class Agent:
         self._await_preimport()
         t0 = time.perf_counter()
         self._tracker.reset_stats()
+        self._tracker.purge()
         self._settle(a.get("committed") or "")
         token = a["token"]
         cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
@@ -1511,14 +1512,17 @@ class Agent:
 # marks every page written since it was last protected; the PAGEMAP_SCAN ioctl on /proc/self/pagemap
 # returns the written ranges and protects them again in one call (Linux 6.7+; CRIU uses the same). Only
 # chunks holding written pages are hashed again. A false "clean" would lose data, so a buffer is
-# trusted only while (a) the array that exported it is the same live object (a weak reference: its
-# memory cannot have been freed and reused), (b) at the same address and length, (c) in a private
-# mapping (writes through a shared file mapping from elsewhere are invisible), (d) registered by
-# nobody else, and (e) the scan succeeds with PM_SCAN_CHECK_WPASYNC (memory unmapped and mapped again
-# at the same address is no longer registered: the scan fails and the buffer is hashed whole).
+# trusted only while (a) it is exported by an array with the same id, (b) at the same address and
+# length, (c) in a private mapping (writes through a shared file mapping from elsewhere are
+# invisible), (d) registered by no other entry (one scan would consume the other's marks), and (e)
+# the scan succeeds with PM_SCAN_CHECK_WPASYNC: memory freed (unmapped) and mapped again at the same
+# address is no longer registered, so the scan fails and the buffer is hashed whole. Memory a freed
+# array leaves mapped (the heap) changes content only through writes, which are marked. No reference
+# to the array is kept: a weak reference would make numpy refuse ndarray.resize.
 # Anything else falls back to hashing every chunk (the mode is reported in the snapshot's timings).
 
 TRACK_MIN = 8 << 20  # buffers at least this large are tracked; smaller ones hash faster than a scan
+TRACK_ENTRIES = 4096  # more entries than this (most of freed arrays): all are dropped, then re-made
 _PAGE = mmap.PAGESIZE
 _NR_USERFAULTFD = {"x86_64": 323, "aarch64": 282}
 _UFFD_API, _UFFDIO_API, _UFFDIO_REGISTER, _UFFDIO_UNREGISTER = 0xAA, 0xC018AA3F, 0xC020AA00, 0x8010AA01
@@ -1531,7 +1535,7 @@ _SCAN_VEC = 256
 
 
 class _Tracked:
-    __slots__ = ("ref", "addr", "n", "start", "end", "cs", "hashes")
+    __slots__ = ("oid", "addr", "n", "start", "end", "cs", "hashes")
 
 
 class _Tracker:
@@ -1641,7 +1645,7 @@ class _Tracker:
             return _hash_all(mv, cs)
         addr = exporter.__array_interface__["data"][0]
         e = self.entries.get((addr, n))
-        if e is not None and (e.ref() is not exporter or e.cs != cs):
+        if e is not None and (e.oid != id(exporter) or e.cs != cs):
             self._drop(e)
             e = None
         dirty = None
@@ -1671,25 +1675,20 @@ class _Tracker:
         return [list(h) for h in e.hashes]
 
     def _track(self, exporter, addr, n, cs):
-        import weakref
-
         start = addr - addr % _PAGE
         end = -(-(addr + n) // _PAGE) * _PAGE
         self.purge()
-        for o in self.entries.values():
-            if o.start < end and start < o.end:
-                return None  # two entries over one page: one scan would hide the other's writes
-        try:
-            ref = weakref.ref(exporter)
-        except TypeError:
-            return None
+        for o in [o for o in self.entries.values() if o.start < end and start < o.end]:
+            # Two entries over one page: one scan would hide the other's writes. The old one is dropped
+            # (its array, if alive, is hashed whole next time: dropping is always safe).
+            self._drop(o)
         if not self._private(start, end) or not self._register(start, end):
             return None
         if self._scan(start, end) is None:  # protects every page: from here on, writes are seen
             self._unregister(start, end)
             return None
         e = _Tracked()
-        e.ref, e.addr, e.n, e.start, e.end, e.cs, e.hashes = ref, addr, n, start, end, cs, []
+        e.oid, e.addr, e.n, e.start, e.end, e.cs, e.hashes = id(exporter), addr, n, start, end, cs, []
         self.entries[(addr, n)] = e
         return e
 
@@ -1720,10 +1719,11 @@ class _Tracker:
             os.close(self.pm)
         self.mode, self.why = "hash", "closed"
 
-    def purge(self):
-        """Drops entries whose array is gone (its memory may be reused: never trust it again)."""
-        for e in [e for e in self.entries.values() if e.ref() is None]:
-            self._drop(e)
+    def purge(self, keep=TRACK_ENTRIES):
+        """Bounds the entries (those of freed arrays are only found stale when used or overlapped)."""
+        if len(self.entries) > keep:
+            for e in list(self.entries.values()):
+                self._drop(e)
 
 
 def _hash_all(mv, cs):
