@@ -1751,9 +1751,12 @@ def _capture_state(shell, skipped):
         out.append(("@torch.random", bytes(torch.get_rng_state().numpy().tobytes())))
     mpl = sys.modules.get("matplotlib")
     if mpl is not None and hasattr(mpl, "rcParamsOrig"):
-        orig = mpl.rcParamsOrig
-        diff = {k: v for k, v in dict.items(mpl.rcParams)
-                if k != "backend" and (k not in orig or _differs(v, dict.__getitem__(orig, k)))}
+        orig, get, missing = mpl.rcParamsOrig, dict.get, _OOBBytes  # dict's own methods: no validation
+        diff = {}
+        for k, v in dict.items(mpl.rcParams):
+            o = get(orig, k, missing)
+            if v is not o and k != "backend" and (o is missing or _differs(v, o)):
+                diff[k] = v
         if diff:
             out.append(("@matplotlib.rcParams", dict(sorted(diff.items()))))
     mm = getattr(shell, "magics_manager", None)
