@@ -11,7 +11,6 @@ from test_agent import Harness
 
 # The libraries are required (make deps installs them: python3-torch, -sklearn, -scipy, -networkx,
 # -sympy, -pil, -statsmodels, -astropy), never skipped.
-HAVE_TORCH = True
 
 
 def names_of(manifest):
@@ -52,9 +51,9 @@ class FidelityTest(unittest.TestCase):
                  "random.random(); np.random.rand(3); np.random.randn()\n"  # randn leaves a cached gaussian
                  "rng = np.random.default_rng(3); rng.random()\nr = random.Random(5); r.random()\n")
         probe = "(random.random(), random.gauss(0, 1), list(np.random.rand(2)), np.random.randn(), rng.random(), r.random())"
-        if HAVE_TORCH:
-            setup += "import torch\ntorch.manual_seed(1); torch.rand(2)\ntg = torch.Generator().manual_seed(9); torch.rand(1, generator=tg)\n"
-            probe = probe[:-1] + ", torch.rand(2).tolist(), torch.rand(1, generator=tg).tolist())"
+        # torch's default generator and a torch.Generator variable
+        setup += "import torch\ntorch.manual_seed(1); torch.rand(2)\ntg = torch.Generator().manual_seed(9); torch.rand(1, generator=tg)\n"
+        probe = probe[:-1] + ", torch.rand(2).tolist(), torch.rand(1, generator=tg).tolist())"
         live, restored, cp, rs = self.live_then_restored(setup, probe)
         self.assertEqual(rs["failed"], [])
         self.assertEqual(cp["result"]["skipped"], [])
@@ -144,20 +143,20 @@ get_ipython().run_line_magic("load_ext", "autoreload")
             "from sklearn.neighbors import KNeighborsClassifier\nknn = KNeighborsClassifier(3).fit(data['train'], y)",
         ]
         checks = "(knn._fit_X is X, knn._fit_X is data['train'], list(knn.predict(X[:5])) == list(y[:5]))"
-        if HAVE_TORCH:
-            cells += [
-                "import torch\ntorch.manual_seed(0)\nnet = torch.nn.Sequential(torch.nn.Linear(4, 1200), torch.nn.Linear(1200, 1000), torch.nn.Linear(1000, 1))",
-                "def make_opt():\n    return torch.optim.SGD(net.parameters(), lr=0.1)\nopt = make_opt()",
-                "Xt = torch.tensor(X[:64], dtype=torch.float32)\nopt.zero_grad(); net(Xt).pow(2).mean().backward(); opt.step()",
-            ]
-            checks = checks[:-1] + (", opt.param_groups[0]['params'][0] is net[0].weight, "
-                                    "(lambda before: (opt.zero_grad(), net(Xt).pow(2).mean().backward(), opt.step(), "
-                                    "bool((net[0].weight != before).any()))[-1])(net[0].weight.detach().clone()))")
+        # a model over BIG_GRAPH and an optimizer made in a later turn
+        cells += [
+            "import torch\ntorch.manual_seed(0)\nnet = torch.nn.Sequential(torch.nn.Linear(4, 1200), torch.nn.Linear(1200, 1000), torch.nn.Linear(1000, 1))",
+            "def make_opt():\n    return torch.optim.SGD(net.parameters(), lr=0.1)\nopt = make_opt()",
+            "Xt = torch.tensor(X[:64], dtype=torch.float32)\nopt.zero_grad(); net(Xt).pow(2).mean().backward(); opt.step()",
+        ]
+        checks = checks[:-1] + (", opt.param_groups[0]['params'][0] is net[0].weight, "
+                                "(lambda before: (opt.zero_grad(), net(Xt).pow(2).mean().backward(), opt.step(), "
+                                "bool((net[0].weight != before).any()))[-1])(net[0].weight.detach().clone()))")
         manifest, skipped = self.chain(cells)
         self.assertEqual(skipped, [])
         back = self.h.kernel([{"run": checks}], manifest=manifest)
         self.assertEqual(back["restore"]["failed"], [])
-        want = "(True, True, True" + (", True, True)" if HAVE_TORCH else ")")
+        want = "(True, True, True, True, True)"
         self.assertEqual(back["steps"][0], want)
 
     def test_restored_group_merges_with_new_sharer(self):
