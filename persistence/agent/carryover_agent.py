@@ -443,6 +443,9 @@ _DISPATCH[_thread.RLock] = lambda lock: (_thread.RLock, ())
 # Arrays and tensors met while pickling: for groups too big to keep the pickler memo, their ids are
 # what the agent knows of the group's sharing (a model's parameters, an array behind a view).
 _SEEN = []
+# What a reducer saved differently from the live object (it still saves it): named in skipped as
+# "saved, but ..." for the variables of the group.
+_NOTES = []
 _LIB = set()  # modules whose reducers are in _DISPATCH
 _DISPATCH_TYPES = {}  # "ndarray"/"tensor" -> the type, once its library is loaded
 
@@ -528,6 +531,9 @@ def _reduce_memmap(a):
         return (_reopen_memmap, (a.filename, a.dtype, a.mode, a.offset, a.shape, order))
     if isinstance(a.base, sys.modules["numpy"].ndarray):
         return _reduce_ndarray(a)
+    if mm is not None and a.base is mm:
+        _NOTES.append("np.memmap of %s in mode %r is saved as its data: it comes back as an in-memory array, "
+                      "not mapped on the file" % (a.filename, a.mode))
     return a.__reduce_ex__(PROTOCOL)
 
 
@@ -802,7 +808,7 @@ class _State:
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -813,6 +819,7 @@ class _Pickled:
         self.ids = frozenset()
         self.deps = ()
         self.keep = None  # memo copy held while groups are formed, so ids are not reused
+        self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
 
 
 class Agent:
@@ -1028,6 +1035,9 @@ class Agent:
             old = prev.groups.get(frozenset(g.names))
             if g.kind == "data":
                 g.warn = old.warn if old is not None and old.ref == g.ref and old.warn is not None else _verify(r, cur)
+                if r.notes:
+                    g.warn = tuple(g.warn) + tuple({"name": n, "type": _typename(cur[n]), "reason": "saved, but " + "; ".join(r.notes)}
+                                                   for n in r.names if n not in {w["name"] for w in g.warn})
                 if old is not None and old.warn:  # a value restored degraded compares equal to itself now
                     seen = {w["name"] for w in g.warn}
                     g.warn = tuple(g.warn) + tuple(w for w in old.warn if w["name"] not in seen and w["name"] in cur
@@ -1132,7 +1142,7 @@ class Agent:
             obj = _OOBBytes(obj)
         bufs = []
         buf = io.BytesIO()
-        del _SEEN[:]
+        del _SEEN[:], _NOTES[:]
         try:
             p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
             p.dump(obj)
@@ -1143,7 +1153,7 @@ class Agent:
                 raise first
             bufs = []
             buf = io.BytesIO()
-            del _SEEN[:]
+            del _SEEN[:], _NOTES[:]
             p = _DillPickler(buf, self, None, buffer_callback=bufs.append)
             try:
                 p.dump(obj)
@@ -1168,6 +1178,8 @@ class Agent:
                 ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
             ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
         del _SEEN[:]
+        r.notes = tuple(dict.fromkeys(_NOTES))
+        del _NOTES[:]
         if len(values) > 1 or obj is values[0]:
             ids.update(id(v) for v in values if not isinstance(v, shared))
         r.ids = frozenset(ids)

@@ -210,15 +210,16 @@ pair = [acc, 1]
     def test_memmap_reopened_on_its_file(self):
         setup = ("import numpy as np, os\nmm = np.memmap('m.dat', dtype='float64', mode='w+', shape=(1000,))\n"
                  "mm[3] = 7; mm.flush()\npart = mm[10:20]\nro = np.memmap('m.dat', dtype='float64', mode='r', shape=(10,))\n"
-                 "import mmap\nraw = mmap.mmap(-1, 4096)\n")
+                 "import mmap\nraw = mmap.mmap(-1, 4096)\ncow = np.memmap('m.dat', dtype='float64', mode='c', shape=(4,))\n")
         probe = ("(type(mm).__name__, os.path.basename(mm.filename), mm.mode, float(mm[3]), np.shares_memory(part, mm), "
                  "part.base is mm, ro.mode, ro.flags.writeable)")
         live, restored, cp, rs = self.live_then_restored(setup, probe)
         self.assertEqual(rs["failed"], [])
         self.assertEqual(restored, live)
         skipped = {s["name"]: s["reason"] for s in cp["result"]["skipped"]}
-        self.assertEqual(set(skipped), {"raw"})  # a plain mmap object is named, not silently dropped
+        self.assertEqual(set(skipped), {"raw", "cow"})  # a plain mmap object is named, not silently dropped
         self.assertIn("mmap", skipped["raw"])
+        self.assertTrue(skipped["cow"].startswith("saved, but np.memmap of"), skipped["cow"])  # copy-on-write map
         back = self.h.kernel([{"run": "part[0] = 9; mm.flush(); float(np.fromfile('m.dat')[10])"}], manifest=cp["manifest"])
         self.assertEqual(back["steps"][0], "9.0")
 
