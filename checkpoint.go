@@ -53,6 +53,10 @@ type CheckpointTimings struct {
 	SerializeMS float64 `json:"serialize_ms"`
 	WriteMS     float64 `json:"write_ms"`
 	FilesMS     float64 `json:"files_ms"`
+	// DirtyMode says how changes in large buffers were found: "uffd" (dirty-page tracking), "hash"
+	// (every chunk hashed; DirtyFallback says why), "mixed", or "" (no buffer large enough to track).
+	DirtyMode     string `json:"dirty_mode,omitempty"`
+	DirtyFallback string `json:"dirty_fallback,omitempty"`
 }
 
 // CheckpointSummary is an item of a session's checkpoint list.

@@ -44,12 +44,13 @@ type Config struct {
 		MaxOutputBytes        int64   `mapstructure:"max_output_bytes"`
 	} `mapstructure:"run"`
 	Persistence struct {
-		ChunkSize         int    `mapstructure:"chunk_size"`
-		Retention         int    `mapstructure:"retention"`
-		SaveHiddenFiles   bool   `mapstructure:"save_hidden_files"`
-		MaxFileBytes      int64  `mapstructure:"max_file_bytes"`
-		MaxWorkspaceBytes int64  `mapstructure:"max_workspace_bytes"`
-		SpoolDir          string `mapstructure:"spool_dir"`
+		ChunkSize         int      `mapstructure:"chunk_size"`
+		Retention         int      `mapstructure:"retention"`
+		SaveHiddenFiles   bool     `mapstructure:"save_hidden_files"`
+		MaxFileBytes      int64    `mapstructure:"max_file_bytes"`
+		MaxWorkspaceBytes int64    `mapstructure:"max_workspace_bytes"`
+		SpoolDir          string   `mapstructure:"spool_dir"`
+		PreImport         []string `mapstructure:"pre_import"`
 	} `mapstructure:"persistence"`
 	Cull struct {
 		IdleSeconds     float64 `mapstructure:"idle_seconds"`

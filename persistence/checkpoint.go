@@ -32,6 +32,10 @@ type Checkpointer struct {
 	// kernel names in its answers (it may be sandboxed and hostile) must be one of them, or the
 	// server would read and write where the kernel says.
 	SpoolRoot string
+	// PreImport lists modules a new kernel imports in the background right after the agent (into
+	// sys.modules, not the namespace): a pooled kernel then has them loaded when a session claims or
+	// wakes into it. Modules not installed are ignored.
+	PreImport []string
 }
 
 // spoolHost checks the host spool dir a kernel named.
@@ -65,6 +69,11 @@ type snapshotAnswer struct {
 		DetectMS    float64 `json:"detect_ms"`
 		SerializeMS float64 `json:"serialize_ms"`
 		WriteMS     float64 `json:"write_ms"`
+		DirtyMode   string  `json:"dirty_mode"`
+		// DirtyFallback is why large buffers were hashed whole instead of scanned for written pages.
+		DirtyFallback string `json:"dirty_fallback"`
+		RehashedBytes int64  `json:"rehashed_bytes"`
+		HashedBytes   int64  `json:"hashed_bytes"`
 	} `json:"timings"`
 }
 
@@ -84,6 +93,12 @@ func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoo
 	}
 	if !p.XXHash {
 		return errors.New("install agent: the kernel's Python lacks xxhash (python3-xxhash)")
+	}
+	if len(c.PreImport) > 0 {
+		var ok map[string]any
+		if err := callAgent(ctx, ex, "preimport", map[string]any{"modules": c.PreImport}, &ok); err != nil {
+			return fmt.Errorf("install agent: %w", err)
+		}
 	}
 	return nil
 }
@@ -220,7 +235,7 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		ID: p.id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
 		FilesSkipped: []carryover.FileSkip{},
 		Timings: carryover.CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
-			WriteMS: ans.Timings.WriteMS},
+			WriteMS: ans.Timings.WriteMS, DirtyMode: ans.Timings.DirtyMode, DirtyFallback: ans.Timings.DirtyFallback},
 	}
 	m := &Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {

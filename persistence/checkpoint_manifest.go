@@ -24,7 +24,9 @@ type Manifest struct {
 
 // ManifestGroup is one restore unit, in restore order: "imp" (modules and names imported from modules,
 // re-imported by Module/Attr, no chunks), "def" (classes and functions defined in the session, by value),
-// "data" (everything else). Names sharing objects are one group so aliasing survives.
+// "data" (everything else), "state" (interpreter state that is no variable, named "@...": the global
+// random generators, matplotlib's rcParams, session magics). Names sharing objects are one group so
+// aliasing survives.
 type ManifestGroup struct {
 	Kind   string   `json:"k"`
 	Names  []string `json:"n"`
@@ -33,6 +35,9 @@ type ManifestGroup struct {
 	Module string   `json:"m,omitempty"`
 	Attr   string   `json:"a,omitempty"`
 }
+
+// GroupState is the kind of a group holding interpreter state, not variables (see ManifestGroup).
+const GroupState = "state"
 
 // groupDescriptor is the content of a group's descriptor chunk, written by the agent.
 type groupDescriptor struct {
@@ -108,7 +113,9 @@ func (c *Checkpointer) Variables(cp carryover.Checkpoint) []string {
 func (m *Manifest) Variables() []string {
 	out := []string{}
 	for _, g := range m.Groups {
-		out = append(out, g.Names...)
+		if g.Kind != GroupState {
+			out = append(out, g.Names...)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -126,7 +126,8 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 	res.Timings.ReadMS = msSince(tr)
 
 	var ans restoreAnswer
-	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env}
+	// skipped: the agent keeps naming what was saved but restores differently ("saved, but ...").
+	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped)}
 	if err := callAgent(ctx, ex, "restore", args, &ans); err != nil {
 		return err
 	}

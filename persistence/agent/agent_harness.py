@@ -82,7 +82,8 @@ def restore(agent, spool, store, manifest):
                             out.write(f.read())
                 e["bf"].append(bf)
         groups.append(e)
-    r = call(agent, "restore", {"clear": True, "groups": groups, "cwd": manifest.get("cwd"), "env": manifest.get("env")})
+    r = call(agent, "restore", {"clear": True, "groups": groups, "cwd": manifest.get("cwd"), "env": manifest.get("env"),
+                                     "skipped": manifest.get("skipped") or []})
     shutil.rmtree(rdir, ignore_errors=True)
     return r
 

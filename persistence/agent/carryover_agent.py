@@ -17,6 +17,13 @@ Why it looks like this
   and functions defined in the session are pickled by value (classes through a skeleton + state, which
   also works for Enum and ABC), and restored before the data that refers to them as ``__main__.Name``.
 * Modules and objects imported from modules are recorded by reference and re-imported.
+* What restores differently is restored faithfully or named (checkpoint "skipped"): interpreter state
+  that is no variable (global random generators, rcParams, session magics) travels as "state" groups;
+  library reducers keep views as views, dtypes as numpy's singletons, tensors' .grad, memmaps on their
+  files, and refuse tensors inside an autograd graph; small changed groups are unpickled and compared
+  with the live values ("saved, but ..." when a custom __reduce__ loses something).
+* Large numpy buffers are diffed by dirty-page tracking (userfaultfd WP_ASYNC + PAGEMAP_SCAN, see
+  _Tracker): only chunks with written pages are hashed again; elsewhere every chunk is hashed.
 
 Spool protocol (the Go side is persistence/checkpoint_spool.go)
 -------------------------------------------------------------
@@ -32,21 +39,25 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
     base64 in the answer when small. Go streams each file into the store and deletes the directory.
   * A group descriptor chunk (JSON, below) names a group's pickle and buffer chunks; the manifest refers
     to a group by that one hash, and the descriptor's chunk entry lists them as children for GC.
-  * Answer: {"token", "groups": [{"k": "imp"|"def"|"data", "n": [names], "t": [types], "r": hash,
+  * Answer: {"token", "groups": [{"k": "imp"|"def"|"data"|"state", "n": [names], "t": [types], "r": hash,
     "m": module, "a": attr}], "saved": [names], "unchanged": N, "skipped": [{"name","type","reason"}],
     "chunks": [{"h", "c": "raw"|"zstd", "n": raw len, "s": stored len, "f": file | "d": base64,
     "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
-    write_ms}}.
+    write_ms, dirty_mode: "uffd"|"hash"|"mixed"|"", dirty_fallback, tracked_bytes, rehashed_bytes,
+    hashed_bytes}}. "state" groups are named "@random", "@numpy.random", "@torch.random",
+    "@matplotlib.rcParams", "@magics", "@extensions": not variables (never in "saved"), restored after the data.
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
 
 ``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
-  "cwd", "env"}: Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
+  "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
   and each out-of-band buffer into ONE file of ``bf``; the agent maps buffers copy-on-write (mmap
   ACCESS_COPY: no copy until written), unlinks the files and loads each group independently.
   Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
   "groups": [{"n": [names], "ms"}]}.
+
+``preimport`` args {"modules": [names]}: import them in a background thread (warm pool kernels).
 
 ``forget``: drop the agent's state so the next snapshot serialises everything again.
 """
@@ -351,7 +362,8 @@ _FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.Buffer
 
 def _reduce_file(f):
     """An open file is saved as path, mode and position and reopened there on restore; a closed one
-    only needs its name."""
+    only needs its name and mode. Either comes back with the name and mode it had (a relative name
+    stays relative; a file opened "w" is not reported as "r+")."""
     name = getattr(f, "name", None)
     if not isinstance(name, str):
         raise pickle.PicklingError("file object has no path")
@@ -372,31 +384,45 @@ def _reduce_file(f):
     enc = getattr(f, "encoding", None) if isinstance(f, io.TextIOWrapper) else None
     errors = getattr(f, "errors", None) if isinstance(f, io.TextIOWrapper) else None
     raw = isinstance(f, io.FileIO)
-    return (_reopen_file, (path, f.mode, pos, closed, enc, errors, raw))
+    return (_reopen_file, (path, f.mode, pos, closed, enc, errors, raw, name))
 
 
-def _reopen_file(path, mode, pos, closed, encoding, errors, raw):
-    exists = os.path.exists(path)
-    if not exists and not closed:
-        raise FileNotFoundError("file %s no longer exists" % path)
-    # Reopening with w/x would truncate or fail: reopen for update instead, appends stay appends.
-    m = mode.replace("w", "r+").replace("x", "r+").replace("++", "+")
-    target = path if exists else os.devnull
-    if "b" in m or raw:
-        f = open(target, m.replace("b", "") + "b", buffering=0 if raw else -1)
+def _reopen_file(path, mode, pos, closed, encoding, errors, raw, name=None):
+    """Reopens a saved file object. The descriptor is opened by hand without O_TRUNC/O_EXCL (reopening
+    "w" must not empty the file) and wrapped with the ORIGINAL mode, so type, mode and name are the
+    original's. A closed file wraps /dev/null and is closed at once: its file need not exist."""
+    if closed:
+        fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     else:
-        f = open(target, m, encoding=encoding, errors=errors)
+        if not os.path.exists(path):
+            raise FileNotFoundError("file %s no longer exists" % path)
+        if "+" in mode:
+            flags = os.O_RDWR
+        elif any(c in mode for c in "wxa"):
+            flags = os.O_WRONLY
+        else:
+            flags = os.O_RDONLY
+        if "a" in mode:
+            flags |= os.O_APPEND
+        fd = os.open(path, flags | os.O_CLOEXEC)
+    try:
+        if "b" in mode or raw:
+            f = open(fd, mode if "b" in mode else mode + "b", buffering=0 if raw else -1)
+        else:
+            f = open(fd, mode, encoding=encoding, errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
+    inner = f
+    while hasattr(inner, "buffer") or hasattr(inner, "raw"):
+        inner = getattr(inner, "buffer", None) or getattr(inner, "raw")
+    try:
+        inner.name = name if name is not None else path
+    except (AttributeError, TypeError):
+        pass
     if closed:
         f.close()
-        if not exists:  # a closed handle of a file that is gone: keep its name
-            inner = f
-            while hasattr(inner, "buffer") or hasattr(inner, "raw"):
-                inner = getattr(inner, "buffer", None) or getattr(inner, "raw")
-            try:
-                inner.name = path
-            except (AttributeError, TypeError):
-                pass
-    elif "a" not in m:
+    elif "a" not in mode:
         f.seek(pos)
     return f
 
@@ -407,6 +433,163 @@ for _t in _FILE_TYPES:
 # Locks come back new and released (dill would restore an RLock as held by a thread that is gone).
 _DISPATCH[type(_thread.allocate_lock())] = lambda lock: (_thread.allocate_lock, ())
 _DISPATCH[_thread.RLock] = lambda lock: (_thread.RLock, ())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Library reducers: where a library's own pickling silently restores something different (a dtype
+# that is equal but not identical, a view that becomes a copy, a tensor that loses its .grad or its
+# autograd graph), the agent pickles it itself, or refuses with a reason so the name is reported.
+
+# Arrays and tensors met while pickling: for groups too big to keep the pickler memo, their ids are
+# what the agent knows of the group's sharing (a model's parameters, an array behind a view).
+_SEEN = []
+# What a reducer saved differently from the live object (it still saves it): named in skipped as
+# "saved, but ..." for the variables of the group.
+_NOTES = []
+_LIB = set()  # modules whose reducers are in _DISPATCH
+_DISPATCH_TYPES = {}  # "ndarray"/"tensor" -> the type, once its library is loaded
+
+
+def _library_dispatch():
+    """Adds the reducers of numpy and torch to _DISPATCH once each is imported (cheap when done)."""
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" not in _LIB:
+        _LIB.add("numpy")
+        for c in np.typecodes["All"]:
+            try:
+                _DISPATCH[type(np.dtype(c))] = _reduce_dtype
+            except TypeError:
+                pass
+        _DISPATCH[np.ndarray] = _reduce_ndarray
+        _DISPATCH[np.memmap] = _reduce_memmap
+        _DISPATCH_TYPES["ndarray"] = np.ndarray
+    torch = sys.modules.get("torch")
+    if torch is not None and "torch" not in _LIB and hasattr(torch, "Tensor") and hasattr(torch, "nn"):
+        _LIB.add("torch")
+        _DISPATCH[torch.Tensor] = _reduce_tensor
+        _DISPATCH[torch.nn.Parameter] = _reduce_tensor
+        _DISPATCH[torch.Generator] = _reduce_torch_generator
+        _DISPATCH_TYPES["tensor"] = torch.Tensor
+
+
+def _reduce_dtype(d):
+    """A builtin dtype comes back as numpy's own singleton (np.dtype('<f8') is np.dtype('float64')):
+    numpy's reduce makes an equal copy, which some code paths treat as another dtype (copies)."""
+    np = sys.modules["numpy"]
+    try:
+        if d.isbuiltin == 1 and np.dtype(d.str) is d:
+            return (np.dtype, (d.str,))
+    except TypeError:
+        pass
+    return d.__reduce__()
+
+
+def _reduce_ndarray(a):
+    """A view is saved as (its root array, offset, shape, strides, dtype) and rebuilt as a view of the
+    restored root, so it keeps sharing memory (v.base is big); numpy's own reduce saves a copy."""
+    _SEEN.append(a)
+    base = a.base
+    np = sys.modules["numpy"]
+    if base is None or not isinstance(base, np.ndarray):
+        rv = a.__reduce_ex__(PROTOCOL)
+        if getattr(rv[0], "__name__", "") == "_frombuffer" and len(rv) == 2:
+            return (_array_from_buffer, rv[1])
+        return rv
+    root = base
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous or root.dtype.hasobject or a.dtype.hasobject:
+        return a.__reduce_ex__(PROTOCOL)
+    lo, hi = np.byte_bounds(a)
+    rlo, rhi = np.byte_bounds(root)
+    if lo < rlo or hi > rhi:
+        return a.__reduce_ex__(PROTOCOL)
+    off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    args = (root, off, a.shape, a.strides, a.dtype, bool(a.flags.writeable))
+    return (_make_view, args if type(a) is np.ndarray else args + (type(a),))
+
+
+def _array_from_buffer(buf, dtype, shape, order):
+    """An array straight over its restored buffer (numpy's _frombuffer reshapes a 1-D view of it,
+    so the array would not own its data and views of it would get another base)."""
+    np = sys.modules.get("numpy") or importlib.import_module("numpy")
+    a = np.ndarray(shape, dtype=dtype, buffer=buf, order=order)
+    if isinstance(buf, pickle.PickleBuffer) and memoryview(buf).readonly and a.flags.writeable:
+        a.flags.writeable = False
+    return a
+
+
+def _reduce_memmap(a):
+    """A np.memmap of a file is reopened on that file ("w+" as "r+": it must not be emptied), so it
+    stays a memmap whose writes reach the file; numpy's reduce would restore an in-memory copy. A view
+    of one is a view of the reopened map. Copy-on-write maps ("c") are saved as data (their changes
+    are not in the file)."""
+    _SEEN.append(a)
+    mm = getattr(a, "_mmap", None)
+    if mm is not None and a.base is mm and a.filename and a.mode in ("r", "r+", "w+"):
+        order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+        return (_reopen_memmap, (a.filename, a.dtype, a.mode, a.offset, a.shape, order))
+    if isinstance(a.base, sys.modules["numpy"].ndarray):
+        return _reduce_ndarray(a)
+    if mm is not None and a.base is mm:
+        _NOTES.append("np.memmap of %s in mode %r is saved as its data: it comes back as an in-memory array, "
+                      "not mapped on the file" % (a.filename, a.mode))
+    return a.__reduce_ex__(PROTOCOL)
+
+
+def _reopen_memmap(filename, dtype, mode, offset, shape, order):
+    np = sys.modules.get("numpy") or importlib.import_module("numpy")
+    m = np.memmap(filename, dtype=dtype, mode="r+" if mode == "w+" else mode, offset=offset, shape=shape, order=order)
+    m.mode = mode
+    return m
+
+
+def _make_view(root, offset, shape, strides, dtype, writeable, subtype=None):
+    np = sys.modules["numpy"]
+    v = np.ndarray.__new__(subtype or np.ndarray, shape, dtype=dtype, buffer=root, offset=offset, strides=strides)
+    if subtype is not None and isinstance(root, np.memmap):  # what memmap's own slicing carries over
+        for k in ("_mmap", "filename", "offset", "mode"):
+            setattr(v, k, getattr(root, k, None))
+    if not writeable and v.flags.writeable:
+        v.flags.writeable = False
+    return v
+
+
+def _reduce_tensor(t):
+    """A torch tensor keeps its .grad (torch's reduce drops it: opt.step() would then do nothing);
+    one inside an autograd graph (a grad_fn) cannot be saved: torch would restore it as a leaf, so
+    loss.backward() would run and train nothing. It is refused with a reason instead."""
+    _SEEN.append(t)
+    fn = t.grad_fn
+    if fn is not None:
+        raise pickle.PicklingError(
+            "torch tensor with grad_fn=%s is part of an autograd graph, which cannot be saved (it would "
+            "come back as a leaf and backward() would train nothing): keep t.detach() or t.item(), or "
+            "recompute it after a restore" % type(fn).__name__)
+    rv = t.__reduce_ex__(PROTOCOL)
+    g = t.grad
+    if g is None:
+        return rv
+    return (_tensor_with_grad, (rv[0], rv[1], g))
+
+
+def _tensor_with_grad(rebuild, args, grad):
+    t = rebuild(*args)
+    t.grad = grad
+    return t
+
+
+def _reduce_torch_generator(g):
+    """torch.Generator does not pickle: saved as its device and state, so it continues its sequence."""
+    return (_torch_generator, (str(g.device), bytes(g.get_state().numpy().tobytes())))
+
+
+def _torch_generator(device, state):
+    import torch
+
+    g = torch.Generator(device=device)
+    g.set_state(torch.tensor(list(state), dtype=torch.uint8))
+    return g
 
 
 class _DataPickler(pickle.Pickler):
@@ -554,6 +737,8 @@ if dill is not None:
 
 
 _ATOMS = frozenset((str, bytes, int, float, bool, type(None)))
+# Restore order of group kinds: state last (magics name session functions, the numpy generator needs numpy).
+_KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
 
 
 def _persistent_load(ns):
@@ -584,7 +769,7 @@ class _MissingDep(Exception):
 class _Group:
     """One unit of saving: names sharing objects (or one session definition under several names)."""
 
-    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr")
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -596,6 +781,7 @@ class _Group:
         self.types = ()
         self.mod = None
         self.attr = None
+        self.warn = None  # _verify's findings: None = not verified, () = restores as itself
 
     def entry(self):
         e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}
@@ -622,7 +808,7 @@ class _State:
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -633,6 +819,7 @@ class _Pickled:
         self.ids = frozenset()
         self.deps = ()
         self.keep = None  # memo copy held while groups are formed, so ids are not reused
+        self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
 
 
 class Agent:
@@ -650,6 +837,9 @@ class Agent:
         self._result = None
         self._shared = _NO_ALIAS
         self._env0 = dict(os.environ)
+        self._warned = {}
+        self._tracker = _Tracker()
+        self._preimport = None
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -679,6 +869,30 @@ class Agent:
     def op_ping(self, a):
         return {"ok": True, "pid": os.getpid(), "spool": self.spool, "spool_host": self.spool_host, "xxhash": _xxh3 is not None, "zstd": zstandard is not None,
                 "dill": dill is not None}
+
+    def op_preimport(self, a):
+        """Imports modules (into sys.modules only, not the namespace) in a background thread, so a
+        pooled kernel has them loaded when a session claims it: a wake then costs the data, not the
+        imports. Modules that are not installed are ignored. Snapshots and restores wait for it."""
+        import threading
+
+        mods = [m for m in a.get("modules") or () if isinstance(m, str) and m]
+
+        def work():
+            for m in mods:
+                try:
+                    importlib.import_module(m)
+                except Exception:
+                    pass
+
+        self._preimport = threading.Thread(target=work, name="carryover-preimport", daemon=True)
+        self._preimport.start()
+        return {"ok": True, "modules": mods}
+
+    def _await_preimport(self):
+        t, self._preimport = self._preimport, None
+        if t is not None:
+            t.join()  # never look at a half-imported module
 
     def op_forget(self, a):
         self.state = _State()
@@ -742,7 +956,10 @@ class Agent:
 
     # --- snapshot ----------------------------------------------------------------------------------
     def op_snapshot(self, a):
+        self._await_preimport()
         t0 = time.perf_counter()
+        self._tracker.reset_stats()
+        self._tracker.purge()
         self._settle(a.get("committed") or "")
         token = a["token"]
         cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
@@ -754,6 +971,7 @@ class Agent:
             if _is_session_def(v) and id(v) not in self._defnames:
                 self._defnames[id(v)] = k
         self._shared = _shared_types()
+        _library_dispatch()
         touched, dynamic = self._analyze(cells, cur)
         p2g = prev.name2group()
         cand = set()
@@ -798,6 +1016,7 @@ class Agent:
         # Small unchanged groups: re-pickle within a budget (mutations through aliases).
         picked = {n for r in results for n in r.names} | set(skipped)
         results.extend(self._recheck(prev, cur, picked, skipped, t1))
+        results.extend(self._pickle_state(skipped))
         serialize = time.perf_counter() - t1
 
         # chunk, hash, write
@@ -814,9 +1033,18 @@ class Agent:
             g, pieces = self._describe(r, cs, cur)
             hash_t += time.perf_counter() - th
             old = prev.groups.get(frozenset(g.names))
+            if g.kind == "data":
+                g.warn = old.warn if old is not None and old.ref == g.ref and old.warn is not None else _verify(r, cur)
+                if r.notes:
+                    g.warn = tuple(g.warn) + tuple({"name": n, "type": _typename(cur[n]), "reason": "saved, but " + "; ".join(r.notes)}
+                                                   for n in r.names if n not in {w["name"] for w in g.warn})
+                if old is not None and old.warn:  # a value restored degraded compares equal to itself now
+                    seen = {w["name"] for w in g.warn}
+                    g.warn = tuple(g.warn) + tuple(w for w in old.warn if w["name"] not in seen and w["name"] in cur
+                                                   and prev.ids.get(w["name"]) == id(cur[w["name"]]))
             if old is not None and old.ref == g.ref:
                 g.size = old.size if not g.size else g.size
-            else:
+            elif g.kind != "state":
                 saved.extend(g.names)
             new_groups[frozenset(g.names)] = g
             for h, piece, children in pieces:
@@ -836,6 +1064,9 @@ class Agent:
         for n in cur:
             if n not in done and n in prev.skipped and prev.ids.get(n) == id(cur[n]):
                 skipped[n] = prev.skipped[n]
+        for g in new_groups.values():  # saved, but they restore as something else: say so every time
+            for w in g.warn or ():
+                skipped.setdefault(w["name"], w)
         write = time.perf_counter() - t2 - hash_t
         serialize += hash_t
 
@@ -850,8 +1081,8 @@ class Agent:
                 st.known.update(g.chunks)
         self.pending = (token, st, cells)
         saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
-        nsaved = sum(len(g.names) for g in new_groups.values())
-        groups = sorted(new_groups.values(), key=lambda g: ({"imp": 0, "def": 1, "data": 2}[g.kind], g.names))
+        nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
+        groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
         return {
             "token": token,
             "spool_host": self.spool_host,
@@ -862,9 +1093,21 @@ class Agent:
             "chunks": chunks_out,
             "cwd": _cwd(),
             "env": self._env_diff(),
-            "timings": {"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
-                        "write_ms": round(write * 1000, 3)},
+            "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
+                             "write_ms": round(write * 1000, 3)}, **self._dirty_timings()),
         }
+
+    def _dirty_timings(self):
+        """How large buffers' changes were found: "uffd" (dirty-page scans), "hash" (every chunk hashed,
+        with the reason), "mixed", or "" when no buffer was large enough to track."""
+        st = self._tracker.stats
+        fb = st.get("fallback", "")
+        mode = ("mixed" if fb else "uffd") if st.get("tracked") else ("hash" if fb else "")
+        out = {"dirty_mode": mode, "tracked_bytes": st.get("tracked", 0), "rehashed_bytes": st.get("rehashed", 0),
+               "hashed_bytes": st.get("hashed", 0)}
+        if fb:
+            out["dirty_fallback"] = fb
+        return out
 
     def _env_diff(self):
         env = os.environ
@@ -899,6 +1142,7 @@ class Agent:
             obj = _OOBBytes(obj)
         bufs = []
         buf = io.BytesIO()
+        del _SEEN[:], _NOTES[:]
         try:
             p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
             p.dump(obj)
@@ -909,6 +1153,7 @@ class Agent:
                 raise first
             bufs = []
             buf = io.BytesIO()
+            del _SEEN[:], _NOTES[:]
             p = _DillPickler(buf, self, None, buffer_callback=bufs.append)
             try:
                 p.dump(obj)
@@ -931,6 +1176,10 @@ class Agent:
             for v in values:
                 kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
                 ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+            ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
+        del _SEEN[:]
+        r.notes = tuple(dict.fromkeys(_NOTES))
+        del _NOTES[:]
         if len(values) > 1 or obj is values[0]:
             ids.update(id(v) for v in values if not isinstance(v, shared))
         r.ids = frozenset(ids)
@@ -989,6 +1238,24 @@ class Agent:
                 out.extend(singles[m] for m in members)  # together fails: save apart, lose aliasing
         return out
 
+    def _pickle_state(self, skipped):
+        """The interpreter state (_capture_state), one "state" group per item."""
+        out = []
+        try:
+            items = _capture_state(self.shell, skipped)
+        except Exception as e:
+            skipped["@state"] = {"name": "@state", "type": "state", "reason": _reason(e)}
+            return out
+        for name, value in items:
+            try:
+                r = self._pickle_one([name], [value])
+            except Exception as e:
+                skipped[name] = {"name": name, "type": "state", "reason": _reason(e)}
+                continue
+            r.kind, r.ids, r.keep = "state", frozenset(), None
+            out.append(r)
+        return out
+
     def _recheck(self, prev, cur, picked, skipped, t_start):
         small = [g for g in prev.groups.values() if g.kind in ("data", "def") and g.size < SMALL_GROUP
                  and all(n in cur and n not in picked for n in g.names)]
@@ -1041,12 +1308,9 @@ class Agent:
             except BufferError:
                 mv = memoryview(bytes(pb))  # non-contiguous: copy once
             ro = 1 if mv.readonly else 0
-            cl = []
-            for off in range(0, len(mv), cs):
-                piece = mv[off:off + cs]
-                h = _hash(piece)
-                cl.append([h, len(piece)])
-                pieces.append((h, piece, None))
+            cl = self._tracker.hashes(mv, cs)
+            for i, (h, _) in enumerate(cl):
+                pieces.append((h, mv[i * cs:(i + 1) * cs], None))
             bl.append([ro, len(mv), cl])
             size += len(mv)
         desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
@@ -1059,7 +1323,7 @@ class Agent:
         g.size = size
         g.ids = r.ids
         g.chunks = tuple(children)
-        g.types = tuple(_typename(cur[n]) for n in r.names)
+        g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
         return g, pieces
 
     def _emit(self, outdir, made, h, piece, children):
@@ -1088,6 +1352,7 @@ class Agent:
 
     # --- restore -----------------------------------------------------------------------------------
     def op_restore(self, a):
+        self._await_preimport()
         t0 = time.perf_counter()
         self.pending = None
         self.cells = []
@@ -1096,12 +1361,17 @@ class Agent:
                 if self._keep(k, self.ns[k]):
                     del self.ns[k]
         restored, failed, timings = [], [], []
+        # What the checkpoint said restores differently ("saved, but ..."): kept on the groups so every
+        # later checkpoint still says it (the restored value now compares equal to its own round trip).
+        self._warned = {s["name"]: s for s in a.get("skipped") or ()
+                        if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
         st = _State()
         st.full = False
         groups = a.get("groups") or []
         imps = [g for g in groups if g["k"] == "imp"]
         defs = [g for g in groups if g["k"] == "def"]
         data = [g for g in groups if g["k"] == "data"]
+        state = [g for g in groups if g["k"] == "state"]
         load = _persistent_load(self.ns)
         for g in imps:
             try:
@@ -1136,6 +1406,8 @@ class Agent:
             pending = later
         for g in data:
             self._load_into(g, load, restored, failed, timings, st, retry=False)
+        for g in state:
+            self._load_into(g, load, restored, failed, timings, st, retry=False, apply=self._apply_state)
         cwd = a.get("cwd")
         if cwd and os.path.isdir(cwd):
             os.chdir(cwd)
@@ -1155,7 +1427,31 @@ class Agent:
         return {"restored": sorted(restored), "failed": failed, "cwd": _cwd(),
                 "timings": {"load_ms": _ms(t0)}, "groups": timings}
 
-    def _load_into(self, g, load, restored, failed, timings, st, retry):
+    def _seed(self, objs, bufs, desc):
+        """Hands the dirty-page tracker the chunk hashes of large restored buffers (from the group's
+        descriptor), keyed to the arrays built straight over them."""
+        np = sys.modules.get("numpy")
+        if np is None:
+            return
+        at = {}
+        for j, b in enumerate(bufs):
+            chunks = desc["b"][j][2] if j < len(desc["b"]) else ()
+            if isinstance(b, mmap.mmap) and len(b) >= TRACK_MIN and len(chunks) > 1:
+                import ctypes
+
+                at[ctypes.addressof(ctypes.c_char.from_buffer(b))] = (len(b), chunks)
+        if not at:
+            return
+        for o in objs:
+            if type(o) is np.ndarray and o.base is not None and not isinstance(o.base, np.ndarray):
+                hit = at.get(o.__array_interface__["data"][0])
+                if hit and o.nbytes == hit[0] and (o.flags.c_contiguous or o.flags.f_contiguous):
+                    self._tracker.seed(o, o.__array_interface__["data"][0], hit[0], hit[1][0][1], hit[1])
+
+    def _apply_state(self, names, obj):
+        _apply_state(self.shell, names[0], obj)
+
+    def _load_into(self, g, load, restored, failed, timings, st, retry, apply=None):
         t = time.perf_counter()
         names = g["n"]
         bufs = []
@@ -1189,23 +1485,470 @@ class Agent:
             _cleanup(g)
             return False
         _cleanup(g)
-        if g["k"] == "def" or len(names) == 1:
-            values = [obj] * len(names)
+        if apply is not None:
+            try:
+                apply(names, obj)
+            except Exception as e:
+                failed.extend({"name": n, "type": "state", "reason": _reason(e)} for n in names)
+                return False
         else:
-            values = list(obj)
-        for n, v in zip(names, values):
-            self.ns[n] = v
-        restored.extend(names)
+            if g["k"] == "def" or len(names) == 1:
+                values = [obj] * len(names)
+            else:
+                values = list(obj)
+            for n, v in zip(names, values):
+                self.ns[n] = v
+            restored.extend(names)
+            objs = _memo_objects(u)
+            grp_ids = _loaded_ids(objs, obj, values, desc)
+            self._seed(objs, bufs, desc)
         timings.append({"n": names, "ms": _ms(t)})
         grp = _Group(names, g["k"])
         grp.ref = g["r"]
+        if apply is None and g["k"] == "data":
+            grp.ids = grp_ids
+            grp.warn = tuple(self._warned[n] for n in names if n in self._warned)
         grp.types = tuple(g.get("t") or ())
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
-        # grp.ids stays empty: groups loaded apart share no objects until a cell makes them, and such a
-        # cell names both sides (AST), so the next snapshot finds the sharing among its candidates.
+        # grp.ids (from the unpickler's memo) lets a later turn's new object that shares with this group
+        # (a model fitted on X, an optimizer over a model's parameters) merge with it, whatever names
+        # the cell used, exactly as in a kernel that was never restored.
         st.groups[frozenset(names)] = grp
         return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dirty-page tracking: which pages of a large buffer a turn wrote, in time proportional to the pages
+# written. userfaultfd in asynchronous write-protect mode (UFFD_USER_MODE_ONLY: no privilege needed)
+# marks every page written since it was last protected; the PAGEMAP_SCAN ioctl on /proc/self/pagemap
+# returns the written ranges and protects them again in one call (Linux 6.7+; CRIU uses the same). Only
+# chunks holding written pages are hashed again. A false "clean" would lose data, so a buffer is
+# trusted only while (a) it is exported by an array with the same id, (b) at the same address and
+# length, (c) in a private mapping (writes through a shared file mapping from elsewhere are
+# invisible), (d) registered by no other entry (one scan would consume the other's marks), and (e)
+# the scan succeeds with PM_SCAN_CHECK_WPASYNC: memory freed (unmapped) and mapped again at the same
+# address is no longer registered, so the scan fails and the buffer is hashed whole. Memory a freed
+# array leaves mapped (the heap) changes content only through writes, which are marked. No reference
+# to the array is kept: a weak reference would make numpy refuse ndarray.resize.
+# Anything else falls back to hashing every chunk (the mode is reported in the snapshot's timings).
+
+TRACK_MIN = 8 << 20  # buffers at least this large are tracked; smaller ones hash faster than a scan
+TRACK_ENTRIES = 4096  # more entries than this (most of freed arrays): all are dropped, then re-made
+_PAGE = mmap.PAGESIZE
+_NR_USERFAULTFD = {"x86_64": 323, "aarch64": 282}
+_UFFD_API, _UFFDIO_API, _UFFDIO_REGISTER, _UFFDIO_UNREGISTER = 0xAA, 0xC018AA3F, 0xC020AA00, 0x8010AA01
+_UFFD_USER_MODE_ONLY, _UFFDIO_REGISTER_MODE_WP = 1, 2
+_UFFD_FEATURE_WP_UNPOPULATED, _UFFD_FEATURE_WP_ASYNC = 1 << 13, 1 << 15
+_PAGEMAP_SCAN = 0xC0606610
+_PM_SCAN_WP_MATCHING, _PM_SCAN_CHECK_WPASYNC = 1, 2
+_PAGE_IS_WRITTEN = 2
+_SCAN_VEC = 256
+
+
+class _Tracked:
+    __slots__ = ("oid", "addr", "n", "start", "end", "cs", "hashes")
+
+
+class _Tracker:
+    """Per-buffer chunk hashes kept valid by dirty-page scans (see the section comment)."""
+
+    def __init__(self):
+        self.mode = None  # "uffd" once set up; None before; "hash" when unavailable
+        self.why = ""
+        self.entries = {}  # (addr, n) -> _Tracked
+        self.stats = {}
+
+    def reset_stats(self):
+        self.stats = {"tracked": 0, "rehashed": 0, "hashed": 0, "fallback": ""}
+
+    def _setup(self):
+        if self.mode is not None:
+            return self.mode == "uffd"
+        self.mode = "hash"
+        try:
+            import ctypes
+            import platform
+
+            nr = _NR_USERFAULTFD.get(platform.machine())
+            if nr is None:
+                raise OSError("no userfaultfd syscall number for %s" % platform.machine())
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+            fd = libc.syscall(nr, os.O_CLOEXEC | os.O_NONBLOCK | _UFFD_USER_MODE_ONLY)
+            if fd < 0:
+                raise OSError(ctypes.get_errno(), "userfaultfd: " + os.strerror(ctypes.get_errno()))
+            api = (ctypes.c_uint64 * 3)(_UFFD_API, _UFFD_FEATURE_WP_ASYNC | _UFFD_FEATURE_WP_UNPOPULATED, 0)
+            if libc.ioctl(fd, _UFFDIO_API, api) < 0:
+                os.close(fd)
+                raise OSError(ctypes.get_errno(), "UFFDIO_API WP_ASYNC: " + os.strerror(ctypes.get_errno()))
+            pm = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+            self.ct, self.libc, self.fd, self.pm = ctypes, libc, fd, pm
+            self.vec = (ctypes.c_uint64 * (3 * _SCAN_VEC))()
+            self.arg = (ctypes.c_uint64 * 12)()
+            # Probe PAGEMAP_SCAN (Linux 6.7+) on a page of our own before trusting it.
+            probe = mmap.mmap(-1, _PAGE)
+            probe[0:1] = b"x"
+            a = ctypes.addressof(ctypes.c_char.from_buffer(probe))
+            if not self._register(a, a + _PAGE) or self._scan(a, a + _PAGE) is None:
+                raise OSError("PAGEMAP_SCAN with a write-protected range failed")
+            probe[0:1] = b"y"
+            if self._scan(a, a + _PAGE) != [(a, a + _PAGE)]:
+                raise OSError("PAGEMAP_SCAN did not report a written page")
+            self._unregister(a, a + _PAGE)
+            self._probe = probe  # kept mapped: an unmapped registered range could be reused unregistered
+            self.mode = "uffd"
+            return True
+        except Exception as e:
+            self.why = _reason(e)
+            return False
+
+    def _register(self, start, end):
+        reg = (self.ct.c_uint64 * 4)(start, end - start, _UFFDIO_REGISTER_MODE_WP, 0)
+        return self.libc.ioctl(self.fd, _UFFDIO_REGISTER, reg) == 0
+
+    def _unregister(self, start, end):
+        rng = (self.ct.c_uint64 * 2)(start, end - start)
+        self.libc.ioctl(self.fd, _UFFDIO_UNREGISTER, rng)
+
+    def _scan(self, start, end):
+        """Written ranges in [start, end), write-protected again; None when the scan fails (a page
+        not registered for async write-protect: the memory is not what was registered)."""
+        out = []
+        arg, vec = self.arg, self.vec
+        while start < end:
+            arg[:] = [96, _PM_SCAN_WP_MATCHING | _PM_SCAN_CHECK_WPASYNC, start, end, 0,
+                      self.ct.addressof(vec), _SCAN_VEC, 0, 0, _PAGE_IS_WRITTEN, 0, _PAGE_IS_WRITTEN]
+            n = self.libc.ioctl(self.pm, _PAGEMAP_SCAN, arg)
+            if n < 0:
+                return None
+            out.extend((vec[3 * i], vec[3 * i + 1]) for i in range(n))
+            if n < _SCAN_VEC or arg[4] >= end:
+                break
+            start = arg[4]
+        return out
+
+    def _private(self, start, end):
+        """Whether [start, end) lies in private mappings (checked once, at registration)."""
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    rng, perms = line.split(None, 2)[:2]
+                    lo, hi = (int(x, 16) for x in rng.split("-"))
+                    if hi <= start or lo >= end:
+                        continue
+                    if perms[3] != "p":
+                        return False
+            return True
+        except OSError:
+            return False
+
+    def hashes(self, mv, cs):
+        """[[hash, len], ...] of mv's chunks, hashing only chunks with pages written since last time."""
+        n = len(mv)
+        st = self.stats
+        exporter = mv.obj
+        np = sys.modules.get("numpy")
+        if n < TRACK_MIN or np is None or type(exporter) is not np.ndarray or not self._setup():
+            if n >= TRACK_MIN:
+                st["fallback"] = st["fallback"] or (self.why or "buffer of a %s" % type(exporter).__name__)
+            st["hashed"] += n
+            return _hash_all(mv, cs)
+        addr = exporter.__array_interface__["data"][0]
+        e = self.entries.get((addr, n))
+        if e is not None and (e.oid != id(exporter) or e.cs != cs):
+            self._drop(e)
+            e = None
+        dirty = None
+        if e is not None:
+            dirty = self._scan(e.start, e.end)
+            if dirty is None:
+                self._drop(e)
+                e = None
+        if e is None:
+            e = self._track(exporter, addr, n, cs)
+            if e is None:
+                st["fallback"] = st["fallback"] or "buffer at %#x could not be registered" % addr
+                st["hashed"] += n
+                return _hash_all(mv, cs)
+            e.hashes = _hash_all(mv, cs)
+            st["tracked"] += n
+            st["hashed"] += n
+            return [list(h) for h in e.hashes]
+        st["tracked"] += n
+        for lo, hi in dirty:
+            first = max(0, (lo - addr) // cs)
+            last = min((n - 1) // cs, (hi - 1 - addr) // cs)
+            for i in range(first, last + 1):
+                piece = mv[i * cs:(i + 1) * cs]
+                e.hashes[i] = [_hash(piece), len(piece)]
+                st["rehashed"] += len(piece)
+        return [list(h) for h in e.hashes]
+
+    def _track(self, exporter, addr, n, cs):
+        start = addr - addr % _PAGE
+        end = -(-(addr + n) // _PAGE) * _PAGE
+        self.purge()
+        for o in [o for o in self.entries.values() if o.start < end and start < o.end]:
+            # Two entries over one page: one scan would hide the other's writes. The old one is dropped
+            # (its array, if alive, is hashed whole next time: dropping is always safe).
+            self._drop(o)
+        if not self._private(start, end) or not self._register(start, end):
+            return None
+        if self._scan(start, end) is None:  # protects every page: from here on, writes are seen
+            self._unregister(start, end)
+            return None
+        e = _Tracked()
+        e.oid, e.addr, e.n, e.start, e.end, e.cs, e.hashes = id(exporter), addr, n, start, end, cs, []
+        self.entries[(addr, n)] = e
+        return e
+
+    def _drop(self, e):
+        self.entries.pop((e.addr, e.n), None)
+        self._unregister(e.start, e.end)
+
+    def seed(self, exporter, addr, n, cs, chunks):
+        """Trusts chunks ([[hash, len], ...], what a restore just mapped at addr) as the hashes of
+        exporter's buffer from now on: a restored array is not hashed again at its first checkpoint."""
+        if n < TRACK_MIN or not self._setup():
+            return False
+        old = self.entries.get((addr, n))
+        if old is not None:
+            self._drop(old)
+        e = self._track(exporter, addr, n, cs)
+        if e is None:
+            return False
+        e.hashes = [[h, ln] for h, ln in chunks]
+        return True
+
+    def close(self):
+        """Unregisters everything and closes the descriptors (tests; a kernel keeps its tracker)."""
+        for e in list(self.entries.values()):
+            self._drop(e)
+        if self.mode == "uffd":
+            os.close(self.fd)
+            os.close(self.pm)
+        self.mode, self.why = "hash", "closed"
+
+    def purge(self, keep=TRACK_ENTRIES):
+        """Bounds the entries (those of freed arrays are only found stale when used or overlapped)."""
+        if len(self.entries) > keep:
+            for e in list(self.entries.values()):
+                self._drop(e)
+
+
+def _hash_all(mv, cs):
+    return [[_hash(mv[off:off + cs]), len(mv[off:off + cs])] for off in range(0, len(mv), cs)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Interpreter state that is not a variable: the global random generators (a notebook seeds once and
+# draws in later cells), matplotlib's rcParams, magics defined in the session. Each is one "state"
+# group named "@...", captured at every snapshot (small: unchanged state hashes to a known chunk and
+# writes nothing) and applied after the data groups on restore.
+
+
+def _capture_state(shell, skipped):
+    """[(name, value)] of the state to save; what cannot be saved goes to skipped with a reason."""
+    out = []
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        out.append(("@random", rnd.getstate()))
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(np, "random") and hasattr(np.random, "get_state"):
+        out.append(("@numpy.random", np.random.get_state()))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        out.append(("@torch.random", bytes(torch.get_rng_state().numpy().tobytes())))
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None and hasattr(mpl, "rcParamsOrig"):
+        orig, get, missing = mpl.rcParamsOrig, dict.get, _OOBBytes  # dict's own methods: no validation
+        diff = {}
+        for k, v in dict.items(mpl.rcParams):
+            o = get(orig, k, missing)
+            if v is not o and k != "backend" and (o is missing or _differs(v, o)):
+                diff[k] = v
+        if diff:
+            out.append(("@matplotlib.rcParams", dict(sorted(diff.items()))))
+    mm = getattr(shell, "magics_manager", None)
+    magics = []
+    for kind in ("line", "cell"):
+        for name, fn in sorted((getattr(mm, "magics", None) or {}).get(kind, {}).items()):
+            if isinstance(fn, types.FunctionType) and fn.__module__ == "__main__":
+                magics.append((kind, name, fn))
+            elif isinstance(fn, types.MethodType) and type(fn.__self__).__module__ == "__main__":
+                n = ("%%" if kind == "cell" else "%") + name
+                skipped[n] = {"name": n, "type": "magic", "reason": "a magic of a Magics class defined in the "
+                              "session is not saved: run its register_magics again after a restore"}
+    if magics:
+        out.append(("@magics", magics))
+    em = getattr(shell, "extension_manager", None)
+    loaded = sorted(getattr(em, "loaded", None) or ())
+    if loaded:  # %load_ext: their magics and hooks come back by loading them again
+        out.append(("@extensions", loaded))
+    return out
+
+
+def _differs(a, b):
+    try:
+        return bool(a != b)
+    except Exception:
+        return True
+
+
+def _apply_state(shell, name, value):
+    """Puts one saved state back (the inverse of _capture_state)."""
+    if name == "@random":
+        importlib.import_module("random").setstate(value)
+    elif name == "@numpy.random":
+        importlib.import_module("numpy").random.set_state(value)
+    elif name == "@torch.random":
+        torch = importlib.import_module("torch")
+        torch.set_rng_state(torch.tensor(list(value), dtype=torch.uint8))
+    elif name == "@matplotlib.rcParams":
+        import warnings
+
+        rc = importlib.import_module("matplotlib").rcParams
+        bad = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k, v in value.items():
+                try:
+                    rc[k] = v
+                except Exception as e:
+                    bad.append("%s: %s" % (k, _reason(e)))
+        if bad:
+            raise ValueError("rcParams not restored: " + "; ".join(bad))
+    elif name == "@magics":
+        for kind, magic, fn in value:
+            shell.register_magic_function(fn, kind, magic)
+    elif name == "@extensions":
+        bad = []
+        for ext in value:
+            try:
+                if shell.extension_manager.load_extension(ext) not in (None, "already loaded"):
+                    bad.append(ext)
+            except Exception as e:
+                bad.append("%s (%s)" % (ext, _reason(e)))
+        if bad:
+            raise ValueError("extensions not loaded again: " + ", ".join(bad))
+    else:
+        raise ValueError("unknown state %s" % name)
+
+
+def _memo_objects(u):
+    """The objects an unpickler memoised (the ones the pickler memoised)."""
+    memo = getattr(u, "memo", None)
+    try:
+        return list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())
+    except Exception:
+        return []
+
+
+def _loaded_ids(objs, obj, values, desc):
+    """The ids a restored group's objects share by: the same rule as _pickle_one's, applied to the
+    unpickler's memo (the objects the pickler memoised) instead of the pickler's."""
+    _library_dispatch()  # the group may have imported numpy or torch
+    shared = _shared_types()
+    ids = set()
+    if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
+        ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
+    else:
+        for v in values:
+            kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
+            ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+        arrays = tuple(t for t in (_DISPATCH_TYPES.get("ndarray"), _DISPATCH_TYPES.get("tensor")) if t)
+        if arrays:
+            ids.update(id(o) for o in objs if isinstance(o, arrays))
+    ids.update(id(v) for v in values if not isinstance(v, shared))
+    return frozenset(ids)
+
+
+VERIFY_MAX = 64 << 10  # groups up to this size (pickle + buffers) are unpickled again and compared
+
+
+def _verify(r, cur):
+    """Cheap check that a small, changed group restores as itself: unpickle it in process and compare
+    each value with the live one where the comparison is definite (same type; a real __eq__ answering
+    False, or, for a class with its own pickling, differing plain attributes). A custom __reduce__ or
+    __getstate__ that restores something else is then reported (the group is still saved: it is what
+    pickling can do) instead of passed off as restored. Returns the skipped entries, () when none."""
+    if r.fmt != "p" or len(r.data) + sum(len(b.raw()) for b in r.buffers) > VERIFY_MAX:
+        return ()
+    if any(str(getattr(type(cur[n]), "__module__", "")).split(".")[0] in _NO_VERIFY for n in r.names):
+        return ()
+    if not any(_comparable(type(cur[n])) for n in r.names):
+        return ()  # nothing _differs_from could decide: do not unpickle at all
+    try:
+        obj = pickle.loads(r.data, buffers=r.buffers)
+    except Exception as e:
+        bad = {n: "does not load back: %s" % _reason(e) for n in r.names}
+    else:
+        values = [obj] if len(r.names) == 1 else list(obj)
+        bad = {}
+        for n, back in zip(r.names, values):
+            why = _differs_from(cur[n], back)
+            if why:
+                bad[n] = why
+    return tuple({"name": n, "type": _typename(cur[n]), "reason": "saved, but " + bad[n]} for n in sorted(bad))
+
+
+def _differs_from(live, back):
+    """Why back (a live value pickled and unpickled) is not live, or "" when equal or undecidable."""
+    t = type(live)
+    if t in _ATOMS or t in (list, dict, tuple, set, frozenset) or isinstance(live, _NO_ALIAS):
+        return ""
+    if type(back) is not t:
+        return "restores as %s, not %s (its pickling reduces it to another type)" % (type(back).__name__, t.__name__)
+    if t.__eq__ is not object.__eq__:
+        try:
+            same = live == back
+        except Exception:
+            return ""
+        if same is False and _self_equal(live):
+            return "restores unequal to itself (its __reduce__/__getstate__ does not save all of it)"
+        return ""
+    if not _custom_pickling(t):
+        return ""  # object's own pickling restores the __dict__ as it is
+    a, b = getattr(live, "__dict__", None), getattr(back, "__dict__", None)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ""
+    if a.keys() != b.keys():
+        return "restores with attributes %s instead of %s" % (sorted(b)[:10], sorted(a)[:10])
+    for k, v in a.items():
+        # Only atoms: other attributes may compare by identity (a restored sub-object is a new one).
+        if type(v) not in _ATOMS or type(b[k]) not in _ATOMS:
+            continue
+        if v != b[k] and _self_equal(v):
+            return "attribute %r restores as another value (its __reduce__/__getstate__ does not save it)" % k
+    return ""
+
+
+# Libraries whose unpickling has effects in the live kernel (a matplotlib figure registers itself with
+# pyplot) or whose objects are IPython's: not verified.
+_NO_VERIFY = frozenset(("matplotlib", "IPython", "ipykernel", "ipywidgets"))
+
+
+def _comparable(t):
+    if t in _ATOMS or t in (list, dict, tuple, set, frozenset) or issubclass(t, _NO_ALIAS):
+        return False
+    return t.__eq__ is not object.__eq__ or _custom_pickling(t)
+
+
+def _custom_pickling(t):
+    for k in t.__mro__[:-1]:
+        d = vars(k)
+        if "__reduce__" in d or "__reduce_ex__" in d or "__getstate__" in d:
+            return True
+    return False
+
+
+def _self_equal(v):
+    try:
+        return (v == v) is True
+    except Exception:
+        return False
 
 
 def _codes_of(v):

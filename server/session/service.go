@@ -95,6 +95,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			ChunkSize: cfg.Persistence.ChunkSize,
 			Retention: cfg.Persistence.Retention,
 			SpoolRoot: SpoolDir(cfg), // kernels name their spool dir; only these are believed
+			PreImport: cfg.Persistence.PreImport,
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
 				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
