@@ -56,6 +56,9 @@ func Detail(ctx context.Context, r carryover.ChunkReader, cp carryover.Checkpoin
 	}
 	var buf []byte
 	for _, g := range m.Groups {
+		if g.Kind == GroupState { // interpreter state (@random, @magics, ...) is not a variable
+			continue
+		}
 		var size int64
 		if g.Ref != "" {
 			if buf, err = r.ReadChunk(ctx, g.Ref, buf[:0]); err == nil {
