@@ -69,6 +69,7 @@ type Config struct {
 		UIDCount       int      `mapstructure:"uid_count"`
 		Bwrap          string   `mapstructure:"bwrap"`
 		ROBinds        []string `mapstructure:"ro_binds"`
+		Seccomp        bool     `mapstructure:"seccomp"`
 	} `mapstructure:"sandbox"`
 	Cost struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`

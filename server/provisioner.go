@@ -29,7 +29,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	c := cfg.Sandbox
 	mgr, err := sandbox.New(sandbox.Config{
 		Bwrap: c.Bwrap, StateDir: filepath.Join(cfg.DataDir, "kernels"), UIDBase: c.UIDBase, UIDCount: c.UIDCount,
-		ROBinds: c.ROBinds, TmpSize: tmp, Logger: log,
+		ROBinds: c.ROBinds, TmpSize: tmp, NoSeccomp: !c.Seccomp, Logger: log,
 	})
 	if err != nil {
 		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
@@ -51,7 +51,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	_ = os.Chmod(filepath.Join(cfg.DataDir, "workspaces"), 0o700)
 	info := mgr.Info()
 	log.Info("sandbox: kernels and exec commands run under bubblewrap", "cgroup", info.Cgroup,
-		"controllers", info.Controls, "idmapped", info.IDMapped, "defaults", pc.Defaults.String())
+		"controllers", info.Controls, "idmapped", info.IDMapped, "seccomp", info.Seccomp, "defaults", pc.Defaults.String())
 	return sandbox.NewProvisioner(mgr, pc), nil
 }
 

@@ -78,6 +78,8 @@ type Config struct {
 	ROBinds  []string // extra host paths bound read-only at the same path (e.g. /opt/tools)
 	TmpSize  int64    // size of each of /tmp and /dev/shm; default 1 GiB
 	NoCgroup bool     // do not use cgroups even where they work (rlimits only)
+	// NoSeccomp runs boxes without the system-call filter (seccomp.go); only for measuring its cost.
+	NoSeccomp bool
 	// LockDir holds one lock file per sandbox uid in use, so that servers sharing a host never hand
 	// out the same uid (a uid is also how a box's leftovers are found and killed); default
 	// /run/carryover-sandbox-uids, else <tmp>/carryover-sandbox-uids.
@@ -92,7 +94,8 @@ type Manager struct {
 	cat                   string
 	cg                    *cgroups
 	log                   *slog.Logger
-	idmap                 bool // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
+	idmap                 bool   // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
+	seccomp               string // the filter program's file, read by bubblewrap on fd 3 ("" for none)
 	mu                    sync.Mutex
 	next                  int              // next uid offset to try
 	uids                  map[int]*os.File // in use, with their flock'ed lock files
@@ -187,6 +190,11 @@ func New(cfg Config) (*Manager, error) {
 	if err := setupSharedDir(abs); err != nil {
 		return nil, fmt.Errorf("sandbox: state dir: %w", err)
 	}
+	if !cfg.NoSeccomp {
+		if err := m.writeSeccomp(); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
 	if err := m.probeIDMap(abs); err != nil {
 		m.log.Error("SANDBOX WEAKENED: idmapped mounts are refused on the data dir's filesystem; sandboxed processes run as uid 0 without capabilities instead of an unprivileged uid of their own",
 			"dir", abs, "err", err)
@@ -202,12 +210,13 @@ func New(cfg Config) (*Manager, error) {
 // Info describes what the sandbox could set up here, for logs and health output.
 type Info struct {
 	Cgroup   string   `json:"cgroup"`      // "v2", "v1" or "" (rlimits only)
+	Seccomp  bool     `json:"seccomp"`     // boxes run under the system-call filter
 	Controls []string `json:"controllers"` // cgroup controllers in use
 	IDMapped bool     `json:"idmapped"`    // workspaces are idmapped (else chowned)
 }
 
 func (m *Manager) Info() Info {
-	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap}
+	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap, Seccomp: m.seccomp != ""}
 	if m.cg != nil {
 		i.Controls = append(i.Controls, m.cg.ctrls...)
 	}
@@ -424,13 +433,7 @@ func (b *Box) Command(c Command) []string {
 	lim := b.limits
 	b.mu.Unlock()
 	m := b.m
-	var argv []string
-	if b.cg != nil {
-		argv = append(argv, "/bin/sh", "-c",
-			`while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; exec "$@"`, "carryover-sandbox")
-		argv = append(argv, b.cg.procsFiles()...)
-		argv = append(argv, "--")
-	}
+	argv := b.wrapper()
 	argv = append(argv, m.prlim, "--core=0")
 	if lim.Pids > 0 {
 		argv = append(argv, "--nproc="+strconv.Itoa(lim.Pids))
@@ -448,8 +451,30 @@ func (b *Box) Command(c Command) []string {
 	return append(argv, c.Argv...)
 }
 
+// wrapper is the /bin/sh that opens the seccomp filter on fd 3 (for bubblewrap's --seccomp 3) and
+// joins the box's cgroups before it execs the rest; nil when there is neither.
+func (b *Box) wrapper() []string {
+	var script string
+	var args []string
+	if b.m.seccomp != "" {
+		script = `exec 3<"$1" || exit 126; shift; `
+		args = append(args, b.m.seccomp)
+	}
+	if b.cg != nil {
+		script += `while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; `
+		args = append(append(args, b.cg.procsFiles()...), "--")
+	}
+	if script == "" {
+		return nil
+	}
+	return append([]string{"/bin/sh", "-c", script + `exec "$@"`, "carryover-sandbox"}, args...)
+}
+
 func (b *Box) bwrapArgs(c Command) []string {
 	a := b.isolationArgs()
+	if b.m.seccomp != "" {
+		a = append(a, "--seccomp", "3")
+	}
 	a = append(a, envArgs(c.Env)...)
 	p := newParentDirs()
 	a = append(a, b.systemArgs(p)...)
