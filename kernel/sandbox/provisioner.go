@@ -86,7 +86,7 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 		kb = prev.kb
 	} else {
 		var err error
-		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network); err != nil {
+		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network, spec.NetworkAllow); err != nil {
 			return nil, err
 		}
 		fresh = true
@@ -106,7 +106,7 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 	}
 	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: kernelEnv(spec.Env),
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
-	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
+	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
 	if err != nil {
 		return fail(err)
 	}
@@ -118,8 +118,8 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 }
 
 // newKernelBox makes a kernel's box with its spool dir mounted.
-func (p *Provisioner) newKernelBox(name string, network bool) (*kernelBox, error) {
-	box, err := p.m.NewBox(BoxOptions{Name: name, Network: network, Limits: p.cfg.Defaults})
+func (p *Provisioner) newKernelBox(name string, network bool, allow []string) (*kernelBox, error) {
+	box, err := p.m.NewBox(BoxOptions{Name: name, Network: network, Allow: allow, Limits: p.cfg.Defaults})
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 	if err != nil {
 		return nil, err
 	}
-	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Limits: lim})
+	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Allow: spec.NetworkAllow, Limits: lim})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 		env[k] = v
 	}
 	argv := box.Command(Command{Argv: spec.Argv, Dir: workspacePath(spec.Workspace, spec.Dir), Env: env})
-	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, Stdout: spec.Stdout, Stderr: spec.Stderr})
+	lp, err := box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, Stdout: spec.Stdout, Stderr: spec.Stderr})
 	if err != nil {
 		p.release(box)
 		return nil, err

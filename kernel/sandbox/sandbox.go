@@ -310,6 +310,9 @@ type BoxOptions struct {
 	Name    string // unique among live boxes; short ([A-Za-z0-9_.-]); used for dirs and cgroups
 	Network bool   // keep the host's network namespace
 	Limits  Limits // initial limits (SetLimits changes them later)
+	// Allow, when not nil and Network is false, is an egress allowlist (egress.go): the box gets a
+	// namespace of its own whose only way out is a filtering HTTP(S) proxy the server runs.
+	Allow []string
 }
 
 // Box is one sandbox: a kernel (with restarts) or one shell command.
@@ -321,6 +324,8 @@ type Box struct {
 	ownUID  bool
 	network bool
 	cg      *cgroup
+	ns      *netns // the namespace made for an egress allowlist (nil: bubblewrap makes one, or none)
+	proxy   *Proxy
 
 	mu       sync.Mutex
 	limits   Limits
@@ -366,6 +371,12 @@ func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
 	}
 	m.boxes[o.Name] = b
 	m.mu.Unlock()
+	if o.Allow != nil && !o.Network {
+		if err := b.setupEgress(o.Allow); err != nil {
+			_ = b.Release()
+			return nil, err
+		}
+	}
 	if err := b.setup(); err != nil {
 		_ = b.Release()
 		return nil, err
@@ -475,7 +486,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 	if b.m.seccomp != "" {
 		a = append(a, "--seccomp", "3")
 	}
-	a = append(a, envArgs(c.Env)...)
+	a = append(a, envArgs(b.proxyEnv(c.Env))...)
 	p := newParentDirs()
 	a = append(a, b.systemArgs(p)...)
 	a = append(a, b.devTmpArgs()...)
@@ -491,7 +502,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 func (b *Box) isolationArgs() []string {
 	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", "sandbox"}
-	if !b.network {
+	if !b.network && b.ns == nil {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")
@@ -915,6 +926,10 @@ func (b *Box) Release() error {
 			errs = append(errs, fmt.Errorf("sandbox: cgroup of %s: %w", b.name, err))
 		}
 	}
+	if b.proxy != nil {
+		_ = b.proxy.Close()
+	}
+	_ = b.ns.close()
 	removeBoxDir(b.dir)
 	m := b.m
 	m.mu.Lock()

@@ -156,7 +156,7 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	start := time.Now()
 	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
-		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network,
+		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
 	if err != nil && !errors.As(err, &startErr) {

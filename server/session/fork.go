@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +92,8 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 	doc := carryover.Session{
 		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
 		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
-			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network},
+			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network,
+			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow)},
 		Data: cloneJSON(from.Data),
 		AgentContext: carryover.AgentContext{WorkingDir: from.AgentContext.WorkingDir,
 			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -29,10 +30,10 @@ type CreateRequest struct {
 
 // SandboxRequest is the sandbox part of a create request; every field is optional.
 type SandboxRequest struct {
-	CPUs           string   `json:"cpus"`
-	Memory         string   `json:"memory"`
-	TimeoutSeconds *float64 `json:"timeout_seconds"`
-	Network        *bool    `json:"network"`
+	CPUs           string          `json:"cpus"`
+	Memory         string          `json:"memory"`
+	TimeoutSeconds *float64        `json:"timeout_seconds"`
+	Network        *NetworkRequest `json:"network"`
 }
 
 func randomID(prefix string) string {
@@ -136,7 +137,13 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 		sb.TimeoutSeconds = *req.TimeoutSeconds
 	}
 	if req.Network != nil {
-		sb.Network = *req.Network
+		sb.Network, sb.NetworkAllow = req.Network.Full, nil
+		if req.Network.Allow != nil {
+			if _, err := kernel.ParseAllowlist(req.Network.Allow); err != nil {
+				return carryover.Errorf(carryover.CodeInvalid, "sandbox.%v", err).WithDetails("field", "sandbox.network.allow")
+			}
+			sb.NetworkAllow = slices.Clone(req.Network.Allow)
+		}
 	}
 	return nil
 }
