@@ -64,10 +64,12 @@ print('direct', direct('127.0.0.1', %[1]s), direct('1.1.1.1', 80))
 			got[k] = v
 		}
 		want := map[string]func(string) bool{
-			"proxy":     func(v string) bool { return v == "http://127.0.0.1:3128" },
-			"allowed":   func(v string) bool { return v == "OK hello /a" },
-			"tls":       func(v string) bool { return v == "OK hello /b" },
-			"denied":    func(v string) bool { return strings.HasPrefix(v, "HTTP 403") && strings.Contains(v, "not on this session's egress allowlist") },
+			"proxy":   func(v string) bool { return v == "http://127.0.0.1:3128" },
+			"allowed": func(v string) bool { return v == "OK hello /a" },
+			"tls":     func(v string) bool { return v == "OK hello /b" },
+			"denied": func(v string) bool {
+				return strings.HasPrefix(v, "HTTP 403") && strings.Contains(v, "not on this session's egress allowlist")
+			},
 			"tlsdenied": func(v string) bool { return strings.HasPrefix(v, "ERR") && strings.Contains(v, "403") },
 			"api":       func(v string) bool { return strings.HasPrefix(v, "HTTP 403") && strings.Contains(v, "allowlist") },
 			"wildcard":  func(v string) bool { return strings.HasPrefix(v, "HTTP 403") && strings.Contains(v, "cannot resolve") },
