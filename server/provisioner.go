@@ -10,6 +10,7 @@ import (
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/sandbox"
+	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session"
 )
 
@@ -52,6 +53,16 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	info := mgr.Info()
 	log.Info("sandbox: kernels and exec commands run under bubblewrap", "cgroup", info.Cgroup,
 		"controllers", info.Controls, "idmapped", info.IDMapped, "seccomp", info.Seccomp, "defaults", pc.Defaults.String())
+	python := cfg.Kernel.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	pp, err := sandbox.FindPackagePaths(python, "/workspace/"+persistence.PackagesDir)
+	if err != nil {
+		log.Warn("sandbox: pip installs will not persist (no package prefix)", "err", err)
+	} else {
+		pc.Packages = &pp
+	}
 	return sandbox.NewProvisioner(mgr, pc), nil
 }
 

@@ -27,6 +27,9 @@ type ProvisionerConfig struct {
 	// SpoolDir holds each kernel's checkpoint spool dir (sbx-<box>), idmapped into its box at
 	// MountTarget("spool"); it must pass Manager.CheckMountable.
 	SpoolDir string
+	// Packages, when set, is where pip installs in every box (packages.go): inside the workspace,
+	// so packages persist with its files.
+	Packages *PackagePaths
 	Logger   *slog.Logger
 }
 
@@ -104,7 +107,9 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 			}
 		}
 	}
-	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: kernelEnv(spec.Env),
+	env := kernelEnv(spec.Env)
+	p.cfg.Packages.env(env)
+	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: env,
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
 	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
 	if err != nil {
@@ -124,6 +129,10 @@ func (p *Provisioner) newKernelBox(name string, network bool, allow []string) (*
 		return nil, err
 	}
 	kb := &kernelBox{p: p, box: box, spool: filepath.Join(p.cfg.SpoolDir, "sbx-"+box.Name())}
+	if err := p.cfg.Packages.makeDirs(filepath.Join(box.dir, "workspace")); err != nil {
+		_ = box.Release()
+		return nil, err
+	}
 	if err := os.MkdirAll(kb.spool, 0o700); err != nil {
 		_ = box.Release()
 		return nil, err
@@ -146,11 +155,16 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 	if err != nil {
 		return nil, err
 	}
+	if err := p.cfg.Packages.makeDirs(spec.Workspace); err != nil {
+		p.release(box)
+		return nil, err
+	}
 	if err := box.Attach(spec.Workspace); err != nil {
 		p.release(box)
 		return nil, err
 	}
 	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}
+	p.cfg.Packages.env(env)
 	for k, v := range spec.Env {
 		env[k] = v
 	}
