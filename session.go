@@ -64,8 +64,10 @@ type Sandbox struct {
 	Network        bool    `json:"network"`
 	// NetworkAllow is the egress allowlist of a session created with network {"allow": [...]}
 	// (Network is then false): its only way out is the server's filtering proxy.
-	NetworkAllow []string   `json:"network_allow,omitempty"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
+	NetworkAllow []string `json:"network_allow,omitempty"`
+	// Skills is "rw" when the session may change its tenant's skills at /skills (else read-only).
+	Skills    string     `json:"skills,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
 }
 
 // AgentContext is the working dir, env vars and custom state kept across rotations.

@@ -47,6 +47,7 @@ type Sandbox struct {
 	TimeoutSeconds float64    `json:"timeout_seconds,omitempty"`
 	Network        bool       `json:"network"`
 	NetworkAllow   []string   `json:"network_allow,omitempty"` // the egress allowlist, if any
+	Skills         string     `json:"skills,omitempty"`        // "rw": may change the tenant's skills
 	StartedAt      *time.Time `json:"started_at,omitempty"`
 }
 
@@ -107,6 +108,7 @@ type SandboxRequest struct {
 	// NetworkAllow, when not nil, asks for an egress allowlist instead of Network: sent as
 	// "network": {"allow": [...]}.
 	NetworkAllow []string `json:"-"`
+	Skills       string   `json:"skills,omitempty"` // "rw" to let the session change its tenant's skills
 }
 
 // MarshalJSON sends NetworkAllow as the network object.

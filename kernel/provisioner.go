@@ -63,9 +63,13 @@ type CommandSpec struct {
 	Workspace    string            // host dir of the session's files (/workspace in a box; HOME of a local command)
 	Network      bool              // the command may use the network (see NetworkIsolator)
 	NetworkAllow []string          // egress allowlist when Network is false (see LaunchSpec)
-	Limits       Limits            // resource limits (where the provisioner enforces any)
-	Stdout       io.Writer
-	Stderr       io.Writer
+	// Skills is the host dir of the tenant's skills, shown at /skills by a provisioner that can
+	// (read-only unless SkillsWritable); "" for none.
+	Skills         string
+	SkillsWritable bool
+	Limits         Limits // resource limits (where the provisioner enforces any)
+	Stdout         io.Writer
+	Stderr         io.Writer
 }
 
 // Limits are a session's resource wishes as the API spells them ("2", "500m"; "4Gi"). Empty means

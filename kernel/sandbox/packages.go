@@ -73,7 +73,7 @@ func (pp *PackagePaths) env(env map[string]string) {
 		py += ":" + pp.PlatLib
 	}
 	env["PIP_PREFIX"] = pp.Prefix
-	env["PYTHONPATH"] = py
+	env["PYTHONPATH"] = py + ":" + SkillsPath
 	env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 	env["PATH"] = pp.Bin + ":/usr/local/bin:/usr/bin:/bin"
 }

@@ -108,6 +108,7 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 		}
 	}
 	env := kernelEnv(spec.Env)
+	env["PYTHONPATH"] = SkillsPath
 	p.cfg.Packages.env(env)
 	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: env,
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
@@ -163,7 +164,13 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 		p.release(box)
 		return nil, err
 	}
-	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}
+	if spec.Skills != "" {
+		if err := box.AttachSkills(spec.Skills, spec.SkillsWritable); err != nil {
+			p.release(box)
+			return nil, err
+		}
+	}
+	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": SkillsPath}
 	p.cfg.Packages.env(env)
 	for k, v := range spec.Env {
 		env[k] = v

@@ -385,8 +385,10 @@ func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
 }
 
 func (b *Box) setup() error {
-	if err := os.MkdirAll(filepath.Join(b.dir, "workspace"), 0o755); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+	for _, d := range []string{"workspace", "skills"} {
+		if err := os.MkdirAll(filepath.Join(b.dir, d), 0o755); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
 	}
 	u := strconv.Itoa(b.uid)
 	passwd := "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:" + u + ":" + u + ":carryover sandbox:/tmp:/bin/sh\n" +
@@ -613,7 +615,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 	b.mu.Lock()
 	names := make([]string, 0, len(b.mounts))
 	for n := range b.mounts {
-		if n != "workspace" {
+		if n != "workspace" && n != "skills" {
 			names = append(names, n)
 		}
 	}
@@ -623,6 +625,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 		a = append(a, p.args(MountTarget(n))...)
 		a = append(a, "--bind", filepath.Join(b.dir, n), MountTarget(n))
 	}
+	a = append(a, "--bind", filepath.Join(b.dir, "skills"), SkillsPath)
 	return append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
 }
 
@@ -631,6 +634,9 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 func MountTarget(name string) string {
 	if name == "workspace" {
 		return "/workspace"
+	}
+	if name == "skills" {
+		return SkillsPath
 	}
 	return "/run/carryover/" + name
 }

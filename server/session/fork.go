@@ -93,7 +93,7 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
 		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
 			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network,
-			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow)},
+			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow), Skills: from.Sandbox.Skills},
 		Data: cloneJSON(from.Data),
 		AgentContext: carryover.AgentContext{WorkingDir: from.AgentContext.WorkingDir,
 			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},

@@ -34,6 +34,7 @@ type SandboxRequest struct {
 	Memory         string          `json:"memory"`
 	TimeoutSeconds *float64        `json:"timeout_seconds"`
 	Network        *NetworkRequest `json:"network"`
+	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
 }
 
 func randomID(prefix string) string {
@@ -135,6 +136,13 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 			return carryover.Errorf(carryover.CodeInvalid, "sandbox.timeout_seconds must not be negative").WithDetails("field", "sandbox.timeout_seconds")
 		}
 		sb.TimeoutSeconds = *req.TimeoutSeconds
+	}
+	switch req.Skills {
+	case "", SkillsReadOnly:
+	case SkillsReadWrite:
+		sb.Skills = SkillsReadWrite
+	default:
+		return carryover.Errorf(carryover.CodeInvalid, `sandbox.skills must be "ro" or "rw"`).WithDetails("field", "sandbox.skills")
 	}
 	if req.Network != nil {
 		sb.Network, sb.NetworkAllow = req.Network.Full, nil

@@ -46,6 +46,9 @@ func (s *Service) attachKernel(id string, k *kernel.Kernel, doc carryover.Sessio
 	if err := p.AttachWorkspace(s.workspace(id)); err != nil {
 		return err
 	}
+	if err := s.attachSkills(p, doc); err != nil {
+		return err
+	}
 	p.OnLimit(func(hit kernel.LimitHit) { s.sandboxEvent(id, k, hit) })
 	return nil
 }
