@@ -178,7 +178,9 @@ func (m *Manager) probeIDMap(dir string) error {
 
 // mountAt puts src on target (a mount point inside the shared state dir), nosuid and nodev, and
 // idmapped so that uid sees root's files as its own (unless the manager runs boxes as uid 0).
-func (m *Manager) mountAt(src, target string, uid int) error { return m.mountAtAttr(src, target, uid, 0) }
+func (m *Manager) mountAt(src, target string, uid int) error {
+	return m.mountAtAttr(src, target, uid, 0)
+}
 
 // mountAtAttr is mountAt with extra MOUNT_ATTR_* flags (MOUNT_ATTR_RDONLY for read-only skills).
 func (m *Manager) mountAtAttr(src, target string, uid int, extra uint64) error {

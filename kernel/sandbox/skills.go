@@ -47,4 +47,6 @@ func (b *Box) AttachSkills(src string, writable bool) error {
 }
 
 // AttachSkills shows a tenant's skills in the kernel's box (session.SkillsAttacher).
-func (k *boxKernel) AttachSkills(src string, writable bool) error { return k.box.AttachSkills(src, writable) }
+func (k *boxKernel) AttachSkills(src string, writable bool) error {
+	return k.box.AttachSkills(src, writable)
+}
