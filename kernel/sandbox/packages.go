@@ -12,9 +12,11 @@ package sandbox
 // touched), PYTHONPATH puts the prefix's site dir on sys.path ahead of the system's (a session's
 // newer version wins, as in a virtualenv), and PATH gets its bin dir. The site dir must exist when
 // the kernel starts, or Python caches "no finder" for it and a package installed later is not
-// found until importlib.invalidate_caches(): so every box's empty /workspace mount point holds it,
-// and attaching a workspace creates it there too (the finder notices the new directory by its
-// mtime).
+// found until importlib.invalidate_caches(): so every box's empty /workspace mount point holds it
+// (a kernel restarted in its box, with the session's workspace attached, gets it made there). The
+// finder made at start-up survives the workspace mounted over it and a directory that is missing
+// for a while: it re-lists whenever the directory's mtime changes. Workspaces without packages
+// get no .packages dir.
 
 import (
 	"context"

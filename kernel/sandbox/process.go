@@ -82,14 +82,7 @@ var _ kernel.KernelProcess = (*boxKernel)(nil)
 
 // AttachWorkspace mounts hostDir at the box's /workspace; on a running box it propagates into the
 // sandbox (the warm pool's claim). Attaching the same dir again is a no-op.
-func (k *boxKernel) AttachWorkspace(hostDir string) error {
-	if k.box.Attached() != hostDir {
-		if err := k.kb.p.cfg.Packages.makeDirs(hostDir); err != nil {
-			return err
-		}
-	}
-	return k.box.Attach(hostDir)
-}
+func (k *boxKernel) AttachWorkspace(hostDir string) error { return k.box.Attach(hostDir) }
 
 // KernelPath maps a host path in the attached workspace to /workspace/...
 func (k *boxKernel) KernelPath(hostPath string) string {

@@ -87,6 +87,10 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 	kb, fresh := (*kernelBox)(nil), false
 	if prev, ok := spec.Previous.(*boxKernel); ok && prev.kb.box.m == p.m {
 		kb = prev.kb
+		// A restart starts in the session's workspace: its packages dir must exist now (packages.go).
+		if err := p.cfg.Packages.makeDirs(kb.box.Attached()); err != nil {
+			return nil, fmt.Errorf("launch in sandbox: %w", err)
+		}
 	} else {
 		var err error
 		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network, spec.NetworkAllow); err != nil {
@@ -154,10 +158,6 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 	}
 	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Allow: spec.NetworkAllow, Limits: lim})
 	if err != nil {
-		return nil, err
-	}
-	if err := p.cfg.Packages.makeDirs(spec.Workspace); err != nil {
-		p.release(box)
 		return nil, err
 	}
 	if err := box.Attach(spec.Workspace); err != nil {
