@@ -209,8 +209,10 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 	if k == nil {
 		return
 	}
+	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
+	s.noteEnded(ls, k, payload)
 	s.stopKernel(ctx, k)
-	s.emit(ctx, ls, "sandbox_terminated", map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason})
+	s.emit(ctx, ls, "sandbox_terminated", payload)
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
