@@ -57,6 +57,14 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
+	if size, err := kernel.ParseMemory(c.Disk); err != nil {
+		_ = mgr.Close()
+		return nil, fmt.Errorf("server: sandbox.disk: %w", err)
+	} else if size > 0 {
+		if pc.Disks, err = sandbox.NewDisks(filepath.Join(cfg.DataDir, "disks"), size, c.DiskInodes); err != nil {
+			log.Error("SANDBOX WEAKENED: workspaces have no disk quota", "err", err)
+		}
+	}
 	pp, err := sandbox.FindPackagePaths(python, "/workspace/"+persistence.PackagesDir)
 	if err != nil {
 		log.Warn("sandbox: pip installs will not persist (no package prefix)", "err", err)

@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,7 +31,9 @@ type ProvisionerConfig struct {
 	// Packages, when set, is where pip installs in every box (packages.go): inside the workspace,
 	// so packages persist with its files.
 	Packages *PackagePaths
-	Logger   *slog.Logger
+	// Disks, when set, puts every workspace on a file system of its own (disk.go).
+	Disks  *Disks
+	Logger *slog.Logger
 }
 
 // Provisioner runs kernels and commands in boxes of a Manager.
@@ -62,7 +65,31 @@ func (p *Provisioner) Defaults() Limits { return p.cfg.Defaults }
 
 // Close releases every box left and undoes the Manager's mounts and cgroups. Kernels should be shut
 // down before.
-func (p *Provisioner) Close() error { return p.m.Close() }
+func (p *Provisioner) Close() error {
+	err := p.m.Close()
+	if p.cfg.Disks != nil {
+		err = errors.Join(err, p.cfg.Disks.Close())
+	}
+	return err
+}
+
+// DisksEnabled, EnsureWorkspaceDisk and RemoveWorkspaceDisk give workspaces a disk of their own
+// (session.WorkspaceDisks) when sandbox.disk is set.
+func (p *Provisioner) DisksEnabled() bool { return p.cfg.Disks != nil }
+
+func (p *Provisioner) EnsureWorkspaceDisk(dir string) error {
+	if p.cfg.Disks == nil {
+		return nil
+	}
+	return p.cfg.Disks.EnsureWorkspaceDisk(dir)
+}
+
+func (p *Provisioner) RemoveWorkspaceDisk(dir string) error {
+	if p.cfg.Disks == nil {
+		return nil
+	}
+	return p.cfg.Disks.RemoveWorkspaceDisk(dir)
+}
 
 // hostEnv is the environment of the wrapper that becomes bubblewrap, which clears it for the box.
 var hostEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}

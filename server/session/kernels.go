@@ -105,10 +105,17 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 	defer ls.wsMu.Unlock()
 	ws := s.workspace(ls.id)
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
+		if err == nil {
+			s.mountDisk(ls.id, ws) // after a restart: the image is there, its mount is not
+		}
 		return err
 	}
 	if ls.snapshot().LastCheckpoint != nil {
-		n, err := s.ckpt.MaterializeWorkspace(ctx, ls.id, ws)
+		materialize := s.ckpt.MaterializeWorkspace
+		if s.disks() != nil {
+			materialize = s.materializeOnDisk
+		}
+		n, err := materialize(ctx, ls.id, ws)
 		switch {
 		case err == nil:
 			s.log.Info("workspace restored from checkpoint", "session", ls.id, "files", n)
@@ -118,7 +125,11 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 				"the session's workspace could not be restored from its last checkpoint: %v", err)}
 		}
 	}
-	return os.MkdirAll(ws, 0o755)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	s.mountDisk(ls.id, ws)
+	return nil
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.

@@ -206,7 +206,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return os.RemoveAll(s.workspace(id))
+	return s.removeWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.
