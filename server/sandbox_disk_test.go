@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/configs"
 )
@@ -14,6 +15,9 @@ import (
 // checkpointed, and another session still has all of its own space.
 func TestSandboxDiskQuota(t *testing.T) {
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.DiskInodes = "64Mi", 2000 })
+	// Spare images are made and mounted ahead, so a new workspace need not wait for mkfs.
+	spares := func() int { m, _ := filepath.Glob(filepath.Join(ts.dir, "disks", "spare-*.img")); return len(m) }
+	waitFor(t, 60*time.Second, "spare disk images", func() bool { return spares() == 2 })
 	ts.create("dq", nil)
 	ts.create("other", nil)
 	fill := `import os
@@ -46,6 +50,7 @@ def fill(name, mb):
 	if _, err := os.Stat(filepath.Join(ts.dir, "disks", "dq.img")); err != nil {
 		t.Errorf("image: %v", err)
 	}
+	waitFor(t, 60*time.Second, "spares made again", func() bool { return spares() == 2 })
 	if err := ts.c.DeleteSession(ts.ctx(), "dq"); err != nil {
 		t.Fatal(err)
 	}
