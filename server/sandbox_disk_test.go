@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 )
 
@@ -14,7 +15,8 @@ import (
 // sandbox.disk_inodes files: past either, Python gets ENOSPC, the files so far stay and are
 // checkpointed, and another session still has all of its own space.
 func TestSandboxDiskQuota(t *testing.T) {
-	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.DiskInodes = "64Mi", 2000 })
+	disk := func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.DiskInodes = "64Mi", 2000 }
+	ts := sandboxed(t, disk)
 	// Spare images are made and mounted ahead, so a new workspace need not wait for mkfs.
 	spares := func() int { m, _ := filepath.Glob(filepath.Join(ts.dir, "disks", "spare-*.img")); return len(m) }
 	waitFor(t, 60*time.Second, "spare disk images", func() bool { return spares() == 2 })
@@ -51,6 +53,22 @@ def fill(name, mb):
 		t.Errorf("image: %v", err)
 	}
 	waitFor(t, 60*time.Second, "spares made again", func() bool { return spares() == 2 })
+	// A restart finds the files in the image; a server without the sandbox refuses the workspace
+	// instead of showing it empty (its files would be pruned from the next checkpoint).
+	ts.stop()
+	on := func(c *configs.Config) { c.Sandbox.Enabled, c.Sandbox.UIDBase, c.Pool.Size = true, 240000, 2 }
+	ts = startServer(t, ts.dir, on, disk)
+	if out := ts.stdout("dq", "import os\nprint(os.path.getsize('a.bin') >> 20)"); out != "40" {
+		t.Errorf("after a restart: %q", out)
+	}
+	ts.stop()
+	off := startServer(t, ts.dir)
+	_, err := off.c.ListFiles(off.ctx(), "dq")
+	if ae, ok := err.(*client.Error); !ok || ae.Status != 500 || !strings.Contains(ae.Message, "disk image") {
+		t.Errorf("files of a disk workspace without the sandbox: %v", err)
+	}
+	off.stop()
+	ts = startServer(t, ts.dir, on, disk)
 	if err := ts.c.DeleteSession(ts.ctx(), "dq"); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/carryover/carryover"
 )
 
 // WorkspaceDisks is a provisioner that caps workspaces with a file system of their own.
@@ -87,9 +89,27 @@ func copyTree(src, dst string) error {
 	})
 }
 
+// checkDiskless refuses a workspace whose files live in a disk image this server cannot mount
+// (the sandbox off or unavailable since): shown as an empty dir it would be filled anew and its
+// files pruned from the next checkpoint.
+func (s *Service) checkDiskless(id string) error {
+	if s.disks() != nil {
+		return nil
+	}
+	img := filepath.Join(s.cfg.DataDir, "disks", id+".img")
+	if _, err := os.Stat(img); err != nil {
+		return nil
+	}
+	return carryover.Errorf(carryover.CodeInternal, "the session's workspace is in the disk image %s, which this server cannot mount "+
+		"(the sandbox is off or unavailable): turn the sandbox back on to reach its files", img)
+}
+
 // removeWorkspace deletes a session's workspace and its disk.
 func (s *Service) removeWorkspace(id string) error {
 	ws := s.workspace(id)
+	if s.disks() == nil { // an image left by a sandboxed run of the server goes with its session
+		_ = os.Remove(filepath.Join(s.cfg.DataDir, "disks", id+".img"))
+	}
 	if d := s.disks(); d != nil {
 		if err := d.RemoveWorkspaceDisk(ws); err != nil {
 			s.log.Warn("workspace disk not removed", "session", id, "err", err)

@@ -104,6 +104,9 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 	ls.wsMu.Lock()
 	defer ls.wsMu.Unlock()
 	ws := s.workspace(ls.id)
+	if err := s.checkDiskless(ls.id); err != nil {
+		return err
+	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
 		if err == nil {
 			s.mountDisk(ls.id, ws) // after a restart: the image is there, its mount is not
