@@ -8,7 +8,7 @@ BIN := bin/carryover
 BENCH := bin/carryover-bench
 DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-numpy \
         python3-pandas python3-matplotlib python3-jupyter-client python3-jupyter-server \
-        python3-pip python3-nbformat python3-websocket bubblewrap chromium sqlite3 procps
+        python3-pip python3-nbformat python3-websocket bubblewrap e2fsprogs mount chromium sqlite3 procps
 # The checkpoint engine's fidelity tests (persistence/agent/test_fidelity.py) restore these libraries' objects.
 DEBS += python3-sklearn python3-torch python3-scipy python3-networkx python3-sympy python3-pil \
         python3-statsmodels python3-astropy

@@ -3,18 +3,22 @@ module github.com/carryover/carryover
 go 1.26.0
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/klauspost/compress v1.20.3
 	github.com/mattn/go-sqlite3 v1.14.52
+	github.com/moby/profiles/seccomp v0.2.4
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/spf13/viper v1.21.0
 	github.com/zeebo/xxh3 v1.1.0
+	golang.org/x/net v0.59.0
 	golang.org/x/sys v0.48.0
 )
 

@@ -56,13 +56,18 @@ type Session struct {
 
 // Sandbox describes the session's kernel ("sandbox" in StateSet's words).
 type Sandbox struct {
-	ID             string     `json:"id,omitempty"`
-	Status         string     `json:"status"`
-	CPUs           string     `json:"cpus,omitempty"`
-	Memory         string     `json:"memory,omitempty"`
-	TimeoutSeconds float64    `json:"timeout_seconds,omitempty"`
-	Network        bool       `json:"network"`
-	StartedAt      *time.Time `json:"started_at,omitempty"`
+	ID             string  `json:"id,omitempty"`
+	Status         string  `json:"status"`
+	CPUs           string  `json:"cpus,omitempty"`
+	Memory         string  `json:"memory,omitempty"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	Network        bool    `json:"network"`
+	// NetworkAllow is the egress allowlist of a session created with network {"allow": [...]}
+	// (Network is then false): its only way out is the server's filtering proxy.
+	NetworkAllow []string `json:"network_allow,omitempty"`
+	// Skills is "rw" when the session may change its tenant's skills at /skills (else read-only).
+	Skills    string     `json:"skills,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
 }
 
 // AgentContext is the working dir, env vars and custom state kept across rotations.

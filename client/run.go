@@ -37,6 +37,15 @@ type RunResult struct {
 	Checkpoint         *CheckpointResult `json:"checkpoint,omitempty"`
 	// CheckpointError says why the turn's checkpoint failed (the run itself succeeded).
 	CheckpointError string `json:"checkpoint_error,omitempty"`
+	// ProcessesEnded names background processes that ended when the session's previous kernel was
+	// stopped on purpose (rotation, hibernation, stop) since the last answer.
+	ProcessesEnded []EndedProcess `json:"processes_ended,omitempty"`
+}
+
+// EndedProcess is a background process that could not survive its kernel.
+type EndedProcess struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
 }
 
 // RunError is the exception a run raised.

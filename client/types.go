@@ -46,6 +46,8 @@ type Sandbox struct {
 	Memory         string     `json:"memory,omitempty"`
 	TimeoutSeconds float64    `json:"timeout_seconds,omitempty"`
 	Network        bool       `json:"network"`
+	NetworkAllow   []string   `json:"network_allow,omitempty"` // the egress allowlist, if any
+	Skills         string     `json:"skills,omitempty"`        // "rw": may change the tenant's skills
 	StartedAt      *time.Time `json:"started_at,omitempty"`
 }
 
@@ -103,6 +105,22 @@ type SandboxRequest struct {
 	Memory         string   `json:"memory,omitempty"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	Network        *bool    `json:"network,omitempty"`
+	// NetworkAllow, when not nil, asks for an egress allowlist instead of Network: sent as
+	// "network": {"allow": [...]}.
+	NetworkAllow []string `json:"-"`
+	Skills       string   `json:"skills,omitempty"` // "rw" to let the session change its tenant's skills
+}
+
+// MarshalJSON sends NetworkAllow as the network object.
+func (r SandboxRequest) MarshalJSON() ([]byte, error) {
+	type plain SandboxRequest
+	if r.NetworkAllow == nil {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Network map[string][]string `json:"network"`
+	}{plain(r), map[string][]string{"allow": r.NetworkAllow}})
 }
 
 // ContextRequest is the body of PATCH .../context: the keys given replace the session's.

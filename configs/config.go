@@ -70,6 +70,9 @@ type Config struct {
 		UIDCount       int      `mapstructure:"uid_count"`
 		Bwrap          string   `mapstructure:"bwrap"`
 		ROBinds        []string `mapstructure:"ro_binds"`
+		Seccomp        bool     `mapstructure:"seccomp"`
+		Disk           string   `mapstructure:"disk"`
+		DiskInodes     int      `mapstructure:"disk_inodes"`
 	} `mapstructure:"sandbox"`
 	Cost struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`

@@ -59,13 +59,14 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 	}
 	started := time.Now()
 	proc, err := k.opts.Provisioner.Launch(ctx, LaunchSpec{
-		Argv:       k.opts.Spec.argv(connFile),
-		Env:        mergeEnv(k.opts.Spec.Env, k.opts.Env),
-		Dir:        k.opts.WorkDir,
-		RuntimeDir: k.dir,
-		LogPath:    k.opts.LogPath,
-		Network:    k.opts.Network,
-		Previous:   prev,
+		Argv:         k.opts.Spec.argv(connFile),
+		Env:          mergeEnv(k.opts.Spec.Env, k.opts.Env),
+		Dir:          k.opts.WorkDir,
+		RuntimeDir:   k.dir,
+		LogPath:      k.opts.LogPath,
+		Network:      k.opts.Network,
+		NetworkAllow: k.opts.NetworkAllow,
+		Previous:     prev,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start kernel: %w", err)

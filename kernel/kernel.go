@@ -26,9 +26,10 @@ type Options struct {
 	ShutdownGrace     time.Duration     // default 2s
 	// Provisioner starts the kernel process (nil: a LocalProvisioner without spool). It is told the
 	// runtime subdir, which must stay reachable from the kernel at the same path.
-	Provisioner Provisioner
-	Network     bool // passed to the provisioner (a sandbox cuts the kernel off the network otherwise)
-	Logger      *slog.Logger
+	Provisioner  Provisioner
+	Network      bool     // passed to the provisioner (a sandbox cuts the kernel off the network otherwise)
+	NetworkAllow []string // egress allowlist passed to the provisioner when Network is false
+	Logger       *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -47,6 +47,9 @@ type LaunchSpec struct {
 	RuntimeDir string // connection file and ipc sockets: must be reachable from the kernel, same path
 	LogPath    string // stdout and stderr are appended here
 	Network    bool   // the kernel may use the network (see NetworkIsolator)
+	// NetworkAllow, when not nil and Network is false, is an egress allowlist: a provisioner that
+	// isolates the network lets the kernel out only to these hosts (kernel/sandbox's egress proxy).
+	NetworkAllow []string
 	// Previous is the process this one replaces (Restart): a sandbox keeps its box, so the attached
 	// workspace, limits and spool stay. Restart does not Cleanup the previous process.
 	Previous KernelProcess
@@ -54,14 +57,19 @@ type LaunchSpec struct {
 
 // CommandSpec is what a Provisioner needs to start a session's shell command.
 type CommandSpec struct {
-	Argv      []string
-	Dir       string            // host working dir: Workspace or below it
-	Env       map[string]string // the session's variables; the provisioner adds PATH, HOME and LANG
-	Workspace string            // host dir of the session's files (/workspace in a box; HOME of a local command)
-	Network   bool              // the command may use the network (see NetworkIsolator)
-	Limits    Limits            // resource limits (where the provisioner enforces any)
-	Stdout    io.Writer
-	Stderr    io.Writer
+	Argv         []string
+	Dir          string            // host working dir: Workspace or below it
+	Env          map[string]string // the session's variables; the provisioner adds PATH, HOME and LANG
+	Workspace    string            // host dir of the session's files (/workspace in a box; HOME of a local command)
+	Network      bool              // the command may use the network (see NetworkIsolator)
+	NetworkAllow []string          // egress allowlist when Network is false (see LaunchSpec)
+	// Skills is the host dir of the tenant's skills, shown at /skills by a provisioner that can
+	// (read-only unless SkillsWritable); "" for none.
+	Skills         string
+	SkillsWritable bool
+	Limits         Limits // resource limits (where the provisioner enforces any)
+	Stdout         io.Writer
+	Stderr         io.Writer
 }
 
 // Limits are a session's resource wishes as the API spells them ("2", "500m"; "4Gi"). Empty means

@@ -53,6 +53,11 @@ const (
 	SkipSymlink = "symlink"
 )
 
+// PackagesDir is the workspace dir that holds a session's installed Python packages (the sandbox
+// points pip's --prefix there): hidden from listings by its name, yet saved like any other files,
+// so packages persist, fork and deduplicate (content-addressed chunks) with the workspace.
+const PackagesDir = ".packages"
+
 func isHidden(name string) bool { return strings.HasPrefix(name, ".") }
 
 // unreadableError marks a file that could not be read: it is skipped and reported, while store errors

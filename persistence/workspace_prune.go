@@ -19,7 +19,7 @@ func pruneWorkspace(root *os.Root, keep map[string]bool, maxFileBytes int64) err
 		if rel == "." {
 			return nil
 		}
-		if isHidden(d.Name()) {
+		if isHidden(d.Name()) && rel != PackagesDir { // the packages dir is saved, so restored and pruned too
 			if d.IsDir() {
 				return fs.SkipDir
 			}

@@ -141,7 +141,7 @@ func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []carryover.
 		if rel == "." {
 			return nil
 		}
-		if isHidden(d.Name()) && !lim.SaveHidden {
+		if isHidden(d.Name()) && !lim.SaveHidden && rel != PackagesDir {
 			skip(rel, SkipHidden)
 			if d.IsDir() {
 				return fs.SkipDir

@@ -10,6 +10,7 @@ import (
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/sandbox"
+	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session"
 )
 
@@ -29,7 +30,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	c := cfg.Sandbox
 	mgr, err := sandbox.New(sandbox.Config{
 		Bwrap: c.Bwrap, StateDir: filepath.Join(cfg.DataDir, "kernels"), UIDBase: c.UIDBase, UIDCount: c.UIDCount,
-		ROBinds: c.ROBinds, TmpSize: tmp, Logger: log,
+		ROBinds: c.ROBinds, TmpSize: tmp, NoSeccomp: !c.Seccomp, Logger: log,
 	})
 	if err != nil {
 		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
@@ -51,7 +52,25 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	_ = os.Chmod(filepath.Join(cfg.DataDir, "workspaces"), 0o700)
 	info := mgr.Info()
 	log.Info("sandbox: kernels and exec commands run under bubblewrap", "cgroup", info.Cgroup,
-		"controllers", info.Controls, "idmapped", info.IDMapped, "defaults", pc.Defaults.String())
+		"controllers", info.Controls, "idmapped", info.IDMapped, "seccomp", info.Seccomp, "defaults", pc.Defaults.String())
+	python := cfg.Kernel.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if size, err := kernel.ParseMemory(c.Disk); err != nil {
+		_ = mgr.Close()
+		return nil, fmt.Errorf("server: sandbox.disk: %w", err)
+	} else if size > 0 {
+		if pc.Disks, err = sandbox.NewDisks(filepath.Join(cfg.DataDir, "disks"), size, c.DiskInodes); err != nil {
+			log.Error("SANDBOX WEAKENED: workspaces have no disk quota", "err", err)
+		}
+	}
+	pp, err := sandbox.FindPackagePaths(python, "/workspace/"+persistence.PackagesDir)
+	if err != nil {
+		log.Warn("sandbox: pip installs will not persist (no package prefix)", "err", err)
+	} else {
+		pc.Packages = &pp
+	}
 	return sandbox.NewProvisioner(mgr, pc), nil
 }
 

@@ -179,12 +179,17 @@ func (m *Manager) probeIDMap(dir string) error {
 // mountAt puts src on target (a mount point inside the shared state dir), nosuid and nodev, and
 // idmapped so that uid sees root's files as its own (unless the manager runs boxes as uid 0).
 func (m *Manager) mountAt(src, target string, uid int) error {
+	return m.mountAtAttr(src, target, uid, 0)
+}
+
+// mountAtAttr is mountAt with extra MOUNT_ATTR_* flags (MOUNT_ATTR_RDONLY for read-only skills).
+func (m *Manager) mountAtAttr(src, target string, uid int, extra uint64) error {
 	tfd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("open_tree %s: %w", src, err)
 	}
 	defer unix.Close(tfd)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | extra}
 	if m.idmap {
 		ufd, err := m.usernsFD(uid)
 		if err != nil {

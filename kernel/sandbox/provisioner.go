@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,7 +28,12 @@ type ProvisionerConfig struct {
 	// SpoolDir holds each kernel's checkpoint spool dir (sbx-<box>), idmapped into its box at
 	// MountTarget("spool"); it must pass Manager.CheckMountable.
 	SpoolDir string
-	Logger   *slog.Logger
+	// Packages, when set, is where pip installs in every box (packages.go): inside the workspace,
+	// so packages persist with its files.
+	Packages *PackagePaths
+	// Disks, when set, puts every workspace on a file system of its own (disk.go).
+	Disks  *Disks
+	Logger *slog.Logger
 }
 
 // Provisioner runs kernels and commands in boxes of a Manager.
@@ -59,7 +65,31 @@ func (p *Provisioner) Defaults() Limits { return p.cfg.Defaults }
 
 // Close releases every box left and undoes the Manager's mounts and cgroups. Kernels should be shut
 // down before.
-func (p *Provisioner) Close() error { return p.m.Close() }
+func (p *Provisioner) Close() error {
+	err := p.m.Close()
+	if p.cfg.Disks != nil {
+		err = errors.Join(err, p.cfg.Disks.Close())
+	}
+	return err
+}
+
+// DisksEnabled, EnsureWorkspaceDisk and RemoveWorkspaceDisk give workspaces a disk of their own
+// (session.WorkspaceDisks) when sandbox.disk is set.
+func (p *Provisioner) DisksEnabled() bool { return p.cfg.Disks != nil }
+
+func (p *Provisioner) EnsureWorkspaceDisk(dir string) error {
+	if p.cfg.Disks == nil {
+		return nil
+	}
+	return p.cfg.Disks.EnsureWorkspaceDisk(dir)
+}
+
+func (p *Provisioner) RemoveWorkspaceDisk(dir string) error {
+	if p.cfg.Disks == nil {
+		return nil
+	}
+	return p.cfg.Disks.RemoveWorkspaceDisk(dir)
+}
 
 // hostEnv is the environment of the wrapper that becomes bubblewrap, which clears it for the box.
 var hostEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -84,9 +114,13 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 	kb, fresh := (*kernelBox)(nil), false
 	if prev, ok := spec.Previous.(*boxKernel); ok && prev.kb.box.m == p.m {
 		kb = prev.kb
+		// A restart starts in the session's workspace: its packages dir must exist now (packages.go).
+		if err := p.cfg.Packages.makeDirs(kb.box.Attached()); err != nil {
+			return nil, fmt.Errorf("launch in sandbox: %w", err)
+		}
 	} else {
 		var err error
-		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network); err != nil {
+		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network, spec.NetworkAllow); err != nil {
 			return nil, err
 		}
 		fresh = true
@@ -104,9 +138,12 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 			}
 		}
 	}
-	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: kernelEnv(spec.Env),
+	env := kernelEnv(spec.Env)
+	env["PYTHONPATH"] = SkillsPath
+	p.cfg.Packages.env(env)
+	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: env,
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
-	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
+	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
 	if err != nil {
 		return fail(err)
 	}
@@ -118,12 +155,16 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 }
 
 // newKernelBox makes a kernel's box with its spool dir mounted.
-func (p *Provisioner) newKernelBox(name string, network bool) (*kernelBox, error) {
-	box, err := p.m.NewBox(BoxOptions{Name: name, Network: network, Limits: p.cfg.Defaults})
+func (p *Provisioner) newKernelBox(name string, network bool, allow []string) (*kernelBox, error) {
+	box, err := p.m.NewBox(BoxOptions{Name: name, Network: network, Allow: allow, Limits: p.cfg.Defaults})
 	if err != nil {
 		return nil, err
 	}
 	kb := &kernelBox{p: p, box: box, spool: filepath.Join(p.cfg.SpoolDir, "sbx-"+box.Name())}
+	if err := p.cfg.Packages.makeDirs(filepath.Join(box.dir, "workspace")); err != nil {
+		_ = box.Release()
+		return nil, err
+	}
 	if err := os.MkdirAll(kb.spool, 0o700); err != nil {
 		_ = box.Release()
 		return nil, err
@@ -142,7 +183,7 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 	if err != nil {
 		return nil, err
 	}
-	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Limits: lim})
+	box, err := p.m.NewBox(BoxOptions{Name: fmt.Sprintf("x%d", p.seq.Add(1)), Network: spec.Network, Allow: spec.NetworkAllow, Limits: lim})
 	if err != nil {
 		return nil, err
 	}
@@ -150,12 +191,19 @@ func (p *Provisioner) Command(_ context.Context, spec kernel.CommandSpec) (kerne
 		p.release(box)
 		return nil, err
 	}
-	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}
+	if spec.Skills != "" {
+		if err := box.AttachSkills(spec.Skills, spec.SkillsWritable); err != nil {
+			p.release(box)
+			return nil, err
+		}
+	}
+	env := map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": SkillsPath}
+	p.cfg.Packages.env(env)
 	for k, v := range spec.Env {
 		env[k] = v
 	}
 	argv := box.Command(Command{Argv: spec.Argv, Dir: workspacePath(spec.Workspace, spec.Dir), Env: env})
-	lp, err := kernel.StartProcess(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, Stdout: spec.Stdout, Stderr: spec.Stderr})
+	lp, err := box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, Stdout: spec.Stdout, Stderr: spec.Stderr})
 	if err != nil {
 		p.release(box)
 		return nil, err

@@ -78,6 +78,8 @@ type Config struct {
 	ROBinds  []string // extra host paths bound read-only at the same path (e.g. /opt/tools)
 	TmpSize  int64    // size of each of /tmp and /dev/shm; default 1 GiB
 	NoCgroup bool     // do not use cgroups even where they work (rlimits only)
+	// NoSeccomp runs boxes without the system-call filter (seccomp.go); only for measuring its cost.
+	NoSeccomp bool
 	// LockDir holds one lock file per sandbox uid in use, so that servers sharing a host never hand
 	// out the same uid (a uid is also how a box's leftovers are found and killed); default
 	// /run/carryover-sandbox-uids, else <tmp>/carryover-sandbox-uids.
@@ -92,7 +94,8 @@ type Manager struct {
 	cat                   string
 	cg                    *cgroups
 	log                   *slog.Logger
-	idmap                 bool // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
+	idmap                 bool   // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
+	seccomp               string // the filter program's file, read by bubblewrap on fd 3 ("" for none)
 	mu                    sync.Mutex
 	next                  int              // next uid offset to try
 	uids                  map[int]*os.File // in use, with their flock'ed lock files
@@ -187,6 +190,11 @@ func New(cfg Config) (*Manager, error) {
 	if err := setupSharedDir(abs); err != nil {
 		return nil, fmt.Errorf("sandbox: state dir: %w", err)
 	}
+	if !cfg.NoSeccomp {
+		if err := m.writeSeccomp(); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
 	if err := m.probeIDMap(abs); err != nil {
 		m.log.Error("SANDBOX WEAKENED: idmapped mounts are refused on the data dir's filesystem; sandboxed processes run as uid 0 without capabilities instead of an unprivileged uid of their own",
 			"dir", abs, "err", err)
@@ -202,12 +210,13 @@ func New(cfg Config) (*Manager, error) {
 // Info describes what the sandbox could set up here, for logs and health output.
 type Info struct {
 	Cgroup   string   `json:"cgroup"`      // "v2", "v1" or "" (rlimits only)
+	Seccomp  bool     `json:"seccomp"`     // boxes run under the system-call filter
 	Controls []string `json:"controllers"` // cgroup controllers in use
 	IDMapped bool     `json:"idmapped"`    // workspaces are idmapped (else chowned)
 }
 
 func (m *Manager) Info() Info {
-	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap}
+	i := Info{Cgroup: m.cg.Version(), IDMapped: m.idmap, Seccomp: m.seccomp != ""}
 	if m.cg != nil {
 		i.Controls = append(i.Controls, m.cg.ctrls...)
 	}
@@ -301,6 +310,9 @@ type BoxOptions struct {
 	Name    string // unique among live boxes; short ([A-Za-z0-9_.-]); used for dirs and cgroups
 	Network bool   // keep the host's network namespace
 	Limits  Limits // initial limits (SetLimits changes them later)
+	// Allow, when not nil and Network is false, is an egress allowlist (egress.go): the box gets a
+	// namespace of its own whose only way out is a filtering HTTP(S) proxy the server runs.
+	Allow []string
 }
 
 // Box is one sandbox: a kernel (with restarts) or one shell command.
@@ -312,6 +324,8 @@ type Box struct {
 	ownUID  bool
 	network bool
 	cg      *cgroup
+	ns      *netns // the namespace made for an egress allowlist (nil: bubblewrap makes one, or none)
+	proxy   *Proxy
 
 	mu       sync.Mutex
 	limits   Limits
@@ -357,6 +371,12 @@ func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
 	}
 	m.boxes[o.Name] = b
 	m.mu.Unlock()
+	if o.Allow != nil && !o.Network {
+		if err := b.setupEgress(o.Allow); err != nil {
+			_ = b.Release()
+			return nil, err
+		}
+	}
 	if err := b.setup(); err != nil {
 		_ = b.Release()
 		return nil, err
@@ -365,8 +385,10 @@ func (m *Manager) NewBox(o BoxOptions) (*Box, error) {
 }
 
 func (b *Box) setup() error {
-	if err := os.MkdirAll(filepath.Join(b.dir, "workspace"), 0o755); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+	for _, d := range []string{"workspace", "skills"} {
+		if err := os.MkdirAll(filepath.Join(b.dir, d), 0o755); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
 	}
 	u := strconv.Itoa(b.uid)
 	passwd := "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:" + u + ":" + u + ":carryover sandbox:/tmp:/bin/sh\n" +
@@ -424,13 +446,7 @@ func (b *Box) Command(c Command) []string {
 	lim := b.limits
 	b.mu.Unlock()
 	m := b.m
-	var argv []string
-	if b.cg != nil {
-		argv = append(argv, "/bin/sh", "-c",
-			`while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; exec "$@"`, "carryover-sandbox")
-		argv = append(argv, b.cg.procsFiles()...)
-		argv = append(argv, "--")
-	}
+	argv := b.wrapper()
 	argv = append(argv, m.prlim, "--core=0")
 	if lim.Pids > 0 {
 		argv = append(argv, "--nproc="+strconv.Itoa(lim.Pids))
@@ -448,9 +464,31 @@ func (b *Box) Command(c Command) []string {
 	return append(argv, c.Argv...)
 }
 
+// wrapper is the /bin/sh that opens the seccomp filter on fd 3 (for bubblewrap's --seccomp 3) and
+// joins the box's cgroups before it execs the rest; nil when there is neither.
+func (b *Box) wrapper() []string {
+	var script string
+	var args []string
+	if b.m.seccomp != "" {
+		script = `exec 3<"$1" || exit 126; shift; `
+		args = append(args, b.m.seccomp)
+	}
+	if b.cg != nil {
+		script += `while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; `
+		args = append(append(args, b.cg.procsFiles()...), "--")
+	}
+	if script == "" {
+		return nil
+	}
+	return append([]string{"/bin/sh", "-c", script + `exec "$@"`, "carryover-sandbox"}, args...)
+}
+
 func (b *Box) bwrapArgs(c Command) []string {
 	a := b.isolationArgs()
-	a = append(a, envArgs(c.Env)...)
+	if b.m.seccomp != "" {
+		a = append(a, "--seccomp", "3")
+	}
+	a = append(a, envArgs(b.proxyEnv(c.Env))...)
 	p := newParentDirs()
 	a = append(a, b.systemArgs(p)...)
 	a = append(a, b.devTmpArgs()...)
@@ -466,7 +504,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 func (b *Box) isolationArgs() []string {
 	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", "sandbox"}
-	if !b.network {
+	if !b.network && b.ns == nil {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")
@@ -577,7 +615,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 	b.mu.Lock()
 	names := make([]string, 0, len(b.mounts))
 	for n := range b.mounts {
-		if n != "workspace" {
+		if n != "workspace" && n != "skills" {
 			names = append(names, n)
 		}
 	}
@@ -587,6 +625,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 		a = append(a, p.args(MountTarget(n))...)
 		a = append(a, "--bind", filepath.Join(b.dir, n), MountTarget(n))
 	}
+	a = append(a, "--bind", filepath.Join(b.dir, "skills"), SkillsPath)
 	return append(a, "--bind", filepath.Join(b.dir, "workspace"), "/workspace")
 }
 
@@ -595,6 +634,9 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 func MountTarget(name string) string {
 	if name == "workspace" {
 		return "/workspace"
+	}
+	if name == "skills" {
+		return SkillsPath
 	}
 	return "/run/carryover/" + name
 }
@@ -890,6 +932,10 @@ func (b *Box) Release() error {
 			errs = append(errs, fmt.Errorf("sandbox: cgroup of %s: %w", b.name, err))
 		}
 	}
+	if b.proxy != nil {
+		_ = b.proxy.Close()
+	}
+	_ = b.ns.close()
 	removeBoxDir(b.dir)
 	m := b.m
 	m.mu.Lock()

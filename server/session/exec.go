@@ -155,8 +155,12 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	start := time.Now()
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
-		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network,
+	skills, err := s.skillsDir(doc.TenantName())
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
+		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
 	if err != nil && !errors.As(err, &startErr) {

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"os"
 
 	"github.com/carryover/carryover"
 )
@@ -38,7 +37,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 		Sandbox: carryover.Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
-		_ = os.RemoveAll(s.workspace(id))
+		_ = s.removeWorkspace(id)
 	}()
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err

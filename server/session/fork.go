@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +91,8 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 	doc := carryover.Session{
 		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
 		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
-			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network},
+			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network,
+			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow), Skills: from.Sandbox.Skills},
 		Data: cloneJSON(from.Data),
 		AgentContext: carryover.AgentContext{WorkingDir: from.AgentContext.WorkingDir,
 			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},
@@ -146,7 +147,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 func (s *Service) commitFork(ctx context.Context, ls *liveSession, srcID, cid string) error {
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
-	_ = os.RemoveAll(s.workspace(ls.id))
+	_ = s.removeWorkspace(ls.id)
 	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
 	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
 	srcWS, dstWS := s.workspace(srcID), s.workspace(ls.id)

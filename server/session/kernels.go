@@ -104,11 +104,21 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 	ls.wsMu.Lock()
 	defer ls.wsMu.Unlock()
 	ws := s.workspace(ls.id)
+	if err := s.checkDiskless(ls.id); err != nil {
+		return err
+	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
+		if err == nil {
+			s.mountDisk(ls.id, ws) // after a restart: the image is there, its mount is not
+		}
 		return err
 	}
 	if ls.snapshot().LastCheckpoint != nil {
-		n, err := s.ckpt.MaterializeWorkspace(ctx, ls.id, ws)
+		materialize := s.ckpt.MaterializeWorkspace
+		if s.disks() != nil {
+			materialize = s.materializeOnDisk
+		}
+		n, err := materialize(ctx, ls.id, ws)
 		switch {
 		case err == nil:
 			s.log.Info("workspace restored from checkpoint", "session", ls.id, "files", n)
@@ -118,7 +128,11 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 				"the session's workspace could not be restored from its last checkpoint: %v", err)}
 		}
 	}
-	return os.MkdirAll(ws, 0o755)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	s.mountDisk(ls.id, ws)
+	return nil
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
@@ -209,8 +223,10 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 	if k == nil {
 		return
 	}
+	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
+	s.noteEnded(ls, k, payload)
 	s.stopKernel(ctx, k)
-	s.emit(ctx, ls, "sandbox_terminated", map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason})
+	s.emit(ctx, ls, "sandbox_terminated", payload)
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.

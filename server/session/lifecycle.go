@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -29,10 +30,11 @@ type CreateRequest struct {
 
 // SandboxRequest is the sandbox part of a create request; every field is optional.
 type SandboxRequest struct {
-	CPUs           string   `json:"cpus"`
-	Memory         string   `json:"memory"`
-	TimeoutSeconds *float64 `json:"timeout_seconds"`
-	Network        *bool    `json:"network"`
+	CPUs           string          `json:"cpus"`
+	Memory         string          `json:"memory"`
+	TimeoutSeconds *float64        `json:"timeout_seconds"`
+	Network        *NetworkRequest `json:"network"`
+	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
 }
 
 func randomID(prefix string) string {
@@ -135,8 +137,21 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 		}
 		sb.TimeoutSeconds = *req.TimeoutSeconds
 	}
+	switch req.Skills {
+	case "", SkillsReadOnly:
+	case SkillsReadWrite:
+		sb.Skills = SkillsReadWrite
+	default:
+		return carryover.Errorf(carryover.CodeInvalid, `sandbox.skills must be "ro" or "rw"`).WithDetails("field", "sandbox.skills")
+	}
 	if req.Network != nil {
-		sb.Network = *req.Network
+		sb.Network, sb.NetworkAllow = req.Network.Full, nil
+		if req.Network.Allow != nil {
+			if _, err := kernel.ParseAllowlist(req.Network.Allow); err != nil {
+				return carryover.Errorf(carryover.CodeInvalid, "sandbox.%v", err).WithDetails("field", "sandbox.network.allow")
+			}
+			sb.NetworkAllow = slices.Clone(req.Network.Allow)
+		}
 	}
 	return nil
 }
@@ -191,7 +206,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return os.RemoveAll(s.workspace(id))
+	return s.removeWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.

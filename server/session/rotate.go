@@ -65,8 +65,10 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 		return fail(err)
 	}
 	if old != nil {
+		payload := map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"}
+		s.noteEnded(ls, old, payload)
 		s.stopKernel(ctx, old)
-		s.emit(ctx, ls, "sandbox_terminated", map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"})
+		s.emit(ctx, ls, "sandbox_terminated", payload)
 	}
 	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
 	if err != nil {

@@ -43,6 +43,9 @@ type RunResult struct {
 	Checkpoint      *carryover.CheckpointResult `json:"checkpoint,omitempty"`
 	CheckpointError string                      `json:"checkpoint_error,omitempty"`
 	RecordError     string                      `json:"record_error,omitempty"` // the turn ran, but its record did not stick
+	// ProcessesEnded names the background processes that ended when the session's previous kernel
+	// was stopped on purpose (rotation, hibernation, stop) since the last answer.
+	ProcessesEnded []kernel.BackgroundProcess `json:"processes_ended,omitempty"`
 
 	ride *snapshotRide // the checkpoint that rode on the cell's execute_request
 }
@@ -214,6 +217,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		}
 	}
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
+	res.ProcessesEnded = ls.takeEnded()
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	status := res.Status
 	if runErr != nil {

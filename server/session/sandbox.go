@@ -19,11 +19,11 @@ import (
 // network setting differs from the pool's and the provisioner can tell them apart (a network
 // namespace cannot be swapped under a running process), a new one started for it.
 func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kernel.Kernel, error) {
-	if doc.Sandbox.Network == s.kopts.Network || !kernel.IsolatesNetwork(s.kopts.Provisioner) {
+	if doc.Sandbox.Network == s.kopts.Network && doc.Sandbox.NetworkAllow == nil || !kernel.IsolatesNetwork(s.kopts.Provisioner) {
 		return s.pool.Get(ctx)
 	}
 	opts := s.kopts
-	opts.Network = doc.Sandbox.Network
+	opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
 	k, err := kernel.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -44,6 +44,9 @@ func (s *Service) attachKernel(id string, k *kernel.Kernel, doc carryover.Sessio
 		return limitErr(err)
 	}
 	if err := p.AttachWorkspace(s.workspace(id)); err != nil {
+		return err
+	}
+	if err := s.attachSkills(p, doc); err != nil {
 		return err
 	}
 	p.OnLimit(func(hit kernel.LimitHit) { s.sandboxEvent(id, k, hit) })

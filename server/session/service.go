@@ -52,13 +52,14 @@ type liveSession struct {
 	kern    *kernel.Kernel
 	running *activeRun // the run in flight, for websocket clients that connect mid-run
 
-	kernStart   time.Time     // when the current kernel was attached (rotation clock)
-	pausedAt    time.Time     // when the session was paused (zero when not paused)
-	pausedFor   time.Duration // paused time during the current kernel's life
-	rotating    bool          // a timed rotation is queued or running
-	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
-	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
-	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
+	kernStart   time.Time                  // when the current kernel was attached (rotation clock)
+	pausedAt    time.Time                  // when the session was paused (zero when not paused)
+	pausedFor   time.Duration              // paused time during the current kernel's life
+	rotating    bool                       // a timed rotation is queued or running
+	lastSkipped string                     // what the last checkpoint skipped (variables_skipped is sent on change)
+	deleted     bool                       // DELETE happened: nothing may start a kernel for it any more
+	cost        costMeter                  // CPU and memory use of the current kernel, for cost_cap_cents
+	ended       []kernel.BackgroundProcess // ended with a kernel stopped on purpose; told in the next run's answer
 }
 
 // Options configures a Service.

@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// Background lists the box's processes other than the kernel (kernel.BackgroundLister): what a
+// session started that will end with the kernel. Pids are the box's own (what the session saw).
+func (k *boxKernel) Background() []kernel.BackgroundProcess {
+	if k.box.isReleased() {
+		return nil
+	}
+	top := k.box.topProcess(k.PID())
+	var out []kernel.BackgroundProcess
+	for _, p := range k.box.processes() {
+		if p == top || p == k.PID() {
+			continue
+		}
+		if st, ok := procStat(p); !ok || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, kernel.BackgroundProcess{PID: nsPID(p),
+			Command: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
+	}
+	return out
+}
+
+// nsPID is pid as its innermost pid namespace numbers it (the last NSpid field), else pid.
+func nsPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return pid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return pid
+}

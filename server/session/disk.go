@@ -1,0 +1,119 @@
+package session
+
+// disk.go puts each workspace on a file system of its own when the provisioner can (kernel/sandbox:
+// a loop-mounted ext4 image of sandbox.disk bytes): a session that fills it gets ENOSPC in Python,
+// its files so far stay and are checkpointed, and nobody else's space is touched.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/carryover/carryover"
+)
+
+// WorkspaceDisks is a provisioner that caps workspaces with a file system of their own.
+type WorkspaceDisks interface {
+	DisksEnabled() bool
+	EnsureWorkspaceDisk(dir string) error // mount (made on first use) unless mounted
+	RemoveWorkspaceDisk(dir string) error // unmount and delete (the session is gone)
+}
+
+func (s *Service) disks() WorkspaceDisks {
+	if d, ok := s.kopts.Provisioner.(WorkspaceDisks); ok && d.DisksEnabled() {
+		return d
+	}
+	return nil
+}
+
+// mountDisk gives ws its disk; a workspace that cannot have one keeps working without a cap
+// (logged), since refusing the session its files would be worse.
+func (s *Service) mountDisk(id, ws string) {
+	if d := s.disks(); d != nil {
+		if err := d.EnsureWorkspaceDisk(ws); err != nil {
+			s.log.Warn("workspace without a disk quota", "session", id, "err", err)
+		}
+	}
+}
+
+// materializeOnDisk restores the last checkpoint's files into ws on its disk: restored beside it
+// first (the restore renames its directory into place), then copied in.
+func (s *Service) materializeOnDisk(ctx context.Context, id, ws string) (int, error) {
+	stage := ws + ".stage"
+	_ = os.RemoveAll(stage)
+	defer os.RemoveAll(stage)
+	n, err := s.ckpt.MaterializeWorkspace(ctx, id, stage)
+	if err != nil {
+		return n, err
+	}
+	s.mountDisk(id, ws)
+	return n, copyTree(stage, ws)
+}
+
+// copyTree copies the directories and regular files of src into dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(target, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, info.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		err = errors.Join(err, out.Close())
+		if err == nil {
+			err = os.Chtimes(target, info.ModTime(), info.ModTime())
+		}
+		return err
+	})
+}
+
+// checkDiskless refuses a workspace whose files live in a disk image this server cannot mount
+// (the sandbox off or unavailable since): shown as an empty dir it would be filled anew and its
+// files pruned from the next checkpoint.
+func (s *Service) checkDiskless(id string) error {
+	if s.disks() != nil {
+		return nil
+	}
+	img := filepath.Join(s.cfg.DataDir, "disks", id+".img")
+	if _, err := os.Stat(img); err != nil {
+		return nil
+	}
+	return carryover.Errorf(carryover.CodeInternal, "the session's workspace is in the disk image %s, which this server cannot mount "+
+		"(the sandbox is off or unavailable): turn the sandbox back on to reach its files", img)
+}
+
+// removeWorkspace deletes a session's workspace and its disk.
+func (s *Service) removeWorkspace(id string) error {
+	ws := s.workspace(id)
+	if s.disks() == nil { // an image left by a sandboxed run of the server goes with its session
+		_ = os.Remove(filepath.Join(s.cfg.DataDir, "disks", id+".img"))
+	}
+	if d := s.disks(); d != nil {
+		if err := d.RemoveWorkspaceDisk(ws); err != nil {
+			s.log.Warn("workspace disk not removed", "session", id, "err", err)
+		}
+	}
+	return os.RemoveAll(ws)
+}
