@@ -27,6 +27,10 @@ type CheckpointTimings struct {
 	SerializeMS float64 `json:"serialize_ms"`
 	WriteMS     float64 `json:"write_ms"`
 	FilesMS     float64 `json:"files_ms"`
+	// DirtyMode says how changes in large buffers were found ("uffd", "hash" or "mixed");
+	// DirtyFallback says why tracking was not used where it was not.
+	DirtyMode     string `json:"dirty_mode,omitempty"`
+	DirtyFallback string `json:"dirty_fallback,omitempty"`
 }
 
 // VarSkip is a variable not saved (or not restored), and why.

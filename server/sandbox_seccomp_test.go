@@ -179,3 +179,19 @@ with ThreadPoolExecutor(4) as ex: print('threads', sorted(ex.map(lambda i: threa
 		t.Fatalf("workloads under the filter: %s", dump(r))
 	}
 }
+
+// TestSandboxDirtyPagesUnderFilter checks that the checkpoint engine's dirty-page tracking
+// (userfaultfd with UFFD_USER_MODE_ONLY + PAGEMAP_SCAN) works inside the box under the filter:
+// a turn that only reads a large array is checkpointed in "uffd" mode, not by re-hashing it.
+func TestSandboxDirtyPagesUnderFilter(t *testing.T) {
+	ts := sandboxed(t)
+	ts.create("dp", nil)
+	ts.run("dp", "import numpy as np\nbig = np.ones(4 << 20)")
+	r := ts.run("dp", "s = float(big.sum())")
+	if r.Checkpoint == nil {
+		t.Fatalf("no checkpoint: %s", dump(r))
+	}
+	if m := r.Checkpoint.Timings; m.DirtyMode != "uffd" {
+		t.Fatalf("dirty mode in the sandbox = %q (fallback %q), want uffd", m.DirtyMode, m.DirtyFallback)
+	}
+}
