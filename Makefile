@@ -8,7 +8,8 @@ BIN := bin/carryover
 BENCH := bin/carryover-bench
 DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-numpy \
         python3-pandas python3-matplotlib python3-jupyter-client python3-jupyter-server \
-        python3-pip python3-nbformat python3-websocket bubblewrap chromium sqlite3 procps
+        python3-pip python3-nbformat python3-websocket bubblewrap chromium sqlite3 procps \
+        postgresql
 STAMP := .deps.stamp
 
 .PHONY: all deps build run test bench vet fmt clean web-deps
