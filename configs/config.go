@@ -74,6 +74,13 @@ type Config struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
+	Store StoreConfig `mapstructure:"store"`
+}
+
+// StoreConfig picks the database: the embedded SQLite file under data_dir, or PostgreSQL for a cluster.
+type StoreConfig struct {
+	Driver string `mapstructure:"driver"` // "sqlite" | "postgres"
+	DSN    string `mapstructure:"dsn"`    // postgres only
 }
 
 // KernelConfig is the part of the configuration the kernel package needs.
@@ -156,6 +163,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: server.max_body_bytes must be > 0")
 	case c.DataDir == "":
 		return fmt.Errorf("configs: data_dir must not be empty")
+	case c.Store.Driver != "sqlite" && c.Store.Driver != "postgres":
+		return fmt.Errorf("configs: store.driver must be sqlite or postgres, got %q", c.Store.Driver)
+	case c.Store.Driver == "postgres" && c.Store.DSN == "":
+		return fmt.Errorf("configs: store.dsn must name the PostgreSQL database when store.driver is postgres")
 	}
 	seen := map[string]string{}
 	for name, tok := range c.Auth.Tenants {

@@ -14,13 +14,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/persistence/sqlite"
 	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
@@ -85,7 +83,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		p.Provisioner = prov
 	}
 	if p.Store == nil {
-		store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+		store, err := openStore(ctx, cfg)
 		if err != nil {
 			return fail(err)
 		}
