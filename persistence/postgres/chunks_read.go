@@ -51,14 +51,30 @@ func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int6
 	return int64(n), nil
 }
 
-// storedChunk returns the stored form of a chunk.
+// storedChunk returns the stored form of a chunk: inline, or from the node's cache, or from its object.
 func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, err error) {
-	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, data FROM chunks WHERE hash = $1`, hash).Scan(&codec, &rawLen, &data)
+	var key sql.NullString
+	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, data, object_key FROM chunks WHERE hash = $1`, hash).
+		Scan(&codec, &rawLen, &data, &key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, nil, carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
 	}
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
+	if !key.Valid {
+		return codec, rawLen, data, nil
+	}
+	if data, ok := s.cached(hash, codec, rawLen); ok {
+		return codec, rawLen, data, nil
+	}
+	if s.opts.Objects == nil {
+		return "", 0, nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, key.String)
+	}
+	data, err = s.opts.Objects.Get(ctx, key.String)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	s.cache(hash, data)
 	return codec, rawLen, data, nil
 }

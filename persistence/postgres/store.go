@@ -28,12 +28,40 @@ type Options struct {
 	// WriterMaxAge is how long a checkpoint writer that never closed (its node died) keeps its chunks
 	// from GC (default 6h).
 	WriterMaxAge time.Duration
+
+	// Objects, when set, holds chunks larger than InlineMax as objects (the catalog stays here).
+	Objects ObjectStore
+	// InlineMax is the largest stored chunk kept inline in PostgreSQL when Objects is set (default
+	// 64 KiB): small chunks cost a row, not an object request.
+	InlineMax int
+	// ObjectPrefix starts every object key (default "chunks/").
+	ObjectPrefix string
+	// CacheDir, when set, is this node's cache of object chunks by hash (restores read it first).
+	CacheDir string
+	// TombstoneGrace is how long GC waits before deleting the object of a collected chunk (default 1m).
+	TombstoneGrace time.Duration
+	// OrphanAge is the age past which an object the catalog does not name (an upload whose catalog
+	// transaction never committed) is deleted by GC (default 24h).
+	OrphanAge time.Duration
+}
+
+// ObjectStore is where large chunks live: a bucket of an S3-compatible store (persistence/s3).
+type ObjectStore interface {
+	Put(ctx context.Context, key string, data []byte) error
+	// Get returns an error wrapping carryover.ErrMissingChunk when key has no object.
+	Get(ctx context.Context, key string) ([]byte, error)
+	Delete(ctx context.Context, keys []string) error
+	List(ctx context.Context, prefix string, fn func(key string, modified time.Time) error) error
 }
 
 // Store is carryover's PostgreSQL database.
 type Store struct {
 	db   *sqlx.DB
 	opts Options
+
+	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
+	// window a racing GC is tested in).
+	testHookBeforePutTx func()
 }
 
 var _ carryover.Store = (*Store)(nil)
@@ -46,6 +74,18 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.WriterMaxAge <= 0 {
 		opts.WriterMaxAge = 6 * time.Hour
+	}
+	if opts.InlineMax <= 0 {
+		opts.InlineMax = 64 << 10
+	}
+	if opts.ObjectPrefix == "" {
+		opts.ObjectPrefix = "chunks/"
+	}
+	if opts.TombstoneGrace <= 0 {
+		opts.TombstoneGrace = time.Minute
+	}
+	if opts.OrphanAge <= 0 {
+		opts.OrphanAge = 24 * time.Hour
 	}
 	db, err := sqlx.Open("pgx", dsn)
 	if err != nil {
