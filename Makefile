@@ -12,7 +12,7 @@ DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-
         postgresql
 STAMP := .deps.stamp
 
-.PHONY: all deps build run test bench vet fmt clean web-deps
+.PHONY: all deps build run test bench vet fmt clean web-deps tools
 
 all: build
 
@@ -35,13 +35,22 @@ web-deps:
 	@if [ -f web/package.json ]; then cd web && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
 
+# tools builds the test-only programs that are no Debian package into a cache outside the repo and
+# outside carryover's go.mod: Versity Gateway, the S3 server of the object-store tests (the first
+# build takes minutes; later runs find the binary). internal/s3test looks for it there.
+TOOLS := $(HOME)/.cache/carryover-tools/bin
+VERSITYGW_VERSION := v1.8.0
+tools:
+	@[ -x $(TOOLS)/versitygw ] || { echo "building versitygw $(VERSITYGW_VERSION) into $(TOOLS) (once)"; \
+	  mkdir -p $(TOOLS) && cd / && GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
+
 build: deps
 	$(GO) build -o $(BIN) ./cmd/carryover
 
 run: build
 	./$(BIN) serve --data_dir ./data
 
-test: deps web-deps
+test: deps web-deps tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 

@@ -74,7 +74,22 @@ type Config struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
-	Store StoreConfig `mapstructure:"store"`
+	Store  StoreConfig  `mapstructure:"store"`
+	Chunks ChunksConfig `mapstructure:"chunks"`
+}
+
+// ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
+// only: the catalog stays in PostgreSQL). No bucket: every chunk stays in the database.
+type ChunksConfig struct {
+	InlineMaxBytes int `mapstructure:"inline_max_bytes"`
+	S3             struct {
+		Endpoint  string `mapstructure:"endpoint"`
+		Bucket    string `mapstructure:"bucket"`
+		Region    string `mapstructure:"region"`
+		AccessKey string `mapstructure:"access_key"`
+		SecretKey string `mapstructure:"secret_key"`
+		PathStyle bool   `mapstructure:"path_style"`
+	} `mapstructure:"s3"`
 }
 
 // StoreConfig picks the database: the embedded SQLite file under data_dir, or PostgreSQL for a cluster.
@@ -167,6 +182,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: store.driver must be sqlite or postgres, got %q", c.Store.Driver)
 	case c.Store.Driver == "postgres" && c.Store.DSN == "":
 		return fmt.Errorf("configs: store.dsn must name the PostgreSQL database when store.driver is postgres")
+	case c.Chunks.S3.Bucket != "" && c.Store.Driver != "postgres":
+		return fmt.Errorf("configs: chunks.s3 needs store.driver postgres (the chunk catalog lives there)")
+	case c.Chunks.InlineMaxBytes < 1:
+		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
 	}
 	seen := map[string]string{}
 	for name, tok := range c.Auth.Tenants {

@@ -21,6 +21,7 @@ import (
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/internal/pgtest"
+	"github.com/carryover/carryover/internal/s3test"
 	"github.com/carryover/carryover/server"
 )
 
@@ -34,7 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) == "1" {
 		os.Exit(runNode())
 	}
-	os.Exit(pgtest.Main(m))
+	code := pgtest.Main(m)
+	s3test.Main()
+	os.Exit(code)
 }
 
 // runNode is a node's main: the config from CARRYOVER_* variables, server.New, serve until SIGTERM.
