@@ -37,9 +37,11 @@ func (s *Store) commitCheckpoint(ctx context.Context, cp carryover.Checkpoint) e
 			return err
 		}
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, cp.SessionID).Scan(&one)
+		node, epoch := s.fenceArgs(cp.SessionID)
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 AND `+fenceSQL(2)+` FOR UPDATE`,
+			cp.SessionID, node, epoch).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", cp.SessionID)
+			return s.fenceFailed(ctx, tx, cp.SessionID)
 		} else if err != nil {
 			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
 		}
@@ -144,11 +146,21 @@ func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryo
 // Prune keeps the session's newest keep checkpoints and deletes the others with their roots; the
 // latest is always kept (keep < 1 counts as 1).
 func (s *Store) Prune(ctx context.Context, sessionID string, keep int) (int, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM checkpoints WHERE session_id = $1 AND pos NOT IN (
-		SELECT pos FROM checkpoints WHERE session_id = $1 ORDER BY pos DESC LIMIT $2)`, sessionID, max(keep, 1))
-	if err != nil {
-		return 0, fmt.Errorf("prune checkpoints of session %q: %w", sessionID, err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	var n int64
+	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.lockFenced(ctx, tx, sessionID); err != nil {
+			if errors.Is(err, carryover.ErrNotFound) {
+				return nil // nothing to prune
+			}
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE session_id = $1 AND pos NOT IN (
+			SELECT pos FROM checkpoints WHERE session_id = $1 ORDER BY pos DESC LIMIT $2)`, sessionID, max(keep, 1))
+		if err != nil {
+			return fmt.Errorf("prune checkpoints of session %q: %w", sessionID, err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
 }

@@ -38,9 +38,10 @@ func eventBody(sessionID, eventType string, payload any) ([]byte, error) {
 // appendEventSQL bumps the session's counter and inserts the event under the new number in one
 // statement: the UPDATE's row lock makes concurrent appends of one session take turns, and a
 // rolled-back append gives its number back, so numbers are 1, 2, 3... without gaps. No session row,
-// no event (and no row returned).
+// no event (and no row returned); nor when the fence ($5 node, $6 epoch; NULL node: none) fails.
 const appendEventSQL = `WITH s AS (
-		UPDATE sessions SET event_seq = event_seq + 1 WHERE id = $1 RETURNING event_seq
+		UPDATE sessions SET event_seq = event_seq + 1 WHERE id = $1 AND ($5::text IS NULL OR (owner_node = $5 AND owner_epoch = $6))
+		RETURNING event_seq
 	)
 	INSERT INTO events (session_id, seq, event_type, payload, created_at)
 	SELECT $1, s.event_seq, $2, $3, $4 FROM s
@@ -55,7 +56,8 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 	}
 	ns := nsOf(time.Time{})
 	ev := carryover.Event{SessionID: sessionID, EventType: eventType, Payload: body, CreatedAt: timeOf(ns)}
-	rows, err := s.db.QueryContext(ctx, appendEventSQL, sessionID, eventType, string(body), ns)
+	node, epoch := s.fenceArgs(sessionID)
+	rows, err := s.db.QueryContext(ctx, appendEventSQL, sessionID, eventType, string(body), ns, node, epoch)
 	if err != nil {
 		return carryover.Event{}, fmt.Errorf("append event to session %q: %w", sessionID, err)
 	}
@@ -64,7 +66,8 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 		if err := rows.Err(); err != nil {
 			return carryover.Event{}, fmt.Errorf("append event to session %q: %w", sessionID, err)
 		}
-		return carryover.Event{}, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sessionID)
+		rows.Close()
+		return carryover.Event{}, s.fenceFailed(ctx, s.db, sessionID)
 	}
 	if err := rows.Scan(&ev.SequenceNumber); err != nil {
 		return carryover.Event{}, fmt.Errorf("append event to session %q: %w", sessionID, err)

@@ -5,23 +5,27 @@ import (
 	"fmt"
 
 	"github.com/carryover/carryover"
+	"github.com/jmoiron/sqlx"
 )
 
 // InsertExecution records e (its ID is ignored) and returns the new id; CodeNotFound if the session
 // does not exist. A zero StartedAt means now.
 func (s *Store) InsertExecution(ctx context.Context, e carryover.Execution) (int64, error) {
 	var id int64
-	err := s.db.QueryRowContext(ctx, `INSERT INTO executions
-		(session_id, execution_count, kind, code, status, result, started_at, duration_ms)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		e.SessionID, e.ExecutionCount, e.Kind, e.Code, e.Status, jsonText(e.Result, "null"), nsOf(e.StartedAt), e.DurationMS).Scan(&id)
-	if isCode(err, foreignKeyViolation) {
-		return 0, carryover.Errorf(carryover.CodeNotFound, "session %q not found", e.SessionID)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("insert execution of session %q: %w", e.SessionID, err)
-	}
-	return id, nil
+	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.lockFenced(ctx, tx, e.SessionID); err != nil {
+			return err
+		}
+		err := tx.QueryRowContext(ctx, `INSERT INTO executions
+			(session_id, execution_count, kind, code, status, result, started_at, duration_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+			e.SessionID, e.ExecutionCount, e.Kind, e.Code, e.Status, jsonText(e.Result, "null"), nsOf(e.StartedAt), e.DurationMS).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("insert execution of session %q: %w", e.SessionID, err)
+		}
+		return nil
+	})
+	return id, err
 }
 
 type executionRow struct {
@@ -56,18 +60,20 @@ func (s *Store) ListExecutions(ctx context.Context, sessionID string, limit int)
 // original created_at so that listings stay in registration order. CodeNotFound if the session does
 // not exist.
 func (s *Store) PutTool(ctx context.Context, t carryover.Tool) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO tools (session_id, name, tool_type, description, input_schema, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (session_id, name) DO UPDATE SET
-			tool_type = excluded.tool_type, description = excluded.description, input_schema = excluded.input_schema`,
-		t.SessionID, t.Name, t.ToolType, t.Description, jsonText(t.InputSchema, "{}"), nsOf(t.CreatedAt))
-	if isCode(err, foreignKeyViolation) {
-		return carryover.Errorf(carryover.CodeNotFound, "session %q not found", t.SessionID)
-	}
-	if err != nil {
-		return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, err)
-	}
-	return nil
+	return s.tx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.lockFenced(ctx, tx, t.SessionID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO tools (session_id, name, tool_type, description, input_schema, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (session_id, name) DO UPDATE SET
+				tool_type = excluded.tool_type, description = excluded.description, input_schema = excluded.input_schema`,
+			t.SessionID, t.Name, t.ToolType, t.Description, jsonText(t.InputSchema, "{}"), nsOf(t.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("put tool %q of session %q: %w", t.Name, t.SessionID, err)
+		}
+		return nil
+	})
 }
 
 type toolRow struct {

@@ -35,27 +35,37 @@ func (s *Store) CreateSession(ctx context.Context, r carryover.SessionRecord) er
 	if !r.UpdatedAt.IsZero() {
 		updated = nsOf(r.UpdatedAt)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, client_id, state, doc, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.ClientID, r.State, jsonText(r.Doc, "{}"), created, updated)
+	// The node that creates a session owns it, at epoch 1.
+	var owner any
+	var epoch int64
+	if s.clustered() {
+		owner, epoch = s.opts.Node.ID, 1
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, client_id, state, doc, created_at, updated_at, owner_node, owner_epoch)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, r.ID, r.ClientID, r.State, jsonText(r.Doc, "{}"), created, updated, owner, epoch)
 	if isCode(err, uniqueViolation) {
 		return carryover.Errorf(carryover.CodeConflict, "session %q already exists", r.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("create session %q: %w", r.ID, err)
 	}
+	if s.clustered() {
+		s.held.set(r.ID, epoch)
+	}
 	return nil
 }
 
 // UpdateSession replaces the client id, state and document of session r.ID (created_at is kept);
-// CodeNotFound if it does not exist. A zero UpdatedAt means now.
+// CodeNotFound if it does not exist, CodeNotOwner if this node does not own it. A zero UpdatedAt means now.
 func (s *Store) UpdateSession(ctx context.Context, r carryover.SessionRecord) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET client_id = $1, state = $2, doc = $3, updated_at = $4 WHERE id = $5`,
-		r.ClientID, r.State, jsonText(r.Doc, "{}"), nsOf(r.UpdatedAt), r.ID)
+	node, epoch := s.fenceArgs(r.ID)
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET client_id = $1, state = $2, doc = $3, updated_at = $4
+		WHERE id = $5 AND `+fenceSQL(6), r.ClientID, r.State, jsonText(r.Doc, "{}"), nsOf(r.UpdatedAt), r.ID, node, epoch)
 	if err != nil {
 		return fmt.Errorf("update session %q: %w", r.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return carryover.Errorf(carryover.CodeNotFound, "session %q not found", r.ID)
+		return s.fenceFailed(ctx, s.db, r.ID)
 	}
 	return nil
 }
@@ -90,13 +100,15 @@ func (s *Store) ListSessions(ctx context.Context) ([]carryover.SessionRecord, er
 // cascades); its chunks stay until the next GC. CodeNotFound if it does not exist.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.tx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+		node, epoch := s.fenceArgs(id)
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = $1 AND `+fenceSQL(2), id, node, epoch)
 		if err != nil {
 			return fmt.Errorf("delete session %q: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", id)
+			return s.fenceFailed(ctx, tx, id)
 		}
+		s.held.drop(id)
 		return nil
 	})
 }

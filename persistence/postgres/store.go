@@ -40,6 +40,9 @@ type Options struct {
 	CacheDir string
 	// TombstoneGrace is how long GC waits before deleting the object of a collected chunk (default 1m).
 	TombstoneGrace time.Duration
+	// Node, when its ID is set, makes the store one node of a cluster: sessions it creates are owned
+	// by it, and its session-scoped writes are fenced by the epochs it holds (ownership.go).
+	Node carryover.NodeInfo
 	// OrphanAge is the age past which an object the catalog does not name (an upload whose catalog
 	// transaction never committed) is deleted by GC (default 24h).
 	OrphanAge time.Duration
@@ -58,6 +61,7 @@ type ObjectStore interface {
 type Store struct {
 	db   *sqlx.DB
 	opts Options
+	held holds // the sessions this node owns, with their epochs (clustered stores only)
 
 	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
 	// window a racing GC is tested in).
