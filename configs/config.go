@@ -74,8 +74,19 @@ type Config struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
-	Store  StoreConfig  `mapstructure:"store"`
-	Chunks ChunksConfig `mapstructure:"chunks"`
+	Store   StoreConfig   `mapstructure:"store"`
+	Chunks  ChunksConfig  `mapstructure:"chunks"`
+	Cluster ClusterConfig `mapstructure:"cluster"`
+}
+
+// ClusterConfig makes a node of a cluster (store.driver postgres): its identity, the address other
+// nodes proxy to, its heartbeat, and the token of node-to-node hops.
+type ClusterConfig struct {
+	NodeID           string  `mapstructure:"node_id"`
+	AdvertiseAddr    string  `mapstructure:"advertise_addr"`
+	HeartbeatSeconds float64 `mapstructure:"heartbeat_seconds"`
+	TTLSeconds       float64 `mapstructure:"ttl_seconds"`
+	Token            string  `mapstructure:"token"`
 }
 
 // ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
@@ -184,6 +195,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: store.dsn must name the PostgreSQL database when store.driver is postgres")
 	case c.Chunks.S3.Bucket != "" && c.Store.Driver != "postgres":
 		return fmt.Errorf("configs: chunks.s3 needs store.driver postgres (the chunk catalog lives there)")
+	case c.Store.Driver == "postgres" && (c.Cluster.HeartbeatSeconds <= 0 || c.Cluster.TTLSeconds < 2*c.Cluster.HeartbeatSeconds):
+		return fmt.Errorf("configs: cluster.ttl_seconds must be at least twice cluster.heartbeat_seconds (> 0)")
 	case c.Chunks.InlineMaxBytes < 1:
 		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
 	}

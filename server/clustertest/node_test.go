@@ -25,6 +25,9 @@ import (
 	"github.com/carryover/carryover/server"
 )
 
+// testTTL is the nodes' heartbeat TTL in these tests (short, so a dead node's sessions move soon).
+const testTTL = 3 * time.Second
+
 const (
 	testToken = "cluster-test-token"
 	nodeEnv   = "CARRYOVER_CLUSTERTEST_NODE" // set: this process is a node, not the test runner
@@ -100,7 +103,9 @@ func startNode(t *testing.T, name, dsn string, env ...string) *node {
 	n.cmd.Env = append(os.Environ(), nodeEnv+"=1",
 		"CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+n.dataDir, "CARRYOVER_AUTH_TOKEN="+testToken,
 		"CARRYOVER_POOL_SIZE=0", "CARRYOVER_SANDBOX_ENABLED=false",
-		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn)
+		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn,
+		"CARRYOVER_CLUSTER_NODE_ID="+name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.3",
+		"CARRYOVER_CLUSTER_TTL_SECONDS="+fmt.Sprint(testTTL.Seconds()))
 	n.cmd.Env = append(n.cmd.Env, env...)
 	n.cmd.Stdout, n.cmd.Stderr = &n.log, &n.log
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -3,15 +3,22 @@ package clustertest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/pgtest"
 )
 
-// run runs code in session id on n and requires a 200 with an ok status.
+// run runs code in session id on n and requires a 200 with an ok status. A 421 (the session's owner
+// is gone and its TTL not over yet) is retried, as a client of a cluster does, for up to 4 TTLs.
 func run(t *testing.T, n *node, id, code string) *client.RunResult {
 	t.Helper()
+	deadline := time.Now().Add(4 * testTTL)
 	r, err := n.c.Run(t.Context(), id, client.RunRequest{Code: code})
+	for client.ErrorCode(err) == "not_owner" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		r, err = n.c.Run(t.Context(), id, client.RunRequest{Code: code})
+	}
 	if err != nil {
 		t.Fatalf("run on %s in %s: %v", n.name, id, err)
 	}

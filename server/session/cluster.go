@@ -1,0 +1,85 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/carryover/carryover"
+)
+
+// Hooks for a node of a cluster (server/cluster): which sessions this node serves changes while it
+// runs. Adopt takes a session in from the shared store when the node claims it; Evict drops one at
+// once when the node lost it. A single node never calls them.
+
+// Evict drops session id from this node at once and writes nothing: another node owns it now (or
+// may: this node's lease lapsed), so a checkpoint or a state change from here could only be refused
+// by the store's fence. The kernel is killed without grace, subscribers get a not_owner error frame
+// (websocket clients reconnect, through any node, with after_sequence), and a run in flight ends
+// with the kernel. It reports whether the session was here.
+func (s *Service) Evict(id string) bool {
+	s.mu.Lock()
+	ls, ok := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ls.mu.Lock()
+	ls.deleted = true // nothing may start a kernel for it here any more
+	k := ls.kern
+	ls.kern = nil
+	ls.mu.Unlock()
+	if k != nil {
+		now, cancel := context.WithCancel(context.Background())
+		cancel() // a done context: the kernel is killed at once, not asked to shut down
+		s.stopKernel(now, k)
+	}
+	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
+		"session %q moved to another node; reconnect", id)})
+	return true
+}
+
+// Adopt loads session id from the store (replacing any copy this node had: it may be stale) so this
+// node serves it; its kernel starts, from the last checkpoint, on the next call that needs one, the
+// same path as a restart.
+func (s *Service) Adopt(ctx context.Context, id string) error {
+	r, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	var doc carryover.Session
+	if err := json.Unmarshal(r.Doc, &doc); err != nil {
+		return fmt.Errorf("session %q: document unreadable: %w", id, err)
+	}
+	if doc.State == carryover.StateRotating {
+		doc.State = carryover.StateRunning
+	}
+	if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
+		doc.Sandbox.Status = carryover.SandboxHibernated
+	}
+	s.Evict(id)
+	s.mu.Lock()
+	s.sessions[id] = &liveSession{id: id, doc: doc}
+	s.mu.Unlock()
+	return nil
+}
+
+// Has reports whether this node has session id in memory.
+func (s *Service) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.sessions[id]
+	return ok
+}
+
+// IDs lists the sessions this node has in memory.
+func (s *Service) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		out = append(out, id)
+	}
+	return out
+}
