@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/carryover/carryover"
 )
@@ -98,13 +99,20 @@ func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, err
 }
 
 // proxy forwards the request (websocket upgrades included) to the owner with the hop headers; the
-// caller's own token goes along, so the owner checks it and its tenant as usual.
+// caller's own token goes along, so the owner checks it and its tenant as usual. While it is in
+// flight the owner is watched: when it changes (the owner died or paused and its TTL ran out, or it
+// released the session) the request is cut and answered 421, so the caller retries and reaches the
+// new owner instead of waiting on a node that will never answer.
 func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner carryover.Owner) {
 	target, err := url.Parse(owner.Addr)
 	if err != nil {
 		writeError(w, notOwner(id, owner))
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go n.watchOwner(ctx, cancel, id, owner)
+	r = r.WithContext(ctx)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -119,6 +127,24 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner ca
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// watchOwner cancels when session id's owner is no longer owner (checked every heartbeat).
+func (n *Node) watchOwner(ctx context.Context, cancel context.CancelFunc, id string, owner carryover.Owner) {
+	t := time.NewTicker(n.o.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			o, err := n.o.Ownership.Owner(ctx, id)
+			if err == nil && (o.Node != owner.Node || o.Epoch != owner.Epoch) {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 func notOwner(id string, o carryover.Owner) *carryover.Error {

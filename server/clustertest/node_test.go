@@ -62,7 +62,9 @@ func runNode() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	shut := make(chan struct{})
 	go func() {
+		defer close(shut)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -72,6 +74,7 @@ func runNode() int {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		return 1
 	}
+	<-shut // Serve returns as soon as the shutdown begins; the drain comes at its end
 	return 0
 }
 
@@ -197,4 +200,30 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// pause and resume stop and continue the node process (SIGSTOP/SIGCONT): its kernels run on.
+func (n *node) pause()  { n.cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *node) resume() { n.cmd.Process.Signal(syscall.SIGCONT) }
+
+// alive reports whether process pid exists (and is not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// eventually polls cond every 50 ms for up to d and fails with what if it never held.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/carryover/carryover"
@@ -27,6 +28,7 @@ func (s *Service) Evict(id string) bool {
 	}
 	ls.mu.Lock()
 	ls.deleted = true // nothing may start a kernel for it here any more
+	ls.evicted = true
 	k := ls.kern
 	ls.kern = nil
 	ls.mu.Unlock()
@@ -82,4 +84,32 @@ func (s *Service) IDs() []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// lostOwnership turns a checkpoint refused by the store's fence into the run's error: the turn ran
+// on a kernel this node no longer owns and was not saved, while another node serves the session, so
+// the caller must not get a 200 for it. nil for any other checkpoint failure (those answer 200 with
+// checkpoint_error, as on one node).
+func lostOwnership(id string, err error, res *RunResult) error {
+	if !errors.Is(err, carryover.ErrNotOwner) {
+		return nil
+	}
+	return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
+		Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", id)}
+}
+
+// lostDuring is the not_owner error of a run whose session this node lost while it ran (evicted, or
+// its checkpoint fenced); nil when it still serves the session.
+func lostDuring(ls *liveSession, res *RunResult) error {
+	ls.mu.Lock()
+	evicted := ls.evicted
+	ls.mu.Unlock()
+	if res.lostOwner != nil {
+		return res.lostOwner
+	}
+	if evicted {
+		return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
+			Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", ls.id)}
+	}
+	return nil
 }

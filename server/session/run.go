@@ -44,7 +44,8 @@ type RunResult struct {
 	CheckpointError string                      `json:"checkpoint_error,omitempty"`
 	RecordError     string                      `json:"record_error,omitempty"` // the turn ran, but its record did not stick
 
-	ride *snapshotRide // the checkpoint that rode on the cell's execute_request
+	ride      *snapshotRide // the checkpoint that rode on the cell's execute_request
+	lostOwner error         // the checkpoint was fenced: another node owns the session (cluster.go)
 }
 
 // RunOptions connect a run to the client that sent it.
@@ -215,6 +216,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	}
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
 	s.checkpointTurn(ctx, ls, k, res, runErr)
+	if runErr == nil {
+		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
+	}
 	status := res.Status
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
@@ -431,6 +435,7 @@ func (s *Service) checkpointTurn(ctx context.Context, ls *liveSession, k *kernel
 	}
 	cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
 	if err != nil {
+		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()
 		s.log.Error("checkpoint failed", "session", ls.id, "err", err)
 		s.emit(ctx, ls, carryover.EventCheckpointFailed, map[string]any{"turn": res.ExecutionCount, "error": err.Error()})

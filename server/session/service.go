@@ -58,6 +58,7 @@ type liveSession struct {
 	rotating    bool          // a timed rotation is queued or running
 	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
 	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
+	evicted     bool          // another node owns it now (cluster.go): nothing here is saved any more
 	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
 }
 
