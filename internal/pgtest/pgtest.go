@@ -265,3 +265,27 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// Replica makes a streaming replica of s (pg_basebackup -R: it follows s from the moment it
+// starts) in a new directory and starts it on a port of its own.
+func (s *Server) Replica() (*Server, error) {
+	root, err := os.MkdirTemp("", "pgtest-replica-")
+	if err != nil {
+		return nil, err
+	}
+	r := &Server{Dir: filepath.Join(root, "data"), Log: filepath.Join(root, "postgres.log"), bin: s.bin, cred: s.cred}
+	if r.cred != nil {
+		if err := os.Chown(root, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	out, err := r.command("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres",
+		"-D", r.Dir, "-R", "-X", "stream", "--no-sync").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %v: %s", err, out)
+	}
+	if err := r.Start(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

@@ -130,6 +130,9 @@ func (n *Node) loop(ctx context.Context) {
 // fence stops serving every session this node holds, writing nothing: other nodes may own them now.
 func (n *Node) fence(reason string) {
 	ids := n.o.Sessions.IDs()
+	if len(ids) > 0 {
+		n.log.Warn("node fencing itself: stopping its sessions", "reason", reason, "sessions", len(ids))
+	}
 	n.o.Ownership.Forget()
 	evicted := 0
 	for _, id := range ids {
@@ -138,7 +141,7 @@ func (n *Node) fence(reason string) {
 		}
 	}
 	if evicted > 0 {
-		n.log.Warn("node fenced itself: sessions stopped", "reason", reason, "sessions", evicted)
+		n.log.Warn("node fenced itself: sessions stopped", "sessions", evicted)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/carryover/carryover"
 )
@@ -33,9 +34,14 @@ func (s *Service) Evict(id string) bool {
 	ls.kern = nil
 	ls.mu.Unlock()
 	if k != nil {
-		now, cancel := context.WithCancel(context.Background())
-		cancel() // a done context: the kernel is killed at once, not asked to shut down
-		s.stopKernel(now, k)
+		// SIGKILL to everything the kernel runs, now: no user code may run on here once another node
+		// may run it there. Reaping and cleanup follow in the background.
+		k.Process().Signal(syscall.SIGKILL)
+		go func() {
+			now, cancel := context.WithCancel(context.Background())
+			cancel() // a done context: no shutdown_request, no grace
+			s.stopKernel(now, k)
+		}()
 	}
 	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
 		"session %q moved to another node; reconnect", id)})
