@@ -280,7 +280,7 @@ func (s *Server) Replica() (*Server, error) {
 		}
 	}
 	out, err := r.command("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres",
-		"-D", r.Dir, "-R", "-X", "stream", "--no-sync").CombinedOutput()
+		"-D", r.Dir, "-R", "-X", "stream", "--no-sync", "--checkpoint=fast").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: pg_basebackup: %v: %s", err, out)
 	}
