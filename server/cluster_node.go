@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 
@@ -13,15 +14,18 @@ import (
 	"github.com/carryover/carryover/server/session"
 )
 
-// nodeInfo is this server as a cluster node: cluster.node_id (default: the host name) and
-// cluster.advertise_addr (default: http://<server.addr>). None when the store is not shared.
+// nodeInfo is this server as a cluster node: cluster.node_id (default: <host name>:<port of
+// server.addr>, so two nodes on one host differ) and cluster.advertise_addr (default:
+// http://<server.addr>). None when the store is not shared.
 func nodeInfo(cfg *configs.Config) carryover.NodeInfo {
 	if cfg.Store.Driver != "postgres" {
 		return carryover.NodeInfo{}
 	}
 	n := carryover.NodeInfo{ID: cfg.Cluster.NodeID, Addr: cfg.Cluster.AdvertiseAddr}
 	if n.ID == "" {
-		n.ID, _ = os.Hostname()
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(cfg.Server.Addr)
+		n.ID = host + ":" + port
 	}
 	if n.Addr == "" {
 		n.Addr = "http://" + cfg.Server.Addr
