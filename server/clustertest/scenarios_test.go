@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/faultproxy"
 	"github.com/carryover/carryover/internal/pgtest"
+	"github.com/carryover/carryover/persistence/postgres"
 )
 
 // kernelPID is the pid of the session's kernel on the node that serves it.
@@ -66,6 +68,25 @@ func TestNodeKilled(t *testing.T) {
 	a.kill()
 	if err := <-lost; err == nil {
 		t.Fatal("the run in flight on the killed node answered 200")
+	}
+	// Once a's TTL ran out nobody owns the session; a request without a valid token must not move it.
+	st, err := postgres.Open(t.Context(), dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var o carryover.Owner
+	eventually(t, 4*testTTL, "a's ownership expired", func() bool {
+		o, err = st.Owner(t.Context(), "k1")
+		return err == nil && o.Node == ""
+	})
+	res, err := http.Post(b.base+"/api/sessions/k1/run", "application/json", strings.NewReader(`{"code":"1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if o2, _ := st.Owner(t.Context(), "k1"); res.StatusCode != http.StatusUnauthorized || o2.Epoch != o.Epoch {
+		t.Fatalf("an anonymous request answered %d and moved the session (epoch %d -> %d)", res.StatusCode, o.Epoch, o2.Epoch)
 	}
 	if out := run(t, b, "k1", "print(x)").Stdout; strings.TrimSpace(out) != "2" {
 		t.Fatalf("after a's death, through b: %q, want the last committed turn's 2", out)
