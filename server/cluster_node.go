@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
@@ -21,16 +19,7 @@ func nodeInfo(cfg *configs.Config) carryover.NodeInfo {
 	if cfg.Store.Driver != "postgres" {
 		return carryover.NodeInfo{}
 	}
-	n := carryover.NodeInfo{ID: cfg.Cluster.NodeID, Addr: cfg.Cluster.AdvertiseAddr}
-	if n.ID == "" {
-		host, _ := os.Hostname()
-		_, port, _ := net.SplitHostPort(cfg.Server.Addr)
-		n.ID = host + ":" + port
-	}
-	if n.Addr == "" {
-		n.Addr = "http://" + cfg.Server.Addr
-	}
-	return n
+	return carryover.NodeInfo{ID: cfg.ClusterNodeID(), Addr: cfg.ClusterAdvertiseAddr()}
 }
 
 // joinCluster makes this server a node of the cluster when its store records ownership (PostgreSQL):

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -42,6 +43,27 @@ func hopStatus(t *testing.T, n *node, id string) int {
 	return res.StatusCode
 }
 
+// ownerNodeOf is the owner_node of the session JSON that n answers.
+func ownerNodeOf(t *testing.T, n *node, id string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", n.base+"/api/sessions/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Session struct {
+			OwnerNode *string `json:"owner_node"`
+		} `json:"session"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.Session.OwnerNode == nil {
+		t.Fatalf("GET session through %s: %d, owner_node missing (%v)", n.name, res.StatusCode, err)
+	}
+	return *body.Session.OwnerNode
+}
+
 // TestNodeKilled (scenario 1): two nodes; a session created on A is also served through B (proxied
 // to A). A is SIGKILLed mid-life; through B, the session answers 421 until A's TTL ran out, then B
 // claims it and restores the last committed turn. The event log stays gapless, and the turn that
@@ -58,6 +80,9 @@ func TestNodeKilled(t *testing.T) {
 	}
 	if code := hopStatus(t, b, "k1"); code != http.StatusMisdirectedRequest {
 		t.Fatalf("b with a hop header answered %d for a session a owns, want 421", code)
+	}
+	if o := ownerNodeOf(t, b, "k1"); o != "a" {
+		t.Fatalf("owner_node through b: %q, want a", o)
 	}
 	lost := make(chan error, 1)
 	go func() {
@@ -90,6 +115,9 @@ func TestNodeKilled(t *testing.T) {
 	}
 	if out := run(t, b, "k1", "print(x)").Stdout; strings.TrimSpace(out) != "2" {
 		t.Fatalf("after a's death, through b: %q, want the last committed turn's 2", out)
+	}
+	if o := ownerNodeOf(t, b, "k1"); o != "b" {
+		t.Fatalf("owner_node after b claimed: %q, want b", o)
 	}
 	gapless(t, b, "k1")
 }

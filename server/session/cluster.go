@@ -66,6 +66,7 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 	if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
 		doc.Sandbox.Status = carryover.SandboxHibernated
 	}
+	doc.OwnerNode = s.ownerNode()
 	s.Evict(id)
 	s.mu.Lock()
 	s.sessions[id] = &liveSession{id: id, doc: doc}
@@ -116,6 +117,15 @@ func lostDuring(ls *liveSession, res *RunResult) error {
 	if evicted {
 		return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
 			Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", ls.id)}
+	}
+	return nil
+}
+
+// ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is
+// then left out of the session JSON).
+func (s *Service) ownerNode() *string {
+	if id := s.cfg.ClusterNodeID(); id != "" {
+		return &id
 	}
 	return nil
 }
