@@ -90,6 +90,7 @@ func TestNodeKilled(t *testing.T) {
 		lost <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
+	killed := time.Now()
 	a.kill()
 	if err := <-lost; err == nil {
 		t.Fatal("the run in flight on the killed node answered 200")
@@ -116,6 +117,7 @@ func TestNodeKilled(t *testing.T) {
 	if out := run(t, b, "k1", "print(x)").Stdout; strings.TrimSpace(out) != "2" {
 		t.Fatalf("after a's death, through b: %q, want the last committed turn's 2", out)
 	}
+	t.Logf("failover: first successful run on b %v after a's SIGKILL (TTL %v)", time.Since(killed).Round(time.Millisecond), testTTL)
 	if o := ownerNodeOf(t, b, "k1"); o != "b" {
 		t.Fatalf("owner_node after b claimed: %q, want b", o)
 	}
