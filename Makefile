@@ -8,13 +8,14 @@ BIN := bin/carryover
 BENCH := bin/carryover-bench
 DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-numpy \
         python3-pandas python3-matplotlib python3-jupyter-client python3-jupyter-server \
-        python3-pip python3-nbformat python3-websocket bubblewrap e2fsprogs mount chromium sqlite3 procps
+        python3-pip python3-nbformat python3-websocket bubblewrap e2fsprogs mount chromium sqlite3 procps \
+        postgresql
 # The checkpoint engine's fidelity tests (persistence/agent/test_fidelity.py) restore these libraries' objects.
 DEBS += python3-sklearn python3-torch python3-scipy python3-networkx python3-sympy python3-pil \
         python3-statsmodels python3-astropy
 STAMP := .deps.stamp
 
-.PHONY: all deps build run test bench vet fmt clean web-deps web-bundle
+.PHONY: all deps build run test bench vet fmt clean web-deps web-bundle tools
 
 all: build
 
@@ -42,13 +43,22 @@ web-deps:
 web-bundle: web-deps
 	cd web && node build.mjs
 
+# tools builds the test-only programs that are no Debian package into a cache outside the repo and
+# outside carryover's go.mod: Versity Gateway, the S3 server of the object-store tests (the first
+# build takes minutes; later runs find the binary). internal/s3test looks for it there.
+TOOLS := $(HOME)/.cache/carryover-tools/bin
+VERSITYGW_VERSION := v1.8.0
+tools:
+	@[ -x $(TOOLS)/versitygw ] || { echo "building versitygw $(VERSITYGW_VERSION) into $(TOOLS) (once)"; \
+	  mkdir -p $(TOOLS) && cd / && GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
+
 build: deps
 	$(GO) build -o $(BIN) ./cmd/carryover
 
 run: build
 	./$(BIN) serve --data_dir ./data
 
-test: deps web-deps
+test: deps web-deps tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 

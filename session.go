@@ -44,6 +44,7 @@ type Session struct {
 	Rotation       Rotation       `json:"rotation"`
 	ClientID       string         `json:"client_id,omitempty"`
 	Tenant         string         `json:"tenant"`
+	OwnerNode      *string        `json:"owner_node,omitempty"` // the node serving it, in a cluster (node.go)
 	LastCheckpoint *CheckpointRef `json:"last_checkpoint"`
 	ExecutionCount int            `json:"execution_count"`
 	StopReason     string         `json:"stop_reason,omitempty"`

@@ -78,6 +78,39 @@ type Config struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
+	Store   StoreConfig   `mapstructure:"store"`
+	Chunks  ChunksConfig  `mapstructure:"chunks"`
+	Cluster ClusterConfig `mapstructure:"cluster"`
+}
+
+// ClusterConfig makes a node of a cluster (store.driver postgres): its identity, the address other
+// nodes proxy to, its heartbeat, and the token of node-to-node hops.
+type ClusterConfig struct {
+	NodeID           string  `mapstructure:"node_id"`
+	AdvertiseAddr    string  `mapstructure:"advertise_addr"`
+	HeartbeatSeconds float64 `mapstructure:"heartbeat_seconds"`
+	TTLSeconds       float64 `mapstructure:"ttl_seconds"`
+	Token            string  `mapstructure:"token"`
+}
+
+// ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
+// only: the catalog stays in PostgreSQL). No bucket: every chunk stays in the database.
+type ChunksConfig struct {
+	InlineMaxBytes int `mapstructure:"inline_max_bytes"`
+	S3             struct {
+		Endpoint  string `mapstructure:"endpoint"`
+		Bucket    string `mapstructure:"bucket"`
+		Region    string `mapstructure:"region"`
+		AccessKey string `mapstructure:"access_key"`
+		SecretKey string `mapstructure:"secret_key"`
+		PathStyle bool   `mapstructure:"path_style"`
+	} `mapstructure:"s3"`
+}
+
+// StoreConfig picks the database: the embedded SQLite file under data_dir, or PostgreSQL for a cluster.
+type StoreConfig struct {
+	Driver string `mapstructure:"driver"` // "sqlite" | "postgres"
+	DSN    string `mapstructure:"dsn"`    // postgres only
 }
 
 // KernelConfig is the part of the configuration the kernel package needs.
@@ -160,6 +193,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: server.max_body_bytes must be > 0")
 	case c.DataDir == "":
 		return fmt.Errorf("configs: data_dir must not be empty")
+	case c.Store.Driver != "sqlite" && c.Store.Driver != "postgres":
+		return fmt.Errorf("configs: store.driver must be sqlite or postgres, got %q", c.Store.Driver)
+	case c.Store.Driver == "postgres" && c.Store.DSN == "":
+		return fmt.Errorf("configs: store.dsn must name the PostgreSQL database when store.driver is postgres")
+	case c.Chunks.S3.Bucket != "" && c.Store.Driver != "postgres":
+		return fmt.Errorf("configs: chunks.s3 needs store.driver postgres (the chunk catalog lives there)")
+	case c.Store.Driver == "postgres" && (c.Cluster.HeartbeatSeconds <= 0 || c.Cluster.TTLSeconds < 2*c.Cluster.HeartbeatSeconds):
+		return fmt.Errorf("configs: cluster.ttl_seconds must be at least twice cluster.heartbeat_seconds (> 0)")
+	case c.Chunks.InlineMaxBytes < 1:
+		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
 	}
 	seen := map[string]string{}
 	for name, tok := range c.Auth.Tenants {

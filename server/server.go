@@ -14,13 +14,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/persistence/sqlite"
+	"github.com/carryover/carryover/server/cluster"
 	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
@@ -37,6 +36,7 @@ type Server struct {
 	http  *http.Server
 	ln    net.Listener
 	log   *slog.Logger
+	node  *cluster.Node // nil unless the store is shared (cluster_node.go)
 }
 
 // Parts are what a server is made of beside its config. A nil Store or Provisioner is made from the
@@ -85,7 +85,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		p.Provisioner = prov
 	}
 	if p.Store == nil {
-		store, err := sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+		store, err := openStore(ctx, cfg)
 		if err != nil {
 			return fail(err)
 		}
@@ -115,7 +115,12 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	s.http = &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
+	node, handler, err := joinCluster(ctx, cfg, p.Store, svc, api.Authenticate, front, log)
+	if err != nil {
+		return fail(err)
+	}
+	s.node = node
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -172,6 +177,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = cerr
 	}
 	closeProvisioner(s.prov, s.log) // after every kernel, pooled ones included, is shut down
+	if s.node != nil {
+		s.node.Drain(ctx) // release this node's sessions: other nodes claim them without waiting for the TTL
+	}
 	if cerr := s.Store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

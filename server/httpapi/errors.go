@@ -26,6 +26,8 @@ func statusOf(c carryover.Code) int {
 		return http.StatusGatewayTimeout
 	case carryover.CodeKernelDied:
 		return http.StatusBadGateway
+	case carryover.CodeNotOwner:
+		return http.StatusMisdirectedRequest
 	default:
 		return http.StatusInternalServerError
 	}

@@ -68,6 +68,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,
 		Tenant:       carryover.TenantFromContext(ctx),
+		OwnerNode:    s.ownerNode(), // the node that creates a session owns it (cluster.go)
 		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {

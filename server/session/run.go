@@ -47,7 +47,8 @@ type RunResult struct {
 	// was stopped on purpose (rotation, hibernation, stop) since the last answer.
 	ProcessesEnded []kernel.BackgroundProcess `json:"processes_ended,omitempty"`
 
-	ride *snapshotRide // the checkpoint that rode on the cell's execute_request
+	ride      *snapshotRide // the checkpoint that rode on the cell's execute_request
+	lostOwner error         // the checkpoint was fenced: another node owns the session (cluster.go)
 }
 
 // RunOptions connect a run to the client that sent it.
@@ -219,6 +220,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
 	res.ProcessesEnded = ls.takeEnded()
 	s.checkpointTurn(ctx, ls, k, res, runErr)
+	if runErr == nil {
+		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
+	}
 	status := res.Status
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
@@ -435,6 +439,7 @@ func (s *Service) checkpointTurn(ctx context.Context, ls *liveSession, k *kernel
 	}
 	cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
 	if err != nil {
+		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()
 		s.log.Error("checkpoint failed", "session", ls.id, "err", err)
 		s.emit(ctx, ls, carryover.EventCheckpointFailed, map[string]any{"turn": res.ExecutionCount, "error": err.Error()})

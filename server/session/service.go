@@ -59,6 +59,7 @@ type liveSession struct {
 	lastSkipped string                     // what the last checkpoint skipped (variables_skipped is sent on change)
 	deleted     bool                       // DELETE happened: nothing may start a kernel for it any more
 	cost        costMeter                  // CPU and memory use of the current kernel, for cost_cap_cents
+	evicted     bool                       // another node owns it now (cluster.go): nothing here is saved any more
 	ended       []kernel.BackgroundProcess // ended with a kernel stopped on purpose; told in the next run's answer
 }
 

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/pgtest"
+)
+
+// The cluster section: two nodes on one PostgreSQL (Debian's, started in the scratch dir like the
+// tests do). The figure is what routing costs: `1+1` through a node that does not own the session
+// (proxied to the owner) beside the same run sent to the owner, interleaved in one loop.
+
+func init() {
+	registerBench(benchSection{Order: 60, Name: "cluster", Run: benchClusterSection})
+}
+
+func benchClusterSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
+	pg, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
+	if err != nil {
+		return nil, err
+	}
+	defer pg.Remove()
+	if err := pg.Start(); err != nil {
+		return nil, err
+	}
+	admin, err := sql.Open("pgx", pg.DSN("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.Exec(`CREATE DATABASE bench`)
+	admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	var nodes []*benchSrv
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
+	for _, name := range []string{"n1", "n2"} {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		n, err := startBenchSrv(ctx, env, "cluster-"+name, func(c *configs.Config) {
+			c.Server.Addr = addr
+			c.Auth.Token = "bench-cluster-token" // one token for the cluster
+			c.Store.Driver, c.Store.DSN = "postgres", pg.DSN("bench")
+			c.Cluster.NodeID = name
+			c.Pool.Size = 1
+		})
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	owner, other := nodes[0], nodes[1]
+	id, _, err := owner.createSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	iters := 200
+	if env.Quick {
+		iters = 40
+	}
+	var direct, proxied []time.Duration
+	for i := range iters + 10 {
+		d1, _, err := owner.run(ctx, id, "1+1")
+		if err != nil {
+			return nil, fmt.Errorf("run on the owner: %w", err)
+		}
+		d2, _, err := other.run(ctx, id, "1+1")
+		if err != nil {
+			return nil, fmt.Errorf("run through the other node: %w", err)
+		}
+		if i >= 10 { // the first runs start the kernel and warm the connections
+			direct, proxied = append(direct, d1), append(proxied, d2)
+		}
+	}
+	sort.Slice(direct, func(i, j int) bool { return direct[i] < direct[j] })
+	sort.Slice(proxied, func(i, j int) bool { return proxied[i] < proxied[j] })
+	md, mp := percentile(direct, 50), percentile(proxied, 50)
+	return []benchRow{{
+		Name:  "`1+1` through a non-owner node, proxied (median)",
+		Ours:  fmtDur(mp),
+		Peer:  "owner " + fmtDur(md),
+		Ratio: ratio(mp, md),
+		Note:  fmt.Sprintf("added %s (target < 1 ms); %d runs each, checkpoint included, PostgreSQL fsync=off", fmtDur(mp-md), len(direct)),
+	}}, nil
+}
+
+// freeAddr is a free loopback address: a cluster node must know its own before it listens, since
+// it advertises it to the others.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}

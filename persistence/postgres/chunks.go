@@ -1,0 +1,245 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
+	"github.com/jmoiron/sqlx"
+)
+
+// shareGCLock takes the GC lock row in share mode for the rest of tx: a GC (which takes it FOR
+// UPDATE) either finished before, and then tx sees what it swept, or starts after tx commits, and
+// then sees tx's pins and roots.
+func shareGCLock(ctx context.Context, tx *sqlx.Tx) error {
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM gc_lock WHERE id = 1 FOR SHARE`); err != nil {
+		return fmt.Errorf("gc lock: %w", err)
+	}
+	return nil
+}
+
+// errReupload: a large chunk that was stored when the put looked was collected before its
+// transaction pinned it; the put uploads it and tries again.
+var errReupload = errors.New("a chunk was collected during the put")
+
+// putChunks stores the chunks not stored yet, pins every one of them (new or already stored) for
+// writer, and returns the stored bytes newly written. Every chunk is checked first (chunk.Check);
+// every child of a new chunk must be stored by the end of the call, or nothing is recorded and the
+// error wraps carryover.ErrMissingChunk.
+//
+// With an object store, large chunks are uploaded first, outside any transaction, each under a key
+// of its own; the catalog transaction then records the keys. An upload that fails fails the put
+// (nothing recorded). An uploaded object that the transaction did not record (another writer stored
+// the chunk first) is deleted; one whose transaction's outcome is unknown (the connection broke at
+// COMMIT) is left for GC's orphan sweep, which deletes it only if the catalog does not name it.
+func (s *Store) putChunks(ctx context.Context, writer string, chunks []carryover.ChunkInput) (int64, error) {
+	for i := range chunks {
+		if err := chunk.Check(&chunks[i]); err != nil {
+			return 0, err
+		}
+	}
+	uploaded := map[string]string{} // hash -> key uploaded by this put
+	for attempt := 0; ; attempt++ {
+		if err := s.upload(ctx, chunks, uploaded); err != nil {
+			return 0, err
+		}
+		if s.testHookBeforePutTx != nil {
+			s.testHookBeforePutTx()
+		}
+		var written int64
+		var used map[string]bool
+		err := s.tx(ctx, func(tx *sqlx.Tx) error {
+			if err := shareGCLock(ctx, tx); err != nil {
+				return err
+			}
+			var parents []*carryover.ChunkInput
+			var err error
+			written, parents, used, err = s.insertChunks(ctx, tx, writer, chunks, uploaded)
+			if err != nil {
+				return err
+			}
+			return checkChildren(ctx, tx, parents)
+		})
+		if errors.Is(err, errReupload) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		s.dropUnused(uploaded, used)
+		return written, nil
+	}
+}
+
+// bigChunk reports whether c goes to the object store.
+func (s *Store) bigChunk(c *carryover.ChunkInput) bool {
+	return s.opts.Objects != nil && len(c.Data) > s.opts.InlineMax
+}
+
+// upload puts the large chunks the catalog lacks and this put has not uploaded yet, recording their keys.
+func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploaded map[string]string) error {
+	var big []string
+	for i := range chunks {
+		if s.bigChunk(&chunks[i]) && uploaded[chunks[i].Hash] == "" {
+			big = append(big, chunks[i].Hash)
+		}
+	}
+	if len(big) == 0 {
+		return nil
+	}
+	missing, err := missingIn(ctx, s.db, big)
+	if err != nil {
+		return fmt.Errorf("put chunks: %w", err)
+	}
+	want := map[string]bool{}
+	for _, h := range missing {
+		want[h] = true
+	}
+	for i := range chunks {
+		c := &chunks[i]
+		if !want[c.Hash] || uploaded[c.Hash] != "" {
+			continue
+		}
+		key := s.objectKey(c.Hash)
+		if err := s.opts.Objects.Put(ctx, key, c.Data); err != nil {
+			return fmt.Errorf("put chunk %s: %w", c.Hash, err)
+		}
+		uploaded[c.Hash] = key
+	}
+	return nil
+}
+
+// objectKey is a key for a new upload of hash: <prefix><hash[:2]>/<hash>.<unique>. Unique, so that a
+// GC deleting the object of a collected chunk never deletes a newer upload of the same content.
+func (s *Store) objectKey(hash string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return fmt.Sprintf("%s%s/%s.%s", s.opts.ObjectPrefix, hash[:min(2, len(hash))], hash, hex.EncodeToString(b))
+}
+
+// dropUnused deletes the uploads the committed transaction did not record (best effort: the orphan
+// sweep takes what this misses).
+func (s *Store) dropUnused(uploaded map[string]string, used map[string]bool) {
+	var keys []string
+	for h, k := range uploaded {
+		if !used[h] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.opts.Objects.Delete(ctx, keys)
+	}
+}
+
+// insertChunks pins every chunk, inserts the ones not stored yet with their edges (large ones under
+// their uploaded key), and returns the stored bytes written, the inserted chunks that have children,
+// and the hashes whose uploaded key it recorded.
+func (s *Store) insertChunks(ctx context.Context, tx *sqlx.Tx, writer string, chunks []carryover.ChunkInput,
+	uploaded map[string]string) (int64, []*carryover.ChunkInput, map[string]bool, error) {
+	var (
+		written int64
+		parents []*carryover.ChunkInput
+		used    = map[string]bool{}
+		now     = nsOf(time.Time{})
+		hashes  = make([]string, len(chunks))
+	)
+	for i := range chunks {
+		hashes[i] = chunks[i].Hash
+	}
+	// Pin first: from here on no GC takes these hashes, stored or not.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO chunk_pins (writer_id, hash) SELECT $1, unnest($2::text[])
+		ON CONFLICT DO NOTHING`, writer, hashes); err != nil {
+		return 0, nil, nil, fmt.Errorf("put chunks: pin: %w", err)
+	}
+	missing, err := missingIn(ctx, tx, hashes)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("put chunks: %w", err)
+	}
+	want := make(map[string]bool, len(missing))
+	for _, h := range missing {
+		want[h] = true
+	}
+	for i := range chunks {
+		c := &chunks[i]
+		if !want[c.Hash] {
+			continue
+		}
+		want[c.Hash] = false // the same chunk twice in this call
+		if err := ctx.Err(); err != nil {
+			return 0, nil, nil, err
+		}
+		var data []byte
+		var key *string
+		if s.bigChunk(c) {
+			k := uploaded[c.Hash]
+			if k == "" {
+				return 0, nil, nil, errReupload
+			}
+			key = &k
+			used[c.Hash] = true
+		} else {
+			data = c.Data
+			if data == nil {
+				data = []byte{}
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chunks (hash, codec, raw_len, stored_len, created_at, data, object_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.Hash, c.Codec, c.RawLen, len(c.Data), now, data, key); err != nil {
+			return 0, nil, nil, fmt.Errorf("put chunk %s: %w", c.Hash, err)
+		}
+		written += int64(len(c.Data))
+		if len(c.Children) > 0 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO chunk_refs (parent, child) SELECT $1, unnest($2::text[])
+				ON CONFLICT DO NOTHING`, c.Hash, c.Children); err != nil {
+				return 0, nil, nil, fmt.Errorf("put chunk %s: refs: %w", c.Hash, err)
+			}
+			parents = append(parents, c)
+		}
+	}
+	return written, parents, used, nil
+}
+
+// checkChildren fails with ErrMissingChunk when a child of parents is not stored. The deferred foreign
+// key would refuse a dangling child at COMMIT too; checking here names it.
+func checkChildren(ctx context.Context, tx *sqlx.Tx, parents []*carryover.ChunkInput) error {
+	for _, p := range parents {
+		missing, err := missingIn(ctx, tx, p.Children)
+		if err != nil {
+			return fmt.Errorf("put chunk %s: %w", p.Hash, err)
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("put chunk %s: child %s: %w", p.Hash, missing[0], carryover.ErrMissingChunk)
+		}
+	}
+	return nil
+}
+
+// missingIn returns those of hashes with no chunks row, in input order, each once.
+func missingIn(ctx context.Context, q sqlx.QueryerContext, hashes []string) ([]string, error) {
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	var found []string
+	if err := sqlx.SelectContext(ctx, q, &found, `SELECT hash FROM chunks WHERE hash = ANY($1::text[])`, hashes); err != nil {
+		return nil, fmt.Errorf("look up chunks: %w", err)
+	}
+	present := make(map[string]bool, len(hashes))
+	for _, h := range found {
+		present[h] = true
+	}
+	var missing []string
+	for _, h := range hashes {
+		if !present[h] {
+			present[h] = true
+			missing = append(missing, h)
+		}
+	}
+	return missing, nil
+}

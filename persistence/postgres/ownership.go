@@ -1,0 +1,216 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/jmoiron/sqlx"
+)
+
+// Ownership of sessions by the nodes of a cluster (carryover.Ownership). A store opened with
+// Options.Node set is one node's view: it creates sessions owned by itself, claims and releases
+// sessions, and fences every session-scoped write on the (node, epoch) it holds, so a write of a node
+// that lost the session affects no row and fails with CodeNotOwner. Without Options.Node (one node)
+// writes are not fenced and nobody owns anything.
+
+var _ carryover.Ownership = (*Store)(nil)
+
+// holds is the epochs this node holds, by session.
+type holds struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (h *holds) get(id string) (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.m[id]
+	return e, ok
+}
+
+func (h *holds) set(id string, epoch int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]int64{}
+	}
+	h.m[id] = epoch
+}
+
+func (h *holds) drop(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, id)
+}
+
+func (h *holds) all() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int64, len(h.m))
+	for k, v := range h.m {
+		out[k] = v
+	}
+	return out
+}
+
+// clustered reports whether the store is a node of a cluster.
+func (s *Store) clustered() bool { return s.opts.Node.ID != "" }
+
+// fenceArgs are the two parameters of fenceSQL for session id: (NULL, 0) when not clustered (no
+// fence), else this node and the epoch it holds (-1 when it holds none: every fenced write fails).
+func (s *Store) fenceArgs(id string) (any, int64) {
+	if !s.clustered() {
+		return nil, 0
+	}
+	e, ok := s.held.get(id)
+	if !ok {
+		return s.opts.Node.ID, -1
+	}
+	return s.opts.Node.ID, e
+}
+
+// fenceSQL is the condition on a sessions row (alias-free) that a fenced write adds; $N and $N+1 are
+// the fence arguments.
+func fenceSQL(n int) string {
+	return fmt.Sprintf(`($%d::text IS NULL OR (owner_node = $%d AND owner_epoch = $%d))`, n, n, n+1)
+}
+
+// fenceFailed explains a fenced write that affected no row: the session does not exist, or this node
+// does not own it (any more: its hold is dropped).
+func (s *Store) fenceFailed(ctx context.Context, q sqlx.QueryerContext, id string) error {
+	var owner sql.NullString
+	err := sqlx.GetContext(ctx, q, &owner, `SELECT owner_node FROM sessions WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return carryover.Errorf(carryover.CodeNotFound, "session %q not found", id)
+	}
+	if err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
+	}
+	s.held.drop(id)
+	return carryover.Errorf(carryover.CodeNotOwner, "session %q is not owned by node %s (owner: %q)", id, s.opts.Node.ID, owner.String).
+		WithDetails("session_id", id, "owner_node", owner.String)
+}
+
+// lockFenced takes session id's row FOR SHARE in tx when this node may write it: a claim by another
+// node waits for tx, and tx fails if the claim came first.
+func (s *Store) lockFenced(ctx context.Context, tx *sqlx.Tx, id string) error {
+	node, epoch := s.fenceArgs(id)
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 AND `+fenceSQL(2)+` FOR SHARE`, id, node, epoch).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.fenceFailed(ctx, tx, id)
+	}
+	if err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
+	}
+	return nil
+}
+
+// aliveSQL is true for a nodes row n whose heartbeat has not expired (database clock).
+const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())`
+
+// Heartbeat records this node as alive for ttl from now, with its advertised address.
+func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms) VALUES ($1, $2, now(), $3)
+		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms`,
+		s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("heartbeat of node %s: %w", s.opts.Node.ID, err)
+	}
+	return nil
+}
+
+// Claim makes this node the owner of session id when nobody alive owns it (see carryover.Ownership).
+// The claiming node must itself be alive. One UPDATE: under concurrent claims PostgreSQL re-checks the
+// condition on the row the first claim wrote, so the second finds a live owner and affects nothing.
+func (s *Store) Claim(ctx context.Context, id string) (int64, error) {
+	if !s.clustered() {
+		return 0, fmt.Errorf("claim %q: the store is not a cluster node (no node id)", id)
+	}
+	var epoch int64
+	err := s.db.QueryRowContext(ctx, `UPDATE sessions s SET owner_node = $2, owner_epoch = s.owner_epoch + 1
+		WHERE s.id = $1
+		  AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = $2 AND `+aliveSQL+`)
+		  AND (s.owner_node IS NULL OR s.owner_node = $2
+		       OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = s.owner_node AND `+aliveSQL+`))
+		RETURNING s.owner_epoch`, id, s.opts.Node.ID).Scan(&epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		o, oerr := s.Owner(ctx, id)
+		if oerr != nil {
+			return 0, oerr
+		}
+		return 0, carryover.Errorf(carryover.CodeNotOwner, "session %q is owned by node %s", id, o.Node).
+			WithDetails("session_id", id, "owner_node", o.Node, "owner_addr", o.Addr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("claim session %q: %w", id, err)
+	}
+	s.held.set(id, epoch)
+	return epoch, nil
+}
+
+// Release gives session id up if this node still holds it at its epoch; the epoch stays, so the next
+// claim (by any node) bumps it past every write this node could still attempt.
+func (s *Store) Release(ctx context.Context, id string) error {
+	node, epoch := s.fenceArgs(id)
+	s.held.drop(id)
+	if node == nil {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET owner_node = NULL WHERE id = $1 AND owner_node = $2 AND owner_epoch = $3`,
+		id, node, epoch); err != nil {
+		return fmt.Errorf("release session %q: %w", id, err)
+	}
+	return nil
+}
+
+// Owner returns the live owner of session id (Node "" when nobody alive owns it).
+func (s *Store) Owner(ctx context.Context, id string) (carryover.Owner, error) {
+	var row struct {
+		Node  sql.NullString `db:"owner_node"`
+		Addr  sql.NullString `db:"addr"`
+		Epoch int64          `db:"owner_epoch"`
+		Alive sql.NullBool   `db:"alive"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT s.owner_node, n.addr, s.owner_epoch, `+aliveSQL+` AS alive
+		FROM sessions s LEFT JOIN nodes n ON n.id = s.owner_node WHERE s.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return carryover.Owner{}, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id)
+	}
+	if err != nil {
+		return carryover.Owner{}, fmt.Errorf("owner of session %q: %w", id, err)
+	}
+	o := carryover.Owner{Epoch: row.Epoch}
+	if row.Node.Valid && row.Alive.Valid && row.Alive.Bool {
+		o.Node, o.Addr = row.Node.String, row.Addr.String
+	}
+	return o, nil
+}
+
+// Held reports the epoch this node holds session id at.
+func (s *Store) Held(id string) (int64, bool) { return s.held.get(id) }
+
+// Forget drops every hold of this node without writing: its heartbeat lapsed, so other nodes may
+// already own its sessions.
+func (s *Store) Forget() {
+	s.held.mu.Lock()
+	s.held.m = nil
+	s.held.mu.Unlock()
+}
+
+// ReleaseAll releases every session this node holds (a planned drain) and returns how many.
+func (s *Store) ReleaseAll(ctx context.Context) (int, error) {
+	n := 0
+	for id := range s.held.all() {
+		if err := s.Release(ctx, id); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

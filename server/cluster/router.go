@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/carryover/carryover"
+)
+
+// Hop headers: a request proxied by a node carries them, so the owner never proxies it on (a
+// stale view of ownership answers 421 instead of looping).
+const (
+	HopHeader   = "X-Carryover-Hop"
+	TokenHeader = "X-Carryover-Cluster-Token"
+)
+
+// Authenticator tells whether a request carries a valid API token (httpapi.API.Authenticate).
+type Authenticator func(r *http.Request) (token, tenant string, ok bool)
+
+// Wrap routes session-scoped requests (/api/sessions/{id}/...) to the session's owner; everything
+// else goes to next. Requests without a valid token go to next too (it refuses them), so an
+// anonymous caller cannot move sessions between nodes.
+func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sessionIDOf(r.URL.Path)
+		if id == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if _, _, ok := auth(r); !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		owner, local, err := n.route(r.Context(), id)
+		switch {
+		case err != nil && !errors.Is(err, carryover.ErrNotOwner):
+			writeError(w, err)
+		case local:
+			next.ServeHTTP(w, r)
+		case r.Header.Get(HopHeader) != "" || owner.Addr == "":
+			writeError(w, notOwner(id, owner))
+		default:
+			n.proxy(w, r, id, owner)
+		}
+	})
+}
+
+// route decides where session id is served: here (local), or by owner. A session nobody serves is
+// claimed by this node and adopted from the store (its kernel restores from the last checkpoint).
+func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, error) {
+	if !n.leaseValid() {
+		n.fence("lease expired before a request")
+		return carryover.Owner{}, false, carryover.Errorf(carryover.CodeNotOwner,
+			"node %s lost contact with the cluster's database; ask another node", n.o.Node.ID)
+	}
+	if _, held := n.o.Ownership.Held(id); held {
+		if n.o.Sessions.Has(id) {
+			return carryover.Owner{}, true, nil
+		}
+	}
+	n.claimMu.Lock()
+	defer n.claimMu.Unlock()
+	if _, held := n.o.Ownership.Held(id); held {
+		if !n.o.Sessions.Has(id) {
+			if err := n.o.Sessions.Adopt(ctx, id); err != nil {
+				return carryover.Owner{}, false, err
+			}
+		}
+		return carryover.Owner{}, true, nil
+	}
+	n.o.Sessions.Evict(id) // a copy from before another node took it over
+	o, err := n.o.Ownership.Owner(ctx, id)
+	if err != nil {
+		if errors.Is(err, carryover.ErrNotFound) {
+			return o, true, nil // let the API answer its own 404
+		}
+		return o, false, err
+	}
+	if o.Node != "" && o.Node != n.o.Node.ID {
+		return o, false, nil
+	}
+	if _, err := n.o.Ownership.Claim(ctx, id); err != nil {
+		if errors.Is(err, carryover.ErrNotOwner) {
+			o, oerr := n.o.Ownership.Owner(ctx, id)
+			return o, false, oerr
+		}
+		return o, false, err
+	}
+	if err := n.o.Sessions.Adopt(ctx, id); err != nil {
+		return o, false, err
+	}
+	n.log.Info("session claimed", "session", id)
+	return carryover.Owner{Node: n.o.Node.ID}, true, nil
+}
+
+// proxy forwards the request (websocket upgrades included) to the owner with the hop headers; the
+// caller's own token goes along, so the owner checks it and its tenant as usual. While it is in
+// flight the owner is watched: when it changes (the owner died or paused and its TTL ran out, or it
+// released the session) the request is cut and answered 421, so the caller retries and reaches the
+// new owner instead of waiting on a node that will never answer.
+func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner carryover.Owner) {
+	target, err := url.Parse(owner.Addr)
+	if err != nil {
+		writeError(w, notOwner(id, owner))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go n.watchOwner(ctx, cancel, id, owner)
+	r = r.WithContext(ctx)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set(HopHeader, n.o.Node.ID)
+			pr.Out.Header.Set(TokenHeader, n.o.Token)
+		},
+		FlushInterval: -1, // stream as it comes (runs print progressively)
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			n.log.Warn("proxy to owner failed", "session", id, "owner", owner.Node, "err", err)
+			writeError(w, notOwner(id, owner))
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// watchOwner cancels when session id's owner is no longer owner (checked every heartbeat).
+func (n *Node) watchOwner(ctx context.Context, cancel context.CancelFunc, id string, owner carryover.Owner) {
+	t := time.NewTicker(n.o.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			o, err := n.o.Ownership.Owner(ctx, id)
+			if err == nil && (o.Node != owner.Node || o.Epoch != owner.Epoch) {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+func notOwner(id string, o carryover.Owner) *carryover.Error {
+	return carryover.Errorf(carryover.CodeNotOwner, "session %q is served by another node; retry", id).
+		WithDetails("session_id", id, "owner_node", o.Node, "owner_addr", o.Addr)
+}
+
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths and "reattach").
+func sessionIDOf(p string) string {
+	rest, ok := strings.CutPrefix(p, "/api/sessions/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if id == "reattach" {
+		return ""
+	}
+	return id
+}

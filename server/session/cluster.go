@@ -1,0 +1,131 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/carryover/carryover"
+)
+
+// Hooks for a node of a cluster (server/cluster): which sessions this node serves changes while it
+// runs. Adopt takes a session in from the shared store when the node claims it; Evict drops one at
+// once when the node lost it. A single node never calls them.
+
+// Evict drops session id from this node at once and writes nothing: another node owns it now (or
+// may: this node's lease lapsed), so a checkpoint or a state change from here could only be refused
+// by the store's fence. The kernel is killed without grace, subscribers get a not_owner error frame
+// (websocket clients reconnect, through any node, with after_sequence), and a run in flight ends
+// with the kernel. It reports whether the session was here.
+func (s *Service) Evict(id string) bool {
+	s.mu.Lock()
+	ls, ok := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ls.mu.Lock()
+	ls.deleted = true // nothing may start a kernel for it here any more
+	ls.evicted = true
+	k := ls.kern
+	ls.kern = nil
+	ls.mu.Unlock()
+	if k != nil {
+		// SIGKILL to everything the kernel runs, now: no user code may run on here once another node
+		// may run it there. Reaping and cleanup follow in the background.
+		k.Process().Signal(syscall.SIGKILL)
+		go func() {
+			now, cancel := context.WithCancel(context.Background())
+			cancel() // a done context: no shutdown_request, no grace
+			s.stopKernel(now, k)
+		}()
+	}
+	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
+		"session %q moved to another node; reconnect", id)})
+	return true
+}
+
+// Adopt loads session id from the store (replacing any copy this node had: it may be stale) so this
+// node serves it; its kernel starts, from the last checkpoint, on the next call that needs one, the
+// same path as a restart.
+func (s *Service) Adopt(ctx context.Context, id string) error {
+	r, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	var doc carryover.Session
+	if err := json.Unmarshal(r.Doc, &doc); err != nil {
+		return fmt.Errorf("session %q: document unreadable: %w", id, err)
+	}
+	if doc.State == carryover.StateRotating {
+		doc.State = carryover.StateRunning
+	}
+	if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
+		doc.Sandbox.Status = carryover.SandboxHibernated
+	}
+	doc.OwnerNode = s.ownerNode()
+	s.Evict(id)
+	s.mu.Lock()
+	s.sessions[id] = &liveSession{id: id, doc: doc}
+	s.mu.Unlock()
+	return nil
+}
+
+// Has reports whether this node has session id in memory.
+func (s *Service) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.sessions[id]
+	return ok
+}
+
+// IDs lists the sessions this node has in memory.
+func (s *Service) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		out = append(out, id)
+	}
+	return out
+}
+
+// lostOwnership turns a checkpoint refused by the store's fence into the run's error: the turn ran
+// on a kernel this node no longer owns and was not saved, while another node serves the session, so
+// the caller must not get a 200 for it. nil for any other checkpoint failure (those answer 200 with
+// checkpoint_error, as on one node).
+func lostOwnership(id string, err error, res *RunResult) error {
+	if !errors.Is(err, carryover.ErrNotOwner) {
+		return nil
+	}
+	return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
+		Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", id)}
+}
+
+// lostDuring is the not_owner error of a run whose session this node lost while it ran (evicted, or
+// its checkpoint fenced); nil when it still serves the session.
+func lostDuring(ls *liveSession, res *RunResult) error {
+	ls.mu.Lock()
+	evicted := ls.evicted
+	ls.mu.Unlock()
+	if res.lostOwner != nil {
+		return res.lostOwner
+	}
+	if evicted {
+		return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
+			Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", ls.id)}
+	}
+	return nil
+}
+
+// ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is
+// then left out of the session JSON).
+func (s *Service) ownerNode() *string {
+	if id := s.cfg.ClusterNodeID(); id != "" {
+		return &id
+	}
+	return nil
+}

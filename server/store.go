@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/persistence/postgres"
+	"github.com/carryover/carryover/persistence/s3"
+	"github.com/carryover/carryover/persistence/sqlite"
+)
+
+// openStore opens the backend store.driver names: the SQLite file under data_dir, or the PostgreSQL
+// database of store.dsn (with large chunks in the object store of chunks.s3 when a bucket is set). An
+// unknown driver is an error, never a fallback to SQLite: a node of a cluster writing to a file of its
+// own would silently split the cluster's state.
+func openStore(ctx context.Context, cfg *configs.Config) (carryover.Store, error) {
+	switch cfg.Store.Driver {
+	case "sqlite":
+		return sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+	case "postgres":
+		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, Node: nodeInfo(cfg)}
+		if o := cfg.Chunks.S3; o.Bucket != "" {
+			b, err := s3.Open(ctx, s3.Options{Endpoint: o.Endpoint, Bucket: o.Bucket, Region: o.Region,
+				AccessKey: o.AccessKey, SecretKey: o.SecretKey, PathStyle: o.PathStyle})
+			if err != nil {
+				return nil, err
+			}
+			opts.Objects = b
+			opts.CacheDir = filepath.Join(cfg.DataDir, "chunk-cache")
+		}
+		return postgres.Open(ctx, cfg.Store.DSN, opts)
+	default:
+		return nil, fmt.Errorf("store.driver must be sqlite or postgres, got %q", cfg.Store.Driver)
+	}
+}
