@@ -74,6 +74,9 @@ type Config struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
+	Jupyter struct {
+		RestartRestores bool `mapstructure:"restart_restores"`
+	} `mapstructure:"jupyter"`
 }
 
 // KernelConfig is the part of the configuration the kernel package needs.

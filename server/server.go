@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -22,21 +23,23 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence/sqlite"
 	"github.com/carryover/carryover/server/httpapi"
+	"github.com/carryover/carryover/server/jupyter"
 	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
 )
 
 // Server is the running carryover: store, session service and HTTP API on a listener.
 type Server struct {
-	cfg   *configs.Config
-	Store carryover.Store
-	Svc   *session.Service
-	API   *httpapi.API
-	Token string
-	prov  kernel.Provisioner
-	http  *http.Server
-	ln    net.Listener
-	log   *slog.Logger
+	cfg     *configs.Config
+	Store   carryover.Store
+	Svc     *session.Service
+	API     *httpapi.API
+	Jupyter *jupyter.Door
+	Token   string
+	prov    kernel.Provisioner
+	http    *http.Server
+	ln      net.Listener
+	log     *slog.Logger
 }
 
 // Parts are what a server is made of beside its config. A nil Store or Provisioner is made from the
@@ -108,9 +111,16 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	mcpHandler := mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log})
 	apiHandler := api.Handler()
+	// The Jupyter front door at /jupyter/ (same tokens and tenants).
+	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, RestartRestores: cfg.Jupyter.RestartRestores,
+		Python: cfg.Kernel.Python, Logger: log})
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == mcp.Path {
 			mcpHandler.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, jupyter.Path) {
+			s.Jupyter.ServeHTTP(w, r)
 			return
 		}
 		apiHandler.ServeHTTP(w, r)
@@ -161,6 +171,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	s.Svc.BeginShutdown()
+	s.Jupyter.Shutdown() // hijacked websockets: http.Shutdown does not close them
 	err := s.http.Shutdown(hctx)
 	if err != nil {
 		// Runs still going past the grace period: interrupt them so they end and checkpoint.
