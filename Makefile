@@ -33,6 +33,7 @@ MCP_NODE := server/mcp/testdata/node
 web-deps:
 	@if [ -f web/package.json ]; then cd web && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
+	@cd server/jupyter/testdata/node && { [ -d node_modules/@jupyterlab/services ] || npm install --no-audit --no-fund --silent; }
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/carryover
