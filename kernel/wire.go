@@ -38,12 +38,12 @@ var errBadSignature = errors.New("bad message signature")
 
 // header is a message header (and, for replies, the parent header).
 type header struct {
-	MsgID    string `json:"msg_id"`
-	Session  string `json:"session"`
-	Username string `json:"username"`
+	MsgID    string  `json:"msg_id"`
+	Session  string  `json:"session"`
+	Username string  `json:"username"`
 	Date     anyDate `json:"date"`
-	MsgType  string `json:"msg_type"`
-	Version  string `json:"version"`
+	MsgType  string  `json:"msg_type"`
+	Version  string  `json:"version"`
 }
 
 // message is one decoded wire message. Metadata and Content are the raw JSON frames as received
