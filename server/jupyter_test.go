@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/carryover/carryover/internal/binserver"
 )
 
 // jmsg is a Jupyter message as the tests see it.
@@ -348,5 +351,38 @@ func TestJupyterChannels(t *testing.T) {
 				t.Fatalf("after the kernel's death: %v %q", reply.Content, stdoutOf(msgs))
 			}
 		})
+	}
+}
+
+// TestJupyterLostRequests: carryover is killed with SIGKILL while a cell runs and another waits; the
+// client that reconnects to the restarted process gets an explicit error reply and an idle for
+// both, and the session continues from its last checkpoint.
+func TestJupyterLostRequests(t *testing.T) {
+	root, _ := filepath.Abs("..")
+	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	var kern map[string]any
+	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
+		t.Fatalf("POST kernels: %d", st)
+	}
+	kid := kern["id"].(string)
+	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	w.execute("x = 1")
+	// Minimal contents (no silent, store_history...): ipykernel drops an execute_request without
+	// "silent"; carryover fills Jupyter's defaults in.
+	running := w.send("shell", "execute_request", map[string]any{"code": "import time\nx = 2\ntime.sleep(60)"})
+	queued := w.send("shell", "execute_request", map[string]any{"code": "x = 3"})
+	for m := w.recv(); m.typ() != "execute_input" || m.parent() != running; m = w.recv() {
+	}
+	srv.Kill9()
+	srv.Restart(t)
+	w2 := dialJupyter(t, srv.Base, kid, false, testToken)
+	for _, id := range []string{running, queued} {
+		reply, _ := w2.until(id)
+		if reply.Content["status"] != "error" || reply.Content["ename"] != "CarryoverRestarted" {
+			t.Fatalf("lost request %s: %v", id, reply.Content)
+		}
+	}
+	if _, msgs := w2.execute("print(x)"); stdoutOf(msgs) != "1\n" {
+		t.Fatalf("after the restart x is %q, want the last checkpoint's 1", stdoutOf(msgs))
 	}
 }

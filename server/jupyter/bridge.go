@@ -40,6 +40,8 @@ type bridge struct {
 	wake    chan struct{}
 	stop    chan struct{}
 	stopped bool
+
+	lostChecked bool // failLost ran
 }
 
 func newBridge(d *Door, id string) *bridge {

@@ -57,6 +57,7 @@ func (d *Door) channels(w http.ResponseWriter, r *http.Request) {
 	b.add(c)
 	defer b.remove(c)
 	go c.writer()
+	b.failLost()
 	c.reader(b)
 }
 

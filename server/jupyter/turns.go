@@ -62,6 +62,8 @@ func (b *bridge) turnWorker() {
 
 // runTurn runs one execute_request and answers it.
 func (b *bridge) runTurn(j turnJob) {
+	b.recordInflight(j)
+	defer b.clearInflight()
 	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: b.attach})
 	switch {
 	case err != nil:
@@ -81,6 +83,60 @@ func (b *bridge) runTurn(j turnJob) {
 			b.abortQueued("")
 		}
 	}
+}
+
+// inflightKey holds, in the session document, the headers of the execute_requests running or queued,
+// so that a carryover killed mid-cell fails them explicitly for the client that reconnects to the
+// next process instead of leaving its futures waiting forever.
+const inflightKey = "jupyter_inflight"
+
+func (b *bridge) recordInflight(j turnJob) {
+	b.mu.Lock()
+	headers := []any{string(j.msg.Header)}
+	for _, q := range b.queue {
+		headers = append(headers, string(q.msg.Header))
+	}
+	b.mu.Unlock()
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: headers}); err != nil {
+		b.d.log.Warn("jupyter: in-flight requests not recorded", "kernel", b.id, "err", err)
+	}
+}
+
+func (b *bridge) clearInflight() {
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: nil}); err != nil {
+		b.d.log.Warn("jupyter: in-flight requests not cleared", "kernel", b.id, "err", err)
+	}
+}
+
+// failLost answers, once per process, the execute_requests a previous carryover process was running
+// or had queued when it was killed: an error reply and an idle each, to every connection.
+func (b *bridge) failLost() {
+	b.mu.Lock()
+	done := b.lostChecked
+	b.lostChecked = true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	doc, err := b.d.svc.Get(b.id)
+	if err != nil {
+		return
+	}
+	list, _ := doc.Data[inflightKey].([]any)
+	if len(list) == 0 {
+		return
+	}
+	for _, h := range list {
+		hs, _ := h.(string)
+		req := kernel.RawMessage{Channel: "shell", Header: json.RawMessage(hs)}
+		if !json.Valid(req.Header) {
+			continue
+		}
+		b.broadcast(errorReply(req, "execute_reply", "CarryoverRestarted",
+			"carryover was restarted while this cell was running or queued; its result is lost and the session is at its last checkpoint"))
+		b.broadcast(statusMsg(req.Header, "idle"))
+	}
+	b.clearInflight()
 }
 
 // deliver sends a reply to the connection that asked, or, when it is gone (the client reconnected),

@@ -50,9 +50,10 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 		return nil, err
 	}
 	var c executeContent
-	if err := json.Unmarshal(req.Content, &c); err != nil {
-		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
+	if req.Content, err = normalizeExecute(req.Content); err != nil {
+		return nil, err
 	}
+	_ = json.Unmarshal(req.Content, &c)
 	var hdr struct {
 		MsgID string `json:"msg_id"`
 	}
@@ -200,6 +201,27 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	}
 	s.emit(ctx, ls, "kernel_restarted", map[string]any{"fresh": true})
 	return nil
+}
+
+// normalizeExecute fills what ipykernel requires of an execute_request and clients may leave out
+// (without "silent" it drops the request without a reply, which would hold the session's turn
+// forever); a content without a string "code" is refused.
+func normalizeExecute(content json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(content, &m); err != nil || m == nil {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content is not a JSON object")
+	}
+	var code string
+	if err := json.Unmarshal(m["code"], &code); err != nil {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content.code must be a string")
+	}
+	defaults := map[string]string{"silent": "false", "user_expressions": "{}", "allow_stdin": "false", "stop_on_error": "true"}
+	for k, v := range defaults {
+		if raw, ok := m[k]; !ok || string(raw) == "null" {
+			m[k] = json.RawMessage(v)
+		}
+	}
+	return json.Marshal(m)
 }
 
 // withUserExpression adds name: expr to the content's user_expressions.
