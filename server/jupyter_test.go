@@ -386,3 +386,25 @@ func TestJupyterLostRequests(t *testing.T) {
 		t.Fatalf("after the restart x is %q, want the last checkpoint's 1", stdoutOf(msgs))
 	}
 }
+
+// TestJupyterCloseOnShutdown: a graceful stop closes the channels websockets with 1012 (service
+// restart), on which JupyterLab reconnects (1000/1001 would make it give up).
+func TestJupyterCloseOnShutdown(t *testing.T) {
+	ts := startServer(t, "")
+	var kern map[string]any
+	if st := jreq(t, ts.base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
+		t.Fatalf("POST kernels: %d", st)
+	}
+	w := dialJupyter(t, ts.base, kern["id"].(string), true, testToken)
+	w.execute("1+1")
+	go ts.stop()
+	_ = w.c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		if _, _, err := w.c.ReadMessage(); err != nil {
+			if !websocket.IsCloseError(err, 1012) {
+				t.Fatalf("closed with %v, want code 1012", err)
+			}
+			return
+		}
+	}
+}
