@@ -30,16 +30,17 @@ import (
 
 // Server is the running carryover: store, session service and HTTP API on a listener.
 type Server struct {
-	cfg     *configs.Config
-	Store   carryover.Store
-	Svc     *session.Service
-	API     *httpapi.API
-	Jupyter *jupyter.Door
-	Token   string
-	prov    kernel.Provisioner
-	http    *http.Server
-	ln      net.Listener
-	log     *slog.Logger
+	cfg   *configs.Config
+	Store carryover.Store
+	Svc   *session.Service
+	API   *httpapi.API
+	Token string
+	prov  kernel.Provisioner
+	http  *http.Server
+	ln    net.Listener
+	log   *slog.Logger
+
+	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
 
 // Parts are what a server is made of beside its config. A nil Store or Provisioner is made from the
