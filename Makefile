@@ -38,6 +38,7 @@ web-deps:
 	@if [ -f web/package.json ]; then cd web && { cmp -s package-lock.json node_modules/.carryover-lock || \
 	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
+	@cd server/jupyter/testdata/node && { [ -d node_modules/@jupyterlab/services ] || npm install --no-audit --no-fund --silent; }
 
 # web-bundle rebuilds the UI's committed bundle (web/static/dist) from web/src after an edit there.
 web-bundle: web-deps

@@ -81,6 +81,9 @@ type Config struct {
 	Store   StoreConfig   `mapstructure:"store"`
 	Chunks  ChunksConfig  `mapstructure:"chunks"`
 	Cluster ClusterConfig `mapstructure:"cluster"`
+	Jupyter struct {
+		RestartRestores bool `mapstructure:"restart_restores"`
+	} `mapstructure:"jupyter"`
 }
 
 // ClusterConfig makes a node of a cluster (store.driver postgres): its identity, the address other

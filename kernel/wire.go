@@ -38,12 +38,12 @@ var errBadSignature = errors.New("bad message signature")
 
 // header is a message header (and, for replies, the parent header).
 type header struct {
-	MsgID    string `json:"msg_id"`
-	Session  string `json:"session"`
-	Username string `json:"username"`
-	Date     string `json:"date"`
-	MsgType  string `json:"msg_type"`
-	Version  string `json:"version"`
+	MsgID    string  `json:"msg_id"`
+	Session  string  `json:"session"`
+	Username string  `json:"username"`
+	Date     anyDate `json:"date"`
+	MsgType  string  `json:"msg_type"`
+	Version  string  `json:"version"`
 }
 
 // message is one decoded wire message. Metadata and Content are the raw JSON frames as received
@@ -81,7 +81,7 @@ func (s *session) newHeader(msgType string) header {
 		MsgID:    s.id + "_" + strconv.FormatUint(s.seq.Add(1), 10),
 		Session:  s.id,
 		Username: s.username,
-		Date:     time.Now().UTC().Format(dateLayout),
+		Date:     anyDate(time.Now().UTC().Format(dateLayout)),
 		MsgType:  msgType,
 		Version:  protocolVersion,
 	}
@@ -183,4 +183,19 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// anyDate is a header's date as a string. Jupyter clients relayed raw (server/jupyter) send it as an
+// ISO string or as a number (nbclient): a number is kept as its JSON text, never a reason to drop
+// the message.
+type anyDate string
+
+func (d *anyDate) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*d = anyDate(s)
+		return nil
+	}
+	*d = anyDate(b)
+	return nil
 }

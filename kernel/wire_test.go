@@ -135,10 +135,10 @@ func TestHeaderFields(t *testing.T) {
 		t.Errorf("header = %+v", a)
 	}
 	// RFC 3339 with microseconds, UTC.
-	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).MatchString(a.Date) {
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).MatchString(string(a.Date)) {
 		t.Errorf("date %q is not RFC 3339 with microseconds", a.Date)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, a.Date); err != nil {
+	if _, err := time.Parse(time.RFC3339Nano, string(a.Date)); err != nil {
 		t.Error(err)
 	}
 	hb, _ := json.Marshal(a)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -21,6 +22,7 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/cluster"
 	"github.com/carryover/carryover/server/httpapi"
+	"github.com/carryover/carryover/server/jupyter"
 	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
 )
@@ -37,6 +39,8 @@ type Server struct {
 	ln    net.Listener
 	log   *slog.Logger
 	node  *cluster.Node // nil unless the store is shared (cluster_node.go)
+
+	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
 
 // Parts are what a server is made of beside its config. A nil Store or Provisioner is made from the
@@ -108,9 +112,16 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	mcpHandler := mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log})
 	apiHandler := api.Handler()
+	// The Jupyter front door at /jupyter/ (same tokens and tenants).
+	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, RestartRestores: cfg.Jupyter.RestartRestores,
+		Python: cfg.Kernel.Python, Logger: log})
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == mcp.Path {
 			mcpHandler.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, jupyter.Path) {
+			s.Jupyter.ServeHTTP(w, r)
 			return
 		}
 		apiHandler.ServeHTTP(w, r)
@@ -166,6 +177,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	s.Svc.BeginShutdown()
+	s.Jupyter.Shutdown() // hijacked websockets: http.Shutdown does not close them
 	err := s.http.Shutdown(hctx)
 	if err != nil {
 		// Runs still going past the grace period: interrupt them so they end and checkpoint.

@@ -164,12 +164,15 @@ func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (ca
 		return carryover.Session{}, err
 	}
 	return s.update(ctx, ls, func(d *carryover.Session) error {
-		if d.Data == nil {
-			d.Data = map[string]any{}
+		// A new map: snapshots handed out earlier share the old one and may be read (encoded) now.
+		next := make(map[string]any, len(d.Data)+len(data))
+		for k, v := range d.Data {
+			next[k] = v
 		}
 		for k, v := range data {
-			d.Data[k] = v
+			next[k] = v
 		}
+		d.Data = next
 		return nil
 	})
 }

@@ -1,0 +1,262 @@
+package jupyter
+
+// turns.go: a kernel's execute_requests, one at a time in arrival order, each run as a turn of its
+// session (session.Service.RunRaw). The turn's execute_reply and iopub idle are held back until
+// its checkpoint committed; a kernel death answers the request with an error reply and an idle
+// (nbclient would wait forever otherwise); an error aborts the queued requests like ipykernel's
+// stop_on_error.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session"
+)
+
+// turnJob is one queued execute_request.
+type turnJob struct {
+	c     *conn
+	msg   kernel.RawMessage
+	msgID string
+}
+
+func (b *bridge) enqueue(j turnJob) {
+	b.mu.Lock()
+	b.queue = append(b.queue, j)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *bridge) turnWorker() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.mu.Unlock()
+			select {
+			case <-b.wake:
+				continue
+			case <-b.stop:
+				return
+			}
+		}
+		j := b.queue[0]
+		b.queue = b.queue[1:]
+		b.running++
+		b.held[j.msgID] = true
+		b.mu.Unlock()
+		b.runTurn(j)
+		b.mu.Lock()
+		b.running--
+		delete(b.held, j.msgID)
+		delete(b.pending, j.msgID)
+		b.mu.Unlock()
+	}
+}
+
+// runTurn runs one execute_request and answers it.
+func (b *bridge) runTurn(j turnJob) {
+	b.recordInflight(j)
+	defer b.clearInflight()
+	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: b.attach})
+	switch {
+	case err != nil:
+		e := carryover.ErrorOf(err)
+		b.failExecute(j, string(e.Code), e.Message)
+	case res.Died:
+		b.failExecute(j, "KernelDied", fmt.Sprintf(
+			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)", res.ExecutionCount))
+	default:
+		if res.CheckpointErr != "" {
+			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",
+				"text": "[carryover: this cell's checkpoint failed, a crash now would lose it: " + res.CheckpointErr + "]\n"}))
+		}
+		b.deliver(j.c, *res.Reply)
+		b.broadcast(*res.Idle)
+		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
+			b.abortQueued("")
+		}
+	}
+}
+
+// inflightKey holds, in the session document, the headers of the execute_requests running or queued,
+// so that a carryover killed mid-cell fails them explicitly for the client that reconnects to the
+// next process instead of leaving its futures waiting forever.
+const inflightKey = "jupyter_inflight"
+
+func (b *bridge) recordInflight(j turnJob) {
+	b.mu.Lock()
+	headers := []any{string(j.msg.Header)}
+	for _, q := range b.queue {
+		headers = append(headers, string(q.msg.Header))
+	}
+	b.mu.Unlock()
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: headers}); err != nil {
+		b.d.log.Warn("jupyter: in-flight requests not recorded", "kernel", b.id, "err", err)
+	}
+}
+
+func (b *bridge) clearInflight() {
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: nil}); err != nil {
+		b.d.log.Warn("jupyter: in-flight requests not cleared", "kernel", b.id, "err", err)
+	}
+}
+
+// failLost answers, once per process, the execute_requests a previous carryover process was running
+// or had queued when it was killed: an error reply and an idle each, to every connection.
+func (b *bridge) failLost() {
+	b.mu.Lock()
+	done := b.lostChecked
+	b.lostChecked = true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	doc, err := b.d.svc.Get(b.id)
+	if err != nil {
+		return
+	}
+	list, _ := doc.Data[inflightKey].([]any)
+	if len(list) == 0 {
+		return
+	}
+	for _, h := range list {
+		hs, _ := h.(string)
+		req := kernel.RawMessage{Channel: "shell", Header: json.RawMessage(hs)}
+		if !json.Valid(req.Header) {
+			continue
+		}
+		b.broadcast(errorReply(req, "execute_reply", "CarryoverRestarted",
+			"carryover was restarted while this cell was running or queued; its result is lost and the session is at its last checkpoint"))
+		b.broadcast(statusMsg(req.Header, "idle"))
+	}
+	b.clearInflight()
+}
+
+// deliver sends a reply to the connection that asked, or, when it is gone (the client reconnected),
+// to every connection: clients ignore replies to requests that are not theirs.
+func (b *bridge) deliver(c *conn, m kernel.RawMessage) {
+	if b.hasConn(c) {
+		c.send(m)
+		return
+	}
+	b.broadcast(m)
+}
+
+// failExecute answers an execute_request that could not run, or whose kernel died, with an error
+// output, an error reply and an idle status.
+func (b *bridge) failExecute(j turnJob, ename, evalue string) {
+	tb := []string{ename + ": " + evalue}
+	b.broadcast(iopubMsg(j.msg.Header, "error", map[string]any{"ename": ename, "evalue": evalue, "traceback": tb}))
+	b.deliver(j.c, errorReply(j.msg, "execute_reply", ename, evalue))
+	b.broadcast(statusMsg(j.msg.Header, "idle"))
+}
+
+// abortQueued answers every queued execute_request with status aborted (ipykernel's stop_on_error).
+func (b *bridge) abortQueued(reason string) {
+	b.mu.Lock()
+	q := b.queue
+	b.queue = nil
+	for _, j := range q {
+		delete(b.pending, j.msgID)
+	}
+	b.mu.Unlock()
+	for _, j := range q {
+		b.broadcast(statusMsg(j.msg.Header, "busy"))
+		reply := replyMsg(j.msg.Header, "execute_reply", map[string]any{"status": "aborted", "execution_count": nil})
+		b.deliver(j.c, reply)
+		b.broadcast(statusMsg(j.msg.Header, "idle"))
+	}
+}
+
+// stopRunning aborts the queue and interrupts the cell in flight, for a shutdown.
+func (b *bridge) stopRunning(ctx context.Context) {
+	b.abortQueued("")
+	if b.busy() {
+		_ = b.d.svc.Interrupt(ctx, b.id)
+	}
+	for deadline := time.Now().Add(10 * time.Second); b.busy() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func stopOnError(content json.RawMessage) bool {
+	var c struct {
+		StopOnError *bool `json:"stop_on_error"`
+	}
+	_ = json.Unmarshal(content, &c)
+	return c.StopOnError == nil || *c.StopOnError
+}
+
+func replyFields(content json.RawMessage) (status string, count int) {
+	var c struct {
+		Status         string `json:"status"`
+		ExecutionCount int    `json:"execution_count"`
+	}
+	_ = json.Unmarshal(content, &c)
+	return c.Status, c.ExecutionCount
+}
+
+// header builds a header for a message carryover synthesizes, in the kernel's session.
+func header(msgType string) json.RawMessage {
+	h, _ := json.Marshal(map[string]any{"msg_id": newUUID(), "msg_type": msgType, "username": "carryover",
+		"session": "carryover", "date": time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), "version": "5.3"})
+	return h
+}
+
+func message(channel, msgType string, parent json.RawMessage, content any) kernel.RawMessage {
+	c, _ := json.Marshal(content)
+	return kernel.RawMessage{Channel: channel, Header: header(msgType), ParentHeader: orEmpty(parent), Metadata: emptyObject, Content: c}
+}
+
+func iopubMsg(parent json.RawMessage, msgType string, content any) kernel.RawMessage {
+	return message("iopub", msgType, parent, content)
+}
+
+func statusMsg(parent json.RawMessage, state string) kernel.RawMessage {
+	return iopubMsg(parent, "status", map[string]any{"execution_state": state})
+}
+
+func replyMsg(parent json.RawMessage, msgType string, content any) kernel.RawMessage {
+	return message("shell", msgType, parent, content)
+}
+
+// errorReply is an error reply of type replyType to request req, on req's channel.
+func errorReply(req kernel.RawMessage, replyType, ename, evalue string) kernel.RawMessage {
+	m := message(req.Channel, replyType, req.Header, map[string]any{"status": "error", "ename": ename, "evalue": evalue,
+		"traceback": []string{ename + ": " + evalue}, "execution_count": nil})
+	if m.Channel == "" {
+		m.Channel = "shell"
+	}
+	return m
+}
+
+func parentID(parent json.RawMessage) string {
+	var h struct {
+		MsgID string `json:"msg_id"`
+	}
+	_ = json.Unmarshal(parent, &h)
+	return h.MsgID
+}
+
+func msgType(header json.RawMessage) string {
+	var h struct {
+		MsgType string `json:"msg_type"`
+	}
+	_ = json.Unmarshal(header, &h)
+	return h.MsgType
+}
+
+func executionState(content json.RawMessage) string {
+	var c struct {
+		State string `json:"execution_state"`
+	}
+	_ = json.Unmarshal(content, &c)
+	return c.State
+}

@@ -1,0 +1,302 @@
+package session
+
+// jupyter.go is the session side of the Jupyter front door (server/jupyter): a Jupyter client's
+// execute_request runs as one of the session's turns (the run lock in arrival order, admission and
+// budget, the checkpoint riding on the request, the record), while the request and the kernel's
+// answers stay raw Jupyter messages, so the client sees exactly what the kernel said. Everything
+// else a Jupyter client sends (complete, inspect, comms, input_reply...) goes to Kernel's kernel
+// directly.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+)
+
+// RawTurn is how a Jupyter execute_request ended.
+type RawTurn struct {
+	Reply          *kernel.RawMessage // the kernel's execute_reply (without our snapshot expression); nil when the kernel died first
+	Idle           *kernel.RawMessage // the kernel's iopub idle for the request; nil when it died first
+	ExecutionCount int
+	Died           bool // the kernel died during the turn; the session was restored from its last checkpoint
+	CheckpointErr  string
+}
+
+// RawTurnOptions connect the turn to the front door.
+type RawTurnOptions struct {
+	// OnKernel gets the kernel the request goes to before it is sent, so the front door can
+	// subscribe to its channels first (a new kernel after a death, hibernation or rotation).
+	OnKernel func(*kernel.Kernel)
+}
+
+// executeContent is what a turn reads of an execute_request's content.
+type executeContent struct {
+	Code         string `json:"code"`
+	Silent       bool   `json:"silent"`
+	StoreHistory *bool  `json:"store_history"`
+}
+
+// RunRaw runs a Jupyter execute_request (shell) as a turn of session id. It returns when the turn is
+// over, checkpoint committed and record written: the caller sends the reply and the idle status
+// then, so "idle" in any Jupyter client means the turn survives a kill -9.
+func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, opts RawTurnOptions) (*RawTurn, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	var c executeContent
+	if req.Content, err = normalizeExecute(req.Content); err != nil {
+		return nil, err
+	}
+	_ = json.Unmarshal(req.Content, &c)
+	var hdr struct {
+		MsgID string `json:"msg_id"`
+	}
+	if err := json.Unmarshal(req.Header, &hdr); err != nil || hdr.MsgID == "" {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request header has no msg_id")
+	}
+	ctx = context.WithoutCancel(ctx) // a client that goes away does not undo its turn
+	end, err := s.beginTurn(ctx, ls)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	k, err := s.ensureKernel(ctx, ls)
+	if err != nil {
+		return nil, err
+	}
+	if opts.OnKernel != nil {
+		opts.OnKernel(k)
+	}
+	ride := &snapshotRide{}
+	if p, perr := s.ckpt.Prepare(ctx, ls.id); perr == nil {
+		ride.prep = p
+		if req.Content, err = withUserExpression(req.Content, snapshotKey, p.Expr); err != nil {
+			return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
+		}
+	}
+	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req)
+	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
+	res := &RunResult{SessionID: ls.id, Status: "error", DurationMS: durationMS, Outputs: []kernel.Output{}, ride: ride}
+	var runErr error
+	if turn.Died {
+		res.ExecutionCount = ls.snapshot().ExecutionCount
+		if advance {
+			res.ExecutionCount++
+		}
+		runErr = &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint"}
+		ride.prep = nil
+	} else {
+		res.Status, res.ExecutionCount = replyStatus(turn.Reply)
+		ride.answer = stripUserExpression(turn.Reply, snapshotKey)
+	}
+	turn.ExecutionCount = res.ExecutionCount
+	s.checkpointTurn(ctx, ls, k, res, runErr)
+	turn.CheckpointErr = res.CheckpointError
+	status := res.Status
+	if runErr != nil {
+		status = string(carryover.CodeKernelDied)
+	}
+	runsTotal.WithLabelValues(status).Inc()
+	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
+		status: status, answer: res, durationMS: res.DurationMS}); err != nil {
+		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
+	}
+	return turn, nil
+}
+
+// sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death.
+func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID string, req kernel.RawMessage) (*RawTurn, float64) {
+	turn := &RawTurn{}
+	shell, cancelShell, err1 := k.Subscribe("shell")
+	iopub, cancelIOPub, err2 := k.Subscribe("iopub")
+	if err := errors.Join(err1, err2); err != nil {
+		turn.Died = true
+		return turn, 0
+	}
+	defer cancelShell()
+	defer cancelIOPub()
+	start := time.Now()
+	if err := k.SendRaw(ctx, "shell", req); err != nil {
+		s.log.Warn("jupyter execute_request not sent", "kernel", k.ID(), "err", err)
+		turn.Died = true
+		return turn, 0
+	}
+	for turn.Reply == nil || turn.Idle == nil {
+		select {
+		case m := <-shell:
+			if parentID(m.ParentHeader) == msgID && msgType(m.Header) == "execute_reply" {
+				turn.Reply = &m
+			}
+		case m := <-iopub:
+			if parentID(m.ParentHeader) == msgID && msgType(m.Header) == "status" && executionState(m.Content) == "idle" {
+				turn.Idle = &m
+			}
+		case <-k.Dead():
+			turn.Reply, turn.Idle, turn.Died = nil, nil, true
+			return turn, ms(time.Now().Sub(start))
+		}
+	}
+	return turn, ms(time.Now().Sub(start))
+}
+
+// Kernel returns session id's kernel for messages that are not turns (complete, inspect, comms,
+// input replies), starting one (and restoring the last checkpoint) when it has none.
+func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if k := ls.currentKernel(); k != nil {
+		select {
+		case <-k.Dead():
+		default:
+			return k, nil
+		}
+	}
+	end, err := s.beginTurn(ctx, ls)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	return s.ensureKernel(ctx, ls)
+}
+
+// RestartFresh is Jupyter's restart: a new kernel with an empty namespace and the execution count
+// back at 1, the workspace files kept. The fresh state is checkpointed at once, so a later death
+// or wake restores it, not what the restart threw away (that stays in the older checkpoints).
+func (s *Service) RestartFresh(ctx context.Context, id string) error {
+	ls, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
+		_ = k.Interrupt(ctx)
+	}
+	end, err := s.beginTurn(ctx, ls)
+	if err != nil {
+		return err
+	}
+	defer end()
+	s.releaseKernel(ctx, ls, "jupyter restart")
+	last := ls.snapshot().LastCheckpoint
+	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
+		d.ExecutionCount, d.LastCheckpoint = 0, nil // no restore into the new kernel
+		return nil
+	}); err != nil {
+		return err
+	}
+	k, err := s.ensureKernel(ctx, ls)
+	if err != nil {
+		_, _ = s.update(ctx, ls, func(d *carryover.Session) error { d.LastCheckpoint = last; return nil })
+		return err
+	}
+	if _, err := s.checkpoint(ctx, ls, k); err != nil {
+		return fmt.Errorf("checkpoint of the restarted kernel: %w", err)
+	}
+	s.emit(ctx, ls, "kernel_restarted", map[string]any{"fresh": true})
+	return nil
+}
+
+// normalizeExecute fills what ipykernel requires of an execute_request and clients may leave out
+// (without "silent" it drops the request without a reply, which would hold the session's turn
+// forever); a content without a string "code" is refused.
+func normalizeExecute(content json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(content, &m); err != nil || m == nil {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content is not a JSON object")
+	}
+	var code string
+	if err := json.Unmarshal(m["code"], &code); err != nil {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content.code must be a string")
+	}
+	defaults := map[string]string{"silent": "false", "user_expressions": "{}", "allow_stdin": "false", "stop_on_error": "true"}
+	for k, v := range defaults {
+		if raw, ok := m[k]; !ok || string(raw) == "null" {
+			m[k] = json.RawMessage(v)
+		}
+	}
+	return json.Marshal(m)
+}
+
+// withUserExpression adds name: expr to the content's user_expressions.
+func withUserExpression(content json.RawMessage, name, expr string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(content, &m); err != nil {
+		return nil, err
+	}
+	ue := map[string]json.RawMessage{}
+	if raw, ok := m["user_expressions"]; ok && len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &ue); err != nil {
+			return nil, fmt.Errorf("user_expressions: %w", err)
+		}
+	}
+	e, _ := json.Marshal(expr)
+	ue[name] = e
+	m["user_expressions"], _ = json.Marshal(ue)
+	return json.Marshal(m)
+}
+
+// stripUserExpression removes name from the reply's user_expressions and returns its text ("" when
+// it did not run or failed).
+func stripUserExpression(reply *kernel.RawMessage, name string) string {
+	var m map[string]json.RawMessage
+	if reply == nil || json.Unmarshal(reply.Content, &m) != nil {
+		return ""
+	}
+	var ue map[string]json.RawMessage
+	if json.Unmarshal(m["user_expressions"], &ue) != nil || ue == nil {
+		return ""
+	}
+	raw, ok := ue[name]
+	if !ok {
+		return ""
+	}
+	delete(ue, name)
+	m["user_expressions"], _ = json.Marshal(ue)
+	reply.Content, _ = json.Marshal(m)
+	text, err := kernel.UserExpressionText(raw)
+	if err != nil {
+		return ""
+	}
+	return text
+}
+
+// replyStatus reads an execute_reply's status and execution_count.
+func replyStatus(reply *kernel.RawMessage) (string, int) {
+	var c struct {
+		Status         string `json:"status"`
+		ExecutionCount int    `json:"execution_count"`
+	}
+	_ = json.Unmarshal(reply.Content, &c)
+	return c.Status, c.ExecutionCount
+}
+
+func parentID(parent json.RawMessage) string {
+	var h struct {
+		MsgID string `json:"msg_id"`
+	}
+	_ = json.Unmarshal(parent, &h)
+	return h.MsgID
+}
+
+func msgType(header json.RawMessage) string {
+	var h struct {
+		MsgType string `json:"msg_type"`
+	}
+	_ = json.Unmarshal(header, &h)
+	return h.MsgType
+}
+
+func executionState(content json.RawMessage) string {
+	var c struct {
+		State string `json:"execution_state"`
+	}
+	_ = json.Unmarshal(content, &c)
+	return c.State
+}
