@@ -52,10 +52,13 @@ func benchLoad(ctx context.Context, nodes []*benchSrv, sessions, runs int) (load
 	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
-	for i := range ids { // create and start every kernel first (not timed)
+	starting := make(chan struct{}, 4) // 50 kernels starting at once on 2 cores outlast the startup timeout
+	for i := range ids {               // create and start every kernel first (not timed)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			starting <- struct{}{}
+			defer func() { <-starting }()
 			n := nodes[i%len(nodes)]
 			id, _, err := n.createSession(ctx)
 			if err == nil {

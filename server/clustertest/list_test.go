@@ -59,3 +59,26 @@ func TestListSpansNodes(t *testing.T) {
 		t.Fatalf("listing claimed la: %v", got)
 	}
 }
+
+// TestReattachThroughNonOwner: POST /api/sessions/reattach through node B finds, by client_id, a
+// session A owns (in the shared store) and is served by A, not by a second copy on B.
+func TestReattachThroughNonOwner(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	a, b := startNode(t, "a", dsn), startNode(t, "b", dsn)
+	if _, err := a.c.CreateSession(t.Context(), client.CreateRequest{SessionID: "r1", ClientID: "agent-7"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.c.Reattach(t.Context(), "agent-7")
+	if err != nil || s.ID != "r1" {
+		t.Fatalf("reattach through b: %+v %v", s, err)
+	}
+	if owner := ownerNodeOf(t, b, "r1"); owner != "a" {
+		t.Fatalf("r1 served by %s after the reattach through b, want a", owner)
+	}
+	if st := hopStatus(t, b, "r1"); st != 421 {
+		t.Fatalf("b serves r1 itself after the reattach (hop GET answered %d, want 421)", st)
+	}
+	if _, err := b.c.Reattach(t.Context(), "nobody"); client.ErrorCode(err) != "not_found" {
+		t.Fatalf("reattach of an unknown client through b: %v, want not_found", err)
+	}
+}
