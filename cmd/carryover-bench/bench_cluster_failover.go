@@ -67,19 +67,19 @@ func runBenchNode() int {
 }
 
 // startBenchNodeProc starts a node process on dsn and waits until it answers /healthz.
-func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token string) (*exec.Cmd, *client.Client, string, error) {
+func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token string) (*exec.Cmd, *client.Client, error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	dir := filepath.Join(env.Scratch, "node-"+name)
 	logf, err := os.Create(dir + ".log")
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), benchNodeEnv+"=1", "CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+dir,
@@ -91,7 +91,7 @@ func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	go func() { cmd.Wait(); logf.Close() }()
 	c := client.New("http://"+addr, token)
@@ -99,27 +99,30 @@ func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token str
 	for c.Health(ctx) != nil {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			return nil, nil, "", fmt.Errorf("node %s not healthy after 60 s (log %s.log)", name, dir)
+			return nil, nil, fmt.Errorf("node %s not healthy after 60 s (log %s.log)", name, dir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return cmd, c, dir, nil
+	return cmd, c, nil
 }
 
 // benchFailover measures SIGKILL -> first successful run through survivor.
 func benchFailover(ctx context.Context, env *benchEnv, dsn string, survivor *benchSrv) ([]benchRow, error) {
-	cmd, victim, dir, err := startBenchNodeProc(ctx, env, "victim", dsn, survivor.token)
+	cmd, victim, err := startBenchNodeProc(ctx, env, "victim", dsn, survivor.token)
 	if err != nil {
 		return nil, err
 	}
-	defer killByDir(dir)
 	defer cmd.Process.Kill()
 	s, err := victim.CreateSession(ctx, client.CreateRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("create on the victim: %w", err)
 	}
-	if _, err := victim.Run(ctx, s.ID, client.RunRequest{Code: "x = 41"}); err != nil {
+	first, err := victim.Run(ctx, s.ID, client.RunRequest{Code: "x = 41\nimport os as _o\nprint(_o.getpid())\ndel _o"})
+	if err != nil {
 		return nil, fmt.Errorf("run on the victim: %w", err)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(first.Stdout)); err == nil {
+		defer syscall.Kill(pid, syscall.SIGKILL) // the victim's kernel outlives it (its own process group)
 	}
 	t0 := time.Now()
 	cmd.Process.Kill()
@@ -158,20 +161,4 @@ func benchFailover(ctx context.Context, env *benchEnv, dsn string, survivor *ben
 		Note: "target <= TTL + restore (ratio <= 1); the TTL runs from the victim's last heartbeat (every 0.5 s), so the claim " +
 			"comes 2.5-3 s after the kill; the run has the last committed turn; the client retries every 20 ms on 421",
 	}}, nil
-}
-
-// killByDir SIGKILLs the processes whose command line names dir: a killed node's kernels (each
-// leads its own process group, so the node's death does not reach them).
-func killByDir(dir string) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), dir) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
