@@ -45,6 +45,9 @@ type Ownership interface {
 	Release(ctx context.Context, id string) error
 	// Owner returns who serves session id now.
 	Owner(ctx context.Context, id string) (Owner, error)
+	// Owners returns who serves each session that has a live owner now (one query: listings show
+	// every session of the store with its owner, wherever it is served).
+	Owners(ctx context.Context) (map[string]Owner, error)
 	// Held reports the epoch this node holds session id at (false when it does not hold it).
 	Held(id string) (int64, bool)
 	// Forget drops this node's hold on every session without writing (it lost its lease).

@@ -110,7 +110,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner}
 	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
-	mcpHandler := mcp.Handler(svc, mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log})
+	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
 	apiHandler := api.Handler()
 	// The Jupyter front door at /jupyter/ (same tokens and tenants).
 	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, RestartRestores: cfg.Jupyter.RestartRestores,
@@ -131,6 +131,11 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		return fail(err)
 	}
 	s.node = node
+	mcpOpts := mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
+	if node != nil {
+		mcpOpts.Router = node
+	}
+	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }

@@ -87,13 +87,20 @@ func benchClusterSection(ctx context.Context, env *benchEnv) ([]benchRow, error)
 	sort.Slice(direct, func(i, j int) bool { return direct[i] < direct[j] })
 	sort.Slice(proxied, func(i, j int) bool { return proxied[i] < proxied[j] })
 	md, mp := percentile(direct, 50), percentile(proxied, 50)
-	return []benchRow{{
+	rows := []benchRow{{
 		Name:  "`1+1` through a non-owner node, proxied (median)",
 		Ours:  fmtDur(mp),
 		Peer:  "owner " + fmtDur(md),
 		Ratio: ratio(mp, md),
 		Note:  fmt.Sprintf("added %s (target < 1 ms); %d runs each, checkpoint included, PostgreSQL fsync=off", fmtDur(mp-md), len(direct)),
-	}}, nil
+	}}
+	more, err := benchThroughput(ctx, env, nodes) // bench_cluster_load.go
+	rows = append(rows, more...)
+	if err != nil {
+		return rows, err
+	}
+	more, err = benchFailover(ctx, env, pg.DSN("bench"), other) // bench_cluster_failover.go
+	return append(rows, more...), err
 }
 
 // freeAddr is a free loopback address: a cluster node must know its own before it listens, since

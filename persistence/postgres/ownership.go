@@ -192,6 +192,26 @@ func (s *Store) Owner(ctx context.Context, id string) (carryover.Owner, error) {
 	return o, nil
 }
 
+// Owners returns the live owner of every session that has one (sessions nobody serves are absent).
+func (s *Store) Owners(ctx context.Context) (map[string]carryover.Owner, error) {
+	var rows []struct {
+		ID    string `db:"id"`
+		Node  string `db:"owner_node"`
+		Addr  string `db:"addr"`
+		Epoch int64  `db:"owner_epoch"`
+	}
+	err := s.db.SelectContext(ctx, &rows, `SELECT s.id, s.owner_node, n.addr, s.owner_epoch
+		FROM sessions s JOIN nodes n ON n.id = s.owner_node WHERE `+aliveSQL)
+	if err != nil {
+		return nil, fmt.Errorf("owners of sessions: %w", err)
+	}
+	out := make(map[string]carryover.Owner, len(rows))
+	for _, r := range rows {
+		out[r.ID] = carryover.Owner{Node: r.Node, Addr: r.Addr, Epoch: r.Epoch}
+	}
+	return out, nil
+}
+
 // Held reports the epoch this node holds session id at.
 func (s *Store) Held(id string) (int64, bool) { return s.held.get(id) }
 

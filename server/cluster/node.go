@@ -22,6 +22,9 @@ type Sessions interface {
 	Adopt(ctx context.Context, id string) error
 	Has(id string) bool
 	IDs() []string
+	// ReattachTarget is the session POST /api/sessions/reattach would pick for a client id (the
+	// tenant in ctx), so that call is routed to its owner like any session-scoped one.
+	ReattachTarget(ctx context.Context, clientID string) (string, error)
 }
 
 // Options configure a node.

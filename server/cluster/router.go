@@ -28,11 +28,11 @@ type Authenticator func(r *http.Request) (token, tenant string, ok bool)
 func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := sessionIDOf(r.URL.Path)
-		if id == "" {
-			next.ServeHTTP(w, r)
-			return
+		_, tenant, ok := auth(r)
+		if ok && id == "" && r.Method == http.MethodPost && r.URL.Path == reattachPath {
+			id = n.reattachID(r, tenant)
 		}
-		if _, _, ok := auth(r); !ok {
+		if id == "" || !ok {
 			next.ServeHTTP(w, r)
 			return
 		}

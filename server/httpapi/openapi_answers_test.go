@@ -53,6 +53,8 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 	}
 	timeoutErr := carryover.Errorf(carryover.CodeTimeout, "timed out").WithDetails("timeout_seconds", 1)
 	timeoutErr.Result = run
+	notOwnerErr := carryover.Errorf(carryover.CodeNotOwner, "moved").WithDetails("session_id", "s1", "owner_node", "b", "owner_addr", "http://b")
+	notOwnerErr.Result = run
 
 	cases := []struct {
 		what, loc string
@@ -76,6 +78,7 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 		{"file written", respSchema("/api/sessions/{id}/files/{path}", "put", 201), map[string]any{"file": session.FileInfo{Path: "a", Size: 1, ModifiedAt: now}}},
 		{"error", component("Error"), errBody(carryover.Errorf(carryover.CodeNotFound, "x").WithDetails("session_id", "s1"))},
 		{"error with result", component("Error"), errBody(timeoutErr)},
+		{"not_owner with result", component("Error"), errBody(notOwnerErr)},
 		{"status frame", component("WSServerFrame"), session.StatusFrame{Type: "status", ID: "c1", ExecutionState: "busy", Code: "1"}},
 		{"output frame", component("WSServerFrame"), session.OutputFrame{Type: "output", ID: "c1", Output: outputs[0]}},
 		{"input frame", component("WSServerFrame"), session.InputRequestFrame{Type: "input_request", ID: "c1", Prompt: "?"}},

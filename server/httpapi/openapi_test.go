@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -225,12 +226,32 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 }
 
-// TestOpenAPIErrorCodes: the error code enum is exactly error.go's codes, each with statusOf's status.
+// TestOpenAPIErrorCodes: the error code enum is exactly the domain's codes (error.go, and node.go's
+// not_owner: every Code constant of the root package), each with statusOf's status.
 func TestOpenAPIErrorCodes(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../../error.go", nil, 0)
+	files, err := filepath.Glob("../../*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var codes []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, codeConsts(f)...)
+	}
+	if !slices.Contains(codes, string(carryover.CodeNotOwner)) {
+		t.Fatalf("not_owner not found among the root package's codes %v", codes)
+	}
+	checkCodeEnum(t, codes)
+}
+
+// codeConsts are the values of the constants of type Code declared in f.
+func codeConsts(f *ast.File) []string {
 	var codes []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		vs, ok := n.(*ast.ValueSpec)
@@ -244,6 +265,13 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		}
 		return true
 	})
+	return codes
+}
+
+// checkCodeEnum: the document's code enum is codes, each with statusOf's status in x-status and a
+// row of the description's table.
+func checkCodeEnum(t *testing.T, codes []string) {
+	t.Helper()
 	if len(codes) < 5 {
 		t.Fatalf("found only %d codes in error.go", len(codes))
 	}
@@ -268,6 +296,34 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		if !strings.Contains(cm["description"].(string), "| "+c+" | "+strconv.Itoa(want)+" |") {
 			t.Errorf("the code description's table lacks the row of %s (%d)", c, want)
 		}
+	}
+}
+
+// TestOpenAPINotOwner: every session-scoped operation (/api/sessions/{id}...), the ones a cluster
+// node routes to the session's owner, documents the 421 not_owner answer.
+func TestOpenAPINotOwner(t *testing.T) {
+	doc := openAPIDoc(t)
+	n := 0
+	for path, item := range obj(t, doc["paths"], "paths") {
+		if !strings.HasPrefix(path, "/api/sessions/{id}") {
+			continue
+		}
+		for m, op := range obj(t, item, path) {
+			if !slices.Contains(httpMethods, m) {
+				continue
+			}
+			n++
+			rs := obj(t, obj(t, op, m+" "+path)["responses"], m+" "+path+" responses")
+			if ref, _ := obj(t, rs["421"], m+" "+path+" 421")["$ref"].(string); ref != "#/components/responses/NotOwner" {
+				t.Errorf("%s %s: 421 is %v, want the NotOwner response", m, path, rs["421"])
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d session-scoped operations found", n)
+	}
+	if statusOf(carryover.CodeNotOwner) != 421 {
+		t.Fatalf("statusOf(not_owner) = %d", statusOf(carryover.CodeNotOwner))
 	}
 }
 

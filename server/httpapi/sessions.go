@@ -87,8 +87,13 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	tenant := carryover.TenantFromContext(r.Context())
+	list, err := a.svc.ListAll(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	all := []carryover.Session{}
-	for _, s := range a.svc.List() {
+	for _, s := range list {
 		if s.TenantName() == tenant {
 			all = append(all, s.View())
 		}

@@ -35,6 +35,9 @@ type Options struct {
 	MaxBodyBytes int64 // request bodies above this answer 413 (0: the SDK's default)
 	Version      string
 	Logger       *slog.Logger
+	// Router, in a cluster, forwards tool calls about sessions other nodes serve (route.go); nil on
+	// one node.
+	Router Router
 }
 
 // Handler is the MCP endpoint over svc.
@@ -45,10 +48,13 @@ func Handler(svc *session.Service, o Options) http.Handler {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	t := &tools{svc: svc, log: o.Logger}
+	t := &tools{svc: svc, log: o.Logger, router: o.Router}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "carryover", Title: "carryover: persistent IPython sessions", Version: o.Version},
 		&sdk.ServerOptions{Instructions: instructions})
 	t.register(srv)
+	if o.Router != nil {
+		srv.AddReceivingMiddleware(t.routing)
+	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{MaxRequestBodyBytes: o.MaxBodyBytes, SessionTimeout: SessionTimeout})
 	// The SDK's bearer middleware carries the tenant into every tool call (TokenInfo.UserID) and binds

@@ -24,8 +24,9 @@ import (
 const maxReadBytes = 1 << 20
 
 type tools struct {
-	svc *session.Service
-	log *slog.Logger
+	svc    *session.Service
+	log    *slog.Logger
+	router Router // nil on one node
 }
 
 // fail is what a failed service call becomes: a tool result with isError and the API's code first

@@ -367,12 +367,27 @@ func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, 
 
 // Reattach finds the session of a client id (the most recently updated one not closed, else any).
 func (s *Service) Reattach(ctx context.Context, clientID string) (carryover.Session, error) {
+	id, err := s.ReattachTarget(ctx, clientID)
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	return s.Heartbeat(ctx, id)
+}
+
+// ReattachTarget is the session Reattach picks for clientID among the tenant's (in a cluster: among
+// every session of the shared store, so the router can send the call to its owner): an open one
+// before a closed one, then the most recently updated.
+func (s *Service) ReattachTarget(ctx context.Context, clientID string) (string, error) {
 	if clientID == "" {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "client_id is required").WithDetails("field", "client_id")
+		return "", carryover.Errorf(carryover.CodeInvalid, "client_id is required").WithDetails("field", "client_id")
+	}
+	all, err := s.ListAll(ctx)
+	if err != nil {
+		return "", err
 	}
 	var best *carryover.Session
 	tenant := carryover.TenantFromContext(ctx)
-	for _, d := range s.List() {
+	for _, d := range all {
 		if d.ClientID != clientID || d.TenantName() != tenant {
 			continue
 		}
@@ -382,7 +397,7 @@ func (s *Service) Reattach(ctx context.Context, clientID string) (carryover.Sess
 		}
 	}
 	if best == nil {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeNotFound, "no session for client_id %q", clientID)
+		return "", carryover.Errorf(carryover.CodeNotFound, "no session for client_id %q", clientID)
 	}
-	return s.Heartbeat(ctx, best.ID)
+	return best.ID, nil
 }
