@@ -22,13 +22,17 @@ const (
 // Authenticator tells whether a request carries a valid API token (httpapi.API.Authenticate).
 type Authenticator func(r *http.Request) (token, tenant string, ok bool)
 
-// Wrap routes session-scoped requests (/api/sessions/{id}/...) to the session's owner; everything
+// Wrap routes session-scoped requests (/api/sessions/{id}/..., and the Jupyter front door's
+// /jupyter/api/kernels/{id}/...: a Jupyter kernel is a session) to the session's owner; everything
 // else goes to next. Requests without a valid token go to next too (it refuses them), so an
 // anonymous caller cannot move sessions between nodes.
 func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := sessionIDOf(r.URL.Path)
-		_, tenant, ok := auth(r)
+		if id == "" {
+			id = jupyterKernelID(r.URL.Path)
+		}
+		_, tenant, ok := auth(withPathToken(r))
 		if ok && id == "" && r.Method == http.MethodPost && r.URL.Path == reattachPath {
 			id = n.reattachID(r, tenant)
 		}
@@ -163,4 +167,37 @@ func sessionIDOf(p string) string {
 		return ""
 	}
 	return id
+}
+
+// jupyterKernelID returns the {id} of /jupyter/[token/<t>/]api/kernels/{id}[/...] ("" otherwise).
+// The kernel's REST calls and its channels websocket are served by the session's owner, so a
+// JupyterLab pointed at any node talks to the one kernel that holds the state.
+func jupyterKernelID(p string) string {
+	rest, ok := strings.CutPrefix(p, "/jupyter/")
+	if !ok {
+		return ""
+	}
+	if t, ok := strings.CutPrefix(rest, "token/"); ok {
+		_, rest, _ = strings.Cut(t, "/")
+	}
+	rest, ok = strings.CutPrefix(rest, "api/kernels/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// withPathToken returns r, or a copy carrying the token of a /jupyter/token/<t>/... path as a
+// header (the form of clients that cannot send headers on a websocket), for the token check only:
+// the request itself goes on unchanged, and the owner reads the token from the path again.
+func withPathToken(r *http.Request) *http.Request {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/jupyter/token/")
+	if !ok {
+		return r
+	}
+	tok, _, _ := strings.Cut(rest, "/")
+	c := r.Clone(r.Context())
+	c.Header.Set("Authorization", "token "+tok)
+	return c
 }
