@@ -23,9 +23,12 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
   const urlBefore = page.url();
   assert.match(label, /^[\w-]+$/, 'the label is a file name');
   await putFile(`${label}.json`, JSON.stringify(corpus));
-  const cell = await run('import json\nfrom IPython.display import display, HTML, Markdown, Latex\n' +
-    `for p in json.load(open("${label}.json", encoding="utf-8")):\n    display(HTML(p))\n    display(Markdown(p))\n` +
-    '    if "\\\\" in p: display(Latex(p))\nprint("corpus done")');
+  // raw MIME bundles, not HTML(p)/Markdown(p): IPython's display classes read a string that names an
+  // existing path as a file ('.', '..' in blns) and fetch one that starts with http as a URL
+  const cell = await run('import json\nfrom IPython.display import display\n' +
+    `for p in json.load(open("${label}.json", encoding="utf-8")):\n` +
+    '    display({"text/html": p}, raw=True)\n    display({"text/markdown": p}, raw=True)\n' +
+    '    if "\\\\" in p: display({"text/latex": p}, raw=True)\nprint("corpus done")');
   await cell.locator('.out-stream', { hasText: 'corpus done' }).waitFor();
   const rendered = await cell.locator('.out-body').count();
   assert.ok(rendered >= corpus.length * 2, `${label}: only ${rendered} outputs rendered for ${corpus.length} vectors`);
