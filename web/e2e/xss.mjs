@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
  * reach the kernel as a JSON file (putFile), never interpolated into the cell's code, so no vector can
  * break the cell. label names the corpus in file names, messages and the screenshot.
  */
-export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 'xss-corpus' }) {
+export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 'xss-corpus', grid = 1 }) {
   const dialogs = [];
   const onDialog = (d) => { dialogs.push(`${d.type()}: ${d.message()}`); d.dismiss().catch(() => {}); };
   page.on('dialog', onDialog);
@@ -29,7 +29,7 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
     `for p in json.load(open("${label}.json", encoding="utf-8")):\n` +
     '    display({"text/html": p}, raw=True)\n    display({"text/markdown": p}, raw=True)\n' +
     '    if "\\\\" in p: display({"text/latex": p}, raw=True)\nprint("corpus done")');
-  await cell.locator('.out-stream', { hasText: 'corpus done' }).waitFor();
+  await cell.locator('.out-stream', { hasText: 'corpus done' }).waitFor({ timeout: 120_000 });
   const rendered = await cell.locator('.out-body').count();
   assert.ok(rendered >= corpus.length * 2, `${label}: only ${rendered} outputs rendered for ${corpus.length} vectors`);
   // let image errors, focus and animation events fire
@@ -75,7 +75,7 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
   assert.deepEqual(report.csp, [], `${label}: a vector got as far as the Content-Security-Policy`);
   assert.equal(page.url(), urlBefore, `${label}: a vector navigated the page`);
 
-  const overlays = await overlayPoints(page);
+  const overlays = await overlayPoints(page, grid);
   assert.deepEqual(overlays.slice(0, 5), [], `${label}: outputs painted outside their box at ${overlays.length} points`);
   await shot(label);
 
@@ -100,16 +100,16 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
  * overlayPoints scrolls through the notebook and probes a grid of points: wherever the topmost element
  * belongs to an output, the point must lie inside that output's own box. It returns the offending points.
  */
-async function overlayPoints(page) {
-  return page.evaluate(async () => {
+async function overlayPoints(page, grid) {
+  return page.evaluate(async (grid) => {
     const main = document.getElementById('main');
     const out = [];
     const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
     for (let top = 0; top <= main.scrollHeight; top += Math.max(200, main.clientHeight - 50)) {
       main.scrollTop = top;
       await frame();
-      for (let y = 2; y < innerHeight; y += 23) {
-        for (let x = 2; x < innerWidth; x += 31) {
+      for (let y = 2; y < innerHeight; y += 23 * grid) {
+        for (let x = 2; x < innerWidth; x += 31 * grid) {
           const el = document.elementFromPoint(x, y);
           const body = el?.closest('.out-body');
           if (!body) continue;
@@ -120,5 +120,5 @@ async function overlayPoints(page) {
     }
     main.scrollTop = main.scrollHeight;
     return out;
-  });
+  }, grid);
 }
