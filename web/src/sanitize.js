@@ -15,6 +15,7 @@
 // - the box an output is drawn in has `contain: layout paint` (app.css): nothing in it, not even
 //   position:fixed, paints outside it.
 import DOMPurify from 'dompurify';
+import { renameHandlers } from './handlers.js';
 
 let seq = 0;
 /** newNamespace returns a fresh prefix for one output's ids ("o12"). */
@@ -106,10 +107,8 @@ export function sanitize(html, opts = {}) {
   current = { ns: opts.ns || newNamespace(), keep: opts.keepClasses || null };
   try {
     // Chromium reports a CSP violation (script-src-attr) for every on* attribute even in DOMPurify's
-    // inert document; renaming them first keeps those reports meaningful (a report then means markup
-    // reached the page), and DOMPurify drops the renamed data-* attributes like any other.
-    const pre = String(html).replace(/<[a-zA-Z][^>]*>/g, (tag) => tag.replace(/([\s/"'])on([a-z]+\s*=)/gi, '$1data-x-on$2'));
-    return getPurifier().sanitize(pre, CONFIG);
+    // inert document; renaming them first keeps those reports meaningful (handlers.js says why and how)
+    return getPurifier().sanitize(renameHandlers(html), CONFIG);
   } finally {
     current = null;
   }
