@@ -126,12 +126,12 @@ class PicklingTest(unittest.TestCase):
             agent._shared = ca._shared_types()
             c = Cur()
             c.n = 4
-            r = agent._pickle_one(["c"], [c])
+            r = ca.pickle_one(agent, ["c"], [c])
             warn = ca._verify(r, {"c": c})
             self.assertEqual(len(warn), 1)
             self.assertIn("'n'", warn[0]["reason"])
             c.n = 0
-            r = agent._pickle_one(["c"], [c])
+            r = ca.pickle_one(agent, ["c"], [c])
             self.assertEqual(ca._verify(r, {"c": c}), ())
         finally:
             del ca.Cur
