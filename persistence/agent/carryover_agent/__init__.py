@@ -85,7 +85,7 @@ from .dirty import _NR_USERFAULTFD, TRACK_MIN, _hash_all, _Tracker  # noqa: F401
 from .interp import _apply_state, _capture_state  # noqa: F401
 from .pickling import _DataPickler, _import_ref, _persistent_load, pickle_data, pickle_def, pickle_one  # noqa: F401
 from .reducers import (  # noqa: F401
-    _DISPATCH, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
+    _DISPATCH, _OOBBytes, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
     _tensor_with_grad, _torch_generator)
 from .verify import _verify  # noqa: F401
 
