@@ -38,19 +38,15 @@ class _Tracked:
     __slots__ = ("oid", "addr", "n", "start", "end", "cs", "hashes")
 
 
-class _Tracker:
-    """Per-buffer chunk hashes kept valid by dirty-page scans (see the section comment)."""
+class _Uffd:
+    """The kernel interface: one userfaultfd in async write-protect mode and /proc/self/pagemap,
+    set up on first use (mode "uffd"), or the reason it cannot be (mode "hash", why)."""
 
     def __init__(self):
         self.mode = None  # "uffd" once set up; None before; "hash" when unavailable
         self.why = ""
-        self.entries = {}  # (addr, n) -> _Tracked
-        self.stats = {}
 
-    def reset_stats(self):
-        self.stats = {"tracked": 0, "rehashed": 0, "hashed": 0, "fallback": ""}
-
-    def _setup(self):
+    def setup(self):
         if self.mode is not None:
             return self.mode == "uffd"
         self.mode = "hash"
@@ -79,12 +75,12 @@ class _Tracker:
             probe = mmap.mmap(-1, _PAGE)
             probe[0:1] = b"x"
             a = ctypes.addressof(ctypes.c_char.from_buffer(probe))
-            if not self._register(a, a + _PAGE) or self._scan(a, a + _PAGE) is None:
+            if not self.register(a, a + _PAGE) or self.scan(a, a + _PAGE) is None:
                 raise OSError("PAGEMAP_SCAN with a write-protected range failed")
             probe[0:1] = b"y"
-            if self._scan(a, a + _PAGE) != [(a, a + _PAGE)]:
+            if self.scan(a, a + _PAGE) != [(a, a + _PAGE)]:
                 raise OSError("PAGEMAP_SCAN did not report a written page")
-            self._unregister(a, a + _PAGE)
+            self.unregister(a, a + _PAGE)
             self._probe = probe  # kept mapped: an unmapped registered range could be reused unregistered
             self.mode = "uffd"
             return True
@@ -92,15 +88,15 @@ class _Tracker:
             self.why = _reason(e)
             return False
 
-    def _register(self, start, end):
+    def register(self, start, end):
         reg = (self.ct.c_uint64 * 4)(start, end - start, _UFFDIO_REGISTER_MODE_WP, 0)
         return self.libc.ioctl(self.fd, _UFFDIO_REGISTER, reg) == 0
 
-    def _unregister(self, start, end):
+    def unregister(self, start, end):
         rng = (self.ct.c_uint64 * 2)(start, end - start)
         self.libc.ioctl(self.fd, _UFFDIO_UNREGISTER, rng)
 
-    def _scan(self, start, end):
+    def scan(self, start, end):
         """Written ranges in [start, end), write-protected again; None when the scan fails (a page
         not registered for async write-protect: the memory is not what was registered)."""
         out = []
@@ -117,7 +113,7 @@ class _Tracker:
             start = arg[4]
         return out
 
-    def _private(self, start, end):
+    def private(self, start, end):
         """Whether [start, end) lies in private mappings (checked once, at registration)."""
         try:
             with open("/proc/self/maps") as f:
@@ -132,13 +128,39 @@ class _Tracker:
         except OSError:
             return False
 
+    def close(self):
+        if self.mode == "uffd":
+            os.close(self.fd)
+            os.close(self.pm)
+        self.mode, self.why = "hash", "closed"
+
+
+class _Tracker:
+    """Per-buffer chunk hashes kept valid by dirty-page scans (see the section comment)."""
+
+    def __init__(self):
+        self.k = _Uffd()
+        self.entries = {}  # (addr, n) -> _Tracked
+        self.stats = {}
+
+    @property
+    def mode(self):
+        return self.k.mode
+
+    @property
+    def why(self):
+        return self.k.why
+
+    def reset_stats(self):
+        self.stats = {"tracked": 0, "rehashed": 0, "hashed": 0, "fallback": ""}
+
     def hashes(self, mv, cs):
         """[[hash, len], ...] of mv's chunks, hashing only chunks with pages written since last time."""
         n = len(mv)
         st = self.stats
         exporter = mv.obj
         np = sys.modules.get("numpy")
-        if n < TRACK_MIN or np is None or type(exporter) is not np.ndarray or not self._setup():
+        if n < TRACK_MIN or np is None or type(exporter) is not np.ndarray or not self.k.setup():
             if n >= TRACK_MIN:
                 st["fallback"] = st["fallback"] or (self.why or "buffer of a %s" % type(exporter).__name__)
             st["hashed"] += n
@@ -150,7 +172,7 @@ class _Tracker:
             e = None
         dirty = None
         if e is not None:
-            dirty = self._scan(e.start, e.end)
+            dirty = self.k.scan(e.start, e.end)
             if dirty is None:
                 self._drop(e)
                 e = None
@@ -182,10 +204,10 @@ class _Tracker:
             # Two entries over one page: one scan would hide the other's writes. The old one is dropped
             # (its array, if alive, is hashed whole next time: dropping is always safe).
             self._drop(o)
-        if not self._private(start, end) or not self._register(start, end):
+        if not self.k.private(start, end) or not self.k.register(start, end):
             return None
-        if self._scan(start, end) is None:  # protects every page: from here on, writes are seen
-            self._unregister(start, end)
+        if self.k.scan(start, end) is None:  # protects every page: from here on, writes are seen
+            self.k.unregister(start, end)
             return None
         e = _Tracked()
         e.oid, e.addr, e.n, e.start, e.end, e.cs, e.hashes = id(exporter), addr, n, start, end, cs, []
@@ -194,12 +216,12 @@ class _Tracker:
 
     def _drop(self, e):
         self.entries.pop((e.addr, e.n), None)
-        self._unregister(e.start, e.end)
+        self.k.unregister(e.start, e.end)
 
     def seed(self, exporter, addr, n, cs, chunks):
         """Trusts chunks ([[hash, len], ...], what a restore just mapped at addr) as the hashes of
         exporter's buffer from now on: a restored array is not hashed again at its first checkpoint."""
-        if n < TRACK_MIN or not self._setup():
+        if n < TRACK_MIN or not self.k.setup():
             return False
         old = self.entries.get((addr, n))
         if old is not None:
@@ -214,10 +236,7 @@ class _Tracker:
         """Unregisters everything and closes the descriptors (tests; a kernel keeps its tracker)."""
         for e in list(self.entries.values()):
             self._drop(e)
-        if self.mode == "uffd":
-            os.close(self.fd)
-            os.close(self.pm)
-        self.mode, self.why = "hash", "closed"
+        self.k.close()
 
     def purge(self, keep=TRACK_ENTRIES):
         """Bounds the entries (those of freed arrays are only found stale when used or overlapped)."""
