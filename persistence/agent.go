@@ -1,45 +1,125 @@
 package persistence
 
 import (
-	_ "embed"
+	"embed"
 	"encoding/json"
+	"io/fs"
+	"path"
+	"sort"
 	"strings"
 )
 
-// agentSource is the in-kernel snapshot agent. It is shipped inside the binary (not installed into the
-// kernel's Python) so a kernel on any interpreter, sandboxed or not, runs exactly the agent this server
-// speaks the spool protocol with.
+// agentFS is the in-kernel snapshot agent, the Python package agent/carryover_agent. It is shipped
+// inside the binary (not installed into the kernel's Python) so a kernel on any interpreter, sandboxed
+// or not, runs exactly the agent this server speaks the spool protocol with.
 //
-//go:embed agent/carryover_agent.py
-var agentSource string
+//go:embed agent/carryover_agent/*.py
+var agentFS embed.FS
 
-// AgentSource returns the agent's Python source (for tests and diagnostics).
-func AgentSource() string { return agentSource }
+const agentPackage = "carryover_agent"
+
+// agentModule is one module of the agent package: its dotted name and its source.
+type agentModule struct{ name, src string }
+
+// agentModules lists the package's modules, __init__ first, the rest sorted by name.
+var agentModules = loadAgentModules()
+
+func loadAgentModules() []agentModule {
+	dir := "agent/" + agentPackage
+	files, err := fs.Glob(agentFS, dir+"/*.py")
+	if err != nil || len(files) == 0 {
+		panic("persistence: agent package not embedded")
+	}
+	sort.Strings(files)
+	var out []agentModule
+	for _, f := range files {
+		b, err := agentFS.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		stem := strings.TrimSuffix(path.Base(f), ".py")
+		m := agentModule{name: agentPackage + "." + stem, src: string(b)}
+		if stem == "__init__" {
+			m.name = agentPackage
+			out = append([]agentModule{m}, out...)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// AgentSource returns the agent's Python sources, each module headed by a "# module <name>" line
+// (for tests and diagnostics).
+func AgentSource() string {
+	var b strings.Builder
+	for _, m := range agentModules {
+		b.WriteString("# module " + m.name + "\n" + m.src + "\n")
+	}
+	return b.String()
+}
 
 // AgentBootstrap returns the code that loads the agent into a kernel: run it silently once, right after
-// the kernel starts. It registers the module "carryover_agent" in sys.modules and binds one hidden name,
-// __carryover__, in the user namespace; the helper function it defines deletes itself. spoolDir is the
-// spool directory as the kernel sees it.
+// the kernel starts. It registers the package "carryover_agent" (and its modules) in sys.modules and
+// binds one hidden name, __carryover__, in the user namespace; the helper function it defines deletes
+// itself. spoolDir is the spool directory as the kernel sees it.
 func AgentBootstrap(spoolDir string) string { return agentBootstrap(spoolDir, spoolDir) }
 
+// agentBootstrap carries the package's sources inside the code it returns and imports them through a
+// meta-path finder serving those strings: the kernel reads no file of ours. That matters in the
+// bubblewrap sandbox, where the server's files are not mounted, and for any launcher that only shares
+// the ZMQ channel with the server; it also leaves nothing to clean up or for a cell to overwrite. A
+// second bootstrap in the same kernel replaces the finder and the modules (the agent re-installs).
 func agentBootstrap(spoolKernel, spoolHost string) string {
 	var b strings.Builder
-	b.WriteString("def __carryover_boot(src, spool, host):\n")
-	b.WriteString("    import sys, types\n")
-	b.WriteString("    m = types.ModuleType('carryover_agent')\n")
-	b.WriteString("    m.__file__ = 'carryover_agent.py'\n")
-	b.WriteString("    sys.modules['carryover_agent'] = m\n")
-	b.WriteString("    exec(compile(src, 'carryover_agent.py', 'exec'), m.__dict__)\n")
-	b.WriteString("    m.install(spool, spool_host=host)\n")
-	b.WriteString("try:\n    __carryover_boot(")
-	b.WriteString(pyString(agentSource))
-	b.WriteString(", ")
+	b.WriteString(agentBootCode)
+	b.WriteString("try:\n    __carryover_boot({")
+	for i, m := range agentModules {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyString(m.name) + ": " + pyString(m.src))
+	}
+	b.WriteString("}, ")
 	b.WriteString(pyString(spoolKernel))
 	b.WriteString(", ")
 	b.WriteString(pyString(spoolHost))
 	b.WriteString(")\nfinally:\n    del __carryover_boot\n")
 	return b.String()
 }
+
+// agentBootCode defines __carryover_boot(srcs, spool, host): srcs maps module name -> source. The
+// modules get a filename "carryover_agent/<name>.py" and a loader with get_source, so tracebacks
+// through the agent show its lines.
+const agentBootCode = `def __carryover_boot(srcs, spool, host):
+    import importlib, importlib.abc, importlib.util, sys
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        carryover_agent = True
+
+        def find_spec(self, name, path=None, target=None):
+            if name not in srcs:
+                return None
+            pkg = name == "carryover_agent"
+            spec = importlib.util.spec_from_loader(name, self, is_package=pkg)
+            spec.origin = "carryover_agent/" + ("__init__" if pkg else name.rsplit(".", 1)[1]) + ".py"
+            return spec
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, m):
+            exec(compile(srcs[m.__name__], m.__spec__.origin, "exec"), m.__dict__)
+
+        def get_source(self, name):
+            return srcs.get(name)
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "carryover_agent", False)]
+    for k in [k for k in sys.modules if k == "carryover_agent" or k.startswith("carryover_agent.")]:
+        del sys.modules[k]
+    sys.meta_path.insert(0, Finder())
+    importlib.import_module("carryover_agent").install(spool, spool_host=host)
+`
 
 // pyString quotes s as a Python string literal: a JSON string is one (\uXXXX, \n, \" and \/ mean the
 // same in both).

@@ -20,15 +20,70 @@ func TestAgentPython(t *testing.T) {
 	t.Logf("%s", out)
 }
 
-// TestAgentBootstrapQuotes checks the embedded source survives quoting as a Python literal.
+// TestAgentBootstrapQuotes checks the embedded sources survive quoting as Python literals.
 func TestAgentBootstrapQuotes(t *testing.T) {
 	code := AgentBootstrap("/tmp/spool'\"x")
-	if !strings.Contains(code, "del __carryover_boot") || len(code) < len(agentSource) {
+	if !strings.Contains(code, "del __carryover_boot") || len(code) < len(AgentSource())-200*len(agentModules) {
 		t.Fatalf("bootstrap looks wrong: %.200s", code)
 	}
 	cmd := exec.Command("/usr/bin/python3", "-c", "import ast,sys; ast.parse(sys.stdin.read())")
 	cmd.Stdin = strings.NewReader(code)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("bootstrap does not parse: %v\n%s", err, out)
+	}
+}
+
+// TestAgentBootstrapLoadsPackageFromStrings runs the bootstrap in a Python process whose working
+// directory and sys.path hold no copy of the agent (as in the sandbox, where the server's files are
+// not mounted): every module of the package must come from the strings the bootstrap carries, the
+// agent must answer, tracebacks must show its source, and a second bootstrap must replace it cleanly.
+func TestAgentBootstrapLoadsPackageFromStrings(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	spool := t.TempDir()
+	boot := AgentBootstrap(spool)
+	script := `import json, sys, traceback
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance()
+boot = sys.stdin.read()
+exec(boot, sh.user_ns)
+first = sh.user_ns["__carryover__"]
+exec(boot, sh.user_ns)
+ag = sh.user_ns["__carryover__"]
+assert ag is not first and "__carryover_boot" not in sh.user_ns
+mods = sorted(k for k in sys.modules if k == "carryover_agent" or k.startswith("carryover_agent."))
+files = [getattr(sys.modules[k], "__file__", None) for k in mods]
+ag.call("ping", "{}")
+ping = json.loads(ag.take())
+sh.run_cell("x = 41")
+ag.call("snapshot", json.dumps({"token": "t1"}))
+snap = json.loads(ag.take())
+try:
+    ag.call("no_such_op", "{}")
+except AttributeError:
+    tb = traceback.format_exc()
+print(json.dumps({"mods": mods, "files": files, "ping": ping, "saved": snap["saved"], "tb": tb,
+                  "finders": sum(1 for f in sys.meta_path if getattr(f, "carryover_agent", False))}))
+`
+	cmd := exec.Command("/usr/bin/python3", "-c", script)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "PYTHONPATH=")
+	cmd.Stdin = strings.NewReader(boot)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bootstrap failed: %v\n%s", err, out)
+	}
+	s := string(out)
+	for _, m := range agentModules {
+		if !strings.Contains(s, `"`+m.name+`"`) {
+			t.Errorf("module %s not loaded: %s", m.name, s)
+		}
+	}
+	for _, want := range []string{`"files": [null`, `"ok": true`, `"saved": ["x"]`, `"finders": 1`,
+		`carryover_agent/agent.py`, `getattr(self, \"op_\" + op)`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %s:\n%s", want, s)
+		}
 	}
 }

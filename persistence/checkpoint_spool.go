@@ -1,8 +1,8 @@
 package persistence
 
-// The spool protocol between the in-kernel agent (agent/carryover_agent.py, whose docstring is the
-// reference) and this package. Large state never travels through the Jupyter protocol and is never held
-// whole in Go's memory:
+// The spool protocol between the in-kernel agent (agent/carryover_agent/, whose package docstring is
+// the reference) and this package. Large state never travels through the Jupyter protocol and is never
+// held whole in Go's memory:
 //
 //   - Snapshot: Go calls __carryover__.call("snapshot", {"token", "committed", "chunk_size"}). The agent
 //     writes every chunk Go does not have yet as a file <spool>/<token>/<hash> holding the chunk's STORED

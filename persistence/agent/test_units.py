@@ -4,6 +4,7 @@ Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (
 
 import ast
 import io
+import json
 import os
 import pickle
 import tempfile
@@ -126,15 +127,197 @@ class PicklingTest(unittest.TestCase):
             agent._shared = ca._shared_types()
             c = Cur()
             c.n = 4
-            r = agent._pickle_one(["c"], [c])
+            r = ca.pickle_one(agent, ["c"], [c])
             warn = ca._verify(r, {"c": c})
             self.assertEqual(len(warn), 1)
             self.assertIn("'n'", warn[0]["reason"])
             c.n = 0
-            r = agent._pickle_one(["c"], [c])
+            r = ca.pickle_one(agent, ["c"], [c])
             self.assertEqual(ca._verify(r, {"c": c}), ())
         finally:
             del ca.Cur
+
+
+class FakeShell:
+    """What analyze() needs of an IPython shell: IPython's own cell transform (magics become calls)."""
+
+    def transform_cell(self, raw):
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        return TransformerManager().transform_cell(raw)
+
+
+class AnalyzeTest(unittest.TestCase):
+    def test_class_body_locals_stay_local(self):
+        names, _ = names_of("class C(Base):\n    z = 1\n    def m(self):\n        return q + z\n")
+        self.assertTrue({"C", "Base", "q"} <= names)
+        self.assertNotIn("z", names)
+        self.assertNotIn("self", names)
+
+    def test_lambda_params_and_except_names(self):
+        names, _ = names_of("f = lambda a, *r, **k: a + b\ntry:\n    pass\nexcept E as err:\n    pass\n")
+        self.assertTrue({"f", "b", "E"} <= names)  # err is unbound after the block: found as "gone"
+        self.assertFalse({"a", "r", "k"} & names)
+
+    def test_magics_through_ipython_transform(self):
+        cur = {"x": 1, "f": len, "y": []}
+        names, dynamic = ca.analyze(FakeShell(), ["%time x = f(y)"], cur)
+        self.assertTrue({"x", "f", "y"} <= names)
+        self.assertFalse(dynamic)
+        self.assertTrue(ca.analyze(FakeShell(), ["%run other.py"], cur)[1])
+
+    def test_unparsable_cell_is_dynamic(self):
+        self.assertTrue(ca.analyze(FakeShell(), ["def (:"], {})[1])
+
+    def test_globals_of_called_session_functions_transitively(self):
+        ns = {}
+        exec("def leaf():\n    return deep\ndef f():\n    return leaf() + mid\nclass K:\n    def m(self):\n"
+             "        return via_method\n", ns)
+        for v in ns.values():
+            if hasattr(v, "__module__"):
+                v.__module__ = "__main__"
+        cur = {"f": ns["f"], "leaf": ns["leaf"], "k": ns["K"](), "deep": 1, "mid": 2, "via_method": 3}
+        names, _ = ca.analyze(FakeShell(), ["r = f()\nk.m()"], cur)
+        self.assertTrue({"f", "leaf", "deep", "mid", "via_method"} <= names, names)
+
+
+def agent_stub():
+    """An Agent with only what the pickling functions read (see pickling.py's docstring)."""
+    agent = object.__new__(ca.Agent)
+    agent._shared = ca._shared_types()
+    agent._defnames = {}
+    agent._sentinels = ca._sentinels()
+    return agent
+
+
+class GroupingTest(unittest.TestCase):
+    def test_shared_objects_form_one_group(self):
+        from carryover_agent.groups import _State
+
+        inner = [1, 2]
+        cur = {"a": inner, "b": {"k": inner}, "c": [3], "i": 7}
+        skipped = {}
+        out = ca.pickle_data(agent_stub(), sorted(cur), cur, _State(), {}, skipped)
+        self.assertEqual(sorted(r.names for r in out), [("a", "b"), ("c",), ("i",)])
+        both = next(r for r in out if r.names == ("a", "b"))
+        a2, b2 = pickle.loads(both.data)
+        self.assertIs(b2["k"], a2)  # one pickle: the memo keeps the sharing
+        self.assertEqual(skipped, {})
+
+    def test_new_object_sharing_with_a_saved_group_pulls_it_in(self):
+        from carryover_agent.groups import _Group, _State
+
+        X = np.arange(10.0)
+        prev = _State()
+        old = _Group(["X"], "data")
+        old.ids = frozenset({id(X)})
+        prev.groups[frozenset(["X"])] = old
+        cur = {"X": X, "model": {"data": X}}
+        out = ca.pickle_data(agent_stub(), ["model"], cur, prev, prev.name2group(), {})
+        self.assertEqual([r.names for r in out], [("X", "model")])
+
+    def test_unpicklable_value_is_skipped_with_reason(self):
+        from carryover_agent.groups import _State
+
+        cur = {"g": (i for i in range(3)), "ok": 1}
+        skipped = {}
+        out = ca.pickle_data(agent_stub(), sorted(cur), cur, _State(), {}, skipped)
+        self.assertEqual([r.names for r in out], [("ok",)])
+        self.assertEqual(skipped["g"]["type"], "generator")
+        self.assertIn("generator", skipped["g"]["reason"])
+
+    def test_large_bytes_go_out_of_band(self):
+        blob = b"z" * ca.BIG_BYTES
+        r = ca.pickle_one(agent_stub(), ["blob"], [blob])
+        self.assertEqual(len(r.buffers), 1)
+        self.assertLess(len(r.data), 200)
+        self.assertEqual(pickle.loads(r.data, buffers=r.buffers), blob)
+        small = ca.pickle_one(agent_stub(), ["s"], [b"z" * 100])
+        self.assertEqual(small.buffers, [])
+
+
+class ReducersTest(unittest.TestCase):
+    def test_held_lock_comes_back_released(self):
+        import threading
+
+        lock, rlock = threading.Lock(), threading.RLock()
+        lock.acquire()
+        rlock.acquire()
+        l2, r2 = roundtrip((lock, rlock))
+        self.assertTrue(l2.acquire(blocking=False))
+        self.assertTrue(r2.acquire(blocking=False))
+        lock.release()
+        rlock.release()
+
+    def test_session_class_by_value_and_sentinel_by_reference(self):
+        import dataclasses
+        import dill
+
+        ns = {"__name__": "__main__"}
+        exec("import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int = 1\n    def double(self):\n"
+             "        return 2 * self.x\n", ns)
+        P = ns["P"]
+        agent = agent_stub()
+        r = ca.pickle_def(agent, ["P"], P, {})
+        self.assertEqual(r.fmt, "d")
+        u = dill.Unpickler(io.BytesIO(r.data))
+        u.persistent_load = ca._persistent_load({})
+        P2 = u.load()
+        self.assertIsNot(P2, P)
+        self.assertEqual((P2.__qualname__, P2.__module__), ("P", "__main__"))
+        self.assertEqual(P2(x=4).double(), 8)
+        # the dataclass Field's sentinel came back as THE sentinel, so dataclasses still works
+        self.assertIs(dataclasses.fields(P2)[0].default_factory, dataclasses.MISSING)
+
+    def test_verify_names_a_type_changing_reduce(self):
+        class Odd:
+            def __reduce__(self):
+                return (str, ("odd",))
+
+        ca.Odd = Odd
+        Odd.__module__, Odd.__qualname__ = "carryover_agent", "Odd"
+        try:
+            o = Odd()
+            r = ca.pickle_one(agent_stub(), ["o"], [o])
+            warn = ca._verify(r, {"o": o})
+            self.assertEqual(len(warn), 1)
+            self.assertIn("restores as str, not Odd", warn[0]["reason"])
+        finally:
+            del ca.Odd
+
+
+class SpoolTest(unittest.TestCase):
+    def test_describe_cuts_chunks_and_lists_children(self):
+        from carryover_agent.spool import describe
+
+        big = np.arange(3 * 1024, dtype=np.uint8)
+        r = ca.pickle_one(agent_stub(), ["big"], [big])
+        tracker = ca._Tracker()
+        tracker.reset_stats()
+        g, pieces = describe(tracker, r, 1024, {"big": big})
+        desc = json.loads(bytes(pieces[-1][1]))
+        self.assertEqual(pieces[-1][0], g.ref)
+        self.assertEqual([n for _, n in desc["b"][0][2]], [1024, 1024, 1024])
+        self.assertEqual(sorted(g.chunks), sorted({h for h, _, _ in pieces[:-1]}))
+        self.assertEqual(g.chunks, tuple(pieces[-1][2]))
+        self.assertEqual((g.names, g.types, g.size), (("big",), ("ndarray",), len(r.data) + 3 * 1024))
+
+    def test_emit_inlines_small_and_spools_large(self):
+        from carryover_agent.spool import emit
+
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "tok")
+            made = [False]
+            small = emit(out, made, "h1", b"abc", None)
+            self.assertEqual((small["c"], small["d"], made[0]), ("raw", "YWJj", False))
+            noise = os.urandom(ca.INLINE_MAX + 1)
+            e = emit(out, made, "h2", noise, ["c1"])
+            self.assertEqual((e["f"], e["ch"], e["c"]), ("h2", ["c1"], "raw"))
+            with open(os.path.join(out, "h2"), "rb") as f:
+                self.assertEqual(f.read(), noise)
+            z = emit(out, made, "h3", b"\0" * (ca.INLINE_MAX * 4), None)
+            self.assertEqual(z["c"], "zstd")
+            self.assertLess(z["s"], z["n"])
 
 
 if __name__ == "__main__":

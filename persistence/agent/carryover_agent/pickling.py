@@ -1,0 +1,262 @@
+"""Pickling a group of variables: the C pickler (protocol 5, out-of-band buffers) with the agent's
+reducers, dill as the fallback and for session definitions, and the ids an object graph shares by,
+which decide what is pickled together (so ``b is a`` survives a restore).
+
+The functions taking ``agent`` read three things from it, set at each snapshot: ``_shared`` (types
+that never glue groups), ``_defnames`` (id -> name of session definitions, pickled by name) and
+``_sentinels`` (module singletons pickled by reference)."""
+
+import copyreg
+import importlib
+import io
+import pickle
+import sys
+import types
+
+from .classes import _reduce_class
+from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
+from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
+
+def _is_session_def(v):
+    return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
+
+
+def _import_ref(v):
+    """(module, attr) when v can be re-imported: modules, and classes/functions of real modules."""
+    if isinstance(v, types.ModuleType):
+        name = getattr(v, "__name__", None)
+        if name and sys.modules.get(name) is v and name != "__main__":
+            return (name, None)
+        return None
+    if not isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    mod = getattr(v, "__module__", None)
+    qual = getattr(v, "__qualname__", None)
+    if not mod or not qual or mod == "__main__" or "<" in qual:
+        return None
+    m = sys.modules.get(mod)
+    if m is None:
+        return None
+    obj = m
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+    return (mod, qual) if obj is v else None
+
+
+class _DataPickler(pickle.Pickler):
+    """The C pickler, protocol 5; open files through _reduce_file."""
+
+    dispatch_table = _DISPATCH
+
+
+
+
+if dill is not None:
+
+    class _DillPickler(dill.Pickler):
+        """dill with session classes by value (skeleton + state) and other session definitions by
+        reference to their name, so each keeps its identity and restores in dependency order."""
+
+        dispatch_table = _DISPATCH
+
+        def __init__(self, file, agent, root, **kw):
+            super().__init__(file, protocol=PROTOCOL, **kw)
+            self._agent = agent
+            self._root = root
+            self.deps = set()
+            self._strs = {}
+
+        def save(self, obj, save_persistent_id=True):
+            # Equal strings are written once whatever their identity: a restored class or function holds
+            # copies where the original shared interned strings, and must still pickle to the same bytes.
+            t = type(obj)
+            if t is str or t is bytes:
+                obj = self._strs.setdefault((t, obj), obj)
+            elif t is tuple and obj and all(type(e) in _ATOMS for e in obj):
+                key = tuple((type(e), e.hex() if type(e) is float else e) for e in obj)  # -0.0 != 0.0
+                obj = self._strs.setdefault((t, key), obj)
+            return super().save(obj, save_persistent_id)
+
+        def persistent_id(self, obj):
+            if obj is self._root:
+                return None
+            oid = id(obj)
+            name = self._agent._defnames.get(oid)
+            if name is not None:
+                self.deps.add(name)
+                return ("d", name)
+            s = self._agent._sentinels.get(oid)
+            if s is not None and s[2] is obj:
+                return ("g", s[0], s[1])
+            if isinstance(obj, types.ModuleType) and _import_ref(obj):
+                return ("m", obj.__name__)
+            return None
+
+        def reducer_override(self, obj):
+            if isinstance(obj, type) and obj.__module__ == "__main__":
+                return _reduce_class(obj)
+            reduce = _DISPATCH.get(type(obj))
+            if reduce is not None and type(obj) not in copyreg.dispatch_table:
+                return reduce(obj)
+            return NotImplemented
+
+
+def _persistent_load(ns):
+    def load(pid):
+        kind = pid[0]
+        if kind == "d":
+            try:
+                return ns[pid[1]]
+            except KeyError:
+                raise _MissingDep(pid[1])
+        if kind == "g":
+            return getattr(importlib.import_module(pid[1]), pid[2])
+        if kind == "m":
+            return importlib.import_module(pid[1])
+        raise pickle.UnpicklingError("unknown persistent id %r" % (pid,))
+
+    return load
+
+
+class _MissingDep(Exception):
+    pass
+
+
+class _Pickled:
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes")
+
+    def __init__(self, names, kind):
+        self.names = tuple(names)
+        self.kind = kind
+        self.fmt = "p"
+        self.data = b""
+        self.buffers = []
+        self.ids = frozenset()
+        self.deps = ()
+        self.keep = None  # memo copy held while groups are formed, so ids are not reused
+        self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
+
+
+def pickle_def(agent, names, obj, skipped):
+    r = _Pickled(names, "def")
+    if dill is None:
+        for n in names:
+            skipped[n] = {"name": n, "type": _typename(obj), "reason": "dill is not installed"}
+        return None
+    try:
+        buf = io.BytesIO()
+        bufs = []
+        p = _DillPickler(buf, agent, obj, buffer_callback=bufs.append)
+        p.dump(obj)
+        r.fmt, r.data, r.buffers, r.deps = "d", buf.getvalue(), bufs, tuple(sorted(p.deps - set(names)))
+        return r
+    except Exception as e:
+        for n in names:
+            skipped[n] = {"name": n, "type": _typename(obj), "reason": _reason(e)}
+        return None
+
+def pickle_one(agent, names, values):
+    """Pickles values (one name: the value; several: a tuple) with the C pickler, else dill.
+    Returns _Pickled or raises."""
+    r = _Pickled(names, "data")
+    obj = values[0] if len(values) == 1 else tuple(values)
+    if len(values) == 1 and type(obj) in (bytes, bytearray) and len(obj) >= BIG_BYTES:
+        obj = _OOBBytes(obj)
+    bufs = []
+    buf = io.BytesIO()
+    del _SEEN[:], _NOTES[:]
+    try:
+        p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
+        p.dump(obj)
+        r.data = buf.getvalue()
+        r.keep = p.memo.copy() if len(r.data) <= BIG_GRAPH else None
+    except Exception as first:
+        if dill is None:
+            raise first
+        bufs = []
+        buf = io.BytesIO()
+        del _SEEN[:], _NOTES[:]
+        p = _DillPickler(buf, agent, None, buffer_callback=bufs.append)
+        try:
+            p.dump(obj)
+        except Exception as e:
+            raise e from first
+        r.fmt = "d"
+        r.data = buf.getvalue()
+        r.keep = dict(p.memo) if len(r.data) <= BIG_GRAPH else None
+        r.deps = tuple(sorted(p.deps))
+    r.buffers = bufs
+    ids = set()
+    shared = agent._shared
+    if r.keep is not None:
+        for k, (_, o) in r.keep.items():
+            if not isinstance(o, shared) and type(o) is not object and o is not obj:
+                ids.add(k)
+    else:
+        # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
+        # detected through the values and their direct children only (b = d[5] still groups with d).
+        for v in values:
+            kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
+            ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+        ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
+    del _SEEN[:]
+    r.notes = tuple(dict.fromkeys(_NOTES))
+    del _NOTES[:]
+    if len(values) > 1 or obj is values[0]:
+        ids.update(id(v) for v in values if not isinstance(v, shared))
+    r.ids = frozenset(ids)
+    return r
+
+
+def pickle_data(agent, names, cur, prev, p2g, skipped):
+    """Pickles each candidate alone, merges names whose objects overlap (with each other or with
+    groups not re-checked) and re-pickles merged groups together."""
+    singles = {}
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n in singles or n in skipped:
+            continue
+        try:
+            singles[n] = pickle_one(agent, [n], [cur[n]])
+        except Exception as e:
+            skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
+            continue
+        ids = singles[n].ids
+        if not ids:
+            continue
+        # overlap with a group that was not a candidate: pull it in
+        for g in prev.groups.values():
+            if g.kind == "data" and g.ids and not g.ids.isdisjoint(ids):
+                for m in g.names:
+                    if m in cur and m not in singles and m not in skipped and m not in todo:
+                        todo.append(m)
+    # union-find over shared ids
+    parent = {n: n for n in singles}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner = {}
+    for n in sorted(singles):
+        for i in singles[n].ids:
+            o = owner.setdefault(i, n)
+            if o != n:
+                parent[find(n)] = find(o)
+    comps = {}
+    for n in singles:
+        comps.setdefault(find(n), []).append(n)
+    out = []
+    for members in comps.values():
+        members.sort()
+        if len(members) == 1:
+            out.append(singles[members[0]])
+            continue
+        try:
+            out.append(pickle_one(agent, members, [cur[m] for m in members]))
+        except Exception:
+            out.extend(singles[m] for m in members)  # together fails: save apart, lose aliasing
+    return out

@@ -1,0 +1,260 @@
+"""The ``restore`` op: imports by reference, then session definitions (in dependency order, retried
+while progress is made), data groups and interpreter state, each group loaded independently from
+the files Go assembled (buffers mapped copy-on-write, never copied). The restored groups become the
+agent's state, so the next snapshot writes only what changes after the restore."""
+
+import base64
+import importlib
+import io
+import mmap
+import os
+import pickle
+import sys
+import time
+
+from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
+from .dirty import TRACK_MIN
+from .groups import _Group, _State
+from .interp import _apply_state
+from .pickling import _MissingDep, _persistent_load
+from .reducers import _DISPATCH_TYPES, _library_dispatch
+
+
+def op_restore(agent, a):
+    agent._await_preimport()
+    t0 = time.perf_counter()
+    agent.pending = None
+    agent.cells = []
+    if a.get("clear"):
+        for k in list(agent.ns):
+            if agent._keep(k, agent.ns[k]):
+                del agent.ns[k]
+    # What the checkpoint said restores differently ("saved, but ..."): kept on the groups so every
+    # later checkpoint still says it (the restored value now compares equal to its own round trip).
+    agent._warned = {s["name"]: s for s in a.get("skipped") or ()
+                     if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
+    r = _Restore(agent)
+    groups = a.get("groups") or []
+    for g in groups:
+        if g["k"] == "imp":
+            r.load_import(g)
+    r.load_defs([g for g in groups if g["k"] == "def"])
+    for g in groups:
+        if g["k"] == "data":
+            r.load_into(g, retry=False)
+    for g in groups:
+        if g["k"] == "state":
+            r.load_into(g, retry=False, apply=lambda names, obj: _apply_state(agent.shell, names[0], obj))
+    _restore_env(a)
+    st = r.st
+    cur = agent._user_names()
+    st.ids = {n: id(v) for n, v in cur.items()}
+    for g in st.groups.values():
+        if g.ref:
+            st.known.add(g.ref)
+            st.known.update(g.chunks)
+    st.recheck_all = True
+    agent.state = st
+    return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(),
+            "timings": {"load_ms": _ms(t0)}, "groups": r.timings}
+
+
+def _restore_env(a):
+    cwd = a.get("cwd")
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
+    env = a.get("env") or {}
+    for k, v in (env.get("set") or {}).items():
+        os.environ[k] = v
+    for k in env.get("unset") or ():
+        os.environ.pop(k, None)
+
+
+class _Restore:
+    """One restore in progress: what was restored or failed, per-group timings, the new state."""
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.ns = agent.ns
+        self.restored, self.failed, self.timings = [], [], []
+        self.st = _State()
+        self.st.full = False
+        self.load = _persistent_load(agent.ns)
+
+    def load_import(self, g):
+        try:
+            obj = importlib.import_module(g["m"])
+            if g.get("a"):
+                for part in g["a"].split("."):
+                    obj = getattr(obj, part)
+            for n in g["n"]:
+                self.ns[n] = obj
+            self.restored.extend(g["n"])
+            grp = _Group(g["n"], "imp")
+            grp.mod, grp.attr, grp.types = g["m"], g.get("a"), tuple(g.get("t") or ())
+            self.st.groups[frozenset(grp.names)] = grp
+        except Exception as e:
+            self.failed.extend({"name": n, "type": "module", "reason": _reason(e)} for n in g["n"])
+
+    def load_defs(self, defs):
+        """Session definitions in dependency order: retried while progress is made."""
+        pending = list(defs)
+        while pending:
+            progress = False
+            later = []
+            for g in pending:
+                if self.load_into(g, retry=True) is None:
+                    later.append(g)
+                else:
+                    progress = True
+            if not progress:
+                for g in later:
+                    self.load_into(g, retry=False)
+                break
+            pending = later
+
+    def _fail(self, g, reason):
+        names = g["n"]
+        self.failed.extend({"name": n, "type": (g.get("t") or ["?"] * len(names))[i], "reason": reason}
+                           for i, n in enumerate(names))
+        _cleanup(g)
+        return False
+
+    def load_into(self, g, retry, apply=None):
+        """Loads one group: True when loaded, False when it failed (named in failed), None when it
+        needs a session definition not restored yet and retry is set."""
+        t = time.perf_counter()
+        names = g["n"]
+        try:
+            desc = g["desc"]
+            obj, u, bufs = _unpickle(g, desc, self.load)
+        except _MissingDep as e:
+            if retry:
+                return None
+            return self._fail(g, "needs %s, which could not be restored" % e.args[0])
+        except Exception as e:
+            return self._fail(g, _reason(e))
+        _cleanup(g)
+        grp_ids = None
+        if apply is not None:
+            try:
+                apply(names, obj)
+            except Exception as e:
+                self.failed.extend({"name": n, "type": "state", "reason": _reason(e)} for n in names)
+                return False
+        else:
+            values = [obj] * len(names) if g["k"] == "def" or len(names) == 1 else list(obj)
+            for n, v in zip(names, values):
+                self.ns[n] = v
+            self.restored.extend(names)
+            objs = _memo_objects(u)
+            grp_ids = _loaded_ids(objs, obj, values, desc)
+            _seed(self.agent._tracker, objs, bufs, desc)
+        self.timings.append({"n": names, "ms": _ms(t)})
+        self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
+        return True
+
+    def _record(self, g, desc, ids):
+        """The loaded group as the agent's state. Its ids (from the unpickler's memo) let a later
+        turn's new object that shares with it (a model fitted on X, an optimizer over a model's
+        parameters) merge with it, whatever names the cell used, as in a kernel never restored."""
+        names = g["n"]
+        grp = _Group(names, g["k"])
+        grp.ref = g["r"]
+        if ids is not None:
+            grp.ids = ids
+            grp.warn = tuple(self.agent._warned[n] for n in names if n in self.agent._warned)
+        grp.types = tuple(g.get("t") or ())
+        grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
+        grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
+        self.st.groups[frozenset(names)] = grp
+
+
+def _unpickle(g, desc, load):
+    """(object, unpickler, buffers) of one group: the pickle stream from ``pd`` (inline) or ``pf``,
+    each out-of-band buffer mapped from its file of ``bf``."""
+    if "pd" in g:
+        data = base64.b64decode(g["pd"])
+    else:
+        with open(g["pf"], "rb") as f:
+            data = f.read()
+    bufs = [_map_file(p) for p in g.get("bf") or ()]
+    if desc["f"] == "d":
+        u = dill.Unpickler(io.BytesIO(data), buffers=bufs)
+    else:
+        u = pickle.Unpickler(io.BytesIO(data), buffers=bufs)
+    u.persistent_load = load
+    return u.load(), u, bufs
+
+
+def _seed(tracker, objs, bufs, desc):
+    """Hands the dirty-page tracker the chunk hashes of large restored buffers (from the group's
+    descriptor), keyed to the arrays built straight over them."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return
+    at = {}
+    for j, b in enumerate(bufs):
+        chunks = desc["b"][j][2] if j < len(desc["b"]) else ()
+        if isinstance(b, mmap.mmap) and len(b) >= TRACK_MIN and len(chunks) > 1:
+            import ctypes
+
+            at[ctypes.addressof(ctypes.c_char.from_buffer(b))] = (len(b), chunks)
+    if not at:
+        return
+    for o in objs:
+        if type(o) is np.ndarray and o.base is not None and not isinstance(o.base, np.ndarray):
+            hit = at.get(o.__array_interface__["data"][0])
+            if hit and o.nbytes == hit[0] and (o.flags.c_contiguous or o.flags.f_contiguous):
+                tracker.seed(o, o.__array_interface__["data"][0], hit[0], hit[1][0][1], hit[1])
+
+
+def _memo_objects(u):
+    """The objects an unpickler memoised (the ones the pickler memoised)."""
+    memo = getattr(u, "memo", None)
+    try:
+        return list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())
+    except Exception:
+        return []
+
+
+def _loaded_ids(objs, obj, values, desc):
+    """The ids a restored group's objects share by: the same rule as _pickle_one's, applied to the
+    unpickler's memo (the objects the pickler memoised) instead of the pickler's."""
+    _library_dispatch()  # the group may have imported numpy or torch
+    shared = _shared_types()
+    ids = set()
+    if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
+        ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
+    else:
+        for v in values:
+            kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
+            ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
+        arrays = tuple(t for t in (_DISPATCH_TYPES.get("ndarray"), _DISPATCH_TYPES.get("tensor")) if t)
+        if arrays:
+            ids.update(id(o) for o in objs if isinstance(o, arrays))
+    ids.update(id(v) for v in values if not isinstance(v, shared))
+    return frozenset(ids)
+
+
+def _map_file(path):
+    """Maps a restored buffer copy-on-write (no copy until written) and unlinks its file."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            m = bytearray()
+        else:
+            m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return m
+
+
+def _cleanup(g):
+    for p in ([g["pf"]] if g.get("pf") else []) + list(g.get("bf") or ()):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass

@@ -1,0 +1,270 @@
+"""The ``snapshot`` op: work out what the turn could have changed (detect), pickle it (serialize),
+cut it into chunks and hand Go the ones it does not have (write), and keep the new state pending
+until Go says it committed it. See the package docstring for the protocol."""
+
+import os
+import time
+
+from .analysis import analyze
+from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
+from .groups import _KIND_ORDER, _Group, _State
+from .interp import _capture_state
+from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
+from .reducers import _library_dispatch
+from .spool import describe, emit
+from .verify import _verify
+
+
+def op_snapshot(agent, a):
+    agent._await_preimport()
+    t0 = time.perf_counter()
+    agent._tracker.reset_stats()
+    agent._tracker.purge()
+    agent._settle(a.get("committed") or "")
+    token = a["token"]
+    cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
+    cells, agent.cells = agent.cells, []
+    prev = agent.state
+    cur = agent._user_names()
+    _prepare(agent, cur)
+    cand = _candidates(agent, cells, cur, prev)
+    detect = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    new_groups, skipped, results = _serialize(agent, cand, cur, prev, t1)
+    serialize = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    chunks_out, saved, hash_t = _write(agent, results, new_groups, cur, prev, os.path.join(agent.spool, token), cs)
+    _carry_over(prev, cur, new_groups, skipped)
+    write = time.perf_counter() - t2 - hash_t
+    serialize += hash_t
+
+    agent.pending = (token, _new_state(new_groups, cur, skipped), cells)
+    saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
+    nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
+    groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
+    return {
+        "token": token,
+        "spool_host": agent.spool_host,
+        "groups": [g.entry() for g in groups],
+        "saved": sorted(saved_set),
+        "unchanged": nsaved - len(saved_set),
+        "skipped": [skipped[n] for n in sorted(skipped)],
+        "chunks": chunks_out,
+        "cwd": _cwd(),
+        "env": _env_diff(agent),
+        "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
+                         "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent)),
+    }
+
+
+def _prepare(agent, cur):
+    """What pickling needs to know this turn: the session definitions by id (pickled by name), the
+    types that never glue groups, the reducers of libraries imported since the last turn."""
+    agent._defnames = {id(v): k for k, v in cur.items() if _is_session_def(v) and getattr(v, "__qualname__", "") == k}
+    for k, v in cur.items():
+        if _is_session_def(v) and id(v) not in agent._defnames:
+            agent._defnames[id(v)] = k
+    agent._shared = _shared_types()
+    _library_dispatch()
+
+
+def _candidates(agent, cells, cur, prev):
+    """Names the turn may have changed: rebound or new, touched by the cells, everything after a
+    dynamic cell or on a fresh agent, and every name of a group one of those belongs to."""
+    touched, dynamic = analyze(agent.shell, cells, cur)
+    p2g = prev.name2group()
+    cand = set()
+    for n, v in cur.items():
+        if prev.ids.get(n) != id(v):
+            cand.add(n)
+    if dynamic or prev.full:
+        cand |= set(cur)
+    cand |= touched & cur.keys()
+    gone = prev.ids.keys() - cur.keys()
+    for n in cand | gone:
+        g = p2g.get(n)
+        if g is not None:
+            cand |= {m for m in g.names if m in cur}
+    return cand
+
+
+def _serialize(agent, cand, cur, prev, t1):
+    """Import groups for the candidates that are imports; pickles of the session definitions, data
+    groups, small unchanged groups (re-checked within a budget) and interpreter state."""
+    new_groups = {}
+    skipped = {}
+    results = []  # _Pickled ready to chunk
+    data_names = []
+    by_def = {}
+    for n in sorted(cand):
+        v = cur[n]
+        ref = _import_ref(v)
+        if ref is not None:
+            g = _Group([n], "imp")
+            g.mod, g.attr = ref
+            g.types = (_typename(v),)
+            new_groups[frozenset(g.names)] = g
+        elif _is_session_def(v):
+            by_def.setdefault(id(v), []).append(n)
+        else:
+            data_names.append(n)
+    for ns_ in by_def.values():
+        full = sorted(k for k, v in cur.items() if v is cur[ns_[0]])
+        pk = pickle_def(agent, full, cur[ns_[0]], skipped)
+        if pk is not None:
+            results.append(pk)
+    results.extend(pickle_data(agent, data_names, cur, prev, prev.name2group(), skipped))
+    # Small unchanged groups: re-pickle within a budget (mutations through aliases).
+    picked = {n for r in results for n in r.names} | set(skipped)
+    results.extend(_recheck(agent, prev, cur, picked, skipped, t1))
+    results.extend(_pickle_state(agent, skipped))
+    return new_groups, skipped, results
+
+
+def _write(agent, results, new_groups, cur, prev, outdir, cs):
+    """Chunks and hashes every pickled group, emits the chunks Go does not have, and records which
+    names were saved (their group's descriptor changed). Returns (chunks, saved, seconds hashing)."""
+    hash_t = 0.0
+    chunks_out = []
+    emitted = set()
+    known = prev.known
+    saved = []
+    made_dir = [False]
+    for r in results:
+        th = time.perf_counter()
+        g, pieces = describe(agent._tracker, r, cs, cur)
+        hash_t += time.perf_counter() - th
+        old = prev.groups.get(frozenset(g.names))
+        if g.kind == "data":
+            g.warn = _warnings(r, g, old, cur, prev)
+        if old is not None and old.ref == g.ref:
+            g.size = old.size if not g.size else g.size
+        elif g.kind != "state":
+            saved.extend(g.names)
+        new_groups[frozenset(g.names)] = g
+        for h, piece, children in pieces:
+            if h in known or h in emitted:
+                continue
+            emitted.add(h)
+            chunks_out.append(emit(outdir, made_dir, h, piece, children))
+        r.keep = None
+    return chunks_out, saved, hash_t
+
+
+def _warnings(r, g, old, cur, prev):
+    """A data group's "saved, but ..." entries: _verify's findings (kept while the group is
+    unchanged), the reducers' notes, and what a restore said of values not rebound since."""
+    warn = old.warn if old is not None and old.ref == g.ref and old.warn is not None else _verify(r, cur)
+    if r.notes:
+        warn = tuple(warn) + tuple({"name": n, "type": _typename(cur[n]), "reason": "saved, but " + "; ".join(r.notes)}
+                                   for n in r.names if n not in {w["name"] for w in warn})
+    if old is not None and old.warn:  # a value restored degraded compares equal to itself now
+        seen = {w["name"] for w in warn}
+        warn = tuple(warn) + tuple(w for w in old.warn if w["name"] not in seen and w["name"] in cur
+                                   and prev.ids.get(w["name"]) == id(cur[w["name"]]))
+    return warn
+
+
+def _carry_over(prev, cur, new_groups, skipped):
+    """Reuses every previous group not re-checked (and its names' skip entries); every group's
+    warnings go to skipped, so a value that restores as something else is named at every checkpoint."""
+    done = {n for g in new_groups.values() for n in g.names} | set(skipped)
+    for key, g in prev.groups.items():
+        if key in new_groups:
+            continue
+        if all(n in cur and n not in done for n in g.names):
+            new_groups[key] = g
+            done |= set(g.names)
+    for n in cur:
+        if n not in done and n in prev.skipped and prev.ids.get(n) == id(cur[n]):
+            skipped[n] = prev.skipped[n]
+    for g in new_groups.values():
+        for w in g.warn or ():
+            skipped.setdefault(w["name"], w)
+
+
+def _new_state(new_groups, cur, skipped):
+    st = _State()
+    st.full = False
+    st.groups = new_groups
+    st.ids = {n: id(v) for n, v in cur.items()}
+    st.skipped = skipped
+    for g in new_groups.values():
+        if g.ref:
+            st.known.add(g.ref)
+            st.known.update(g.chunks)
+    return st
+
+
+def _dirty_timings(agent):
+    """How large buffers' changes were found: "uffd" (dirty-page scans), "hash" (every chunk hashed,
+    with the reason), "mixed", or "" when no buffer was large enough to track."""
+    st = agent._tracker.stats
+    fb = st.get("fallback", "")
+    mode = ("mixed" if fb else "uffd") if st.get("tracked") else ("hash" if fb else "")
+    out = {"dirty_mode": mode, "tracked_bytes": st.get("tracked", 0), "rehashed_bytes": st.get("rehashed", 0),
+           "hashed_bytes": st.get("hashed", 0)}
+    if fb:
+        out["dirty_fallback"] = fb
+    return out
+
+def _env_diff(agent):
+    env = os.environ
+    out = {"set": {k: v for k, v in env.items() if agent._env0.get(k) != v},
+           "unset": sorted(k for k in agent._env0 if k not in env)}
+    return out
+
+
+def _pickle_state(agent, skipped):
+    """The interpreter state (_capture_state), one "state" group per item."""
+    out = []
+    try:
+        items = _capture_state(agent.shell, skipped)
+    except Exception as e:
+        skipped["@state"] = {"name": "@state", "type": "state", "reason": _reason(e)}
+        return out
+    for name, value in items:
+        try:
+            r = pickle_one(agent, [name], [value])
+        except Exception as e:
+            skipped[name] = {"name": name, "type": "state", "reason": _reason(e)}
+            continue
+        r.kind, r.ids, r.keep = "state", frozenset(), None
+        out.append(r)
+    return out
+
+def _recheck(agent, prev, cur, picked, skipped, t_start):
+    small = [g for g in prev.groups.values() if g.kind in ("data", "def") and g.size < SMALL_GROUP
+             and all(n in cur and n not in picked for n in g.names)]
+    if not small:
+        return []
+    small.sort(key=lambda g: g.names)
+    out = []
+    start = agent._recheck_pos % len(small)
+    # Right after a restore every small group is re-checked once: objects rebuilt on load (a
+    # DataFrame, a reopened file) may pickle to other bytes, and all such rewrites then land together.
+    budget = 3600.0 if prev.recheck_all else RECHECK_BUDGET
+    deadline = time.perf_counter() + budget
+    i = 0
+    for i in range(len(small)):
+        if time.perf_counter() > deadline:
+            break
+        g = small[(start + i) % len(small)]
+        try:
+            if g.kind == "def":
+                r = pickle_def(agent, list(g.names), cur[g.names[0]], skipped)
+                if r is None:
+                    continue
+            else:
+                r = pickle_one(agent, list(g.names), [cur[n] for n in g.names])
+        except Exception as e:
+            for n in g.names:
+                skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
+            continue
+        out.append(r)
+    else:
+        i = len(small)
+    agent._recheck_pos = start + i
+    return out

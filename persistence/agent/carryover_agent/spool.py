@@ -1,0 +1,72 @@
+"""The spool side of a snapshot: a pickled group cut into hashed chunks plus its descriptor (the one
+chunk the manifest names), and each new chunk handed to Go, zstd-compressed when that pays, inline
+(base64) when small or as a file <spool>/<token>/<hash>."""
+
+import base64
+import json
+import os
+
+from .common import INLINE_MAX, SAMPLE, _hash, _typename, zstandard
+from .groups import _Group
+
+
+def describe(tracker, r, cs, cur):
+    """Cuts a pickled group into hashed chunks and builds its descriptor."""
+    pieces = []
+    pl = []
+    data = memoryview(r.data)
+    for off in range(0, max(len(data), 1), cs):
+        piece = data[off:off + cs]
+        h = _hash(piece)
+        pl.append([h, len(piece)])
+        pieces.append((h, piece, None))
+    bl = []
+    size = len(data)
+    for pb in r.buffers:
+        try:
+            mv = pb.raw()
+        except BufferError:
+            mv = memoryview(bytes(pb))  # non-contiguous: copy once
+        ro = 1 if mv.readonly else 0
+        cl = tracker.hashes(mv, cs)
+        for i, (h, _) in enumerate(cl):
+            pieces.append((h, mv[i * cs:(i + 1) * cs], None))
+        bl.append([ro, len(mv), cl])
+        size += len(mv)
+    desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
+    dj = json.dumps(desc, separators=(",", ":"), sort_keys=True).encode()
+    children = sorted({h for h, _, _ in pieces})
+    ref = _hash(dj)
+    pieces.append((ref, dj, children))
+    g = _Group(r.names, r.kind)
+    g.ref = ref
+    g.size = size
+    g.ids = r.ids
+    g.chunks = tuple(children)
+    g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
+    return g, pieces
+
+def emit(outdir, made, h, piece, children):
+    raw_len = len(piece)
+    codec, stored = "raw", piece
+    if zstandard is not None and raw_len >= 256:
+        probe = piece if raw_len <= SAMPLE else piece[:SAMPLE]
+        c = zstandard.ZstdCompressor(level=1).compress(probe)
+        if len(c) < 0.8 * len(probe):
+            z = c if raw_len <= SAMPLE else zstandard.ZstdCompressor(level=1).compress(piece)
+            if len(z) < raw_len:
+                codec, stored = "zstd", z
+    e = {"h": h, "c": codec, "n": raw_len, "s": len(stored)}
+    if children:
+        e["ch"] = children
+    if len(stored) <= INLINE_MAX:
+        e["d"] = base64.b64encode(stored).decode()
+    else:
+        if not made[0]:
+            os.makedirs(outdir, exist_ok=True)
+            made[0] = True
+        with open(os.path.join(outdir, h), "wb") as f:
+            f.write(stored)
+        e["f"] = h
+    return e
+
