@@ -83,10 +83,13 @@ func (s *Service) syncSkills(ctx context.Context, tenant string, push bool) erro
 	return s.pullSkills(ctx, root, tenant, man)
 }
 
-// pushSkills carries the folder's changes since the last sync to the store.
+// pushSkills carries the folder's changes since the last sync to the store (not __pycache__).
 func (s *Service) pushSkills(ctx context.Context, root *os.Root, tenant string, man map[string]cachedSkill) error {
 	seen := map[string]bool{}
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "__pycache__" {
+			return fs.SkipDir // Python's compiled modules: derived, each node makes its own
+		}
 		if err != nil || !d.Type().IsRegular() || isSkillTemp(p) {
 			return nil
 		}
