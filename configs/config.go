@@ -73,6 +73,7 @@ type Config struct {
 		Seccomp        bool     `mapstructure:"seccomp"`
 		Disk           string   `mapstructure:"disk"`
 		DiskInodes     int      `mapstructure:"disk_inodes"`
+		MaxDisk        string   `mapstructure:"max_disk"`
 	} `mapstructure:"sandbox"`
 	Cost struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`

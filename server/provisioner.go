@@ -57,6 +57,10 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
+	if _, err := kernel.ParseMemory(c.MaxDisk); err != nil {
+		_ = mgr.Close()
+		return nil, fmt.Errorf("server: sandbox.max_disk: %w", err)
+	}
 	if size, err := kernel.ParseMemory(c.Disk); err != nil {
 		_ = mgr.Close()
 		return nil, fmt.Errorf("server: sandbox.disk: %w", err)
