@@ -19,7 +19,7 @@ import (
 type WorkspaceDisks interface {
 	DisksEnabled() bool
 	EnsureWorkspaceDisk(dir string, size int64) error // mount (made on first use, size 0: default) unless mounted
-	RemoveWorkspaceDisk(dir string) error // unmount and delete (the session is gone)
+	RemoveWorkspaceDisk(dir string) error             // unmount and delete (the session is gone)
 }
 
 func (s *Service) disks() WorkspaceDisks {

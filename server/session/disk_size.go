@@ -6,7 +6,6 @@ package session
 // is refused at create, before anything is made or stored.
 
 import (
-
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 )
@@ -61,4 +60,3 @@ func (s *Service) diskSize(id string) int64 {
 	}
 	return n
 }
-
