@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -70,7 +71,11 @@ func (s *Service) syncSkills(ctx context.Context, tenant string, push bool) erro
 	if err != nil {
 		return err
 	}
+	before := maps.Clone(man)
 	defer func() {
+		if _, err := os.Stat(s.skillManifestPath(tenant)); err == nil && maps.Equal(before, man) {
+			return // nothing changed: no write on every turn
+		}
 		if werr := s.saveSkillManifest(tenant, man); werr != nil {
 			s.log.Warn("skills manifest not saved (the cache will be rebuilt)", "tenant", tenant, "err", werr)
 		}
