@@ -61,6 +61,7 @@ type Sandbox struct {
 	Status         string  `json:"status"`
 	CPUs           string  `json:"cpus,omitempty"`
 	Memory         string  `json:"memory,omitempty"`
+	Disk           string  `json:"disk,omitempty"` // the workspace disk's size asked for ("" = the server's sandbox.disk)
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
 	Network        bool    `json:"network"`
 	// NetworkAllow is the egress allowlist of a session created with network {"allow": [...]}

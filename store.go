@@ -127,5 +127,6 @@ type Store interface {
 	ExecutionLog
 	ToolStore
 	CheckpointStore
+	SkillStore
 	Close() error
 }

@@ -44,6 +44,7 @@ type Sandbox struct {
 	Status         string     `json:"status"` // none|starting|live|hibernated
 	CPUs           string     `json:"cpus,omitempty"`
 	Memory         string     `json:"memory,omitempty"`
+	Disk           string     `json:"disk,omitempty"` // the workspace disk size asked for at create
 	TimeoutSeconds float64    `json:"timeout_seconds,omitempty"`
 	Network        bool       `json:"network"`
 	NetworkAllow   []string   `json:"network_allow,omitempty"` // the egress allowlist, if any
@@ -103,6 +104,7 @@ type CreateRequest struct {
 type SandboxRequest struct {
 	CPUs           string   `json:"cpus,omitempty"`
 	Memory         string   `json:"memory,omitempty"`
+	Disk           string   `json:"disk,omitempty"` // the workspace disk's size, e.g. "20Gi"
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	Network        *bool    `json:"network,omitempty"`
 	// NetworkAllow, when not nil, asks for an egress allowlist instead of Network: sent as

@@ -66,6 +66,7 @@ type Config struct {
 		MaxMemory      string   `mapstructure:"max_memory"`
 		MaxProcesses   int      `mapstructure:"max_processes"`
 		TmpSize        string   `mapstructure:"tmp_size"`
+		TmpInodes      int      `mapstructure:"tmp_inodes"`
 		UIDBase        int      `mapstructure:"uid_base"`
 		UIDCount       int      `mapstructure:"uid_count"`
 		Bwrap          string   `mapstructure:"bwrap"`
@@ -73,6 +74,7 @@ type Config struct {
 		Seccomp        bool     `mapstructure:"seccomp"`
 		Disk           string   `mapstructure:"disk"`
 		DiskInodes     int      `mapstructure:"disk_inodes"`
+		MaxDisk        string   `mapstructure:"max_disk"`
 	} `mapstructure:"sandbox"`
 	Cost struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`

@@ -30,7 +30,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	c := cfg.Sandbox
 	mgr, err := sandbox.New(sandbox.Config{
 		Bwrap: c.Bwrap, StateDir: filepath.Join(cfg.DataDir, "kernels"), UIDBase: c.UIDBase, UIDCount: c.UIDCount,
-		ROBinds: c.ROBinds, TmpSize: tmp, NoSeccomp: !c.Seccomp, Logger: log,
+		ROBinds: c.ROBinds, TmpSize: tmp, TmpInodes: c.TmpInodes, NoSeccomp: !c.Seccomp, Logger: log,
 	})
 	if err != nil {
 		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
@@ -56,6 +56,10 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	python := cfg.Kernel.Python
 	if python == "" {
 		python = "/usr/bin/python3"
+	}
+	if _, err := kernel.ParseMemory(c.MaxDisk); err != nil {
+		_ = mgr.Close()
+		return nil, fmt.Errorf("server: sandbox.max_disk: %w", err)
 	}
 	if size, err := kernel.ParseMemory(c.Disk); err != nil {
 		_ = mgr.Close()

@@ -20,6 +20,8 @@ export interface BudgetConsumed {
 export interface SandboxConfig {
   cpus?: string;
   memory?: string;
+  /** Size of the workspace disk, e.g. "20Gi" (at most the server's sandbox.max_disk). */
+  disk?: string;
   timeout_seconds?: number;
   network?: boolean;
 }

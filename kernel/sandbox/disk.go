@@ -92,7 +92,7 @@ func (d *Disks) refill() {
 			}
 			d.mu.Unlock()
 			img := filepath.Join(d.dir, fmt.Sprintf("spare-%d-%d.img", os.Getpid(), spareSeq.Add(1)))
-			err := d.makeImage(img)
+			err := d.makeImage(img, d.size)
 			if err == nil {
 				err = d.mountImage(img, img+".d")
 			}
@@ -156,10 +156,11 @@ func (d *Disks) takeSpare(ws, img string) bool {
 
 func (d *Disks) image(ws string) string { return filepath.Join(d.dir, filepath.Base(ws)+".img") }
 
-// EnsureWorkspaceDisk makes ws the mount point of its image (made on first use) unless it already
-// is. A workspace that already holds files without an image (made before disks were on) is left
-// as it is and reported, never hidden under an empty file system.
-func (d *Disks) EnsureWorkspaceDisk(ws string) error {
+// EnsureWorkspaceDisk makes ws the mount point of its image (made on first use, of size bytes; 0:
+// the default size) unless it already is. An image's size is set when it is made. A workspace that
+// already holds files without an image (made before disks were on) is left as it is and reported,
+// never hidden under an empty file system.
+func (d *Disks) EnsureWorkspaceDisk(ws string, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mounted[ws] || d.legacy[ws] {
@@ -178,11 +179,14 @@ func (d *Disks) EnsureWorkspaceDisk(ws string) error {
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return err
 		}
-		if d.takeSpare(ws, img) {
-			d.mounted[ws] = true
-			return nil
+		if size <= 0 || size == d.size {
+			size = d.size
+			if d.takeSpare(ws, img) { // spares are of the default size
+				d.mounted[ws] = true
+				return nil
+			}
 		}
-		if err := d.makeImage(img); err != nil {
+		if err := d.makeImage(img, size); err != nil {
 			return err
 		}
 	} else if err != nil {
@@ -197,18 +201,19 @@ func (d *Disks) EnsureWorkspaceDisk(ws string) error {
 
 // makeImage makes a sparse ext4 image: no reserved blocks, root-owned root (the box's uid through
 // the idmapped mount).
-func (d *Disks) makeImage(img string) error {
+func (d *Disks) makeImage(img string, size int64) error {
 	tmp := img + ".tmp"
 	_ = os.Remove(tmp)
 	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
 		return err
 	}
-	if err := os.Truncate(tmp, d.size); err != nil {
+	if err := os.Truncate(tmp, size); err != nil {
 		return err
 	}
 	args := []string{"-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0"}
-	if d.inodes > 0 {
-		args = append(args, "-N", strconv.Itoa(d.inodes))
+	if inodes := min(int64(d.inodes), size/4096); inodes > 0 {
+		// A session's smaller disk holds at most one inode per 4 KiB block: more would not fit.
+		args = append(args, "-N", strconv.FormatInt(inodes, 10))
 	}
 	if err := run("mkfs.ext4", append(args, tmp)...); err != nil {
 		_ = os.Remove(tmp)

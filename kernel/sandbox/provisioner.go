@@ -77,11 +77,11 @@ func (p *Provisioner) Close() error {
 // (session.WorkspaceDisks) when sandbox.disk is set.
 func (p *Provisioner) DisksEnabled() bool { return p.cfg.Disks != nil }
 
-func (p *Provisioner) EnsureWorkspaceDisk(dir string) error {
+func (p *Provisioner) EnsureWorkspaceDisk(dir string, size int64) error {
 	if p.cfg.Disks == nil {
 		return nil
 	}
-	return p.cfg.Disks.EnsureWorkspaceDisk(dir)
+	return p.cfg.Disks.EnsureWorkspaceDisk(dir, size)
 }
 
 func (p *Provisioner) RemoveWorkspaceDisk(dir string) error {

@@ -77,7 +77,9 @@ type Config struct {
 	Etc      []string // /etc entries bound read-only; default DefaultEtc
 	ROBinds  []string // extra host paths bound read-only at the same path (e.g. /opt/tools)
 	TmpSize  int64    // size of each of /tmp and /dev/shm; default 1 GiB
-	NoCgroup bool     // do not use cgroups even where they work (rlimits only)
+	// TmpInodes caps the files of /tmp (tmp.go); 0: the kernel's default (half the RAM's pages).
+	TmpInodes int
+	NoCgroup  bool // do not use cgroups even where they work (rlimits only)
 	// NoSeccomp runs boxes without the system-call filter (seccomp.go); only for measuring its cost.
 	NoSeccomp bool
 	// LockDir holds one lock file per sandbox uid in use, so that servers sharing a host never hand
@@ -390,6 +392,9 @@ func (b *Box) setup() error {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 	}
+	if err := b.mountTmp(); err != nil {
+		return err
+	}
 	u := strconv.Itoa(b.uid)
 	passwd := "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:" + u + ":" + u + ":carryover sandbox:/tmp:/bin/sh\n" +
 		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -600,7 +605,7 @@ func (b *Box) devTmpArgs() []string {
 	size := strconv.FormatInt(b.m.cfg.TmpSize, 10)
 	return []string{"--proc", "/proc", "--dev", "/dev", "--new-session",
 		"--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
-		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+		"--bind", filepath.Join(b.dir, tmpMount), "/tmp",
 		"--perms", "0755", "--dir", "/var", "--symlink", "/tmp", "/var/tmp"}
 }
 
@@ -615,7 +620,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 	b.mu.Lock()
 	names := make([]string, 0, len(b.mounts))
 	for n := range b.mounts {
-		if n != "workspace" && n != "skills" {
+		if n != "workspace" && n != "skills" && n != tmpMount {
 			names = append(names, n)
 		}
 	}

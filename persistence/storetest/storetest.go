@@ -46,6 +46,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 		{"GCFollowsDescriptors", testGCFollowsDescriptors},
 		{"GCSparesOpenWriter", testGCSparesOpenWriter},
 		{"GCRacingCommits", testGCRacingCommits},
+		{"Skills", testSkills},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"path"
@@ -32,21 +31,21 @@ func (a *API) listSkills(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) getSkill(w http.ResponseWriter, r *http.Request) {
-	f, info, err := a.svc.ReadSkill(r.Context(), r.PathValue("path"))
+	info, b, err := a.svc.ReadSkill(r.Context(), r.PathValue("path"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	defer f.Close()
-	ct := mime.TypeByExtension(path.Ext(info.Name()))
+	name := path.Base(info.Path)
+	ct := mime.TypeByExtension(path.Ext(name))
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
 	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(info.Name()))
-	_, _ = io.Copy(w, f)
+	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(name))
+	_, _ = w.Write(b)
 }
 
 // putSkill writes the raw body to the skill path (parents created) -> 201.

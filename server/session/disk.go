@@ -18,8 +18,8 @@ import (
 // WorkspaceDisks is a provisioner that caps workspaces with a file system of their own.
 type WorkspaceDisks interface {
 	DisksEnabled() bool
-	EnsureWorkspaceDisk(dir string) error // mount (made on first use) unless mounted
-	RemoveWorkspaceDisk(dir string) error // unmount and delete (the session is gone)
+	EnsureWorkspaceDisk(dir string, size int64) error // mount (made on first use, size 0: default) unless mounted
+	RemoveWorkspaceDisk(dir string) error             // unmount and delete (the session is gone)
 }
 
 func (s *Service) disks() WorkspaceDisks {
@@ -33,7 +33,7 @@ func (s *Service) disks() WorkspaceDisks {
 // (logged), since refusing the session its files would be worse.
 func (s *Service) mountDisk(id, ws string) {
 	if d := s.disks(); d != nil {
-		if err := d.EnsureWorkspaceDisk(ws); err != nil {
+		if err := d.EnsureWorkspaceDisk(ws, s.diskSize(id)); err != nil {
 			s.log.Warn("workspace without a disk quota", "session", id, "err", err)
 		}
 	}

@@ -155,7 +155,7 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
 	start := time.Now()
-	skills, err := s.skillsDir(doc.TenantName())
+	skills, err := s.skillsDir(ctx, doc.TenantName())
 	if err != nil {
 		return nil, 0, err
 	}

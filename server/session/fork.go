@@ -90,7 +90,7 @@ func (s *Service) forkCheckpointID(ctx context.Context, src *liveSession, cid st
 func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Session {
 	doc := carryover.Session{
 		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
-		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory,
+		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory, Disk: from.Sandbox.Disk,
 			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network,
 			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow), Skills: from.Sandbox.Skills},
 		Data: cloneJSON(from.Data),

@@ -142,7 +142,7 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	if err := s.attachKernel(id, k, doc); err != nil {
+	if err := s.attachKernel(ctx, id, k, doc); err != nil {
 		return err
 	}
 	// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.

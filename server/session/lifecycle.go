@@ -32,6 +32,7 @@ type CreateRequest struct {
 type SandboxRequest struct {
 	CPUs           string          `json:"cpus"`
 	Memory         string          `json:"memory"`
+	Disk           string          `json:"disk"` // the workspace disk's size (disk_size.go)
 	TimeoutSeconds *float64        `json:"timeout_seconds"`
 	Network        *NetworkRequest `json:"network"`
 	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
@@ -78,6 +79,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		doc.Budget = *req.Budget
 	}
 	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
+		return carryover.Session{}, err
+	}
+	if err := s.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Rotation != nil {

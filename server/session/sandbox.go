@@ -38,7 +38,7 @@ func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kern
 // attachKernel gives a claimed kernel the session's limits and workspace, and reports its limit hits
 // as the session's events (prepareKernel calls it on every claim and context change; attaching again
 // is a no-op).
-func (s *Service) attachKernel(id string, k *kernel.Kernel, doc carryover.Session) error {
+func (s *Service) attachKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
 	p := k.Process()
 	if err := p.SetLimits(kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}); err != nil {
 		return limitErr(err)
@@ -46,7 +46,7 @@ func (s *Service) attachKernel(id string, k *kernel.Kernel, doc carryover.Sessio
 	if err := p.AttachWorkspace(s.workspace(id)); err != nil {
 		return err
 	}
-	if err := s.attachSkills(p, doc); err != nil {
+	if err := s.attachSkills(ctx, p, doc); err != nil {
 		return err
 	}
 	p.OnLimit(func(hit kernel.LimitHit) { s.sandboxEvent(id, k, hit) })

@@ -38,6 +38,7 @@ type Service struct {
 	runSeq   int64
 	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
 	stopBG   context.CancelFunc
+	skills   skillsCache // this node's cache of the tenants' skills (skills_cache.go)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -117,6 +118,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		ShutdownGrace:     configs.Seconds(cfg.Kernel.ShutdownGraceSeconds),
 		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
 		Logger:            log,
+	}
+	if err := s.importLegacySkills(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.recover(ctx); err != nil {
 		return nil, err

@@ -1,23 +1,19 @@
 package session
 
 // skills.go: a tenant's skills are a folder of files (helper modules, scripts, small data) every
-// session of the tenant sees at /skills (on sys.path), managed over the API and kept in the data
-// dir at skills/<tenant> (hex-encoded name), beside the workspaces. A session reads them; it writes
-// them only when created with sandbox.skills "rw", so one agent's mistake cannot silently change
-// every other session's helpers. Other tenants never see them: each tenant's folder is its own
-// mount.
+// session of the tenant sees at /skills (on sys.path), managed over the API. They are kept in the
+// store (carryover.SkillStore), so every node of a cluster sees the same skills and a lost data dir
+// loses none; each node materialises them into a cache folder (skills_cache.go) that the sandbox
+// bind-mounts. A session reads them; it writes them only when created with sandbox.skills "rw", so
+// one agent's mistake cannot silently change every other session's helpers: its writes land in the
+// cache and go to the store at the end of each of its turns. Other tenants never see them: each
+// tenant's folder is its own mount.
 
 import (
 	"context"
-	"encoding/hex"
+	"errors"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
-	"sort"
-	"syscall"
-	"time"
+	"strings"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
@@ -28,23 +24,6 @@ const (
 	SkillsReadOnly  = "ro"
 	SkillsReadWrite = "rw"
 )
-
-// skillsDir is the host folder of a tenant's skills (made on first use).
-func (s *Service) skillsDir(tenant string) (string, error) {
-	d := filepath.Join(s.cfg.DataDir, "skills", hex.EncodeToString([]byte(tenant)))
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return "", err
-	}
-	return d, nil
-}
-
-func (s *Service) skillsRoot(ctx context.Context) (*os.Root, error) {
-	d, err := s.skillsDir(carryover.TenantFromContext(ctx))
-	if err != nil {
-		return nil, err
-	}
-	return os.OpenRoot(d)
-}
 
 // skillPath checks an API path of a skill file ("helpers/x.py"; "/skills/..." accepted).
 func skillPath(p string) (string, error) {
@@ -61,105 +40,87 @@ func skillPath(p string) (string, error) {
 	return rel, err
 }
 
-// ListSkills lists the tenant's skill files.
+// ListSkills lists the tenant's skill files (from the store).
 func (s *Service) ListSkills(ctx context.Context) ([]FileInfo, error) {
-	root, err := s.skillsRoot(ctx)
+	files, err := s.store.ListSkills(ctx, carryover.TenantFromContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	out := []FileInfo{}
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			out = append(out, FileInfo{Path: p, Size: info.Size(), ModifiedAt: info.ModTime().UTC()})
-		}
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, err
+	out := make([]FileInfo, len(files))
+	for i, f := range files {
+		out[i] = FileInfo{Path: f.Path, Size: f.Size, ModifiedAt: f.UpdatedAt}
+	}
+	return out, nil
 }
 
-// ReadSkill opens one of the tenant's skill files.
-func (s *Service) ReadSkill(ctx context.Context, p string) (*os.File, fs.FileInfo, error) {
+// ReadSkill returns one of the tenant's skill files and its content (from the store).
+func (s *Service) ReadSkill(ctx context.Context, p string) (FileInfo, []byte, error) {
 	rel, err := skillPath(p)
 	if err != nil {
-		return nil, nil, err
+		return FileInfo{}, nil, err
 	}
-	root, err := s.skillsRoot(ctx)
+	f, b, err := s.store.GetSkill(ctx, carryover.TenantFromContext(ctx), rel)
 	if err != nil {
-		return nil, nil, err
+		return FileInfo{}, nil, err
 	}
-	defer root.Close()
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, fileErr(p, err)
-	}
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, carryover.Errorf(carryover.CodeInvalid, "%q is not a regular file", p).WithDetails("path", p)
-	}
-	return f, info, nil
+	return FileInfo{Path: f.Path, Size: f.Size, ModifiedAt: f.UpdatedAt}, b, nil
 }
 
-// WriteSkill writes a skill file (parents made) atomically: a session importing it meanwhile sees
-// the old or the new file, never half of one.
+// WriteSkill writes a skill file: to the store first, then to this node's cache (atomically: a
+// session importing it meanwhile sees the old or the new file, never half of one). A path that is a
+// file's folder, or runs through a file, is refused: the folder could not hold both.
 func (s *Service) WriteSkill(ctx context.Context, p string, r io.Reader) (FileInfo, error) {
 	rel, err := skillPath(p)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	root, err := s.skillsRoot(ctx)
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	defer root.Close()
-	if dir := path.Dir(rel); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return FileInfo{}, fileErr(p, err)
+	tenant := carryover.TenantFromContext(ctx)
+	files, err := s.store.ListSkills(ctx, tenant)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, rel+"/") || strings.HasPrefix(rel, f.Path+"/") {
+			return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "path %q cannot be used: skill %q is in the way", p, f.Path).WithDetails("path", p)
 		}
 	}
-	tmp := path.Join(path.Dir(rel), ".carryover-upload-"+randomID(""))
-	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := s.store.PutSkill(ctx, tenant, rel, b)
 	if err != nil {
-		return FileInfo{}, fileErr(p, err)
+		return FileInfo{}, err
 	}
-	n, err := io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err := s.syncSkills(ctx, tenant, false); err != nil {
+		s.log.Warn("skills cache not updated (the store has the file; the next turn updates the cache)", "tenant", tenant, "err", err)
 	}
-	if err == nil {
-		err = root.Rename(tmp, rel)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
-		return FileInfo{}, fileErr(p, err)
-	}
-	return FileInfo{Path: rel, Size: n, ModifiedAt: time.Now().UTC()}, nil
+	return FileInfo{Path: f.Path, Size: f.Size, ModifiedAt: f.UpdatedAt}, nil
 }
 
-// DeleteSkill removes a skill file.
+// DeleteSkill removes a skill file: from the store, then from this node's cache.
 func (s *Service) DeleteSkill(ctx context.Context, p string) error {
 	rel, err := skillPath(p)
 	if err != nil {
 		return err
 	}
-	root, err := s.skillsRoot(ctx)
+	tenant := carryover.TenantFromContext(ctx)
+	err = s.store.DeleteSkill(ctx, tenant, rel)
+	if errors.Is(err, carryover.ErrNotFound) {
+		files, lerr := s.store.ListSkills(ctx, tenant)
+		for _, f := range files {
+			if lerr == nil && strings.HasPrefix(f.Path, rel+"/") {
+				return carryover.Errorf(carryover.CodeInvalid, "%q is a directory", p).WithDetails("path", p)
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	info, err := root.Lstat(rel)
-	if err != nil {
-		return fileErr(p, err)
+	if err := s.syncSkills(ctx, tenant, false); err != nil {
+		s.log.Warn("skills cache not updated (the store has the change; the next turn updates the cache)", "tenant", tenant, "err", err)
 	}
-	if info.IsDir() {
-		return carryover.Errorf(carryover.CodeInvalid, "%q is a directory", p).WithDetails("path", p)
-	}
-	return fileErr(p, root.Remove(rel))
+	return nil
 }
 
 // SkillsAttacher is a kernel process that can show a tenant's skills folder at /skills (the
@@ -168,13 +129,14 @@ type SkillsAttacher interface {
 	AttachSkills(hostDir string, writable bool) error
 }
 
-// attachSkills mounts the session's tenant's skills into a claimed kernel's box.
-func (s *Service) attachSkills(p kernel.KernelProcess, doc carryover.Session) error {
+// attachSkills brings this node's cache of the session's tenant's skills up to date with the store
+// and mounts it into a claimed kernel's box.
+func (s *Service) attachSkills(ctx context.Context, p kernel.KernelProcess, doc carryover.Session) error {
 	sa, ok := p.(SkillsAttacher)
 	if !ok {
 		return nil
 	}
-	d, err := s.skillsDir(doc.TenantName())
+	d, err := s.skillsDir(ctx, doc.TenantName())
 	if err != nil {
 		return err
 	}

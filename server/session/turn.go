@@ -38,6 +38,11 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession) (end func(), e
 		ls.lock.Unlock()
 		return nil, err
 	}
+	// Skills changed on another node (or while this one was down) are seen from this turn on.
+	doc := ls.snapshot()
+	if err := s.syncSkills(ctx, doc.TenantName(), false); err != nil {
+		s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
+	}
 	return ls.lock.Unlock, nil
 }
 
@@ -93,6 +98,11 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 	}
 	if err := s.afterTurn(ctx, ls); err != nil {
 		errs = append(errs, err)
+	}
+	if doc := ls.snapshot(); doc.Sandbox.Skills == SkillsReadWrite {
+		if err := s.syncSkills(ctx, doc.TenantName(), true); err != nil {
+			errs = append(errs, fmt.Errorf("saving the session's changes to /skills: %w", err))
+		}
 	}
 	err := errors.Join(errs...)
 	if err != nil {

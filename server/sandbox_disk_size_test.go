@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/carryover/carryover/client"
+	"github.com/carryover/carryover/configs"
+)
+
+// TestSandboxDiskSize: sandbox.disk in a create request sizes the session's workspace disk: a
+// small one gives ENOSPC past its size while the server's default is much larger, a larger one
+// holds more than the default; a size over sandbox.max_disk, below the smallest disk or not a size
+// is a 400 naming the field, and no session is made.
+func TestSandboxDiskSize(t *testing.T) {
+	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.MaxDisk = "64Mi", "160Mi" })
+	ts.create("small", &client.SandboxRequest{Disk: "24Mi"})
+	s := ts.newSession(client.CreateRequest{SessionID: "big", Start: true, Sandbox: &client.SandboxRequest{Disk: "128Mi"}})
+	if s.Sandbox.Disk != "128Mi" {
+		t.Errorf("session's disk: %s", dump(s.Sandbox))
+	}
+	fill := `import os
+def fill(name, mb):
+    n = 0
+    try:
+        with open(name, 'wb') as f:
+            for _ in range(mb):
+                f.write(b'x' * (1 << 20)); f.flush(); os.fsync(f.fileno()); n += 1
+        return 'ok'
+    except OSError as e:
+        return 'errno %d %s' % (e.errno, n < 24)
+`
+	if out := ts.stdout("small", fill+"print(fill('a.bin', 40))"); out != "errno 28 True" {
+		t.Errorf("40 MiB in a 24 MiB workspace: %q, want ENOSPC", out)
+	}
+	if out := ts.stdout("big", fill+"print(fill('a.bin', 100))"); out != "ok" {
+		t.Errorf("100 MiB in a 128 MiB workspace (the default is 64 MiB): %q", out)
+	}
+	for _, body := range []string{`"1Gi"`, `"1Mi"`, `"lots"`, `"-5Gi"`} {
+		r := ts.raw("POST", "/api/sessions", `{"session_id": "refused", "sandbox": {"disk": `+body+`}}`)
+		var e struct {
+			Error struct {
+				Code    string         `json:"code"`
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(r.Body, &e)
+		if r.Status != 400 || e.Error.Code != "invalid_request" || e.Error.Details["field"] != "sandbox.disk" || !strings.Contains(e.Error.Message, "sandbox.disk") {
+			t.Errorf("disk %s: %d %s", body, r.Status, r.Body)
+		}
+	}
+	errCode(t, errOf(ts.c.GetSession(t.Context(), "refused")), 404, "not_found")
+}
+
+// TestDiskRequestWithoutDisks: a server whose workspaces have no disk of their own refuses
+// sandbox.disk instead of ignoring it.
+func TestDiskRequestWithoutDisks(t *testing.T) {
+	ts := startServer(t, "")
+	r := ts.raw("POST", "/api/sessions", `{"session_id": "d", "sandbox": {"disk": "1Gi"}}`)
+	if r.Status != 400 || !strings.Contains(string(r.Body), "sandbox.disk") {
+		t.Errorf("disk without disks: %d %s", r.Status, r.Body)
+	}
+	errCode(t, errOf(ts.c.GetSession(t.Context(), "d")), 404, "not_found")
+}

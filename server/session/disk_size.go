@@ -1,0 +1,62 @@
+package session
+
+// disk_size.go: a session may ask for its workspace disk's size (sandbox.disk in its create request,
+// like memory and cpus), up to the server's ceiling (sandbox.max_disk). The image is made at that
+// size when the workspace is first mounted (kernel/sandbox/disk.go); a size the server cannot give
+// is refused at create, before anything is made or stored.
+
+import (
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+)
+
+// minDisk is the smallest workspace disk: an ext4 file system with its journal needs a few MiB.
+const minDisk = 8 << 20
+
+// applyDiskRequest validates req.Disk and records it in sb.
+func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
+	if req == nil || req.Disk == "" {
+		return nil
+	}
+	bad := func(msg string, args ...any) *carryover.Error {
+		return carryover.Errorf(carryover.CodeInvalid, "sandbox.disk: "+msg, args...).WithDetails("field", "sandbox.disk")
+	}
+	size, err := kernel.ParseMemory(req.Disk)
+	if err != nil {
+		return bad("%q: want a size like 512Mi or 20Gi", req.Disk)
+	}
+	if s.disks() == nil {
+		return bad("this server gives workspaces no disk of their own (sandbox.enabled and sandbox.disk in its config)")
+	}
+	if size < minDisk {
+		return bad("%q is below the smallest disk, %s", req.Disk, kernel.FormatMemory(minDisk))
+	}
+	if max := s.maxDisk(); max > 0 && size > max {
+		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", s.cfg.Sandbox.MaxDisk)
+	}
+	sb.Disk = req.Disk
+	return nil
+}
+
+// maxDisk is sandbox.max_disk in bytes (0: no ceiling; a bad value is refused at start-up by Validate
+// of the provisioner's config, and counts as no ceiling here).
+func (s *Service) maxDisk() int64 {
+	n, err := kernel.ParseMemory(s.cfg.Sandbox.MaxDisk)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// diskSize is the size of the session's workspace disk in bytes (0: the server's default).
+func (s *Service) diskSize(id string) int64 {
+	ls, err := s.get(id)
+	if err != nil {
+		return 0
+	}
+	n, err := kernel.ParseMemory(ls.snapshot().Sandbox.Disk)
+	if err != nil {
+		return 0
+	}
+	return n
+}
