@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
 )
 
 const fidelityCells = `
@@ -65,6 +66,15 @@ func TestCheckpointFidelityThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoState(t, "variables", c.Variables(cp))
+	d, err := persistence.Detail(ctx, c.Store, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var detailNames []string
+	for _, v := range d.Variables {
+		detailNames = append(detailNames, v.Name)
+	}
+	assertNoState(t, "checkpoint detail (the UI's diff)", detailNames)
 	probe := "(np.random.rand(), random.random(), float(big[5]))"
 	live := eval(t, k, probe)
 
