@@ -113,7 +113,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
 	apiHandler := api.Handler()
 	// The Jupyter front door at /jupyter/ (same tokens and tenants).
-	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, RestartRestores: cfg.Jupyter.RestartRestores,
+	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, StatusOf: httpapi.StatusOf, RestartRestores: cfg.Jupyter.RestartRestores,
 		Python: cfg.Kernel.Python, Logger: log})
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == mcp.Path {

@@ -34,7 +34,7 @@ type conn struct {
 func (d *Door) channels(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := d.lookup(r, id); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	d.mu.Lock()

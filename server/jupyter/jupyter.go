@@ -29,6 +29,9 @@ const Path = "/jupyter/"
 type Options struct {
 	// Authenticate finds the request's token and its tenant (the API's own check); ok false answers 401.
 	Authenticate func(r *http.Request) (token, tenant string, ok bool)
+	// StatusOf maps carryover's error codes to HTTP statuses: the API's own mapping (httpapi.StatusOf),
+	// passed in by the assembly, so both front doors answer a code with the same status.
+	StatusOf func(carryover.Code) int
 	// RestartRestores makes POST .../restart restore the last checkpoint (carryover's restart)
 	// instead of Jupyter's fresh namespace.
 	RestartRestores bool
@@ -79,7 +82,7 @@ func New(svc *session.Service, opts Options) *Door {
 	m.HandleFunc("PATCH /jupyter/api/sessions/{id}", d.patchSession)
 	m.HandleFunc("DELETE /jupyter/api/sessions/{id}", d.deleteSession)
 	m.HandleFunc("/jupyter/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such Jupyter endpoint %s %s", r.Method, r.URL.Path))
+		d.writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such Jupyter endpoint %s %s", r.Method, r.URL.Path))
 	})
 	d.mux = m
 	return d
@@ -98,7 +101,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_, tenant, ok := d.opts.Authenticate(r)
 	if !ok {
-		writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "missing or wrong token"))
+		d.writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "missing or wrong token"))
 		return
 	}
 	d.mu.Lock()
@@ -123,34 +126,10 @@ func (d *Door) Shutdown() {
 	}
 }
 
-// statusOf is the one mapping from carryover's error codes to this front door's HTTP statuses.
-func statusOf(c carryover.Code) int {
-	switch c {
-	case carryover.CodeInvalid:
-		return http.StatusBadRequest
-	case carryover.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case carryover.CodeNotFound:
-		return http.StatusNotFound
-	case carryover.CodeConflict, carryover.CodeSessionPaused, carryover.CodeSessionClosed:
-		return http.StatusConflict
-	case carryover.CodeBudgetExceeded:
-		return http.StatusPaymentRequired
-	case carryover.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case carryover.CodeTimeout:
-		return http.StatusGatewayTimeout
-	case carryover.CodeKernelDied:
-		return http.StatusBadGateway
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // writeError answers in Jupyter Server's error shape ({message, reason}) plus carryover's code.
-func writeError(w http.ResponseWriter, err error) {
+func (d *Door) writeError(w http.ResponseWriter, err error) {
 	e := carryover.ErrorOf(err)
-	writeJSON(w, statusOf(e.Code), map[string]any{"message": e.Message, "reason": string(e.Code), "code": e.Code})
+	writeJSON(w, d.opts.StatusOf(e.Code), map[string]any{"message": e.Message, "reason": string(e.Code), "code": e.Code})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

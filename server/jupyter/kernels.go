@@ -74,7 +74,7 @@ func (d *Door) kernelspecs(w http.ResponseWriter, r *http.Request) {
 
 func (d *Door) kernelspec(w http.ResponseWriter, r *http.Request) {
 	if !isSpec(r.PathValue("name")) {
-		writeError(w, carryover.Errorf(carryover.CodeNotFound, "kernelspec %q not found (carryover offers %q)", r.PathValue("name"), specName))
+		d.writeError(w, carryover.Errorf(carryover.CodeNotFound, "kernelspec %q not found (carryover offers %q)", r.PathValue("name"), specName))
 		return
 	}
 	writeJSON(w, http.StatusOK, d.specModel())
@@ -144,12 +144,12 @@ type startKernelRequest struct {
 func (d *Door) startKernel(w http.ResponseWriter, r *http.Request) {
 	var req startKernelRequest
 	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	doc, err := d.newKernel(r, req.Name, req.Path)
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/jupyter/api/kernels/"+doc.ID)
@@ -176,7 +176,7 @@ func (d *Door) newKernel(r *http.Request, name, path string) (carryover.Session,
 func (d *Door) getKernel(w http.ResponseWriter, r *http.Request) {
 	doc, err := d.lookup(r, r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, d.kernelModel(doc))
@@ -186,7 +186,7 @@ func (d *Door) getKernel(w http.ResponseWriter, r *http.Request) {
 // destroyed (carryover's own DELETE /api/sessions/{id} purges).
 func (d *Door) deleteKernel(w http.ResponseWriter, r *http.Request) {
 	if err := d.shutdownKernel(r, r.PathValue("id")); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -209,11 +209,11 @@ func (d *Door) shutdownKernel(r *http.Request, id string) error {
 func (d *Door) interruptKernel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := d.lookup(r, id); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	if err := d.svc.Interrupt(r.Context(), id); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -224,7 +224,7 @@ func (d *Door) interruptKernel(w http.ResponseWriter, r *http.Request) {
 func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := d.lookup(r, id); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	b := d.bridgeFor(id)
@@ -236,7 +236,7 @@ func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 		err = d.svc.RestartFresh(r.Context(), id)
 	}
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	if k, kerr := d.svc.Kernel(r.Context(), id); kerr == nil {
@@ -246,7 +246,7 @@ func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 	b.broadcastStatus("idle")
 	doc, err := d.lookup(r, id)
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, d.kernelModel(doc))

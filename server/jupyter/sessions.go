@@ -78,7 +78,7 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("id")
 	doc, s, ok := d.findSession(r, func(s jsession) bool { return s.ID == sid })
 	if !ok {
-		writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
+		d.writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
 		return
 	}
 	writeJSON(w, http.StatusOK, d.sessionModel(doc, s))
@@ -89,13 +89,13 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) {
 func (d *Door) createSession(w http.ResponseWriter, r *http.Request) {
 	var req sessionRequest
 	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	s := jsession{ID: newUUID(), Type: "notebook"}
 	apply(&s, req)
 	if s.Path == "" {
-		writeError(w, carryover.Errorf(carryover.CodeInvalid, "path is required"))
+		d.writeError(w, carryover.Errorf(carryover.CodeInvalid, "path is required"))
 		return
 	}
 	if doc, old, ok := d.findSession(r, func(x jsession) bool { return x.Path == s.Path }); ok && (req.Kernel == nil || req.Kernel.ID == "" || req.Kernel.ID == doc.ID) {
@@ -104,11 +104,11 @@ func (d *Door) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, err := d.kernelFor(r, req, s.Path)
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	if doc, err = d.svc.Patch(r.Context(), doc.ID, map[string]any{sessionKey: s.toMap()}); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, d.sessionModel(doc, s))
@@ -156,12 +156,12 @@ func (d *Door) patchSession(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("id")
 	doc, s, ok := d.findSession(r, func(s jsession) bool { return s.ID == sid })
 	if !ok {
-		writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
+		d.writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
 		return
 	}
 	var req sessionRequest
 	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	apply(&s, req)
@@ -169,13 +169,13 @@ func (d *Door) patchSession(w http.ResponseWriter, r *http.Request) {
 	if req.Kernel != nil && (req.Kernel.ID == "" || req.Kernel.ID != doc.ID) {
 		var err error
 		if target, err = d.kernelFor(r, req, s.Path); err != nil {
-			writeError(w, err)
+			d.writeError(w, err)
 			return
 		}
 	}
 	target, err := d.svc.Patch(r.Context(), target.ID, map[string]any{sessionKey: s.toMap()})
 	if err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	if target.ID != doc.ID {
@@ -191,11 +191,11 @@ func (d *Door) deleteSession(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("id")
 	doc, _, ok := d.findSession(r, func(s jsession) bool { return s.ID == sid })
 	if !ok {
-		writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
+		d.writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", sid))
 		return
 	}
 	if err := d.shutdownKernel(r, doc.ID); err != nil {
-		writeError(w, err)
+		d.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
