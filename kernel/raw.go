@@ -177,3 +177,30 @@ func (s *subscription) send(m RawMessage) error {
 		return errSubscriptionDone
 	}
 }
+
+// ParentID is the msg_id of the request m answers ("" when it has none or its parent is unreadable).
+func (m RawMessage) ParentID() string {
+	var h struct {
+		MsgID string `json:"msg_id"`
+	}
+	_ = json.Unmarshal(m.ParentHeader, &h)
+	return h.MsgID
+}
+
+// Type is m's msg_type ("" when the header is unreadable).
+func (m RawMessage) Type() string {
+	var h struct {
+		MsgType string `json:"msg_type"`
+	}
+	_ = json.Unmarshal(m.Header, &h)
+	return h.MsgType
+}
+
+// ExecutionState is the execution_state of a status message ("" for other messages).
+func (m RawMessage) ExecutionState() string {
+	var c struct {
+		State string `json:"execution_state"`
+	}
+	_ = json.Unmarshal(m.Content, &c)
+	return c.State
+}

@@ -204,14 +204,14 @@ func (b *bridge) watch(k *kernel.Kernel) {
 
 // fromKernel routes one kernel message to the clients it belongs to.
 func (b *bridge) fromKernel(m kernel.RawMessage) {
-	pid := parentID(m.ParentHeader)
-	typ := msgType(m.Header)
+	pid := m.ParentID()
+	typ := m.Type()
 	b.mu.Lock()
 	if pid != "" && !b.known.has(pid) {
 		b.mu.Unlock()
 		return // carryover's own request: not the clients' business
 	}
-	if b.held[pid] && ((m.Channel == "iopub" && typ == "status" && executionState(m.Content) == "idle") ||
+	if b.held[pid] && ((m.Channel == "iopub" && typ == "status" && m.ExecutionState() == "idle") ||
 		(m.Channel == "shell" && typ == "execute_reply")) {
 		b.mu.Unlock()
 		return // the turn sends these after its checkpoint

@@ -236,27 +236,3 @@ func errorReply(req kernel.RawMessage, replyType, ename, evalue string) kernel.R
 	}
 	return m
 }
-
-func parentID(parent json.RawMessage) string {
-	var h struct {
-		MsgID string `json:"msg_id"`
-	}
-	_ = json.Unmarshal(parent, &h)
-	return h.MsgID
-}
-
-func msgType(header json.RawMessage) string {
-	var h struct {
-		MsgType string `json:"msg_type"`
-	}
-	_ = json.Unmarshal(header, &h)
-	return h.MsgType
-}
-
-func executionState(content json.RawMessage) string {
-	var c struct {
-		State string `json:"execution_state"`
-	}
-	_ = json.Unmarshal(content, &c)
-	return c.State
-}

@@ -130,11 +130,11 @@ func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID strin
 	for turn.Reply == nil || turn.Idle == nil {
 		select {
 		case m := <-shell:
-			if parentID(m.ParentHeader) == msgID && msgType(m.Header) == "execute_reply" {
+			if m.ParentID() == msgID && m.Type() == "execute_reply" {
 				turn.Reply = &m
 			}
 		case m := <-iopub:
-			if parentID(m.ParentHeader) == msgID && msgType(m.Header) == "status" && executionState(m.Content) == "idle" {
+			if m.ParentID() == msgID && m.Type() == "status" && m.ExecutionState() == "idle" {
 				turn.Idle = &m
 			}
 		case <-k.Dead():
@@ -275,28 +275,4 @@ func replyStatus(reply *kernel.RawMessage) (string, int) {
 	}
 	_ = json.Unmarshal(reply.Content, &c)
 	return c.Status, c.ExecutionCount
-}
-
-func parentID(parent json.RawMessage) string {
-	var h struct {
-		MsgID string `json:"msg_id"`
-	}
-	_ = json.Unmarshal(parent, &h)
-	return h.MsgID
-}
-
-func msgType(header json.RawMessage) string {
-	var h struct {
-		MsgType string `json:"msg_type"`
-	}
-	_ = json.Unmarshal(header, &h)
-	return h.MsgType
-}
-
-func executionState(content json.RawMessage) string {
-	var c struct {
-		State string `json:"execution_state"`
-	}
-	_ = json.Unmarshal(content, &c)
-	return c.State
 }
