@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
 )
 
 // A turn is one run or shell command. Both go through the same pipeline: beginTurn (the session's
@@ -38,12 +39,26 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession) (end func(), e
 		ls.lock.Unlock()
 		return nil, err
 	}
-	// Skills changed on another node (or while this one was down) are seen from this turn on.
-	doc := ls.snapshot()
-	if err := s.syncSkills(ctx, doc.TenantName(), false); err != nil {
-		s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
+	// Skills changed on another node (or while this one was down) are seen from this turn on. Only a
+	// live kernel that mounts /skills needs it: a new kernel syncs as it attaches (attachSkills),
+	// and a kernel that cannot mount them (no sandbox) never reads the folder.
+	ls.mu.Lock()
+	k, tenant := ls.kern, ls.doc.TenantName()
+	ls.mu.Unlock()
+	if _, mounts := kernelProcess(k).(SkillsAttacher); mounts {
+		if err := s.syncSkills(ctx, tenant, false); err != nil {
+			s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
+		}
 	}
 	return ls.lock.Unlock, nil
+}
+
+// kernelProcess is k's process, nil without a kernel.
+func kernelProcess(k *kernel.Kernel) kernel.KernelProcess {
+	if k == nil {
+		return nil
+	}
+	return k.Process()
 }
 
 // admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
