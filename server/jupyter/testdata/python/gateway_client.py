@@ -22,28 +22,65 @@ def api(base, token, method, path, body=None):
         return json.loads(raw) if raw else None
 
 
+def message(msg_type, content):
+    return {"header": {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "username": "t", "session": uuid.uuid4().hex,
+                       "date": "2026-01-01T00:00:00.000000Z", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "content": content}
+
+
+def replies(ws, mid, deadline):
+    """Yields the messages whose parent is mid until deadline (an absolute time.time()); jupyter_server's
+    keepalive pings would otherwise reset websocket-client's per-read timeout forever."""
+    while True:
+        left = deadline - time.time()
+        if left <= 0:
+            raise TimeoutError("no reply to %s in time" % mid)
+        ws.settimeout(left)
+        try:
+            m = json.loads(ws.recv())
+        except websocket.WebSocketTimeoutException:
+            raise TimeoutError("no reply to %s in time" % mid)
+        if m.get("parent_header", {}).get("msg_id") == mid:
+            yield m
+
+
+def handshake(ws):
+    """Sends kernel_info_request until one is answered, as JupyterLab does on connect. jupyter_server 1.23's
+    GatewayWebSocketClient drops a message that arrives before its own connection to the gateway is
+    made (on_message waits on a placeholder future its _connect then replaces), so the first request
+    may vanish inside jupyter_server; carryover never sees it."""
+    deadline = time.time() + 60
+    while True:
+        req = message("kernel_info_request", {})
+        ws.send(json.dumps(req))
+        try:
+            for m in replies(ws, req["header"]["msg_id"], min(deadline, time.time() + 3)):
+                if m["msg_type"] == "kernel_info_reply":
+                    return
+        except TimeoutError:
+            if time.time() > deadline:
+                raise
+            print("kernel_info_request unanswered; sending another", flush=True)
+
+
 def run(kid, code):
     """Runs code over jupyter_server's channels websocket; returns (reply content, stdout)."""
     ws = websocket.create_connection(JS.replace("http", "ws") + "/api/kernels/%s/channels?token=%s" % (kid, TOKEN), timeout=120)
     try:
-        mid = uuid.uuid4().hex
-        ws.send(json.dumps({"header": {"msg_id": mid, "msg_type": "execute_request", "username": "t", "session": uuid.uuid4().hex,
-                                       "date": "2026-01-01T00:00:00.000000Z", "version": "5.3"},
-                            "parent_header": {}, "metadata": {}, "channel": "shell",
-                            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                                        "allow_stdin": False, "stop_on_error": True}}))
+        handshake(ws)
+        req = message("execute_request", {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                                          "allow_stdin": False, "stop_on_error": True})
+        ws.send(json.dumps(req))
         out, reply, idle = "", None, False
-        while reply is None or not idle:
-            m = json.loads(ws.recv())
-            if m.get("parent_header", {}).get("msg_id") != mid:
-                continue
+        for m in replies(ws, req["header"]["msg_id"], time.time() + 120):
             if m["msg_type"] == "stream":
                 out += m["content"]["text"]
             elif m["msg_type"] == "execute_reply":
                 reply = m["content"]
             elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                 idle = True
-        return reply, out
+            if reply is not None and idle:
+                return reply, out
     finally:
         ws.close()
 
