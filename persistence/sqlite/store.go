@@ -30,6 +30,7 @@ type Store struct {
 	path string
 
 	wmu  sync.Mutex   // serialises write transactions
+	wal  *walCheckpointer
 	ckmu sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
 
 	readStmt  *sql.Stmt // SELECT codec, raw_len, data FROM chunks WHERE hash = ?
@@ -43,7 +44,7 @@ func Open(path string) (*Store, error) {
 	if err := prepareNewFile(path); err != nil {
 		return nil, err
 	}
-	db, err := sqlx.Open("sqlite3", dsn(path, false))
+	db, err := sqlx.Open(driverName, dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -64,6 +65,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("prepare chunk exists: %w", err)
 	}
+	s.wal = startWALCheckpointer(db.DB, &s.wmu)
 	return s, nil
 }
 
@@ -111,6 +113,9 @@ func prepareNewFile(path string) error {
 
 // Close closes the database. It does not wait for callers still using the store.
 func (s *Store) Close() error {
+	if s.wal != nil {
+		s.wal.close()
+	}
 	if s.readStmt != nil {
 		s.readStmt.Close()
 	}
@@ -137,6 +142,9 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if s.wal != nil {
+		s.wal.committed()
 	}
 	return nil
 }
