@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/carryover/carryover"
@@ -43,6 +44,12 @@ type spoolChunk struct {
 // ingestBatchBytes bounds the chunk data held in memory while streaming spool files into the store.
 const ingestBatchBytes = 64 << 20
 
+// spoolBufs keeps the read buffers of spool files between checkpoints. A turn that wrote one element
+// of a big array spools one chunk; reading it into a freshly allocated 4 MiB buffer cost more than
+// storing it (page faults, and huge-page compaction when the heap grows: 15-19 ms measured, against
+// 0.2 ms for a buffer that already had its pages).
+var spoolBufs sync.Pool
+
 // ingestSpool puts the answer's chunks through w in order, batch by batch, reading spool files from
 // dir, and returns the stored bytes newly written.
 func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunks []spoolChunk) (int64, error) {
@@ -50,11 +57,18 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		written int64
 		batch   []carryover.ChunkInput
 		size    int
-		bufs    [][]byte // reused between batches
+		bufs    [][]byte // reused between batches, and kept in spoolBufs after the last
 		used    int
 		sdir    *spoolDirFD // opened at the first file chunk
 	)
-	defer func() { sdir.close() }()
+	defer func() {
+		sdir.close()
+		for _, b := range bufs {
+			if b != nil {
+				spoolBufs.Put(&b)
+			}
+		}
+	}()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -75,7 +89,11 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 				return written, fmt.Errorf("spool: bad chunk file name %q", c.File)
 			}
 			if used == len(bufs) {
-				bufs = append(bufs, nil)
+				var b []byte
+				if p, ok := spoolBufs.Get().(*[]byte); ok {
+					b = *p
+				}
+				bufs = append(bufs, b)
 			}
 			if sdir == nil {
 				var err error
