@@ -44,11 +44,50 @@ type spoolChunk struct {
 // ingestBatchBytes bounds the chunk data held in memory while streaming spool files into the store.
 const ingestBatchBytes = 64 << 20
 
-// spoolBufs keeps the read buffers of spool files between checkpoints. A turn that wrote one element
-// of a big array spools one chunk; reading it into a freshly allocated 4 MiB buffer cost more than
-// storing it (page faults, and huge-page compaction when the heap grows: 15-19 ms measured, against
-// 0.2 ms for a buffer that already had its pages).
-var spoolBufs sync.Pool
+// spoolBufs keeps a few read buffers of spool files between checkpoints. A turn that wrote one element
+// of a big array spools one 4 MiB chunk; reading it into a freshly allocated buffer cost more than
+// storing it (15-19 ms measured: page faults, heap growth), into a kept one 0.6-0.9 ms. A sync.Pool
+// would not do: it is emptied at every GC, and a server collects many times between two turns.
+// At most spoolBufsMax buffers of at most spoolBufMaxCap bytes are kept (32 MiB at worst).
+var spoolBufs = bufList{max: spoolBufsMax}
+
+const (
+	spoolBufsMax   = 4
+	spoolBufMaxCap = 2 * DefaultChunkSize
+)
+
+// bufList is a bounded stack of reusable byte buffers.
+type bufList struct {
+	mu   sync.Mutex
+	free [][]byte
+	max  int
+}
+
+// get returns a kept buffer (length 0), or nil when none is kept.
+func (l *bufList) get() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return nil
+	}
+	b := l.free[n-1]
+	l.free[n-1] = nil
+	l.free = l.free[:n-1]
+	return b
+}
+
+// put keeps b for a later get, unless the list is full or b is empty or larger than spoolBufMaxCap.
+func (l *bufList) put(b []byte) {
+	if cap(b) == 0 || cap(b) > spoolBufMaxCap {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.free) < l.max {
+		l.free = append(l.free, b[:0])
+	}
+}
 
 // ingestSpool puts the answer's chunks through w in order, batch by batch, reading spool files from
 // dir, and returns the stored bytes newly written.
@@ -57,16 +96,14 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		written int64
 		batch   []carryover.ChunkInput
 		size    int
-		bufs    [][]byte // reused between batches, and kept in spoolBufs after the last
+		bufs    [][]byte // reused between batches; some are kept in spoolBufs after the last
 		used    int
 		sdir    *spoolDirFD // opened at the first file chunk
 	)
 	defer func() {
 		sdir.close()
 		for _, b := range bufs {
-			if b != nil {
-				spoolBufs.Put(&b)
-			}
+			spoolBufs.put(b)
 		}
 	}()
 	flush := func() error {
@@ -89,11 +126,7 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 				return written, fmt.Errorf("spool: bad chunk file name %q", c.File)
 			}
 			if used == len(bufs) {
-				var b []byte
-				if p, ok := spoolBufs.Get().(*[]byte); ok {
-					b = *p
-				}
-				bufs = append(bufs, b)
+				bufs = append(bufs, spoolBufs.get())
 			}
 			if sdir == nil {
 				var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,5 +83,30 @@ func TestSpoolHostConfined(t *testing.T) {
 		if _, err := c.spoolHost(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestBufListKeepsAFewBuffers: buffers outlive a checkpoint (and any GC), up to max of them, none
+// larger than spoolBufMaxCap, and each comes back empty with its capacity.
+func TestBufListKeepsAFewBuffers(t *testing.T) {
+	l := bufList{max: 2}
+	if l.get() != nil {
+		t.Fatal("an empty list gave a buffer")
+	}
+	for range 3 {
+		l.put(make([]byte, 10, 1<<20))
+	}
+	l.put(make([]byte, 0, spoolBufMaxCap+1))
+	l.put(nil)
+	runtime.GC() // twice: a sync.Pool keeps its items through one collection
+	runtime.GC()
+	for i := range 2 {
+		b := l.get()
+		if b == nil || len(b) != 0 || cap(b) != 1<<20 {
+			t.Fatalf("buffer %d: len %d cap %d, want a kept empty 1 MiB buffer", i, len(b), cap(b))
+		}
+	}
+	if b := l.get(); b != nil {
+		t.Fatalf("a third buffer was kept (cap %d): the list holds at most 2, none over %d bytes", cap(b), spoolBufMaxCap)
 	}
 }
