@@ -39,6 +39,7 @@ type Server struct {
 	ln    net.Listener
 	log   *slog.Logger
 	node  *cluster.Node // nil unless the store is shared (cluster_node.go)
+	lock  *dataDirLock  // held on data_dir from Assemble to the end of Shutdown
 
 	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
@@ -66,7 +67,9 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	if log == nil {
 		log = slog.Default()
 	}
+	var lock *dataDirLock
 	fail := func(err error) (*Server, error) {
+		defer lock.release() // last: the parts closed first may still write under data_dir
 		if p.Store != nil {
 			p.Store.Close()
 		}
@@ -77,6 +80,10 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fail(fmt.Errorf("data_dir: %w", err))
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return fail(err)
 	}
 	if err := session.PrepareDirs(cfg); err != nil {
 		return fail(err)
@@ -107,7 +114,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	}
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
-	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner}
+	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock}
 	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
@@ -200,6 +207,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if cerr := s.Store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
+	s.lock.release() // nothing of this server writes under data_dir any more
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = nil
 	}

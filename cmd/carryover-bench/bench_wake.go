@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -91,7 +94,18 @@ func benchWake(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		}
 		rows = append(rows, benchRow{Name: name, Ours: fmtDur(d), Peer: fmt.Sprintf("%.1f ms (chunk read)", rr.Timings.ReadMS),
 			Ratio: verdict(d <= 300*time.Millisecond, "<=300 ms"),
-			Note:  fmt.Sprintf("%s saved; load %.1f ms", fmtBytes(r.BytesWritten), rr.Timings.LoadMS)})
+			Note:  fmt.Sprintf("%s saved; load %.1f ms; slowest groups: %s", fmtBytes(r.BytesWritten), rr.Timings.LoadMS, slowestGroups(rr.Groups, 3))})
 	}
 	return rows, nil
+}
+
+// slowestGroups names the n groups whose load took longest, with their times: where a wake goes.
+func slowestGroups(gs []carryover.GroupTiming, n int) string {
+	gs = slices.Clone(gs)
+	slices.SortFunc(gs, func(a, b carryover.GroupTiming) int { return cmp.Compare(b.MS, a.MS) })
+	var parts []string
+	for _, g := range gs[:min(n, len(gs))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", strings.Join(g.Names, ","), g.MS))
+	}
+	return strings.Join(parts, ", ")
 }
