@@ -168,17 +168,23 @@ func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (ca
 		return carryover.Session{}, err
 	}
 	return s.update(ctx, ls, func(d *carryover.Session) error {
-		// A new map: snapshots handed out earlier share the old one and may be read (encoded) now.
-		next := make(map[string]any, len(d.Data)+len(data))
-		for k, v := range d.Data {
-			next[k] = v
-		}
-		for k, v := range data {
-			next[k] = v
-		}
-		d.Data = next
+		d.Data = mergedData(d.Data, data)
 		return nil
 	})
+}
+
+// mergedData is a new map holding data with add's keys set over it. Never merge in place: snapshots
+// handed out earlier share the old map and may be read (encoded for an answer) right now, and a
+// failed save puts the old document back.
+func mergedData(data, add map[string]any) map[string]any {
+	next := make(map[string]any, len(data)+len(add))
+	for k, v := range data {
+		next[k] = v
+	}
+	for k, v := range add {
+		next[k] = v
+	}
+	return next
 }
 
 // Delete stops the kernel and removes every trace of the session.

@@ -138,12 +138,7 @@ func (s *Service) accountTurn(ctx context.Context, ls *liveSession, t turnRecord
 		d.BudgetConsumed.Iterations++
 		d.LastActivity = now
 		if t.updateData != nil {
-			if d.Data == nil {
-				d.Data = map[string]any{}
-			}
-			for key, v := range t.updateData {
-				d.Data[key] = v
-			}
+			d.Data = mergedData(d.Data, t.updateData)
 		}
 		if t.cpuSeconds > 0 {
 			s.chargeLocked(d, t.cpuSeconds, 0)
