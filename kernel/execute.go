@@ -236,8 +236,8 @@ func (r *execRun) reply(m *message) error {
 // deliverIOPub turns one iopub message of this execution into a callback and reports whether it was
 // the idle status that ends it.
 func (k *Kernel) deliverIOPub(m *message, opts *ExecOptions) (idle bool) {
-	switch t := m.Header.MsgType; t {
-	case "status":
+	switch t := m.Header.MsgType; {
+	case t == "status":
 		var st struct {
 			ExecutionState string `json:"execution_state"`
 		}
@@ -249,20 +249,37 @@ func (k *Kernel) deliverIOPub(m *message, opts *ExecOptions) (idle bool) {
 			opts.OnStatus(st.ExecutionState)
 		}
 		return st.ExecutionState == "idle"
-	case "stream", "display_data", "update_display_data", "execute_result", "error", "clear_output":
+	case isOutput(t):
 		if opts.OnOutput == nil {
 			return false
 		}
-		out := Output{Type: t}
-		if err := json.Unmarshal(m.Content, &out); err != nil {
-			// Never drop silently: hand over what we could not parse as an error output.
+		out, err := decodeOutput(t, m.Content)
+		if err != nil {
 			k.log.Warn("bad output message", "type", t, "err", err)
-			out = Output{Type: "error", EName: "CarryoverProtocolError", EValue: fmt.Sprintf("undecodable %s message: %v", t, err)}
 		}
-		out.Type = t
 		opts.OnOutput(out)
 	}
 	return false
+}
+
+// isOutput says whether an iopub message of type t is a cell output.
+func isOutput(t string) bool {
+	switch t {
+	case "stream", "display_data", "update_display_data", "execute_result", "error", "clear_output":
+		return true
+	}
+	return false
+}
+
+// decodeOutput turns the content of an output message of type t into an Output. Content that does
+// not decode becomes an error output that says so, with the error: never dropped silently.
+func decodeOutput(t string, content []byte) (Output, error) {
+	out := Output{Type: t}
+	if err := json.Unmarshal(content, &out); err != nil {
+		return Output{Type: "error", EName: "CarryoverProtocolError", EValue: fmt.Sprintf("undecodable %s message: %v", t, err)}, err
+	}
+	out.Type = t
+	return out, nil
 }
 
 // answerInput calls OnInput on its own goroutine and sends the input_reply.

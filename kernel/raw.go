@@ -204,3 +204,14 @@ func (m RawMessage) ExecutionState() string {
 	_ = json.Unmarshal(m.Content, &c)
 	return c.State
 }
+
+// Output is the cell output an iopub message carries (stream, display_data, update_display_data,
+// execute_result, error, clear_output), decoded as Execute's OnOutput gets it; false for other messages.
+func (m RawMessage) Output() (Output, bool) {
+	t := m.Type()
+	if !isOutput(t) {
+		return Output{}, false
+	}
+	out, _ := decodeOutput(t, m.Content)
+	return out, true
+}

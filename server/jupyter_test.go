@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -319,6 +320,14 @@ func TestJupyterChannels(t *testing.T) {
 				if i == 2 && stdoutOf(msgs) != "42\n" {
 					t.Fatalf("stdout %q", stdoutOf(msgs))
 				}
+			}
+			// The turns' records keep their outputs, as runs' do: the history and the notebook show them.
+			hist, err := ts.c.Executions(context.Background(), kid, 0)
+			if err != nil || len(hist) != 3 {
+				t.Fatalf("history of the Jupyter turns: %v %+v", err, hist)
+			}
+			if r, err := hist[2].RunResult(); err != nil || r.Stdout != "42\n" || len(r.Outputs) != 1 || r.Status != "ok" {
+				t.Fatalf("the third turn's record lost its output: %v %+v", err, r)
 			}
 			// carryover's own API runs on the same session: the Jupyter client sees none of it.
 			ts.run(kid, "y = x * 2")

@@ -80,9 +80,14 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 			return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
 		}
 	}
-	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req)
+	res := &RunResult{SessionID: ls.id, Status: "error", Outputs: []kernel.Output{}, ride: ride}
+	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
+	// does, so the history and the notebook export show what the cell printed.
+	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
+	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) { col.add(o) })
+	col.finish()
+	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
-	res := &RunResult{SessionID: ls.id, Status: "error", DurationMS: durationMS, Outputs: []kernel.Output{}, ride: ride}
 	var runErr error
 	if turn.Died {
 		res.ExecutionCount = ls.snapshot().ExecutionCount
@@ -110,8 +115,9 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	return turn, nil
 }
 
-// sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death.
-func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID string, req kernel.RawMessage) (*RawTurn, float64) {
+// sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death,
+// handing each of its outputs to onOutput.
+func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID string, req kernel.RawMessage, onOutput func(kernel.Output)) (*RawTurn, float64) {
 	turn := &RawTurn{}
 	shell, cancelShell, err1 := k.Subscribe("shell")
 	iopub, cancelIOPub, err2 := k.Subscribe("iopub")
@@ -134,7 +140,12 @@ func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID strin
 				turn.Reply = &m
 			}
 		case m := <-iopub:
-			if m.ParentID() == msgID && m.Type() == "status" && m.ExecutionState() == "idle" {
+			if m.ParentID() != msgID {
+				continue
+			}
+			if out, ok := m.Output(); ok {
+				onOutput(out)
+			} else if m.Type() == "status" && m.ExecutionState() == "idle" {
 				turn.Idle = &m
 			}
 		case <-k.Dead():
