@@ -47,7 +47,11 @@ func StartProcess(s ProcessSpec) (*LocalProcess, error) {
 		defer logf.Close() // the child has its own copy of the fd
 		cmd.Stdout, cmd.Stderr = logf, logf
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: the process dies with the server, kill -9 included (its own group keeps it from our
+	// signals). ipykernel's parent poller only notices a parent that became pid 1, never one that
+	// died under a subreaper (systemd --user, tini, a supervisor). The signal follows the forking
+	// thread, which the Go runtime never ends here (kernel/sandbox/netns.go keeps its threads alive).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, &StartError{Argv0: s.Argv[0], Err: err}
 	}
