@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // spoolChunk is one chunk named in a snapshot answer.
@@ -99,6 +100,8 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		bufs    [][]byte // reused between batches; some are kept in spoolBufs after the last
 		used    int
 		sdir    *spoolDirFD // opened at the first file chunk
+		scratch []byte      // decoded bytes of compressed chunks, for their check
+		err     error
 	)
 	defer func() {
 		sdir.close()
@@ -151,6 +154,11 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		if int64(len(data)) != c.Stored {
 			return written, fmt.Errorf("spool: chunk %s has %d bytes, want %d", c.Hash, len(data), c.Stored)
 		}
+		if c.Codec == chunk.CodecZstd {
+			if scratch, err = verifyCompressed(c, data, scratch); err != nil {
+				return written, err
+			}
+		}
 		batch = append(batch, carryover.ChunkInput{Hash: c.Hash, Codec: c.Codec, RawLen: c.RawLen, Data: data, Children: c.Children})
 		size += len(data)
 		if size >= ingestBatchBytes {
@@ -160,6 +168,33 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		}
 	}
 	return written, flush()
+}
+
+// maxSpooledRaw bounds the raw size a kernel may claim for one compressed chunk (chunks are cut at
+// persistence.chunk_size; descriptors are small), so a hostile frame cannot make the check below
+// inflate gigabytes.
+const maxSpooledRaw = 256 << 20
+
+// verifyCompressed decodes a zstd chunk the kernel sent and checks it against its address. A raw
+// chunk is checked by every store's put (chunk.Check); a compressed one only when read back, and
+// chunks are shared by address across sessions and tenants. Unchecked, a hostile (sandboxed) kernel
+// could store garbage under the address of data another session will save later (a zeroed 4 MiB
+// chunk has a well-known one): that session's checkpoints would then reference the garbage and fail
+// to restore. A thread writing an array while it is spooled is caught the same way: the checkpoint
+// fails and says so, the previous one stays, instead of a chunk that does not match its address.
+// scratch is reused between calls and returned.
+func verifyCompressed(c spoolChunk, data, scratch []byte) ([]byte, error) {
+	if c.RawLen < 0 || c.RawLen > maxSpooledRaw {
+		return scratch, fmt.Errorf("spool: chunk %s claims %d raw bytes (at most %d)", c.Hash, c.RawLen, maxSpooledRaw)
+	}
+	raw, err := chunk.Decode(c.Codec, data, scratch[:0])
+	if err != nil {
+		return scratch, fmt.Errorf("spool: chunk %s: %w", c.Hash, err)
+	}
+	if err := chunk.Verify(c.Hash, c.RawLen, raw); err != nil {
+		return raw, fmt.Errorf("spool: chunk %s does not match its address (was it written while it was saved?): %w", c.Hash, err)
+	}
+	return raw, nil
 }
 
 // spoolDirFD reads chunk files of one spool dir. The kernel writing them may be sandboxed and hostile:

@@ -110,3 +110,39 @@ func TestBufListKeepsAFewBuffers(t *testing.T) {
 		t.Fatalf("a third buffer was kept (cap %d): the list holds at most 2, none over %d bytes", cap(b), spoolBufMaxCap)
 	}
 }
+
+// TestIngestSpoolChecksCompressedChunks: a compressed chunk from the kernel is decoded and checked
+// against its address before it is stored (a hostile kernel must not store garbage under the address
+// of data another session saves later, e.g. a zeroed chunk), and a true one goes in.
+func TestIngestSpoolChecksCompressedChunks(t *testing.T) {
+	s := storeT(t)
+	w := writerT(t, s)
+	ctx := context.Background()
+	dir := t.TempDir()
+	garbage := []byte(strings.Repeat("not the zeros you were looking for. ", 4096))
+	enc, err := chunk.Encode(garbage, nil)
+	if err != nil || enc.Codec != chunk.CodecZstd {
+		t.Fatalf("encode: %v %s", err, enc.Codec)
+	}
+	zeros := chunk.Hash(make([]byte, len(garbage)))
+	if err := os.WriteFile(filepath.Join(dir, "f"), enc.Data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forged := spoolChunk{Hash: zeros, Codec: chunk.CodecZstd, RawLen: int64(len(garbage)), Stored: int64(len(enc.Data)), File: "f"}
+	if _, err := ingestSpool(ctx, w, dir, []spoolChunk{forged}); err == nil || !strings.Contains(err.Error(), "does not match its address") {
+		t.Fatalf("a compressed chunk under another content's address: %v", err)
+	}
+	if missing, err := s.MissingChunks(ctx, []string{zeros}); err != nil || len(missing) != 1 {
+		t.Fatalf("the forged chunk was stored: missing %v, %v", missing, err)
+	}
+	huge := forged
+	huge.Hash, huge.RawLen = enc.Hash, 1<<40
+	if _, err := ingestSpool(ctx, w, dir, []spoolChunk{huge}); err == nil || !strings.Contains(err.Error(), "raw bytes") {
+		t.Fatalf("a chunk claiming 1 TiB raw: %v", err)
+	}
+	genuine := forged
+	genuine.Hash = enc.Hash
+	if _, err := ingestSpool(ctx, w, dir, []spoolChunk{genuine}); err != nil {
+		t.Fatalf("a true compressed chunk: %v", err)
+	}
+}
