@@ -101,7 +101,8 @@ type ClusterConfig struct {
 // ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
 // only: the catalog stays in PostgreSQL). No bucket: every chunk stays in the database.
 type ChunksConfig struct {
-	InlineMaxBytes int `mapstructure:"inline_max_bytes"`
+	InlineMaxBytes int   `mapstructure:"inline_max_bytes"`
+	CacheMaxBytes  int64 `mapstructure:"cache_max_bytes"`
 	S3             struct {
 		Endpoint  string `mapstructure:"endpoint"`
 		Bucket    string `mapstructure:"bucket"`
@@ -208,6 +209,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: cluster.ttl_seconds must be at least twice cluster.heartbeat_seconds (> 0)")
 	case c.Chunks.InlineMaxBytes < 1:
 		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
+	case c.Chunks.CacheMaxBytes < 0:
+		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
 	}
 	seen := map[string]string{}
 	for name, tok := range c.Auth.Tenants {

@@ -29,7 +29,9 @@ func openStore(ctx context.Context, cfg *configs.Config) (carryover.Store, error
 				return nil, err
 			}
 			opts.Objects = b
-			opts.CacheDir = filepath.Join(cfg.DataDir, "chunk-cache")
+			if cfg.Chunks.CacheMaxBytes > 0 {
+				opts.CacheDir, opts.CacheMaxBytes = filepath.Join(cfg.DataDir, "chunk-cache"), cfg.Chunks.CacheMaxBytes
+			}
 		}
 		return postgres.Open(ctx, cfg.Store.DSN, opts)
 	default:

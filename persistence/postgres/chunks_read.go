@@ -65,7 +65,7 @@ func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, raw
 	if !key.Valid {
 		return codec, rawLen, data, nil
 	}
-	if data, ok := s.cached(hash, codec, rawLen); ok {
+	if data, ok := s.cache.get(hash, codec, rawLen); ok {
 		return codec, rawLen, data, nil
 	}
 	if s.opts.Objects == nil {
@@ -75,6 +75,6 @@ func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, raw
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
-	s.cache(hash, data)
+	s.cache.put(hash, data)
 	return codec, rawLen, data, nil
 }

@@ -106,8 +106,7 @@ func TestObjectsAndInline(t *testing.T) {
 
 	// Another node: same database, empty cache of its own.
 	cacheDir := t.TempDir()
-	other := &Store{db: dsnStore.db, opts: dsnStore.opts}
-	other.opts.CacheDir = cacheDir
+	other := &Store{db: dsnStore.db, opts: dsnStore.opts, cache: openChunkCache(cacheDir, 1<<30)}
 	got, err := other.ReadChunk(context.Background(), big.Hash, nil)
 	if err != nil || !bytes.Equal(got, big.Data) {
 		t.Fatalf("read through the object store: %v", err)

@@ -38,6 +38,8 @@ type Options struct {
 	ObjectPrefix string
 	// CacheDir, when set, is this node's cache of object chunks by hash (restores read it first).
 	CacheDir string
+	// CacheMaxBytes bounds the cache: past it, the least recently used chunks are deleted (default 10 GiB).
+	CacheMaxBytes int64
 	// TombstoneGrace is how long GC waits before deleting the object of a collected chunk (default 1m).
 	TombstoneGrace time.Duration
 	// Node, when its ID is set, makes the store one node of a cluster: sessions it creates are owned
@@ -59,9 +61,10 @@ type ObjectStore interface {
 
 // Store is carryover's PostgreSQL database.
 type Store struct {
-	db   *sqlx.DB
-	opts Options
-	held holds // the sessions this node owns, with their epochs (clustered stores only)
+	db    *sqlx.DB
+	opts  Options
+	held  holds       // the sessions this node owns, with their epochs (clustered stores only)
+	cache *chunkCache // this node's chunk cache (nil: none)
 
 	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
 	// window a racing GC is tested in).
@@ -99,6 +102,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{db: db, opts: opts}
+	if opts.CacheDir != "" {
+		if opts.CacheMaxBytes <= 0 {
+			opts.CacheMaxBytes = 10 << 30
+		}
+		s.cache = openChunkCache(opts.CacheDir, opts.CacheMaxBytes)
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)

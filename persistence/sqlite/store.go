@@ -29,7 +29,7 @@ type Store struct {
 	db   *sqlx.DB
 	path string
 
-	wmu  sync.Mutex   // serialises write transactions
+	wmu  sync.Mutex // serialises write transactions
 	wal  *walCheckpointer
 	ckmu sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
 
