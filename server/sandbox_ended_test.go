@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/client"
 )
@@ -44,5 +45,20 @@ func TestSandboxEndedProcessesNamed(t *testing.T) {
 	ts.act(ts.c.Rotate, "bg")
 	if r := ts.run("bg", "print(2)"); len(r.ProcessesEnded) != 0 {
 		t.Errorf("nothing ran in the background: %s", dump(r.ProcessesEnded))
+	}
+	// A kernel's death takes them too (the box goes with its kernel, so they are named from the last
+	// cost sample, taken at a turn's end at most once a second): in the dying run's answer and in
+	// the kernel_died event.
+	pids = strings.Fields(ts.stdout("bg", start))
+	time.Sleep(1100 * time.Millisecond)
+	ts.run("bg", "print(3)")
+	r, _, _ = ts.runT("bg", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 0)
+	if r == nil {
+		t.Fatal("no answer for the run whose kernel died")
+	}
+	check("the run whose kernel died", r.ProcessesEnded)
+	ev = ts.events("bg", 0, 100, "kernel_died")
+	if len(ev) == 0 || !strings.Contains(dump(ev[len(ev)-1]), "http.server 8765") {
+		t.Errorf("kernel_died event: %s", dump(ev))
 	}
 }

@@ -30,6 +30,7 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 	if err != nil {
 		return
 	}
+	ls.noteBackground(k, k.Background())
 	now := time.Now()
 	ls.mu.Lock()
 	if ls.kern != k {

@@ -4,11 +4,10 @@ import (
 	"github.com/carryover/carryover/kernel"
 )
 
-// noteEnded lists the background processes of a kernel about to be stopped on purpose (a server, a
-// subprocess.Popen the session started: they cannot survive it), names them in the event payload
-// as processes_ended, and keeps them for the next run's answer, so they never vanish silently.
-func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, payload map[string]any) {
-	procs := k.Background()
+// noteEnded names procs, the background processes of kernel k that end with it (a server, a
+// subprocess.Popen the session started: they cannot survive it), in the event payload as
+// processes_ended, and keeps them for the next run's answer, so they never vanish silently.
+func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, procs []kernel.BackgroundProcess, payload map[string]any) {
 	if len(procs) == 0 {
 		return
 	}
@@ -17,6 +16,28 @@ func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, payload map[strin
 	ls.mu.Lock()
 	ls.ended = append(ls.ended, procs...)
 	ls.mu.Unlock()
+}
+
+// endedByDeath is what a dead kernel takes with it: the processes still listed, else those of the
+// last cost sample (a box dies with its kernel, so by now they may be gone too). The sample is at
+// most a second older than the last turn; a process that ended on its own since is named as well.
+func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess {
+	if procs := k.Background(); len(procs) > 0 {
+		return procs
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.bgKernel != k {
+		return nil
+	}
+	return ls.bgSeen
+}
+
+// noteBackground keeps k's background processes from a cost sample (see endedByDeath).
+func (ls *liveSession) noteBackground(k *kernel.Kernel, procs []kernel.BackgroundProcess) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.bgSeen, ls.bgKernel = procs, k
 }
 
 // takeEnded hands over (and forgets) what noteEnded kept.

@@ -210,7 +210,9 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	if err := k.Err(); err != nil {
 		reason = err.Error()
 	}
-	s.emit(ctx, ls, "kernel_died", map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason})
+	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
+	s.noteEnded(ls, k, ls.endedByDeath(k), payload)
+	s.emit(ctx, ls, "kernel_died", payload)
 	s.stopKernel(ctx, k)
 }
 
@@ -224,7 +226,7 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 		return
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
-	s.noteEnded(ls, k, payload)
+	s.noteEnded(ls, k, k.Background(), payload)
 	s.stopKernel(ctx, k)
 	s.emit(ctx, ls, "sandbox_terminated", payload)
 }

@@ -66,7 +66,7 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 	}
 	if old != nil {
 		payload := map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"}
-		s.noteEnded(ls, old, payload)
+		s.noteEnded(ls, old, old.Background(), payload)
 		s.stopKernel(ctx, old)
 		s.emit(ctx, ls, "sandbox_terminated", payload)
 	}

@@ -218,8 +218,8 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		}
 	}
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
-	res.ProcessesEnded = ls.takeEnded()
 	s.checkpointTurn(ctx, ls, k, res, runErr)
+	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some
 	if runErr == nil {
 		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
 	}
