@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/server/session"
 )
 
 // lockName is the file in data_dir whose flock marks the data dir as in use.
@@ -21,6 +23,22 @@ const lockName = "carryover.lock"
 // in its shutdown grace). The lock is an flock on an open file: the kernel drops it when the process
 // dies, kill -9 included, so a crash never leaves a stale lock behind.
 type dataDirLock struct{ f *os.File }
+
+// claimDataDir makes data_dir, locks it for this server and prepares the directories under it.
+func claimDataDir(cfg *configs.Config) (*dataDirLock, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := session.PrepareDirs(cfg); err != nil {
+		lock.release()
+		return nil, err
+	}
+	return lock, nil
+}
 
 // lockDataDir takes the lock, or says which process holds it.
 func lockDataDir(dir string) (*dataDirLock, error) {

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -78,14 +77,8 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fail(fmt.Errorf("data_dir: %w", err))
-	}
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := claimDataDir(cfg)
 	if err != nil {
-		return fail(err)
-	}
-	if err := session.PrepareDirs(cfg); err != nil {
 		return fail(err)
 	}
 	if p.Provisioner == nil {
