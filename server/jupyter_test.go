@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/binserver"
 )
 
@@ -302,6 +303,12 @@ func TestJupyterChannels(t *testing.T) {
 				t.Fatalf("POST kernels: %d %v", st, kern)
 			}
 			kid := kern["id"].(string)
+			// carryover's own websocket clients (the UI) see the Jupyter client's visible turns.
+			own, err := ts.c.Connect(context.Background(), kid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer own.Close()
 			w := dialJupyter(t, ts.base, kid, v1, testToken)
 			ids := map[string]bool{}
 			for i, code := range []string{"x = 40", "x += 1", "x += 1\nprint(x)"} {
@@ -321,6 +328,7 @@ func TestJupyterChannels(t *testing.T) {
 					t.Fatalf("stdout %q", stdoutOf(msgs))
 				}
 			}
+			checkOwnClientSawTurns(t, own, []string{"x = 40", "x += 1", "x += 1\nprint(x)"}, "42\n")
 			// The turns' records keep their outputs, as runs' do: the history and the notebook show them.
 			hist, err := ts.c.Executions(context.Background(), kid, 0)
 			if err != nil || len(hist) != 3 {
@@ -417,5 +425,43 @@ func TestJupyterCloseOnShutdown(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// checkOwnClientSawTurns reads a carryover websocket client's frames until it saw each code run as a
+// Jupyter turn (busy with the code, result, idle, under one "jupyter-" run id); the last printed out.
+func checkOwnClientSawTurns(t *testing.T, own *client.Conn, codes []string, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seen []string
+	printed, result := "", false
+	for len(seen) < len(codes) {
+		f, err := own.Next(ctx)
+		if err != nil {
+			t.Fatalf("carryover's websocket client saw %d of the Jupyter turns: %v", len(seen), err)
+		}
+		if !strings.HasPrefix(f.ID, "jupyter-") {
+			continue
+		}
+		switch {
+		case f.Type == "status" && f.ExecutionState == "busy":
+			if f.Code != codes[len(seen)] {
+				t.Fatalf("Jupyter turn %d shown with code %q, want %q", len(seen)+1, f.Code, codes[len(seen)])
+			}
+			printed, result = "", false
+		case f.Type == "output" && f.Output != nil:
+			printed += f.Output.Text
+		case f.Type == "result":
+			result = f.Result != nil && f.Result.Status == "ok"
+		case f.Type == "status" && f.ExecutionState == "idle":
+			if !result {
+				t.Fatalf("Jupyter turn %d: idle without an ok result first", len(seen)+1)
+			}
+			seen = append(seen, f.ID)
+		}
+	}
+	if printed != out {
+		t.Fatalf("the last Jupyter turn's output frames printed %q, want %q", printed, out)
 	}
 }

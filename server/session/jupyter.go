@@ -84,7 +84,12 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
 	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
-	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) { col.add(o) })
+	shown := s.showRawTurn(ls, hdr.MsgID, c)
+	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) {
+		if col.add(o) && shown != nil {
+			shown.output(&ls.hub, o)
+		}
+	})
 	col.finish()
 	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
@@ -112,7 +117,39 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 		status: status, answer: res, durationMS: res.DurationMS}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
 	}
+	s.endRawTurn(ls, shown, res)
 	return turn, nil
+}
+
+// showRawTurn makes a Jupyter client's visible (not silent) turn a run the session's own clients see
+// too, as they see each other's: a busy status with the code, its outputs, its result, then idle,
+// under the run id "jupyter-<msg_id>"; a client joining mid-turn gets it in its "running" frame. So
+// the UI shows a JupyterLab user's cells as they run. Nil for a silent request (JupyterLab's own
+// inspections), which stays between the Jupyter client and the kernel.
+func (s *Service) showRawTurn(ls *liveSession, msgID string, c executeContent) *activeRun {
+	if c.Silent {
+		return nil
+	}
+	act := &activeRun{id: "jupyter-" + msgID, code: c.Code}
+	ls.mu.Lock()
+	ls.running = act
+	ls.mu.Unlock()
+	ls.hub.broadcast(StatusFrame{Type: "status", ID: act.id, ExecutionState: "busy", Code: c.Code})
+	return act
+}
+
+// endRawTurn ends what showRawTurn began: the result, then idle (the turn, checkpoint included, is over).
+func (s *Service) endRawTurn(ls *liveSession, act *activeRun, res *RunResult) {
+	if act == nil {
+		return
+	}
+	ls.mu.Lock()
+	if ls.running == act {
+		ls.running = nil
+	}
+	ls.mu.Unlock()
+	ls.hub.broadcast(ResultFrame{Type: "result", ID: act.id, Result: res})
+	ls.hub.broadcast(StatusFrame{Type: "status", ID: act.id, ExecutionState: "idle"})
 }
 
 // sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death,

@@ -77,6 +77,14 @@ func (a *activeRun) frameLocked() RunningFrame {
 		Outputs: append([]kernel.Output(nil), a.outputs...)}
 }
 
+// output keeps o for clients joining mid-run and streams it to the session's subscribers.
+func (a *activeRun) output(h *hub, o kernel.Output) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.outputs = append(a.outputs, o)
+	h.broadcast(OutputFrame{Type: "output", ID: a.id, Output: o})
+}
+
 // answer delivers an input_reply for run id; it reports whether an input was pending.
 func (a *activeRun) answer(id, value string) bool {
 	a.mu.Lock()
@@ -304,13 +312,9 @@ func (s *Service) execOptions(ls *liveSession, act *activeRun, col *collector, c
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
 		OnOutput: func(o kernel.Output) {
-			if !col.add(o) {
-				return
+			if col.add(o) {
+				act.output(&ls.hub, o)
 			}
-			act.mu.Lock()
-			act.outputs = append(act.outputs, o)
-			ls.hub.broadcast(OutputFrame{Type: "output", ID: hooks.ID, Output: o})
-			act.mu.Unlock()
 		},
 		// busy goes out as the kernel says it; idle is sent after the result (see Run), so a client
 		// that sees idle knows the turn, checkpoint included, is over.
