@@ -35,8 +35,10 @@ type bridge struct {
 	held    map[string]bool    // executes whose reply and idle the turn sends (after its checkpoint)
 	kern    *kernel.Kernel     // the kernel subscribed to
 	unsub   func()
-	queue   []turnJob // executes waiting for their turn
-	running int       // executes in the turn worker (0 or 1)
+	queue   []turnJob  // executes waiting for their turn
+	running int        // executes in the turn worker (0 or 1)
+	current *turnJob   // the execute in the turn worker, nil when none
+	saveMu  sync.Mutex // serialises saveInflight: the last save holds the latest queue
 	wake    chan struct{}
 	stop    chan struct{}
 	stopped bool

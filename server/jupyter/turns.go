@@ -27,7 +27,11 @@ type turnJob struct {
 func (b *bridge) enqueue(j turnJob) {
 	b.mu.Lock()
 	b.queue = append(b.queue, j)
+	busy := b.current != nil
 	b.mu.Unlock()
+	if busy { // queued behind a running cell: lost too if carryover dies now, so on record at once
+		b.saveInflight()
+	}
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -49,21 +53,23 @@ func (b *bridge) turnWorker() {
 		j := b.queue[0]
 		b.queue = b.queue[1:]
 		b.running++
+		b.current = &j
 		b.held[j.msgID] = true
 		b.mu.Unlock()
+		b.saveInflight()
 		b.runTurn(j)
 		b.mu.Lock()
 		b.running--
+		b.current = nil
 		delete(b.held, j.msgID)
 		delete(b.pending, j.msgID)
 		b.mu.Unlock()
+		b.saveInflight()
 	}
 }
 
 // runTurn runs one execute_request and answers it.
 func (b *bridge) runTurn(j turnJob) {
-	b.recordInflight(j)
-	defer b.clearInflight()
 	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: b.attach})
 	switch {
 	case err != nil:
@@ -90,13 +96,25 @@ func (b *bridge) runTurn(j turnJob) {
 // next process instead of leaving its futures waiting forever.
 const inflightKey = "jupyter_inflight"
 
-func (b *bridge) recordInflight(j turnJob) {
+// saveInflight records the execute in the turn worker and the queued ones (or clears the record when
+// there are none). It runs at every change of either, under saveMu, so the record a kill leaves
+// behind is the latest.
+func (b *bridge) saveInflight() {
+	b.saveMu.Lock()
+	defer b.saveMu.Unlock()
 	b.mu.Lock()
-	headers := []any{string(j.msg.Header)}
+	var headers []any
+	if b.current != nil {
+		headers = append(headers, string(b.current.msg.Header))
+	}
 	for _, q := range b.queue {
 		headers = append(headers, string(q.msg.Header))
 	}
 	b.mu.Unlock()
+	if len(headers) == 0 {
+		b.clearInflight()
+		return
+	}
 	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: headers}); err != nil {
 		b.d.log.Warn("jupyter: in-flight requests not recorded", "kernel", b.id, "err", err)
 	}
@@ -136,7 +154,7 @@ func (b *bridge) failLost() {
 			"carryover was restarted while this cell was running or queued; its result is lost and the session is at its last checkpoint"))
 		b.broadcast(statusMsg(req.Header, "idle"))
 	}
-	b.clearInflight()
+	b.saveInflight() // what this process runs or queues now, if anything, replaces the old record
 }
 
 // deliver sends a reply to the connection that asked, or, when it is gone (the client reconnected),
@@ -167,6 +185,9 @@ func (b *bridge) abortQueued(reason string) {
 		delete(b.pending, j.msgID)
 	}
 	b.mu.Unlock()
+	if len(q) > 0 {
+		b.saveInflight()
+	}
 	for _, j := range q {
 		b.broadcast(statusMsg(j.msg.Header, "busy"))
 		reply := replyMsg(j.msg.Header, "execute_reply", map[string]any{"status": "aborted", "execution_count": nil})
