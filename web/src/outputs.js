@@ -100,6 +100,7 @@ export class OutputArea {
         return;
       }
       const item = { output: { type: 'stream', name, text: join(o.text) || '' }, el: h(`pre.out-stream.${name === 'stderr' ? 'stderr' : 'stdout'}`) };
+      scrollWatch.observe(item.el);
       this.items.push(item);
       this.el.append(item.el);
       this.renderStream(item);
@@ -126,6 +127,7 @@ export class OutputArea {
     }
     this.items.push({ output: { ...o, type }, el });
     this.el.append(el);
+    scrollWatch.observe(el);
   }
 
   schedule(item) {
@@ -139,6 +141,7 @@ export class OutputArea {
 
   renderStream(item) {
     item.el.innerHTML = ansiToHtml(applyControlChars(streamText(item.output.text)));
+    focusableIfScrolling(item.el);
   }
 
   /** flush renders pending stream chunks now (before a screenshot or a result). */
@@ -147,3 +150,18 @@ export class OutputArea {
     this.scheduled.clear();
   }
 }
+
+// focusableIfScrolling lets the keyboard reach an output that scrolls (max-height in app.css): a
+// scrollable region that cannot take focus cannot be scrolled without a mouse (axe's
+// scrollable-region-focusable). Only scrolling ones become tab stops.
+function focusableIfScrolling(el) {
+  if (el.scrollHeight > el.clientHeight) el.tabIndex = 0;
+  else el.removeAttribute('tabindex');
+}
+
+// scrollWatch re-checks an output when its box changes, which includes its first layout: outputs are
+// often built before their cell is in the page (history, setAll), when nothing can be measured yet.
+// renderStream checks too, since a stream past max-height grows without its box changing.
+const scrollWatch = new ResizeObserver((entries) => {
+  for (const e of entries) focusableIfScrolling(e.target);
+});
