@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/internal/sandboxtest"
+
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel/sandbox"
@@ -22,12 +24,7 @@ import (
 // sandboxed starts a server with the sandbox on, or skips where bubblewrap cannot run.
 func sandboxed(t *testing.T, tweak ...func(*configs.Config)) *testServer {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the sandbox needs root")
-	}
-	if err := sandbox.Probe(""); err != nil {
-		t.Skipf("bubblewrap cannot run here: %v", err)
-	}
+	sandboxtest.Require(t, sandbox.Probe)
 	return startServer(t, "", append([]func(*configs.Config){func(c *configs.Config) {
 		c.Sandbox.Enabled = true
 		c.Sandbox.UIDBase = 240000

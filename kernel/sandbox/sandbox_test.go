@@ -10,17 +10,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
 )
 
 // newManager returns a live Manager, or skips where bubblewrap cannot run (not root, no bwrap).
 func newManager(t *testing.T, tweak ...func(*Config)) *Manager {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the sandbox needs root")
-	}
-	if err := Probe(""); err != nil {
-		t.Skipf("bubblewrap cannot run here: %v", err)
-	}
+	sandboxtest.Require(t, Probe)
 	cfg := Config{StateDir: filepath.Join(t.TempDir(), "state"), UIDBase: 230000, UIDCount: 100}
 	for _, f := range tweak {
 		f(&cfg)

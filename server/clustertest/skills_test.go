@@ -1,9 +1,10 @@
 package clustertest
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/pgtest"
@@ -15,12 +16,7 @@ import (
 // after another put; what an "rw" session of the second writes at /skills is read over the first's
 // API; a delete on the first is gone from the second's session.
 func TestSkillsAcrossNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the sandbox needs root")
-	}
-	if err := sandbox.Probe(""); err != nil {
-		t.Skipf("bubblewrap cannot run here: %v", err)
-	}
+	sandboxtest.Require(t, sandbox.Probe)
 	dsn := pgtest.NewDB(t)
 	a := startNode(t, "a", dsn, "CARRYOVER_SANDBOX_ENABLED=true", "CARRYOVER_SANDBOX_UID_BASE=250000")
 	b := startNode(t, "b", dsn, "CARRYOVER_SANDBOX_ENABLED=true", "CARRYOVER_SANDBOX_UID_BASE=251000")

@@ -1,0 +1,30 @@
+// Package sandboxtest decides whether a test that needs the real sandbox (bubblewrap as root) runs.
+package sandboxtest
+
+import (
+	"os"
+	"testing"
+)
+
+// RequiredEnv, set to "1" (make test sets it), turns a missing sandbox into a failure: the sandbox
+// suites are then never skipped without anybody noticing.
+const RequiredEnv = "CARRYOVER_TEST_SANDBOX_REQUIRED"
+
+// Require skips t where the sandbox cannot run: it needs root (per-box uids, idmapped mounts,
+// cgroups) and a working bubblewrap (probe, kernel/sandbox.Probe). Under RequiredEnv it fails instead.
+func Require(t testing.TB, probe func(string) error) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "the sandbox needs root (per-box uids, idmapped mounts, cgroups); make test runs as root"
+	} else if err := probe(""); err != nil {
+		why = "bubblewrap cannot run here: " + err.Error()
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv(RequiredEnv) == "1" {
+		t.Fatalf("%s (%s=1 requires the sandbox suites to run)", why, RequiredEnv)
+	}
+	t.Skip(why)
+}
