@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,31 +32,9 @@ func TestJupyterServerGateway(t *testing.T) {
 	defer cancel()
 	script := filepath.Join(root, "server", "jupyter", "testdata", "python", "gateway_client.py")
 	cmd := exec.CommandContext(ctx, python, script, jsURL, "jstoken", srv.Base, testToken)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	kernelID := ""
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		lines = append(lines, line)
-		switch {
-		case strings.HasPrefix(line, "KERNEL "):
-			kernelID = strings.TrimPrefix(line, "KERNEL ")
-		case line == "KILL":
-			srv.Kill9()
-			srv.Restart(t)
-			_, _ = stdin.Write([]byte("restarted\n"))
-		}
-	}
-	err := cmd.Wait()
-	t.Logf("gateway client:\n%s\n%s", strings.Join(lines, "\n"), stderr.String())
-	if err != nil || len(lines) == 0 || lines[len(lines)-1] != "OK" {
+	lines, kernelID, err := runKillScript(t, cmd, srv)
+	t.Logf("gateway client:\n%s", lines)
+	if err != nil {
 		t.Fatalf("gateway client failed: %v\njupyter_server log:\n%s", err, js.log.String())
 	}
 	js.stop(t) // its exit DELETEs the kernels it started

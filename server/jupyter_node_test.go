@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,31 +38,9 @@ func TestJupyterNodeClient(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "client.mjs"))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "BASE="+srv.Base, "TOKEN="+testToken)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	kernelID := ""
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		lines = append(lines, line)
-		switch {
-		case strings.HasPrefix(line, "KERNEL "):
-			kernelID = strings.TrimPrefix(line, "KERNEL ")
-		case line == "KILL":
-			srv.Kill9()
-			srv.Restart(t)
-			_, _ = stdin.Write([]byte("restarted\n"))
-		}
-	}
-	err = cmd.Wait()
-	t.Logf("node client:\n%s\n%s", strings.Join(lines, "\n"), stderr.String())
-	if err != nil || len(lines) == 0 || lines[len(lines)-1] != "OK" {
+	lines, kernelID, err := runKillScript(t, cmd, srv)
+	t.Logf("node client:\n%s", lines)
+	if err != nil {
 		t.Fatalf("node client failed: %v", err)
 	}
 	// Jupyter's shutdown closed the session; its state is still in carryover.
@@ -103,4 +82,39 @@ func getJSON(t *testing.T, url string, v any) {
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runKillScript runs a client script that prints "KERNEL <id>", then "KILL" and waits for a line on
+// stdin: the test kills the server with SIGKILL, starts it again and answers. It returns what the
+// script printed (stdout, then stderr), the kernel id, and an error unless it exited 0 with "OK" last.
+func runKillScript(t *testing.T, cmd *exec.Cmd, srv *binserver.Restartable) (string, string, error) {
+	t.Helper()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	kernelID := ""
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+		switch {
+		case strings.HasPrefix(line, "KERNEL "):
+			kernelID = strings.TrimPrefix(line, "KERNEL ")
+		case line == "KILL":
+			srv.Kill9()
+			srv.Restart(t)
+			_, _ = stdin.Write([]byte("restarted\n"))
+		}
+	}
+	err := cmd.Wait()
+	out := strings.Join(lines, "\n") + "\n" + stderr.String()
+	if err == nil && (len(lines) == 0 || lines[len(lines)-1] != "OK") {
+		err = fmt.Errorf("the script did not end with OK")
+	}
+	return out, kernelID, err
 }
