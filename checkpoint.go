@@ -57,6 +57,10 @@ type CheckpointTimings struct {
 	// (every chunk hashed; DirtyFallback says why), "mixed", or "" (no buffer large enough to track).
 	DirtyMode     string `json:"dirty_mode,omitempty"`
 	DirtyFallback string `json:"dirty_fallback,omitempty"`
+	// SlicedBytes is the pickled size of the large lists and dicts of records saved in slices;
+	// SlicedRepickledBytes the part of it this checkpoint pickled again (the changed slices).
+	SlicedBytes          int64 `json:"sliced_bytes,omitempty"`
+	SlicedRepickledBytes int64 `json:"sliced_repickled_bytes,omitempty"`
 }
 
 // CheckpointSummary is an item of a session's checkpoint list.

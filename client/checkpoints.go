@@ -31,6 +31,10 @@ type CheckpointTimings struct {
 	// DirtyFallback says why tracking was not used where it was not.
 	DirtyMode     string `json:"dirty_mode,omitempty"`
 	DirtyFallback string `json:"dirty_fallback,omitempty"`
+	// SlicedBytes is the pickled size of large lists/dicts of records saved in slices, and
+	// SlicedRepickledBytes the part this checkpoint pickled again.
+	SlicedBytes          int64 `json:"sliced_bytes,omitempty"`
+	SlicedRepickledBytes int64 `json:"sliced_repickled_bytes,omitempty"`
 }
 
 // VarSkip is a variable not saved (or not restored), and why.

@@ -71,9 +71,11 @@ type snapshotAnswer struct {
 		WriteMS     float64 `json:"write_ms"`
 		DirtyMode   string  `json:"dirty_mode"`
 		// DirtyFallback is why large buffers were hashed whole instead of scanned for written pages.
-		DirtyFallback string `json:"dirty_fallback"`
-		RehashedBytes int64  `json:"rehashed_bytes"`
-		HashedBytes   int64  `json:"hashed_bytes"`
+		DirtyFallback        string `json:"dirty_fallback"`
+		RehashedBytes        int64  `json:"rehashed_bytes"`
+		HashedBytes          int64  `json:"hashed_bytes"`
+		SlicedBytes          int64  `json:"sliced_bytes"`
+		SlicedRepickledBytes int64  `json:"sliced_repickled_bytes"`
 	} `json:"timings"`
 }
 
@@ -235,7 +237,8 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		ID: p.id, Turn: turn, Saved: nonNil(ans.Saved), Unchanged: ans.Unchanged, Skipped: nonNilSkips(ans.Skipped),
 		FilesSkipped: []carryover.FileSkip{},
 		Timings: carryover.CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
-			WriteMS: ans.Timings.WriteMS, DirtyMode: ans.Timings.DirtyMode, DirtyFallback: ans.Timings.DirtyFallback},
+			WriteMS: ans.Timings.WriteMS, DirtyMode: ans.Timings.DirtyMode, DirtyFallback: ans.Timings.DirtyFallback,
+			SlicedBytes: ans.Timings.SlicedBytes, SlicedRepickledBytes: ans.Timings.SlicedRepickledBytes},
 	}
 	m := &Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {

@@ -7,7 +7,8 @@ Modules, by concern
 -------------------
 common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
 numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
-verify (the re-pickle detector), dirty (dirty-page tracking), interp (@random & co.), groups (state
+verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
+in slices), interp (@random & co.), groups (state
 between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), agent (the
 object bound as __carryover__ and install()).
 
@@ -37,6 +38,9 @@ Why it looks like this
   with the live values ("saved, but ..." when a custom __reduce__ loses something).
 * Large numpy buffers are diffed by dirty-page tracking (userfaultfd WP_ASYNC + PAGEMAP_SCAN, see
   _Tracker): only chunks with written pages are hashed again; elsewhere every chunk is hashed.
+* Large lists and dicts of atoms and flat records (a million small dicts) are pickled in slices, one
+  out-of-band buffer each (``_rebuild_sliced``); changed slices are found from the items' addresses
+  and dict version tags read from memory, so one changed record re-pickles one slice (sliced.py).
 
 Spool protocol (the Go side is persistence/checkpoint_spool.go)
 -------------------------------------------------------------
@@ -87,11 +91,12 @@ from .pickling import _DataPickler, _import_ref, _persistent_load, pickle_data, 
 from .reducers import (  # noqa: F401
     _DISPATCH, _OOBBytes, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
     _tensor_with_grad, _torch_generator)
+from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
 from .verify import _verify  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.
 PICKLED_BY_NAME = (_bytes_from, _reopen_file, _array_from_buffer, _reopen_memmap, _make_view, _tensor_with_grad,
-                   _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate)
+                   _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate, _rebuild_sliced)
 for _f in PICKLED_BY_NAME:
     _f.__module__ = __name__
 del _f

@@ -33,6 +33,9 @@ class Agent:
         self._warned = {}
         self._tracker = _Tracker()
         self._preimport = None
+        self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
+        self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
+        self._slice_stats = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}  # of the last snapshot
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -85,6 +88,7 @@ class Agent:
     def op_forget(self, a):
         self.state = _State()
         self.pending = None
+        self._sliced, self._unsliced = {}, {}
         return {"ok": True}
 
     # --- namespace ---------------------------------------------------------------------------------

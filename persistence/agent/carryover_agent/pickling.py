@@ -4,7 +4,8 @@ which decide what is pickled together (so ``b is a`` survives a restore).
 
 The functions taking ``agent`` read three things from it, set at each snapshot: ``_shared`` (types
 that never glue groups), ``_defnames`` (id -> name of session definitions, pickled by name) and
-``_sentinels`` (module singletons pickled by reference)."""
+``_sentinels`` (module singletons pickled by reference); for a large list or dict, sliced.py reads
+more (its caches, the committed state's chunks, IPython's history)."""
 
 import copyreg
 import importlib
@@ -16,6 +17,7 @@ import types
 from .classes import _reduce_class
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
+from .sliced import pickle_sliced
 
 def _is_session_def(v):
     return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
@@ -123,7 +125,7 @@ class _MissingDep(Exception):
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -135,6 +137,7 @@ class _Pickled:
         self.deps = ()
         self.keep = None  # memo copy held while groups are formed, so ids are not reused
         self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
+        self.pre = None  # sliced containers: [hash, len] of each buffer (its bytes empty when Go has it)
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -159,6 +162,11 @@ def pickle_one(agent, names, values):
     """Pickles values (one name: the value; several: a tuple) with the C pickler, else dill.
     Returns _Pickled or raises."""
     r = _Pickled(names, "data")
+    if len(values) == 1:
+        s = pickle_sliced(agent, names[0], values[0])
+        if s is not None:
+            r.data, r.buffers, r.pre, r.ids = s
+            return r
     obj = values[0] if len(values) == 1 else tuple(values)
     if len(values) == 1 and type(obj) in (bytes, bytearray) and len(obj) >= BIG_BYTES:
         obj = _OOBBytes(obj)
@@ -208,6 +216,9 @@ def pickle_one(agent, names, values):
     return r
 
 
+_PROBE_IDS = 10000
+
+
 def pickle_data(agent, names, cur, prev, p2g, skipped):
     """Pickles each candidate alone, merges names whose objects overlap (with each other or with
     groups not re-checked) and re-pickles merged groups together."""
@@ -240,12 +251,20 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
             x = parent[x]
         return x
 
+    # Large id sets (a sliced container's million records) are probed, not inserted one by one.
+    big = sorted(n for n in singles if len(singles[n].ids) > _PROBE_IDS)
     owner = {}
     for n in sorted(singles):
+        if n in big:
+            continue
         for i in singles[n].ids:
             o = owner.setdefault(i, n)
             if o != n:
                 parent[find(n)] = find(o)
+    for j, b in enumerate(big):
+        for n in sorted(singles):
+            if n != b and (n not in big or big.index(n) > j) and not singles[b].ids.isdisjoint(singles[n].ids):
+                parent[find(n)] = find(b)
     comps = {}
     for n in singles:
         comps.setdefault(find(n), []).append(n)

@@ -18,6 +18,7 @@ from .groups import _Group, _State
 from .interp import _apply_state
 from .pickling import _MissingDep, _persistent_load
 from .reducers import _DISPATCH_TYPES, _library_dispatch
+from .sliced import forget_rebuilt, seed
 
 
 def op_restore(agent, a):
@@ -45,6 +46,7 @@ def op_restore(agent, a):
     for g in groups:
         if g["k"] == "state":
             r.load_into(g, retry=False, apply=lambda names, obj: _apply_state(agent.shell, names[0], obj))
+    forget_rebuilt()
     _restore_env(a)
     st = r.st
     cur = agent._user_names()
@@ -147,8 +149,9 @@ class _Restore:
             for n, v in zip(names, values):
                 self.ns[n] = v
             self.restored.extend(names)
+            sliced = seed(self.agent, names[0], values[0], desc) if len(names) == 1 and g["k"] == "data" else None
             objs = _memo_objects(u)
-            grp_ids = _loaded_ids(objs, obj, values, desc)
+            grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
         self.timings.append({"n": names, "ms": _ms(t)})
         self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)

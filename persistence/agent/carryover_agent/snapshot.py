@@ -11,6 +11,7 @@ from .groups import _KIND_ORDER, _Group, _State
 from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _library_dispatch
+from .sliced import purge
 from .spool import describe, emit
 from .verify import _verify
 
@@ -19,6 +20,7 @@ def op_snapshot(agent, a):
     agent._await_preimport()
     t0 = time.perf_counter()
     agent._tracker.reset_stats()
+    agent._slice_stats = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}
     agent._tracker.purge()
     agent._settle(a.get("committed") or "")
     token = a["token"]
@@ -27,6 +29,7 @@ def op_snapshot(agent, a):
     prev = agent.state
     cur = agent._user_names()
     _prepare(agent, cur)
+    purge(agent, cur)
     cand = _candidates(agent, cells, cur, prev)
     detect = time.perf_counter() - t0
 
@@ -55,7 +58,8 @@ def op_snapshot(agent, a):
         "cwd": _cwd(),
         "env": _env_diff(agent),
         "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
-                         "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent)),
+                         "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent),
+                        **(agent._slice_stats if agent._slice_stats["sliced_bytes"] else {})),
     }
 
 

@@ -13,6 +13,7 @@ from .groups import _Group
 def describe(tracker, r, cs, cur):
     """Cuts a pickled group into hashed chunks and builds its descriptor."""
     pieces = []
+    known = set()  # chunks named without their bytes (Go has them)
     pl = []
     data = memoryview(r.data)
     for off in range(0, max(len(data), 1), cs):
@@ -22,7 +23,16 @@ def describe(tracker, r, cs, cur):
         pieces.append((h, piece, None))
     bl = []
     size = len(data)
-    for pb in r.buffers:
+    for j, pb in enumerate(r.buffers):
+        if r.pre is not None:  # a slice of a container: one chunk, hashed already, bytes only when new
+            h, n = r.pre[j]
+            if len(pb.raw()) == n:
+                pieces.append((h, pb.raw(), None))
+            else:
+                known.add(h)
+            bl.append([1, n, [[h, n]]])
+            size += n
+            continue
         try:
             mv = pb.raw()
         except BufferError:
@@ -35,7 +45,7 @@ def describe(tracker, r, cs, cur):
         size += len(mv)
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
     dj = json.dumps(desc, separators=(",", ":"), sort_keys=True).encode()
-    children = sorted({h for h, _, _ in pieces})
+    children = sorted({h for h, _, _ in pieces} | known)
     ref = _hash(dj)
     pieces.append((ref, dj, children))
     g = _Group(r.names, r.kind)

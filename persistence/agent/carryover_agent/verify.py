@@ -17,7 +17,7 @@ def _verify(r, cur):
     False, or, for a class with its own pickling, differing plain attributes). A custom __reduce__ or
     __getstate__ that restores something else is then reported (the group is still saved: it is what
     pickling can do) instead of passed off as restored. Returns the skipped entries, () when none."""
-    if r.fmt != "p" or len(r.data) + sum(len(b.raw()) for b in r.buffers) > VERIFY_MAX:
+    if r.fmt != "p" or r.pre is not None or len(r.data) + sum(len(b.raw()) for b in r.buffers) > VERIFY_MAX:
         return ()
     if any(str(getattr(type(cur[n]), "__module__", "")).split(".")[0] in _NO_VERIFY for n in r.names):
         return ()
