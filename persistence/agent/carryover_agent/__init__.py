@@ -8,7 +8,7 @@ Modules, by concern
 common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
 numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
 verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
-in slices), interp (@random & co.), groups (state
+in slices), objarrays (object arrays of atoms in slices), interp (@random & co.), groups (state
 between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), agent (the
 object bound as __carryover__ and install()).
 
@@ -91,12 +91,14 @@ from .pickling import _DataPickler, _import_ref, _persistent_load, pickle_data, 
 from .reducers import (  # noqa: F401
     _DISPATCH, _OOBBytes, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
     _tensor_with_grad, _torch_generator)
+from .objarrays import _object_array  # noqa: F401
 from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
 from .verify import _verify  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.
 PICKLED_BY_NAME = (_bytes_from, _reopen_file, _array_from_buffer, _reopen_memmap, _make_view, _tensor_with_grad,
-                   _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate, _rebuild_sliced)
+                   _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate, _rebuild_sliced,
+                   _object_array)
 for _f in PICKLED_BY_NAME:
     _f.__module__ = __name__
 del _f

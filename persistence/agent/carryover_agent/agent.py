@@ -35,7 +35,6 @@ class Agent:
         self._preimport = None
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
-        self._slice_stats = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}  # of the last snapshot
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):

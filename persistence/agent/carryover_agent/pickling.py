@@ -17,6 +17,8 @@ import types
 from .classes import _reduce_class
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
+from .objarrays import begin as begin_arrays
+from .objarrays import take_pre
 from .sliced import pickle_sliced
 
 def _is_session_def(v):
@@ -173,6 +175,7 @@ def pickle_one(agent, names, values):
     bufs = []
     buf = io.BytesIO()
     del _SEEN[:], _NOTES[:]
+    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()))
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
         p.dump(obj)
@@ -194,6 +197,7 @@ def pickle_one(agent, names, values):
         r.keep = dict(p.memo) if len(r.data) <= BIG_GRAPH else None
         r.deps = tuple(sorted(p.deps))
     r.buffers = bufs
+    r.pre = take_pre(bufs)
     ids = set()
     shared = agent._shared
     if r.keep is not None:

@@ -15,6 +15,7 @@ import pickle
 import sys
 
 from .common import PROTOCOL
+from .objarrays import reduce_object_array
 
 class _OOBBytes:
     """Wraps a large top-level bytes/bytearray so it goes out-of-band (pickle keeps bytes in-band)."""
@@ -165,6 +166,10 @@ def _reduce_ndarray(a):
     _SEEN.append(a)
     base = a.base
     np = sys.modules["numpy"]
+    if base is None and a.dtype.hasobject:
+        rv = reduce_object_array(a)
+        if rv is not None:
+            return rv
     if base is None or not isinstance(base, np.ndarray):
         rv = a.__reduce_ex__(PROTOCOL)
         if getattr(rv[0], "__name__", "") == "_frombuffer" and len(rv) == 2:

@@ -33,6 +33,7 @@ from .common import _ATOMS, PROTOCOL, _hash
 SLICE_MIN = 16384  # containers with fewer items are pickled whole
 SLICE_BYTES = 64 << 10  # target pickled size of a slice
 _SAMPLE = 512  # items pickled to size the slices of a new container
+STATS = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}  # this snapshot's (containers and object arrays)
 SLICE_MAX = 16 << 20  # a slice pickling larger than this (huge records): the container is pickled whole
 
 
@@ -230,7 +231,7 @@ def pickle_sliced(agent, name, v):
             old.keys = old.vals = None  # the shadow now holds the items: refcounts below count it once
         _check_refs(m, c, agent)
         out = _pickle(c, dirty, old, agent.state.known)
-        _count(agent, c, out[1])
+        _count(c, out[1])
     except _Unsliceable:
         agent._unsliced[name] = v
         return None
@@ -375,12 +376,14 @@ def _pickle(c, dirty, old, known):
     return buf.getvalue(), bufs, list(c.slices), c.ids
 
 
-def _count(agent, c, bufs):
+def _count(c, bufs):
     """Adds this container to the snapshot's figures: its pickled size, and what was pickled anew."""
-    st = getattr(agent, "_slice_stats", None)
-    if st is not None:
-        st["sliced_bytes"] += sum(n for _, n in c.slices)
-        st["sliced_repickled_bytes"] += sum(len(b.raw()) for b in bufs)
+    STATS["sliced_bytes"] += sum(n for _, n in c.slices)
+    STATS["sliced_repickled_bytes"] += sum(len(b.raw()) for b in bufs)
+
+
+def reset_stats():
+    STATS["sliced_bytes"] = STATS["sliced_repickled_bytes"] = 0
 
 
 def _slice_len(c):

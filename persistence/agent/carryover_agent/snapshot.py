@@ -11,7 +11,8 @@ from .groups import _KIND_ORDER, _Group, _State
 from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _library_dispatch
-from .sliced import purge
+from .objarrays import purge as purge_arrays
+from .sliced import STATS, purge, reset_stats
 from .spool import describe, emit
 from .verify import _verify
 
@@ -20,7 +21,7 @@ def op_snapshot(agent, a):
     agent._await_preimport()
     t0 = time.perf_counter()
     agent._tracker.reset_stats()
-    agent._slice_stats = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}
+    reset_stats()
     agent._tracker.purge()
     agent._settle(a.get("committed") or "")
     token = a["token"]
@@ -30,6 +31,7 @@ def op_snapshot(agent, a):
     cur = agent._user_names()
     _prepare(agent, cur)
     purge(agent, cur)
+    purge_arrays()
     cand = _candidates(agent, cells, cur, prev)
     detect = time.perf_counter() - t0
 
@@ -59,7 +61,7 @@ def op_snapshot(agent, a):
         "env": _env_diff(agent),
         "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
                          "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent),
-                        **(agent._slice_stats if agent._slice_stats["sliced_bytes"] else {})),
+                        **(dict(STATS) if STATS["sliced_bytes"] else {})),
     }
 
 

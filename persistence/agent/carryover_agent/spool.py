@@ -24,7 +24,7 @@ def describe(tracker, r, cs, cur):
     bl = []
     size = len(data)
     for j, pb in enumerate(r.buffers):
-        if r.pre is not None:  # a slice of a container: one chunk, hashed already, bytes only when new
+        if r.pre is not None and r.pre[j] is not None:  # a slice: one chunk, hashed, bytes only when new
             h, n = r.pre[j]
             if len(pb.raw()) == n:
                 pieces.append((h, pb.raw(), None))
