@@ -18,7 +18,7 @@ import pickle
 import sys
 
 from .common import PROTOCOL, _hash
-from .sliced import SLICE_BYTES, SLICE_MIN, STATS, _atom_ids, _memory
+from .sliced import SLICE_MIN, STATS, _atom_ids, _memory, slice_len
 
 _ENTRIES = {}  # id(array) -> _Entry
 _PRE = {}  # id(PickleBuffer) -> (PickleBuffer, [hash, len]) made by the pickle under way
@@ -114,8 +114,7 @@ def _scan(m, np, a, e):
 def _args(e, dirty, shape):
     """Pickles the dirty slices (and clean ones Go may not have); placeholders for the rest."""
     if e.k is None:
-        per = max(1, len(pickle.dumps(e.shadow[:512], PROTOCOL)) // max(1, min(512, len(e.shadow))))
-        e.k = max(64, min(1 << 16, SLICE_BYTES // per))
+        e.k = slice_len(e.shadow)
     nsl = max(1, -(-len(e.shadow) // e.k))
     known = CTX["known"]
     slices, bufs = [], []

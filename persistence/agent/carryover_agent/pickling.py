@@ -223,6 +223,11 @@ def pickle_one(agent, names, values):
 _PROBE_IDS = 10000
 
 
+def _disjoint(a, b):
+    """a and b share no id; asked of the larger set (a sliced container's IdArray answers itself)."""
+    return a.isdisjoint(b) if len(a) >= len(b) else b.isdisjoint(a)
+
+
 def pickle_data(agent, names, cur, prev, p2g, skipped):
     """Pickles each candidate alone, merges names whose objects overlap (with each other or with
     groups not re-checked) and re-pickles merged groups together."""
@@ -242,7 +247,7 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
             continue
         # overlap with a group that was not a candidate: pull it in
         for g in prev.groups.values():
-            if g.kind == "data" and g.ids and not g.ids.isdisjoint(ids):
+            if g.kind == "data" and g.ids and not _disjoint(g.ids, ids):
                 for m in g.names:
                     if m in cur and m not in singles and m not in skipped and m not in todo:
                         todo.append(m)
@@ -267,7 +272,7 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
                 parent[find(n)] = find(o)
     for j, b in enumerate(big):
         for n in sorted(singles):
-            if n != b and (n not in big or big.index(n) > j) and not singles[b].ids.isdisjoint(singles[n].ids):
+            if n != b and (n not in big or big.index(n) > j) and not _disjoint(singles[b].ids, singles[n].ids):
                 parent[find(n)] = find(b)
     comps = {}
     for n in singles:

@@ -19,8 +19,12 @@ Why a slice found clean is unchanged (a false "clean" loses data):
 * A record must have no other reference than the container and the shadow (another variable, or
   twice in the container, could change it or share it). References from IPython's output history
   are allowed; any other makes the container be pickled whole that turn.
-A self-test checks these memory layouts on first use (CPython 3.11-3.13); if anything is unexpected,
-slicing is off and containers are pickled whole."""
+A self-test checks these memory layouts on live objects on first use (written against CPython 3.11,
+Debian's); if anything is unexpected, slicing is off and containers are pickled whole as before.
+
+Costs: the shadow and the pointer arrays take ~40 bytes per item while a container is bound (~15%
+of a million small dicts' own memory); the first checkpoint of a container costs ~20% more than one
+pickle of it (the checks and per-slice pickles)."""
 
 import ctypes
 import io
@@ -309,19 +313,48 @@ def _dirty(np, c, old):
     return {i for i in dirty if i * c.k < n}, changed
 
 
+class IdArray:
+    """The ids a sliced container's group shares by (the container and its records) as a sorted
+    int64 array: a set of a million Python ints costs ~100 ms to build and ~50 ms to free. Answers
+    what the grouping asks of an id set: len, iteration, isdisjoint."""
+
+    __slots__ = ("a", "np")
+
+    def __init__(self, np, a):
+        self.np, self.a = np, a
+
+    def __len__(self):
+        return len(self.a)
+
+    def __iter__(self):
+        return iter(self.a.tolist())
+
+    def isdisjoint(self, other):
+        if other is self:  # the group's own previous ids, unchanged: what set.isdisjoint shortcuts too
+            return not len(self.a)
+        np = self.np
+        o = other.a if isinstance(other, IdArray) else np.fromiter(other, np.int64, count=len(other))
+        i = np.searchsorted(self.a, o)
+        i[i == len(self.a)] = 0
+        return not len(self.a) or not (self.a[i] == o).any()
+
+    def replaced(self, gone, new):
+        """A copy without the ids gone and with the ids new (O(n) copies, no Python objects)."""
+        np = self.np
+        a = np.delete(self.a, np.searchsorted(self.a, np.sort(gone))) if len(gone) else self.a
+        new = np.sort(new)
+        return IdArray(np, np.insert(a, np.searchsorted(a, new), new) if len(new) else a)
+
+
 def _ids(c, old, changed):
-    """The ids the group shares by (the container and its records), updated in place in time
-    proportional to the items replaced: a set of a million ids costs ~100 ms to build."""
+    """The ids the group shares by, updated in time proportional to the items replaced."""
+    np = sys.modules["numpy"]
     if changed is None or old.ids is None:
-        ids = set(c.vptrs[c.rec].tolist())
-        ids.add(id(c.obj))
-        return ids
-    ids = old.ids
-    if len(changed):
-        was, now = changed[changed < len(old.vptrs)], changed[changed < len(c.vptrs)]
-        ids.difference_update(old.vptrs[was][old.rec[was]].tolist())
-        ids.update(c.vptrs[now][c.rec[now]].tolist())
-    return ids
+        return IdArray(np, np.sort(np.append(c.vptrs[c.rec], id(c.obj))))
+    if not len(changed):
+        return old.ids
+    was, now = changed[changed < len(old.vptrs)], changed[changed < len(c.vptrs)]
+    return old.ids.replaced(old.vptrs[was][old.rec[was]], c.vptrs[now][c.rec[now]])
 
 
 def _check_refs(m, c, agent):
@@ -357,7 +390,7 @@ def _history_refs(agent):
 def _pickle(c, dirty, old, known):
     n = len(c.vals)
     if c.k is None:
-        c.k = _slice_len(c)
+        c.k = slice_len(c.vals, c.keys)
     nsl = max(1, -(-n // c.k))
     prev = old.slices if old is not None and old.k == c.k else []
     c.slices, datas = [], []
@@ -386,9 +419,11 @@ def reset_stats():
     STATS["sliced_bytes"] = STATS["sliced_repickled_bytes"] = 0
 
 
-def _slice_len(c):
-    """Items per slice: ~SLICE_BYTES of pickle, from a sample of the first items."""
-    sample = c.vals[:_SAMPLE] if c.kind == "list" else dict(zip(c.keys[:_SAMPLE], c.vals[:_SAMPLE]))
+def slice_len(vals, keys=None):
+    """Items per slice: ~SLICE_BYTES of pickle, from a sample spread over the items (later items are
+    often larger: str(i) grows with i)."""
+    step = max(1, len(vals) // _SAMPLE)
+    sample = vals[::step] if keys is None else dict(zip(keys[::step], vals[::step]))
     per = max(1, len(pickle.dumps(sample, PROTOCOL)) // max(1, len(sample)))
     return max(64, min(1 << 16, SLICE_BYTES // per))
 
