@@ -191,6 +191,24 @@ class DetectionTest(unittest.TestCase):
         self.assertIn(lost, s.store)
 
 
+class IdArrayTest(unittest.TestCase):
+    def test_isdisjoint_and_replaced(self):
+        a = sliced.IdArray(np, np.array([16, 48, 80, 4096], np.int64))
+        self.assertTrue(a.isdisjoint({8, 32, 5000}))  # beyond the largest id too
+        self.assertFalse(a.isdisjoint({1, 4096}))
+        self.assertFalse(a.isdisjoint({16}))
+        self.assertTrue(a.isdisjoint(set()))
+        self.assertFalse(a.isdisjoint(a))
+        self.assertTrue(sliced.IdArray(np, np.array([], np.int64)).isdisjoint({1}))
+        b = a.replaced(np.array([48, 4096]), np.array([20, 9000]))
+        self.assertEqual(list(b), [16, 20, 80, 9000])
+        self.assertFalse(b.isdisjoint(sliced.IdArray(np, np.array([9000], np.int64))))
+        self.assertTrue(b.isdisjoint(sliced.IdArray(np, np.array([48], np.int64))))
+        self.assertEqual(list(a), [16, 48, 80, 4096])  # a copy: the committed state keeps its ids
+        self.assertTrue(ca.pickling._disjoint({1, 2}, b))
+        self.assertFalse(ca.pickling._disjoint({20}, b))  # asked of b, the larger
+
+
 class _ArraySaver:
     """An object array through pickle_one (the agent's reducers), with a dict of chunks as Go."""
 
