@@ -155,20 +155,37 @@ class DetectionTest(unittest.TestCase):
         d[10 ** 25 + 1] = 1  # a key replaced by another at the same position
         self.assertOneSlice(s, s.save())
 
-    def test_aliased_record_is_pickled_whole(self):
+    def test_record_twice_is_pickled_whole(self):
         lst = records()
         s = _Saver(self, lst)
         s.save()
-        row = lst[5]
-        self.assertIsNone(s.save())  # `row is lst[5]` must survive: the group is pickled whole
-        del row
-        self.assertEqual(s.save(), 0)
-        lst.append(lst[0])  # the same record twice
+        lst.append(lst[0])  # slices would restore two records
         self.assertIsNone(s.save())
         lst.pop()
-        s.agent.ns["Out"] = {3: lst[4]}  # IPython's history holds a record: not an alias
-        s.agent.ns["_3"] = lst[4]
         self.assertIsNotNone(s.save())
+
+    def test_group_of_container_and_its_records(self):
+        lst, d = records(), {i: {"i": i} for i in range(N)}
+        for cont, keys in ((lst, (5, N - 1)), (d, (7, N - 1))):
+            s = _Saver(self, cont)
+            s.save()
+            rows = [cont[k] for k in keys]
+            values = [cont] + rows + [rows[0]]
+            s.agent.state.known = set(s.store)
+            out = sliced.pickle_sliced_group(s.agent, ["x", "r1", "r2", "r3"], values)
+            self.assertIsNotNone(out)
+            data, bufs, pre, ids = out
+            self.assertTrue(all(len(b.raw()) == 0 for b in bufs))  # nothing changed: nothing pickled
+            back = pickle.loads(data, buffers=[s.store[h] for h, _ in pre])
+            self.assertEqual(back[0], cont)
+            self.assertIs(back[1], back[0][keys[0]])
+            self.assertIs(back[2], back[0][keys[1]])
+            self.assertIs(back[3], back[1])
+            self.assertFalse(ids.isdisjoint({id(rows[0])}))
+        other = {"not": "a record of it"}
+        self.assertIsNone(sliced.pickle_sliced_group(s.agent, ["c", "o"], [d, other]))
+        self.assertIsNone(sliced.pickle_sliced_group(s.agent, ["c", "o"], [d, [1]]))
+        self.assertIsNone(sliced.pickle_sliced_group(s.agent, ["a", "b"], [d, lst]))  # two containers
 
     def test_unsliceable_is_pickled_whole(self):
         for bad in ([{"a": [1]}] * 1 + records(N - 1), [object()] + list(range(N)), [[1]] + list(range(N))):
@@ -329,24 +346,27 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(edit["result"]["saved"], ["recs"])
         self.assertOneSlice(first, edit)
         groups = {tuple(g["n"]) for g in alias["manifest"]["groups"]}
-        self.assertIn(("recs", "row"), groups)  # the alias made them one group, pickled whole
+        self.assertIn(("recs", "row"), groups)  # the alias made them one group, still in slices
+        self.assertLess(alias["written"], first["written"] / 5)
 
-        out = self.h.kernel([{"run": "del row"}, {"checkpoint": True}, {"run": "recs[20]['ok'] = None"},
+        out = self.h.kernel([{"run": "row is recs[9]"}, {"run": "row['ok'] = 'via row'"}, {"checkpoint": True},
+                             {"run": "del row"}, {"checkpoint": True}, {"run": "recs[20]['ok'] = None"},
                              {"checkpoint": True},
                              {"run": "(recs[5]['name'], recs[20], len(recs), "
-                                     "recs[9] == {'id': 9, 'name': '9', 'ok': False})"}],
+                                     "recs[9] == {'id': 9, 'name': '9', 'ok': 'via row'})"}],
                             manifest=alias["manifest"])
         self.assertEqual(out["restore"]["failed"], [])
-        after = out["steps"][3]
+        self.assertEqual(out["steps"][0], "True")  # the alias came back as the record itself
+        self.assertOneSlice(first, out["steps"][2])  # a change through it: one slice
+        after = out["steps"][6]
         self.assertEqual(after["result"]["saved"], ["recs"])
         self.assertOneSlice(first, after)
-        self.assertEqual(out["steps"][4], "('five', {'id': 20, 'name': '20', 'ok': None}, %d, True)" % N)
+        self.assertEqual(out["steps"][7], "('five', {'id': 20, 'name': '20', 'ok': None}, %d, True)" % N)
 
         # The seeded caches must describe the restored container exactly: one more kernel from this state.
         out = self.h.kernel([{"run": "recs[20]['ok'], recs[5]['name'], sum(r['id'] for r in recs)"}],
                             manifest=after["manifest"])
         self.assertEqual(out["steps"][0], "(None, 'five', %d)" % (N * (N - 1) // 2))
-
 
     def test_dataframe_string_column_after_restore(self):
         make = ("import pandas as pd, numpy as np\n"

@@ -19,7 +19,7 @@ from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, 
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
 from .objarrays import take_pre
-from .sliced import pickle_sliced
+from .sliced import pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
     return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
@@ -164,11 +164,10 @@ def pickle_one(agent, names, values):
     """Pickles values (one name: the value; several: a tuple) with the C pickler, else dill.
     Returns _Pickled or raises."""
     r = _Pickled(names, "data")
-    if len(values) == 1:
-        s = pickle_sliced(agent, names[0], values[0])
-        if s is not None:
-            r.data, r.buffers, r.pre, r.ids = s
-            return r
+    s = pickle_sliced(agent, names[0], values[0]) if len(values) == 1 else pickle_sliced_group(agent, names, values)
+    if s is not None:
+        r.data, r.buffers, r.pre, r.ids = s
+        return r
     obj = values[0] if len(values) == 1 else tuple(values)
     if len(values) == 1 and type(obj) in (bytes, bytearray) and len(obj) >= BIG_BYTES:
         obj = _OOBBytes(obj)

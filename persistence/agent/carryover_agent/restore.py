@@ -149,7 +149,7 @@ class _Restore:
             for n, v in zip(names, values):
                 self.ns[n] = v
             self.restored.extend(names)
-            sliced = seed(self.agent, names[0], values[0], desc) if len(names) == 1 and g["k"] == "data" else None
+            sliced = _seed_sliced(self.agent, names, values, desc) if g["k"] == "data" else None
             objs = _memo_objects(u)
             grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
@@ -188,6 +188,15 @@ def _unpickle(g, desc, load):
         u = pickle.Unpickler(io.BytesIO(data), buffers=bufs)
     u.persistent_load = load
     return u.load(), u, bufs
+
+
+def _seed_sliced(agent, names, values, desc):
+    """The ids of the group's container rebuilt from slices (its cache seeded), or None."""
+    for n, v in zip(names, values):
+        ids = seed(agent, n, v, desc)
+        if ids is not None:
+            return ids
+    return None
 
 
 def _seed(tracker, objs, bufs, desc):

@@ -8,17 +8,19 @@ whole container. Anything else is pickled whole, as before.
 Finding the changed slices must cost far less than pickling (~1 s per million records). The agent
 reads what it needs straight from memory with numpy gathers (~30 ms per million):
 * the container's item pointers (a list's item array, a dict's entry table);
-* each record's reference count and dict version tag, which CPython changes at every modification
-  of a dict (PEP 509).
+* each record's type and dict version tag, which CPython changes at every modification of a dict
+  (PEP 509).
 
 Why a slice found clean is unchanged (a false "clean" loses data):
 * An item at the same address is the same object: the agent holds a reference to every item it saw
   (the shadow), so no item can be freed and another allocated at its address.
 * Atoms are immutable. A record's keys and values are checked to be atoms whenever its slice is
   pickled, and any change to the record changes its version tag.
-* A record must have no other reference than the container and the shadow (another variable, or
-  twice in the container, could change it or share it). References from IPython's output history
-  are allowed; any other makes the container be pickled whole that turn.
+* A record twice in the container makes it be pickled whole that turn (slices would restore two
+  records). A record also bound to a name, or held by another saved value, shares the container's
+  group ids (every record's id), so the grouping puts them in one group; a group of the container
+  and names bound to its records (``for row in rows:`` leaves row bound) is still sliced, each such
+  name saved as ``rows[key]``. Any other group holding the container is pickled whole.
 A self-test checks these memory layouts on live objects on first use (written against CPython 3.11,
 Debian's); if anything is unexpected, slicing is off and containers are pickled whole as before.
 
@@ -28,6 +30,7 @@ pickle of it (the checks and per-slice pickles)."""
 
 import ctypes
 import io
+import operator
 import pickle
 import sys
 from itertools import chain
@@ -197,7 +200,8 @@ class _Cache:
     their addresses stay theirs), pointers and record version tags by position, the slices' chunk
     lists and the ids the group shares by."""
 
-    __slots__ = ("obj", "kind", "k", "ver", "keys", "vals", "kptrs", "vptrs", "rec", "tags", "slices", "ids")
+    __slots__ = ("obj", "kind", "k", "ver", "keys", "vals", "kptrs", "vptrs", "rec", "tags", "slices", "ids",
+                 "parts")
 
 
 class _Unsliceable(Exception):
@@ -205,7 +209,7 @@ class _Unsliceable(Exception):
 
 
 class _Aliased(Exception):
-    """A record is referenced from elsewhere: pickled whole this turn, so the sharing is kept."""
+    """A record is twice in the container: pickled whole this turn, so it stays one object."""
 
 
 def purge(agent, cur):
@@ -215,12 +219,41 @@ def purge(agent, cur):
             del store[n]
 
 
+def _sliceable(agent, name, v):
+    return type(v) in (list, dict) and len(v) >= SLICE_MIN and agent._unsliced.get(name) is not v
+
+
 def pickle_sliced(agent, name, v):
     """(in-band pickle, buffers, [[hash, len]] per buffer, ids) of container v bound to name, or None
     when v is to be pickled whole. A clean slice whose chunk Go may not have (not referenced by the
     committed state) is pickled again."""
-    if type(v) not in (list, dict) or len(v) < SLICE_MIN or agent._unsliced.get(name) is v:
+    if not _sliceable(agent, name, v):
         return None
+    c = _slice(agent, name, v)
+    return None if c is None else _in_band(c, c.parts)
+
+
+def pickle_sliced_group(agent, names, values):
+    """A group of one large container and names bound to records in it (``for row in rows:`` leaves
+    row bound to the last record): the container in slices, each such name pickled as
+    ``container[key]``, so ``row is rows[-1]`` survives a restore. None for any other group."""
+    big = [i for i, (n, v) in enumerate(zip(names, values)) if _sliceable(agent, n, v)]
+    if len(big) != 1 or not all(type(v) is dict for i, v in enumerate(values) if i != big[0]):
+        return None
+    c = _slice(agent, names[big[0]], values[big[0]])
+    if c is None:
+        return None
+    pos = _positions(c, [id(v) for i, v in enumerate(values) if i != big[0]])
+    if pos is None:
+        return None
+    keys = iter(pos)
+    items = tuple(c.parts if i == big[0] else _Item(c.parts, next(keys)) for i in range(len(values)))
+    return _in_band(c, items)
+
+
+def _slice(agent, name, v):
+    """Brings v's cache up to date and pickles its changed slices (c.parts). None when v is to be
+    pickled whole."""
     m = _memory()
     if m is None:
         return None
@@ -232,10 +265,10 @@ def pickle_sliced(agent, name, v):
         dirty, changed = _dirty(m.np, c, old)
         c.ids = _ids(c, old, changed)
         if old is not None:
-            old.keys = old.vals = None  # the shadow now holds the items: refcounts below count it once
-        _check_refs(m, c, agent)
-        out = _pickle(c, dirty, old, agent.state.known)
-        _count(c, out[1])
+            old.keys = old.vals = None  # the new shadow holds the items
+        if c.ids.duplicated():
+            raise _Aliased()
+        _pickle(c, dirty, old, agent.state.known)
     except _Unsliceable:
         agent._unsliced[name] = v
         return None
@@ -245,7 +278,40 @@ def pickle_sliced(agent, name, v):
             agent._sliced[name] = c
         return None
     agent._sliced[name] = c
+    return c
+
+
+def _positions(c, ids):
+    """The container key of each record id (None when one is not in the container)."""
+    np = c.vptrs.dtype.type  # numpy's int64: compare as numbers
+    out = []
+    for i in ids:
+        at = (c.vptrs == np(i)).nonzero()[0]
+        if len(at) != 1:
+            return None
+        out.append(int(at[0]) if c.kind == "list" else c.keys[int(at[0])])
     return out
+
+
+class _Item:
+    """Pickles as ``container[key]`` over the container's own _Parts (memoised: the same object)."""
+
+    __slots__ = ("parts", "key")
+
+    def __init__(self, parts, key):
+        self.parts, self.key = parts, key
+
+    def __reduce_ex__(self, proto):
+        return (operator.getitem, (self.parts, self.key))
+
+
+def _in_band(c, obj):
+    """(in-band pickle of obj, buffers, [[hash, len]] per buffer, ids); counts the figures."""
+    buf, bufs = io.BytesIO(), []
+    pickle.Pickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append).dump(obj)
+    c.parts = None
+    _count(c, bufs)
+    return buf.getvalue(), bufs, list(c.slices), c.ids
 
 
 def _scan(m, v, old):
@@ -338,6 +404,10 @@ class IdArray:
         i[i == len(self.a)] = 0
         return not len(self.a) or not (self.a[i] == o).any()
 
+    def duplicated(self):
+        """An id is there twice: a record twice in the container (its slices would unpickle two)."""
+        return bool(len(self.a) > 1 and (self.a[1:] == self.a[:-1]).any())
+
     def replaced(self, gone, new):
         """A copy without the ids gone and with the ids new (O(n) copies, no Python objects)."""
         np = self.np
@@ -357,36 +427,6 @@ def _ids(c, old, changed):
     return old.ids.replaced(old.vptrs[was][old.rec[was]], c.vptrs[now][c.rec[now]])
 
 
-def _check_refs(m, c, agent):
-    """Every record is referenced by the container and the shadow only (IPython's output history aside)."""
-    recs = c.vptrs[c.rec]
-    rc = m.gather(recs, 0)
-    odd = recs[rc != 2]
-    if not len(odd):
-        return
-    extra = _history_refs(agent)
-    for p in odd.tolist():
-        if m.word(p) != 2 + extra.get(p, 0):
-            raise _Aliased()
-
-
-def _history_refs(agent):
-    """id -> references held by IPython itself (Out, _, _N, the last result), never saved."""
-    ns = agent.ns
-    held = []
-    out = ns.get("Out")
-    if isinstance(out, dict):
-        held.extend(out.values())
-    held.extend(v for k, v in ns.items() if k not in ("Out", "_oh") and not agent._keep(k, v))
-    last = getattr(agent.shell, "last_execution_result", None)
-    if last is not None:
-        held.append(getattr(last, "result", None))
-    counts = {}
-    for o in held:
-        counts[id(o)] = counts.get(id(o), 0) + 1
-    return counts
-
-
 def _pickle(c, dirty, old, known):
     n = len(c.vals)
     if c.k is None:
@@ -403,10 +443,7 @@ def _pickle(c, dirty, old, known):
             cl = [_hash(data), len(data)]
         c.slices.append(cl)
         datas.append(data)
-    buf, bufs = io.BytesIO(), []
-    parts = _Parts(c.kind, c.k, [pickle.PickleBuffer(d if d is not None else b"") for d in datas])
-    pickle.Pickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append).dump(parts)
-    return buf.getvalue(), bufs, list(c.slices), c.ids
+    c.parts = _Parts(c.kind, c.k, [pickle.PickleBuffer(d if d is not None else b"") for d in datas])
 
 
 def _count(c, bufs):
