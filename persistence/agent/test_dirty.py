@@ -122,6 +122,27 @@ class TrackerTest(unittest.TestCase):
         self.assertEqual(self.t.stats["rehashed"], 0)
 
     @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
+    def test_tracked_chunks_are_short_and_seeded_ones_keep_their_size(self):
+        big = 4 * CS
+        arr = no_thp(np.zeros(N // 8))
+        raw = pickle.PickleBuffer(arr).raw()
+        got = self.t.hashes(raw, big)
+        self.assertEqual([ln for _, ln in got], [1 << 20] * (N >> 20))  # 1 MiB, not the 4 asked
+        self.assertEqual(got, ca._hash_all(raw, 1 << 20))
+        arr[5] = 1.0  # one element: one short chunk re-hashed, and stored
+        self.t.reset_stats()
+        self.assertEqual(self.t.hashes(raw, big), ca._hash_all(raw, 1 << 20))
+        self.assertEqual(self.t.stats["rehashed"], 1 << 20)
+        # A restored array whose checkpoint has 4 MiB chunks keeps them: it is not written again.
+        old = no_thp(np.ones(N // 8))
+        old_raw = pickle.PickleBuffer(old).raw()
+        chunks = ca._hash_all(old_raw, big)
+        self.assertTrue(self.t.seed(old, old.ctypes.data, N, big, chunks))
+        self.assertEqual(self.t.hashes(old_raw, big), chunks)
+        old[7] = 3.0
+        self.assertEqual(self.t.hashes(old_raw, big), ca._hash_all(old_raw, big))
+
+    @unittest.skipUnless(kernel_has_pagemap_scan(), "PAGEMAP_SCAN needs Linux 6.7+")
     def test_fork_and_threads(self):
         arr = np.zeros(N // 8)
         self.hashes(arr)

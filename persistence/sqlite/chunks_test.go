@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -91,5 +92,36 @@ func TestReadMissingChunk(t *testing.T) {
 	_, err := s.ReadChunk(context.Background(), chunk.Hash([]byte("absent")), nil)
 	if !errors.Is(err, carryover.ErrMissingChunk) || !errors.Is(err, carryover.ErrNotFound) {
 		t.Fatalf("missing chunk: %v", err)
+	}
+}
+
+// TestManyChildren: a descriptor listing more children than one statement holds (a 1 GiB array's
+// ~1,000 chunks) records every edge once, and one missing child in a later batch fails the put with
+// ErrMissingChunk naming it, storing nothing.
+func TestManyChildren(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	var kids []string
+	for i := range 2*edgeBatch + 7 {
+		kids = append(kids, rawChunkT(t, s, []byte(fmt.Sprintf("child %d", i))))
+	}
+	parent := rawChunkT(t, s, []byte("descriptor"), append(kids, kids[3])...) // a child listed twice
+	var edges int
+	if err := s.db.Get(&edges, `SELECT count(*) FROM chunk_refs WHERE parent = ?`, parent); err != nil {
+		t.Fatal(err)
+	}
+	if edges != len(kids) {
+		t.Fatalf("%d edges, want %d", edges, len(kids))
+	}
+	absent := chunk.Hash([]byte("never stored"))
+	bad := append(append([]string{}, kids...), absent)
+	data := []byte("descriptor 2")
+	c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data, Children: bad}
+	_, err := s.putChunks(ctx, []carryover.ChunkInput{c})
+	if !errors.Is(err, carryover.ErrMissingChunk) || !strings.Contains(err.Error(), absent) {
+		t.Fatalf("put with a missing child: %v", err)
+	}
+	if _, err := s.ReadChunk(ctx, c.Hash, nil); !errors.Is(err, carryover.ErrMissingChunk) {
+		t.Fatalf("the refused parent was stored: %v", err)
 	}
 }

@@ -85,7 +85,7 @@ from .classes import _class_setstate, _class_skeleton, _enum_skeleton, _reduce_c
 from .common import (  # noqa: F401
     BIG_BYTES, BIG_GRAPH, DEFAULT_CHUNK, INLINE_MAX, PROTOCOL, RECHECK_BUDGET, SAMPLE, SMALL_GROUP, _hash,
     _shared_types)
-from .dirty import _NR_USERFAULTFD, TRACK_MIN, _hash_all, _Tracker  # noqa: F401
+from .dirty import _NR_USERFAULTFD, TRACK_MIN, TRACKED_CHUNK, _hash_all, _Tracker  # noqa: F401
 from .interp import _apply_state, _capture_state  # noqa: F401
 from .pickling import _DataPickler, _import_ref, _persistent_load, pickle_data, pickle_def, pickle_one  # noqa: F401
 from .reducers import (  # noqa: F401

@@ -22,6 +22,11 @@ from .common import _hash, _reason
 # Anything else falls back to hashing every chunk (the mode is reported in the snapshot's timings).
 
 TRACK_MIN = 8 << 20  # buffers at least this large are tracked; smaller ones hash faster than a scan
+# Chunk size of tracked buffers (when the snapshot's is larger): a turn that writes one element then
+# stores 1 MiB, not 4 (S3: the store's durable write of the chunk was most of the turn's checkpoint).
+# Only tracked buffers use it: hashing unchanged chunks costs nothing there. A buffer restored or
+# tracked with another chunk size keeps it, so an existing checkpoint is never rewritten for it.
+TRACKED_CHUNK = 1 << 20
 TRACK_ENTRIES = 4096  # more entries than this (most of freed arrays): all are dropped, then re-made
 _PAGE = mmap.PAGESIZE
 _NR_USERFAULTFD = {"x86_64": 323, "aarch64": 282}
@@ -155,7 +160,8 @@ class _Tracker:
         self.stats = {"tracked": 0, "rehashed": 0, "hashed": 0, "fallback": ""}
 
     def hashes(self, mv, cs):
-        """[[hash, len], ...] of mv's chunks, hashing only chunks with pages written since last time."""
+        """[[hash, len], ...] of mv's chunks, hashing only chunks with pages written since last time.
+        A tracked buffer's chunks are TRACKED_CHUNK long (or the size it was tracked with), not cs."""
         n = len(mv)
         st = self.stats
         exporter = mv.obj
@@ -167,7 +173,7 @@ class _Tracker:
             return _hash_all(mv, cs)
         addr = exporter.__array_interface__["data"][0]
         e = self.entries.get((addr, n))
-        if e is not None and (e.oid != id(exporter) or e.cs != cs):
+        if e is not None and (e.oid != id(exporter) or e.cs > cs):
             self._drop(e)
             e = None
         dirty = None
@@ -177,16 +183,17 @@ class _Tracker:
                 self._drop(e)
                 e = None
         if e is None:
-            e = self._track(exporter, addr, n, cs)
+            e = self._track(exporter, addr, n, min(cs, TRACKED_CHUNK))
             if e is None:
                 st["fallback"] = st["fallback"] or "buffer at %#x could not be registered" % addr
                 st["hashed"] += n
                 return _hash_all(mv, cs)
-            e.hashes = _hash_all(mv, cs)
+            e.hashes = _hash_all(mv, e.cs)
             st["tracked"] += n
             st["hashed"] += n
             return [list(h) for h in e.hashes]
         st["tracked"] += n
+        cs = e.cs
         for lo, hi in dirty:
             first = max(0, (lo - addr) // cs)
             last = min((n - 1) // cs, (hi - 1 - addr) // cs)

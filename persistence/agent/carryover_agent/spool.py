@@ -38,9 +38,11 @@ def describe(tracker, r, cs, cur):
         except BufferError:
             mv = memoryview(bytes(pb))  # non-contiguous: copy once
         ro = 1 if mv.readonly else 0
-        cl = tracker.hashes(mv, cs)
-        for i, (h, _) in enumerate(cl):
-            pieces.append((h, mv[i * cs:(i + 1) * cs], None))
+        cl = tracker.hashes(mv, cs)  # a tracked buffer's chunks may be shorter than cs
+        off = 0
+        for h, ln in cl:
+            pieces.append((h, mv[off:off + ln], None))
+            off += ln
         bl.append([ro, len(mv), cl])
         size += len(mv)
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
