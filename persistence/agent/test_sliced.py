@@ -89,6 +89,18 @@ class DetectionTest(unittest.TestCase):
             edit()
             self.assertOneSlice(s, s.save())
 
+    def test_tuples_of_atoms(self):
+        lst = [(i, "t%d" % i, i * 0.5) for i in range(N)]
+        s = _Saver(self, lst)
+        self.assertGreater(s.save(), 0)
+        self.assertEqual(s.save(), 0)
+        for i in range(10):
+            lst[100] = None  # frees the saved tuple: the next one is allocated where it lay
+            lst[100] = (-i, "changed", float(i))
+            self.assertOneSlice(s, s.save())
+        lst[7] = (1, [2])  # a tuple holding a list: not sliced while bound
+        self.assertIsNone(s.save())
+
     def test_same_value_reassigned_is_clean(self):
         lst = records()
         s = _Saver(self, lst)

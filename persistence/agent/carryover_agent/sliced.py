@@ -1,7 +1,7 @@
 """Large containers of small objects, saved in slices (issue 13, S4).
 
-A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None) or a
-*record* (a plain dict whose keys and values are atoms), is pickled as one out-of-band buffer per
+A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None), a
+tuple of atoms, or a *record* (a plain dict whose keys and values are atoms), is pickled as one out-of-band buffer per
 slice of ~SLICE_BYTES, so a turn that changes one record re-pickles and writes one slice, not the
 whole container. Anything else is pickled whole, as before.
 
@@ -327,7 +327,7 @@ def _scan(m, v, old):
     else:
         ty = m.gather(c.vptrs, 1)
         c.rec = ty == id(dict)
-        if not (c.rec | np.isin(ty, _atom_ids(np))).all():
+        if not (c.rec | np.isin(ty, _item_ids(np))).all():
             raise _Unsliceable()
     c.tags = np.zeros(len(c.vptrs), np.int64)
     c.tags[c.rec] = m.gather(c.vptrs[c.rec], m.DICT_TAG)
@@ -361,6 +361,12 @@ def _scan_list(m, c, old):
 
 def _atom_ids(np):
     return np.array([id(t) for t in _ATOMS], np.int64)
+
+
+def _item_ids(np):
+    """Types an item may have besides dict: atoms, and tuples (of atoms, checked when pickled; a
+    tuple cannot change after that, and the shadow keeps it the same object)."""
+    return np.array([id(t) for t in _ATOMS] + [id(tuple)], np.int64)
 
 
 def _dirty(np, c, old):
@@ -471,6 +477,7 @@ def _pickle_slice(c, i):
     recs = [x for x in vals if type(x) is dict]
     seen = set(map(type, chain.from_iterable(map(dict.keys, recs))))
     seen.update(map(type, chain.from_iterable(map(dict.values, recs))))
+    seen.update(map(type, chain.from_iterable(x for x in vals if type(x) is tuple)))
     if not seen <= _ATOMS:
         raise _Unsliceable()
     part = vals if c.kind == "list" else dict(zip(c.keys[a:b], vals))
