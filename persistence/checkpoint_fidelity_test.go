@@ -30,17 +30,8 @@ acc = Acc(); acc.total = 5
 // restores differently stays named in skipped after the restore.
 func TestCheckpointFidelityThroughServer(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, spool := filepath.Join(dir, "ws"), filepath.Join(dir, "spool")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := newCheckpointer(t, filepath.Join(dir, "db.sqlite"))
-	mustSession(t, c, "f")
-	k := startKernel(t, ws)
-	if err := c.Install(ctx, k, spool, spool); err != nil {
-		t.Fatal(err)
-	}
+	c, ws, spool := kernelSession(t, "f")
+	k := agentKernel(t, c, ws, spool)
 	run(t, k, fidelityCells)
 	res, err := c.Checkpoint(ctx, k, "f", 1, ws)
 	if err != nil {
@@ -79,10 +70,7 @@ func TestCheckpointFidelityThroughServer(t *testing.T) {
 	live := eval(t, k, probe)
 
 	killKernel(t, k)
-	k2 := startKernel(t, ws)
-	if err := c.Install(ctx, k2, spool, spool); err != nil {
-		t.Fatal(err)
-	}
+	k2 := agentKernel(t, c, ws, spool)
 	rr, err := c.Restore(ctx, k2, "f", "", ws, true)
 	if err != nil {
 		t.Fatal(err)

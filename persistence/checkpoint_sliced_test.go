@@ -2,8 +2,6 @@ package persistence_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,17 +11,8 @@ import (
 // caches are seeded from the restored slices).
 func TestSlicedContainerThroughServer(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, spool := filepath.Join(dir, "ws"), filepath.Join(dir, "spool")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := newCheckpointer(t, filepath.Join(dir, "db.sqlite"))
-	mustSession(t, c, "s")
-	k := startKernel(t, ws)
-	if err := c.Install(ctx, k, spool, spool); err != nil {
-		t.Fatal(err)
-	}
+	c, ws, spool := kernelSession(t, "s")
+	k := agentKernel(t, c, ws, spool)
 	run(t, k, "recs = [{'id': i, 'name': 'n%d' % i, 'ok': i % 3 == 0} for i in range(50000)]")
 	first, err := c.Checkpoint(ctx, k, "s", 1, ws)
 	if err != nil {
@@ -52,10 +41,7 @@ func TestSlicedContainerThroughServer(t *testing.T) {
 	live := eval(t, k, probe)
 
 	killKernel(t, k)
-	k = startKernel(t, ws)
-	if err := c.Install(ctx, k, spool, spool); err != nil {
-		t.Fatal(err)
-	}
+	k = agentKernel(t, c, ws, spool)
 	rr, err := c.Restore(ctx, k, "s", "", ws, true)
 	if err != nil {
 		t.Fatal(err)

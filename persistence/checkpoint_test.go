@@ -80,6 +80,29 @@ func newCheckpointer(t *testing.T, dbPath string) *persistence.Checkpointer {
 	return &persistence.Checkpointer{Store: st, ChunkSize: 1 << 20, Retention: 3}
 }
 
+// kernelSession is a checkpointer on a fresh store holding session id, with a workspace and a spool dir.
+func kernelSession(t *testing.T, id string) (c *persistence.Checkpointer, ws, spool string) {
+	t.Helper()
+	dir := t.TempDir()
+	ws, spool = filepath.Join(dir, "ws"), filepath.Join(dir, "spool")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c = newCheckpointer(t, filepath.Join(dir, "db.sqlite"))
+	mustSession(t, c, id)
+	return c, ws, spool
+}
+
+// agentKernel starts a kernel working in ws with c's agent installed, spooling to spool.
+func agentKernel(t *testing.T, c *persistence.Checkpointer, ws, spool string) *kernel.Kernel {
+	t.Helper()
+	k := startKernel(t, ws)
+	if err := c.Install(context.Background(), k, spool, spool); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func mustSession(t *testing.T, c *persistence.Checkpointer, id string) {
 	t.Helper()
 	now := time.Now().UTC()
