@@ -94,6 +94,8 @@ def _scan(m, np, a, e):
     """(the array's new entry, indexes of dirty slices or None for all), or None when an item is not
     an atom. The old shadow stays alive until the pointers are compared."""
     ptrs = _ptrs(m, a)
+    if not ptrs.all():
+        return None  # a NULL item (an array a C extension left uninitialised): nothing to read there
     n = len(ptrs)
     new = _Entry()
     new.arr, new.ptrs = a, ptrs

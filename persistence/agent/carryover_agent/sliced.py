@@ -353,6 +353,8 @@ def _scan_list(m, c, old):
     c.ver = c.keys = c.kptrs = None
     c.vals = list(c.obj)
     c.vptrs = m.list_ptrs(c.obj)
+    if not c.vptrs.all():
+        raise _Unsliceable()  # never for a list Python code can see; the reads below would fault
     if old is not None and m.np.array_equal(c.vptrs, old.vptrs):
         c.vals = old.vals
         return True
