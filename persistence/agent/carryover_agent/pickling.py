@@ -5,7 +5,7 @@ which decide what is pickled together (so ``b is a`` survives a restore).
 The functions taking ``agent`` read three things from it, set at each snapshot: ``_shared`` (types
 that never glue groups), ``_defnames`` (id -> name of session definitions, pickled by name) and
 ``_sentinels`` (module singletons pickled by reference); for a large list or dict, sliced.py reads
-more (its caches, the committed state's chunks, IPython's history)."""
+more (its caches and the committed state's chunks)."""
 
 import copyreg
 import importlib
