@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -126,6 +127,41 @@ func BenchmarkPutChunks(b *testing.B) {
 		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
 		b.StartTimer()
 		if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPutTurnS3 measures the store's part of issue 13's S3 turn: one new 1 MiB chunk and a new
+// group descriptor listing it among 1,024 chunks (a 1 GiB array in 1 MiB chunks), in one put.
+func BenchmarkPutTurnS3(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "s3.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	kids := make([]string, 0, 1024)
+	for i := range 1023 {
+		data := []byte(fmt.Sprintf("chunk %d", i))
+		c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data}
+		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+		kids = append(kids, c.Hash)
+	}
+	buf := make([]byte, 1<<20)
+	i := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		i++
+		fillPseudoRandom(buf, i)
+		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
+		desc := []byte(fmt.Sprintf("descriptor %d", i))
+		d := carryover.ChunkInput{Hash: chunk.Hash(desc), Codec: chunk.CodecRaw, RawLen: int64(len(desc)), Data: desc,
+			Children: append(append([]string{}, kids...), c.Hash)}
+		b.StartTimer()
+		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c, d}); err != nil {
 			b.Fatal(err)
 		}
 	}

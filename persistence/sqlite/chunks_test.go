@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -123,5 +124,49 @@ func TestManyChildren(t *testing.T) {
 	}
 	if _, err := s.ReadChunk(ctx, c.Hash, nil); !errors.Is(err, carryover.ErrMissingChunk) {
 		t.Fatalf("the refused parent was stored: %v", err)
+	}
+}
+
+// TestChunkRefsMigration: migration 0003 keeps every edge of a store made before it and leaves
+// chunk_refs with no index or foreign key on child (random inserts that grew each put with the store).
+func TestChunkRefsMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := rawChunkT(t, s, []byte("kid"))
+	parent := rawChunkT(t, s, []byte("parent"), kid)
+	for _, q := range []string{ // back to the schema before 0003, edges included
+		`DROP TABLE chunk_refs`,
+		`CREATE TABLE chunk_refs (parent TEXT NOT NULL REFERENCES chunks (hash) ON DELETE CASCADE,
+			child TEXT NOT NULL REFERENCES chunks (hash) DEFERRABLE INITIALLY DEFERRED,
+			PRIMARY KEY (parent, child)) WITHOUT ROWID`,
+		`CREATE INDEX chunk_refs_child ON chunk_refs (child)`,
+		`INSERT INTO chunk_refs (parent, child) VALUES ('` + parent + `', '` + kid + `')`,
+		`DELETE FROM schema_migrations WHERE name LIKE '%0003_%'`,
+	} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var edges, childIndexes, childKeys int
+	if err := s.db.Get(&edges, `SELECT count(*) FROM chunk_refs WHERE parent = ? AND child = ?`, parent, kid); err != nil || edges != 1 {
+		t.Fatalf("edge after the migration: %d, %v", edges, err)
+	}
+	if err := s.db.Get(&childIndexes, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chunk_refs'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Get(&childKeys, `SELECT count(*) FROM pragma_foreign_key_list('chunk_refs') WHERE "from" = 'child'`); err != nil {
+		t.Fatal(err)
+	}
+	if childIndexes != 0 || childKeys != 0 {
+		t.Fatalf("chunk_refs still has %d indexes and %d foreign keys on child", childIndexes, childKeys)
 	}
 }
