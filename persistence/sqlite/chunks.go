@@ -109,8 +109,8 @@ func insertEdges(ctx context.Context, tx *sqlx.Tx, parent string, children []str
 	return nil
 }
 
-// checkChildren fails with ErrMissingChunk when a child of parents is not stored. The deferred foreign
-// key would refuse a dangling child at COMMIT too; checking here names it. Children are counted
+// checkChildren fails with ErrMissingChunk when a child of parents is not stored. It is the only check
+// (chunk_refs has no foreign key on child since migration 0003), so no edge dangles. Children are counted
 // edgeBatch at a time; only a batch that comes up short is looked at one by one, to name the missing.
 func checkChildren(ctx context.Context, tx *sqlx.Tx, parents []*carryover.ChunkInput) error {
 	for _, p := range parents {
