@@ -21,16 +21,26 @@ func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, procs []kernel.Ba
 // endedByDeath is what a dead kernel takes with it: the processes still listed, else those of the
 // last cost sample (a box dies with its kernel, so by now they may be gone too). The sample is at
 // most a second older than the last turn; a process that ended on its own since is named as well.
+// A listed process caught exiting has lost its command line; the sample's is used for it.
 func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess {
-	if procs := k.Background(); len(procs) > 0 {
-		return procs
-	}
+	procs := k.Background()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.bgKernel != k {
-		return nil
+	var seen []kernel.BackgroundProcess
+	if ls.bgKernel == k {
+		seen = ls.bgSeen
 	}
-	return ls.bgSeen
+	if len(procs) == 0 {
+		return seen
+	}
+	for i := range procs {
+		for _, s := range seen {
+			if procs[i].Command == "" && s.PID == procs[i].PID {
+				procs[i].Command = s.Command
+			}
+		}
+	}
+	return procs
 }
 
 // noteBackground keeps k's background processes from a cost sample (see endedByDeath).
