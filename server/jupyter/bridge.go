@@ -30,10 +30,10 @@ type bridge struct {
 
 	mu      sync.Mutex
 	conns   map[*conn]bool
-	pending map[string]pending // client msg_id -> who asked (requests only)
-	known   idSet              // client msg_ids: their iopub children are the client's
-	held    map[string]bool    // executes whose reply and idle the turn sends (after its checkpoint)
-	kern    *kernel.Kernel     // the kernel subscribed to
+	pending map[string]pending       // client msg_id -> who asked (requests only)
+	known   idSet                    // client msg_ids: their iopub children are the client's
+	held    map[string]chan struct{} // executes whose reply and idle the turn sends (after its checkpoint); closed (then nil) once the kernel's own idle went by
+	kern    *kernel.Kernel           // the kernel subscribed to
 	unsub   func()
 	queue   []turnJob  // executes waiting for their turn
 	running int        // executes in the turn worker (0 or 1)
@@ -47,7 +47,7 @@ type bridge struct {
 }
 
 func newBridge(d *Door, id string) *bridge {
-	b := &bridge{d: d, id: id, conns: map[*conn]bool{}, pending: map[string]pending{}, held: map[string]bool{},
+	b := &bridge{d: d, id: id, conns: map[*conn]bool{}, pending: map[string]pending{}, held: map[string]chan struct{}{},
 		known: newIDSet(1 << 14), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	go b.turnWorker()
 	return b
@@ -213,8 +213,12 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 		b.mu.Unlock()
 		return // carryover's own request: not the clients' business
 	}
-	if b.held[pid] && ((m.Channel == "iopub" && typ == "status" && m.ExecutionState() == "idle") ||
+	if ch, held := b.held[pid]; held && ((m.Channel == "iopub" && typ == "status" && m.ExecutionState() == "idle") ||
 		(m.Channel == "shell" && typ == "execute_reply")) {
+		if m.Channel == "iopub" && ch != nil {
+			close(ch) // every output before it has been forwarded (awaitKernelIdle)
+			b.held[pid] = nil
+		}
 		b.mu.Unlock()
 		return // the turn sends these after its checkpoint
 	}
@@ -230,7 +234,7 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 		return
 	}
 	p, ok := b.pending[pid]
-	if ok && strings.HasSuffix(typ, "_reply") && !b.held[pid] {
+	if _, held := b.held[pid]; ok && strings.HasSuffix(typ, "_reply") && !held {
 		delete(b.pending, pid)
 	}
 	b.mu.Unlock()
@@ -269,7 +273,7 @@ func (b *bridge) failPending(ename, evalue string) {
 	b.mu.Lock()
 	var fail []pending
 	for id, p := range b.pending {
-		if !b.held[id] && p.msgType != "execute_request" {
+		if _, held := b.held[id]; !held && p.msgType != "execute_request" {
 			fail = append(fail, p)
 			delete(b.pending, id)
 		}

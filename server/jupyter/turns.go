@@ -54,7 +54,7 @@ func (b *bridge) turnWorker() {
 		b.queue = b.queue[1:]
 		b.running++
 		b.current = &j
-		b.held[j.msgID] = true
+		b.held[j.msgID] = make(chan struct{})
 		b.mu.Unlock()
 		b.saveInflight()
 		b.runTurn(j)
@@ -83,11 +83,33 @@ func (b *bridge) runTurn(j turnJob) {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",
 				"text": "[carryover: this cell's checkpoint failed, a crash now would lose it: " + res.CheckpointErr + "]\n"}))
 		}
+		b.awaitKernelIdle(j.msgID)
 		b.deliver(j.c, *res.Reply)
 		b.broadcast(*res.Idle)
 		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
 			b.abortQueued("")
 		}
+	}
+}
+
+// outputsGrace bounds awaitKernelIdle: the kernel's idle reaches the bridge microseconds after the
+// turn's own copy in the normal case; a bridge that missed it must not hold the client up for long.
+const outputsGrace = 500 * time.Millisecond
+
+// awaitKernelIdle waits until the kernel's own idle for msgID has gone through fromKernel, so every
+// output the cell produced (which the kernel sends before it) has reached the clients. The turn's
+// held idle and reply must not overtake them: nbclient ignores outputs that come after the idle (a
+// cell's execute_result was lost that way in a loaded CI run), JupyterLab drops them too.
+func (b *bridge) awaitKernelIdle(msgID string) {
+	b.mu.Lock()
+	ch := b.held[msgID]
+	b.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(outputsGrace):
 	}
 }
 

@@ -18,26 +18,31 @@ func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, procs []kernel.Ba
 	ls.mu.Unlock()
 }
 
-// endedByDeath is what a dead kernel takes with it: the processes still listed, else those of the
-// last cost sample (a box dies with its kernel, so by now they may be gone too). The sample is at
+// endedByDeath is what a dead kernel takes with it: the processes still listed plus those of the
+// last cost sample (a box dies with its kernel, so by now some or all may be gone). The sample is at
 // most a second older than the last turn; a process that ended on its own since is named as well.
 // A listed process caught exiting has lost its command line; the sample's is used for it.
 func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess {
 	procs := k.Background()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	var seen []kernel.BackgroundProcess
-	if ls.bgKernel == k {
-		seen = ls.bgSeen
+	if ls.bgKernel != k {
+		return procs
 	}
-	if len(procs) == 0 {
-		return seen
+	sampled := make(map[int]string, len(ls.bgSeen))
+	for _, s := range ls.bgSeen {
+		sampled[s.PID] = s.Command
 	}
+	listed := make(map[int]bool, len(procs))
 	for i := range procs {
-		for _, s := range seen {
-			if procs[i].Command == "" && s.PID == procs[i].PID {
-				procs[i].Command = s.Command
-			}
+		listed[procs[i].PID] = true
+		if procs[i].Command == "" {
+			procs[i].Command = sampled[procs[i].PID]
+		}
+	}
+	for _, s := range ls.bgSeen {
+		if !listed[s.PID] {
+			procs = append(procs, s)
 		}
 	}
 	return procs
