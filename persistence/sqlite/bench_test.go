@@ -124,7 +124,7 @@ func BenchmarkPutChunks(b *testing.B) {
 		b.StopTimer()
 		i++
 		fillPseudoRandom(buf, i)
-		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
+		c := rawInput(buf)
 		b.StartTimer()
 		if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
@@ -143,8 +143,7 @@ func BenchmarkPutTurnS3(b *testing.B) {
 	ctx := context.Background()
 	kids := make([]string, 0, 1024)
 	for i := range 1023 {
-		data := []byte(fmt.Sprintf("chunk %d", i))
-		c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data}
+		c := rawInput([]byte(fmt.Sprintf("chunk %d", i)))
 		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
 			b.Fatal(err)
 		}
@@ -156,10 +155,8 @@ func BenchmarkPutTurnS3(b *testing.B) {
 		b.StopTimer()
 		i++
 		fillPseudoRandom(buf, i)
-		c := carryover.ChunkInput{Hash: chunk.Hash(buf), Codec: chunk.CodecRaw, RawLen: int64(len(buf)), Data: buf}
-		desc := []byte(fmt.Sprintf("descriptor %d", i))
-		d := carryover.ChunkInput{Hash: chunk.Hash(desc), Codec: chunk.CodecRaw, RawLen: int64(len(desc)), Data: desc,
-			Children: append(append([]string{}, kids...), c.Hash)}
+		c := rawInput(buf)
+		d := rawInput([]byte(fmt.Sprintf("descriptor %d", i)), append(append([]string{}, kids...), c.Hash)...)
 		b.StartTimer()
 		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c, d}); err != nil {
 			b.Fatal(err)

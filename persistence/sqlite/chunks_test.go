@@ -116,8 +116,7 @@ func TestManyChildren(t *testing.T) {
 	}
 	absent := chunk.Hash([]byte("never stored"))
 	bad := append(append([]string{}, kids...), absent)
-	data := []byte("descriptor 2")
-	c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data, Children: bad}
+	c := rawInput([]byte("descriptor 2"), bad...)
 	_, err := s.putChunks(ctx, []carryover.ChunkInput{c})
 	if !errors.Is(err, carryover.ErrMissingChunk) || !strings.Contains(err.Error(), absent) {
 		t.Fatalf("put with a missing child: %v", err)

@@ -45,11 +45,16 @@ func sessionT(t testing.TB, s *Store, id string) {
 // run no GC concurrently use it.
 func rawChunkT(t testing.TB, s *Store, data []byte, children ...string) string {
 	t.Helper()
-	c := carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
+	c := rawInput(data, children...)
 	if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
 		t.Fatal(err)
 	}
 	return c.Hash
+}
+
+// rawInput is a raw (uncompressed) chunk of data listing children.
+func rawInput(data []byte, children ...string) carryover.ChunkInput {
+	return carryover.ChunkInput{Hash: chunk.Hash(data), Codec: chunk.CodecRaw, RawLen: int64(len(data)), Data: data, Children: children}
 }
 
 // commitT commits cp outside any writer (the test runs no GC concurrently).
