@@ -346,12 +346,38 @@ func TestManyKernels(t *testing.T) {
 	t.Logf("goroutines: %d before, %d after", baseline, runtime.NumGoroutine())
 }
 
+// TestPoolWarmsOnlyPooledKernels: a kernel started because the pool was empty is handed out right
+// after onStart; onWarm (work that pays off only later) is not run on it.
+func TestPoolWarmsOnlyPooledKernels(t *testing.T) {
+	t.Parallel()
+	warmed := make(chan string, 1)
+	p := NewPool(0, testOptions(t, "ipc"), nil, func(ctx context.Context, k *Kernel) error {
+		warmed <- k.ID()
+		return nil
+	})
+	ctx := context.Background()
+	defer p.Close(ctx)
+	k, err := p.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(ctx)
+	select {
+	case id := <-warmed:
+		t.Errorf("onWarm ran on kernel %s, started for a Get on an empty pool", id)
+	default:
+	}
+}
+
 func TestPool(t *testing.T) {
 	t.Parallel()
 	var started sync.Map
 	p := NewPool(2, testOptions(t, "ipc"), func(ctx context.Context, k *Kernel) error {
 		started.Store(k.ID(), true)
 		_, err := k.Execute(ctx, "warmed = 'yes'", ExecOptions{Silent: true})
+		return err
+	}, func(ctx context.Context, k *Kernel) error {
+		_, err := k.Execute(ctx, "pooled = warmed", ExecOptions{Silent: true}) // after onStart
 		return err
 	})
 	if !eventually(60*time.Second, func() bool { return p.Idle() == 2 }) {
@@ -366,8 +392,8 @@ func TestPool(t *testing.T) {
 	if _, ok := started.Load(k.ID()); !ok {
 		t.Error("onStart did not run on the handed-out kernel")
 	}
-	if got := plain(t, mustRun(t, k, "warmed")); got != "'yes'" {
-		t.Errorf("warmed = %q", got)
+	if got := plain(t, mustRun(t, k, "warmed, pooled")); got != "('yes', 'yes')" {
+		t.Errorf("warmed, pooled = %q", got)
 	}
 	if !eventually(60*time.Second, func() bool { return p.Idle() == 2 }) {
 		t.Errorf("pool did not refill: %d idle", p.Idle())

@@ -25,6 +25,7 @@ type Pool struct {
 	size    int
 	opts    Options
 	onStart func(context.Context, *Kernel) error
+	onWarm  func(context.Context, *Kernel) error
 
 	ctx    context.Context // cancelled by Close: aborts a start in progress
 	cancel context.CancelFunc
@@ -38,7 +39,10 @@ type Pool struct {
 
 // NewPool starts filling the pool in the background. onStart, when set, runs on each new kernel
 // before it is pooled or handed out (e.g. to load an agent); a kernel whose onStart fails is shut down.
-func NewPool(size int, opts Options, onStart func(context.Context, *Kernel) error) *Pool {
+// onWarm, when set, runs after onStart only on kernels started to wait in the pool (e.g. to import
+// modules sessions will want): a kernel started for a Get that found the pool empty skips it, so its
+// caller never waits for work that only pays off later.
+func NewPool(size int, opts Options, onStart, onWarm func(context.Context, *Kernel) error) *Pool {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -47,6 +51,7 @@ func NewPool(size int, opts Options, onStart func(context.Context, *Kernel) erro
 		size:    size,
 		opts:    opts,
 		onStart: onStart,
+		onWarm:  onWarm,
 		ctx:     ctx,
 		cancel:  cancel,
 		kick:    make(chan struct{}, 1),
@@ -113,6 +118,19 @@ func (p *Pool) start(ctx context.Context) (*Kernel, error) {
 	return k, nil
 }
 
+// startWarm starts a kernel for the pool: start, then onWarm.
+func (p *Pool) startWarm(ctx context.Context) (*Kernel, error) {
+	k, err := p.start(ctx)
+	if err != nil || p.onWarm == nil {
+		return k, err
+	}
+	if err := p.onWarm(ctx, k); err != nil {
+		_ = k.Shutdown(context.Background())
+		return nil, fmt.Errorf("kernel pool: onWarm: %w", err)
+	}
+	return k, nil
+}
+
 // refill keeps the pool at size, starting one kernel at a time, with a backoff after failures so a
 // broken interpreter does not become a fork loop.
 func (p *Pool) refill() {
@@ -132,7 +150,7 @@ func (p *Pool) refill() {
 			if !need {
 				break
 			}
-			k, err := p.start(p.ctx)
+			k, err := p.startWarm(p.ctx)
 			if err != nil {
 				if p.ctx.Err() != nil {
 					return

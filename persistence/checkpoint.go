@@ -32,9 +32,9 @@ type Checkpointer struct {
 	// kernel names in its answers (it may be sandboxed and hostile) must be one of them, or the
 	// server would read and write where the kernel says.
 	SpoolRoot string
-	// PreImport lists modules a new kernel imports in the background right after the agent (into
-	// sys.modules, not the namespace): a pooled kernel then has them loaded when a session claims or
-	// wakes into it. Modules not installed are ignored.
+	// PreImport lists modules Warm imports into a kernel (into sys.modules, not the namespace): a
+	// pooled kernel then has them loaded when a session claims or wakes into it. Modules not
+	// installed are ignored.
 	PreImport []string
 }
 
@@ -96,11 +96,20 @@ func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoo
 	if !p.XXHash {
 		return errors.New("install agent: the kernel's Python lacks xxhash (python3-xxhash)")
 	}
-	if len(c.PreImport) > 0 {
-		var ok map[string]any
-		if err := callAgent(ctx, ex, "preimport", map[string]any{"modules": c.PreImport}, &ok); err != nil {
-			return fmt.Errorf("install agent: %w", err)
-		}
+	return nil
+}
+
+// Warm imports PreImport into a kernel with the agent installed, before any session has it: the pool
+// calls it on the kernels it keeps waiting, so a session that claims one, or wakes into one, finds
+// numpy & co. loaded (a wake then costs the data, not the imports). A kernel started on demand is
+// not warmed: its first turn would wait for imports it may never use.
+func (c *Checkpointer) Warm(ctx context.Context, ex Executor) error {
+	if len(c.PreImport) == 0 {
+		return nil
+	}
+	var ok map[string]any
+	if err := callAgent(ctx, ex, "preimport", map[string]any{"modules": c.PreImport}, &ok); err != nil {
+		return fmt.Errorf("warm kernel: %w", err)
 	}
 	return nil
 }

@@ -110,8 +110,9 @@ func skippedHas(s []carryover.VarSkip, name, reasonPrefix string) bool {
 	return false
 }
 
-// TestPreImport: a kernel installed with PreImport has the modules loaded (not bound in its namespace)
-// by its first checkpoint; a module that is not installed is ignored.
+// TestPreImport: Install alone imports nothing (a kernel started on demand does not wait for imports);
+// Warm loads the modules (not bound in the namespace, so no checkpoint saves them); a module that is
+// not installed is ignored.
 func TestPreImport(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -120,20 +121,26 @@ func TestPreImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCheckpointer(t, filepath.Join(dir, "db.sqlite"))
-	c.PreImport = []string{"numpy", "no_such_module_carryover", "fractions"}
+	c.PreImport = []string{"numpy", "no_such_module_carryover", "wave"}
 	mustSession(t, c, "p")
 	k := startKernel(t, ws)
 	if err := c.Install(ctx, k, spool, spool); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Checkpoint(ctx, k, "p", 1, ws) // waits for the background imports
+	if got := eval(t, k, "'wave' in __import__('sys').modules"); got != "False" {
+		t.Fatalf("Install imported the pre-imports: wave loaded = %s", got)
+	}
+	if err := c.Warm(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Checkpoint(ctx, k, "p", 1, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Saved) != 0 {
 		t.Errorf("pre-imported modules became variables: %v", res.Saved)
 	}
-	got := eval(t, k, "[m in __import__('sys').modules for m in ('numpy', 'fractions', 'no_such_module_carryover')], 'numpy' in dir()")
+	got := eval(t, k, "[m in __import__('sys').modules for m in ('numpy', 'wave', 'no_such_module_carryover')], 'numpy' in dir()")
 	if got != "([True, True, False], False)" {
 		t.Errorf("modules loaded / bound = %s", got)
 	}

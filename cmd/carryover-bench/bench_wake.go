@@ -18,9 +18,9 @@ import (
 )
 
 // The wake section restores a typical data-science namespace (numpy, pandas, matplotlib imported,
-// ~10 MB of data, a figure) into a fresh kernel twice: a cold one, and a warm one whose agent
-// pre-imported numpy/pandas/matplotlib (persistence.pre_import) before the wake, as a pooled kernel
-// would have. The floor is the plain read of the same chunks, which the restore reports as read_ms.
+// ~10 MB of data, a figure) into a fresh kernel twice: a cold one, and a warm one that imported
+// persistence.pre_import (the configured default: numpy, pandas, matplotlib.pyplot) before the wake,
+// as a pooled kernel has. The floor is the plain read of the same chunks, which the restore reports as read_ms.
 func init() {
 	registerBench(benchSection{Order: 31, Name: "wake", Run: benchWake})
 }
@@ -56,7 +56,7 @@ func benchWake(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		return nil, err
 	}
 	cold := &persistence.Checkpointer{Store: st}
-	warm := &persistence.Checkpointer{Store: st, PreImport: []string{"numpy", "pandas", "matplotlib.pyplot"}}
+	warm := &persistence.Checkpointer{Store: st, PreImport: env.Cfg.Persistence.PreImport}
 	b := &ckptBench{ctx: ctx, cp: cold, spec: spec, ws: ws, spool: filepath.Join(dir, "spool0")}
 	if b.k, err = b.start(b.spool); err != nil {
 		return nil, err
@@ -77,8 +77,8 @@ func benchWake(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		if err != nil {
 			return rows, err
 		}
-		// A pooled kernel has finished its imports long before a claim: wait for them outside the timed wake.
-		if _, err := k.Eval(ctx, "__carryover__._await_preimport()", ""); err != nil {
+		// The pool warms a kernel before it can be claimed: outside the timed wake.
+		if err := c.Warm(ctx, k); err != nil {
 			_ = k.Shutdown(context.Background())
 			return rows, err
 		}

@@ -130,7 +130,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent)
+	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent, s.warmKernel)
 	return s, nil
 }
 
@@ -194,6 +194,9 @@ func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
 	return s.ckpt.Install(ctx, k, host, inside)
 }
+
+// warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
+func (s *Service) warmKernel(ctx context.Context, k *kernel.Kernel) error { return s.ckpt.Warm(ctx, k) }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
 // each gets a new kernel and its last checkpoint lazily, on its next run.

@@ -74,7 +74,8 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
   Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
   "groups": [{"n": [names], "ms"}]}.
 
-``preimport`` args {"modules": [names]}: import them in a background thread (warm pool kernels).
+``preimport`` args {"modules": [names]}: import them (into sys.modules) now, answering {"modules": loaded,
+"missing": [names], "ms"}; the server calls it on kernels bound for its warm pool.
 
 ``forget``: drop the agent's state so the next snapshot serialises everything again.
 """

@@ -6,6 +6,7 @@ import gc
 import importlib
 import json
 import os
+import time
 
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
@@ -32,7 +33,6 @@ class Agent:
         self._env0 = dict(os.environ)
         self._warned = {}
         self._tracker = _Tracker()
-        self._preimport = None
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
 
@@ -66,23 +66,27 @@ class Agent:
                 "dill": dill is not None}
 
     def op_preimport(self, a):
-        """Imports modules (into sys.modules only, not the namespace) in a background thread, so a
-        pooled kernel has them loaded when a session claims it: a wake then costs the data, not the
-        imports. Modules that are not installed are ignored. Snapshots and restores wait for it."""
+        """Imports modules into sys.modules only, not the namespace, so a pooled kernel has them
+        loaded when a session claims it: a wake then costs the data, not the imports. Modules that
+        are not installed, or fail to import, are listed in "missing". It runs before any session has
+        the kernel (the pool's warm-up), so it imports in the foreground: matplotlib picks its backend
+        on the main thread, as it would in a cell."""
         mods = [m for m in a.get("modules") or () if isinstance(m, str) and m]
-        self._preimport = _start_preimport(mods)
-        return {"ok": True, "modules": mods}
+        t0 = time.perf_counter()
+        loaded, missing = [], []
+        for m in mods:
+            try:
+                importlib.import_module(m)
+                loaded.append(m)
+            except Exception:
+                missing.append(m)
+        return {"ok": True, "modules": loaded, "missing": missing, "ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
     def op_snapshot(self, a):
         return op_snapshot(self, a)
 
     def op_restore(self, a):
         return op_restore(self, a)
-
-    def _await_preimport(self):
-        t, self._preimport = self._preimport, None
-        if t is not None:
-            t.join()  # never look at a half-imported module
 
     def op_forget(self, a):
         self.state = _State()
@@ -111,21 +115,6 @@ class Agent:
             self.state = st
         else:
             self.cells = cells + self.cells
-
-
-def _start_preimport(mods):
-    import threading
-
-    def work():
-        for m in mods:
-            try:
-                importlib.import_module(m)
-            except Exception:
-                pass
-
-    t = threading.Thread(target=work, name="carryover-preimport", daemon=True)
-    t.start()
-    return t
 
 
 def install(spool_dir, shell=None, spool_host=None):

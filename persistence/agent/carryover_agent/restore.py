@@ -22,7 +22,6 @@ from .sliced import forget_rebuilt, seed
 
 
 def op_restore(agent, a):
-    agent._await_preimport()
     t0 = time.perf_counter()
     agent.pending = None
     agent.cells = []

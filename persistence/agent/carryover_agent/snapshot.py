@@ -18,7 +18,6 @@ from .verify import _verify
 
 
 def op_snapshot(agent, a):
-    agent._await_preimport()
     t0 = time.perf_counter()
     agent._tracker.reset_stats()
     reset_stats()
