@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,10 +10,9 @@ import (
 	"github.com/carryover/carryover/configs"
 )
 
-// preImportWave makes the warm pool import wave (a module IPython does not load) and one that is not
-// installed.
-func preImportWave(c *configs.Config) {
-	c.Persistence.PreImport = []string{"no_such_module_carryover", "wave"}
+// preImport makes the warm pool import mods.
+func preImport(mods ...string) func(*configs.Config) {
+	return func(c *configs.Config) { c.Persistence.PreImport = mods }
 }
 
 // TestPoolKernelsArePreImported: a session that claims a warm pooled kernel finds
@@ -19,27 +20,52 @@ func preImportWave(c *configs.Config) {
 // its namespace, and its first checkpoint saves none of them; also in the sandbox.
 func TestPoolKernelsArePreImported(t *testing.T) {
 	t.Parallel()
-	t.Run("plain", func(t *testing.T) { t.Parallel(); claimPreImported(t, startServer(t, "", preImportWave)) })
-	t.Run("sandboxed", func(t *testing.T) { t.Parallel(); claimPreImported(t, sandboxed(t, preImportWave)) })
-}
-
-// claimPreImported creates sessions until one claims a pooled kernel (one created before the pool
-// has filled gets a kernel started on demand, which skips the imports) and checks what it finds.
-func claimPreImported(t *testing.T, ts *testServer) {
-	deadline := time.Now().Add(90 * time.Second)
-	for i := 0; ; i++ {
-		s := ts.newSession(client.CreateRequest{})
-		r := ts.run(s.ID, "import sys\n'wave' in sys.modules, 'wave' in dir()")
-		if got := resultOf(r); got == "(True, False)" {
+	wave := preImport("no_such_module_carryover", "wave") // wave: a module IPython does not load
+	for name, start := range map[string]func() *testServer{
+		"plain":     func() *testServer { return startServer(t, "", wave) },
+		"sandboxed": func() *testServer { return sandboxed(t, wave) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ts := start()
+			_, r := claimPooled(t, ts, "wave")
+			if got := resultOf(r); got != "(True, False)" {
+				t.Errorf("wave loaded, bound = %s", got)
+			}
 			if r.Checkpoint == nil || len(r.Checkpoint.Saved) != 1 || r.Checkpoint.Saved[0] != "sys" {
 				t.Errorf("first checkpoint saved %s, want only sys", dump(r.Checkpoint))
 			}
-			return
-		} else if got != "(False, False)" {
-			t.Fatalf("wave loaded, bound = %s (%s)", got, dump(r))
+		})
+	}
+}
+
+// TestPoolWarmUpIsNotCharged: the CPU a pooled kernel spent starting and importing pre_import before
+// a session claimed it is not the session's: its budget's cpu_seconds counts only its own turns.
+func TestPoolWarmUpIsNotCharged(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "", preImport("numpy", "pandas")) // ~1 s of CPU with the kernel's start
+	id, _ := claimPooled(t, ts, "pandas")
+	time.Sleep(1100 * time.Millisecond) // the turn's end samples the cost at most once a second
+	ts.run(id, "2+2")
+	if cpu := ts.session(id).BudgetConsumed.CPUSeconds; cpu > 0.3 {
+		t.Errorf("cpu_seconds = %.3f after two short turns: the pooled kernel's warm-up was charged", cpu)
+	}
+}
+
+// claimPooled creates sessions until one claims a pooled kernel that has imported mod (a session
+// created before the pool has filled gets a kernel started on demand, which skips the imports). It
+// returns the session and the answer of its first turn, `mod in sys.modules, mod in dir()`.
+func claimPooled(t *testing.T, ts *testServer, mod string) (string, *client.RunResult) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; ; i++ {
+		s := ts.newSession(client.CreateRequest{})
+		r := ts.run(s.ID, fmt.Sprintf("import sys\n%q in sys.modules, %q in dir()", mod, mod))
+		if strings.HasPrefix(resultOf(r), "(True,") {
+			return s.ID, r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no session got a pre-imported pooled kernel in %d tries", i+1)
+			t.Fatalf("no session got a pooled kernel with %s imported in %d tries (last: %s)", mod, i+1, dump(r))
 		}
 		time.Sleep(time.Second)
 	}

@@ -23,6 +23,22 @@ type costMeter struct {
 	lastAt  time.Time
 }
 
+// costBaseline starts reading the CPU a just-claimed kernel used before the session had it (its
+// start and the pool's warm-up imports: not the session's to pay; the first sample used to charge
+// them all) and returns a wait for the meter to attach it with. The /proc read costs a few ms: it
+// overlaps the kernel's set-up round trip, and the meter's fresh time spares the first turn a sample.
+func costBaseline(k *kernel.Kernel) (wait func() costMeter) {
+	ch := make(chan costMeter, 1)
+	go func() {
+		m := costMeter{lastAt: time.Now()}
+		if st, err := k.Stats(); err == nil {
+			m.lastCPU = st.CPUSeconds
+		}
+		ch <- m
+	}()
+	return func() costMeter { return <-ch }
+}
+
 // sampleCost adds the kernel's use since the last sample to the session's consumption.
 // Caller must not hold ls.mu.
 func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Kernel) {

@@ -56,6 +56,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
+	baseline := costBaseline(k)
 	doc := ls.snapshot()
 	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
 	// before the kernel is pointed at it.
@@ -81,7 +82,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	}
 	now := time.Now().UTC()
 	ls.mu.Lock()
-	ls.attachLocked(k)
+	ls.attachLocked(k, baseline())
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
@@ -289,13 +290,14 @@ func skippedKey(res *carryover.CheckpointResult) string {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// attachLocked makes k the session's kernel and restarts its rotation and cost clocks. Caller holds ls.mu.
-func (ls *liveSession) attachLocked(k *kernel.Kernel) {
+// attachLocked makes k the session's kernel and restarts its rotation clock and its cost meter at m
+// (costBaseline). Caller holds ls.mu.
+func (ls *liveSession) attachLocked(k *kernel.Kernel, m costMeter) {
 	ls.kern = k
 	ls.kernStart = time.Now()
 	ls.pausedFor = 0
 	if !ls.pausedAt.IsZero() {
 		ls.pausedAt = time.Now()
 	}
-	ls.cost = costMeter{}
+	ls.cost = m
 }

@@ -199,6 +199,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, err
 	}
 	kernelsLive.Inc()
+	baseline := costBaseline(k)
 	doc := ls.snapshot()
 	doc.ExecutionCount = cp.Turn
 	if err := s.prepareKernel(ctx, id, k, doc); err != nil {
@@ -211,7 +212,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, err
 	}
 	ls.mu.Lock()
-	ls.attachLocked(k)
+	ls.attachLocked(k, baseline())
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
