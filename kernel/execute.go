@@ -81,6 +81,9 @@ type ExecOptions struct {
 	// An error answers EOF (the kernel's input() raises EOFError), and so does a callback that gives up
 	// because ctx ended.
 	OnInput func(ctx context.Context, req InputRequest) (string, error)
+	// Metadata is the execute_request's metadata (nil: {}). Kernels ignore keys they do not know; the
+	// snapshot agent reads carryover_setup from it (see the agent's pre_run_cell).
+	Metadata map[string]any
 }
 
 // ExecResult is the execute_reply, plus timing.
@@ -147,7 +150,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 	}
 	w := newWaiter(true)
 	res := &ExecResult{Started: time.Now()}
-	h, err := inst.send(chShell, "execute_request", nil, req, w)
+	h, err := inst.sendWith(chShell, "execute_request", nil, opts.Metadata, req, w)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: execute: %w", k.id, err)
 	}

@@ -237,8 +237,13 @@ func (inst *instance) unregister(ids ...string) {
 // send encodes and sends a request on ch after registering w for its replies (registering first so
 // a fast reply cannot be missed). It returns the request header.
 func (inst *instance) send(ch channelKind, msgType string, parent *header, content any, w *waiter) (header, error) {
+	return inst.sendWith(ch, msgType, parent, nil, content, w)
+}
+
+// sendWith is send with the request's metadata (nil: {}).
+func (inst *instance) sendWith(ch channelKind, msgType string, parent *header, metadata map[string]any, content any, w *waiter) (header, error) {
 	h := inst.sess.newHeader(msgType)
-	frames, err := inst.sess.encode(h, parent, content)
+	frames, err := inst.sess.encodeWith(h, parent, metadata, content)
 	if err != nil {
 		return h, err
 	}

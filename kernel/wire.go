@@ -119,6 +119,11 @@ var emptyObject = []byte("{}")
 // encode serializes a message into its frames (without routing ids: we only talk through DEALER
 // sockets, whose peer ROUTER adds our identity). parent may be nil. content must marshal to a JSON object.
 func (s *session) encode(h header, parent *header, content any) ([][]byte, error) {
+	return s.encodeWith(h, parent, nil, content)
+}
+
+// encodeWith is encode with the message's metadata (nil: {}).
+func (s *session) encodeWith(h header, parent *header, metadata map[string]any, content any) ([][]byte, error) {
 	hb, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s header: %w", h.MsgType, err)
@@ -141,6 +146,11 @@ func (s *session) encode(h header, parent *header, content any) ([][]byte, error
 		}
 	}
 	md := emptyObject
+	if len(metadata) > 0 {
+		if md, err = json.Marshal(metadata); err != nil {
+			return nil, fmt.Errorf("encode %s metadata: %w", h.MsgType, err)
+		}
+	}
 	return [][]byte{delimiter, s.sign(hb, pb, md, cb), hb, pb, md, cb}, nil
 }
 

@@ -32,6 +32,13 @@ func (s *Service) hostPath(id, p string) string {
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
 // or a server restart). The caller holds ls.lock.
 func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
+	return s.ensureKernelFor(ctx, ls, false)
+}
+
+// ensureKernelFor is ensureKernel for a caller that sends a cell next: with firstCell, a brand-new
+// session's set-up is left pending, to ride on that cell (pendingSetup), instead of costing a round
+// trip of its own. Any other caller finds a set-up still pending sent first.
+func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCell bool) (*kernel.Kernel, error) {
 	ls.mu.Lock()
 	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
@@ -43,6 +50,9 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		case <-k.Dead():
 			s.dropDeadKernel(ctx, ls, k)
 		default:
+			if !firstCell {
+				return k, s.flushSetup(ctx, ls, k)
+			}
 			return k, nil
 		}
 	}
@@ -65,7 +75,13 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, err
 	}
-	if err := s.prepareKernel(ctx, ls.id, k, doc); err != nil {
+	var setup *pendingSetup
+	if firstCell && doc.LastCheckpoint == nil && doc.ExecutionCount == 0 {
+		setup, err = s.deferSetup(ctx, ls.id, k, doc)
+	} else {
+		err = s.prepareKernel(ctx, ls.id, k, doc)
+	}
+	if err != nil {
 		s.stopKernel(ctx, k)
 		return nil, fmt.Errorf("preparing kernel: %w", err)
 	}
@@ -83,6 +99,7 @@ func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Ke
 	now := time.Now().UTC()
 	ls.mu.Lock()
 	ls.attachLocked(k, baseline())
+	ls.setup = setup
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
@@ -137,26 +154,54 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
-// It runs in a throwaway globals dict so the user namespace gains no names.
 func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	ws := s.workspace(id)
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	if err := s.attachKernel(ctx, id, k, doc); err != nil {
+	return sendSetup(ctx, k, s.setupOf(id, k, doc, true))
+}
+
+// attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
+func (s *Service) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
 		return err
 	}
-	// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
-	cwd := k.Process().KernelPath(s.hostPath(id, doc.AgentContext.WorkingDir))
-	envVars := doc.AgentContext.EnvVars
-	if envVars == nil {
-		envVars = map[string]string{}
+	return s.attachKernel(ctx, id, k, doc)
+}
+
+// kernelSetup is what points a kernel at its session. Its JSON is the agent's carryover_setup.
+type kernelSetup struct {
+	Cwd            string            `json:"cwd"` // as the kernel sees it
+	Env            map[string]string `json:"env"`
+	ExecutionCount int               `json:"execution_count,omitempty"` // the next cell's; 0: leave it
+}
+
+// setupOf is the session's set-up for kernel k; withCount sets the kernel's counter too.
+func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
+	st := kernelSetup{
+		// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
+		Cwd: k.Process().KernelPath(s.hostPath(id, doc.AgentContext.WorkingDir)),
+		Env: doc.AgentContext.EnvVars,
 	}
-	env, _ := json.Marshal(envVars)
-	code := fmt.Sprintf(`exec(%s, {})`, pyStr(fmt.Sprintf(
-		"import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\nget_ipython().execution_count = %d\n",
-		pyStr(cwd), pyStr(cwd), pyStr(string(env)), doc.ExecutionCount+1)))
-	_, err := k.Eval(ctx, code, "")
+	if st.Env == nil {
+		st.Env = map[string]string{}
+	}
+	if withCount {
+		st.ExecutionCount = doc.ExecutionCount + 1
+	}
+	return st
+}
+
+// sendSetup applies a set-up with a request of its own, in a throwaway globals dict so the user
+// namespace gains no names.
+func sendSetup(ctx context.Context, k *kernel.Kernel, st kernelSetup) error {
+	env, _ := json.Marshal(st.Env)
+	code := fmt.Sprintf("import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\n",
+		pyStr(st.Cwd), pyStr(st.Cwd), pyStr(string(env)))
+	if st.ExecutionCount > 0 {
+		code += fmt.Sprintf("get_ipython().execution_count = %d\n", st.ExecutionCount)
+	}
+	_, err := k.Eval(ctx, fmt.Sprintf(`exec(%s, {})`, pyStr(code)), "")
 	return err
 }
 
@@ -294,6 +339,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // (costBaseline). Caller holds ls.mu.
 func (ls *liveSession) attachLocked(k *kernel.Kernel, m costMeter) {
 	ls.kern = k
+	ls.setup = nil
 	ls.kernStart = time.Now()
 	ls.pausedFor = 0
 	if !ls.pausedAt.IsZero() {

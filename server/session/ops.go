@@ -91,6 +91,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		if err := s.prepareKernel(ctx, id, k, doc); err != nil {
 			return doc, fmt.Errorf("applying context to the kernel: %w", err)
 		}
+		ls.forgetSetup(k) // a set-up pending from the claim holds the old context
 	}
 	return doc, nil
 }

@@ -210,7 +210,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		return nil, err
 	}
 	defer end()
-	k, err := s.ensureKernel(ctx, ls)
+	// The cell can carry a new session's set-up unless a per-run env request goes first (or IPython
+	// would skip the hook: a blank cell).
+	k, err := s.ensureKernelFor(ctx, ls, len(req.Env) == 0 && strings.TrimSpace(req.Code) != "")
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +301,16 @@ func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		ls.mu.Unlock()
 	}()
 	opts := s.execOptions(ls, act, col, code, hooks, ride)
+	if md := ls.setupMetadata(k, code); md != nil {
+		opts.Metadata = md
+		status := opts.OnStatus
+		opts.OnStatus = func(state string) {
+			if state == "busy" {
+				ls.forgetSetup(k)
+			}
+			status(state)
+		}
+	}
 	start := time.Now()
 	out := s.executeWithin(ctx, ls, k, code, opts, timeout)
 	res.DurationMS = ms(time.Since(start))

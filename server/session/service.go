@@ -52,6 +52,7 @@ type liveSession struct {
 	doc     carryover.Session
 	kern    *kernel.Kernel
 	running *activeRun // the run in flight, for websocket clients that connect mid-run
+	setup   *pendingSetup // the kernel's set-up, to ride on its first cell (kernels.go)
 
 	kernStart   time.Time                  // when the current kernel was attached (rotation clock)
 	pausedAt    time.Time                  // when the session was paused (zero when not paused)

@@ -33,11 +33,16 @@ class Agent:
         self._env0 = dict(os.environ)
         self._warned = {}
         self._tracker = _Tracker()
+        self.setups = 0
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
+        setup = _setup_of(self.shell)
+        if setup is not None:
+            _apply_setup(self.shell, setup)
+            self.setups += 1  # how many cells brought the session's set-up (tests, diagnostics)
         raw = getattr(info, "raw_cell", None)
         if raw:
             self.cells.append(raw)
@@ -115,6 +120,35 @@ class Agent:
             self.state = st
         else:
             self.cells = cells + self.cells
+
+
+def _setup_of(shell):
+    """The session set-up the server sent with this cell's execute_request (its metadata's
+    ``carryover_setup``), or None. The server sends it with a session's first cell in a fresh pooled
+    kernel instead of a set-up request of its own: one round trip less before the first result."""
+    kernel = getattr(shell, "kernel", None)
+    get_parent = getattr(kernel, "get_parent", None)
+    if get_parent is None:
+        return None
+    md = (get_parent("shell") or {}).get("metadata") or {}
+    setup = md.get("carryover_setup")
+    return setup if isinstance(setup, dict) else None
+
+
+def _apply_setup(shell, setup):
+    """Points the kernel at its session before the cell runs: working directory, environment and,
+    should the kernel's counter differ (the server sends this only when it does not), the counter."""
+    cwd = setup.get("cwd")
+    try:
+        if cwd:
+            os.makedirs(cwd, exist_ok=True)
+            os.chdir(cwd)
+        os.environ.update({str(k): str(v) for k, v in (setup.get("env") or {}).items()})
+    except OSError as e:
+        raise RuntimeError(f"carryover: the session's working directory {cwd!r} could not be set: {e}") from None
+    count = setup.get("execution_count")
+    if isinstance(count, int) and count > 0 and shell.execution_count != count:
+        shell.execution_count = count
 
 
 def install(spool_dir, shell=None, spool_host=None):
