@@ -51,7 +51,7 @@ type liveSession struct {
 	mu      sync.Mutex // guards the fields below
 	doc     carryover.Session
 	kern    *kernel.Kernel
-	running *activeRun // the run in flight, for websocket clients that connect mid-run
+	running *activeRun    // the run in flight, for websocket clients that connect mid-run
 	setup   *pendingSetup // the kernel's set-up, to ride on its first cell (kernels.go)
 
 	kernStart   time.Time                  // when the current kernel was attached (rotation clock)
