@@ -67,17 +67,25 @@ func (c *descChunk) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(v[1], &c.Len)
 }
 
-// descBuffer is [readonly, total length, [chunks...]]: one out-of-band buffer.
+func (c descChunk) MarshalJSON() ([]byte, error) { return json.Marshal([2]any{c.Hash, c.Len}) }
+
+// descBuffer is [readonly, total length, [chunks...]]: one out-of-band buffer; or, for a buffer of
+// many chunks, [readonly, total length, [], [index chunks...]], each index chunk's content being the
+// JSON list of INDEX_FANOUT of its chunks (see the agent's spool.py and expandDescriptor).
 type descBuffer struct {
 	ReadOnly int
 	Len      int64
 	Chunks   []descChunk
+	Index    []descChunk // [hash, bytes listed] of each index chunk; nil when Chunks are inline
 }
 
 func (d *descBuffer) UnmarshalJSON(b []byte) error {
-	var v [3]json.RawMessage
+	var v []json.RawMessage
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
+	}
+	if len(v) != 3 && len(v) != 4 {
+		return fmt.Errorf("descriptor buffer of %d fields", len(v))
 	}
 	if err := json.Unmarshal(v[0], &d.ReadOnly); err != nil {
 		return err
@@ -85,7 +93,24 @@ func (d *descBuffer) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(v[1], &d.Len); err != nil {
 		return err
 	}
-	return json.Unmarshal(v[2], &d.Chunks)
+	if err := json.Unmarshal(v[2], &d.Chunks); err != nil {
+		return err
+	}
+	if len(v) == 4 {
+		return json.Unmarshal(v[3], &d.Index)
+	}
+	return nil
+}
+
+func (d descBuffer) MarshalJSON() ([]byte, error) {
+	chunks := d.Chunks
+	if chunks == nil {
+		chunks = []descChunk{}
+	}
+	if d.Index != nil {
+		return json.Marshal([4]any{d.ReadOnly, d.Len, chunks, d.Index})
+	}
+	return json.Marshal([3]any{d.ReadOnly, d.Len, chunks})
 }
 
 // ParseManifest decodes a checkpoint's manifest.

@@ -164,11 +164,11 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		if err != nil {
 			return nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
 		}
-		var d groupDescriptor
-		if err := json.Unmarshal(buf, &d); err != nil {
+		d, flat, err := expandDescriptor(ctx, c.Store, buf)
+		if err != nil {
 			return nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
 		}
-		rg.Desc = append(json.RawMessage(nil), buf...)
+		rg.Desc = append(json.RawMessage(nil), flat...)
 		var plen int64
 		for _, ch := range d.Pickle {
 			plen += ch.Len

@@ -418,25 +418,11 @@ func (b *ckptBench) benchRestore(dir, label string) ([]benchRow, error) {
 		if g.Ref == "" {
 			continue
 		}
-		var desc struct {
-			P [][2]any `json:"p"`
-			B [][3]any `json:"b"`
-		}
-		raw, err := b.cp.Store.ReadChunk(b.ctx, g.Ref, nil)
+		gh, err := persistence.GroupChunks(b.ctx, b.cp.Store, g.Ref)
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(raw, &desc); err != nil {
-			return nil, err
-		}
-		for _, p := range desc.P {
-			hashes = append(hashes, p[0].(string))
-		}
-		for _, bf := range desc.B {
-			for _, c := range bf[2].([]any) {
-				hashes = append(hashes, c.([]any)[0].(string))
-			}
-		}
+		hashes = append(hashes, gh...)
 	}
 	tp := time.Now()
 	var total int64

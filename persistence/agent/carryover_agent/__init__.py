@@ -66,6 +66,10 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
+  A buffer of more than INDEX_FANOUT (64) chunks is [readonly, len, [], [[index hash, bytes], ...]]
+  instead: each index chunk holds the JSON [[hash, len], ...] of up to 64 of its chunks (and lists
+  them as its children), so a turn that writes one chunk rewrites one index chunk, not the whole
+  list. Go expands index chunks before it hands a descriptor to ``restore`` (which sees flat lists).
 
 ``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
   "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)

@@ -10,10 +10,18 @@ from .common import INLINE_MAX, SAMPLE, _hash, _typename, zstandard
 from .groups import _Group
 
 
+# A buffer of more chunks than this lists them in index chunks of this many each, and the descriptor
+# lists the index chunks: a turn that writes one chunk of a 1 GiB array then writes a new index chunk
+# of 64 entries and a descriptor of 16, not a descriptor of 1,024 (whose edges the store records
+# again each time). Go expands the index chunks when it reads a descriptor (expandDescriptor).
+INDEX_FANOUT = 64
+
+
 def describe(tracker, r, cs, cur):
     """Cuts a pickled group into hashed chunks and builds its descriptor."""
     pieces = []
     known = set()  # chunks named without their bytes (Go has them)
+    direct = set()  # the descriptor's children
     pl = []
     data = memoryview(r.data)
     for off in range(0, max(len(data), 1), cs):
@@ -21,6 +29,7 @@ def describe(tracker, r, cs, cur):
         h = _hash(piece)
         pl.append([h, len(piece)])
         pieces.append((h, piece, None))
+        direct.add(h)
     bl = []
     size = len(data)
     for j, pb in enumerate(r.buffers):
@@ -31,6 +40,7 @@ def describe(tracker, r, cs, cur):
             else:
                 known.add(h)
             bl.append([1, n, [[h, n]]])
+            direct.add(h)
             size += n
             continue
         try:
@@ -43,20 +53,38 @@ def describe(tracker, r, cs, cur):
         for h, ln in cl:
             pieces.append((h, mv[off:off + ln], None))
             off += ln
-        bl.append([ro, len(mv), cl])
+        if len(cl) > INDEX_FANOUT:
+            ix = _index(cl, pieces)
+            bl.append([ro, len(mv), [], ix])
+            direct.update(h for h, _ in ix)
+        else:
+            bl.append([ro, len(mv), cl])
+            direct.update(h for h, _ in cl)
         size += len(mv)
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
     dj = json.dumps(desc, separators=(",", ":"), sort_keys=True).encode()
-    children = sorted({h for h, _, _ in pieces} | known)
     ref = _hash(dj)
-    pieces.append((ref, dj, children))
     g = _Group(r.names, r.kind)
     g.ref = ref
     g.size = size
     g.ids = r.ids
-    g.chunks = tuple(children)
+    g.chunks = tuple(sorted({h for h, _, _ in pieces} | known))
+    pieces.append((ref, dj, sorted(direct | known)))
     g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
     return g, pieces
+
+
+def _index(cl, pieces):
+    """Index chunks of a long chunk list, each [[hash, len], ...] of INDEX_FANOUT chunks, appended to
+    pieces after the chunks they list; returns [[index hash, bytes listed], ...]."""
+    ix = []
+    for i in range(0, len(cl), INDEX_FANOUT):
+        run = [[h, n] for h, n in cl[i:i + INDEX_FANOUT]]
+        ij = json.dumps(run, separators=(",", ":")).encode()
+        hi = _hash(ij)
+        pieces.append((hi, ij, sorted({h for h, _ in run})))
+        ix.append([hi, sum(n for _, n in run)])
+    return ix
 
 def emit(outdir, made, h, piece, children):
     raw_len = len(piece)
