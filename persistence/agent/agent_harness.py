@@ -32,9 +32,9 @@ def call(agent, op, args):
     return json.loads(agent.take())
 
 
-def checkpoint(agent, spool, store, token, committed=""):
+def checkpoint(agent, spool, store, token, committed="", chunk_size=1 << 20):
     """Snapshot, move chunks into the store (dir of raw chunk files), return (result, manifest)."""
-    r = call(agent, "snapshot", {"token": token, "committed": committed, "chunk_size": 1 << 20})
+    r = call(agent, "snapshot", {"token": token, "committed": committed, "chunk_size": chunk_size})
     written = 0
     for c in r["chunks"]:
         if "d" in c:
@@ -58,14 +58,31 @@ def checkpoint(agent, spool, store, token, committed=""):
     return r, manifest, written
 
 
+def expand(store, ref):
+    """The group descriptor ref with its buffers' index chunks read back inline, as Go's
+    expandDescriptor hands it to the agent."""
+    with open(os.path.join(store, ref), "rb") as f:
+        desc = json.loads(f.read())
+    for j, b in enumerate(desc["b"]):
+        if len(b) == 4:
+            cl = []
+            for h, n in b[3]:
+                with open(os.path.join(store, h), "rb") as f:
+                    run = json.loads(f.read())
+                assert sum(c[1] for c in run) == n, (ref, h)
+                cl.extend(run)
+            assert sum(c[1] for c in cl) == b[1], ref
+            desc["b"][j] = [b[0], b[1], cl]
+    return desc
+
+
 def restore(agent, spool, store, manifest):
     rdir = tempfile.mkdtemp(dir=spool)
     groups = []
     for i, g in enumerate(manifest["groups"]):
         e = dict(g)
         if g["k"] != "imp":
-            with open(os.path.join(store, g["r"]), "rb") as f:
-                desc = json.loads(f.read())
+            desc = expand(store, g["r"])
             e["desc"] = desc
             pf = os.path.join(rdir, "g%d.p" % i)
             with open(pf, "wb") as out:
@@ -107,7 +124,7 @@ def main():
             out["steps"].append("ERROR %s: %s" % (type(err).__name__, err) if err is not None else repr(res.result))
         elif "checkpoint" in step:
             token = "t%d" % i
-            r, manifest, written = checkpoint(agent, spool, store, token, committed)
+            r, manifest, written = checkpoint(agent, spool, store, token, committed, step.get("chunk_size", 1 << 20))
             committed = token if not step.get("fail_commit") else committed
             out["steps"].append({"result": r, "manifest": manifest, "written": written})
     sys.stdout.flush()

@@ -134,6 +134,23 @@ class AgentTest(unittest.TestCase):
     def tearDown(self):
         self.h.close()
 
+    def test_index_chunks(self):
+        """A buffer of more than 64 chunks is listed through index chunks: a changed element stores one
+        data chunk, one index chunk and the descriptor, and a fresh kernel restores it whole."""
+        steps = [{"run": "import numpy as np\na = np.arange(40_000, dtype=np.float64)"},  # 79 chunks
+                 {"checkpoint": True, "chunk_size": 4096},
+                 {"run": "a[30_000] = -1.0"}, {"checkpoint": True, "chunk_size": 4096}]
+        out = self.h.kernel(steps)
+        first, second = out["steps"][1], out["steps"][3]
+        ref = next(g["r"] for g in second["manifest"]["groups"] if g["n"] == ["a"])
+        with open(os.path.join(self.h.store, ref), "rb") as f:
+            b = json.loads(f.read())["b"]
+        self.assertEqual([len(b), len(b[0]), b[0][2], len(b[0][3])], [1, 4, [], 2], b)
+        self.assertLess(second["written"], 4096 + 3000 + 1000, (first["written"], second["written"]))
+        back = self.h.kernel([{"run": "float(a[30_000]), float(a.sum()), a.dtype.name"}], manifest=second["manifest"])
+        self.assertEqual(back["restore"]["failed"], [])
+        self.assertEqual(back["steps"], ["(-1.0, %r, 'float64')" % (sum(range(40_000)) - 30_000 - 1.0)])
+
     def test_roundtrip_everything(self):
         out = self.h.kernel([{"run": SETUP}, {"checkpoint": True}])
         self.assertNotIn("ERROR", json.dumps(out["steps"][0]))
