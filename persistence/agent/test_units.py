@@ -322,3 +322,71 @@ class SpoolTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NsShell:
+    """A shell with a namespace, for the agent's namespace and state functions."""
+
+    def __init__(self):
+        self.user_ns, self.user_ns_hidden, self.last_execution_result = {}, {}, None
+
+
+class StateReuseTest(unittest.TestCase):
+    """snapshot._pickle_state reuses the last pickle of random-generator state only while a new capture
+    is certainly equal: a stale pickle would bring back draws the live kernel never made."""
+
+    def test_same(self):
+        from carryover_agent.snapshot import _same
+        key = np.arange(624, dtype=np.uint32)
+        st = ("MT19937", key, 3, 0, 0.0)
+        self.assertTrue(_same(st, ("MT19937", key.copy(), 3, 0, 0.0)))
+        self.assertTrue(_same((3, tuple(range(625)), None), (3, tuple(range(625)), None)))
+        for other in [("MT19937", key + 1, 3, 0, 0.0), ("MT19937", key, 4, 0, 0.0), ("MT19937", key, 3, 0, -0.0),
+                      ("MT19937", key.astype(np.int64), 3, 0, 0.0), ("MT19937", key, 3, False, 0.0),
+                      ("MT19937", key, 3, 0), ["MT19937", key, 3, 0, 0.0]]:
+            self.assertFalse(_same(st, other), other)
+        self.assertFalse(_same((1, 2), (1, True)))  # equal, but True pickles otherwise
+        self.assertFalse(_same(0.0, -0.0))  # equal, but pickled otherwise
+        self.assertFalse(_same([1], [1]))  # only immutable shapes are trusted
+
+    def test_draws_repickle_and_no_draw_reuses(self):
+        import random
+
+        from carryover_agent.snapshot import _pickle_state
+        agent = ca.Agent(NsShell(), "/nonexistent")
+        np.random.seed(1)
+        random.seed(1)
+
+        def state():
+            return {r.names[0]: r for r in _pickle_state(agent, {})}
+
+        first = state()
+        again = state()
+        self.assertIs(again["@numpy.random"], first["@numpy.random"])
+        self.assertIs(again["@random"], first["@random"])
+        np.random.random()
+        random.random()
+        drawn = state()
+        for name in ("@numpy.random", "@random"):
+            self.assertIsNot(drawn[name], first[name])
+            self.assertNotEqual(drawn[name].data + b"".join(bytes(b.raw()) for b in drawn[name].buffers),
+                                first[name].data + b"".join(bytes(b.raw()) for b in first[name].buffers))
+        np.random.seed(1)
+        random.seed(1)
+        back = state()  # equal to the first capture again: its bytes, whichever object
+        for name in ("@numpy.random", "@random"):
+            self.assertEqual(back[name].data, first[name].data)
+
+
+class UserNamesTest(unittest.TestCase):
+    def test_fast_filter_matches_keep(self):
+        sh = NsShell()
+        agent = ca.Agent(sh, "/nonexistent")
+        obj = object()
+        for n in ["x", "_x", "__x", "__x__", "_", "__", "___", "_1", "_i1", "_ii", "_i", "_i1a", "In", "Out", "exit",
+                  "get_ipython", "__builtins__", "__carryover__", "_12", "a_1", "_oh", "hid", "x__", "__x_", "_5_"]:
+            sh.user_ns[n] = obj
+        sh.user_ns_hidden["hid"] = obj
+        want = {k for k, v in agent.ns.items() if agent._keep(k, v)}
+        self.assertEqual(set(agent._user_names()), want)
+        self.assertEqual(want, {"x", "_x", "__x", "_i1a", "a_1", "x__", "__x_", "_5_"})

@@ -34,6 +34,7 @@ class Agent:
         self._warned = {}
         self._tracker = _Tracker()
         self.setups = 0
+        self._state_cache = {}  # state group name -> (value, its _Pickled): snapshot._pickle_state
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
 
@@ -97,6 +98,7 @@ class Agent:
         self.state = _State()
         self.pending = None
         self._sliced, self._unsliced = {}, {}
+        self._state_cache = {}
         return {"ok": True}
 
     # --- namespace ---------------------------------------------------------------------------------
@@ -109,7 +111,18 @@ class Agent:
         return not (name.startswith("__") and name.endswith("__"))
 
     def _user_names(self):
-        return {k: v for k, v in self.ns.items() if self._keep(k, v)}
+        """The names to save: _keep's rule, in a loop that tests the regex only on names starting
+        with "_". IPython adds _iN (and _N) to the namespace every turn, so a long session holds
+        thousands of them, and this runs at every snapshot."""
+        hidden = self.shell.user_ns_hidden
+        out = {}
+        for k, v in self.ns.items():
+            if k in _IPY_NAMES or k[:1] == "_" and (_IPY_RE.match(k) or k[:2] == "__" and k[-2:] == "__"):
+                continue
+            if k in hidden and hidden[k] is v:
+                continue
+            out[k] = v
+        return out
 
     def _settle(self, committed):
         if self.pending is None:
