@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -21,27 +22,37 @@ import (
 type costMeter struct {
 	lastCPU float64
 	lastAt  time.Time
+	// base, until a sample has used it, gives the CPU the kernel had used when the session claimed
+	// it (costBaseline): the sample's starting point instead of lastCPU.
+	base func() float64
 }
 
-// costBaseline starts reading the CPU a just-claimed kernel used before the session had it (its
-// start and the pool's warm-up imports: not the session's to pay; the first sample used to charge
-// them all) and returns a wait for the meter to attach it with. The /proc read costs a few ms: it
-// overlaps the kernel's set-up round trip, and the meter's fresh time spares the first turn a sample.
-func costBaseline(k *kernel.Kernel) (wait func() costMeter) {
-	ch := make(chan costMeter, 1)
+// costBaseline is the meter a just-claimed kernel starts with. The CPU the kernel used before the
+// session had it (its start and the pool's warm-up imports) is not the session's to pay: the first
+// sample used to charge it all. It is read from /proc (a few ms) in the background, off the first
+// turn; the meter's time is the claim, so a short first turn takes no sample of its own.
+func costBaseline(k *kernel.Kernel) costMeter {
+	ch := make(chan float64, 1)
 	go func() {
-		m := costMeter{lastAt: time.Now()}
+		cpu := 0.0
 		if st, err := k.Stats(); err == nil {
-			m.lastCPU = st.CPUSeconds
+			cpu = st.CPUSeconds
 		}
-		ch <- m
+		ch <- cpu
 	}()
-	return func() costMeter { return <-ch }
+	return costMeter{lastAt: time.Now(), base: sync.OnceValue(func() float64 { return <-ch })}
 }
 
 // sampleCost adds the kernel's use since the last sample to the session's consumption.
 // Caller must not hold ls.mu.
 func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+	ls.mu.Lock()
+	base := ls.cost.base
+	ls.mu.Unlock()
+	var baseCPU float64
+	if base != nil {
+		baseCPU = base() // read before this sample's Stats: it is the earlier figure
+	}
 	st, err := k.Stats()
 	if err != nil {
 		return
@@ -54,6 +65,9 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 		return
 	}
 	m := &ls.cost
+	if m.base != nil && base != nil {
+		m.lastCPU, m.base = baseCPU, nil
+	}
 	dCPU := st.CPUSeconds - m.lastCPU
 	if dCPU < 0 {
 		dCPU = 0

@@ -98,7 +98,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	}
 	now := time.Now().UTC()
 	ls.mu.Lock()
-	ls.attachLocked(k, baseline())
+	ls.attachLocked(k, baseline)
 	ls.setup = setup
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive

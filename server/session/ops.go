@@ -213,7 +213,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, err
 	}
 	ls.mu.Lock()
-	ls.attachLocked(k, baseline())
+	ls.attachLocked(k, baseline)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
