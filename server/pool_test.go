@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -69,4 +70,23 @@ func claimPooled(t *testing.T, ts *testServer, mod string) (string, *client.RunR
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// TestImportTimeEnvGetsItsOwnKernel: a session whose context sets a variable that libraries read
+// only when imported (OMP_NUM_THREADS) does not get a pooled kernel that imported them before the
+// variable was set, but a kernel of its own; other sessions still get pooled ones.
+func TestImportTimeEnvGetsItsOwnKernel(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "", preImport("wave"), func(c *configs.Config) { c.Pool.Size = 2 })
+	claimPooled(t, ts, "wave")  // the pool serves pre-imported kernels...
+	time.Sleep(3 * time.Second) // ...and has refilled
+	id := ts.newSession(client.CreateRequest{}).ID
+	mustDo(t, 200, "context", func(ctx context.Context) error {
+		_, err := ts.c.PatchContext(ctx, id, client.ContextRequest{EnvVars: map[string]string{"OMP_NUM_THREADS": "1"}})
+		return err
+	})
+	if got := ts.run(id, "import sys, os\nprint('wave' in sys.modules, os.environ['OMP_NUM_THREADS'])").Stdout; got != "False 1\n" {
+		t.Errorf("wave pre-imported, OMP_NUM_THREADS = %q, want a kernel of its own with the variable", got)
+	}
+	claimPooled(t, ts, "wave") // still pooled for the others
 }

@@ -8,6 +8,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
@@ -15,15 +16,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// claimKernel hands out a kernel for the session: a warm one from the pool, or, when the session's
-// network setting differs from the pool's and the provisioner can tell them apart (a network
-// namespace cannot be swapped under a running process), a new one started for it.
+// claimKernel hands out a kernel for the session: a warm one from the pool, or a new one started for
+// it when a pooled kernel cannot be what the session needs: its network setting differs from the
+// pool's and the provisioner can tell them apart (a network namespace cannot be swapped under a
+// running process), or its context sets env vars that the pool's pre-imported libraries read only
+// when imported (setsImportTimeEnv).
 func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kernel.Kernel, error) {
-	if doc.Sandbox.Network == s.kopts.Network && doc.Sandbox.NetworkAllow == nil || !kernel.IsolatesNetwork(s.kopts.Provisioner) {
+	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
+	if !otherNet && !(len(s.cfg.Persistence.PreImport) > 0 && setsImportTimeEnv(doc.AgentContext.EnvVars)) {
 		return s.pool.Get(ctx)
 	}
 	opts := s.kopts
-	opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
+	if otherNet {
+		opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
+	}
 	k, err := kernel.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -33,6 +39,25 @@ func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kern
 		return nil, err
 	}
 	return k, nil
+}
+
+// importTimeEnv are prefixes of env vars that libraries read once, when they are imported: BLAS and
+// OpenMP thread counts (numpy, scipy, torch), numexpr's, numpy's own, matplotlib's backend and config
+// dir, pandas'. A pooled kernel imported persistence.pre_import before any session's env reached it.
+var importTimeEnv = []string{"OMP_", "OPENBLAS_", "GOTO_", "MKL_", "VECLIB_", "BLIS_", "NUMEXPR_", "NPY_", "MPL", "PANDAS_"}
+
+// setsImportTimeEnv says whether env sets a variable of importTimeEnv: such a session gets a kernel
+// of its own, so the variable is in place before any library is imported, as it would be without
+// the warm pool.
+func setsImportTimeEnv(env map[string]string) bool {
+	for k := range env {
+		for _, p := range importTimeEnv {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // attachKernel gives a claimed kernel the session's limits and workspace, and reports its limit hits
