@@ -288,6 +288,11 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 	start := time.Now()
 	var err error
 	if prep == nil {
+		// A set-up still pending (its cell never reached the kernel) goes first: the snapshot
+		// records the kernel's cwd and env.
+		if err := s.flushSetup(ctx, ls, k); err != nil {
+			return nil, err
+		}
 		if prep, err = s.ckpt.Prepare(ctx, ls.id); err != nil {
 			return nil, err
 		}
