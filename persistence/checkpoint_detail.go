@@ -95,5 +95,8 @@ func descriptorBytes(b []byte) int64 {
 	for _, bf := range g.Buffers {
 		n += bf.Len
 	}
+	for _, ix := range g.BufferIndex {
+		n += ix.Len
+	}
 	return n
 }

@@ -8,17 +8,33 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// expandDescriptor parses a group descriptor and reads the index chunks of its long buffers, so every
-// buffer lists its chunks inline. It returns the parsed descriptor and its JSON with the lists
-// inline (the form the agent restores from; its other fields are kept as they were). A descriptor
-// with no index chunks comes back unchanged.
+// expandDescriptor parses a group descriptor and reads its index chunks (of its buffer list, and of
+// each long buffer's chunk list), so every buffer and its chunks are listed inline. It returns the
+// parsed descriptor and its JSON in that flat form (what the agent restores from; other fields kept
+// as they were). A descriptor without index chunks comes back unchanged.
 func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) (*groupDescriptor, []byte, error) {
 	var d groupDescriptor
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, nil, err
 	}
-	indexed := false
+	indexed := len(d.BufferIndex) > 0
 	var buf []byte
+	for _, ix := range d.BufferIndex {
+		var run []descBuffer
+		var err error
+		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+			return nil, nil, err
+		}
+		var n int64
+		for _, b := range run {
+			n += b.Len
+		}
+		if n != ix.Len {
+			return nil, nil, fmt.Errorf("index chunk %s lists buffers of %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
+		}
+		d.Buffers = append(d.Buffers, run...)
+	}
+	d.BufferIndex = nil
 	for i := range d.Buffers {
 		b := &d.Buffers[i]
 		if b.Index == nil {
@@ -27,13 +43,10 @@ func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) 
 		indexed = true
 		var total int64
 		for _, ix := range b.Index {
-			var err error
-			if buf, err = r.ReadChunk(ctx, ix.Hash, buf[:0]); err != nil {
-				return nil, nil, fmt.Errorf("index chunk %s: %w", ix.Hash, err)
-			}
 			var run []descChunk
-			if err := json.Unmarshal(buf, &run); err != nil {
-				return nil, nil, fmt.Errorf("index chunk %s: %w", ix.Hash, err)
+			var err error
+			if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+				return nil, nil, err
 			}
 			var n int64
 			for _, c := range run {
@@ -53,20 +66,41 @@ func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) 
 	if !indexed {
 		return &d, raw, nil
 	}
+	flat, err := flatJSON(raw, d.Buffers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &d, flat, nil
+}
+
+// readIndex reads index chunk h (into buf, returned for reuse) and decodes its JSON into v.
+func readIndex(ctx context.Context, r carryover.ChunkReader, h string, buf []byte, v any) ([]byte, error) {
+	buf, err := r.ReadChunk(ctx, h, buf[:0])
+	if err != nil {
+		return buf, fmt.Errorf("index chunk %s: %w", h, err)
+	}
+	if err := json.Unmarshal(buf, v); err != nil {
+		return buf, fmt.Errorf("index chunk %s: %w", h, err)
+	}
+	return buf, nil
+}
+
+// flatJSON is the descriptor raw with its buffer list replaced by buffers, and no "bx".
+func flatJSON(raw []byte, buffers []descBuffer) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	bj, err := json.Marshal(d.Buffers)
+	if buffers == nil {
+		buffers = []descBuffer{}
+	}
+	bj, err := json.Marshal(buffers)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fields["b"] = bj
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &d, out, nil
+	delete(fields, "bx")
+	return json.Marshal(fields)
 }
 
 // GroupChunks lists every chunk a group's descriptor names (pickle and buffer chunks, index chunks

@@ -74,6 +74,27 @@ func TestExpandDescriptor(t *testing.T) {
 	if _, _, err := expandDescriptor(ctx, st, desc(n1, [2]any{missing, n1})); !errors.Is(err, carryover.ErrNotFound) {
 		t.Errorf("a missing index chunk: %v, want not found", err)
 	}
+	// A buffer list in index chunks ("bx"), one of its buffers itself listing index chunks.
+	b1, _ := json.Marshal([][]any{{1, 7, [][2]any{{data[0], 7}}}, {0, n1 + n2, []any{}, [][2]any{{i1, n1}, {i2, n2}}}})
+	b2, _ := json.Marshal([][]any{{1, 7, [][2]any{{data[4], 7}}}})
+	bx1, bx2 := put(b1, data[0], i1, i2), put(b2, data[4])
+	list := func(n1 int64) []byte {
+		return []byte(fmt.Sprintf(`{"v":1,"k":"data","n":["r"],"f":"p","p":[],"d":[],"b":[],"bx":[["%s",%d],["%s",7]]}`, bx1, n1, bx2))
+	}
+	d, flat, err = expandDescriptor(ctx, st, list(7+n1+n2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Buffers) != 3 || len(d.Buffers[1].Chunks) != 5 || d.Buffers[2].Chunks[0].Hash != data[4] || strings.Contains(string(flat), `"bx"`) {
+		t.Errorf("expanded buffer list %s", flat)
+	}
+	if _, _, err := expandDescriptor(ctx, st, list(7+n1+n2-1)); err == nil {
+		t.Error("a buffer index chunk holding other bytes than the descriptor says was accepted")
+	}
+	if got := descriptorBytes(list(7 + n1 + n2)); got != 7+n1+n2+7 {
+		t.Errorf("descriptorBytes of a buffer list in index chunks = %d, want %d", got, 7+n1+n2+7)
+	}
+
 	plain := []byte(`{"v":1,"k":"data","n":["a"],"f":"p","p":[],"d":[],"b":[[0,7,[["` + data[0] + `",7]]]]}`)
 	if _, out, err := expandDescriptor(ctx, st, plain); err != nil || string(out) != string(plain) {
 		t.Errorf("a descriptor without index chunks came back as %s (%v)", out, err)

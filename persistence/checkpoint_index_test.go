@@ -98,3 +98,49 @@ func groupRef(t *testing.T, c *persistence.Checkpointer, session, name string) s
 	t.Fatalf("no group holds %s", name)
 	return ""
 }
+
+// TestManySlicesThroughServer: a container of more than 64 slices is described through index chunks
+// of its buffer list; through Go's restore (which expands them) it comes back equal after SIGKILL, and
+// the restored agent, seeded from the expanded descriptor, re-pickles one slice for the next change.
+func TestManySlicesThroughServer(t *testing.T) {
+	ctx := context.Background()
+	c, ws, spool := kernelSession(t, "ms")
+	k := agentKernel(t, c, ws, spool)
+	run(t, k, "recs = [{'id': i, 'name': str(i), 'ok': i % 2 == 0} for i in range(250_000)]")
+	if _, err := c.Checkpoint(ctx, k, "ms", 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.Store.ReadChunk(ctx, groupRef(t, c, "ms", "recs"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc struct {
+		B  []json.RawMessage `json:"b"`
+		BX [][2]any          `json:"bx"`
+	}
+	if err := json.Unmarshal(raw, &desc); err != nil || len(desc.B) != 0 || len(desc.BX) < 2 {
+		t.Fatalf("descriptor %.300s (%v): want its slices listed in index chunks", raw, err)
+	}
+	run(t, k, "recs[70_000]['name'] = 'x'")
+	probe := "(recs[70_000]['name'], recs[-1], len(recs))"
+	live := eval(t, k, probe)
+	if _, err := c.Checkpoint(ctx, k, "ms", 2, ws); err != nil {
+		t.Fatal(err)
+	}
+	killKernel(t, k)
+	k = agentKernel(t, c, ws, spool)
+	if rr, err := c.Restore(ctx, k, "ms", "", ws, true); err != nil || len(rr.Failed) != 0 {
+		t.Fatalf("restore: %v %+v", err, rr)
+	}
+	if got := eval(t, k, probe); got != live {
+		t.Fatalf("restored %s, live %s", got, live)
+	}
+	run(t, k, "recs[3]['ok'] = None")
+	res, err := c.Checkpoint(ctx, k, "ms", 3, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := res.Timings; tm.SlicedRepickledBytes == 0 || tm.SlicedRepickledBytes*20 > tm.SlicedBytes {
+		t.Errorf("after the restore, one record changed re-pickled %d of %d bytes", tm.SlicedRepickledBytes, tm.SlicedBytes)
+	}
+}

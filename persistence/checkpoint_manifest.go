@@ -47,7 +47,10 @@ type groupDescriptor struct {
 	Format  string       `json:"f"`
 	Pickle  []descChunk  `json:"p"`
 	Buffers []descBuffer `json:"b"`
-	Deps    []string     `json:"d"`
+	// BufferIndex, for a group of many buffers (a container in slices), lists index chunks of its
+	// buffers instead of Buffers: [hash, bytes its buffers hold], each chunk the JSON list of them.
+	BufferIndex []descChunk `json:"bx,omitempty"`
+	Deps        []string    `json:"d"`
 }
 
 // descChunk is [hash, raw length].

@@ -59,10 +59,15 @@ def checkpoint(agent, spool, store, token, committed="", chunk_size=1 << 20):
 
 
 def expand(store, ref):
-    """The group descriptor ref with its buffers' index chunks read back inline, as Go's
-    expandDescriptor hands it to the agent."""
+    """The group descriptor ref with its index chunks (of its buffer list, of long chunk lists) read
+    back inline, as Go's expandDescriptor hands it to the agent."""
     with open(os.path.join(store, ref), "rb") as f:
         desc = json.loads(f.read())
+    for h, n in desc.pop("bx", ()):
+        with open(os.path.join(store, h), "rb") as f:
+            run = json.loads(f.read())
+        assert sum(b[1] for b in run) == n, (ref, h)
+        desc["b"].extend(run)
     for j, b in enumerate(desc["b"]):
         if len(b) == 4:
             cl = []

@@ -5,6 +5,8 @@ be sliced safely (aliased records, nested values, other objects) is pickled whol
 Each save below plays Go: it keeps the chunks in a dict, rebuilds the container from the chunks the
 save names and compares it with the live one, so every missed change is a failure."""
 
+import json
+import os
 import pickle
 import unittest
 
@@ -379,6 +381,30 @@ class EndToEndTest(unittest.TestCase):
         out = self.h.kernel([{"run": "recs[20]['ok'], recs[5]['name'], sum(r['id'] for r in recs)"}],
                             manifest=after["manifest"])
         self.assertEqual(out["steps"][0], "(None, 'five', %d)" % (N * (N - 1) // 2))
+
+    def test_many_slices_are_listed_through_index_chunks(self):
+        """A container of more than 64 slices: its descriptor lists index chunks of its buffer list
+        ("bx"), so a changed record rewrites one slice, one index chunk and a short descriptor; a fresh
+        kernel restores it equal, and still writes one slice for the next change."""
+        n = 250_000
+        make = "recs = [{'id': i, 'name': str(i), 'ok': i %% 2 == 0} for i in range(%d)]" % n
+        out = self.h.kernel([{"run": make}, {"checkpoint": True}, {"run": "recs[70_000]['name'] = 'x'"},
+                             {"checkpoint": True}])
+        first, edit = out["steps"][1], out["steps"][3]
+        ref = next(g["r"] for g in edit["manifest"]["groups"] if g["n"] == ["recs"])
+        with open(os.path.join(self.h.store, ref), "rb") as f:
+            desc = json.loads(f.read())
+        self.assertEqual(desc["b"], [])
+        self.assertGreater(len(desc["bx"]), 1)
+        self.assertOneSlice(first, edit)
+        descs = [c["n"] for c in edit["result"]["chunks"] if c["h"] == ref]
+        self.assertLess(descs[0], 1024, "the descriptor lists index chunks, not every slice")
+        out = self.h.kernel([{"run": "recs[3]['ok'] = None"}, {"checkpoint": True},
+                             {"run": "(recs[70_000]['name'], recs[3]['ok'], len(recs), recs[-1]['id'])"}],
+                            manifest=edit["manifest"])
+        self.assertEqual(out["restore"]["failed"], [])
+        self.assertOneSlice(first, out["steps"][1])
+        self.assertEqual(out["steps"][2], "('x', None, %d, %d)" % (n, n - 1))
 
     def test_dataframe_string_column_after_restore(self):
         make = ("import pandas as pd, numpy as np\n"

@@ -69,7 +69,9 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
   A buffer of more than INDEX_FANOUT (64) chunks is [readonly, len, [], [[index hash, bytes], ...]]
   instead: each index chunk holds the JSON [[hash, len], ...] of up to 64 of its chunks (and lists
   them as its children), so a turn that writes one chunk rewrites one index chunk, not the whole
-  list. Go expands index chunks before it hands a descriptor to ``restore`` (which sees flat lists).
+  list. A group of more than 64 buffers (a container in slices) has "b": [] and "bx": [[index hash,
+  bytes], ...], each index chunk the JSON list of up to 64 buffer entries. Go expands index chunks
+  before it hands a descriptor to ``restore`` (which sees flat lists).
 
 ``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
   "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)

@@ -13,7 +13,9 @@ from .groups import _Group
 # A buffer of more chunks than this lists them in index chunks of this many each, and the descriptor
 # lists the index chunks: a turn that writes one chunk of a 1 GiB array then writes a new index chunk
 # of 64 entries and a descriptor of 16, not a descriptor of 1,024 (whose edges the store records
-# again each time). Go expands the index chunks when it reads a descriptor (expandDescriptor).
+# again each time). A group of more buffers than this (a container in slices: one buffer per slice)
+# lists its buffers the same way, under "bx". Go expands both when it reads a descriptor
+# (expandDescriptor), so restores see flat lists.
 INDEX_FANOUT = 64
 
 
@@ -21,7 +23,6 @@ def describe(tracker, r, cs, cur):
     """Cuts a pickled group into hashed chunks and builds its descriptor."""
     pieces = []
     known = set()  # chunks named without their bytes (Go has them)
-    direct = set()  # the descriptor's children
     pl = []
     data = memoryview(r.data)
     for off in range(0, max(len(data), 1), cs):
@@ -29,39 +30,20 @@ def describe(tracker, r, cs, cur):
         h = _hash(piece)
         pl.append([h, len(piece)])
         pieces.append((h, piece, None))
-        direct.add(h)
-    bl = []
+    bl, bch = [], []  # buffer entries, and the chunks each names directly
     size = len(data)
     for j, pb in enumerate(r.buffers):
-        if r.pre is not None and r.pre[j] is not None:  # a slice: one chunk, hashed, bytes only when new
-            h, n = r.pre[j]
-            if len(pb.raw()) == n:
-                pieces.append((h, pb.raw(), None))
-            else:
-                known.add(h)
-            bl.append([1, n, [[h, n]]])
-            direct.add(h)
-            size += n
-            continue
-        try:
-            mv = pb.raw()
-        except BufferError:
-            mv = memoryview(bytes(pb))  # non-contiguous: copy once
-        ro = 1 if mv.readonly else 0
-        cl = tracker.hashes(mv, cs)  # a tracked buffer's chunks may be shorter than cs
-        off = 0
-        for h, ln in cl:
-            pieces.append((h, mv[off:off + ln], None))
-            off += ln
-        if len(cl) > INDEX_FANOUT:
-            ix = _index(cl, pieces)
-            bl.append([ro, len(mv), [], ix])
-            direct.update(h for h, _ in ix)
-        else:
-            bl.append([ro, len(mv), cl])
-            direct.update(h for h, _ in cl)
-        size += len(mv)
+        entry, children = _buffer(tracker, r, j, pb, cs, pieces, known)
+        bl.append(entry)
+        bch.append(children)
+        size += entry[1]
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
+    direct = {h for h, _ in pl}  # the descriptor's children
+    if len(bl) > INDEX_FANOUT:
+        desc["b"], desc["bx"] = [], _index(bl, bch, pieces, lambda run: sum(e[1] for e in run))
+        direct.update(h for h, _ in desc["bx"])
+    else:
+        direct.update(h for c in bch for h in c)
     dj = json.dumps(desc, separators=(",", ":"), sort_keys=True).encode()
     ref = _hash(dj)
     g = _Group(r.names, r.kind)
@@ -69,21 +51,48 @@ def describe(tracker, r, cs, cur):
     g.size = size
     g.ids = r.ids
     g.chunks = tuple(sorted({h for h, _, _ in pieces} | known))
-    pieces.append((ref, dj, sorted(direct | known)))
+    pieces.append((ref, dj, sorted(direct)))
     g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
     return g, pieces
 
 
-def _index(cl, pieces):
-    """Index chunks of a long chunk list, each [[hash, len], ...] of INDEX_FANOUT chunks, appended to
-    pieces after the chunks they list; returns [[index hash, bytes listed], ...]."""
+def _buffer(tracker, r, j, pb, cs, pieces, known):
+    """The descriptor entry of out-of-band buffer j and the chunks it names, its chunks appended to
+    pieces (a slice whose bytes Go has goes to known instead)."""
+    if r.pre is not None and r.pre[j] is not None:  # a slice: one chunk, hashed, bytes only when new
+        h, n = r.pre[j]
+        if len(pb.raw()) == n:
+            pieces.append((h, pb.raw(), None))
+        else:
+            known.add(h)
+        return [1, n, [[h, n]]], (h,)
+    try:
+        mv = pb.raw()
+    except BufferError:
+        mv = memoryview(bytes(pb))  # non-contiguous: copy once
+    ro = 1 if mv.readonly else 0
+    cl = tracker.hashes(mv, cs)  # a tracked buffer's chunks may be shorter than cs
+    off = 0
+    for h, ln in cl:
+        pieces.append((h, mv[off:off + ln], None))
+        off += ln
+    if len(cl) > INDEX_FANOUT:
+        ix = _index([[h, n] for h, n in cl], [(h,) for h, _ in cl], pieces, lambda run: sum(n for _, n in run))
+        return [ro, len(mv), [], ix], tuple(h for h, _ in ix)
+    return [ro, len(mv), cl], tuple(h for h, _ in cl)
+
+
+def _index(items, children, pieces, size):
+    """Index chunks over a long list, INDEX_FANOUT items each: chunk content the JSON of its items, its
+    children those its items name. Appended to pieces after the chunks they list; returns
+    [[index hash, size(its items)], ...]: the bytes its chunks or buffers hold."""
     ix = []
-    for i in range(0, len(cl), INDEX_FANOUT):
-        run = [[h, n] for h, n in cl[i:i + INDEX_FANOUT]]
+    for i in range(0, len(items), INDEX_FANOUT):
+        run = items[i:i + INDEX_FANOUT]
         ij = json.dumps(run, separators=(",", ":")).encode()
         hi = _hash(ij)
-        pieces.append((hi, ij, sorted({h for h, _ in run})))
-        ix.append([hi, sum(n for _, n in run)])
+        pieces.append((hi, ij, sorted({h for c in children[i:i + INDEX_FANOUT] for h in c})))
+        ix.append([hi, size(run)])
     return ix
 
 
