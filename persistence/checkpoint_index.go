@@ -18,50 +18,17 @@ func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) 
 		return nil, nil, err
 	}
 	indexed := len(d.BufferIndex) > 0
-	var buf []byte
-	for _, ix := range d.BufferIndex {
-		var run []descBuffer
-		var err error
-		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
-			return nil, nil, err
-		}
-		var n int64
-		for _, b := range run {
-			n += b.Len
-		}
-		if n != ix.Len {
-			return nil, nil, fmt.Errorf("index chunk %s lists buffers of %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
-		}
-		d.Buffers = append(d.Buffers, run...)
+	buf, err := expandBufferList(ctx, r, &d, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	d.BufferIndex = nil
 	for i := range d.Buffers {
-		b := &d.Buffers[i]
-		if b.Index == nil {
-			continue
-		}
-		indexed = true
-		var total int64
-		for _, ix := range b.Index {
-			var run []descChunk
-			var err error
-			if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
-				return nil, nil, err
+		if d.Buffers[i].Index != nil {
+			indexed = true
+			if buf, err = expandChunkList(ctx, r, &d.Buffers[i], buf); err != nil {
+				return nil, nil, fmt.Errorf("buffer %d: %w", i, err)
 			}
-			var n int64
-			for _, c := range run {
-				n += c.Len
-			}
-			if n != ix.Len {
-				return nil, nil, fmt.Errorf("index chunk %s lists %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
-			}
-			b.Chunks = append(b.Chunks, run...)
-			total += n
 		}
-		if total != b.Len {
-			return nil, nil, fmt.Errorf("buffer %d: index chunks list %d bytes, the descriptor says %d", i, total, b.Len)
-		}
-		b.Index = nil
 	}
 	if !indexed {
 		return &d, raw, nil
@@ -71,6 +38,53 @@ func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) 
 		return nil, nil, err
 	}
 	return &d, flat, nil
+}
+
+// expandBufferList appends the buffers listed by d's buffer-list index chunks to d.Buffers.
+func expandBufferList(ctx context.Context, r carryover.ChunkReader, d *groupDescriptor, buf []byte) ([]byte, error) {
+	for _, ix := range d.BufferIndex {
+		var run []descBuffer
+		var err error
+		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+			return buf, err
+		}
+		var n int64
+		for _, b := range run {
+			n += b.Len
+		}
+		if n != ix.Len {
+			return buf, fmt.Errorf("index chunk %s lists buffers of %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
+		}
+		d.Buffers = append(d.Buffers, run...)
+	}
+	d.BufferIndex = nil
+	return buf, nil
+}
+
+// expandChunkList lists b's chunks inline from its index chunks, checking their byte counts.
+func expandChunkList(ctx context.Context, r carryover.ChunkReader, b *descBuffer, buf []byte) ([]byte, error) {
+	var total int64
+	for _, ix := range b.Index {
+		var run []descChunk
+		var err error
+		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+			return buf, err
+		}
+		var n int64
+		for _, c := range run {
+			n += c.Len
+		}
+		if n != ix.Len {
+			return buf, fmt.Errorf("index chunk %s lists %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
+		}
+		b.Chunks = append(b.Chunks, run...)
+		total += n
+	}
+	if total != b.Len {
+		return buf, fmt.Errorf("index chunks list %d bytes, the descriptor says %d", total, b.Len)
+	}
+	b.Index = nil
+	return buf, nil
 }
 
 // readIndex reads index chunk h (into buf, returned for reuse) and decodes its JSON into v.

@@ -42,7 +42,7 @@ class Agent:
     def pre_run_cell(self, info):
         setup = _setup_of(self.shell)
         if setup is not None:
-            _apply_setup(self.shell, setup)
+            _apply_setup(setup)
             self.setups += 1  # how many cells brought the session's set-up (tests, diagnostics)
         raw = getattr(info, "raw_cell", None)
         if raw:
@@ -148,9 +148,10 @@ def _setup_of(shell):
     return setup if isinstance(setup, dict) else None
 
 
-def _apply_setup(shell, setup):
-    """Points the kernel at its session before the cell runs: working directory, environment and,
-    should the kernel's counter differ (the server sends this only when it does not), the counter."""
+def _apply_setup(setup):
+    """Points the kernel at its session before the cell runs: working directory and environment. (The
+    execution counter is not set here: ipykernel has announced it in execute_input already, so the
+    server uses this path only where the counter is right.)"""
     cwd = setup.get("cwd")
     try:
         if cwd:
@@ -159,9 +160,6 @@ def _apply_setup(shell, setup):
         os.environ.update({str(k): str(v) for k, v in (setup.get("env") or {}).items()})
     except OSError as e:
         raise RuntimeError(f"carryover: the session's working directory {cwd!r} could not be set: {e}") from None
-    count = setup.get("execution_count")
-    if isinstance(count, int) and count > 0 and shell.execution_count != count:
-        shell.execution_count = count
 
 
 def install(spool_dir, shell=None, spool_host=None):
