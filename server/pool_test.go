@@ -72,9 +72,10 @@ func claimPooled(t *testing.T, ts *testServer, mod string) (string, *client.RunR
 	}
 }
 
-// TestImportTimeEnvGetsItsOwnKernel: a session whose context sets a variable that libraries read
-// only when imported (OMP_NUM_THREADS) does not get a pooled kernel that imported them before the
-// variable was set, but a kernel of its own; other sessions still get pooled ones.
+// TestImportTimeEnvGetsItsOwnKernel: a session whose context, or whose first run's env, sets a
+// variable that libraries read only when imported (OMP_NUM_THREADS) does not get a pooled kernel that
+// imported them before the variable was set, but a kernel of its own; other sessions still get
+// pooled ones.
 func TestImportTimeEnvGetsItsOwnKernel(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "", preImport("wave"), func(c *configs.Config) { c.Pool.Size = 2 })
@@ -85,8 +86,16 @@ func TestImportTimeEnvGetsItsOwnKernel(t *testing.T) {
 		_, err := ts.c.PatchContext(ctx, id, client.ContextRequest{EnvVars: map[string]string{"OMP_NUM_THREADS": "1"}})
 		return err
 	})
-	if got := ts.run(id, "import sys, os\nprint('wave' in sys.modules, os.environ['OMP_NUM_THREADS'])").Stdout; got != "False 1\n" {
-		t.Errorf("wave pre-imported, OMP_NUM_THREADS = %q, want a kernel of its own with the variable", got)
+	probe := "import sys, os\nprint('wave' in sys.modules, os.environ['OMP_NUM_THREADS'])"
+	if got := ts.run(id, probe).Stdout; got != "False 1\n" {
+		t.Errorf("context env: wave pre-imported, OMP_NUM_THREADS = %q, want a kernel of its own with the variable", got)
 	}
-	claimPooled(t, ts, "wave") // still pooled for the others
+	claimPooled(t, ts, "wave") // still pooled for the others...
+	time.Sleep(3 * time.Second)
+	id = ts.newSession(client.CreateRequest{}).ID
+	r := ts.runReq(id, client.RunRequest{Code: probe, Env: map[string]string{"OMP_NUM_THREADS": "2"}})
+	if r.Stdout != "False 2\n" {
+		t.Errorf("per-run env: %q, want a kernel of its own with the variable", r.Stdout)
+	}
+	claimPooled(t, ts, "wave")
 }

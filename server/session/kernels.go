@@ -32,13 +32,14 @@ func (s *Service) hostPath(id, p string) string {
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
 // or a server restart). The caller holds ls.lock.
 func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
-	return s.ensureKernelFor(ctx, ls, false)
+	return s.ensureKernelFor(ctx, ls, false, nil)
 }
 
 // ensureKernelFor is ensureKernel for a caller that sends a cell next: with firstCell, a brand-new
 // session's set-up is left pending, to ride on that cell (pendingSetup), instead of costing a round
-// trip of its own. Any other caller finds a set-up still pending sent first.
-func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCell bool) (*kernel.Kernel, error) {
+// trip of its own. Any other caller finds a set-up still pending sent first. runEnv is the cell's
+// per-run env, which a claim must know of too (claimKernel).
+func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCell bool, runEnv map[string]string) (*kernel.Kernel, error) {
 	ls.mu.Lock()
 	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
@@ -60,7 +61,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
 		return nil, err
 	}
-	k, err := s.claimKernel(ctx, ls.snapshot())
+	k, err := s.claimKernel(ctx, ls.snapshot(), runEnv)
 	if err != nil {
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}

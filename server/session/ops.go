@@ -195,7 +195,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		}
 	}
 	s.releaseKernel(ctx, ls, "checkpoint restore")
-	k, err := s.claimKernel(ctx, ls.snapshot()) // pool, or a new kernel for another network setting
+	k, err := s.claimKernel(ctx, ls.snapshot(), nil) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
 	}

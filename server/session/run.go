@@ -212,7 +212,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	defer end()
 	// The cell can carry a new session's set-up unless a per-run env request goes first (or IPython
 	// would skip the hook: a blank cell).
-	k, err := s.ensureKernelFor(ctx, ls, len(req.Env) == 0 && strings.TrimSpace(req.Code) != "")
+	k, err := s.ensureKernelFor(ctx, ls, len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", req.Env)
 	if err != nil {
 		return nil, err
 	}

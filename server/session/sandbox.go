@@ -19,11 +19,12 @@ import (
 // claimKernel hands out a kernel for the session: a warm one from the pool, or a new one started for
 // it when a pooled kernel cannot be what the session needs: its network setting differs from the
 // pool's and the provisioner can tell them apart (a network namespace cannot be swapped under a
-// running process), or its context sets env vars that the pool's pre-imported libraries read only
-// when imported (setsImportTimeEnv).
-func (s *Service) claimKernel(ctx context.Context, doc carryover.Session) (*kernel.Kernel, error) {
+// running process), or its context or the first run's env (runEnv) sets env vars that the pool's
+// pre-imported libraries read only when imported (setsImportTimeEnv).
+func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
 	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
-	if !otherNet && !(len(s.cfg.Persistence.PreImport) > 0 && setsImportTimeEnv(doc.AgentContext.EnvVars)) {
+	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
+	if !otherNet && !(len(s.cfg.Persistence.PreImport) > 0 && importEnv) {
 		return s.pool.Get(ctx)
 	}
 	opts := s.kopts
