@@ -19,8 +19,8 @@ import (
 // claimKernel hands out a kernel for the session: a warm one from the pool, or a new one started for
 // it when a pooled kernel cannot be what the session needs: its network setting differs from the
 // pool's and the provisioner can tell them apart (a network namespace cannot be swapped under a
-// running process), or its context or the first run's env (runEnv) sets env vars that the pool's
-// pre-imported libraries read only when imported (setsImportTimeEnv).
+// running process), or its context or the env of the run that claims it (runEnv) sets env vars that
+// the pool's pre-imported libraries read only when imported (setsImportTimeEnv).
 func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
 	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
 	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
