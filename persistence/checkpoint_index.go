@@ -43,17 +43,9 @@ func expandDescriptor(ctx context.Context, r carryover.ChunkReader, raw []byte) 
 // expandBufferList appends the buffers listed by d's buffer-list index chunks to d.Buffers.
 func expandBufferList(ctx context.Context, r carryover.ChunkReader, d *groupDescriptor, buf []byte) ([]byte, error) {
 	for _, ix := range d.BufferIndex {
-		var run []descBuffer
-		var err error
-		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+		run, b, err := readRun(ctx, r, ix, buf, func(b descBuffer) int64 { return b.Len })
+		if buf = b; err != nil {
 			return buf, err
-		}
-		var n int64
-		for _, b := range run {
-			n += b.Len
-		}
-		if n != ix.Len {
-			return buf, fmt.Errorf("index chunk %s lists buffers of %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
 		}
 		d.Buffers = append(d.Buffers, run...)
 	}
@@ -65,26 +57,36 @@ func expandBufferList(ctx context.Context, r carryover.ChunkReader, d *groupDesc
 func expandChunkList(ctx context.Context, r carryover.ChunkReader, b *descBuffer, buf []byte) ([]byte, error) {
 	var total int64
 	for _, ix := range b.Index {
-		var run []descChunk
-		var err error
-		if buf, err = readIndex(ctx, r, ix.Hash, buf, &run); err != nil {
+		run, bb, err := readRun(ctx, r, ix, buf, func(c descChunk) int64 { return c.Len })
+		if buf = bb; err != nil {
 			return buf, err
 		}
-		var n int64
-		for _, c := range run {
-			n += c.Len
-		}
-		if n != ix.Len {
-			return buf, fmt.Errorf("index chunk %s lists %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
-		}
 		b.Chunks = append(b.Chunks, run...)
-		total += n
+		total += ix.Len
 	}
 	if total != b.Len {
 		return buf, fmt.Errorf("index chunks list %d bytes, the descriptor says %d", total, b.Len)
 	}
 	b.Index = nil
 	return buf, nil
+}
+
+// readRun reads index chunk ix (into buf, returned for reuse) as a list of items and checks that
+// they hold the ix.Len bytes the descriptor says.
+func readRun[T any](ctx context.Context, r carryover.ChunkReader, ix descChunk, buf []byte, size func(T) int64) ([]T, []byte, error) {
+	var run []T
+	buf, err := readIndex(ctx, r, ix.Hash, buf, &run)
+	if err != nil {
+		return nil, buf, err
+	}
+	var n int64
+	for _, it := range run {
+		n += size(it)
+	}
+	if n != ix.Len {
+		return nil, buf, fmt.Errorf("index chunk %s lists %d bytes, the descriptor says %d", ix.Hash, n, ix.Len)
+	}
+	return run, buf, nil
 }
 
 // readIndex reads index chunk h (into buf, returned for reuse) and decodes its JSON into v.
