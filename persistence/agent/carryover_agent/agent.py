@@ -103,26 +103,17 @@ class Agent:
 
     # --- namespace ---------------------------------------------------------------------------------
     def _keep(self, name, value):
-        if name in _IPY_NAMES or _IPY_RE.match(name):
+        """Whether name is the user's: not IPython's own (_ipython_name), not hidden by it."""
+        if _ipython_name(name):
             return False
         hidden = self.shell.user_ns_hidden
-        if name in hidden and hidden[name] is value:
-            return False
-        return not (name.startswith("__") and name.endswith("__"))
+        return not (name in hidden and hidden[name] is value)
 
     def _user_names(self):
-        """The names to save: _keep's rule, in a loop that tests the regex only on names starting
-        with "_". IPython adds _iN (and _N) to the namespace every turn, so a long session holds
-        thousands of them, and this runs at every snapshot."""
+        """The names to save (_keep's rule, inlined: this runs at every snapshot over a namespace that
+        IPython grows by _iN and _N every turn, thousands of names in a long session)."""
         hidden = self.shell.user_ns_hidden
-        out = {}
-        for k, v in self.ns.items():
-            if k in _IPY_NAMES or k[:1] == "_" and (_IPY_RE.match(k) or k[:2] == "__" and k[-2:] == "__"):
-                continue
-            if k in hidden and hidden[k] is v:
-                continue
-            out[k] = v
-        return out
+        return {k: v for k, v in self.ns.items() if not _ipython_name(k) and not (k in hidden and hidden[k] is v)}
 
     def _settle(self, committed):
         if self.pending is None:
@@ -133,6 +124,12 @@ class Agent:
             self.state = st
         else:
             self.cells = cells + self.cells
+
+
+def _ipython_name(k):
+    """IPython's own names (In, Out, _, _i3, _7, ...) and dunders. The regex runs only on names that
+    start with "_", which user names rarely do."""
+    return k in _IPY_NAMES or k[:1] == "_" and (_IPY_RE.match(k) is not None or k[:2] == "__" and k[-2:] == "__")
 
 
 def _setup_of(shell):
