@@ -87,11 +87,23 @@ type GroupTiming struct {
 	MS    float64  `json:"ms"`
 }
 
-// Checkpoint takes a checkpoint now (the session needs a live kernel: else 409 conflict).
-func (c *Client) Checkpoint(ctx context.Context, id string) (*CheckpointResult, error) {
-	var out struct {
+// The answers of the checkpoint endpoints (named so that the spec test, client/speccheck, checks them).
+type (
+	checkpointAnswer struct {
 		Checkpoint CheckpointResult `json:"checkpoint"`
 	}
+	checkpointsAnswer struct {
+		Checkpoints []CheckpointInfo `json:"checkpoints"`
+	}
+	restoreAnswer struct {
+		Session Session       `json:"session"`
+		Restore RestoreResult `json:"restore"`
+	}
+)
+
+// Checkpoint takes a checkpoint now (the session needs a live kernel: else 409 conflict).
+func (c *Client) Checkpoint(ctx context.Context, id string) (*CheckpointResult, error) {
+	var out checkpointAnswer
 	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "checkpoint"), nil, &out); err != nil {
 		return nil, err
 	}
@@ -100,9 +112,7 @@ func (c *Client) Checkpoint(ctx context.Context, id string) (*CheckpointResult, 
 
 // Checkpoints lists the session's checkpoints, newest first.
 func (c *Client) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo, error) {
-	var out struct {
-		Checkpoints []CheckpointInfo `json:"checkpoints"`
-	}
+	var out checkpointsAnswer
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "checkpoints"), nil, &out); err != nil {
 		return nil, err
 	}
@@ -112,10 +122,7 @@ func (c *Client) Checkpoints(ctx context.Context, id string) ([]CheckpointInfo, 
 // RestoreCheckpoint puts the session back to checkpoint cid (namespace and files) in a fresh
 // kernel, and returns the session and what was restored.
 func (c *Client) RestoreCheckpoint(ctx context.Context, id, cid string) (*Session, *RestoreResult, error) {
-	var out struct {
-		Session Session       `json:"session"`
-		Restore RestoreResult `json:"restore"`
-	}
+	var out restoreAnswer
 	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "checkpoints", cid, "restore"), nil, &out); err != nil {
 		return nil, nil, err
 	}

@@ -154,11 +154,14 @@ func sessionPath(id string, more ...string) string {
 	return p
 }
 
+// healthAnswer is the answer of GET /healthz.
+type healthAnswer struct {
+	Status string `json:"status"`
+}
+
 // Health checks GET /healthz (no token needed); nil means the server answered {"status": "ok"}.
 func (c *Client) Health(ctx context.Context) error {
-	var out struct {
-		Status string `json:"status"`
-	}
+	var out healthAnswer
 	if err := c.Do(ctx, http.MethodGet, "/healthz", nil, &out); err != nil {
 		return err
 	}

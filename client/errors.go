@@ -66,15 +66,18 @@ func ErrorCode(err error) string {
 	return ""
 }
 
+// errorAnswer is the body of every error answer.
+type errorAnswer struct {
+	Error  *ErrorBody      `json:"error"`
+	Result json.RawMessage `json:"result"`
+}
+
 // decodeError reads a non-2xx answer. A body that is not the API's error shape (a proxy's page, a
 // truncated answer) still gives an *Error, with the status and the start of the body as message.
 func decodeError(resp *http.Response) error {
 	data, err := io.ReadAll(resp.Body)
 	e := &Error{Status: resp.StatusCode}
-	var body struct {
-		Error  *ErrorBody      `json:"error"`
-		Result json.RawMessage `json:"result"`
-	}
+	var body errorAnswer
 	if err == nil && json.Unmarshal(data, &body) == nil && body.Error != nil {
 		e.Code, e.Message, e.Details = body.Error.Code, body.Error.Message, body.Error.Details
 		if len(body.Result) > 0 && string(body.Result) != "null" {

@@ -65,6 +65,22 @@ type ToolRequest struct {
 	InputSchema any    `json:"input_schema,omitempty"`
 }
 
+// The answers of the events, executions and tools endpoints.
+type (
+	eventsAnswer struct {
+		Events []Event `json:"events"`
+	}
+	executionsAnswer struct {
+		Executions []Execution `json:"executions"`
+	}
+	toolAnswer struct {
+		Tool Tool `json:"tool"`
+	}
+	toolsAnswer struct {
+		Tools []Tool `json:"tools"`
+	}
+)
+
 // Events lists the session's events after sequence number after, at most limit of them (0: the
 // server's default, 50), only those of eventType unless it is "".
 func (c *Client) Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]Event, error) {
@@ -76,9 +92,7 @@ func (c *Client) Events(ctx context.Context, id string, after int64, limit int, 
 	if eventType != "" {
 		q.Set("event_type", eventType)
 	}
-	var out struct {
-		Events []Event `json:"events"`
-	}
+	var out eventsAnswer
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "events")+"?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
@@ -92,9 +106,7 @@ func (c *Client) Executions(ctx context.Context, id string, limit int) ([]Execut
 	if limit > 0 {
 		p += "?limit=" + strconv.Itoa(limit)
 	}
-	var out struct {
-		Executions []Execution `json:"executions"`
-	}
+	var out executionsAnswer
 	if err := c.Do(ctx, http.MethodGet, p, nil, &out); err != nil {
 		return nil, err
 	}
@@ -103,9 +115,7 @@ func (c *Client) Executions(ctx context.Context, id string, limit int) ([]Execut
 
 // RegisterTool adds a tool to the session's registry.
 func (c *Client) RegisterTool(ctx context.Context, id string, req ToolRequest) (*Tool, error) {
-	var out struct {
-		Tool Tool `json:"tool"`
-	}
+	var out toolAnswer
 	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "tools"), req, &out); err != nil {
 		return nil, err
 	}
@@ -114,9 +124,7 @@ func (c *Client) RegisterTool(ctx context.Context, id string, req ToolRequest) (
 
 // Tools lists the session's registered tools.
 func (c *Client) Tools(ctx context.Context, id string) ([]Tool, error) {
-	var out struct {
-		Tools []Tool `json:"tools"`
-	}
+	var out toolsAnswer
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "tools"), nil, &out); err != nil {
 		return nil, err
 	}

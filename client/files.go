@@ -23,8 +23,13 @@ type FileRequest struct {
 	Encoding string `json:"encoding,omitempty"` // utf-8 (default) or base64
 }
 
+// fileAnswer and filesAnswer are the answers of the files endpoints.
 type fileAnswer struct {
 	File FileInfo `json:"file"`
+}
+
+type filesAnswer struct {
+	Files []FileInfo `json:"files"`
 }
 
 // filePath is the URL of a workspace file. The API takes "notes.md" or "/workspace/notes.md"; in a
@@ -48,9 +53,7 @@ func filePath(id, p string) (string, error) {
 
 // ListFiles lists every regular file of the session's workspace.
 func (c *Client) ListFiles(ctx context.Context, id string) ([]FileInfo, error) {
-	var out struct {
-		Files []FileInfo `json:"files"`
-	}
+	var out filesAnswer
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "files"), nil, &out); err != nil {
 		return nil, err
 	}

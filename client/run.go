@@ -70,6 +70,12 @@ type CompleteReply struct {
 	Metadata    map[string]any `json:"metadata"`
 }
 
+// completeRequest is the body of POST .../complete.
+type completeRequest struct {
+	Code      string `json:"code"`
+	CursorPos int    `json:"cursor_pos"`
+}
+
 // Seconds returns a pointer to s, for the optional timeout_seconds fields.
 func Seconds(s float64) *float64 { return &s }
 
@@ -92,7 +98,7 @@ func (c *Client) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, e
 // Complete asks the kernel for completions of code at cursorPos (in characters). A session without
 // a live kernel answers no matches.
 func (c *Client) Complete(ctx context.Context, id, code string, cursorPos int) (*CompleteReply, error) {
-	body := map[string]any{"code": code, "cursor_pos": cursorPos}
+	body := completeRequest{Code: code, CursorPos: cursorPos}
 	var out CompleteReply
 	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "complete"), body, &out); err != nil {
 		return nil, err

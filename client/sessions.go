@@ -10,6 +10,24 @@ type sessionAnswer struct {
 	Session Session `json:"session"`
 }
 
+// sessionsAnswer is the answer of GET /api/sessions.
+type sessionsAnswer struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// The bodies of PATCH /api/sessions/{id}, POST /api/sessions/reattach, and stop and cancel.
+type (
+	patchSessionRequest struct {
+		Data map[string]any `json:"data"`
+	}
+	reattachRequest struct {
+		ClientID string `json:"client_id"`
+	}
+	reasonRequest struct {
+		Reason string `json:"reason,omitempty"`
+	}
+)
+
 // sessionCall sends one request whose answer is {"session": ...}.
 func (c *Client) sessionCall(ctx context.Context, method, path string, body any) (*Session, error) {
 	var out sessionAnswer
@@ -26,9 +44,7 @@ func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (*Session
 
 // ListSessions lists the token's tenant's sessions.
 func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
-	var out struct {
-		Sessions []Session `json:"sessions"`
-	}
+	var out sessionsAnswer
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions", nil, &out); err != nil {
 		return nil, err
 	}
@@ -42,8 +58,7 @@ func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 
 // PatchSession merges data into the session's data.
 func (c *Client) PatchSession(ctx context.Context, id string, data map[string]any) (*Session, error) {
-	body := map[string]any{"data": data}
-	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id), body)
+	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id), patchSessionRequest{Data: data})
 }
 
 // DeleteSession stops the session's kernel and removes everything it had.
@@ -53,8 +68,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 
 // Reattach finds the session of a client id (an agent that restarted finds its session again).
 func (c *Client) Reattach(ctx context.Context, clientID string) (*Session, error) {
-	body := map[string]string{"client_id": clientID}
-	return c.sessionCall(ctx, http.MethodPost, "/api/sessions/reattach", body)
+	return c.sessionCall(ctx, http.MethodPost, "/api/sessions/reattach", reattachRequest{ClientID: clientID})
 }
 
 // action posts to /api/sessions/{id}/{name} and returns the session it answers with.
@@ -91,7 +105,7 @@ func reasonBody(reason string) any {
 	if reason == "" {
 		return nil
 	}
-	return map[string]string{"reason": reason}
+	return reasonRequest{Reason: reason}
 }
 
 // Heartbeat tells the server the client is alive (it counts as activity for the idle culler).

@@ -8,6 +8,16 @@ import (
 	"strings"
 )
 
+// The answers of the skills endpoints.
+type (
+	skillsAnswer struct {
+		Skills []FileInfo `json:"skills"`
+	}
+	skillAnswer struct {
+		Skill FileInfo `json:"skill"`
+	}
+)
+
 // skillPath is the URL of one of the tenant's skill files ("lib/x.py" or "/skills/lib/x.py").
 func skillPath(p string) (string, error) {
 	p = strings.TrimPrefix(strings.TrimPrefix(p, "/skills"), "/")
@@ -23,9 +33,7 @@ func skillPath(p string) (string, error) {
 
 // ListSkills lists the tenant's skill files (every session of the tenant sees them at /skills).
 func (c *Client) ListSkills(ctx context.Context) ([]FileInfo, error) {
-	var out struct {
-		Skills []FileInfo `json:"skills"`
-	}
+	var out skillsAnswer
 	if err := c.Do(ctx, http.MethodGet, "/api/skills", nil, &out); err != nil {
 		return nil, err
 	}
@@ -54,9 +62,7 @@ func (c *Client) PutSkill(ctx context.Context, path string, content []byte) (*Fi
 	if content == nil {
 		content = []byte{}
 	}
-	var out struct {
-		Skill FileInfo `json:"skill"`
-	}
+	var out skillAnswer
 	if err := c.Do(ctx, http.MethodPut, p, content, &out); err != nil {
 		return nil, err
 	}
