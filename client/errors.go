@@ -21,6 +21,7 @@ const (
 	CodePayloadTooLarge = "payload_too_large"
 	CodeTimeout         = "timeout"
 	CodeKernelDied      = "kernel_died"
+	CodeNotOwner        = "not_owner" // 421, cluster only: the session's node was not reached; retry once
 	CodeInternal        = "internal"
 )
 

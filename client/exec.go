@@ -23,6 +23,8 @@ type ExecResult struct {
 	TimedOut           bool    `json:"timed_out,omitempty"`
 	StdoutDroppedBytes int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDroppedBytes int64   `json:"stderr_dropped_bytes,omitempty"`
+	// RecordError says why the command ran but its record was not saved.
+	RecordError string `json:"record_error,omitempty"`
 }
 
 // Exec runs a shell command in the session's sandbox. A non-zero exit is not an error (see

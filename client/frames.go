@@ -54,8 +54,11 @@ type InputReply struct {
 	Value string `json:"value"`
 }
 
-// Interrupt interrupts the session's running code.
-type Interrupt struct{}
+// Interrupt interrupts the session's running code. ID, if set, is the id of the error frame
+// that answers an interrupt that failed.
+type Interrupt struct {
+	ID string `json:"id,omitempty"`
+}
 
 // SubscribeEvents asks for the stored events after AfterSequence, then live ones, as event frames.
 type SubscribeEvents struct {

@@ -37,6 +37,8 @@ type RunResult struct {
 	Checkpoint         *CheckpointResult `json:"checkpoint,omitempty"`
 	// CheckpointError says why the turn's checkpoint failed (the run itself succeeded).
 	CheckpointError string `json:"checkpoint_error,omitempty"`
+	// RecordError says why the turn ran but its record (history, execution count) was not saved.
+	RecordError string `json:"record_error,omitempty"`
 	// ProcessesEnded names background processes that ended when the session's previous kernel was
 	// stopped on purpose (rotation, hibernation, stop) since the last answer.
 	ProcessesEnded []EndedProcess `json:"processes_ended,omitempty"`

@@ -30,12 +30,16 @@ type Session struct {
 	Rotation       Rotation       `json:"rotation"`
 	ClientID       string         `json:"client_id,omitempty"`
 	Tenant         string         `json:"tenant"`
+	OwnerNode      string         `json:"owner_node,omitempty"` // in a cluster, the node serving the session
 	LastCheckpoint *CheckpointRef `json:"last_checkpoint"`
 	ExecutionCount int            `json:"execution_count"`
 	StopReason     string         `json:"stop_reason,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
-	LastActivity   time.Time      `json:"last_activity"`
+	// RunningSince is when the session last became running (nil when it is not running): what
+	// budget_consumed.duration_seconds counts from.
+	RunningSince *time.Time `json:"running_since,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	LastActivity time.Time  `json:"last_activity"`
 }
 
 // Sandbox is the session's kernel and its limits.
