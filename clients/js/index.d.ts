@@ -1,182 +1,42 @@
-// Types of @carryover/client (index.js). Field names are the API's (shared/API.md,
-// server/httpapi/openapi.json); every method resolves to the API's JSON answer.
+// Types of @carryover/client (index.js). The API's types (Schemas, at the end of this file) are
+// generated from server/httpapi/openapi.json by tools/gen-types.mjs; the methods below name them,
+// so every method resolves to the API's JSON answer as the spec describes it.
+// `go test ./clients/js/` checks that the generated part is up to date and that the file compiles.
 
-export type SessionState = 'pending' | 'running' | 'paused' | 'rotating' | 'completed' | 'failed' | 'cancelled';
+type A = Schemas.Answers;
+type B = Schemas.Bodies;
 
-export interface Budget {
-  cost_cap_cents?: number;
-  iteration_limit?: number;
-  duration_limit_seconds?: number;
-}
-
-export interface BudgetConsumed {
-  cost_cents: number;
-  iterations: number;
-  duration_seconds: number;
-  cpu_seconds?: number;
-  memory_gib_hours?: number;
-}
-
-export interface SandboxConfig {
-  cpus?: string;
-  memory?: string;
-  /** Size of the workspace disk, e.g. "20Gi" (at most the server's sandbox.max_disk). */
-  disk?: string;
-  timeout_seconds?: number;
-  network?: boolean;
-}
-
-export interface Sandbox extends SandboxConfig {
-  id?: string;
-  status: 'none' | 'starting' | 'live' | 'hibernated';
-  started_at?: string;
-}
-
-export interface AgentContext {
-  working_dir?: string;
-  env_vars?: Record<string, string>;
-  custom_state?: any;
-}
-
-export interface CheckpointRef {
-  id: string;
-  turn: number;
-  created_at: string;
-}
-
-export interface Session {
-  id: string;
-  name: string;
-  language: string;
-  state: SessionState;
-  tenant?: string;
-  sandbox: Sandbox;
-  data: Record<string, any>;
-  agent_context: Required<AgentContext>;
-  budget: Budget;
-  budget_consumed: BudgetConsumed;
-  rotation: { pre_rotate_buffer_seconds?: number };
-  client_id?: string;
-  last_checkpoint: CheckpointRef | null;
-  execution_count?: number;
-  stop_reason?: string;
-  created_at: string;
-  updated_at: string;
-  last_activity: string;
-  [key: string]: any;
-}
-
-export interface CreateAgentSessionOptions {
-  session_id?: string;
-  name?: string;
-  language?: string;
-  data?: Record<string, any>;
-  budget?: Budget;
-  sandbox?: SandboxConfig;
-  rotation?: { pre_rotate_buffer_seconds?: number };
-  client_id?: string;
-  start?: boolean;
-}
-
-export interface SessionAnswer {
-  session: Session;
-}
-
-export interface ExecRequest {
-  command: string | string[];
-  working_dir?: string;
-  env?: Record<string, string>;
-  timeout_seconds?: number;
-}
-
-export interface ExecResult {
-  stdout: string;
-  stderr: string;
-  exit_code: number;
-  duration_ms: number;
-  timed_out?: boolean;
-  stdout_dropped_bytes?: number;
-  stderr_dropped_bytes?: number;
-  record_error?: string;
-}
-
-export interface FileInfo {
-  path: string;
-  size: number;
-  modified_at: string;
-}
-
-export interface AgentEvent {
-  sequence_number: number;
-  event_type: string;
-  payload: any;
-  created_at: string;
-}
+export type SessionState = Schemas.Session['state'];
+export type Budget = Schemas.Budget;
+export type BudgetConsumed = Schemas.BudgetConsumed;
+/** The sandbox a session asks for at create (CreateRequest.sandbox). */
+export type SandboxConfig = Schemas.SandboxRequest;
+export type Sandbox = Schemas.Sandbox;
+export type AgentContext = Schemas.AgentContext;
+/** The body of updateAgentContext: the keys given replace the session's. */
+export type ContextRequest = Schemas.ContextRequest;
+export type CheckpointRef = Schemas.CheckpointRef;
+export type Session = Schemas.Session;
+export type CreateAgentSessionOptions = Schemas.CreateRequest;
+export type SessionAnswer = Schemas.SessionAnswer;
+export type ExecRequest = Schemas.ExecRequest;
+export type ExecResult = Schemas.ExecResult;
+export type FileInfo = Schemas.FileInfo;
+export type AgentEvent = Schemas.Event;
+export type Tool = Schemas.Tool;
+export type Output = Schemas.Output;
+export type VarSkip = Schemas.VarSkip;
+export type CheckpointResult = Schemas.CheckpointResult;
+export type RunResult = Schemas.RunResult;
+export type CheckpointInfo = Schemas.CheckpointSummary;
+export type RestoreResult = Schemas.RestoreResult;
+export type NotebookRun = Schemas.NotebookRun;
+export type ErrorObject = Schemas.ErrorObject;
 
 export interface EventsQuery {
   after_sequence?: number;
   limit?: number;
   event_type?: string;
-}
-
-export interface Tool {
-  name: string;
-  tool_type?: string;
-  description?: string;
-  input_schema?: any;
-  created_at?: string;
-}
-
-export type Output =
-  | { type: 'stream'; name: 'stdout' | 'stderr'; text: string }
-  | { type: 'display_data' | 'update_display_data'; data: Record<string, any>; metadata?: Record<string, any> }
-  | { type: 'execute_result'; data: Record<string, any>; execution_count: number; metadata?: Record<string, any> }
-  | { type: 'error'; ename: string; evalue: string; traceback: string[] }
-  | { type: string; [key: string]: any };
-
-export interface VarSkip {
-  name: string;
-  type: string;
-  reason: string;
-}
-
-export interface CheckpointResult {
-  id: string;
-  turn: number;
-  saved: string[];
-  unchanged: number;
-  skipped: VarSkip[];
-  files_saved: number;
-  files_skipped: { path: string; reason: string }[];
-  bytes_written: number;
-  duration_ms: number;
-  [key: string]: any;
-}
-
-export interface RunResult {
-  session_id?: string;
-  execution_count: number;
-  status: 'ok' | 'error' | 'aborted';
-  stdout: string;
-  stderr: string;
-  /** text/plain of the execute_result; null if none */
-  result: string | null;
-  outputs: Output[];
-  error: { ename: string; evalue: string; traceback: string[] } | null;
-  duration_ms: number;
-  checkpoint?: CheckpointResult;
-  checkpoint_error?: string;
-  output_dropped_bytes?: number;
-  record_error?: string;
-}
-
-export interface CheckpointInfo {
-  id: string;
-  turn: number;
-  created_at: string;
-  variables: string[];
-  files: number;
-  bytes: number;
 }
 
 export interface RunOptions {
@@ -192,7 +52,7 @@ export interface RunStreamOptions {
   onStderr?: (text: string) => void;
   /** every output item, in the kernel's order (streams included) */
   onOutput?: (output: Output) => void;
-  onStatus?: (state: 'busy' | 'idle' | string) => void;
+  onStatus?: (state: Schemas.WSStatusFrame['execution_state']) => void;
   /** answers input(); without it an input() interrupts the run */
   onInput?: (prompt: string, info: { password: boolean }) => string | Promise<string>;
   /** seconds */
@@ -216,10 +76,10 @@ export interface ClientOptions {
 export declare class CarryoverError extends Error {
   constructor(message: string, opts?: { code?: string; status?: number; details?: Record<string, any> | null; result?: any; cause?: unknown });
   name: 'CarryoverError';
-  /** not_found, invalid_request, unauthorized, conflict, session_paused, session_closed,
-   * budget_exceeded, payload_too_large, timeout, kernel_died, internal; client side:
-   * connection_error, websocket_unavailable, aborted */
-  code: string;
+  /** the API's code (Schemas.ErrorObject['code']: not_found, invalid_request, unauthorized, conflict,
+   * session_paused, session_closed, budget_exceeded, payload_too_large, timeout, kernel_died,
+   * not_owner, internal); client side: connection_error, websocket_unavailable, aborted */
+  code: ErrorObject['code'] | 'connection_error' | 'websocket_unavailable' | 'aborted' | (string & {});
   /** HTTP status; 0 for a websocket error frame or a connection failure */
   status: number;
   details: Record<string, any> | null;
@@ -235,47 +95,699 @@ export declare class Carryover {
   request(method: string, path: string, opts?: { json?: any; body?: any; raw?: boolean; query?: Record<string, any> }): Promise<any>;
 
   // StateSet agent-session names
-  createAgentSession(opts?: CreateAgentSessionOptions): Promise<SessionAnswer>;
-  startAgentSession(sessionId: string): Promise<SessionAnswer>;
-  executeInAgentSession(sessionId: string, req: ExecRequest): Promise<ExecResult>;
-  writeAgentSessionFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer, opts?: { encoding?: 'utf-8' | 'base64' }): Promise<{ file: FileInfo }>;
-  updateAgentContext(sessionId: string, context: AgentContext): Promise<SessionAnswer>;
-  getAgentSession(sessionId: string): Promise<SessionAnswer>;
-  getAgentSessionEvents(sessionId: string, opts?: EventsQuery): Promise<{ events: AgentEvent[] }>;
-  registerAgentTool(sessionId: string, tool: Tool): Promise<{ tool: Tool }>;
-  listAgentTools(sessionId: string): Promise<{ tools: Tool[] }>;
-  agentSessionHeartbeat(sessionId: string): Promise<SessionAnswer>;
-  /** {session: null} when no session has this client_id */
+  createAgentSession(opts?: B['POST /api/sessions']): Promise<A['POST /api/sessions']>;
+  startAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/start']>;
+  executeInAgentSession(sessionId: string, req: B['POST /api/sessions/{id}/exec']): Promise<A['POST /api/sessions/{id}/exec']>;
+  writeAgentSessionFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer, opts?: { encoding?: 'utf-8' | 'base64' }): Promise<A['POST /api/sessions/{id}/files']>;
+  updateAgentContext(sessionId: string, context: B['PATCH /api/sessions/{id}/context']): Promise<A['PATCH /api/sessions/{id}/context']>;
+  getAgentSession(sessionId: string): Promise<A['GET /api/sessions/{id}']>;
+  getAgentSessionEvents(sessionId: string, opts?: EventsQuery): Promise<A['GET /api/sessions/{id}/events']>;
+  registerAgentTool(sessionId: string, tool: B['POST /api/sessions/{id}/tools']): Promise<A['POST /api/sessions/{id}/tools']>;
+  listAgentTools(sessionId: string): Promise<A['GET /api/sessions/{id}/tools']>;
+  agentSessionHeartbeat(sessionId: string): Promise<A['POST /api/sessions/{id}/heartbeat']>;
+  /** {session: null} when no session has this client_id (the API answers 404) */
   reattachAgentSession(clientId: string): Promise<{ session: Session | null }>;
-  stopAgentSession(sessionId: string, reason?: string): Promise<SessionAnswer>;
-  pauseAgentSession(sessionId: string): Promise<SessionAnswer>;
-  resumeAgentSession(sessionId: string): Promise<SessionAnswer>;
-  cancelAgentSession(sessionId: string, reason?: string): Promise<SessionAnswer>;
-  listAgentSessions(): Promise<{ sessions: Session[] }>;
+  stopAgentSession(sessionId: string, reason?: string): Promise<A['POST /api/sessions/{id}/stop']>;
+  pauseAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/pause']>;
+  resumeAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/resume']>;
+  cancelAgentSession(sessionId: string, reason?: string): Promise<A['POST /api/sessions/{id}/cancel']>;
+  listAgentSessions(): Promise<A['GET /api/sessions']>;
   deleteAgentSession(sessionId: string): Promise<void>;
 
   // carryover
-  run(sessionId: string, code: string, opts?: RunOptions): Promise<RunResult>;
-  execute(code: string, opts?: { language?: string; timeout?: number }): Promise<RunResult>;
-  runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<RunResult>;
-  fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string }): Promise<SessionAnswer>;
+  run(sessionId: string, code: string, opts?: RunOptions): Promise<A['POST /api/sessions/{id}/run']>;
+  execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number }): Promise<A['POST /api/execute']>;
+  runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<Schemas.WSResultFrame['result']>;
+  fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string }): Promise<A['POST /api/sessions/{id}/fork']>;
+  /** the .ipynb (nbformat 4.5), parsed */
   getNotebook(sessionId: string): Promise<any>;
-  runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<{
-    cells: { index: number; result?: RunResult; error?: any }[];
-    ran: number;
-    stopped_at?: number;
-  }>;
+  runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<A['POST /api/sessions/{id}/notebook']>;
 
-  listFiles(sessionId: string): Promise<{ files: FileInfo[] }>;
+  listFiles(sessionId: string): Promise<A['GET /api/sessions/{id}/files']>;
   getFile(sessionId: string, path: string): Promise<Uint8Array>;
   getFile(sessionId: string, path: string, opts: { encoding: 'utf-8' }): Promise<string>;
-  putFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer | Blob): Promise<{ file: FileInfo }>;
+  putFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer | Blob): Promise<A['PUT /api/sessions/{id}/files/{path}']>;
   deleteFile(sessionId: string, path: string): Promise<void>;
 
-  listCheckpoints(sessionId: string): Promise<{ checkpoints: CheckpointInfo[] }>;
-  restoreCheckpoint(sessionId: string, checkpointId: string): Promise<{ session: Session; restore: any }>;
-  checkpoint(sessionId: string): Promise<{ checkpoint: CheckpointResult }>;
+  listCheckpoints(sessionId: string): Promise<A['GET /api/sessions/{id}/checkpoints']>;
+  restoreCheckpoint(sessionId: string, checkpointId: string): Promise<A['POST /api/sessions/{id}/checkpoints/{cid}/restore']>;
+  checkpoint(sessionId: string): Promise<A['POST /api/sessions/{id}/checkpoint']>;
 }
 
 /** The StateSet SDK's class name: its examples run with only the import changed. */
 export { Carryover as StateSetSandbox };
+
+// ---- GENERATED from server/httpapi/openapi.json by tools/gen-types.mjs: do not edit ----
+
+/** The API's types, as server/httpapi/openapi.json describes them. */
+export declare namespace Schemas {
+  export interface ErrorObject {
+    /**
+     * Machine-readable error code. HTTP status of each code (server/httpapi/errors.go statusOf):
+     *
+     * | code | HTTP | when |
+     * |---|---|---|
+     * | invalid_request | 400 | malformed JSON, wrong types, bad ids, bad paths (`..`, absolute outside the workspace) |
+     * | unauthorized | 401 | no or wrong token; a websocket Origin that is not allowed |
+     * | not_found | 404 | unknown session / file / checkpoint / endpoint (also for sessions of another token's tenant) |
+     * | conflict | 409 | session id already exists; action not allowed in the current state |
+     * | session_paused | 409 | run/exec on a paused session |
+     * | session_closed | 409 | run/exec on a completed, failed or cancelled session |
+     * | budget_exceeded | 402 | a budget limit is reached; details say which |
+     * | payload_too_large | 413 | body or file over the configured limit |
+     * | timeout | 504 | the run exceeded timeout_seconds (the kernel was interrupted; state kept); the answer adds `result` |
+     * | kernel_died | 502 | the kernel died during the run (session restored from its last checkpoint); the answer adds `result` |
+     * | not_owner | 421 | cluster only: the session is served by another node and this request could not reach it (already forwarded once, or the owner died or paused mid-request); details `owner_node`, `owner_addr`; retry once, any node. A run whose session moved while it ran adds `result` (its effects were not saved) |
+     * | internal | 500 | anything else; never a Go panic trace |
+     */
+    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "internal";
+    /** Human-readable message. */
+    message: string;
+    /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`. */
+    details?: Record<string, any>;
+  }
+
+  /** Every error answer: `{"error": {"code", "message", "details"}}`, plus `result` for a run that timed out or whose kernel died. */
+  export interface Error {
+    error: ErrorObject;
+    /** The partial run answer; only with codes `timeout`, `kernel_died` and `not_owner` of a run. */
+    result?: RunResult;
+  }
+
+  /** Budget limits; zero or absent means no limit. */
+  export interface Budget {
+    cost_cap_cents?: number;
+    iteration_limit?: number;
+    duration_limit_seconds?: number;
+  }
+
+  export interface BudgetConsumed {
+    cost_cents: number;
+    iterations: number;
+    duration_seconds: number;
+    /** extension: what cost_cents is computed from */
+    cpu_seconds?: number;
+    /** extension */
+    memory_gib_hours?: number;
+  }
+
+  export interface Sandbox {
+    id?: string;
+    status: "none" | "starting" | "live" | "hibernated";
+    cpus?: string;
+    memory?: string;
+    /** The workspace disk's size asked for at create (absent: the server's sandbox.disk) */
+    disk?: string;
+    timeout_seconds?: number;
+    network: boolean;
+    started_at?: string;
+    /** The egress allowlist of a session created with network {"allow": [...]}: its only way out is the server's filtering HTTP(S) proxy. */
+    network_allow?: string[];
+    /** "rw" when the session may change its tenant's skills at /skills (absent: read-only) */
+    skills?: "rw";
+  }
+
+  export interface SandboxRequest {
+    cpus?: string;
+    memory?: string;
+    /** Size of the session's workspace disk (a loop-mounted ext4 image; writes past it fail with ENOSPC), at least 8Mi and at most the server's sandbox.max_disk; absent: sandbox.disk. Refused (400) when the server gives workspaces no disk of their own. */
+    disk?: string;
+    timeout_seconds?: number | null;
+    /** true: the host's network; false: none; {"allow": [...]}: only these destinations ("host" for ports 80 and 443, "host:port", "*.domain"), through the server's filtering HTTP(S) proxy (HTTP_PROXY and HTTPS_PROXY are set in the sandbox). Loopback, private and link-local addresses are refused unless an entry without a wildcard names the host. */
+    network?: boolean | {
+      allow: string[];
+    } | null;
+    /** "rw" lets the session change its tenant's skills at /skills; "ro" (the default) shows them read-only */
+    skills?: "ro" | "rw";
+  }
+
+  export interface AgentContext {
+    working_dir: string;
+    env_vars: Record<string, string>;
+    custom_state: Record<string, any>;
+  }
+
+  export interface Rotation {
+    pre_rotate_buffer_seconds?: number;
+  }
+
+  export interface CheckpointRef {
+    id: string;
+    turn: number;
+    created_at: string;
+  }
+
+  export interface Session {
+    id: string;
+    name: string;
+    /** a kernelspec name; `python` is the default Python kernel */
+    language: string;
+    state: "pending" | "running" | "paused" | "rotating" | "completed" | "failed" | "cancelled";
+    sandbox: Sandbox;
+    data: Record<string, any>;
+    agent_context: AgentContext;
+    budget: Budget;
+    budget_consumed: BudgetConsumed;
+    rotation: Rotation;
+    client_id?: string;
+    /** extension: the token's tenant (`default` for auth.token) */
+    tenant?: string;
+    /** extension: in a cluster (store.driver postgres), the node serving the session; absent on a single node */
+    owner_node?: string;
+    last_checkpoint: CheckpointRef | null;
+    /** extension */
+    execution_count?: number;
+    /** extension */
+    stop_reason?: string;
+    running_since?: string;
+    created_at: string;
+    updated_at: string;
+    last_activity: string;
+  }
+
+  /** Every field is optional; an empty body is allowed. */
+  export interface CreateRequest {
+    /** generated when absent */
+    session_id?: string;
+    name?: string;
+    language?: string;
+    data?: Record<string, any> | null;
+    budget?: Budget | null;
+    sandbox?: SandboxRequest | null;
+    rotation?: Rotation | null;
+    client_id?: string;
+    /** start the kernel at once */
+    start?: boolean;
+  }
+
+  /** Given keys replace; applied to the live kernel (cwd, os.environ) and kept across rotations. */
+  export interface ContextRequest {
+    working_dir?: string | null;
+    env_vars?: Record<string, string>;
+    custom_state?: Record<string, any>;
+  }
+
+  export interface RunRequest {
+    code: string;
+    update_data?: Record<string, any> | null;
+    timeout_seconds?: number | null;
+    env?: Record<string, string>;
+  }
+
+  export interface ExecuteRequest {
+    language?: "" | "python" | "python3";
+    code: string;
+    timeout_seconds?: number | null;
+  }
+
+  export interface RunError {
+    ename: string;
+    evalue: string;
+    traceback?: string[] | null;
+  }
+
+  /** One kernel output, as Jupyter's iopub messages give it. */
+  export type Output = {
+    type: "stream";
+    name: "stdout" | "stderr";
+    text: string;
+  } | {
+    type: "display_data";
+    /** MIME type -> content (base64 for binary types, text or JSON otherwise) */
+    data: Record<string, any>;
+    metadata?: Record<string, any>;
+    transient?: Record<string, any>;
+  } | {
+    type: "update_display_data";
+    /** MIME type -> content (base64 for binary types, text or JSON otherwise) */
+    data: Record<string, any>;
+    metadata?: Record<string, any>;
+    transient?: Record<string, any>;
+  } | {
+    type: "execute_result";
+    /** MIME type -> content (base64 for binary types, text or JSON otherwise) */
+    data: Record<string, any>;
+    metadata?: Record<string, any>;
+    execution_count?: number;
+  } | {
+    type: "error";
+    ename: string;
+    evalue: string;
+    traceback?: string[];
+  } | {
+    type: "clear_output";
+    wait?: boolean;
+  };
+
+  export interface VarSkip {
+    name: string;
+    type: string;
+    reason: string;
+  }
+
+  export interface FileSkip {
+    path: string;
+    reason: string;
+  }
+
+  export interface CheckpointResult {
+    id: string;
+    turn: number;
+    saved: string[] | null;
+    unchanged: number;
+    skipped: VarSkip[] | null;
+    files_saved: number;
+    files_skipped: FileSkip[] | null;
+    bytes_written: number;
+    duration_ms: number;
+    timings?: {
+      detect_ms?: number;
+      serialize_ms?: number;
+      write_ms?: number;
+      files_ms?: number;
+      /** How changes in large numpy buffers were found: dirty-page tracking, every chunk hashed, or both. */
+      dirty_mode?: "uffd" | "hash" | "mixed";
+      /** Why some large buffers were hashed whole instead of tracked. */
+      dirty_fallback?: string;
+      /** Pickled size of the large lists and dicts of records saved in slices. */
+      sliced_bytes?: number;
+      /** The part of sliced_bytes this checkpoint pickled again (the changed slices). */
+      sliced_repickled_bytes?: number;
+    };
+    created_at?: string;
+  }
+
+  /** A run's answer; `status: error` when the code raised (HTTP 200). POST /api/execute gives the same shape without `checkpoint`. */
+  export interface RunResult {
+    /** absent for POST /api/execute */
+    session_id?: string;
+    execution_count: number;
+    status: "ok" | "error" | "aborted";
+    stdout: string;
+    stderr: string;
+    result: string | null;
+    outputs: Output[] | null;
+    error: RunError | null;
+    duration_ms: number;
+    /** extension: output over run.max_output_bytes */
+    output_dropped_bytes?: number;
+    checkpoint?: CheckpointResult;
+    /** extension: the checkpoint failed (the run itself succeeded) */
+    checkpoint_error?: string;
+    /** extension: the turn ran but its record could not be saved */
+    record_error?: string;
+    /** background processes (a server, a subprocess.Popen) that ended when the session's previous kernel was stopped on purpose (rotation, hibernation, stop) or died since the last answer (this one's included); also in that sandbox_terminated or kernel_died event's payload. After a death they are named from the last sample of the kernel's processes (taken at a turn's end, at most once a second) */
+    processes_ended?: {
+      /** the pid the session saw (its sandbox's pid namespace) */
+      pid: number;
+      command: string;
+    }[];
+  }
+
+  export interface ExecRequest {
+    command: string[] | string;
+    working_dir?: string;
+    env?: Record<string, string>;
+    timeout_seconds?: number | null;
+  }
+
+  export interface ExecResult {
+    stdout: string;
+    stderr: string;
+    exit_code: number;
+    duration_ms: number;
+    /** extension */
+    timed_out?: boolean;
+    /** extension */
+    stdout_dropped_bytes?: number;
+    /** extension */
+    stderr_dropped_bytes?: number;
+    /** extension */
+    record_error?: string;
+  }
+
+  export interface CompleteRequest {
+    code: string;
+    cursor_pos?: number | null;
+  }
+
+  export interface CompleteReply {
+    matches: string[] | null;
+    cursor_start: number;
+    cursor_end: number;
+    metadata?: Record<string, any> | null;
+  }
+
+  export interface Event {
+    sequence_number: number;
+    /** At least: session_started, session_paused, session_resumed, session_completed, session_failed, session_cancelled, session_hibernated, session_forked, sandbox_created, sandbox_terminated, sandbox_limit_exceeded, rotation_started, rotation_completed, rotation_failed, exec_started, exec_completed, budget_warning, budget_exceeded, checkpoint_created, checkpoint_restored, checkpoint_failed, tool_registered, heartbeat, kernel_died, variables_skipped. */
+    event_type: string;
+    /** event-specific JSON */
+    payload: any;
+    created_at: string;
+  }
+
+  export interface Execution {
+    session_id: string;
+    execution_count: number;
+    kind: "run" | "exec";
+    /** the code, or the command */
+    code: string;
+    status: string;
+    /** the full /run or /exec answer */
+    result: RunResult | ExecResult | null;
+    started_at: string;
+    duration_ms: number;
+  }
+
+  export interface Tool {
+    name: string;
+    /** default `custom` */
+    tool_type?: string;
+    description?: string;
+    /** a JSON Schema of the tool's input */
+    input_schema?: any;
+    readonly created_at?: string;
+  }
+
+  export interface CheckpointSummary {
+    id: string;
+    turn: number;
+    created_at: string;
+    variables: string[] | null;
+    files: number;
+    bytes: number;
+  }
+
+  export interface RestoreResult {
+    checkpoint_id: string;
+    turn: number;
+    restored: string[] | null;
+    failed: VarSkip[] | null;
+    skipped: VarSkip[] | null;
+    files: number;
+    cwd: string;
+    duration_ms: number;
+    timings?: {
+      read_ms?: number;
+      load_ms?: number;
+      files_ms?: number;
+    };
+    groups?: {
+      n?: string[];
+      ms?: number;
+    }[];
+  }
+
+  export interface FileInfo {
+    /** relative to /workspace */
+    path: string;
+    size: number;
+    modified_at: string;
+  }
+
+  /** StateSet's writeAgentSessionFile shape. */
+  export interface FileWriteRequest {
+    /** `notes.md` or `/workspace/notes.md` */
+    path: string;
+    content: string;
+    encoding?: "" | "utf-8" | "utf8" | "base64";
+  }
+
+  /** `data` merges into the session's data. */
+  export interface PatchSessionRequest {
+    data: Record<string, any>;
+  }
+
+  /** Optional body of stop and cancel. */
+  export interface ReasonRequest {
+    reason?: string;
+  }
+
+  export interface ReattachRequest {
+    client_id: string;
+  }
+
+  export interface SessionAnswer {
+    session: Session;
+  }
+
+  export interface Health {
+    status: "ok";
+  }
+
+  export interface WSClientRunFrame {
+    type: "run";
+    /** the client's run id; generated when absent */
+    id?: string;
+    code: string;
+    timeout_seconds?: number | null;
+  }
+
+  export interface WSClientInputReplyFrame {
+    type: "input_reply";
+    id: string;
+    value: string;
+  }
+
+  export interface WSClientInterruptFrame {
+    type: "interrupt";
+    id?: string;
+  }
+
+  export interface WSClientSubscribeEventsFrame {
+    type: "subscribe_events";
+    after_sequence?: number;
+  }
+
+  export interface WSClientPingFrame {
+    type: "ping";
+    id?: string;
+  }
+
+  export interface WSStatusFrame {
+    type: "status";
+    id: string;
+    execution_state: "busy" | "idle";
+    /** with busy */
+    code?: string;
+  }
+
+  export interface WSOutputFrame {
+    type: "output";
+    id: string;
+    output: Output;
+  }
+
+  export interface WSInputRequestFrame {
+    type: "input_request";
+    id: string;
+    prompt: string;
+    password: boolean;
+  }
+
+  export interface WSResultFrame {
+    type: "result";
+    id: string;
+    result: RunResult;
+  }
+
+  export interface WSEventFrame {
+    type: "event";
+    event: Event;
+  }
+
+  export interface WSErrorFrame {
+    type: "error";
+    /** empty when not about one run */
+    id: string;
+    error: ErrorObject;
+  }
+
+  export interface WSRunningFrame {
+    type: "running";
+    id: string;
+    code: string;
+    execution_count?: number | null;
+    outputs: Output[] | null;
+    input_request?: WSInputRequestFrame;
+  }
+
+  export interface WSNoticeFrame {
+    type: "notice";
+    message?: string;
+    dropped: number;
+  }
+
+  export interface WSPongFrame {
+    type: "pong";
+    id: string;
+  }
+
+  /** A client -> server text frame. */
+  export type WSClientFrame = WSClientRunFrame | WSClientInputReplyFrame | WSClientInterruptFrame | WSClientSubscribeEventsFrame | WSClientPingFrame;
+
+  /** A server -> client text frame. */
+  export type WSServerFrame = WSStatusFrame | WSOutputFrame | WSInputRequestFrame | WSResultFrame | WSEventFrame | WSErrorFrame | WSRunningFrame | WSNoticeFrame | WSPongFrame;
+
+  /** What running a notebook's code cells did, in order. */
+  export interface NotebookRun {
+    cells: {
+      /** the cell's index among the notebook's cells */
+      index: number;
+      result?: RunResult;
+      error?: ErrorObject;
+    }[];
+    /** cells that ran */
+    ran: number;
+    /** the index of the cell that stopped the run (absent when every cell ran) */
+    stopped_at?: number;
+  }
+
+  /** extension: one name of the namespace, for the UI's variable inspector */
+  export interface VariableInfo {
+    name: string;
+    type?: string;
+    shape?: number[];
+    length?: number;
+    /** size in memory: nbytes, pandas memory_usage (deep up to 200,000 rows) or sys.getsizeof (shallow) */
+    bytes?: number;
+    /** in the latest checkpoint; skipped by it (see reason); defined after it */
+    state: "saved" | "skipped" | "unsaved";
+    reason?: string;
+  }
+
+  export interface Variables {
+    variables: VariableInfo[];
+    /** read from the idle kernel by one silent user expression (no execution count, no history); false: from the latest checkpoint (no shapes or sizes) */
+    live: boolean;
+    checkpoint_id?: string;
+    /** why the answer is not live */
+    note?: string;
+  }
+
+  /** extension: one checkpoint's content, for the UI's checkpoint diff */
+  export interface CheckpointDetail {
+    id: string;
+    turn: number;
+    created_at: string;
+    variables: {
+      name: string;
+      type?: string;
+      kind: "imp" | "def" | "data";
+      /** content reference: equal in two checkpoints exactly when the value is the same */
+      ref?: string;
+      /** serialized size of the variable's restore group (names sharing objects are one group) */
+      bytes: number;
+    }[];
+    skipped: VarSkip[];
+    files: {
+      path: string;
+      size: number;
+      ref: string;
+      modified_at: string;
+    }[];
+    files_skipped: FileSkip[];
+  }
+
+  /** The JSON answer (2xx) of each operation. */
+  export interface Answers {
+    "GET /healthz": Health;
+    "GET /api/openapi.json": Record<string, any>;
+    "POST /api/sessions": SessionAnswer;
+    "GET /api/sessions": {
+      sessions: Session[];
+    };
+    "POST /api/sessions/reattach": SessionAnswer;
+    "GET /api/sessions/{id}": SessionAnswer;
+    "PATCH /api/sessions/{id}": SessionAnswer;
+    "PATCH /api/sessions/{id}/context": SessionAnswer;
+    "POST /api/sessions/{id}/start": SessionAnswer;
+    "POST /api/sessions/{id}/pause": SessionAnswer;
+    "POST /api/sessions/{id}/resume": SessionAnswer;
+    "POST /api/sessions/{id}/heartbeat": SessionAnswer;
+    "POST /api/sessions/{id}/restart": SessionAnswer;
+    "POST /api/sessions/{id}/rotate": SessionAnswer;
+    "POST /api/sessions/{id}/hibernate": SessionAnswer;
+    "POST /api/sessions/{id}/interrupt": SessionAnswer;
+    "POST /api/sessions/{id}/stop": SessionAnswer;
+    "POST /api/sessions/{id}/cancel": SessionAnswer;
+    "POST /api/sessions/{id}/run": RunResult;
+    "POST /api/sessions/{id}/exec": ExecResult;
+    "POST /api/sessions/{id}/complete": CompleteReply;
+    "POST /api/execute": RunResult;
+    "GET /api/sessions/{id}/events": {
+      events: Event[];
+    };
+    "GET /api/sessions/{id}/executions": {
+      executions: Execution[];
+    };
+    "GET /api/sessions/{id}/tools": {
+      tools: Tool[];
+    };
+    "POST /api/sessions/{id}/tools": {
+      tool: Tool;
+    };
+    "GET /api/sessions/{id}/checkpoints": {
+      checkpoints: CheckpointSummary[];
+    };
+    "POST /api/sessions/{id}/checkpoint": {
+      checkpoint: CheckpointResult;
+    };
+    "POST /api/sessions/{id}/checkpoints/{cid}/restore": {
+      session: Session;
+      restore: RestoreResult;
+    };
+    "GET /api/sessions/{id}/files": {
+      files: FileInfo[];
+    };
+    "POST /api/sessions/{id}/files": {
+      file: FileInfo;
+    };
+    "PUT /api/sessions/{id}/files/{path}": {
+      file: FileInfo;
+    };
+    "POST /api/sessions/{id}/fork": {
+      session: Session;
+    };
+    "POST /api/sessions/{id}/notebook": NotebookRun;
+    "GET /api/sessions/{id}/variables": Variables;
+    "GET /api/sessions/{id}/checkpoints/{cid}": {
+      checkpoint: CheckpointDetail;
+    };
+    "GET /api/skills": {
+      skills: FileInfo[];
+    };
+    "PUT /api/skills/{path}": {
+      skill: FileInfo;
+    };
+  }
+
+  /** The JSON request body of each operation that takes one. */
+  export interface Bodies {
+    "POST /api/sessions": CreateRequest;
+    "POST /api/sessions/reattach": ReattachRequest;
+    "PATCH /api/sessions/{id}": PatchSessionRequest;
+    "PATCH /api/sessions/{id}/context": ContextRequest;
+    "POST /api/sessions/{id}/stop": ReasonRequest;
+    "POST /api/sessions/{id}/cancel": ReasonRequest;
+    "POST /api/sessions/{id}/run": RunRequest;
+    "POST /api/sessions/{id}/exec": ExecRequest;
+    "POST /api/sessions/{id}/complete": CompleteRequest;
+    "POST /api/execute": ExecuteRequest;
+    "POST /api/sessions/{id}/tools": Tool;
+    "POST /api/sessions/{id}/files": FileWriteRequest;
+    "POST /api/sessions/{id}/fork": {
+      /** the new session's id (generated when absent) */
+      session_id?: string;
+      /** the checkpoint to fork from (default: the latest, taken now when the session has a live kernel) */
+      checkpoint_id?: string;
+    };
+    "POST /api/sessions/{id}/notebook": {
+      nbformat: 4;
+      cells: Record<string, any>[];
+    };
+  }
+}
+
+// ---- END GENERATED ----
