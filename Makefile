@@ -32,13 +32,16 @@ $(STAMP): Makefile
 	@touch $@
 
 # web-deps installs the npm packages of the tests: web/'s (playwright-core) and the MCP client test's
-# (@modelcontextprotocol/sdk, server/mcp/testdata/node).
+# (@modelcontextprotocol/sdk, server/mcp/testdata/node), and the pinned TypeScript that compiles the Node
+# client's typings (clients/js/typecheck).
 MCP_NODE := server/mcp/testdata/node
 web-deps:
 	@if [ -f web/package.json ]; then cd web && { cmp -s package-lock.json node_modules/.carryover-lock || \
 	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
 	@cd server/jupyter/testdata/node && { [ -d node_modules/@jupyterlab/services ] || npm install --no-audit --no-fund --silent; }
+	@cd clients/js/typecheck && { cmp -s package-lock.json node_modules/.carryover-lock || \
+	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }
 
 # web-bundle rebuilds the UI's committed bundle (web/static/dist) from web/src after an edit there.
 web-bundle: web-deps
