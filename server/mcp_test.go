@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 )
 
@@ -100,6 +101,9 @@ func TestMCPTools(t *testing.T) {
 	cs := mcpConnect(t, ts, "Bearer "+testToken, "")
 	t.Logf("negotiated protocol version %s with %s %s", cs.InitializeResult().ProtocolVersion,
 		cs.InitializeResult().ServerInfo.Name, cs.InitializeResult().ServerInfo.Version)
+	if v := cs.InitializeResult().ServerInfo.Version; v != carryover.Version {
+		t.Errorf("MCP serverInfo.version %q, want carryover.Version %q", v, carryover.Version)
+	}
 	tl, err := cs.ListTools(ts.ctx(), nil)
 	if err != nil {
 		t.Fatal(err)

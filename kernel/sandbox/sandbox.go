@@ -1,6 +1,6 @@
 // Package sandbox runs kernels and shell commands under bubblewrap with resource limits.
 //
-// What a sandbox is (see README.md, "Sandbox and threat model", for what it does not stop):
+// What a sandbox is (see docs/sandbox.md, "What is not isolated", for what it does not stop):
 //   - a read-only system: /usr (and the /bin, /sbin, /lib* links or dirs), an allowlist of /etc
 //     (Debian's numpy needs /etc/alternatives; secrets and the server's own config are not on it),
 //     and a synthetic /etc/passwd and /etc/group;

@@ -21,8 +21,8 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// sharedAPI is shared/API.md, beside the repository clone (../../../shared from this package).
-const sharedAPI = "../../../shared/API.md"
+// apiDoc is the API's contract document, docs/api.md, from this package.
+const apiDoc = "../../docs/api.md"
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 

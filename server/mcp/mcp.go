@@ -32,8 +32,8 @@ const SessionTimeout = time.Hour
 type Options struct {
 	// Authenticate finds the request's token and its tenant (the API's own check); ok false answers 401.
 	Authenticate func(r *http.Request) (token, tenant string, ok bool)
-	MaxBodyBytes int64 // request bodies above this answer 413 (0: the SDK's default)
-	Version      string
+	MaxBodyBytes int64  // request bodies above this answer 413 (0: the SDK's default)
+	Version      string // the serverInfo version clients see (default carryover.Version)
 	Logger       *slog.Logger
 	// Router, in a cluster, forwards tool calls about sessions other nodes serve (route.go); nil on
 	// one node.
@@ -46,7 +46,7 @@ func Handler(svc *session.Service, o Options) http.Handler {
 		o.Logger = slog.Default()
 	}
 	if o.Version == "" {
-		o.Version = "dev"
+		o.Version = carryover.Version
 	}
 	t := &tools{svc: svc, log: o.Logger, router: o.Router}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "carryover", Title: "carryover: persistent IPython sessions", Version: o.Version},
