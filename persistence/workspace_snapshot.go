@@ -169,7 +169,7 @@ func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []carryover.
 			return nil
 		}
 		if lim.MaxTotalBytes > 0 && total+size > lim.MaxTotalBytes {
-			skip(rel, fmt.Sprintf("workspace over persistence.max_total_bytes (%d)", lim.MaxTotalBytes))
+			skip(rel, fmt.Sprintf("workspace over persistence.max_workspace_bytes (%d)", lim.MaxTotalBytes))
 			return nil
 		}
 		total += size

@@ -279,7 +279,7 @@ func TestSnapshotReportsSkips(t *testing.T) {
 		".env":        "hidden",
 		".git":        "hidden",
 		"big.dat":     "larger than persistence.max_file_bytes (1000)",
-		"c/third.dat": "workspace over persistence.max_total_bytes (1000)",
+		"c/third.dat": "workspace over persistence.max_workspace_bytes (1000)",
 		"link.txt":    "symlink",
 		"linkdir":     "symlink",
 		"pipe":        "special file",
