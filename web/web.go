@@ -13,8 +13,10 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -74,13 +76,44 @@ type handler struct {
 
 // Handler returns the http.Handler serving the UI: files from static/ at their paths, index.html for
 // "/" and for every other path that is not a file (client-side routes), a JSON 404 under /api/.
+//
+// For work on the UI, CARRYOVER_WEB_DIR may name a folder to serve instead of the embedded files (a
+// checkout's web/static: `CARRYOVER_WEB_DIR=web/static make run`). It is read again on every request,
+// so `node build.mjs` and a browser reload show an edit of src/ without restarting the server.
 func Handler() http.Handler {
+	if dir := os.Getenv("CARRYOVER_WEB_DIR"); dir != "" {
+		return diskHandler{os.DirFS(dir)}
+	}
+	sub, err := fs.Sub(staticFS, "static")
+	if err == nil {
+		var h *handler
+		if h, err = newHandler(sub, true); err == nil {
+			return h
+		}
+	}
+	panic("web: reading embedded files: " + err.Error()) // cannot happen: the files are compiled in
+}
+
+// diskHandler serves a folder as Handler does its embedded files, reading it anew for each request.
+type diskHandler struct{ fsys fs.FS }
+
+func (d diskHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, err := newHandler(d.fsys, false)
+	if err != nil {
+		http.Error(w, "CARRYOVER_WEB_DIR: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// newHandler reads every file of fsys (gzipping the compressible ones when compress is set).
+func newHandler(fsys fs.FS, compress bool) (*handler, error) {
 	h := &handler{assets: map[string]asset{}}
-	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := staticFS.ReadFile(p)
+		b, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return err
 		}
@@ -90,17 +123,21 @@ func Handler() http.Handler {
 			ct = http.DetectContentType(b)
 		}
 		a := asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
-		if compressible(ct) && len(b) > 1024 {
+		if compress && compressible(ct) && len(b) > 1024 {
 			a.gz = gzipped(b)
 		}
-		h.assets[strings.TrimPrefix(p, "static/")] = a
+		h.assets[p] = a
 		return nil
 	})
 	if err != nil {
-		panic("web: reading embedded files: " + err.Error()) // cannot happen: the files are compiled in
+		return nil, err
 	}
-	h.index = h.assets["index.html"]
-	return h
+	index, ok := h.assets["index.html"]
+	if !ok {
+		return nil, errors.New("no index.html")
+	}
+	h.index = index
+	return h, nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -116,6 +116,43 @@ func TestGzip(t *testing.T) {
 	}
 }
 
+// CARRYOVER_WEB_DIR serves a folder from disk instead of the embedded files, read anew on each request
+// (the UI development loop: edit src/, node build.mjs, reload the page).
+func TestWebDirFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("index.html", "<title>from disk</title>")
+	write("dist/app.js", "one")
+	t.Setenv("CARRYOVER_WEB_DIR", dir)
+	h := Handler()
+	if w := get(t, h, "GET", "/sessions/x", nil); w.Code != 200 || w.Body.String() != "<title>from disk</title>" || w.Header().Get("Content-Security-Policy") == "" {
+		t.Fatalf("a client route: %d %q %v", w.Code, w.Body.String(), w.Header())
+	}
+	first := get(t, h, "GET", "/dist/app.js", nil)
+	if first.Body.String() != "one" || first.Header().Get("Content-Type") != "text/javascript; charset=utf-8" {
+		t.Fatalf("app.js: %q %v", first.Body.String(), first.Header())
+	}
+	write("dist/app.js", "two") // a rebuild: the next request sees it, under a new ETag
+	if w := get(t, h, "GET", "/dist/app.js", map[string]string{"If-None-Match": first.Header().Get("ETag")}); w.Code != 200 || w.Body.String() != "two" {
+		t.Fatalf("after a rebuild: %d %q", w.Code, w.Body.String())
+	}
+	if w := get(t, h, "GET", "/api/x", nil); w.Code != 404 || !strings.Contains(w.Body.String(), "not_found") {
+		t.Errorf("/api/x: %d %q", w.Code, w.Body.String())
+	}
+	os.Remove(filepath.Join(dir, "index.html"))
+	if w := get(t, h, "GET", "/", nil); w.Code != 500 || !strings.Contains(w.Body.String(), "index.html") {
+		t.Errorf("without index.html: %d %q", w.Code, w.Body.String())
+	}
+}
+
 // Nothing may be loaded from the internet at run time: no absolute URLs in src/href/import/url().
 func TestNoRemoteAssets(t *testing.T) {
 	remote := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|(import|from)\s*\(?\s*["'](https?:)?//`)

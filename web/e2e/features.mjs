@@ -236,3 +236,69 @@ export async function axePanels(t) {
   await page.emulateMedia({ colorScheme: 'light' });
   assert.deepEqual(found, [], 'axe-core: serious or critical violations');
 }
+
+/**
+ * shownCheckpoints waits until the checkpoints panel lists exactly the checkpoints the API lists (asked
+ * again on every try, so a checkpoint still arriving is waited for too), and answers their ids in the
+ * panel's order. The steps that read the panel wait on this, not on time.
+ */
+export async function shownCheckpoints(t, { timeout = 20_000 } = {}) {
+  const deadline = Date.now() + timeout;
+  let api = [], shown = [];
+  for (;;) {
+    api = (await t.apiCall('GET', `/api/sessions/${encodeURIComponent(t.sid)}/checkpoints`)).checkpoints.map((c) => c.id);
+    shown = await t.page.evaluate(() => [...document.querySelectorAll('.ckpt-item')].map((li) => li.dataset.id));
+    if (shown.length === api.length && api.every((id) => shown.includes(id))) return shown;
+    if (Date.now() > deadline) throw new Error(`the checkpoints panel shows ${JSON.stringify(shown)}, the API lists ${JSON.stringify(api)}`);
+    await t.page.waitForTimeout(100);
+  }
+}
+
+/**
+ * checkpointFolds: checkpoints arriving while the panel is open keep the user's fold choices (and the
+ * focus), and the newest is open by default only until a newer one arrives. The arrivals are made
+ * (POST /checkpoint) after the user's clicks, and each is waited for in the list, so the order of
+ * events is fixed, not left to timing.
+ */
+export async function checkpointFolds(t) {
+  const { page } = t;
+  await page.locator('[data-tab=checkpoints]').click();
+  const states = () => page.evaluate(() => Object.fromEntries([...document.querySelectorAll('.ckpt-item')]
+    .map((li) => [li.dataset.id, li.querySelector('details.ckpt-vars')?.open ?? null])));
+  const focusedItem = () => page.evaluate(() => document.activeElement?.closest('.ckpt-item')?.dataset.id ?? null);
+  const summary = (id) => page.locator(`.ckpt-item[data-id="${id}"] details.ckpt-vars > summary`);
+  const checkpointNow = async () => (await t.apiCall('POST', `/api/sessions/${encodeURIComponent(t.sid)}/checkpoint`)).checkpoint.id;
+
+  const ids = await shownCheckpoints(t);
+  assert.ok(ids.length >= 4, `want 4+ checkpoints to fold and unfold, got ${ids.length}`);
+  const [newest, , older] = ids;
+  let before = await states();
+  assert.equal(before[newest], true, 'the newest checkpoint is open by default');
+  // the user unfolds an older one with the mouse and folds the newest from the keyboard (focus stays on it)
+  if (before[older]) await summary(older).click(); // (a previous step may have opened it: start folded)
+  await summary(older).click();
+  await summary(newest).focus();
+  await page.keyboard.press('Enter');
+  before = await states();
+  assert.equal(before[older], true);
+  assert.equal(before[newest], false);
+
+  // a checkpoint arrives: it is open (the newest), every other entry is as the user left it, focus too
+  const first = await checkpointNow();
+  let after = await shownCheckpoints(t);
+  assert.equal(after[0], first, 'the new checkpoint is listed first');
+  let now = await states();
+  assert.equal(now[first], true, 'the new checkpoint is open');
+  for (const id of ids) assert.equal(now[id], before[id], `checkpoint ${id} kept its fold state (${before[id]})`);
+  assert.equal(await focusedItem(), newest, 'the focus stayed on the summary the user used');
+
+  // another arrives, the previous newest untouched: that one folds (its default was not a choice)
+  const second = await checkpointNow();
+  after = await shownCheckpoints(t);
+  assert.equal(after[0], second);
+  now = await states();
+  assert.equal(now[second], true, 'the newest checkpoint is open');
+  assert.equal(now[first], false, 'the previous newest, never touched, folds when a newer one arrives');
+  for (const id of ids) assert.equal(now[id], before[id], `checkpoint ${id} kept its fold state (${before[id]})`);
+  await t.shot('checkpoint-folds');
+}

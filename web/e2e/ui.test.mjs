@@ -285,24 +285,26 @@ try {
     }, null, { timeout: 60_000 });
   });
 
+  const t = { page, run, shot, cells, editorValue, apiCall, BASE, TOKEN, sid };
   await step('panels: events and checkpoints, help overlay by keyboard', async () => {
     await page.click('[data-tab=events]');
     await page.locator('.event .ev-type', { hasText: 'session_started' }).first().waitFor({ timeout: 15_000 });
     await page.click('[data-tab=checkpoints]');
-    const latest = page.locator('.ckpt-item').first();
-    await latest.waitFor({ timeout: 15_000 });
+    // the panel lists every checkpoint of the session (the last turn's may arrive after it opened)
+    const ids = await features.shownCheckpoints(t);
+    assert.ok(ids.length >= 2, `checkpoints listed: ${ids.length}`);
+    const latest = page.locator(`.ckpt-item[data-id="${ids[0]}"]`);
     // the newest checkpoint lists its variables (open by default); "kept" was defined earlier
-    await latest.locator('[data-testid=ckpt-vars] .var-chips code', { hasText: /^kept$/ }).waitFor({ timeout: 15_000 });
+    assert.equal(await latest.locator('[data-testid=ckpt-vars]').evaluate((d) => d.open), true);
+    await latest.locator('[data-testid=ckpt-vars] .var-chips code', { hasText: /^kept$/ }).waitFor();
     await latest.locator('[data-testid=ckpt-vars] .var-chips code', { hasText: /^name$/ }).waitFor();
     assert.match(await latest.locator('[data-testid=ckpt-sub]').innerText(), /\d+ variables? · \d+ files? · \d/);
     // an older one is folded: a one-line preview, expandable by keyboard
-    const older = page.locator('.ckpt-item').nth(1).locator('[data-testid=ckpt-vars]');
-    if (await older.count()) {
-      assert.equal(await older.evaluate((d) => d.open), false);
-      await older.locator('summary').focus();
-      await page.keyboard.press('Enter');
-      assert.equal(await older.evaluate((d) => d.open), true);
-    }
+    const older = page.locator(`.ckpt-item[data-id="${ids[1]}"] [data-testid=ckpt-vars]`);
+    assert.equal(await older.evaluate((d) => d.open), false);
+    await older.locator('summary').focus();
+    await page.keyboard.press('Enter');
+    assert.equal(await older.evaluate((d) => d.open), true);
     await page.locator('#main').click({ position: { x: 5, y: 5 } });
     await page.keyboard.press('Escape');
     await page.keyboard.press('?');
@@ -313,7 +315,7 @@ try {
     await shot('checkpoints-panel');
   });
 
-  const t = { page, run, shot, cells, editorValue, BASE, TOKEN, sid };
+  await step('checkpoints arriving keep the fold state the user chose (and the focus); the newest is open until a newer one comes', () => features.checkpointFolds(t));
   await step('variable inspector: type, shape, size, saved/skipped; refreshing it runs no turn', () => features.variables(t));
   await step('Markdown (marked) with math and text/latex, drawn by KaTeX', () => features.math(t));
   await step('inspect on hover: the kernel tells the type of the name under the pointer', () => features.inspectOnHover(t));

@@ -5,6 +5,7 @@ import { api, sessionPath, filePath, getToken } from './api.js';
 import { h, fill, icon, formatBytes, relTime, localTime } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
 import { VariablesPanel, DiffBox } from './inspector.js';
+import { sortCheckpoints, checkpointKey, FoldState } from './checkpoints.js';
 
 const TABS = ['files', 'checkpoints', 'variables', 'events', 'info'];
 
@@ -33,6 +34,8 @@ export class Panels {
     this.lastSeq = 0;
     this.unread = 0;
     this.timers = {};
+    this.folds = new FoldState(); // which checkpoints show their variables (kept across re-renders)
+    this.ckptItems = new Map(); // checkpoint id -> its entry in the list {key, li, age, pill, vars}
     this.files = this.root.querySelector('[data-panel=files]');
     this.ckpts = this.root.querySelector('[data-panel=checkpoints]');
     this.evs = this.root.querySelector('[data-panel=events]');
@@ -221,40 +224,86 @@ export class Panels {
     }
   }
 
+  /**
+   * renderCheckpoints draws the list newest first. It runs again whenever a checkpoint arrives, so it
+   * keeps what the user did: an entry whose content is unchanged stays the same element (its fold
+   * state, and the focus if it is inside it, survive), and the fold state of every entry comes from
+   * this.folds (the newest open, older ones folded, except those the user opened or closed by hand).
+   */
   renderCheckpoints(list) {
-    if (!list.length) { this.ckptList.replaceChildren(h('div.muted.pad', 'No checkpoint yet: one is taken after every turn.')); return; }
-    const sorted = [...list].sort((a, b) => (b.turn ?? 0) - (a.turn ?? 0) || String(b.created_at).localeCompare(String(a.created_at)));
-    const latest = this.view.session?.last_checkpoint?.id;
+    if (!list.length) {
+      this.ckptItems = new Map();
+      this.ckptList.replaceChildren(h('div.muted.pad', 'No checkpoint yet: one is taken after every turn.'));
+      return;
+    }
+    const sorted = sortCheckpoints(list);
+    const newest = sorted[0].id;
     this.diff.setList(sorted);
-    this.ckptList.replaceChildren(h('ol.ckpts', sorted.map((c) => {
-      const vars = c.variables || [];
-      const names = vars.map((v) => (typeof v === 'string' ? v : v.name)).filter(Boolean);
-      return h('li.ckpt-item', { 'data-id': c.id },
-        h('div.ckpt-row',
-          h('span.ckpt-turn', `turn ${c.turn ?? '?'}`),
-          c.id === latest ? h('span.pill.small', 'latest') : null,
-          h('span.muted', { title: localTime(c.created_at) }, relTime(c.created_at)),
-          h('span.spacer'),
-          h('button.btn.small', { title: `Make a new session from the checkpoint of turn ${c.turn}`, 'data-testid': 'fork', onclick: () => this.fork(c) }, 'Fork'),
-          h('button.btn.small', { title: `Restore the session to turn ${c.turn}`, onclick: () => this.restore(c) }, 'Restore')),
-        h('div.ckpt-sub.muted', { 'data-testid': 'ckpt-sub' },
-          `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · `,
-          h('span', { title: 'bytes newly written for this checkpoint (unchanged values are shared with earlier ones)' }, formatBytes(c.bytes ?? 0))),
-        this.varList(c, names, c.id === latest || (!latest && c === sorted[0])));
-    })));
+    this.folds.keepOnly(sorted.map((c) => c.id));
+    let ol = this.ckptList.querySelector(':scope > ol.ckpts');
+    if (!ol) {
+      ol = h('ol.ckpts');
+      this.ckptList.replaceChildren(ol);
+      this.ckptItems = new Map();
+    }
+    const items = new Map();
+    sorted.forEach((c, i) => {
+      const names = (c.variables || []).map((v) => (typeof v === 'string' ? v : v.name)).filter(Boolean);
+      const key = checkpointKey(c, names);
+      let item = this.ckptItems.get(c.id);
+      if (!item || item.key !== key) item = this.ckptItem(c, names, key);
+      item.age.textContent = relTime(c.created_at);
+      item.age.title = localTime(c.created_at);
+      if (item.vars) item.vars.open = this.folds.isOpen(c.id, newest);
+      items.set(c.id, item);
+      // moves only what is out of place: a checkpoint arriving is inserted, the others stay put
+      if (ol.children[i] !== item.li) ol.insertBefore(item.li, ol.children[i] || null);
+    });
+    while (ol.children.length > sorted.length) ol.lastElementChild.remove();
+    this.ckptItems = items;
+    this.markLatestCheckpoint();
   }
 
-  /** varList: the checkpoint's variable names, a one-line preview that expands to all of them. */
-  varList(c, names, open) {
+  /** markLatestCheckpoint moves the "latest" pill to the session's last checkpoint (the session is
+   *  fetched apart from the list: this runs again when it arrives). */
+  markLatestCheckpoint() {
+    const latest = this.view.session?.last_checkpoint?.id;
+    for (const [id, item] of this.ckptItems || []) item.pill.hidden = id !== latest;
+  }
+
+  /** ckptItem builds one entry of the list. */
+  ckptItem(c, names, key) {
+    const age = h('span.muted');
+    const pill = h('span.pill.small', { hidden: true }, 'latest');
+    const vars = this.varList(c, names);
+    const li = h('li.ckpt-item', { 'data-id': c.id },
+      h('div.ckpt-row',
+        h('span.ckpt-turn', `turn ${c.turn ?? '?'}`),
+        pill,
+        age,
+        h('span.spacer'),
+        h('button.btn.small', { title: `Make a new session from the checkpoint of turn ${c.turn}`, 'data-testid': 'fork', onclick: () => this.fork(c) }, 'Fork'),
+        h('button.btn.small', { title: `Restore the session to turn ${c.turn}`, onclick: () => this.restore(c) }, 'Restore')),
+      h('div.ckpt-sub.muted', { 'data-testid': 'ckpt-sub' },
+        `${names.length} variable${names.length === 1 ? '' : 's'} · ${c.files ?? 0} file${c.files === 1 ? '' : 's'} · `,
+        h('span', { title: 'bytes newly written for this checkpoint (unchanged values are shared with earlier ones)' }, formatBytes(c.bytes ?? 0))),
+      vars);
+    return { key, li, age, pill, vars: vars.tagName === 'DETAILS' ? vars : null };
+  }
+
+  /** varList: the checkpoint's variable names, a one-line preview that expands to all of them. Only a
+   *  click on its summary (mouse, or Enter/Space on it) is recorded as the user's choice: the toggle
+   *  event would also report the panel's own default, asynchronously. */
+  varList(c, names) {
     if (!names.length) return h('div.ckpt-vars.muted', 'no variables');
     const sortedNames = [...names].sort((a, b) => a.localeCompare(b));
     const preview = sortedNames.slice(0, 6).join(', ') + (sortedNames.length > 6 ? ` +${sortedNames.length - 6}` : '');
     const d = h('details.ckpt-vars', { 'data-testid': 'ckpt-vars' },
-      h('summary', { title: `variables in the checkpoint of turn ${c.turn}` }, h('span.ckpt-vars-preview', preview), h('span.ckpt-vars-label', `${sortedNames.length} variable${sortedNames.length === 1 ? '' : 's'}`)),
+      h('summary', {
+        title: `variables in the checkpoint of turn ${c.turn}`,
+        onclick: (e) => { if (!e.defaultPrevented) this.folds.choose(c.id, !d.open); },
+      }, h('span.ckpt-vars-preview', preview), h('span.ckpt-vars-label', `${sortedNames.length} variable${sortedNames.length === 1 ? '' : 's'}`)),
       h('ul.var-chips', { 'aria-label': `Variables of turn ${c.turn}` }, sortedNames.map((n) => h('li', h('code', n)))));
-    this.openVars = this.openVars || new Map(); // checkpoint id -> opened or closed by hand (kept across refreshes)
-    d.open = this.openVars.has(c.id) ? this.openVars.get(c.id) : open;
-    d.addEventListener('toggle', () => this.openVars.set(c.id, d.open));
     return d;
   }
 
@@ -354,6 +403,7 @@ export class Panels {
   renderInfo() {
     const s = this.view.session;
     if (!s) return;
+    this.markLatestCheckpoint();
     if (!this.nbInput) {
       this.nbInput = h('input', { type: 'file', accept: '.ipynb,application/x-ipynb+json,application/json', hidden: true, 'data-testid': 'nb-input', 'aria-label': 'Notebook file' });
       this.nbInput.addEventListener('change', () => { const f = this.nbInput.files[0]; this.nbInput.value = ''; if (f) this.openNotebook(f); });
