@@ -28,6 +28,7 @@ type Config struct {
 		MaxBodyBytes         int64    `mapstructure:"max_body_bytes"`
 		AllowedOrigins       []string `mapstructure:"allowed_origins"`
 		ShutdownGraceSeconds int      `mapstructure:"shutdown_grace_seconds"`
+		WebDir               string   `mapstructure:"web_dir"`
 	} `mapstructure:"server"`
 	Auth struct {
 		Token   string            `mapstructure:"token"`

@@ -76,14 +76,7 @@ type handler struct {
 
 // Handler returns the http.Handler serving the UI: files from static/ at their paths, index.html for
 // "/" and for every other path that is not a file (client-side routes), a JSON 404 under /api/.
-//
-// For work on the UI, CARRYOVER_WEB_DIR may name a folder to serve instead of the embedded files (a
-// checkout's web/static: `CARRYOVER_WEB_DIR=web/static make run`). It is read again on every request,
-// so `node build.mjs` and a browser reload show an edit of src/ without restarting the server.
 func Handler() http.Handler {
-	if dir := os.Getenv("CARRYOVER_WEB_DIR"); dir != "" {
-		return diskHandler{os.DirFS(dir)}
-	}
 	sub, err := fs.Sub(staticFS, "static")
 	if err == nil {
 		var h *handler
@@ -94,13 +87,18 @@ func Handler() http.Handler {
 	panic("web: reading embedded files: " + err.Error()) // cannot happen: the files are compiled in
 }
 
+// DirHandler serves dir as Handler does its embedded files, reading it again on every request: for
+// work on the UI (the config key server.web_dir, e.g. `CARRYOVER_SERVER_WEB_DIR=web/static make run`),
+// so `node build.mjs` and a browser reload show an edit of src/ without restarting the server.
+func DirHandler(dir string) http.Handler { return diskHandler{os.DirFS(dir)} }
+
 // diskHandler serves a folder as Handler does its embedded files, reading it anew for each request.
 type diskHandler struct{ fsys fs.FS }
 
 func (d diskHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, err := newHandler(d.fsys, false)
 	if err != nil {
-		http.Error(w, "CARRYOVER_WEB_DIR: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "server.web_dir: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	h.ServeHTTP(w, r)

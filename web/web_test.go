@@ -116,7 +116,7 @@ func TestGzip(t *testing.T) {
 	}
 }
 
-// CARRYOVER_WEB_DIR serves a folder from disk instead of the embedded files, read anew on each request
+// DirHandler (server.web_dir) serves a folder from disk instead of the embedded files, read anew on each request
 // (the UI development loop: edit src/, node build.mjs, reload the page).
 func TestWebDirFromDisk(t *testing.T) {
 	dir := t.TempDir()
@@ -131,8 +131,7 @@ func TestWebDirFromDisk(t *testing.T) {
 	}
 	write("index.html", "<title>from disk</title>")
 	write("dist/app.js", "one")
-	t.Setenv("CARRYOVER_WEB_DIR", dir)
-	h := Handler()
+	h := DirHandler(dir)
 	if w := get(t, h, "GET", "/sessions/x", nil); w.Code != 200 || w.Body.String() != "<title>from disk</title>" || w.Header().Get("Content-Security-Policy") == "" {
 		t.Fatalf("a client route: %d %q %v", w.Code, w.Body.String(), w.Header())
 	}

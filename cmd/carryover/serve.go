@@ -16,8 +16,9 @@ import (
 	"github.com/carryover/carryover/server"
 )
 
-// uiHandler is set by ui.go when the web package is built in.
-var uiHandler http.Handler
+// uiHandler is set by ui.go when the web package is built in: the UI's handler, serving the folder
+// dir from disk when dir is set (server.web_dir), else the embedded files.
+var uiHandler func(dir string) http.Handler
 
 func serveCmd() *cobra.Command {
 	var file string
@@ -44,7 +45,11 @@ func serveCmd() *cobra.Command {
 // serve runs until SIGINT/SIGTERM, then shuts down gracefully and exits 0.
 func serve(cfg *configs.Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv, err := server.New(context.Background(), cfg, uiHandler, log)
+	var ui http.Handler
+	if uiHandler != nil {
+		ui = uiHandler(cfg.Server.WebDir)
+	}
+	srv, err := server.New(context.Background(), cfg, ui, log)
 	if err != nil {
 		return err
 	}
