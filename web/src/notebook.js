@@ -666,7 +666,7 @@ export class SessionView {
   onEvent(ev) {
     if (!ev) return;
     const t = ev.event_type || '';
-    if (/^(session_|sandbox_|rotation_|budget_|kernel_died|checkpoint_restored)/.test(t)) this.refreshSessionSoon();
+    if (/^(session_|sandbox_|rotation_|budget_|kernel_died|checkpoint_restored|checkpoint_created)/.test(t)) this.refreshSessionSoon();
     if (t === 'checkpoint_created' || t === 'checkpoint_restored') this.panels.refreshCheckpointsSoon();
     if (t === 'kernel_died') toast('error', 'The kernel died', 'The session was restored from its last checkpoint.', ev.payload);
     if (t === 'budget_exceeded') toast('error', 'Budget exceeded', 'This session reached a budget limit.', ev.payload);
