@@ -35,7 +35,7 @@ func (s *Service) StartBackground() {
 			}
 			s.sampleCosts(ctx)
 			s.rotateDue(ctx)
-			if iv := secs(s.cfg.Cull.IntervalSeconds); s.cfg.Cull.IdleSeconds > 0 && time.Since(lastCull) >= iv {
+			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)
 			}
@@ -46,7 +46,7 @@ func (s *Service) StartBackground() {
 // tickEvery is the loop period: fine enough for second-level rotation deadlines.
 func (s *Service) tickEvery() time.Duration {
 	d := 500 * time.Millisecond
-	if iv := secs(s.cfg.Cull.IntervalSeconds); iv > 0 && iv < d {
+	if iv := s.cfg.CullInterval; iv > 0 && iv < d {
 		d = iv
 	}
 	return d
@@ -118,7 +118,7 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 // cullIdle hibernates sessions idle for cull.idle_seconds: checkpoint, then stop the kernel. The
 // session stays running; its next run restores it transparently.
 func (s *Service) cullIdle(ctx context.Context) {
-	idle := secs(s.cfg.Cull.IdleSeconds)
+	idle := s.cfg.CullIdle
 	for _, ls := range s.liveSessions() {
 		doc := ls.snapshot()
 		if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {

@@ -124,7 +124,7 @@ func lostDuring(ls *liveSession, res *RunResult) error {
 // ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is
 // then left out of the session JSON).
 func (s *Service) ownerNode() *string {
-	if id := s.cfg.ClusterNodeID(); id != "" {
+	if id := s.cfg.NodeID; id != "" {
 		return &id
 	}
 	return nil

@@ -152,8 +152,8 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 // workspace, network setting and limits, or a plain process in its own process group) in the
 // workspace dir rel, and returns its answer and the CPU seconds it used.
 func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover.Session, req ExecRequest, argv []string, wd, rel string, timeout time.Duration) (*ExecResult, float64, error) {
-	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
-	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
+	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
+	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	start := time.Now()
 	skills, err := s.skillsDir(ctx, doc.TenantName())
 	if err != nil {

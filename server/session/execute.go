@@ -34,7 +34,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	}
 	kernelsLive.Inc()
 	ls := &liveSession{id: id, doc: carryover.Session{ID: id, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
-		Sandbox: carryover.Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
+		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
 		_ = s.removeWorkspace(id)

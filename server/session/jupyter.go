@@ -83,7 +83,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	res := &RunResult{SessionID: ls.id, Status: "error", Outputs: []kernel.Output{}, ride: ride}
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
-	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
+	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
 	shown := s.showRawTurn(ls, hdr.MsgID, c)
 	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) {
 		if col.add(o) && shown != nil {

@@ -64,7 +64,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	now := time.Now().UTC()
 	doc := carryover.Session{
 		ID: id, Name: req.Name, Language: "python", State: carryover.StatePending,
-		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.Sandbox.TimeoutSeconds, Network: s.cfg.Sandbox.Network},
+		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.SandboxTimeoutSeconds, Network: s.cfg.Network},
 		Data:         req.Data,
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,

@@ -48,7 +48,7 @@ _install(CAP)
 // installOutputGuard loads the guard into a fresh kernel.
 func (s *Service) installOutputGuard(ctx context.Context, k *kernel.Kernel) error {
 	// A little under the server's own cap, so the kernel's notice still fits in what the server keeps.
-	kcap := max(s.cfg.Run.MaxOutputBytes-4096, 1024)
+	kcap := max(s.cfg.MaxOutputBytes-4096, 1024)
 	src := strings.Replace(outputGuard, "_install(CAP)", fmt.Sprintf("_install(%d)", kcap), 1)
 	code := fmt.Sprintf("exec(%s, {'get_ipython': get_ipython})", pyStr(src))
 	if _, err := k.Eval(ctx, code, ""); err != nil {

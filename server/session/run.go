@@ -290,7 +290,7 @@ const snapshotKey = "__carryover_snapshot__"
 // checkpoint, sends its snapshot request along and keeps the answer.
 func (s *Service) execute(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
-	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
+	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
 	act := &activeRun{id: hooks.ID, code: code}
 	ls.mu.Lock()
 	ls.running = act
@@ -473,10 +473,10 @@ func (ls *liveSession) currentKernel() *kernel.Kernel {
 // runTimeout validates timeout_seconds.
 func (s *Service) runTimeout(t *float64) (time.Duration, error) {
 	if t == nil {
-		return secs(s.cfg.Run.DefaultTimeoutSeconds), nil
+		return s.cfg.DefaultRunTimeout, nil
 	}
-	if *t <= 0 || *t > s.cfg.Run.MaxTimeoutSeconds {
-		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.Run.MaxTimeoutSeconds).WithDetails("field", "timeout_seconds")
+	if *t <= 0 || *t > s.cfg.MaxRunTimeoutSeconds {
+		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.MaxRunTimeoutSeconds).WithDetails("field", "timeout_seconds")
 	}
 	return secs(*t), nil
 }

@@ -24,7 +24,7 @@ import (
 func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
 	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
 	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
-	if !otherNet && !(len(s.cfg.Persistence.PreImport) > 0 && importEnv) {
+	if !otherNet && !(len(s.cfg.PreImport) > 0 && importEnv) {
 		return s.pool.Get(ctx)
 	}
 	opts := s.kopts

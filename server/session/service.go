@@ -2,8 +2,6 @@ package session
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
@@ -25,7 +20,7 @@ import (
 // Service is the session service: it owns the sessions, composes kernels (kernel/) with
 // checkpoints (persistence/), and is what the HTTP and websocket handlers call.
 type Service struct {
-	cfg   *configs.Config
+	cfg   Config
 	store carryover.Store
 	ckpt  *persistence.Checkpointer
 	pool  *kernel.Pool
@@ -71,10 +66,13 @@ type liveSession struct {
 
 // Options configures a Service.
 type Options struct {
-	Config      *configs.Config
+	Config      Config
 	Store       carryover.Store
 	Provisioner kernel.Provisioner // runs kernels and exec commands; nil: local processes
 	Logger      *slog.Logger
+	// Spec is the kernelspec kernels start from; nil: the "python" kernelspec found on this machine,
+	// pointed at Config.Python (a unit test passes one and needs no Python at all).
+	Spec *kernel.Spec
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -84,9 +82,13 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	spec, err := kernel.FindSpec("python", cfg.Kernel.Python)
-	if err != nil {
-		return nil, fmt.Errorf("server: kernelspec: %w", err)
+	spec := o.Spec
+	if spec == nil {
+		found, err := kernel.FindSpec("python", cfg.Python)
+		if err != nil {
+			return nil, fmt.Errorf("server: kernelspec: %w", err)
+		}
+		spec = found
 	}
 	// Each kernel keeps its IPython history in memory: a shared ~/.ipython history.sqlite lets one
 	// session's %history see another's code and, under load, its "database is locked" message lands in
@@ -100,15 +102,15 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		store: o.Store,
 		ckpt: &persistence.Checkpointer{
 			Store:     o.Store,
-			ChunkSize: cfg.Persistence.ChunkSize,
-			Retention: cfg.Persistence.Retention,
-			SpoolRoot: SpoolDir(cfg), // kernels name their spool dir; only these are believed
-			PreImport: cfg.Persistence.PreImport,
+			ChunkSize: cfg.ChunkSize,
+			Retention: cfg.Retention,
+			SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
+			PreImport: cfg.PreImport,
 			Files: persistence.FileLimits{
-				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
-				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
-				MaxTotalBytes: cfg.Persistence.MaxWorkspaceBytes,
-				ChunkSize:     cfg.Persistence.ChunkSize,
+				SaveHidden:    cfg.SaveHiddenFiles,
+				MaxFileBytes:  cfg.MaxFileBytes,
+				MaxTotalBytes: cfg.MaxWorkspaceBytes,
+				ChunkSize:     cfg.ChunkSize,
 			},
 		},
 		log:      log,
@@ -116,11 +118,11 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	}
 	s.kopts = kernel.Options{
 		Spec:              spec,
-		Transport:         cfg.Kernel.Transport,
-		WorkDir:           workspacesDir(cfg),
-		StartupTimeout:    configs.Seconds(cfg.Kernel.StartupTimeoutSeconds),
-		HeartbeatInterval: time.Duration(cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
-		ShutdownGrace:     configs.Seconds(cfg.Kernel.ShutdownGraceSeconds),
+		Transport:         cfg.Transport,
+		WorkDir:           cfg.workspacesDir(),
+		StartupTimeout:    cfg.StartupTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		ShutdownGrace:     cfg.ShutdownGrace,
 		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
 		Logger:            log,
 	}
@@ -131,37 +133,17 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent, s.warmKernel)
+	s.pool = kernel.NewPool(cfg.PoolSize, s.kopts, s.installAgent, s.warmKernel)
 	return s, nil
-}
-
-// PrepareDirs clears the spool of a previous run of the server (its kernels are gone, so is their
-// use for those files) and makes the data dir's workspaces, spool and kernels dirs. The assembly
-// calls it first, before it makes a provisioner (which checks the spool can be mounted).
-func PrepareDirs(cfg *configs.Config) error {
-	if cfg.Persistence.SpoolDir == "" {
-		_ = os.RemoveAll(SpoolDir(cfg))
-	}
-	return makeDirs(cfg)
-}
-
-// makeDirs makes the data dir's workspaces, spool and kernels dirs where missing.
-func makeDirs(cfg *configs.Config) error {
-	for _, d := range []string{workspacesDir(cfg), SpoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("server: %w", err)
-		}
-	}
-	return nil
 }
 
 // useProvisioner points the kernel options at p (local processes when nil).
 func (s *Service) useProvisioner(p kernel.Provisioner) {
 	if p == nil {
-		p = &kernel.LocalProvisioner{SpoolRoot: SpoolDir(s.cfg)}
+		p = &kernel.LocalProvisioner{SpoolRoot: s.cfg.Spool()}
 	}
 	s.kopts.Provisioner = p
-	s.kopts.Network = s.cfg.Sandbox.Network
+	s.kopts.Network = s.cfg.Network
 	if kernel.IsolatesNetwork(p) && s.kopts.Transport == "tcp" {
 		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
 		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
@@ -169,23 +151,8 @@ func (s *Service) useProvisioner(p kernel.Provisioner) {
 	}
 }
 
-func workspacesDir(cfg *configs.Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
-
-// SpoolDir is where kernels and the server exchange checkpoint data: tmpfs when possible, because
-// the bytes are read back at once and deleted (on disk, dirty-page writeback doubled restore time).
-func SpoolDir(cfg *configs.Config) string {
-	if cfg.Persistence.SpoolDir != "" {
-		return cfg.Persistence.SpoolDir
-	}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && unix.Access("/dev/shm", unix.W_OK) == nil {
-		sum := sha256.Sum256([]byte(cfg.DataDir))
-		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
-	}
-	return filepath.Join(cfg.DataDir, "spool")
-}
-
 // workspace is the host directory that is a session's /workspace.
-func (s *Service) workspace(id string) string { return filepath.Join(workspacesDir(s.cfg), id) }
+func (s *Service) workspace(id string) string { return filepath.Join(s.cfg.workspacesDir(), id) }
 
 // installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
@@ -365,11 +332,11 @@ func (s *Service) Close(ctx context.Context) error {
 		err = s.pool.Close(ctx)
 	}
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
-	if s.cfg.Persistence.SpoolDir == "" {
-		_ = os.RemoveAll(SpoolDir(s.cfg))
-	} else if entries, rerr := os.ReadDir(s.cfg.Persistence.SpoolDir); rerr == nil {
+	if s.cfg.SpoolDir == "" {
+		_ = os.RemoveAll(s.cfg.Spool())
+	} else if entries, rerr := os.ReadDir(s.cfg.SpoolDir); rerr == nil {
 		for _, e := range entries {
-			_ = os.RemoveAll(filepath.Join(s.cfg.Persistence.SpoolDir, e.Name()))
+			_ = os.RemoveAll(filepath.Join(s.cfg.SpoolDir, e.Name()))
 		}
 	}
 	return err
