@@ -106,7 +106,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEnvNames(req.Env, "env"); err != nil {
+	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
 	end, err := s.beginTurn(ctx, ls)

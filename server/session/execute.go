@@ -15,16 +15,14 @@ type ExecuteRequest struct {
 
 // Execute runs code in a throwaway session destroyed at once: nothing is saved or kept.
 func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, error) {
-	switch req.Language {
-	case "", "python", "python3":
-	default:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
+	if err := carryover.ValidateLanguage(req.Language); err != nil {
+		return nil, err
 	}
 	timeout, err := s.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCode(req.Code); err != nil {
+	if err := carryover.ValidateCode(req.Code); err != nil {
 		return nil, err
 	}
 	id := randomID("eph_")

@@ -38,6 +38,21 @@ type SandboxRequest struct {
 	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
 }
 
+// validate checks what a create request names beside its sandbox: the id it will have, the
+// language, the budget.
+func (req CreateRequest) validate(id string) error {
+	if err := carryover.ValidateSessionID(id); err != nil {
+		return err
+	}
+	if err := carryover.ValidateLanguage(req.Language); err != nil {
+		return err
+	}
+	if req.Budget != nil {
+		return req.Budget.Validate()
+	}
+	return nil
+}
+
 func randomID(prefix string) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -50,16 +65,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if id == "" {
 		id = randomID("sess_")
 	}
-	if !carryover.SessionIDPattern.MatchString(id) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
-	}
-	switch req.Language {
-	case "", "python", "python3":
-	default:
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
-	}
-	if req.Budget != nil && (req.Budget.CostCapCents < 0 || req.Budget.IterationLimit < 0 || req.Budget.DurationLimitSeconds < 0) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "budget limits must not be negative").WithDetails("field", "budget")
+	if err := req.validate(id); err != nil {
+		return carryover.Session{}, err
 	}
 	now := time.Now().UTC()
 	doc := carryover.Session{

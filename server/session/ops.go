@@ -2,10 +2,8 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -64,7 +62,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 			return carryover.Session{}, err
 		}
 	}
-	if err := checkEnvNames(req.EnvVars, "env_vars"); err != nil {
+	if err := carryover.ValidateEnv(req.EnvVars, "env_vars"); err != nil {
 		return carryover.Session{}, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
@@ -227,29 +225,6 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	return res, nil
 }
 
-// checkEnvNames refuses env var names a process cannot have (empty, with "=" or NUL): the kernel
-// would raise on them, and that is the caller's mistake, not the server's.
-// checkCode refuses code with a NUL byte: Python cannot compile such source, and the kernel sends
-// no execute_reply for it, so the run would wait for its whole timeout (found by the API fuzz).
-func checkCode(code string) error {
-	if strings.ContainsRune(code, 0) {
-		return carryover.Errorf(carryover.CodeInvalid, "code may not contain NUL bytes").WithDetails("field", "code")
-	}
-	return nil
-}
-
-func checkEnvNames(env map[string]string, field string) error {
-	for k, v := range env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return carryover.Errorf(carryover.CodeInvalid, "invalid env var name %q", k).WithDetails("field", field)
-		}
-		if strings.ContainsRune(v, 0) {
-			return carryover.Errorf(carryover.CodeInvalid, "env var %q: a value may not contain NUL", k).WithDetails("field", field)
-		}
-	}
-	return nil
-}
-
 // completeTimeout bounds a completion request: the kernel sends no reply to some requests (a cursor
 // it cannot place), and Tab must never hang.
 const completeTimeout = 10 * time.Second
@@ -314,14 +289,11 @@ func (s *Service) RegisterTool(ctx context.Context, id string, t carryover.Tool)
 	if err != nil {
 		return t, err
 	}
-	if !toolNameRE.MatchString(t.Name) {
-		return t, carryover.Errorf(carryover.CodeInvalid, "tool name must match %s", toolNameRE.String()).WithDetails("field", "name")
+	if err := t.Validate(); err != nil {
+		return t, err
 	}
 	if t.ToolType == "" {
 		t.ToolType = "custom"
-	}
-	if err := validateSchema(t.InputSchema); err != nil {
-		return t, err
 	}
 	t.SessionID = id
 	if err := s.store.PutTool(ctx, t); err != nil {
@@ -338,75 +310,3 @@ func (s *Service) RegisterTool(ctx context.Context, id string, t carryover.Tool)
 	}
 	return t, nil
 }
-
-// validateSchema checks input_schema is a JSON Schema object with sane keywords.
-func validateSchema(raw json.RawMessage) error {
-	bad := func(msg string) error {
-		return carryover.Errorf(carryover.CodeInvalid, "input_schema: %s", msg).WithDetails("field", "input_schema")
-	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(raw, &schema); err != nil {
-		return bad("must be a JSON object")
-	}
-	return checkSchemaNode(schema, bad)
-}
-
-var schemaTypes = map[string]bool{"object": true, "array": true, "string": true, "number": true, "integer": true, "boolean": true, "null": true}
-
-func checkSchemaNode(n map[string]any, bad func(string) error) error {
-	if t, ok := n["type"]; ok {
-		switch tv := t.(type) {
-		case string:
-			if !schemaTypes[tv] {
-				return bad(fmt.Sprintf("unknown type %q", tv))
-			}
-		case []any:
-			for _, x := range tv {
-				if s, ok := x.(string); !ok || !schemaTypes[s] {
-					return bad("type list must hold type names")
-				}
-			}
-		default:
-			return bad("type must be a string or a list of strings")
-		}
-	}
-	if p, ok := n["properties"]; ok {
-		props, ok := p.(map[string]any)
-		if !ok {
-			return bad("properties must be an object")
-		}
-		for name, sub := range props {
-			m, ok := sub.(map[string]any)
-			if !ok {
-				return bad(fmt.Sprintf("property %q must be a schema object", name))
-			}
-			if err := checkSchemaNode(m, bad); err != nil {
-				return err
-			}
-		}
-	}
-	if r, ok := n["required"]; ok {
-		list, ok := r.([]any)
-		if !ok {
-			return bad("required must be a list of names")
-		}
-		for _, x := range list {
-			if _, ok := x.(string); !ok {
-				return bad("required must be a list of names")
-			}
-		}
-	}
-	if it, ok := n["items"]; ok {
-		m, ok := it.(map[string]any)
-		if !ok {
-			return bad("items must be a schema object")
-		}
-		return checkSchemaNode(m, bad)
-	}
-	return nil
-}
-
-var toolNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)

@@ -199,10 +199,10 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCode(req.Code); err != nil {
+	if err := carryover.ValidateCode(req.Code); err != nil {
 		return nil, err
 	}
-	if err := checkEnvNames(req.Env, "env"); err != nil {
+	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
 	end, err := s.beginTurn(ctx, ls)
