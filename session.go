@@ -24,6 +24,13 @@ const (
 	SandboxHibernated = "hibernated"
 )
 
+// Skills modes of a session (Sandbox.Skills): a session reads its tenant's skills at /skills, and
+// writes them only when created with "rw".
+const (
+	SkillsReadOnly  = "ro"
+	SkillsReadWrite = "rw"
+)
+
 // DefaultTenant owns sessions made with auth.token and those from before tenants existed.
 const DefaultTenant = "default"
 

@@ -142,3 +142,23 @@ func checkSchemaNode(n map[string]any) error {
 	}
 	return nil
 }
+
+// WorkspacePath validates a path the API was given and returns it relative to /workspace
+// ("" is the workspace root). Absolute paths must lie under /workspace; ".." is refused.
+func WorkspacePath(p string) (string, error) {
+	if strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
+		return "", Errorf(CodeInvalid, "invalid path %q", p).WithDetails("path", p)
+	}
+	if strings.HasPrefix(p, "/") {
+		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
+			return "", Errorf(CodeInvalid, "path %q is outside /workspace", p).WithDetails("path", p)
+		}
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", Errorf(CodeInvalid, "path %q may not contain ..", p).WithDetails("path", p)
+		}
+	}
+	return strings.Trim(strings.ReplaceAll(p, "//", "/"), "/"), nil
+}

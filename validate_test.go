@@ -94,3 +94,18 @@ func TestToolValidate(t *testing.T) {
 		wantInvalid(t, tc.name+" "+tc.schema, err, tc.field)
 	}
 }
+
+func TestWorkspacePath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""}, {"/workspace", ""}, {"/workspace/", ""}, {"a/b", "a/b"}, {"/workspace/a//b/", "a/b"}, {"./a", "./a"},
+	} {
+		if got, err := WorkspacePath(tc.in); err != nil || got != tc.want {
+			t.Errorf("WorkspacePath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"/etc", "/workspacex", "..", "a/../b", "/workspace/../x", "a\\b", "a\x00"} {
+		if _, err := WorkspacePath(bad); ErrorCode(err) != CodeInvalid {
+			t.Errorf("WorkspacePath(%q) = %v, want invalid_request", bad, err)
+		}
+	}
+}

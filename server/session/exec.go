@@ -119,7 +119,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if wd == "" {
 		wd = doc.AgentContext.WorkingDir
 	}
-	rel, err := workspacePath(wd)
+	rel, err := carryover.WorkspacePath(wd)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +155,11 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	start := time.Now()
-	skills, err := s.skillsDir(ctx, doc.TenantName())
+	skills, err := s.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
 		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError

@@ -92,7 +92,7 @@ func (s *Service) ListFiles(id string) ([]FileInfo, error) {
 
 // ReadFile opens a workspace file for reading.
 func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
 
 // WriteFile writes r to a workspace file (parents created), atomically via a temp file + rename.
 func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -158,7 +158,7 @@ func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
 
 // DeleteFile removes a workspace file.
 func (s *Service) DeleteFile(id, p string) error {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return err
 	}

@@ -150,9 +150,9 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 		sb.TimeoutSeconds = *req.TimeoutSeconds
 	}
 	switch req.Skills {
-	case "", SkillsReadOnly:
-	case SkillsReadWrite:
-		sb.Skills = SkillsReadWrite
+	case "", carryover.SkillsReadOnly:
+	case carryover.SkillsReadWrite:
+		sb.Skills = carryover.SkillsReadWrite
 	default:
 		return carryover.Errorf(carryover.CodeInvalid, `sandbox.skills must be "ro" or "rw"`).WithDetails("field", "sandbox.skills")
 	}

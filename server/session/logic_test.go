@@ -13,21 +13,6 @@ import (
 	"github.com/carryover/carryover/kernel"
 )
 
-func TestWorkspacePath(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", ""}, {"/workspace", ""}, {"/workspace/", ""}, {"a/b", "a/b"}, {"/workspace/a//b/", "a/b"}, {"./a", "./a"},
-	} {
-		if got, err := workspacePath(tc.in); err != nil || got != tc.want {
-			t.Errorf("workspacePath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"/etc", "/workspacex", "..", "a/../b", "/workspace/../x", "a\\b", "a\x00"} {
-		if _, err := workspacePath(bad); carryover.ErrorCode(err) != carryover.CodeInvalid {
-			t.Errorf("workspacePath(%q) = %v, want invalid_request", bad, err)
-		}
-	}
-}
-
 func TestCompleteWindow(t *testing.T) {
 	short := "import o"
 	if sub, off := completeWindowOf(short, 8); sub != short || off != 0 {
@@ -104,12 +89,12 @@ func TestNetworkRequestJSON(t *testing.T) {
 func TestApplySandboxRequest(t *testing.T) {
 	sb := carryover.Sandbox{Network: true, TimeoutSeconds: 60}
 	tmo := 0.0
-	err := applySandboxRequest(&sb, &SandboxRequest{CPUs: "1.5", Memory: "512Mi", TimeoutSeconds: &tmo, Skills: SkillsReadWrite,
+	err := applySandboxRequest(&sb, &SandboxRequest{CPUs: "1.5", Memory: "512Mi", TimeoutSeconds: &tmo, Skills: carryover.SkillsReadWrite,
 		Network: &NetworkRequest{Allow: []string{"pypi.org"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.CPUs != "1.5" || sb.Memory != "512Mi" || sb.TimeoutSeconds != 0 || sb.Skills != SkillsReadWrite || sb.Network || len(sb.NetworkAllow) != 1 {
+	if sb.CPUs != "1.5" || sb.Memory != "512Mi" || sb.TimeoutSeconds != 0 || sb.Skills != carryover.SkillsReadWrite || sb.Network || len(sb.NetworkAllow) != 1 {
 		t.Fatalf("sandbox = %+v", sb)
 	}
 	if err := applySandboxRequest(&sb, &SandboxRequest{Network: &NetworkRequest{Allow: []string{"bad host"}}}); carryover.ErrorCode(err) != carryover.CodeInvalid {

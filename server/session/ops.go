@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -20,26 +19,6 @@ type ContextRequest struct {
 	CustomState map[string]any    `json:"custom_state"`
 }
 
-// workspacePath validates a path the API was given and returns it relative to /workspace
-// ("" is the workspace root). Absolute paths must lie under /workspace; ".." is refused.
-func workspacePath(p string) (string, error) {
-	if strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
-		return "", carryover.Errorf(carryover.CodeInvalid, "invalid path %q", p).WithDetails("path", p)
-	}
-	if strings.HasPrefix(p, "/") {
-		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
-			return "", carryover.Errorf(carryover.CodeInvalid, "path %q is outside /workspace", p).WithDetails("path", p)
-		}
-		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return "", carryover.Errorf(carryover.CodeInvalid, "path %q may not contain ..", p).WithDetails("path", p)
-		}
-	}
-	return strings.Trim(strings.ReplaceAll(p, "//", "/"), "/"), nil
-}
-
 // PatchContext replaces the given context keys and applies them to the live kernel.
 func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (carryover.Session, error) {
 	ls, err := s.get(id)
@@ -48,7 +27,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 	}
 	var wd string
 	if req.WorkingDir != nil {
-		rel, err := workspacePath(*req.WorkingDir)
+		rel, err := carryover.WorkspacePath(*req.WorkingDir)
 		if err != nil {
 			return carryover.Session{}, err
 		}

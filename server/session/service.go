@@ -15,6 +15,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/skills"
 )
 
 // Service is the session service: it owns the sessions, composes kernels (kernel/) with
@@ -33,7 +34,7 @@ type Service struct {
 	runSeq   int64
 	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
 	stopBG   context.CancelFunc
-	skills   skillsCache // this node's cache of the tenants' skills (skills_cache.go)
+	skills   *skills.Skills // the tenants' skills and this node's cache of them
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -115,6 +116,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		},
 		log:      log,
 		sessions: map[string]*liveSession{},
+		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.kopts = kernel.Options{
 		Spec:              spec,
@@ -126,7 +128,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
 		Logger:            log,
 	}
-	if err := s.importLegacySkills(ctx); err != nil {
+	if err := s.skills.ImportLegacy(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.recover(ctx); err != nil {
