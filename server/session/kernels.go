@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,12 +13,6 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
-
-// pyStr quotes s as a Python string literal (JSON strings are valid Python literals).
-func pyStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
 func (s *Service) hostPath(id, p string) string {
@@ -191,19 +184,6 @@ func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, wi
 		st.ExecutionCount = doc.ExecutionCount + 1
 	}
 	return st
-}
-
-// sendSetup applies a set-up with a request of its own, in a throwaway globals dict so the user
-// namespace gains no names.
-func sendSetup(ctx context.Context, k *kernel.Kernel, st kernelSetup) error {
-	env, _ := json.Marshal(st.Env)
-	code := fmt.Sprintf("import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\n",
-		pyStr(st.Cwd), pyStr(st.Cwd), pyStr(string(env)))
-	if st.ExecutionCount > 0 {
-		code += fmt.Sprintf("get_ipython().execution_count = %d\n", st.ExecutionCount)
-	}
-	_, err := k.Eval(ctx, fmt.Sprintf(`exec(%s, {})`, pyStr(code)), "")
-	return err
 }
 
 // watchKernel notices a kernel's death between runs, records it and restores the session eagerly.

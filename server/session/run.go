@@ -482,26 +482,3 @@ func (s *Service) runTimeout(t *float64) (time.Duration, error) {
 }
 
 func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-
-// setEnv applies per-run env vars; unsetEnv puts the session's own back afterwards.
-func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
-	b, _ := json.Marshal(env)
-	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr("import os, json\nos.environ.update(json.loads("+pyStr(string(b))+"))")), "")
-	return err
-}
-
-func (s *Service) unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[string]string) error {
-	restore := map[string]*string{}
-	for key := range env {
-		if v, ok := keep[key]; ok {
-			v := v
-			restore[key] = &v
-		} else {
-			restore[key] = nil
-		}
-	}
-	b, _ := json.Marshal(restore)
-	_, err := k.Eval(ctx, fmt.Sprintf("exec(%s, {})", pyStr(
-		"import os, json\nfor k, v in json.loads("+pyStr(string(b))+").items():\n    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)\n")), "")
-	return err
-}

@@ -156,13 +156,14 @@ func (s *Service) useProvisioner(p kernel.Provisioner) {
 // workspace is the host directory that is a session's /workspace.
 func (s *Service) workspace(id string) string { return filepath.Join(s.cfg.workspacesDir(), id) }
 
-// installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
+// installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
+// pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
-	if err := s.installOutputGuard(ctx, k); err != nil {
+	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
+	if err := s.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	return s.ckpt.Install(ctx, k, host, inside)
+	return s.installOutputGuard(ctx, k)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
