@@ -175,6 +175,6 @@ func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason s
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "reason": reason})
+	s.emit(ctx, ls, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

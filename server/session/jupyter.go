@@ -247,7 +247,7 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	if _, err := s.checkpoint(ctx, ls, k); err != nil {
 		return fmt.Errorf("checkpoint of the restarted kernel: %w", err)
 	}
-	s.emit(ctx, ls, "kernel_restarted", map[string]any{"fresh": true})
+	s.emit(ctx, ls, carryover.EventKernelRestarted, map[string]any{"fresh": true})
 	return nil
 }
 

@@ -100,10 +100,10 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	err = s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
 	s.logSaveErr(ls, "live sandbox", err)
-	s.emit(ctx, ls, "sandbox_created", map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
+	s.emit(ctx, ls, carryover.EventSandboxCreated, map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
 		"duration_ms": ms(time.Since(start))})
 	if restored != nil {
-		s.emit(ctx, ls, "checkpoint_restored", restored)
+		s.emit(ctx, ls, carryover.EventCheckpointRestored, restored)
 	}
 	go s.watchKernel(ls, k)
 	return k, nil
@@ -239,7 +239,7 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
 	s.noteEnded(ls, k, ls.endedByDeath(k), payload)
-	s.emit(ctx, ls, "kernel_died", payload)
+	s.emit(ctx, ls, carryover.EventKernelDied, payload)
 	s.stopKernel(ctx, k)
 }
 
@@ -255,7 +255,7 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
 	s.noteEnded(ls, k, k.Background(), payload)
 	s.stopKernel(ctx, k)
-	s.emit(ctx, ls, "sandbox_terminated", payload)
+	s.emit(ctx, ls, carryover.EventSandboxTerminated, payload)
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
@@ -301,7 +301,7 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 	ls.lastSkipped = key
 	ls.mu.Unlock()
 	if changed && key != "" {
-		s.emit(ctx, ls, "variables_skipped", map[string]any{"checkpoint_id": res.ID,
+		s.emit(ctx, ls, carryover.EventVariablesSkipped, map[string]any{"checkpoint_id": res.ID,
 			"skipped": res.Skipped, "files_skipped": res.FilesSkipped})
 	}
 	return res, nil

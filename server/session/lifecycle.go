@@ -262,7 +262,7 @@ func (s *Service) Start(ctx context.Context, id string) (carryover.Session, erro
 	if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
 		return carryover.Session{}, err
 	}
-	s.emit(ctx, ls, "session_started", nil)
+	s.emit(ctx, ls, carryover.EventSessionStarted, nil)
 	if _, err := s.ensureKernel(ctx, ls); err != nil {
 		return ls.snapshot(), err
 	}
@@ -280,7 +280,7 @@ func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, erro
 		ls.mu.Lock()
 		ls.pausedAt = time.Now()
 		ls.mu.Unlock()
-		s.emit(ctx, ls, "session_paused", nil)
+		s.emit(ctx, ls, carryover.EventSessionPaused, nil)
 	}
 	return doc, err
 }
@@ -302,19 +302,19 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 			ls.pausedAt = time.Time{}
 		}
 		ls.mu.Unlock()
-		s.emit(ctx, ls, "session_resumed", nil)
+		s.emit(ctx, ls, carryover.EventSessionResumed, nil)
 	}
 	return doc, err
 }
 
 // Stop completes the session: a final checkpoint is taken, then the kernel stops.
 func (s *Service) Stop(ctx context.Context, id, reason string) (carryover.Session, error) {
-	return s.finish(ctx, id, carryover.StateCompleted, "session_completed", reason, true)
+	return s.finish(ctx, id, carryover.StateCompleted, carryover.EventSessionCompleted, reason, true)
 }
 
 // Cancel force-ends the session without a final checkpoint.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (carryover.Session, error) {
-	return s.finish(ctx, id, carryover.StateCancelled, "session_cancelled", reason, false)
+	return s.finish(ctx, id, carryover.StateCancelled, carryover.EventSessionCancelled, reason, false)
 }
 
 func (s *Service) finish(ctx context.Context, id, to, event, reason string, checkpoint bool) (carryover.Session, error) {
@@ -377,7 +377,7 @@ func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, 
 		return nil
 	})
 	if err == nil {
-		s.emit(ctx, ls, "heartbeat", nil)
+		s.emit(ctx, ls, carryover.EventHeartbeat, nil)
 	}
 	return doc, err
 }

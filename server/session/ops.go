@@ -127,7 +127,7 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.Chec
 	if err != nil {
 		return nil, err
 	}
-	s.emit(ctx, ls, "checkpoint_created", res)
+	s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
 	return res, nil
 }
 
@@ -200,7 +200,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	if err != nil {
 		return res, err
 	}
-	s.emit(ctx, ls, "checkpoint_restored", map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
+	s.emit(ctx, ls, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
 	return res, nil
 }
 

@@ -98,7 +98,7 @@ func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit)
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "limit": hit.Kind, "message": hit.Message,
 		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
-	s.emit(context.Background(), ls, "sandbox_limit_exceeded", payload)
+	s.emit(context.Background(), ls, carryover.EventSandboxLimitExceeded, payload)
 }
 
 var sandboxLimitHits = promauto.NewCounterVec(prometheus.CounterOpts{
