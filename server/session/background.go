@@ -70,7 +70,7 @@ func (s *Service) liveSessions() []*liveSession {
 // kernel's age only grows while the session is not paused.
 func (s *Service) rotateDue(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
-		doc := ls.snapshot()
+		doc := ls.docCopy()
 		if doc.State != carryover.StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
 			continue
 		}
@@ -93,7 +93,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 				return
 			}
 			defer ls.lock.Unlock()
-			if st := ls.snapshot().State; st != carryover.StateRunning || ls.currentKernel() == nil {
+			if st := ls.docCopy().State; st != carryover.StateRunning || ls.currentKernel() == nil {
 				return
 			}
 			if _, err := s.rotateLocked(ctx, ls, "sandbox timeout"); err != nil {
@@ -120,7 +120,7 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 func (s *Service) cullIdle(ctx context.Context) {
 	idle := s.cfg.CullIdle
 	for _, ls := range s.liveSessions() {
-		doc := ls.snapshot()
+		doc := ls.docCopy()
 		if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
 			continue
 		}
@@ -129,7 +129,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 		}
 		func() {
 			defer ls.lock.Unlock()
-			doc := ls.snapshot()
+			doc := ls.docCopy()
 			if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle {
 				return
 			}
@@ -152,13 +152,13 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; st != carryover.StateRunning {
+	if st := ls.docCopy().State; st != carryover.StateRunning {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
 	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, "requested"); err != nil {
 		return carryover.Session{}, err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // hibernateLocked saves the session and stops its kernel. Caller holds ls.lock.

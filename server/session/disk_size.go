@@ -54,7 +54,7 @@ func (s *Service) diskSize(id string) int64 {
 	if err != nil {
 		return 0
 	}
-	n, err := kernel.ParseMemory(ls.snapshot().Sandbox.Disk)
+	n, err := kernel.ParseMemory(ls.docCopy().Sandbox.Disk)
 	if err != nil {
 		return 0
 	}

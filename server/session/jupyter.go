@@ -95,7 +95,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
 	var runErr error
 	if turn.Died {
-		res.ExecutionCount = ls.snapshot().ExecutionCount
+		res.ExecutionCount = ls.docCopy().ExecutionCount
 		if advance {
 			res.ExecutionCount++
 		}
@@ -232,7 +232,7 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	}
 	defer end()
 	s.releaseKernel(ctx, ls, "jupyter restart")
-	last := ls.snapshot().LastCheckpoint
+	last := ls.docCopy().LastCheckpoint
 	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		d.ExecutionCount, d.LastCheckpoint = 0, nil // no restore into the new kernel
 		return nil

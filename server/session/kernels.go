@@ -54,14 +54,14 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
 		return nil, err
 	}
-	k, err := s.claimKernel(ctx, ls.snapshot(), runEnv)
+	k, err := s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
 	baseline := costBaseline(k)
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
 	// before the kernel is pointed at it.
 	if err := s.ensureWorkspace(ctx, ls); err != nil {
@@ -113,8 +113,8 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 // checkpoint (a fork before its first use, or a data dir whose workspaces were lost), the files of
 // its latest checkpoint come back into it first, so the first run, exec or file request finds them.
 func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
-	ls.wsMu.Lock()
-	defer ls.wsMu.Unlock()
+	ls.workspaceMu.Lock()
+	defer ls.workspaceMu.Unlock()
 	ws := s.workspace(ls.id)
 	if err := s.checkDiskless(ls.id); err != nil {
 		return err
@@ -125,7 +125,7 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 		}
 		return err
 	}
-	if ls.snapshot().LastCheckpoint != nil {
+	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
 		if s.disks() != nil {
 			materialize = s.materializeOnDisk
@@ -213,7 +213,7 @@ func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
 		return // the run that saw the death dealt with it
 	}
 	s.dropDeadKernel(ctx, ls, k)
-	if st := ls.snapshot().State; st == carryover.StateRunning {
+	if st := ls.docCopy().State; st == carryover.StateRunning {
 		if _, err := s.ensureKernel(ctx, ls); err != nil {
 			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
 		}
@@ -260,7 +260,7 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 
 // checkpoint saves the session now. The caller holds ls.lock.
 func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
-	return s.checkpointWith(ctx, ls, k, ls.snapshot().ExecutionCount, nil, "")
+	return s.checkpointWith(ctx, ls, k, ls.docCopy().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own

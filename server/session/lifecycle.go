@@ -124,7 +124,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Start {
 		return s.Start(ctx, id)
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // applySandboxRequest validates the sandbox settings of a create request and applies them to sb.
@@ -264,9 +264,9 @@ func (s *Service) Start(ctx context.Context, id string) (carryover.Session, erro
 	}
 	s.emit(ctx, ls, carryover.EventSessionStarted, nil)
 	if _, err := s.ensureKernel(ctx, ls); err != nil {
-		return ls.snapshot(), err
+		return ls.docCopy(), err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // Pause keeps the kernel but rejects run/exec until Resume.
@@ -291,7 +291,7 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	if st := ls.snapshot().State; st != carryover.StatePaused {
+	if st := ls.docCopy().State; st != carryover.StatePaused {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session is %s, not paused", st).WithDetails("state", st)
 	}
 	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
@@ -324,7 +324,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 	}
 	// A closed session answers at once; any other state is checked again under the run lock, so a
 	// stop or cancel that arrives during a rotation waits for it instead of failing.
-	if doc := ls.snapshot(); doc.Closed() {
+	if doc := ls.docCopy(); doc.Closed() {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", doc.State, to).WithDetails("state", doc.State)
 	}
 	if to == carryover.StateCancelled {
@@ -340,7 +340,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; !carryover.CanMove(st, to) {
+	if st := ls.docCopy().State; !carryover.CanMove(st, to) {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", st, to).WithDetails("state", st)
 	}
 	payload := map[string]any{"reason": reason}

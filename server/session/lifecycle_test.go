@@ -116,7 +116,10 @@ func TestGetUnknown(t *testing.T) {
 		"pause":  func() error { _, err := s.Pause(context.Background(), "nope"); return err },
 		"patch":  func() error { _, err := s.Patch(context.Background(), "nope", nil); return err },
 		"delete": func() error { return s.Delete(context.Background(), "nope") },
-		"exec":   func() error { _, err := s.Exec(context.Background(), "nope", ExecRequest{Command: "true"}); return err },
+		"exec": func() error {
+			_, err := s.RunCommand(context.Background(), "nope", CommandRequest{Command: "true"})
+			return err
+		},
 		"events": func() error { _, err := s.Events(context.Background(), "nope", 0, 10, ""); return err },
 	} {
 		if err := call(); carryover.ErrorCode(err) != carryover.CodeNotFound {
@@ -179,7 +182,7 @@ func TestPauseResume(t *testing.T) {
 	_, err := s.Pause(ctx, "p")
 	wantCode(t, err, carryover.CodeConflict)
 	// A shell command starts a pending session (no kernel needed).
-	if _, err := s.Exec(ctx, "p", ExecRequest{Command: "true"}); err != nil {
+	if _, err := s.RunCommand(ctx, "p", CommandRequest{Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := s.Pause(ctx, "p")
@@ -189,7 +192,7 @@ func TestPauseResume(t *testing.T) {
 	if doc.RunningSince != nil {
 		t.Error("paused session still has its duration clock running")
 	}
-	_, err = s.Exec(ctx, "p", ExecRequest{Command: "true"})
+	_, err = s.RunCommand(ctx, "p", CommandRequest{Command: "true"})
 	wantCode(t, err, carryover.CodeSessionPaused)
 	_, err = s.Pause(ctx, "p")
 	wantCode(t, err, carryover.CodeConflict)
@@ -231,7 +234,7 @@ func TestStopAndCancelWithoutKernel(t *testing.T) {
 			}
 			_, err = tc.end(s, "e")
 			wantCode(t, err, carryover.CodeConflict)
-			_, err = s.Exec(ctx, "e", ExecRequest{Command: "true"})
+			_, err = s.RunCommand(ctx, "e", CommandRequest{Command: "true"})
 			wantCode(t, err, carryover.CodeSessionClosed)
 			_, err = s.Restart(ctx, "e")
 			wantCode(t, err, carryover.CodeSessionClosed)
@@ -260,7 +263,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	ctx := context.Background()
 	s, store, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "d"})
-	if _, err := s.Exec(ctx, "d", ExecRequest{Command: "true"}); err != nil {
+	if _, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "d"); err != nil {

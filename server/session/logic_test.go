@@ -150,7 +150,7 @@ func TestRunRefusalsBeforeKernel(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	_, err := s.Execute(ctx, ExecuteRequest{Language: "ruby", Code: "1"})
+	_, err := s.RunEphemeral(ctx, EphemeralRequest{Language: "ruby", Code: "1"})
 	wantCode(t, err, carryover.CodeInvalid)
 	if doc, _ := s.Get("r"); doc.State != carryover.StatePending {
 		t.Fatalf("a refused run started the session: %s", doc.State)
@@ -233,7 +233,7 @@ func TestReadsWithoutKernel(t *testing.T) {
 	wantCode(t, err, carryover.CodeNotFound)
 
 	// The notebook is the recorded history.
-	if _, err := s.Exec(ctx, "v", ExecRequest{Command: "echo hi"}); err != nil {
+	if _, err := s.RunCommand(ctx, "v", CommandRequest{Command: "echo hi"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Notebook(ctx, "v")

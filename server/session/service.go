@@ -39,10 +39,10 @@ type Service struct {
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
 type liveSession struct {
-	id   string
-	lock fifoLock // one execution at a time, in arrival order
-	hub  hub
-	wsMu sync.Mutex // makes the workspace dir (ensureWorkspace)
+	id          string
+	lock        fifoLock // one execution at a time, in arrival order
+	hub         hub
+	workspaceMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 
 	mu      sync.Mutex // guards the fields below
 	doc     carryover.Session
@@ -207,8 +207,8 @@ func (s *Service) get(id string) (*liveSession, error) {
 	return ls, nil
 }
 
-// snapshot returns a copy of the session document.
-func (ls *liveSession) snapshot() carryover.Session {
+// docCopy returns a copy of the session document (a value: the caller may read it without ls.mu).
+func (ls *liveSession) docCopy() carryover.Session {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc
@@ -282,7 +282,7 @@ func (s *Service) List() []carryover.Session {
 	s.mu.Lock()
 	out := make([]carryover.Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
-		out = append(out, ls.snapshot())
+		out = append(out, ls.docCopy())
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -295,7 +295,7 @@ func (s *Service) Get(id string) (carryover.Session, error) {
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // Close stops the pool and every session's kernel. In-flight runs should have been let finish first.

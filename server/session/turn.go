@@ -69,7 +69,7 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 	if deleted {
 		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
 	}
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	switch {
 	case doc.State == carryover.StatePaused:
 		return carryover.Errorf(carryover.CodeSessionPaused, "session is paused; resume it first")
@@ -114,7 +114,7 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 	if err := s.afterTurn(ctx, ls); err != nil {
 		errs = append(errs, err)
 	}
-	if doc := ls.snapshot(); doc.Sandbox.Skills == carryover.SkillsReadWrite {
+	if doc := ls.docCopy(); doc.Sandbox.Skills == carryover.SkillsReadWrite {
 		if err := s.skills.Sync(ctx, doc.TenantName(), true); err != nil {
 			errs = append(errs, fmt.Errorf("saving the session's changes to /skills: %w", err))
 		}

@@ -6,15 +6,15 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// ExecuteRequest is the body of POST /api/execute.
-type ExecuteRequest struct {
+// EphemeralRequest is the body of POST /api/execute.
+type EphemeralRequest struct {
 	Language       string   `json:"language"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
 }
 
-// Execute runs code in a throwaway session destroyed at once: nothing is saved or kept.
-func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, error) {
+// RunEphemeral runs code (POST /api/execute) in a throwaway session destroyed at once: nothing is saved or kept.
+func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunResult, error) {
 	if err := carryover.ValidateLanguage(req.Language); err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	res, err := s.execute(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
+	res, err := s.runCode(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

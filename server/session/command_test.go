@@ -28,7 +28,7 @@ func TestExecArgv(t *testing.T) {
 		{cmd: 42.0, bad: true},
 		{cmd: nil, bad: true},
 	} {
-		got, err := ExecRequest{Command: tc.cmd}.argv()
+		got, err := CommandRequest{Command: tc.cmd}.argv()
 		if tc.bad {
 			if carryover.ErrorCode(err) != carryover.CodeInvalid || carryover.ErrorOf(err).Details["field"] != "command" {
 				t.Errorf("argv(%#v) = %v, %v; want invalid command", tc.cmd, got, err)
@@ -77,7 +77,7 @@ func TestCappedBuffer(t *testing.T) {
 
 func TestExecEnv(t *testing.T) {
 	doc := carryover.Session{AgentContext: carryover.AgentContext{EnvVars: map[string]string{"A": "1", "B": "2"}}}
-	got := execEnv(doc, ExecRequest{Env: map[string]string{"B": "3", "C": "4"}})
+	got := execEnv(doc, CommandRequest{Env: map[string]string{"B": "3", "C": "4"}})
 	if len(got) != 3 || got["A"] != "1" || got["B"] != "3" || got["C"] != "4" {
 		t.Fatalf("execEnv = %v: the request's vars go over the session's", got)
 	}
@@ -103,7 +103,7 @@ func TestExecRunsAndRecords(t *testing.T) {
 	if _, err := s.PatchContext(ctx, "x", ContextRequest{EnvVars: map[string]string{"S": "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Exec(ctx, "x", ExecRequest{Command: []any{"ls", "dir x"}, WorkingDir: "/workspace/sub", Env: map[string]string{"R": "2"}})
+	res, err := s.RunCommand(ctx, "x", CommandRequest{Command: []any{"ls", "dir x"}, WorkingDir: "/workspace/sub", Env: map[string]string{"R": "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestExecRefusals(t *testing.T) {
 	ctx := context.Background()
 	s, _, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	for name, req := range map[string]ExecRequest{
+	for name, req := range map[string]CommandRequest{
 		"timeout":  {Command: "true", TimeoutSeconds: ptr(0.0)},
 		"too long": {Command: "true", TimeoutSeconds: ptr(601.0)},
 		"env name": {Command: "true", Env: map[string]string{"A=B": "1"}},
@@ -143,7 +143,7 @@ func TestExecRefusals(t *testing.T) {
 		"dotdot":   {Command: "true", WorkingDir: "../etc"},
 		"outside":  {Command: "true", WorkingDir: "/etc"},
 	} {
-		if _, err := s.Exec(ctx, "x", req); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		if _, err := s.RunCommand(ctx, "x", req); carryover.ErrorCode(err) != carryover.CodeInvalid {
 			t.Errorf("%s: %v, want invalid_request", name, err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestExecTimeoutKillsCommand(t *testing.T) {
 	p := mock.Hanging()
 	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) { return p, nil }
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	res, err := s.Exec(context.Background(), "x", ExecRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05)})
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05)})
 	wantCode(t, err, carryover.CodeTimeout)
 	if carryover.ErrorOf(err).Result != res || res == nil || !res.TimedOut || res.ExitCode != 128+9 {
 		t.Fatalf("answer %+v with the error's result %v", res, carryover.ErrorOf(err).Result)
@@ -175,7 +175,7 @@ func TestExecCommandNotFound(t *testing.T) {
 		return nil, &kernel.StartError{Argv0: "nope", Err: errors.New("exec: nope: not found")}
 	}
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	res, err := s.Exec(context.Background(), "x", ExecRequest{Command: []any{"nope"}})
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: []any{"nope"}})
 	if err != nil || res.ExitCode != 127 || !strings.Contains(res.Stderr, "not found") {
 		t.Fatalf("Exec = %+v, %v; want exit 127 with the reason", res, err)
 	}
@@ -185,7 +185,7 @@ func TestExecRecordFailureIsInTheAnswer(t *testing.T) {
 	s, store, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	store.InsertExecutionFn = func(context.Context, carryover.Execution) (int64, error) { return 0, errors.New("db gone") }
-	res, err := s.Exec(context.Background(), "x", ExecRequest{Command: "true"})
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,11 @@ func TestBudgetIterationLimit(t *testing.T) {
 	s, store, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "b", Budget: &carryover.Budget{IterationLimit: 5}})
 	for i := 0; i < 5; i++ {
-		if _, err := s.Exec(ctx, "b", ExecRequest{Command: "true"}); err != nil {
+		if _, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"}); err != nil {
 			t.Fatalf("exec %d: %v", i+1, err)
 		}
 	}
-	_, err := s.Exec(ctx, "b", ExecRequest{Command: "true"})
+	_, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"})
 	wantCode(t, err, carryover.CodeBudgetExceeded)
 	if d := carryover.ErrorOf(err).Details; d["limit"] != "iteration_limit" || d["value"] != 5.0 || d["consumed"] != 5.0 {
 		t.Errorf("details = %v", d)
@@ -234,11 +234,11 @@ func TestBudgetCostCap(t *testing.T) {
 	prov.CommandFn = echo(0, 2*time.Second) // 20 cents a command
 	mustCreate(t, s, CreateRequest{SessionID: "c", Budget: &carryover.Budget{CostCapCents: 30}})
 	for i := 0; i < 2; i++ {
-		if _, err := s.Exec(ctx, "c", ExecRequest{Command: "true"}); err != nil {
+		if _, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"}); err != nil {
 			t.Fatalf("exec %d: %v", i+1, err)
 		}
 	}
-	_, err := s.Exec(ctx, "c", ExecRequest{Command: "true"})
+	_, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"})
 	wantCode(t, err, carryover.CodeBudgetExceeded)
 	if l := carryover.ErrorOf(err).Details["limit"]; l != "cost_cap_cents" {
 		t.Fatalf("limit = %v", l)
