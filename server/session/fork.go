@@ -42,8 +42,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	if newID == "" {
 		newID = randomID("sess_")
 	}
-	if !carryover.SessionIDPattern.MatchString(newID) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
+	if err := carryover.ValidateSessionID(newID); err != nil {
+		return carryover.Session{}, err
 	}
 	if _, err := s.get(newID); err == nil {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)

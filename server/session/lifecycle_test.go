@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/mock"
@@ -344,4 +345,56 @@ func mustLive(t *testing.T, s *Service, id string) *liveSession {
 		t.Fatal(err)
 	}
 	return ls
+}
+
+func TestForkRefusals(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "src"})
+	mustCreate(t, s, CreateRequest{SessionID: "taken"})
+	_, err := s.Fork(ctx, "src", ForkRequest{SessionID: "bad/id"})
+	wantCode(t, err, carryover.CodeInvalid)
+	_, err = s.Fork(ctx, "src", ForkRequest{SessionID: "taken"})
+	wantCode(t, err, carryover.CodeConflict)
+	_, err = s.Fork(ctx, "src", ForkRequest{}) // never checkpointed
+	wantCode(t, err, carryover.CodeConflict)
+	_, err = s.Fork(ctx, "src", ForkRequest{CheckpointID: "ckpt_nope"})
+	wantCode(t, err, carryover.CodeNotFound)
+	_, err = s.Fork(ctx, "nope", ForkRequest{})
+	wantCode(t, err, carryover.CodeNotFound)
+	if n := len(s.List()); n != 2 {
+		t.Fatalf("%d sessions after refused forks, want 2", n)
+	}
+}
+
+func TestForkDocCopiesSettingsNotUse(t *testing.T) {
+	now := time.Now().UTC()
+	src := carryover.Session{ID: "a", Name: "n", ClientID: "c", State: carryover.StateRunning, Tenant: "t",
+		Data: map[string]any{"k": map[string]any{"deep": 1.0}}, Budget: carryover.Budget{IterationLimit: 3},
+		BudgetConsumed: carryover.BudgetConsumed{Iterations: 2}, ExecutionCount: 7,
+		AgentContext: carryover.AgentContext{WorkingDir: "/workspace/x", EnvVars: map[string]string{"A": "1"}}}
+	d := forkDoc(src, "b", now)
+	if d.ID != "b" || d.Name != "n" || d.ClientID != "" || d.State != carryover.StatePending || d.Tenant != "t" {
+		t.Fatalf("fork = %+v", d)
+	}
+	if d.Budget.IterationLimit != 3 || d.BudgetConsumed.Iterations != 0 || d.AgentContext.WorkingDir != "/workspace/x" {
+		t.Fatalf("fork budget %+v used %+v context %+v", d.Budget, d.BudgetConsumed, d.AgentContext)
+	}
+	d.Data["k"].(map[string]any)["deep"] = 2.0
+	d.AgentContext.EnvVars["A"] = "2"
+	if src.Data["k"].(map[string]any)["deep"] != 1.0 || src.AgentContext.EnvVars["A"] != "1" {
+		t.Fatal("the fork shares maps with its source")
+	}
+}
+
+func TestAddCostRecomputesCents(t *testing.T) {
+	s, _, _ := testService(t, func(c *Config) { c.CPUSecondCents = 0.5; c.GiBHourCents = 10 })
+	mustCreate(t, s, CreateRequest{SessionID: "c"})
+	ls := mustLive(t, s, "c")
+	s.addCost(context.Background(), ls, 4, 0.25)
+	s.addCost(context.Background(), ls, 2, 0)
+	c := ls.docCopy().BudgetConsumed
+	if c.CPUSeconds != 6 || c.MemoryGiBHours != 0.25 || c.CostCents != 6*0.5+0.25*10 {
+		t.Fatalf("consumed = %+v", c)
+	}
 }
