@@ -143,6 +143,20 @@ func (s Session) View() Session {
 	return s
 }
 
+// Recovered is the document as a server that loads it from the store must hold it: no kernel runs
+// for it there yet (after a restart, or on the node that just took it over), so a rotation that was
+// under way is over (running) and a live or starting sandbox is hibernated (its next use wakes it
+// from the last checkpoint).
+func (s Session) Recovered() Session {
+	if s.State == StateRotating {
+		s.State = StateRunning
+	}
+	if s.Sandbox.Status == SandboxLive || s.Sandbox.Status == SandboxStarting {
+		s.Sandbox.Status = SandboxHibernated
+	}
+	return s
+}
+
 // TenantName is the session's tenant; sessions from before tenants existed belong to the default one.
 func (s *Session) TenantName() string {
 	if s.Tenant == "" {

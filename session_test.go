@@ -81,3 +81,23 @@ func TestTenantName(t *testing.T) {
 		t.Fatal("TenantName")
 	}
 }
+
+func TestRecovered(t *testing.T) {
+	for _, tc := range []struct{ state, sandbox, wantState, wantSandbox string }{
+		{StateRotating, SandboxLive, StateRunning, SandboxHibernated},
+		{StateRunning, SandboxStarting, StateRunning, SandboxHibernated},
+		{StatePaused, SandboxLive, StatePaused, SandboxHibernated},
+		{StatePending, SandboxNone, StatePending, SandboxNone},
+		{StateCompleted, SandboxNone, StateCompleted, SandboxNone},
+		{StateRunning, SandboxHibernated, StateRunning, SandboxHibernated},
+	} {
+		in := Session{State: tc.state, Sandbox: Sandbox{Status: tc.sandbox}}
+		got := in.Recovered()
+		if got.State != tc.wantState || got.Sandbox.Status != tc.wantSandbox {
+			t.Errorf("%s/%s recovered as %s/%s", tc.state, tc.sandbox, got.State, got.Sandbox.Status)
+		}
+		if in.State != tc.state {
+			t.Error("Recovered changed its receiver")
+		}
+	}
+}

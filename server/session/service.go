@@ -182,13 +182,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		if doc.State == carryover.StateRotating {
-			doc.State = carryover.StateRunning
-		}
-		if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
-			doc.Sandbox.Status = carryover.SandboxHibernated
-		}
-		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc}
+		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))

@@ -29,6 +29,9 @@ func testConfig(t *testing.T) Config {
 	}
 }
 
+// testSpec is a kernelspec no kernel can start from: unit tests never need one.
+var testSpec = &kernel.Spec{Name: "python3", Argv: []string{"/nonexistent/python", "-f", "{connection_file}"}}
+
 // testService builds a Service on a mock store and a mock provisioner: no SQLite, no Python, no
 // kernel (the kernelspec is given, the pool is empty). edit, when not nil, changes the config first.
 func testService(t *testing.T, edit func(*Config)) (*Service, *mock.Store, *mock.Provisioner) {
@@ -45,8 +48,7 @@ func testServiceOn(t *testing.T, store *mock.Store, prov *mock.Provisioner, edit
 		edit(&cfg)
 	}
 	s, err := NewService(context.Background(), Options{Config: cfg, Store: store, Provisioner: prov,
-		Spec:   &kernel.Spec{Name: "python3", Argv: []string{"/nonexistent/python", "-f", "{connection_file}"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Spec: testSpec, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
