@@ -244,3 +244,19 @@ func TestBudgetCostCap(t *testing.T) {
 		t.Fatalf("limit = %v", l)
 	}
 }
+
+func TestBudgetDurationLimitCountsRunningTimeOnly(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "d", Budget: &carryover.Budget{DurationLimitSeconds: 0.1}})
+	time.Sleep(150 * time.Millisecond) // pending: the clock does not run
+	if _, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}); err != nil {
+		t.Fatalf("the first command (the session was pending): %v", err)
+	}
+	time.Sleep(150 * time.Millisecond) // running: it does
+	_, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"})
+	wantCode(t, err, carryover.CodeBudgetExceeded)
+	if l := carryover.ErrorOf(err).Details["limit"]; l != "duration_limit_seconds" {
+		t.Fatalf("limit = %v", l)
+	}
+}

@@ -236,8 +236,7 @@ func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn
 	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		from = d.State
 		if !carryover.CanMove(d.State, to) {
-			return carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", d.State, to).
-				WithDetails("state", d.State, "requested", to)
+			return carryover.MoveError(d.State, to)
 		}
 		d.SetState(to, time.Now().UTC())
 		d.LastActivity = time.Now().UTC()
