@@ -16,7 +16,8 @@ type Event struct {
 }
 
 // Event types: shared/API.md's and carryover's own (session_hibernated, session_forked,
-// checkpoint_failed, sandbox_limit_exceeded).
+// checkpoint_failed, sandbox_limit_exceeded, kernel_restarted). Emit them by these names, never by
+// string literal.
 const (
 	EventSessionStarted       = "session_started"
 	EventSessionPaused        = "session_paused"
@@ -43,4 +44,5 @@ const (
 	EventHeartbeat            = "heartbeat"
 	EventKernelDied           = "kernel_died"
 	EventVariablesSkipped     = "variables_skipped"
+	EventKernelRestarted      = "kernel_restarted" // Jupyter's restart (a fresh kernel, an empty namespace): {"fresh": true}
 )

@@ -24,6 +24,13 @@ const (
 	SandboxHibernated = "hibernated"
 )
 
+// Skills modes of a session (Sandbox.Skills): a session reads its tenant's skills at /skills, and
+// writes them only when created with "rw".
+const (
+	SkillsReadOnly  = "ro"
+	SkillsReadWrite = "rw"
+)
+
 // DefaultTenant owns sessions made with auth.token and those from before tenants existed.
 const DefaultTenant = "default"
 
@@ -133,6 +140,20 @@ func (s Session) View() Session {
 		s.BudgetConsumed.DurationSeconds += time.Since(*s.RunningSince).Seconds()
 	}
 	s.BudgetWarned = nil
+	return s
+}
+
+// Recovered is the document as a server that loads it from the store must hold it: no kernel runs
+// for it there yet (after a restart, or on the node that just took it over), so a rotation that was
+// under way is over (running) and a live or starting sandbox is hibernated (its next use wakes it
+// from the last checkpoint).
+func (s Session) Recovered() Session {
+	if s.State == StateRotating {
+		s.State = StateRunning
+	}
+	if s.Sandbox.Status == SandboxLive || s.Sandbox.Status == SandboxStarting {
+		s.Sandbox.Status = SandboxHibernated
+	}
 	return s
 }
 

@@ -22,6 +22,14 @@ type EnvDiff struct {
 
 func (e *EnvDiff) empty() bool { return e == nil || (len(e.Set) == 0 && len(e.Unset) == 0) }
 
+// CallAgent runs one operation of the in-kernel agent with args (marshalled to JSON) and decodes its
+// JSON answer into out. It is how the session service asks a kernel for anything besides checkpoints
+// (set-up, env vars, output guard, variable list: carryover_agent/kernelops.py): it sends data, the
+// code is the agent's.
+func CallAgent(ctx context.Context, ex Executor, op string, args, out any) error {
+	return callAgent(ctx, ex, op, args, out)
+}
+
 // callAgent runs one agent operation (see the spool protocol in checkpoint_spool.go) and decodes its
 // JSON answer into out. The answer comes back as the text/plain of a user expression: the agent's
 // JSONText repr is the raw JSON, so no Python-side quoting has to be undone.

@@ -9,6 +9,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/server/cluster"
+	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/session"
 )
 
@@ -34,7 +35,7 @@ func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store
 	if token == "" {
 		token = cfg.Auth.Token
 	}
-	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log,
+	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log, StatusOf: httpapi.StatusOf,
 		Heartbeat: configs.Seconds(cfg.Cluster.HeartbeatSeconds), TTL: configs.Seconds(cfg.Cluster.TTLSeconds)})
 	if err := n.Start(ctx); err != nil {
 		return nil, nil, fmt.Errorf("cluster: %w", err)

@@ -33,7 +33,7 @@ func claimDataDir(cfg *configs.Config) (*dataDirLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := session.PrepareDirs(cfg); err != nil {
+	if err := session.PrepareDirs(sessionConfig(cfg)); err != nil {
 		lock.release()
 		return nil, err
 	}

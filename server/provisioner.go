@@ -11,14 +11,13 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/server/session"
 )
 
 // newProvisioner picks where kernels and exec commands run: kernel/sandbox's bubblewrap boxes when
 // sandbox.enabled and they can run here, else plain local processes (loudly, when the sandbox was
 // wanted). Bad limit values in the config are an error.
 func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, error) {
-	local := &kernel.LocalProvisioner{SpoolRoot: session.SpoolDir(cfg)}
+	local := &kernel.LocalProvisioner{SpoolRoot: sessionConfig(cfg).Spool()}
 	if !cfg.Sandbox.Enabled {
 		log.Warn("sandbox disabled (sandbox.enabled=false): kernels and exec commands run as plain processes with the server's privileges")
 		return local, nil
@@ -81,7 +80,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 // sandboxConfig parses the sandbox section's limits and ceilings, and the size of each box's /tmp.
 func sandboxConfig(cfg *configs.Config, log *slog.Logger) (sandbox.ProvisionerConfig, int64, error) {
 	c := cfg.Sandbox
-	pc := sandbox.ProvisionerConfig{SpoolDir: session.SpoolDir(cfg), Logger: log}
+	pc := sandbox.ProvisionerConfig{SpoolDir: sessionConfig(cfg).Spool(), Logger: log}
 	var err error
 	parse := func(key string, e error) {
 		if e != nil && err == nil {

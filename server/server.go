@@ -95,7 +95,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		p.Store = store
 	}
-	svc, err := session.NewService(ctx, session.Options{Config: cfg, Store: p.Store, Provisioner: p.Provisioner, Logger: log})
+	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

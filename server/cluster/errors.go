@@ -7,13 +7,14 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// writeError answers in the API's error shape. The status of not_owner is 421 Misdirected Request;
-// other codes here are internal (the API's statusOf is the mapping for everything it answers).
-func writeError(w http.ResponseWriter, err error) {
+// writeError answers in the API's error shape, with the status the API's one mapping gives the
+// code (Options.StatusOf: httpapi.StatusOf, handed in by the assembly as the Jupyter front door gets
+// it), so a code has one status whichever layer answers it.
+func (n *Node) writeError(w http.ResponseWriter, err error) {
 	e := carryover.ErrorOf(err)
 	status := http.StatusInternalServerError
-	if e.Code == carryover.CodeNotOwner {
-		status = http.StatusMisdirectedRequest
+	if n.o.StatusOf != nil {
+		status = n.o.StatusOf(e.Code)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

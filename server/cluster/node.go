@@ -35,7 +35,10 @@ type Options struct {
 	Heartbeat time.Duration // between heartbeats
 	TTL       time.Duration // how long a heartbeat keeps the node alive for the others
 	Token     string        // authenticates node-to-node hops
-	Logger    *slog.Logger
+	// StatusOf maps an error code to the HTTP status the node answers it with (httpapi.StatusOf: the
+	// one mapping); nil answers every error 500.
+	StatusOf func(carryover.Code) int
+	Logger   *slog.Logger
 }
 
 // Node is this server's membership of the cluster.

@@ -43,11 +43,11 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 		owner, local, err := n.route(r.Context(), id)
 		switch {
 		case err != nil && !errors.Is(err, carryover.ErrNotOwner):
-			writeError(w, err)
+			n.writeError(w, err)
 		case local:
 			next.ServeHTTP(w, r)
 		case r.Header.Get(HopHeader) != "" || owner.Addr == "":
-			writeError(w, notOwner(id, owner))
+			n.writeError(w, notOwner(id, owner))
 		default:
 			n.proxy(w, r, id, owner)
 		}
@@ -110,7 +110,7 @@ func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, err
 func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner carryover.Owner) {
 	target, err := url.Parse(owner.Addr)
 	if err != nil {
-		writeError(w, notOwner(id, owner))
+		n.writeError(w, notOwner(id, owner))
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -127,7 +127,7 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner ca
 		FlushInterval: -1, // stream as it comes (runs print progressively)
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			n.log.Warn("proxy to owner failed", "session", id, "owner", owner.Node, "err", err)
-			writeError(w, notOwner(id, owner))
+			n.writeError(w, notOwner(id, owner))
 		},
 	}
 	rp.ServeHTTP(w, r)

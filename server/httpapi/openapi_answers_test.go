@@ -42,7 +42,7 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 	run := &session.RunResult{SessionID: "s1", ExecutionCount: 3, Status: "error", Result: str("2"), Outputs: outputs,
 		Error: &session.RunError{EName: "E", EValue: "v", Traceback: []string{"t"}}, OutputTruncated: 1, Checkpoint: cp, CheckpointError: "e", RecordError: "e"}
 	bare := &session.RunResult{Status: "ok", Outputs: []kernel.Output{}}
-	execRes := &session.ExecResult{Stdout: "o", ExitCode: 1, TimedOut: true, StdoutDropped: 1, StderrDropped: 1, RecordError: "e"}
+	execRes := &session.CommandResult{Stdout: "o", ExitCode: 1, TimedOut: true, StdoutDropped: 1, StderrDropped: 1, RecordError: "e"}
 	runJSON, _ := json.Marshal(run)
 	execJSON, _ := json.Marshal(execRes)
 	restore := carryover.RestoreResult{CheckpointID: "cp", Turn: 1, Restored: []string{"a"}, Groups: []carryover.GroupTiming{{Names: []string{"a"}, MS: 1}}}

@@ -26,12 +26,12 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
-	var req session.ExecRequest
+	var req session.CommandRequest
 	if err := a.decode(w, r, &req, false); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.svc.Exec(r.Context(), r.PathValue("id"), req)
+	res, err := a.svc.RunCommand(r.Context(), r.PathValue("id"), req)
 	a.reply(w, r, 200, res, err)
 }
 
@@ -54,11 +54,11 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) execute(w http.ResponseWriter, r *http.Request) {
-	var req session.ExecuteRequest
+	var req session.EphemeralRequest
 	if err := a.decode(w, r, &req, false); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.svc.Execute(r.Context(), req)
+	res, err := a.svc.RunEphemeral(r.Context(), req)
 	a.reply(w, r, 200, res, err)
 }

@@ -359,7 +359,7 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
-	res, err := t.svc.Exec(ctx, in.SessionID, session.ExecRequest{Command: in.Command, WorkingDir: in.WorkingDir})
+	res, err := t.svc.RunCommand(ctx, in.SessionID, session.CommandRequest{Command: in.Command, WorkingDir: in.WorkingDir})
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}

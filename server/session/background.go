@@ -35,7 +35,7 @@ func (s *Service) StartBackground() {
 			}
 			s.sampleCosts(ctx)
 			s.rotateDue(ctx)
-			if iv := secs(s.cfg.Cull.IntervalSeconds); s.cfg.Cull.IdleSeconds > 0 && time.Since(lastCull) >= iv {
+			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)
 			}
@@ -46,7 +46,7 @@ func (s *Service) StartBackground() {
 // tickEvery is the loop period: fine enough for second-level rotation deadlines.
 func (s *Service) tickEvery() time.Duration {
 	d := 500 * time.Millisecond
-	if iv := secs(s.cfg.Cull.IntervalSeconds); iv > 0 && iv < d {
+	if iv := s.cfg.CullInterval; iv > 0 && iv < d {
 		d = iv
 	}
 	return d
@@ -70,7 +70,7 @@ func (s *Service) liveSessions() []*liveSession {
 // kernel's age only grows while the session is not paused.
 func (s *Service) rotateDue(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
-		doc := ls.snapshot()
+		doc := ls.docCopy()
 		if doc.State != carryover.StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
 			continue
 		}
@@ -93,7 +93,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 				return
 			}
 			defer ls.lock.Unlock()
-			if st := ls.snapshot().State; st != carryover.StateRunning || ls.currentKernel() == nil {
+			if st := ls.docCopy().State; st != carryover.StateRunning || ls.currentKernel() == nil {
 				return
 			}
 			if _, err := s.rotateLocked(ctx, ls, "sandbox timeout"); err != nil {
@@ -118,9 +118,9 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 // cullIdle hibernates sessions idle for cull.idle_seconds: checkpoint, then stop the kernel. The
 // session stays running; its next run restores it transparently.
 func (s *Service) cullIdle(ctx context.Context) {
-	idle := secs(s.cfg.Cull.IdleSeconds)
+	idle := s.cfg.CullIdle
 	for _, ls := range s.liveSessions() {
-		doc := ls.snapshot()
+		doc := ls.docCopy()
 		if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
 			continue
 		}
@@ -129,7 +129,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 		}
 		func() {
 			defer ls.lock.Unlock()
-			doc := ls.snapshot()
+			doc := ls.docCopy()
 			if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle {
 				return
 			}
@@ -152,13 +152,13 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; st != carryover.StateRunning {
+	if st := ls.docCopy().State; st != carryover.StateRunning {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
 	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, "requested"); err != nil {
 		return carryover.Session{}, err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // hibernateLocked saves the session and stops its kernel. Caller holds ls.lock.
@@ -175,6 +175,6 @@ func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason s
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.emit(ctx, ls, "session_hibernated", map[string]any{"checkpoint_id": res.ID, "reason": reason})
+	s.emit(ctx, ls, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 // checkBudget refuses a run or exec when any limit is reached (402 budget_exceeded). Caller holds ls.lock.
 func (s *Service) checkBudget(ctx context.Context, ls *liveSession) error {
-	doc := ls.snapshot().View()
+	doc := ls.docCopy().View()
 	l, over := doc.Budget.Exceeded(doc.BudgetConsumed)
 	if !over {
 		return nil

@@ -60,12 +60,7 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 	if err := json.Unmarshal(r.Doc, &doc); err != nil {
 		return fmt.Errorf("session %q: document unreadable: %w", id, err)
 	}
-	if doc.State == carryover.StateRotating {
-		doc.State = carryover.StateRunning
-	}
-	if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
-		doc.Sandbox.Status = carryover.SandboxHibernated
-	}
+	doc = doc.Recovered()
 	doc.OwnerNode = s.ownerNode()
 	s.Evict(id)
 	s.mu.Lock()
@@ -124,7 +119,7 @@ func lostDuring(ls *liveSession, res *RunResult) error {
 // ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is
 // then left out of the session JSON).
 func (s *Service) ownerNode() *string {
-	if id := s.cfg.ClusterNodeID(); id != "" {
+	if id := s.cfg.NodeID; id != "" {
 		return &id
 	}
 	return nil

@@ -100,7 +100,7 @@ func (s *Service) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
 	c := &d.BudgetConsumed
 	c.CPUSeconds += cpu
 	c.MemoryGiBHours += gibHours
-	c.CostCents = carryover.CostCents(*c, s.cfg.Cost.CPUSecondCents, s.cfg.Cost.GiBHourCents)
+	c.CostCents = carryover.CostCents(*c, s.cfg.CPUSecondCents, s.cfg.GiBHourCents)
 }
 
 // sampleCosts samples every live kernel (the background loop).

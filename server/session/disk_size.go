@@ -32,7 +32,7 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 		return bad("%q is below the smallest disk, %s", req.Disk, kernel.FormatMemory(minDisk))
 	}
 	if max := s.maxDisk(); max > 0 && size > max {
-		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", s.cfg.Sandbox.MaxDisk)
+		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", s.cfg.MaxDisk)
 	}
 	sb.Disk = req.Disk
 	return nil
@@ -41,7 +41,7 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 // maxDisk is sandbox.max_disk in bytes (0: no ceiling; a bad value is refused at start-up by Validate
 // of the provisioner's config, and counts as no ceiling here).
 func (s *Service) maxDisk() int64 {
-	n, err := kernel.ParseMemory(s.cfg.Sandbox.MaxDisk)
+	n, err := kernel.ParseMemory(s.cfg.MaxDisk)
 	if err != nil {
 		return 0
 	}
@@ -54,7 +54,7 @@ func (s *Service) diskSize(id string) int64 {
 	if err != nil {
 		return 0
 	}
-	n, err := kernel.ParseMemory(ls.snapshot().Sandbox.Disk)
+	n, err := kernel.ParseMemory(ls.docCopy().Sandbox.Disk)
 	if err != nil {
 		return 0
 	}

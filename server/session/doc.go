@@ -1,12 +1,21 @@
 // Package session is carryover's session service: it owns the sessions (their documents, kernels,
 // run locks and streams), composes kernels (kernel/) with checkpoints (persistence/) over the store
-// interfaces of the domain package, and is what every front door calls.
+// interfaces of the domain package, and is what every front door calls. It takes plain values
+// (Config, built by the assembly), never the config loader.
 //
-// Files: service.go (the service and a session's live state), lifecycle.go (create, start, pause,
-// resume, stop, cancel, heartbeat, reattach), turn.go (the pipeline every run and exec goes
-// through), run.go (running cells), exec.go (shell commands), kernels.go (a session's kernel:
-// claim, prepare, restore, death, checkpoint), rotate.go and background.go (rotation, idle
-// hibernation, cost sampling), budget.go and cost.go, ops.go (context, interrupt, restart,
-// checkpoints, tools), files.go, stream.go/hub.go/frames.go (what subscribers receive), records.go
-// (events, executions and tools for front doors).
+// Files: service.go (the service and a session's live state), config.go (what it needs of the
+// configuration), lifecycle.go (create, start, pause, resume, stop, cancel, heartbeat, reattach),
+// turn.go (the pipeline every run and shell command goes through), run.go (a turn that runs a
+// cell: Run) with run_cell.go (one cell with a deadline), run_collect.go (the answer) and
+// run_active.go (the run as clients see it), command.go (a turn that runs a shell command:
+// RunCommand), ephemeral.go (a cell in a throwaway kernel: RunEphemeral), kernels.go (a session's
+// kernel: claim, prepare, restore, death, checkpoint), agentops.go (the agent ops the service calls
+// besides checkpoints), setup.go (a set-up riding on the first cell), control.go (interrupt,
+// restart), context.go, checkpoints.go, complete.go, tools.go, variables.go, notebook.go (package
+// nbformat converts), skills.go (package skills keeps them), rotate.go and background.go (rotation,
+// idle hibernation, cost sampling), budget.go and cost.go, files.go, fork.go, sandbox.go, disk*.go,
+// stream.go/hub.go/frames.go (what subscribers receive), records.go (events, executions and tools
+// for front doors), cluster.go and list_cluster.go (a node of a cluster).
+//
+// Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session

@@ -47,12 +47,22 @@ func fileErr(p string, err error) error {
 		// must be (or the reverse), a symlink loop.
 		return carryover.Errorf(carryover.CodeInvalid, "path %q cannot be used: %v", p, unwrapPathErr(err)).WithDetails("path", p)
 	default:
-		var pe *fs.PathError
-		if errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
+		if escapes(err) {
 			return carryover.Errorf(carryover.CodeInvalid, "path %q escapes the workspace", p).WithDetails("path", p)
 		}
 		return err
 	}
+}
+
+// escapes reports whether err is os.Root's refusal to leave the workspace, at any depth: MkdirAll
+// through a symlinked directory wraps it twice ("mkdirat d: statat d: path escapes from parent").
+func escapes(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if pe, ok := err.(*fs.PathError); ok && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
 }
 
 // unwrapPathErr is the errno of a *fs.PathError (without the host path), else err.
@@ -92,7 +102,7 @@ func (s *Service) ListFiles(id string) ([]FileInfo, error) {
 
 // ReadFile opens a workspace file for reading.
 func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +129,7 @@ func (s *Service) ReadFile(id, p string) (*os.File, fs.FileInfo, error) {
 
 // WriteFile writes r to a workspace file (parents created), atomically via a temp file + rename.
 func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -158,7 +168,7 @@ func (s *Service) WriteFile(id, p string, r io.Reader) (FileInfo, error) {
 
 // DeleteFile removes a workspace file.
 func (s *Service) DeleteFile(id, p string) error {
-	rel, err := workspacePath(p)
+	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	if newID == "" {
 		newID = randomID("sess_")
 	}
-	if !carryover.SessionIDPattern.MatchString(newID) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
+	if err := carryover.ValidateSessionID(newID); err != nil {
+		return carryover.Session{}, err
 	}
 	if _, err := s.get(newID); err == nil {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
@@ -52,7 +52,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	ls, err := s.reserveFork(ctx, forkDoc(src.snapshot(), newID, time.Now().UTC()))
+	ls, err := s.reserveFork(ctx, forkDoc(src.docCopy(), newID, time.Now().UTC()))
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -66,8 +66,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 	s.emit(ctx, src, carryover.EventSessionForked, map[string]any{"session_id": newID, "checkpoint_id": cid,
 		"role": "source"})
 	s.emit(ctx, ls, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
-		"role": "fork", "new_checkpoint_id": ls.snapshot().LastCheckpoint.ID})
-	return ls.snapshot(), nil
+		"role": "fork", "new_checkpoint_id": ls.docCopy().LastCheckpoint.ID})
+	return ls.docCopy(), nil
 }
 
 // forkCheckpointID is the checkpoint to fork: the one asked for (which must be the source's), or

@@ -83,7 +83,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	res := &RunResult{SessionID: ls.id, Status: "error", Outputs: []kernel.Output{}, ride: ride}
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
-	col := &collector{max: s.cfg.Run.MaxOutputBytes, res: res}
+	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
 	shown := s.showRawTurn(ls, hdr.MsgID, c)
 	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) {
 		if col.add(o) && shown != nil {
@@ -95,7 +95,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
 	var runErr error
 	if turn.Died {
-		res.ExecutionCount = ls.snapshot().ExecutionCount
+		res.ExecutionCount = ls.docCopy().ExecutionCount
 		if advance {
 			res.ExecutionCount++
 		}
@@ -232,7 +232,7 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	}
 	defer end()
 	s.releaseKernel(ctx, ls, "jupyter restart")
-	last := ls.snapshot().LastCheckpoint
+	last := ls.docCopy().LastCheckpoint
 	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		d.ExecutionCount, d.LastCheckpoint = 0, nil // no restore into the new kernel
 		return nil
@@ -247,7 +247,7 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	if _, err := s.checkpoint(ctx, ls, k); err != nil {
 		return fmt.Errorf("checkpoint of the restarted kernel: %w", err)
 	}
-	s.emit(ctx, ls, "kernel_restarted", map[string]any{"fresh": true})
+	s.emit(ctx, ls, carryover.EventKernelRestarted, map[string]any{"fresh": true})
 	return nil
 }
 

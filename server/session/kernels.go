@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,12 +13,6 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
-
-// pyStr quotes s as a Python string literal (JSON strings are valid Python literals).
-func pyStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
 func (s *Service) hostPath(id, p string) string {
@@ -61,14 +54,14 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
 		return nil, err
 	}
-	k, err := s.claimKernel(ctx, ls.snapshot(), runEnv)
+	k, err := s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
 	kernelsLive.Inc()
 	baseline := costBaseline(k)
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
 	// before the kernel is pointed at it.
 	if err := s.ensureWorkspace(ctx, ls); err != nil {
@@ -107,10 +100,10 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	err = s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
 	s.logSaveErr(ls, "live sandbox", err)
-	s.emit(ctx, ls, "sandbox_created", map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
+	s.emit(ctx, ls, carryover.EventSandboxCreated, map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
 		"duration_ms": ms(time.Since(start))})
 	if restored != nil {
-		s.emit(ctx, ls, "checkpoint_restored", restored)
+		s.emit(ctx, ls, carryover.EventCheckpointRestored, restored)
 	}
 	go s.watchKernel(ls, k)
 	return k, nil
@@ -120,8 +113,8 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 // checkpoint (a fork before its first use, or a data dir whose workspaces were lost), the files of
 // its latest checkpoint come back into it first, so the first run, exec or file request finds them.
 func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
-	ls.wsMu.Lock()
-	defer ls.wsMu.Unlock()
+	ls.workspaceMu.Lock()
+	defer ls.workspaceMu.Unlock()
 	ws := s.workspace(ls.id)
 	if err := s.checkDiskless(ls.id); err != nil {
 		return err
@@ -132,7 +125,7 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 		}
 		return err
 	}
-	if ls.snapshot().LastCheckpoint != nil {
+	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
 		if s.disks() != nil {
 			materialize = s.materializeOnDisk
@@ -193,19 +186,6 @@ func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, wi
 	return st
 }
 
-// sendSetup applies a set-up with a request of its own, in a throwaway globals dict so the user
-// namespace gains no names.
-func sendSetup(ctx context.Context, k *kernel.Kernel, st kernelSetup) error {
-	env, _ := json.Marshal(st.Env)
-	code := fmt.Sprintf("import os, json\nos.makedirs(%s, exist_ok=True)\nos.chdir(%s)\nos.environ.update(json.loads(%s))\n",
-		pyStr(st.Cwd), pyStr(st.Cwd), pyStr(string(env)))
-	if st.ExecutionCount > 0 {
-		code += fmt.Sprintf("get_ipython().execution_count = %d\n", st.ExecutionCount)
-	}
-	_, err := k.Eval(ctx, fmt.Sprintf(`exec(%s, {})`, pyStr(code)), "")
-	return err
-}
-
 // watchKernel notices a kernel's death between runs, records it and restores the session eagerly.
 func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
 	<-k.Dead()
@@ -233,7 +213,7 @@ func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
 		return // the run that saw the death dealt with it
 	}
 	s.dropDeadKernel(ctx, ls, k)
-	if st := ls.snapshot().State; st == carryover.StateRunning {
+	if st := ls.docCopy().State; st == carryover.StateRunning {
 		if _, err := s.ensureKernel(ctx, ls); err != nil {
 			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
 		}
@@ -259,7 +239,7 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
 	s.noteEnded(ls, k, ls.endedByDeath(k), payload)
-	s.emit(ctx, ls, "kernel_died", payload)
+	s.emit(ctx, ls, carryover.EventKernelDied, payload)
 	s.stopKernel(ctx, k)
 }
 
@@ -275,12 +255,12 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
 	s.noteEnded(ls, k, k.Background(), payload)
 	s.stopKernel(ctx, k)
-	s.emit(ctx, ls, "sandbox_terminated", payload)
+	s.emit(ctx, ls, carryover.EventSandboxTerminated, payload)
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
 func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
-	return s.checkpointWith(ctx, ls, k, ls.snapshot().ExecutionCount, nil, "")
+	return s.checkpointWith(ctx, ls, k, ls.docCopy().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
@@ -321,7 +301,7 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 	ls.lastSkipped = key
 	ls.mu.Unlock()
 	if changed && key != "" {
-		s.emit(ctx, ls, "variables_skipped", map[string]any{"checkpoint_id": res.ID,
+		s.emit(ctx, ls, carryover.EventVariablesSkipped, map[string]any{"checkpoint_id": res.ID,
 			"skipped": res.Skipped, "files_skipped": res.FilesSkipped})
 	}
 	return res, nil

@@ -38,6 +38,21 @@ type SandboxRequest struct {
 	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
 }
 
+// validate checks what a create request names beside its sandbox: the id it will have, the
+// language, the budget.
+func (req CreateRequest) validate(id string) error {
+	if err := carryover.ValidateSessionID(id); err != nil {
+		return err
+	}
+	if err := carryover.ValidateLanguage(req.Language); err != nil {
+		return err
+	}
+	if req.Budget != nil {
+		return req.Budget.Validate()
+	}
+	return nil
+}
+
 func randomID(prefix string) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -50,21 +65,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if id == "" {
 		id = randomID("sess_")
 	}
-	if !carryover.SessionIDPattern.MatchString(id) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "session_id must match %s", carryover.SessionIDPattern.String()).WithDetails("field", "session_id")
-	}
-	switch req.Language {
-	case "", "python", "python3":
-	default:
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
-	}
-	if req.Budget != nil && (req.Budget.CostCapCents < 0 || req.Budget.IterationLimit < 0 || req.Budget.DurationLimitSeconds < 0) {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeInvalid, "budget limits must not be negative").WithDetails("field", "budget")
+	if err := req.validate(id); err != nil {
+		return carryover.Session{}, err
 	}
 	now := time.Now().UTC()
 	doc := carryover.Session{
 		ID: id, Name: req.Name, Language: "python", State: carryover.StatePending,
-		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.Sandbox.TimeoutSeconds, Network: s.cfg.Sandbox.Network},
+		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.SandboxTimeoutSeconds, Network: s.cfg.Network},
 		Data:         req.Data,
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,
@@ -117,7 +124,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Start {
 		return s.Start(ctx, id)
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // applySandboxRequest validates the sandbox settings of a create request and applies them to sb.
@@ -143,9 +150,9 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 		sb.TimeoutSeconds = *req.TimeoutSeconds
 	}
 	switch req.Skills {
-	case "", SkillsReadOnly:
-	case SkillsReadWrite:
-		sb.Skills = SkillsReadWrite
+	case "", carryover.SkillsReadOnly:
+	case carryover.SkillsReadWrite:
+		sb.Skills = carryover.SkillsReadWrite
 	default:
 		return carryover.Errorf(carryover.CodeInvalid, `sandbox.skills must be "ro" or "rw"`).WithDetails("field", "sandbox.skills")
 	}
@@ -229,8 +236,7 @@ func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn
 	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		from = d.State
 		if !carryover.CanMove(d.State, to) {
-			return carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", d.State, to).
-				WithDetails("state", d.State, "requested", to)
+			return carryover.MoveError(d.State, to)
 		}
 		d.SetState(to, time.Now().UTC())
 		d.LastActivity = time.Now().UTC()
@@ -255,11 +261,11 @@ func (s *Service) Start(ctx context.Context, id string) (carryover.Session, erro
 	if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
 		return carryover.Session{}, err
 	}
-	s.emit(ctx, ls, "session_started", nil)
+	s.emit(ctx, ls, carryover.EventSessionStarted, nil)
 	if _, err := s.ensureKernel(ctx, ls); err != nil {
-		return ls.snapshot(), err
+		return ls.docCopy(), err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // Pause keeps the kernel but rejects run/exec until Resume.
@@ -273,7 +279,7 @@ func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, erro
 		ls.mu.Lock()
 		ls.pausedAt = time.Now()
 		ls.mu.Unlock()
-		s.emit(ctx, ls, "session_paused", nil)
+		s.emit(ctx, ls, carryover.EventSessionPaused, nil)
 	}
 	return doc, err
 }
@@ -284,7 +290,7 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	if st := ls.snapshot().State; st != carryover.StatePaused {
+	if st := ls.docCopy().State; st != carryover.StatePaused {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session is %s, not paused", st).WithDetails("state", st)
 	}
 	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
@@ -295,19 +301,19 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 			ls.pausedAt = time.Time{}
 		}
 		ls.mu.Unlock()
-		s.emit(ctx, ls, "session_resumed", nil)
+		s.emit(ctx, ls, carryover.EventSessionResumed, nil)
 	}
 	return doc, err
 }
 
 // Stop completes the session: a final checkpoint is taken, then the kernel stops.
 func (s *Service) Stop(ctx context.Context, id, reason string) (carryover.Session, error) {
-	return s.finish(ctx, id, carryover.StateCompleted, "session_completed", reason, true)
+	return s.finish(ctx, id, carryover.StateCompleted, carryover.EventSessionCompleted, reason, true)
 }
 
 // Cancel force-ends the session without a final checkpoint.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (carryover.Session, error) {
-	return s.finish(ctx, id, carryover.StateCancelled, "session_cancelled", reason, false)
+	return s.finish(ctx, id, carryover.StateCancelled, carryover.EventSessionCancelled, reason, false)
 }
 
 func (s *Service) finish(ctx context.Context, id, to, event, reason string, checkpoint bool) (carryover.Session, error) {
@@ -317,7 +323,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 	}
 	// A closed session answers at once; any other state is checked again under the run lock, so a
 	// stop or cancel that arrives during a rotation waits for it instead of failing.
-	if doc := ls.snapshot(); doc.Closed() {
+	if doc := ls.docCopy(); doc.Closed() {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", doc.State, to).WithDetails("state", doc.State)
 	}
 	if to == carryover.StateCancelled {
@@ -333,7 +339,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if st := ls.snapshot().State; !carryover.CanMove(st, to) {
+	if st := ls.docCopy().State; !carryover.CanMove(st, to) {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "cannot move session from %s to %s", st, to).WithDetails("state", st)
 	}
 	payload := map[string]any{"reason": reason}
@@ -370,7 +376,7 @@ func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, 
 		return nil
 	})
 	if err == nil {
-		s.emit(ctx, ls, "heartbeat", nil)
+		s.emit(ctx, ls, carryover.EventHeartbeat, nil)
 	}
 	return doc, err
 }

@@ -14,7 +14,7 @@ import (
 // live owner of each (nil when nobody serves it now). On one node it is List.
 func (s *Service) ListAll(ctx context.Context) ([]carryover.Session, error) {
 	own, ok := s.store.(carryover.Ownership)
-	if !ok || s.cfg.ClusterNodeID() == "" {
+	if !ok || s.cfg.NodeID == "" {
 		return s.List(), nil
 	}
 	recs, err := s.store.ListSessions(ctx)

@@ -2,18 +2,12 @@ package session
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/nbformat"
 )
 
-// Notebook is the session's history (every recorded run and shell command, oldest first) as an
-// nbformat 4.5 notebook: a run is a code cell with its execution_count and its outputs; a shell
-// command is a `!command` code cell (a `%%bash` cell when it spans lines) with its stdout and stderr
-// as stream outputs and no execution_count (it never went through the kernel).
+// Notebook is the session's history as an nbformat 4.5 notebook (nbformat.FromHistory).
 func (s *Service) Notebook(ctx context.Context, id string) ([]byte, error) {
 	if _, err := s.get(id); err != nil {
 		return nil, err
@@ -22,160 +16,52 @@ func (s *Service) Notebook(ctx context.Context, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cells := make([]nbCell, 0, len(exs))
-	for _, ex := range exs {
-		cells = append(cells, notebookCell(ex))
-	}
-	nb := map[string]any{
-		"nbformat": 4, "nbformat_minor": 5,
-		"metadata": map[string]any{
-			"kernelspec":    map[string]any{"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-			"language_info": map[string]any{"name": "python", "file_extension": ".py", "mimetype": "text/x-python"},
-			"carryover":     map[string]any{"session_id": id},
-		},
-		"cells": cells,
-	}
-	return json.MarshalIndent(nb, "", " ")
+	return nbformat.FromHistory(id, exs)
 }
 
-// nbCell is a code cell of nbformat 4.5.
-type nbCell struct {
-	ID             string           `json:"id"`
-	CellType       string           `json:"cell_type"`
-	Metadata       map[string]any   `json:"metadata"`
-	Source         string           `json:"source"`
-	ExecutionCount *int             `json:"execution_count"`
-	Outputs        []map[string]any `json:"outputs"`
+// NotebookRun is the answer of running a notebook's code cells into a session: each cell's run
+// answer (or why it did not run), in order.
+type NotebookRun struct {
+	Cells     []NotebookCellRun `json:"cells"`
+	Ran       int               `json:"ran"`                  // cells that ran
+	StoppedAt *int              `json:"stopped_at,omitempty"` // the index of the cell that stopped the run
 }
 
-// notebookCell converts one recorded execution.
-func notebookCell(ex carryover.Execution) nbCell {
-	c := nbCell{ID: fmt.Sprintf("carryover-%d", ex.ID), CellType: "code", Metadata: map[string]any{}, Outputs: []map[string]any{}}
-	if ex.Status != "" {
-		c.Metadata["carryover"] = map[string]any{"kind": ex.Kind, "status": ex.Status, "duration_ms": ex.DurationMS}
-	}
-	if ex.Kind == "exec" {
-		c.Source = "!" + ex.Code
-		if strings.Contains(ex.Code, "\n") {
-			c.Source = "%%bash\n" + ex.Code
-		}
-		var res ExecResult
-		if json.Unmarshal(ex.Result, &res) == nil {
-			c.Outputs = appendStream(c.Outputs, "stdout", res.Stdout)
-			c.Outputs = appendStream(c.Outputs, "stderr", res.Stderr)
-		}
-		return c
-	}
-	c.Source = ex.Code
-	n := ex.ExecutionCount
-	var res RunResult
-	if json.Unmarshal(ex.Result, &res) != nil {
-		c.ExecutionCount = &n
-		return c
-	}
-	if res.ExecutionCount > 0 {
-		n = res.ExecutionCount
-	}
-	c.ExecutionCount = &n
-	c.Outputs = notebookOutputs(res, n)
-	return c
+// NotebookCellRun is one code cell's outcome; Index is its place among the notebook's cells.
+type NotebookCellRun struct {
+	Index  int              `json:"index"`
+	Result *RunResult       `json:"result,omitempty"`
+	Error  *carryover.Error `json:"error,omitempty"`
 }
 
-// notebookOutputs converts a run's outputs to nbformat ones: streams (consecutive ones of a name
-// merged), display data and results, errors; display updates and clear_output applied as a
-// notebook front end would have.
-func notebookOutputs(res RunResult, count int) []map[string]any {
-	outs := []map[string]any{}
-	displays := map[string][]map[string]any{} // display_id -> its outputs
-	clearPending := false
-	sawError := false
-	for _, o := range res.Outputs {
-		if o.Type == "clear_output" {
-			if o.Wait {
-				clearPending = true
-			} else {
-				outs, displays = []map[string]any{}, map[string][]map[string]any{}
-			}
-			continue
+// RunNotebook runs the code cells of an nbformat 4 notebook into the session, in order, as turns
+// of their own (each checkpointed like any run). It stops at the first cell that raises or fails,
+// unless keepGoing; a refusal (paused, closed, over budget) always stops it.
+func (s *Service) RunNotebook(ctx context.Context, id string, raw []byte, keepGoing bool) (*NotebookRun, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	sources, err := nbformat.CodeCells(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := &NotebookRun{Cells: []NotebookCellRun{}}
+	for _, c := range sources {
+		res, err := s.Run(ctx, id, RunRequest{Code: c.Code}, RunOptions{})
+		cr := NotebookCellRun{Index: c.Index, Result: res}
+		if err != nil {
+			cr.Error = carryover.ErrorOf(err)
 		}
-		if o.Type == "update_display_data" {
-			for _, d := range displays[displayID(o)] {
-				d["data"], d["metadata"] = mimeBundle(o.Data), metadataOf(o.Metadata)
-			}
-			continue
+		out.Cells = append(out.Cells, cr)
+		if res != nil {
+			out.Ran++
 		}
-		if clearPending {
-			outs, displays, clearPending = []map[string]any{}, map[string][]map[string]any{}, false
-		}
-		switch o.Type {
-		case "stream":
-			outs = appendStream(outs, o.Name, o.Text)
-		case "display_data", "execute_result":
-			out := map[string]any{"output_type": o.Type, "data": mimeBundle(o.Data), "metadata": metadataOf(o.Metadata)}
-			if o.Type == "execute_result" {
-				ec := o.ExecutionCount
-				if ec == 0 {
-					ec = count
-				}
-				out["execution_count"] = ec
-			}
-			if did := displayID(o); did != "" {
-				displays[did] = append(displays[did], out)
-			}
-			outs = append(outs, out)
-		case "error":
-			sawError = true
-			outs = append(outs, errorOutput(o.EName, o.EValue, o.Traceback))
+		failed := err != nil || (res != nil && res.Status != "ok")
+		if failed && (!keepGoing || res == nil) {
+			i := c.Index
+			out.StoppedAt = &i
+			break
 		}
 	}
-	if res.Error != nil && !sawError {
-		// A timeout or a kernel death: the error is the run's, not an output of the cell.
-		outs = append(outs, errorOutput(res.Error.EName, res.Error.EValue, res.Error.Traceback))
-	}
-	return outs
-}
-
-func errorOutput(ename, evalue string, tb []string) map[string]any {
-	if tb == nil {
-		tb = []string{}
-	}
-	return map[string]any{"output_type": "error", "ename": ename, "evalue": evalue, "traceback": tb}
-}
-
-// appendStream adds text to the last output when it is a stream of the same name, else a new one.
-func appendStream(outs []map[string]any, name, text string) []map[string]any {
-	if text == "" {
-		return outs
-	}
-	if name != "stderr" {
-		name = "stdout"
-	}
-	if n := len(outs); n > 0 && outs[n-1]["output_type"] == "stream" && outs[n-1]["name"] == name {
-		outs[n-1]["text"] = outs[n-1]["text"].(string) + text
-		return outs
-	}
-	return append(outs, map[string]any{"output_type": "stream", "name": name, "text": text})
-}
-
-// displayID is the output's transient display_id, "" when it has none.
-func displayID(o kernel.Output) string {
-	var id string
-	if raw, ok := o.Transient["display_id"]; ok {
-		_ = json.Unmarshal(raw, &id)
-	}
-	return id
-}
-
-func mimeBundle(d map[string]json.RawMessage) map[string]json.RawMessage {
-	if d == nil {
-		return map[string]json.RawMessage{}
-	}
-	return d
-}
-
-func metadataOf(m map[string]json.RawMessage) map[string]json.RawMessage {
-	if m == nil {
-		return map[string]json.RawMessage{}
-	}
-	return m
+	return out, nil
 }

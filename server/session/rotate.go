@@ -27,9 +27,9 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 		return carryover.Session{}, err
 	}
 	start := time.Now()
-	s.emit(ctx, ls, "rotation_started", map[string]any{"reason": reason})
+	s.emit(ctx, ls, carryover.EventRotationStarted, map[string]any{"reason": reason})
 	fail := func(err error) (carryover.Session, error) {
-		s.emit(ctx, ls, "rotation_failed", map[string]any{"error": err.Error()})
+		s.emit(ctx, ls, carryover.EventRotationFailed, map[string]any{"error": err.Error()})
 		// The session stays usable: back to running, with whatever kernel it has (or a fresh one
 		// restored from its last checkpoint on the next run).
 		doc, _, terr := s.transition(ctx, ls, carryover.StateRunning, nil)
@@ -49,7 +49,7 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 			if err != nil {
 				return fail(err)
 			}
-			s.emit(ctx, ls, "checkpoint_created", res)
+			s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
 			// Detach the old kernel so ensureKernel claims and restores a new one.
 			ls.mu.Lock()
 			ls.kern = nil
@@ -68,12 +68,12 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 		payload := map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"}
 		s.noteEnded(ls, old, old.Background(), payload)
 		s.stopKernel(ctx, old)
-		s.emit(ctx, ls, "sandbox_terminated", payload)
+		s.emit(ctx, ls, carryover.EventSandboxTerminated, payload)
 	}
 	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
 	if err != nil {
 		return doc, err
 	}
-	s.emit(ctx, ls, "rotation_completed", map[string]any{"duration_ms": ms(time.Since(start))})
+	s.emit(ctx, ls, carryover.EventRotationCompleted, map[string]any{"duration_ms": ms(time.Since(start))})
 	return doc, nil
 }

@@ -24,7 +24,7 @@ import (
 func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
 	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
 	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
-	if !otherNet && !(len(s.cfg.Persistence.PreImport) > 0 && importEnv) {
+	if !otherNet && !(len(s.cfg.PreImport) > 0 && importEnv) {
 		return s.pool.Get(ctx)
 	}
 	opts := s.kopts
@@ -98,7 +98,7 @@ func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit)
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "limit": hit.Kind, "message": hit.Message,
 		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
-	s.emit(context.Background(), ls, "sandbox_limit_exceeded", payload)
+	s.emit(context.Background(), ls, carryover.EventSandboxLimitExceeded, payload)
 }
 
 var sandboxLimitHits = promauto.NewCounterVec(prometheus.CounterOpts{

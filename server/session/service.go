@@ -2,8 +2,6 @@ package session
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,18 +12,16 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/skills"
 )
 
 // Service is the session service: it owns the sessions, composes kernels (kernel/) with
 // checkpoints (persistence/), and is what the HTTP and websocket handlers call.
 type Service struct {
-	cfg   *configs.Config
+	cfg   Config
 	store carryover.Store
 	ckpt  *persistence.Checkpointer
 	pool  *kernel.Pool
@@ -38,15 +34,15 @@ type Service struct {
 	runSeq   int64
 	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
 	stopBG   context.CancelFunc
-	skills   skillsCache // this node's cache of the tenants' skills (skills_cache.go)
+	skills   *skills.Skills // the tenants' skills and this node's cache of them
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
 type liveSession struct {
-	id   string
-	lock fifoLock // one execution at a time, in arrival order
-	hub  hub
-	wsMu sync.Mutex // makes the workspace dir (ensureWorkspace)
+	id          string
+	lock        fifoLock // one execution at a time, in arrival order
+	hub         hub
+	workspaceMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 
 	mu      sync.Mutex // guards the fields below
 	doc     carryover.Session
@@ -71,10 +67,13 @@ type liveSession struct {
 
 // Options configures a Service.
 type Options struct {
-	Config      *configs.Config
+	Config      Config
 	Store       carryover.Store
 	Provisioner kernel.Provisioner // runs kernels and exec commands; nil: local processes
 	Logger      *slog.Logger
+	// Spec is the kernelspec kernels start from; nil: the "python" kernelspec found on this machine,
+	// pointed at Config.Python (a unit test passes one and needs no Python at all).
+	Spec *kernel.Spec
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -84,9 +83,13 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	spec, err := kernel.FindSpec("python", cfg.Kernel.Python)
-	if err != nil {
-		return nil, fmt.Errorf("server: kernelspec: %w", err)
+	spec := o.Spec
+	if spec == nil {
+		found, err := kernel.FindSpec("python", cfg.Python)
+		if err != nil {
+			return nil, fmt.Errorf("server: kernelspec: %w", err)
+		}
+		spec = found
 	}
 	// Each kernel keeps its IPython history in memory: a shared ~/.ipython history.sqlite lets one
 	// session's %history see another's code and, under load, its "database is locked" message lands in
@@ -100,68 +103,49 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		store: o.Store,
 		ckpt: &persistence.Checkpointer{
 			Store:     o.Store,
-			ChunkSize: cfg.Persistence.ChunkSize,
-			Retention: cfg.Persistence.Retention,
-			SpoolRoot: SpoolDir(cfg), // kernels name their spool dir; only these are believed
-			PreImport: cfg.Persistence.PreImport,
+			ChunkSize: cfg.ChunkSize,
+			Retention: cfg.Retention,
+			SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
+			PreImport: cfg.PreImport,
 			Files: persistence.FileLimits{
-				SaveHidden:    cfg.Persistence.SaveHiddenFiles,
-				MaxFileBytes:  cfg.Persistence.MaxFileBytes,
-				MaxTotalBytes: cfg.Persistence.MaxWorkspaceBytes,
-				ChunkSize:     cfg.Persistence.ChunkSize,
+				SaveHidden:    cfg.SaveHiddenFiles,
+				MaxFileBytes:  cfg.MaxFileBytes,
+				MaxTotalBytes: cfg.MaxWorkspaceBytes,
+				ChunkSize:     cfg.ChunkSize,
 			},
 		},
 		log:      log,
 		sessions: map[string]*liveSession{},
+		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.kopts = kernel.Options{
 		Spec:              spec,
-		Transport:         cfg.Kernel.Transport,
-		WorkDir:           workspacesDir(cfg),
-		StartupTimeout:    configs.Seconds(cfg.Kernel.StartupTimeoutSeconds),
-		HeartbeatInterval: time.Duration(cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
-		ShutdownGrace:     configs.Seconds(cfg.Kernel.ShutdownGraceSeconds),
+		Transport:         cfg.Transport,
+		WorkDir:           cfg.workspacesDir(),
+		StartupTimeout:    cfg.StartupTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		ShutdownGrace:     cfg.ShutdownGrace,
 		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
 		Logger:            log,
 	}
-	if err := s.importLegacySkills(ctx); err != nil {
+	if err := s.skills.ImportLegacy(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
 	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPool(cfg.Pool.Size, s.kopts, s.installAgent, s.warmKernel)
+	s.pool = kernel.NewPool(cfg.PoolSize, s.kopts, s.installAgent, s.warmKernel)
 	return s, nil
-}
-
-// PrepareDirs clears the spool of a previous run of the server (its kernels are gone, so is their
-// use for those files) and makes the data dir's workspaces, spool and kernels dirs. The assembly
-// calls it first, before it makes a provisioner (which checks the spool can be mounted).
-func PrepareDirs(cfg *configs.Config) error {
-	if cfg.Persistence.SpoolDir == "" {
-		_ = os.RemoveAll(SpoolDir(cfg))
-	}
-	return makeDirs(cfg)
-}
-
-// makeDirs makes the data dir's workspaces, spool and kernels dirs where missing.
-func makeDirs(cfg *configs.Config) error {
-	for _, d := range []string{workspacesDir(cfg), SpoolDir(cfg), filepath.Join(cfg.DataDir, "kernels")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("server: %w", err)
-		}
-	}
-	return nil
 }
 
 // useProvisioner points the kernel options at p (local processes when nil).
 func (s *Service) useProvisioner(p kernel.Provisioner) {
 	if p == nil {
-		p = &kernel.LocalProvisioner{SpoolRoot: SpoolDir(s.cfg)}
+		p = &kernel.LocalProvisioner{SpoolRoot: s.cfg.Spool()}
 	}
 	s.kopts.Provisioner = p
-	s.kopts.Network = s.cfg.Sandbox.Network
+	s.kopts.Network = s.cfg.Network
 	if kernel.IsolatesNetwork(p) && s.kopts.Transport == "tcp" {
 		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
 		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
@@ -169,31 +153,17 @@ func (s *Service) useProvisioner(p kernel.Provisioner) {
 	}
 }
 
-func workspacesDir(cfg *configs.Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
-
-// SpoolDir is where kernels and the server exchange checkpoint data: tmpfs when possible, because
-// the bytes are read back at once and deleted (on disk, dirty-page writeback doubled restore time).
-func SpoolDir(cfg *configs.Config) string {
-	if cfg.Persistence.SpoolDir != "" {
-		return cfg.Persistence.SpoolDir
-	}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && unix.Access("/dev/shm", unix.W_OK) == nil {
-		sum := sha256.Sum256([]byte(cfg.DataDir))
-		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
-	}
-	return filepath.Join(cfg.DataDir, "spool")
-}
-
 // workspace is the host directory that is a session's /workspace.
-func (s *Service) workspace(id string) string { return filepath.Join(workspacesDir(s.cfg), id) }
+func (s *Service) workspace(id string) string { return filepath.Join(s.cfg.workspacesDir(), id) }
 
-// installAgent loads the snapshot agent into a new kernel (the pool's onStart hook).
+// installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
+// pool's onStart hook).
 func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
-	if err := s.installOutputGuard(ctx, k); err != nil {
+	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
+	if err := s.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	return s.ckpt.Install(ctx, k, host, inside)
+	return s.installOutputGuard(ctx, k)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
@@ -212,13 +182,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		if doc.State == carryover.StateRotating {
-			doc.State = carryover.StateRunning
-		}
-		if doc.Sandbox.Status == carryover.SandboxLive || doc.Sandbox.Status == carryover.SandboxStarting {
-			doc.Sandbox.Status = carryover.SandboxHibernated
-		}
-		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc}
+		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))
@@ -237,8 +201,8 @@ func (s *Service) get(id string) (*liveSession, error) {
 	return ls, nil
 }
 
-// snapshot returns a copy of the session document.
-func (ls *liveSession) snapshot() carryover.Session {
+// docCopy returns a copy of the session document (a value: the caller may read it without ls.mu).
+func (ls *liveSession) docCopy() carryover.Session {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc
@@ -312,7 +276,7 @@ func (s *Service) List() []carryover.Session {
 	s.mu.Lock()
 	out := make([]carryover.Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
-		out = append(out, ls.snapshot())
+		out = append(out, ls.docCopy())
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -325,7 +289,7 @@ func (s *Service) Get(id string) (carryover.Session, error) {
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	return ls.snapshot(), nil
+	return ls.docCopy(), nil
 }
 
 // Close stops the pool and every session's kernel. In-flight runs should have been let finish first.
@@ -365,11 +329,11 @@ func (s *Service) Close(ctx context.Context) error {
 		err = s.pool.Close(ctx)
 	}
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
-	if s.cfg.Persistence.SpoolDir == "" {
-		_ = os.RemoveAll(SpoolDir(s.cfg))
-	} else if entries, rerr := os.ReadDir(s.cfg.Persistence.SpoolDir); rerr == nil {
+	if s.cfg.SpoolDir == "" {
+		_ = os.RemoveAll(s.cfg.Spool())
+	} else if entries, rerr := os.ReadDir(s.cfg.SpoolDir); rerr == nil {
 		for _, e := range entries {
-			_ = os.RemoveAll(filepath.Join(s.cfg.Persistence.SpoolDir, e.Name()))
+			_ = os.RemoveAll(filepath.Join(s.cfg.SpoolDir, e.Name()))
 		}
 	}
 	return err

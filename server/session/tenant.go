@@ -9,6 +9,6 @@ func (s *Service) Visible(id, tenant string) bool {
 	if !ok {
 		return true
 	}
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	return doc.TenantName() == tenant
 }

@@ -46,7 +46,7 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession) (end func(), e
 	k, tenant := ls.kern, ls.doc.TenantName()
 	ls.mu.Unlock()
 	if _, mounts := kernelProcess(k).(SkillsAttacher); mounts {
-		if err := s.syncSkills(ctx, tenant, false); err != nil {
+		if err := s.skills.Sync(ctx, tenant, false); err != nil {
 			s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 	if deleted {
 		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
 	}
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	switch {
 	case doc.State == carryover.StatePaused:
 		return carryover.Errorf(carryover.CodeSessionPaused, "session is paused; resume it first")
@@ -114,8 +114,8 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 	if err := s.afterTurn(ctx, ls); err != nil {
 		errs = append(errs, err)
 	}
-	if doc := ls.snapshot(); doc.Sandbox.Skills == SkillsReadWrite {
-		if err := s.syncSkills(ctx, doc.TenantName(), true); err != nil {
+	if doc := ls.docCopy(); doc.Sandbox.Skills == carryover.SkillsReadWrite {
+		if err := s.skills.Sync(ctx, doc.TenantName(), true); err != nil {
 			errs = append(errs, fmt.Errorf("saving the session's changes to /skills: %w", err))
 		}
 	}

@@ -2,8 +2,6 @@ package session
 
 import (
 	"context"
-	_ "embed"
-	"encoding/json"
 	"errors"
 	"sort"
 	"time"
@@ -11,9 +9,6 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence"
 )
-
-//go:embed variables.py
-var variablesProbe string
 
 // variablesTimeout bounds the kernel's answer to the probe.
 const variablesTimeout = 10 * time.Second
@@ -108,15 +103,9 @@ func (s *Service) probeVariables(ctx context.Context, ls *liveSession) ([]Variab
 	defer ls.lock.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, variablesTimeout)
 	defer cancel()
-	expr := "(lambda g: (exec(" + pyStr(variablesProbe) + ", g), g['_probe'](get_ipython().user_ns, " +
-		"getattr(get_ipython(), 'user_ns_hidden', {})))[1])({})"
-	text, err := k.Eval(ctx, "", expr)
+	vs, err := listVariables(ctx, k)
 	if err != nil {
 		return nil, "the kernel could not list its variables: " + err.Error()
-	}
-	var vs []VariableInfo
-	if err := json.Unmarshal([]byte(text), &vs); err != nil {
-		return nil, "the kernel's variable list was unreadable"
 	}
 	return vs, ""
 }

@@ -9,8 +9,9 @@ common (constants, hashing), analysis (which names a cell may touch), reducers (
 numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
 verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
 in slices), objarrays (object arrays of atoms in slices), interp (@random & co.), groups (state
-between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), agent (the
-object bound as __carryover__ and install()).
+between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
+session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
+__carryover__ and install()).
 
 Compatibility: checkpoints written while the agent was the single module ``carryover_agent`` name its
 rebuild functions (``carryover_agent._reopen_file``, ``_bytes_from``, ...) in their pickles. They are

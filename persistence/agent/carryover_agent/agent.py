@@ -8,6 +8,7 @@ import json
 import os
 import time
 
+from . import kernelops
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -93,6 +94,19 @@ class Agent:
 
     def op_restore(self, a):
         return op_restore(self, a)
+
+    # The session service's ops (kernelops.py): set-up, env, output guard, variable inspector.
+    def op_setup(self, a):
+        return kernelops.op_setup(self, a)
+
+    def op_env(self, a):
+        return kernelops.op_env(self, a)
+
+    def op_output_guard(self, a):
+        return kernelops.op_output_guard(self, a)
+
+    def op_variables(self, a):
+        return kernelops.op_variables(self, a)
 
     def op_forget(self, a):
         self.state = _State()

@@ -15,16 +15,16 @@ import (
 	"github.com/carryover/carryover/kernel"
 )
 
-// ExecRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
-type ExecRequest struct {
+// CommandRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
+type CommandRequest struct {
 	Command        any               `json:"command"`
 	WorkingDir     string            `json:"working_dir"`
 	Env            map[string]string `json:"env"`
 	TimeoutSeconds *float64          `json:"timeout_seconds"`
 }
 
-// ExecResult is the exec answer.
-type ExecResult struct {
+// CommandResult is the exec answer.
+type CommandResult struct {
 	Stdout        string  `json:"stdout"`
 	Stderr        string  `json:"stderr"`
 	ExitCode      int     `json:"exit_code"`
@@ -66,7 +66,7 @@ func (c *cappedBuffer) text() string {
 }
 
 // argv turns the command field into an argv.
-func (r ExecRequest) argv() ([]string, error) {
+func (r CommandRequest) argv() ([]string, error) {
 	switch c := r.Command.(type) {
 	case string:
 		if c == "" {
@@ -91,9 +91,9 @@ func (r ExecRequest) argv() ([]string, error) {
 	}
 }
 
-// Exec runs a shell command in the session's workspace with its env vars and working dir.
+// RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
-func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest) (*CommandResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEnvNames(req.Env, "env"); err != nil {
+	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
 	end, err := s.beginTurn(ctx, ls)
@@ -114,12 +114,12 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		return nil, err
 	}
 	defer end()
-	doc := ls.snapshot()
+	doc := ls.docCopy()
 	wd := req.WorkingDir
 	if wd == "" {
 		wd = doc.AgentContext.WorkingDir
 	}
-	rel, err := workspacePath(wd)
+	rel, err := carryover.WorkspacePath(wd)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 		return nil, err
 	}
 	start := time.Now()
-	res, cpu, err := s.runCommand(ctx, ls, doc, req, argv, wd, rel, timeout)
+	res, cpu, err := s.runInSandbox(ctx, ls, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -148,18 +148,18 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRe
 	return res, nil
 }
 
-// runCommand runs argv through the provisioner (sandbox.go: a box of its own with the session's
+// runInSandbox runs argv through the provisioner (sandbox.go: a box of its own with the session's
 // workspace, network setting and limits, or a plain process in its own process group) in the
 // workspace dir rel, and returns its answer and the CPU seconds it used.
-func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover.Session, req ExecRequest, argv []string, wd, rel string, timeout time.Duration) (*ExecResult, float64, error) {
-	stdout := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
-	stderr := &cappedBuffer{max: s.cfg.Run.MaxOutputBytes}
+func (s *Service) runInSandbox(ctx context.Context, ls *liveSession, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
+	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
+	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	start := time.Now()
-	skills, err := s.skillsDir(ctx, doc.TenantName())
+	skills, err := s.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
 		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
@@ -167,7 +167,7 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 		return nil, 0, limitErr(err)
 	}
 	s.emit(ctx, ls, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
-	res := &ExecResult{}
+	res := &CommandResult{}
 	var cpu float64
 	if startErr != nil {
 		res.ExitCode, res.Stderr = 127, startErr.Error()
@@ -182,7 +182,7 @@ func (s *Service) runCommand(ctx context.Context, ls *liveSession, doc carryover
 }
 
 // execEnv is a command's own environment: the session's env vars, then the request's.
-func execEnv(doc carryover.Session, req ExecRequest) map[string]string {
+func execEnv(doc carryover.Session, req CommandRequest) map[string]string {
 	env := map[string]string{}
 	for k, v := range doc.AgentContext.EnvVars {
 		env[k] = v
@@ -195,7 +195,7 @@ func execEnv(doc carryover.Session, req ExecRequest) map[string]string {
 
 // waitCommand waits for p (killing its whole group or box at the timeout), sets the exit code and
 // the timeout flag of res, and releases p. Children left behind are killed too: nothing outlives the exec.
-func waitCommand(p kernel.Process, timeout time.Duration, res *ExecResult) kernel.ExitStatus {
+func waitCommand(p kernel.Process, timeout time.Duration, res *CommandResult) kernel.ExitStatus {
 	defer func() { _ = p.Cleanup() }()
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -6,25 +6,23 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// ExecuteRequest is the body of POST /api/execute.
-type ExecuteRequest struct {
+// EphemeralRequest is the body of POST /api/execute.
+type EphemeralRequest struct {
 	Language       string   `json:"language"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
 }
 
-// Execute runs code in a throwaway session destroyed at once: nothing is saved or kept.
-func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, error) {
-	switch req.Language {
-	case "", "python", "python3":
-	default:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "language %q is not available; use \"python\"", req.Language).WithDetails("field", "language")
+// RunEphemeral runs code (POST /api/execute) in a throwaway session destroyed at once: nothing is saved or kept.
+func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunResult, error) {
+	if err := carryover.ValidateLanguage(req.Language); err != nil {
+		return nil, err
 	}
 	timeout, err := s.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCode(req.Code); err != nil {
+	if err := carryover.ValidateCode(req.Code); err != nil {
 		return nil, err
 	}
 	id := randomID("eph_")
@@ -34,7 +32,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	}
 	kernelsLive.Inc()
 	ls := &liveSession{id: id, doc: carryover.Session{ID: id, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
-		Sandbox: carryover.Sandbox{Network: s.cfg.Sandbox.Network}}} // the pool's kernels' network setting
+		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
 		_ = s.removeWorkspace(id)
@@ -42,7 +40,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, 
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	res, err := s.execute(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
+	res, err := s.runCode(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

@@ -1,4 +1,4 @@
-package session
+package skills
 
 // skills_import.go: before skills were kept in the store, a version kept them only in the data dir,
 // at skills/<hex tenant>. At start-up such a folder is imported into the store once, then renamed
@@ -19,9 +19,9 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// importLegacySkills imports data_dir/skills into the store (see above).
-func (s *Service) importLegacySkills(ctx context.Context) error {
-	old := filepath.Join(s.cfg.DataDir, "skills")
+// ImportLegacy imports data_dir/skills into the store (see above); the service calls it at start-up.
+func (s *Skills) ImportLegacy(ctx context.Context) error {
+	old := filepath.Join(s.dataDir, "skills")
 	tenants, err := os.ReadDir(old)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -53,7 +53,7 @@ func (s *Service) importLegacySkills(ctx context.Context) error {
 }
 
 // importTenantSkills imports one tenant's folder and returns how many files went to the store.
-func (s *Service) importTenantSkills(ctx context.Context, tenant, dir string) (int, error) {
+func (s *Skills) importTenantSkills(ctx context.Context, tenant, dir string) (int, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return 0, err

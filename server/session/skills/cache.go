@@ -1,4 +1,4 @@
-package session
+package skills
 
 // skills_cache.go: this node's cache of the tenants' skills, the folders the sandbox bind-mounts at
 // /skills. The store is the truth; a cache folder is brought up to date from it when a kernel is
@@ -12,6 +12,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,16 +22,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sync"
 
 	"github.com/carryover/carryover"
 )
-
-// skillsCache is the Service's state of the cache folders.
-type skillsCache struct {
-	mu  sync.Mutex                        // one sync at a time (all tenants: syncs are short)
-	man map[string]map[string]cachedSkill // tenant -> path -> what the cache holds
-}
 
 // cachedSkill is one cached file as last synced.
 type cachedSkill struct {
@@ -39,26 +33,27 @@ type cachedSkill struct {
 	ModNano int64  `json:"mod_nano"` // the local file's mtime
 }
 
-func (s *Service) skillsCacheRoot() string { return filepath.Join(s.cfg.DataDir, "skills-cache") }
+func (s *Skills) cacheRoot() string { return filepath.Join(s.dataDir, "skills-cache") }
 
-func (s *Service) skillsCacheDir(tenant string) string {
-	return filepath.Join(s.skillsCacheRoot(), hex.EncodeToString([]byte(tenant)))
+func (s *Skills) cacheDir(tenant string) string {
+	return filepath.Join(s.cacheRoot(), hex.EncodeToString([]byte(tenant)))
 }
 
-// skillsDir is the host folder of a tenant's skills, up to date with the store.
-func (s *Service) skillsDir(ctx context.Context, tenant string) (string, error) {
-	if err := s.syncSkills(ctx, tenant, false); err != nil {
+// Dir is the host folder of a tenant's skills, up to date with the store: what a sandbox mounts at
+// /skills.
+func (s *Skills) Dir(ctx context.Context, tenant string) (string, error) {
+	if err := s.Sync(ctx, tenant, false); err != nil {
 		return "", fmt.Errorf("skills: %w", err)
 	}
-	return s.skillsCacheDir(tenant), nil
+	return s.cacheDir(tenant), nil
 }
 
-// syncSkills brings the tenant's cache folder up to date with the store; with push, files a session
+// Sync brings the tenant's cache folder up to date with the store; with push, files a session
 // changed or removed in the folder are first carried to the store.
-func (s *Service) syncSkills(ctx context.Context, tenant string, push bool) error {
-	s.skills.mu.Lock()
-	defer s.skills.mu.Unlock()
-	dir := s.skillsCacheDir(tenant)
+func (s *Skills) Sync(ctx context.Context, tenant string, push bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.cacheDir(tenant)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -73,7 +68,7 @@ func (s *Service) syncSkills(ctx context.Context, tenant string, push bool) erro
 	}
 	before := maps.Clone(man)
 	defer func() {
-		if _, err := os.Stat(s.skillManifestPath(tenant)); err == nil && maps.Equal(before, man) {
+		if _, err := os.Stat(s.manifestPath(tenant)); err == nil && maps.Equal(before, man) {
 			return // nothing changed: no write on every turn
 		}
 		if werr := s.saveSkillManifest(tenant, man); werr != nil {
@@ -89,7 +84,7 @@ func (s *Service) syncSkills(ctx context.Context, tenant string, push bool) erro
 }
 
 // pushSkills carries the folder's changes since the last sync to the store (not __pycache__).
-func (s *Service) pushSkills(ctx context.Context, root *os.Root, tenant string, man map[string]cachedSkill) error {
+func (s *Skills) pushSkills(ctx context.Context, root *os.Root, tenant string, man map[string]cachedSkill) error {
 	seen := map[string]bool{}
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && d.Name() == "__pycache__" {
@@ -136,7 +131,7 @@ func (s *Service) pushSkills(ctx context.Context, root *os.Root, tenant string, 
 }
 
 // pullSkills writes the store's changed files into the folder and removes the ones it no longer has.
-func (s *Service) pullSkills(ctx context.Context, root *os.Root, tenant string, man map[string]cachedSkill) error {
+func (s *Skills) pullSkills(ctx context.Context, root *os.Root, tenant string, man map[string]cachedSkill) error {
 	files, err := s.store.ListSkills(ctx, tenant)
 	if err != nil {
 		return err
@@ -179,7 +174,7 @@ func writeSkillFile(root *os.Root, p string, b []byte) (cachedSkill, error) {
 			return cachedSkill{}, err
 		}
 	}
-	tmp := path.Join(path.Dir(p), skillTempPrefix+randomID(""))
+	tmp := path.Join(path.Dir(p), skillTempPrefix+randomSuffix())
 	if err := root.WriteFile(tmp, b, 0o644); err != nil {
 		_ = root.Remove(tmp)
 		return cachedSkill{}, err
@@ -197,26 +192,33 @@ func writeSkillFile(root *os.Root, p string, b []byte) (cachedSkill, error) {
 
 const skillTempPrefix = ".carryover-upload-"
 
+// randomSuffix names an upload's temporary file.
+func randomSuffix() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func isSkillTemp(p string) bool {
 	b := path.Base(p)
 	return len(b) >= len(skillTempPrefix) && b[:len(skillTempPrefix)] == skillTempPrefix
 }
 
-func (s *Service) skillManifestPath(tenant string) string { return s.skillsCacheDir(tenant) + ".json" }
+func (s *Skills) manifestPath(tenant string) string { return s.cacheDir(tenant) + ".json" }
 
 // loadSkillManifest returns the tenant's manifest, reading it on first use; a folder without one is
 // emptied (it is rebuilt from the store).
-func (s *Service) loadSkillManifest(root *os.Root, tenant string) (map[string]cachedSkill, error) {
-	if m, ok := s.skills.man[tenant]; ok {
+func (s *Skills) loadSkillManifest(root *os.Root, tenant string) (map[string]cachedSkill, error) {
+	if m, ok := s.man[tenant]; ok {
 		return m, nil
 	}
-	if s.skills.man == nil {
-		s.skills.man = map[string]map[string]cachedSkill{}
+	if s.man == nil {
+		s.man = map[string]map[string]cachedSkill{}
 	}
 	m := map[string]cachedSkill{}
-	b, err := os.ReadFile(s.skillManifestPath(tenant))
+	b, err := os.ReadFile(s.manifestPath(tenant))
 	if err == nil && json.Unmarshal(b, &m) == nil {
-		s.skills.man[tenant] = m
+		s.man[tenant] = m
 		return m, nil
 	}
 	m = map[string]cachedSkill{}
@@ -229,17 +231,17 @@ func (s *Service) loadSkillManifest(root *os.Root, tenant string) (map[string]ca
 			return nil, err
 		}
 	}
-	s.skills.man[tenant] = m
+	s.man[tenant] = m
 	return m, nil
 }
 
 // saveSkillManifest writes the tenant's manifest atomically.
-func (s *Service) saveSkillManifest(tenant string, m map[string]cachedSkill) error {
+func (s *Skills) saveSkillManifest(tenant string, m map[string]cachedSkill) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	p := s.skillManifestPath(tenant)
+	p := s.manifestPath(tenant)
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err

@@ -1,0 +1,120 @@
+"""The session service's operations on a kernel besides checkpoints: point it at its session
+(working directory, env vars, execution counter), set a run's own env vars and put them back, guard
+what cells print, and list the namespace for the variable inspector. The server calls them like any
+op (``__carryover__.call(op, json)``) with data, never with code of its own."""
+
+import os
+import sys
+import types
+
+
+def op_setup(agent, a):
+    """A set-up request of its own (the server's sendSetup): makes and enters the working directory
+    "cwd", adds "env" to the environment and, when "execution_count" is given, sets the counter the
+    next cell gets. (A first cell carries the same set-up in its metadata instead: agent._apply_setup.)"""
+    cwd = a["cwd"]
+    os.makedirs(cwd, exist_ok=True)
+    os.chdir(cwd)
+    os.environ.update(a.get("env") or {})
+    count = a.get("execution_count") or 0
+    if count > 0:
+        agent.shell.execution_count = count
+    return {"ok": True}
+
+
+def op_env(agent, a):
+    """Sets env vars: "vars" maps a name to its value, or to None to remove it (a run's own env is
+    set before its cell and put back after it, so the session's env is what stays)."""
+    for k, v in (a.get("vars") or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    return {"ok": True}
+
+
+def op_output_guard(agent, a):
+    """Installs the output guard, once per kernel. ipykernel sends what a cell prints every 0.2 s as
+    ONE iopub message, so ``print("x" * 10**9)`` becomes a 1 GB message the server must receive whole
+    before it can drop it. The guard cuts stdout/stderr writes into pieces of at most "chunk" bytes
+    (flushing as it goes) and drops what a cell prints past "cap" inside the kernel, with one visible
+    notice. It protects against accidents, not malice: code can rebind sys.stdout (the server still
+    caps what it keeps)."""
+    cap = int(a["cap"])
+    chunk = int(a.get("chunk") or 1 << 20)
+    state = {"n": 0, "noticed": False}
+
+    def reset(*_):
+        state["n"] = 0
+        state["noticed"] = False
+
+    agent.shell.events.register("pre_run_cell", reset)
+
+    def guard(stream):
+        write, flush = stream.write, stream.flush
+
+        def guarded(s):
+            n = len(s)
+            room = cap - state["n"]
+            state["n"] += n
+            keep = s if n <= room else s[: max(room, 0)]
+            for i in range(0, len(keep), chunk):
+                write(keep[i : i + chunk])
+                if len(keep) > chunk:
+                    flush()
+            if len(keep) < n and not state["noticed"]:
+                state["noticed"] = True
+                flush()
+                write("\n[carryover: output past run.max_output_bytes=%d was dropped in the kernel]\n" % cap)
+                flush()
+            return n
+
+        stream.write = guarded
+
+    for name in ("stdout", "stderr"):
+        guard(getattr(sys, name))
+    return {"ok": True}
+
+
+def op_variables(agent, a):
+    """The variable inspector's list: the user's names (not IPython's, not hidden, no modules) with
+    type, shape, length and size in memory where cheap, at most 2000. It adds no name to the
+    namespace and runs no cell hook (the server calls it silently, on an idle kernel)."""
+    ns = agent.shell.user_ns
+    hidden = getattr(agent.shell, "user_ns_hidden", {})
+    out = []
+    for name, v in list(ns.items()):
+        if name.startswith("_") or name in hidden or name in ("In", "Out", "exit", "quit", "get_ipython"):
+            continue
+        if isinstance(v, types.ModuleType):
+            continue
+        t = type(v)
+        d = {"name": name, "type": t.__qualname__ if t.__module__ == "builtins" else t.__module__ + "." + t.__qualname__}
+        try:
+            shape = getattr(v, "shape", None)
+            if isinstance(shape, tuple) and all(isinstance(x, int) for x in shape):
+                d["shape"] = list(shape)
+        except Exception:
+            pass
+        try:
+            if not isinstance(v, type) and hasattr(type(v), "__len__"):
+                d["length"] = len(v)
+        except Exception:
+            pass
+        try:
+            mu = getattr(v, "memory_usage", None)
+            nb = getattr(v, "nbytes", None)
+            if callable(mu) and t.__module__.startswith("pandas"):
+                # deep counts the strings of object columns; on huge frames that takes seconds
+                m = mu(deep=len(v) <= 200000)
+                d["bytes"] = int(m.sum()) if hasattr(m, "sum") else int(m)
+            elif isinstance(nb, int):
+                d["bytes"] = nb
+            else:
+                d["bytes"] = sys.getsizeof(v)  # shallow for containers
+        except Exception:
+            pass
+        out.append(d)
+        if len(out) >= 2000:
+            break
+    return out

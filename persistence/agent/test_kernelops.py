@@ -1,0 +1,95 @@
+"""In-process tests of the session service's ops (kernelops.py: setup, env, output_guard, variables),
+called as the server calls them: __carryover__.call(op, json) then take().
+
+Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
+
+import io
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+import agent_harness as h
+
+
+class KernelOpsTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.cwd0 = os.getcwd()
+        self.env0 = dict(os.environ)
+        self.sh, self.agent = h.new_shell(os.path.join(self.tmp, "spool"))
+
+    def tearDown(self):
+        os.chdir(self.cwd0)
+        os.environ.clear()
+        os.environ.update(self.env0)
+
+    def test_setup(self):
+        wd = os.path.join(self.tmp, "ws", "sub")
+        r = h.call(self.agent, "setup", {"cwd": wd, "env": {"CARRYOVER_T": "1"}, "execution_count": 7})
+        self.assertEqual(r, {"ok": True})
+        self.assertEqual(os.getcwd(), os.path.realpath(wd))
+        self.assertEqual(os.environ["CARRYOVER_T"], "1")
+        self.assertEqual(self.sh.execution_count, 7)
+        h.call(self.agent, "setup", {"cwd": wd, "env": {}})  # no count: the counter is left alone
+        self.assertEqual(self.sh.execution_count, 7)
+
+    def test_setup_error_names_the_cause(self):
+        blocker = os.path.join(self.tmp, "file")
+        open(blocker, "w").close()
+        with self.assertRaises(OSError):
+            h.call(self.agent, "setup", {"cwd": os.path.join(blocker, "sub"), "env": {}})
+
+    def test_env_sets_and_removes(self):
+        os.environ["CARRYOVER_KEEP"] = "session"
+        h.call(self.agent, "env", {"vars": {"CARRYOVER_KEEP": "run", "CARRYOVER_RUN": "x"}})
+        self.assertEqual((os.environ["CARRYOVER_KEEP"], os.environ["CARRYOVER_RUN"]), ("run", "x"))
+        h.call(self.agent, "env", {"vars": {"CARRYOVER_KEEP": "session", "CARRYOVER_RUN": None}})
+        self.assertEqual(os.environ["CARRYOVER_KEEP"], "session")
+        self.assertNotIn("CARRYOVER_RUN", os.environ)
+
+    def test_variables(self):
+        ns = self.sh.user_ns
+        ns.update({"n": 3, "xs": [1, 2, 3], "_private": 1, "mod": types, "blob": b"abcd"})
+
+        class Shaped:
+            shape = (2, 3)
+
+        ns["arr"] = Shaped()
+        try:
+            got = {d["name"]: d for d in h.call(self.agent, "variables", {})}
+        finally:
+            for k in ("n", "xs", "_private", "mod", "blob", "arr"):
+                ns.pop(k, None)
+        self.assertNotIn("_private", got)
+        self.assertNotIn("mod", got)
+        self.assertNotIn("__carryover__", got)
+        self.assertEqual(got["n"]["type"], "int")
+        self.assertEqual(got["xs"]["length"], 3)
+        self.assertEqual(got["blob"]["bytes"], sys.getsizeof(b"abcd"))
+        self.assertEqual(got["arr"]["shape"], [2, 3])
+        self.assertTrue(got["arr"]["type"].endswith("Shaped"))
+
+    def test_output_guard(self):
+        out = io.StringIO()
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, io.StringIO()
+        try:
+            h.call(self.agent, "output_guard", {"cap": 10, "chunk": 4})
+            self.sh.events.trigger("pre_run_cell", None)
+            self.assertEqual(sys.stdout.write("0123456789abc"), 13)  # all claimed written
+            sys.stdout.write("more")
+            first = out.getvalue()
+            self.sh.events.trigger("pre_run_cell", None)  # a new cell: a new allowance
+            sys.stdout.write("xyz")
+        finally:
+            sys.stdout, sys.stderr = saved
+        self.assertTrue(first.startswith("0123456789\n[carryover: output past run.max_output_bytes=10"))
+        self.assertEqual(first.count("[carryover:"), 1)
+        self.assertNotIn("more", first)
+        self.assertTrue(out.getvalue().endswith("xyz"))
+
+
+if __name__ == "__main__":
+    unittest.main()

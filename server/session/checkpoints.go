@@ -1,0 +1,108 @@
+package session
+
+// checkpoints.go: checkpoints on request (take one now, list them, go back to one); the turn's
+// own checkpoint is checkpointTurn (run.go) and the engine is persistence.Checkpointer.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
+)
+
+// CheckpointNow takes a checkpoint outside a run.
+func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.CheckpointResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	k := ls.currentKernel()
+	if k == nil {
+		return nil, carryover.Errorf(carryover.CodeConflict, "session has no live kernel; its last checkpoint is current").
+			WithDetails("last_checkpoint", ls.docCopy().LastCheckpoint)
+	}
+	res, err := s.checkpoint(ctx, ls, k)
+	if err != nil {
+		return nil, err
+	}
+	s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
+	return res, nil
+}
+
+// Checkpoints lists a session's checkpoints, newest first.
+func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error) {
+	if _, err := s.get(id); err != nil {
+		return nil, err
+	}
+	cps, err := s.store.ListCheckpoints(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]carryover.CheckpointSummary, 0, len(cps))
+	for _, cp := range cps {
+		out = append(out, persistence.Summarize(cp))
+	}
+	return out, nil
+}
+
+// RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those files.
+func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+	if errors.Is(err, carryover.ErrNotFound) {
+		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
+	} else if err != nil {
+		return nil, err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer ls.lock.Unlock()
+	if doc := ls.docCopy(); doc.Closed() || doc.State == carryover.StatePaused {
+		return nil, carryover.Errorf(carryover.CodeConflict, "cannot restore a %s session", doc.State)
+	}
+	if ls.docCopy().State == carryover.StatePending {
+		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.releaseKernel(ctx, ls, "checkpoint restore")
+	k, err := s.claimKernel(ctx, ls.docCopy(), nil) // pool, or a new kernel for another network setting
+	if err != nil {
+		return nil, err
+	}
+	kernelsLive.Inc()
+	baseline := costBaseline(k)
+	doc := ls.docCopy()
+	doc.ExecutionCount = cp.Turn
+	if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+		s.stopKernel(ctx, k)
+		return nil, err
+	}
+	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.workspace(id), true)
+	if err != nil {
+		s.stopKernel(ctx, k)
+		return nil, err
+	}
+	ls.mu.Lock()
+	ls.attachLocked(k, baseline)
+	ls.doc.Sandbox.ID = "sbx_" + k.ID()
+	ls.doc.Sandbox.Status = carryover.SandboxLive
+	ls.mu.Unlock()
+	go s.watchKernel(ls, k)
+	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
+	cpRes, err := s.checkpoint(ctx, ls, k)
+	if err != nil {
+		return res, err
+	}
+	s.emit(ctx, ls, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
+	return res, nil
+}

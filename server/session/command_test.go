@@ -1,0 +1,262 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/mock"
+)
+
+func TestExecArgv(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  any
+		want []string
+		bad  bool
+	}{
+		{cmd: "ls -l", want: []string{"/bin/sh", "-c", "ls -l"}},
+		{cmd: []any{"echo", "a b"}, want: []string{"echo", "a b"}},
+		{cmd: "", bad: true},
+		{cmd: []any{}, bad: true},
+		{cmd: []any{"echo", 1.0}, bad: true},
+		{cmd: 42.0, bad: true},
+		{cmd: nil, bad: true},
+	} {
+		got, err := CommandRequest{Command: tc.cmd}.argv()
+		if tc.bad {
+			if carryover.ErrorCode(err) != carryover.CodeInvalid || carryover.ErrorOf(err).Details["field"] != "command" {
+				t.Errorf("argv(%#v) = %v, %v; want invalid command", tc.cmd, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("argv(%#v) = %q, %v; want %q", tc.cmd, got, err, tc.want)
+		}
+	}
+}
+
+func TestCommandText(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  any
+		argv []string
+		want string
+	}{
+		{"echo hi | wc", nil, "echo hi | wc"},
+		{nil, []string{"ls", "-la", "/tmp/x_y.z", "A=1"}, "ls -la /tmp/x_y.z A=1"},
+		{nil, []string{"echo", "a b", ""}, "echo 'a b' ''"},
+		{nil, []string{"echo", "it's"}, `echo 'it'\''s'`},
+	} {
+		if got := commandText(tc.cmd, tc.argv); got != tc.want {
+			t.Errorf("commandText(%v, %q) = %q, want %q", tc.cmd, tc.argv, got, tc.want)
+		}
+	}
+}
+
+func TestCappedBuffer(t *testing.T) {
+	b := &cappedBuffer{max: 5}
+	for _, p := range []string{"abc", "defg", "hi"} {
+		if n, err := b.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v: a capped writer must claim everything", p, n, err)
+		}
+	}
+	if b.dropped != 4 || !strings.HasPrefix(b.text(), "abcde\n[carryover: 4 bytes dropped") {
+		t.Fatalf("kept %q, dropped %d", b.text(), b.dropped)
+	}
+	u := &cappedBuffer{max: 5}
+	_, _ = u.Write([]byte("ok"))
+	if u.text() != "ok" || u.dropped != 0 {
+		t.Fatalf("text of a buffer under its cap = %q", u.text())
+	}
+}
+
+func TestExecEnv(t *testing.T) {
+	doc := carryover.Session{AgentContext: carryover.AgentContext{EnvVars: map[string]string{"A": "1", "B": "2"}}}
+	got := execEnv(doc, CommandRequest{Env: map[string]string{"B": "3", "C": "4"}})
+	if len(got) != 3 || got["A"] != "1" || got["B"] != "3" || got["C"] != "4" {
+		t.Fatalf("execEnv = %v: the request's vars go over the session's", got)
+	}
+	if doc.AgentContext.EnvVars["B"] != "2" {
+		t.Fatal("execEnv changed the session's own env")
+	}
+}
+
+// echo is a CommandFn that writes its argv to stdout and exits with code.
+func echo(code int, cpu time.Duration) func(context.Context, kernel.CommandSpec) (kernel.Process, error) {
+	return func(_ context.Context, spec kernel.CommandSpec) (kernel.Process, error) {
+		fmt.Fprint(spec.Stdout, strings.Join(spec.Argv, " "))
+		fmt.Fprint(spec.Stderr, "warn")
+		return mock.Exited(code).WithCPU(cpu), nil
+	}
+}
+
+func TestExecRunsAndRecords(t *testing.T) {
+	ctx := context.Background()
+	s, store, prov := testService(t, func(c *Config) { c.CPUSecondCents = 2 })
+	prov.CommandFn = echo(3, 1500*time.Millisecond)
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	if _, err := s.PatchContext(ctx, "x", ContextRequest{EnvVars: map[string]string{"S": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.RunCommand(ctx, "x", CommandRequest{Command: []any{"ls", "dir x"}, WorkingDir: "/workspace/sub", Env: map[string]string{"R": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "ls dir x" || res.Stderr != "warn" || res.ExitCode != 3 || res.TimedOut {
+		t.Errorf("answer = %+v", res)
+	}
+	spec := prov.Commands()[0]
+	if spec.Dir != s.hostPath("x", "sub") || spec.Workspace != s.workspace("x") || spec.Env["S"] != "1" || spec.Env["R"] != "2" {
+		t.Errorf("command spec: dir %q workspace %q env %v", spec.Dir, spec.Workspace, spec.Env)
+	}
+	doc, _ := s.Get("x")
+	if doc.State != carryover.StateRunning || doc.BudgetConsumed.Iterations != 1 || doc.ExecutionCount != 0 {
+		t.Errorf("after exec: state %s iterations %d count %d", doc.State, doc.BudgetConsumed.Iterations, doc.ExecutionCount)
+	}
+	if doc.BudgetConsumed.CPUSeconds != 1.5 || doc.BudgetConsumed.CostCents != 3 {
+		t.Errorf("cost: cpu %g cents %g, want 1.5 and 3", doc.BudgetConsumed.CPUSeconds, doc.BudgetConsumed.CostCents)
+	}
+	exs, _ := s.Executions(ctx, "x", 0)
+	if len(exs) != 1 || exs[0].Kind != "exec" || exs[0].Code != "ls 'dir x'" || exs[0].Status != "error" {
+		t.Fatalf("history = %+v", exs)
+	}
+	evs := store.EventTypes("x")
+	if !slices.Equal(evs, []string{carryover.EventSessionStarted, carryover.EventExecStarted, carryover.EventExecCompleted}) {
+		t.Errorf("events = %v", evs)
+	}
+}
+
+func TestExecRefusals(t *testing.T) {
+	ctx := context.Background()
+	s, _, prov := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	for name, req := range map[string]CommandRequest{
+		"timeout":  {Command: "true", TimeoutSeconds: ptr(0.0)},
+		"too long": {Command: "true", TimeoutSeconds: ptr(601.0)},
+		"env name": {Command: "true", Env: map[string]string{"A=B": "1"}},
+		"env NUL":  {Command: "true", Env: map[string]string{"A": "\x00"}},
+		"dotdot":   {Command: "true", WorkingDir: "../etc"},
+		"outside":  {Command: "true", WorkingDir: "/etc"},
+	} {
+		if _, err := s.RunCommand(ctx, "x", req); carryover.ErrorCode(err) != carryover.CodeInvalid {
+			t.Errorf("%s: %v, want invalid_request", name, err)
+		}
+	}
+	if n := len(prov.Commands()); n != 0 {
+		t.Fatalf("%d commands ran for refused requests", n)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestExecTimeoutKillsCommand(t *testing.T) {
+	s, _, prov := testService(t, nil)
+	p := mock.Hanging()
+	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) { return p, nil }
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05)})
+	wantCode(t, err, carryover.CodeTimeout)
+	if carryover.ErrorOf(err).Result != res || res == nil || !res.TimedOut || res.ExitCode != 128+9 {
+		t.Fatalf("answer %+v with the error's result %v", res, carryover.ErrorOf(err).Result)
+	}
+	if !p.Killed() {
+		t.Fatal("the command was not killed at its timeout")
+	}
+}
+
+func TestExecCommandNotFound(t *testing.T) {
+	s, _, prov := testService(t, nil)
+	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) {
+		return nil, &kernel.StartError{Argv0: "nope", Err: errors.New("exec: nope: not found")}
+	}
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: []any{"nope"}})
+	if err != nil || res.ExitCode != 127 || !strings.Contains(res.Stderr, "not found") {
+		t.Fatalf("Exec = %+v, %v; want exit 127 with the reason", res, err)
+	}
+}
+
+func TestExecRecordFailureIsInTheAnswer(t *testing.T) {
+	s, store, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	store.InsertExecutionFn = func(context.Context, carryover.Execution) (int64, error) { return 0, errors.New("db gone") }
+	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.RecordError, "db gone") {
+		t.Fatalf("record_error = %q, want the store's failure", res.RecordError)
+	}
+}
+
+func TestBudgetIterationLimit(t *testing.T) {
+	ctx := context.Background()
+	s, store, prov := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "b", Budget: &carryover.Budget{IterationLimit: 5}})
+	for i := 0; i < 5; i++ {
+		if _, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"}); err != nil {
+			t.Fatalf("exec %d: %v", i+1, err)
+		}
+	}
+	_, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"})
+	wantCode(t, err, carryover.CodeBudgetExceeded)
+	if d := carryover.ErrorOf(err).Details; d["limit"] != "iteration_limit" || d["value"] != 5.0 || d["consumed"] != 5.0 {
+		t.Errorf("details = %v", d)
+	}
+	if n := len(prov.Commands()); n != 5 {
+		t.Errorf("%d commands ran, want 5", n)
+	}
+	var warnings, exceeded int
+	for _, typ := range store.EventTypes("b") {
+		switch typ {
+		case carryover.EventBudgetWarning:
+			warnings++
+		case carryover.EventBudgetExceeded:
+			exceeded++
+		}
+	}
+	if warnings != 1 || exceeded != 1 {
+		t.Errorf("budget_warning x%d budget_exceeded x%d, want one each (the warning at 4 of 5, once)", warnings, exceeded)
+	}
+	if doc, _ := s.Get("b"); !doc.Warned("budget_warned_iteration_limit") || doc.Warned("budget_warned_cost_cap_cents") {
+		t.Errorf("budget_warned = %v, want the iteration limit's only", doc.BudgetWarned)
+	}
+}
+
+func TestBudgetCostCap(t *testing.T) {
+	ctx := context.Background()
+	s, _, prov := testService(t, func(c *Config) { c.CPUSecondCents = 10 })
+	prov.CommandFn = echo(0, 2*time.Second) // 20 cents a command
+	mustCreate(t, s, CreateRequest{SessionID: "c", Budget: &carryover.Budget{CostCapCents: 30}})
+	for i := 0; i < 2; i++ {
+		if _, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"}); err != nil {
+			t.Fatalf("exec %d: %v", i+1, err)
+		}
+	}
+	_, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"})
+	wantCode(t, err, carryover.CodeBudgetExceeded)
+	if l := carryover.ErrorOf(err).Details["limit"]; l != "cost_cap_cents" {
+		t.Fatalf("limit = %v", l)
+	}
+}
+
+func TestBudgetDurationLimitCountsRunningTimeOnly(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "d", Budget: &carryover.Budget{DurationLimitSeconds: 0.1}})
+	time.Sleep(150 * time.Millisecond) // pending: the clock does not run
+	if _, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}); err != nil {
+		t.Fatalf("the first command (the session was pending): %v", err)
+	}
+	time.Sleep(150 * time.Millisecond) // running: it does
+	_, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"})
+	wantCode(t, err, carryover.CodeBudgetExceeded)
+	if l := carryover.ErrorOf(err).Details["limit"]; l != "duration_limit_seconds" {
+		t.Fatalf("limit = %v", l)
+	}
+}

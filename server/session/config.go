@@ -1,0 +1,87 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config is what the session service needs of the server's configuration, as plain values. The
+// assembly (server/) fills it from configs.Config, so this package never reads the config loader and
+// a unit test writes one by hand. Zero durations and sizes mean what the field says (no default is
+// applied here: the documented defaults live in configs/carryover.yaml).
+type Config struct {
+	DataDir  string // data_dir: workspaces/, kernels/, disks/ and skills-cache/ live under it
+	SpoolDir string // persistence.spool_dir as configured; "" picks one (Spool)
+	NodeID   string // this node's id in a cluster (configs.Config.ClusterNodeID); "" on a single node
+
+	Python            string        // kernel.python: the interpreter the kernelspec is pointed at
+	Transport         string        // kernel.transport: "ipc" or "tcp"
+	StartupTimeout    time.Duration // kernel.startup_timeout_seconds
+	HeartbeatInterval time.Duration // kernel.heartbeat_interval_ms
+	ShutdownGrace     time.Duration // kernel.shutdown_grace_seconds
+	PoolSize          int           // pool.size: warm kernels kept waiting (0: none, each claim starts one)
+
+	DefaultRunTimeout    time.Duration // run.default_timeout_seconds
+	MaxRunTimeoutSeconds float64       // run.max_timeout_seconds: the largest timeout_seconds accepted
+	MaxOutputBytes       int64         // run.max_output_bytes: what an answer keeps of a run's output
+
+	Network               bool    // sandbox.network: a new session's (and the pool's) network setting
+	SandboxTimeoutSeconds float64 // sandbox.timeout_seconds: a new session's rotation timeout
+	MaxDisk               string  // sandbox.max_disk: the largest sandbox.disk a session may ask for
+
+	ChunkSize         int      // persistence.chunk_size
+	Retention         int      // persistence.retention: checkpoints kept per session
+	PreImport         []string // persistence.pre_import: modules the pool's kernels import
+	SaveHiddenFiles   bool     // persistence.save_hidden_files
+	MaxFileBytes      int64    // persistence.max_file_bytes
+	MaxWorkspaceBytes int64    // persistence.max_workspace_bytes
+
+	CullIdle     time.Duration // cull.idle_seconds: hibernate a session idle this long (0: never)
+	CullInterval time.Duration // cull.interval_seconds: how often to look
+
+	CPUSecondCents float64 // cost.cpu_second_cents
+	GiBHourCents   float64 // cost.gib_hour_cents
+}
+
+// Spool is where kernels and the server exchange checkpoint data: the configured dir, else tmpfs when
+// possible, because the bytes are read back at once and deleted (on disk, dirty-page writeback
+// doubled restore time), else the data dir's spool/.
+func (c Config) Spool() string {
+	if c.SpoolDir != "" {
+		return c.SpoolDir
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && unix.Access("/dev/shm", unix.W_OK) == nil {
+		sum := sha256.Sum256([]byte(c.DataDir))
+		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
+	}
+	return filepath.Join(c.DataDir, "spool")
+}
+
+// workspacesDir holds one directory per session: its /workspace.
+func (c Config) workspacesDir() string { return filepath.Join(c.DataDir, "workspaces") }
+
+// PrepareDirs clears the spool of a previous run of the server (its kernels are gone, so is their
+// use for those files) and makes the data dir's workspaces, spool and kernels dirs. The assembly
+// calls it first, before it makes a provisioner (which checks the spool can be mounted).
+func PrepareDirs(c Config) error {
+	if c.SpoolDir == "" {
+		_ = os.RemoveAll(c.Spool())
+	}
+	return makeDirs(c)
+}
+
+// makeDirs makes the data dir's workspaces, spool and kernels dirs where missing.
+func makeDirs(c Config) error {
+	for _, d := range []string{c.workspacesDir(), c.Spool(), filepath.Join(c.DataDir, "kernels")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+	}
+	return nil
+}

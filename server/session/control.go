@@ -1,0 +1,45 @@
+package session
+
+// control.go: a client's hands on the session's kernel outside a turn: interrupt the run in
+// flight, or restart into a new kernel with the last checkpoint.
+
+import (
+	"context"
+
+	"github.com/carryover/carryover"
+)
+
+// Interrupt interrupts the run in flight, if any.
+func (s *Service) Interrupt(ctx context.Context, id string) error {
+	ls, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if k := ls.currentKernel(); k != nil {
+		return k.Interrupt(ctx)
+	}
+	return nil
+}
+
+// Restart gives the session a new kernel with its last checkpoint restored.
+func (s *Service) Restart(ctx context.Context, id string) (carryover.Session, error) {
+	ls, err := s.get(id)
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
+		_ = k.Interrupt(ctx)
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return carryover.Session{}, err
+	}
+	defer ls.lock.Unlock()
+	if doc := ls.docCopy(); doc.Closed() {
+		return carryover.Session{}, carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State)
+	}
+	s.releaseKernel(ctx, ls, "restart requested")
+	if _, err := s.ensureKernel(ctx, ls); err != nil {
+		return carryover.Session{}, err
+	}
+	return ls.docCopy(), nil
+}

@@ -1,0 +1,112 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond for up to a second.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func (l *fifoLock) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiters)
+}
+
+func TestFIFOLockServesInArrivalOrder(t *testing.T) {
+	var l fifoLock
+	ctx := context.Background()
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Lock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.Unlock()
+		}()
+		waitFor(t, "waiter to queue", func() bool { return l.waiting() == i+1 }) // arrival order is i
+	}
+	l.Unlock()
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("served %v, want 0..%d in order", order, n-1)
+		}
+	}
+	if l.Busy() {
+		t.Fatal("lock still held after every waiter unlocked")
+	}
+}
+
+func TestFIFOLockCancelledWaiterLeavesQueue(t *testing.T) {
+	var l fifoLock
+	if !l.TryLock() {
+		t.Fatal("TryLock of a free lock failed")
+	}
+	if l.TryLock() {
+		t.Fatal("TryLock of a held lock succeeded")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- l.Lock(ctx) }()
+	waitFor(t, "waiter to queue", func() bool { return l.waiting() == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Lock = %v", err)
+	}
+	if l.waiting() != 0 {
+		t.Fatal("a cancelled waiter stayed in the queue")
+	}
+	l.Unlock()
+	if l.Busy() {
+		t.Fatal("Unlock handed the lock to a waiter that had gone")
+	}
+	if err := l.Lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFIFOLockHandoffRacingCancel(t *testing.T) {
+	// Whatever wins between the hand-off and the context's end, the lock is never lost: after the
+	// waiter returns (with or without it) and lets go, the lock can be taken again.
+	for i := 0; i < 200; i++ {
+		var l fifoLock
+		_ = l.Lock(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- l.Lock(ctx) }()
+		waitFor(t, "waiter to queue", func() bool { return l.waiting() == 1 })
+		go cancel()
+		l.Unlock()
+		if err := <-errc; err == nil {
+			l.Unlock()
+		}
+		if !l.TryLock() {
+			t.Fatalf("round %d: the lock was lost in a hand-off to a cancelled waiter", i)
+		}
+	}
+}

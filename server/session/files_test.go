@@ -1,0 +1,89 @@
+package session
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/carryover/carryover"
+)
+
+func TestWorkspaceFiles(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "f"})
+	fi, err := s.WriteFile("f", "/workspace/dir/a.txt", strings.NewReader("hello"))
+	if err != nil || fi.Path != "dir/a.txt" || fi.Size != 5 {
+		t.Fatalf("WriteFile = %+v, %v", fi, err)
+	}
+	if _, err := s.WriteFile("f", "b.txt", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListFiles("f")
+	if err != nil || len(list) != 2 || list[0].Path != "b.txt" || list[1].Path != "dir/a.txt" {
+		t.Fatalf("ListFiles = %+v, %v", list, err)
+	}
+	f, info, err := s.ReadFile("f", "dir/a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	f.Close()
+	if string(b) != "hello" || info.Size() != 5 {
+		t.Fatalf("ReadFile = %q", b)
+	}
+	if err := s.DeleteFile("f", "dir/a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.ReadFile("f", "dir/a.txt")
+	wantCode(t, err, carryover.CodeNotFound)
+	err = s.DeleteFile("f", "dir")
+	wantCode(t, err, carryover.CodeInvalid)
+	_, err = s.ListFiles("nope")
+	wantCode(t, err, carryover.CodeNotFound)
+}
+
+func TestWorkspaceFilesStayInside(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "f"})
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A kernel may leave a symlink pointing out of its workspace: it is never followed.
+	if err := os.Symlink(outside, filepath.Join(s.workspace("f"), "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(s.workspace("f"), "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"link", "/etc/passwd", "../x", "", "/workspace"} {
+		if _, _, err := s.ReadFile("f", p); carryover.ErrorCode(err) != carryover.CodeInvalid {
+			t.Errorf("ReadFile(%q) = %v, want invalid_request", p, err)
+		}
+	}
+	if _, err := s.WriteFile("f", "dirlink/planted", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		t.Errorf("WriteFile through a symlink = %v, want invalid_request", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "planted")); !os.IsNotExist(err) {
+		t.Fatal("a file was written outside the workspace")
+	}
+	if _, err := s.WriteFile("f", "a\x00b", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		t.Errorf("WriteFile with NUL = %v", err)
+	}
+}
+
+func TestFileInTheWayOfADirectory(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "f"})
+	if _, err := s.WriteFile("f", "a", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.WriteFile("f", "a/b", strings.NewReader("x"))
+	wantCode(t, err, carryover.CodeInvalid)
+	wd := "a/b"
+	_, err = s.PatchContext(context.Background(), "f", ContextRequest{WorkingDir: &wd})
+	wantCode(t, err, carryover.CodeInvalid)
+}

@@ -1,0 +1,155 @@
+package session
+
+// run_cell.go: one cell in the kernel with a deadline: outputs streamed to the answer, the active
+// run and the subscribers; an interrupt at the timeout and a new kernel when it is ignored; the
+// outcome turned into the answer's status and error.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+)
+
+// runCode runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
+// not stop within a grace period, restarted from the last checkpoint. ride, when it holds a prepared
+// checkpoint, sends its snapshot request along and keeps the answer.
+func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
+	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
+	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
+	act := &activeRun{id: hooks.ID, code: code}
+	ls.mu.Lock()
+	ls.running = act
+	ls.mu.Unlock()
+	defer func() {
+		ls.mu.Lock()
+		ls.running = nil
+		ls.mu.Unlock()
+	}()
+	opts := s.cellOptions(ls, act, col, code, hooks, ride)
+	if md := ls.setupMetadata(k, code); md != nil {
+		opts.Metadata = md
+		status := opts.OnStatus
+		opts.OnStatus = func(state string) {
+			if state == "busy" {
+				ls.forgetSetup(k)
+			}
+			status(state)
+		}
+	}
+	start := time.Now()
+	out := s.runWithDeadline(ctx, ls, k, code, opts, timeout)
+	res.DurationMS = ms(time.Since(start))
+	col.finish()
+	return res, s.runOutcome(res, out, ride, timeout)
+}
+
+// cellOptions streams outputs to the collector (the answer), the active run (clients joining
+// mid-run) and the session's subscribers.
+func (s *Service) cellOptions(ls *liveSession, act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
+	opts := kernel.ExecOptions{
+		StoreHistory: true,
+		OnOutput: func(o kernel.Output) {
+			if col.add(o) {
+				act.output(&ls.hub, o)
+			}
+		},
+		// busy goes out as the kernel says it; idle is sent after the result (see Run), so a client
+		// that sees idle knows the turn, checkpoint included, is over.
+		OnStatus: func(state string) {
+			if state == "busy" {
+				ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
+			}
+		},
+	}
+	if ride != nil && ride.prep != nil {
+		opts.UserExpressions = map[string]string{snapshotKey: ride.prep.Expr}
+	}
+	if hooks.AllowInput {
+		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
+			return act.askInput(ictx, &ls.hub, req)
+		}
+	}
+	return opts
+}
+
+// cellOutcome is how the kernel's execution ended.
+type cellOutcome struct {
+	r         *kernel.ExecResult
+	err       error
+	timedOut  bool // the deadline passed and the kernel was interrupted
+	restarted bool // ... and it ignored the interrupt, so it was replaced
+}
+
+// runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
+// ignores the interrupt for 5 s.
+func (s *Service) runWithDeadline(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
+	done := make(chan cellOutcome, 1)
+	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
+	// with the run, which also releases an input() prompt nobody answered.
+	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ecancel()
+	go func() {
+		r, err := k.Execute(ectx, code, opts)
+		done <- cellOutcome{r: r, err: err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case out := <-done:
+		return out
+	case <-timer.C:
+	}
+	_ = k.Interrupt(context.WithoutCancel(ctx))
+	select {
+	case out := <-done:
+		out.timedOut = true
+		return out
+	case <-time.After(5 * time.Second):
+	}
+	// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
+	s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
+	s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
+	out := <-done
+	out.timedOut, out.restarted = true, true
+	return out
+}
+
+// runOutcome fills the answer's status and error from how the execution ended, and keeps the
+// snapshot answer that rode on it; it returns the run's error (kernel death, timeout), if any.
+func (s *Service) runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout time.Duration) error {
+	if out.err != nil {
+		res.Status = "error"
+		if isDied(out.err) && !out.restarted { // our own restart of a run that ignored the interrupt is a timeout
+			return &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint", Err: out.err, Result: res}
+		}
+		if !out.timedOut {
+			return out.err
+		}
+	} else {
+		res.Status = out.r.Status
+		if out.r.Status == "error" && res.Error == nil {
+			res.Error = &RunError{EName: out.r.EName, EValue: out.r.EValue, Traceback: out.r.Traceback}
+		}
+		if ride != nil && ride.prep != nil && out.r.Status == "ok" {
+			if text, err := kernel.UserExpressionText(out.r.UserExpressions[snapshotKey]); err == nil {
+				ride.answer = text
+			} else if out.timedOut {
+				// The cell itself finished; the deadline interrupted only the snapshot riding on it,
+				// which Finish takes again on its own. The run is not a timeout.
+				out.timedOut = false
+			}
+		}
+	}
+	if !out.timedOut {
+		return nil
+	}
+	msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
+	if out.restarted {
+		msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
+	}
+	return (&carryover.Error{Code: carryover.CodeTimeout, Message: msg, Result: res}).
+		WithDetails("timeout_seconds", timeout.Seconds(), "restarted", out.restarted)
+}

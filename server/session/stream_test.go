@@ -1,0 +1,115 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
+)
+
+// nextFrame reads one frame of sub as a map, or fails after a second.
+func nextFrame(t *testing.T, sub *Subscriber) map[string]any {
+	t.Helper()
+	select {
+	case b := <-sub.Frames():
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	case <-time.After(time.Second):
+		t.Fatal("no frame")
+		return nil
+	}
+}
+
+func TestSubscribeEventsBacklogThenLive(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "e"})
+	if _, err := s.Heartbeat(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Heartbeat(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	sub := NewSubscriber()
+	if err := s.SubscribeEvents(ctx, "e", sub, 1); err != nil { // the client saw event 1
+		t.Fatal(err)
+	}
+	detach, err := s.Attach("e", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	if f := nextFrame(t, sub); f["type"] != "event" || f["event"].(map[string]any)["sequence_number"] != 2.0 {
+		t.Fatalf("backlog frame = %v, want event 2 only", f)
+	}
+	if _, err := s.Pause(ctx, "e"); err == nil {
+		t.Fatal("a pending session was paused")
+	}
+	if _, err := s.Heartbeat(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFrame(t, sub)
+	ev := f["event"].(map[string]any)
+	if ev["sequence_number"] != 3.0 || ev["event_type"] != carryover.EventHeartbeat {
+		t.Fatalf("live frame = %v", f)
+	}
+	if err := s.SubscribeEvents(ctx, "nope", NewSubscriber(), 0); carryover.ErrorCode(err) != carryover.CodeNotFound {
+		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+func TestDeleteTellsSubscribers(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "d"})
+	sub := NewSubscriber()
+	if _, err := s.Attach("d", sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(context.Background(), "d"); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFrame(t, sub)
+	if f["type"] != "error" || f["error"].(map[string]any)["code"] != string(carryover.CodeNotFound) {
+		t.Fatalf("frame = %v, want a not_found error", f)
+	}
+}
+
+func TestAnswerInputWithoutPrompt(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "i"})
+	err := s.AnswerInput("i", "run-1", "x")
+	wantCode(t, err, carryover.CodeConflict)
+}
+
+func TestActiveRunInput(t *testing.T) {
+	var h hub
+	sub := NewSubscriber()
+	h.add(sub)
+	a := &activeRun{id: "r1", code: "input()"}
+	if a.answer("r1", "early") {
+		t.Fatal("an answer with no prompt pending was taken")
+	}
+	got := make(chan string, 1)
+	go func() {
+		v, _ := a.askInput(context.Background(), &h, kernel.InputRequest{Prompt: "name?"})
+		got <- v
+	}()
+	if f := nextFrame(t, sub); f["type"] != "input_request" || f["prompt"] != "name?" {
+		t.Fatalf("frame = %v", f)
+	}
+	if a.answer("r2", "x") {
+		t.Fatal("an answer for another run was taken")
+	}
+	if !a.answer("r1", "Ada") {
+		t.Fatal("the answer was refused")
+	}
+	if v := <-got; v != "Ada" {
+		t.Fatalf("input() got %q", v)
+	}
+}
