@@ -440,7 +440,7 @@ export declare namespace Schemas {
 
   export interface Event {
     sequence_number: number;
-    /** At least: session_started, session_paused, session_resumed, session_completed, session_failed, session_cancelled, session_hibernated, session_forked, sandbox_created, sandbox_terminated, sandbox_limit_exceeded, rotation_started, rotation_completed, rotation_failed, exec_started, exec_completed, budget_warning, budget_exceeded, checkpoint_created, checkpoint_restored, checkpoint_failed, tool_registered, heartbeat, kernel_died, variables_skipped. */
+    /** At least: session_started, session_paused, session_resumed, session_completed, session_failed, session_cancelled, session_hibernated, session_forked, sandbox_created, sandbox_terminated, sandbox_limit_exceeded, rotation_started, rotation_completed, rotation_failed, exec_started, exec_completed, budget_warning, budget_exceeded, checkpoint_created, checkpoint_restored, checkpoint_failed, tool_registered, heartbeat, kernel_died, variables_skipped, kernel_restarted. */
     event_type: string;
     /** event-specific JSON */
     payload: any;
