@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// Code is an error code of the public API (shared/API.md). Exactly one function, in the HTTP layer,
+// Code is an error code of the public API (docs/api.md). Exactly one function, in the HTTP layer,
 // maps codes to statuses; everything below it speaks codes.
 type Code string
 
-// The codes of shared/API.md.
+// The codes of docs/api.md.
 const (
 	CodeInvalid         Code = "invalid_request"
 	CodeUnauthorized    Code = "unauthorized"

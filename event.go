@@ -15,7 +15,7 @@ type Event struct {
 	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
 }
 
-// Event types: shared/API.md's and carryover's own (session_hibernated, session_forked,
+// Event types: docs/api.md's and carryover's own (session_hibernated, session_forked,
 // checkpoint_failed, sandbox_limit_exceeded, kernel_restarted). Emit them by these names, never by
 // string literal.
 const (

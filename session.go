@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Session states (shared/API.md).
+// Session states (docs/api.md).
 const (
 	StatePending   = "pending"
 	StateRunning   = "running"

@@ -1,5 +1,5 @@
-// Package client is a typed Go client of carryover's HTTP and websocket API (shared/API.md and the
-// README's "API extensions").
+// Package client is a typed Go client of carryover's HTTP and websocket API (docs/api.md, with its
+// extensions).
 //
 // It exists so that programs (the server's own tests and benchmark, a CLI, agents) talk to
 // carryover through named fields instead of map[string]any: a renamed field then breaks a build,

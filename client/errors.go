@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Error codes of shared/API.md, for comparing with ErrorCode.
+// Error codes of docs/api.md, for comparing with ErrorCode.
 const (
 	CodeInvalidRequest  = "invalid_request"
 	CodeUnauthorized    = "unauthorized"

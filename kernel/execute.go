@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Output is one iopub output item. Its JSON is the API's output item (shared/API.md), so the server
+// Output is one iopub output item. Its JSON is the API's output item (docs/api.md), so the server
 // can forward it untouched: {"type":"stream","name":"stdout","text":"1\n"},
 // {"type":"display_data","data":{...},"metadata":{...}}, {"type":"execute_result",...,"execution_count":3},
 // {"type":"error","ename":...,"evalue":...,"traceback":[...]},

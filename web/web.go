@@ -3,7 +3,7 @@
 // nothing is fetched from the internet at run time and `go build` alone needs no node.
 //
 // The server mounts Handler at "/". The page reads the API token from "/?token=..." once, keeps it in
-// sessionStorage, and talks only to the public API (/api/..., see shared/API.md).
+// sessionStorage, and talks only to the public API (/api/..., see docs/api.md).
 package web
 
 import (

@@ -8,7 +8,7 @@
 // example the `ws` package's).
 //
 // Every method resolves to the API's JSON answer as is ({session}, {events}, the run answer, ...),
-// so the field names are those of shared/API.md; a non-2xx answer rejects with a CarryoverError.
+// so the field names are those of docs/api.md; a non-2xx answer rejects with a CarryoverError.
 
 /** An API error answer (`{"error": {"code", "message", "details"}, "result"?}`), an error frame
  * of the websocket (status 0), or a failure to reach the server (code "connection_error",

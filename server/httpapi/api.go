@@ -1,5 +1,5 @@
-// Package httpapi is carryover's own front door: the REST and websocket API of shared/API.md (plus
-// the README's extensions) over the session service. It decodes requests, calls the service, and
+// Package httpapi is carryover's own front door: the REST and websocket API of docs/api.md (with
+// its extensions) over the session service. It decodes requests, calls the service, and
 // maps errors to statuses in exactly one function (statusOf); it never reaches the store.
 package httpapi
 

@@ -6,7 +6,7 @@ import (
 )
 
 // openAPI is the OpenAPI 3.1 description of every route (openapi.json, kept by hand beside the
-// handlers; openapi_test.go checks it against routes() and shared/API.md's examples).
+// handlers; openapi_test.go checks it against routes() and docs/api.md's examples).
 //
 //go:embed openapi.json
 var openAPI []byte

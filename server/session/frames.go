@@ -6,7 +6,7 @@ import (
 )
 
 // Frames are what a session streams to its subscribers (websocket clients today), in the order the
-// kernel produced them. Each type has exactly the fields shared/API.md gives it.
+// kernel produced them. Each type has exactly the fields docs/api.md gives it.
 
 // StatusFrame says the kernel went busy (with the code) or the turn ended (idle, after the result).
 type StatusFrame struct {

@@ -2,8 +2,8 @@ package session
 
 // sandbox.go connects a claimed kernel's process to its session (workspace, limits, and limit hits
 // as events) through the kernel.Provisioner the service was given (server/provisioner.go picks
-// kernel/sandbox's bubblewrap boxes or plain local processes). The README's "Sandbox and threat
-// model" says what the sandbox isolates and what it does not.
+// kernel/sandbox's bubblewrap boxes or plain local processes). docs/sandbox.md ("Threat model")
+// says what the sandbox isolates and what it does not.
 
 import (
 	"context"

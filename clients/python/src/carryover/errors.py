@@ -1,4 +1,4 @@
-"""Exceptions carrying the API's error codes (shared/API.md, "Errors")."""
+"""Exceptions carrying the API's error codes (docs/api.md, "Errors")."""
 
 from __future__ import annotations
 
