@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/carryover/carryover/internal/binserver"
 )
 
 const python = "/usr/bin/python3"
@@ -26,7 +24,7 @@ const python = "/usr/bin/python3"
 // exit (which DELETEs its kernels) closes the session with its state kept in carryover.
 func TestJupyterServerGateway(t *testing.T) {
 	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	js, jsURL := startJupyterServer(t, srv.Base+"/jupyter")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -63,7 +61,7 @@ func TestJupyterServerGateway(t *testing.T) {
 // nbclient's shutdown of the kernel leaves carryover's session closed, not deleted.
 func TestJupyterNBClient(t *testing.T) {
 	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	script := filepath.Join(root, "server", "jupyter", "testdata", "python", "nbclient_run.py")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/internal/binserver"
 )
 
 // jmsg is a Jupyter message as the tests see it.
@@ -375,8 +373,7 @@ func TestJupyterChannels(t *testing.T) {
 // client that reconnects to the restarted process gets an explicit error reply and an idle for
 // both, and the session continues from its last checkpoint.
 func TestJupyterLostRequests(t *testing.T) {
-	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	var kern map[string]any
 	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
 		t.Fatalf("POST kernels: %d", st)

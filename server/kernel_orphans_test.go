@@ -3,14 +3,12 @@ package server_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/internal/binserver"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,8 +21,7 @@ func TestKernelsDieWithServer(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	c := client.New(srv.Base, testToken)
 	ctx := context.Background()
 	if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: "orphan"}); err != nil {
