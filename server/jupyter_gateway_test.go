@@ -23,6 +23,7 @@ const python = "/usr/bin/python3"
 // websocket and keeps its variables through a kill -9 and restart of carryover, and jupyter_server's
 // exit (which DELETEs its kernels) closes the session with its state kept in carryover.
 func TestJupyterServerGateway(t *testing.T) {
+	t.Parallel()
 	root, _ := filepath.Abs("..")
 	srv := startBinary(t)
 	js, jsURL := startJupyterServer(t, srv.Base+"/jupyter")
@@ -60,6 +61,7 @@ func TestJupyterServerGateway(t *testing.T) {
 // (its websocket carries the token in the path): outputs of every kind come back in order, and
 // nbclient's shutdown of the kernel leaves carryover's session closed, not deleted.
 func TestJupyterNBClient(t *testing.T) {
+	t.Parallel()
 	root, _ := filepath.Abs("..")
 	srv := startBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)

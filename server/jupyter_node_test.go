@@ -23,6 +23,7 @@ import (
 // first client's kernel connection reconnects by itself and continues. Its shutdown closes the
 // session and keeps its state.
 func TestJupyterNodeClient(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is needed for the Jupyter client test (every machine of this project has it): %v", err)

@@ -18,6 +18,7 @@ import (
 // pid 1: ipykernel's own parent poller (it exits when its parent becomes pid 1) does not fire, and
 // only the parent-death signal of kernel/process.go kills it.
 func TestKernelsDieWithServer(t *testing.T) {
+	t.Parallel()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
