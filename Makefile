@@ -62,9 +62,12 @@ build: deps
 run: build
 	./$(BIN) serve --data_dir ./data
 
+# The tests mostly wait (kernels, servers, timeouts), so they run wider than the 2 cores: the
+# end-to-end tests that may run side by side call t.Parallel, -parallel 4 lets four of them at a
+# time, and ./server/ and ./web/, the longest packages, are named first so that they start first.
 test: deps web-deps tools
 	$(GO) vet ./...
-	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m ./...
+	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -parallel 4 ./server/ ./web/ ./...
 
 bench: deps
 	$(GO) build -o $(BENCH) ./cmd/carryover-bench

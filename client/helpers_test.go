@@ -3,11 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/carryover/carryover/client"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 // testCtx bounds one test's calls.
@@ -79,8 +79,5 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// uniqueID is a session id unique to the test and the moment.
-func uniqueID(t *testing.T) string {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	return name + "-" + time.Now().Format("150405.000000")
-}
+// uniqueID is a session id unique to the test and the run.
+func uniqueID(t *testing.T) string { return servertest.ID(t) }

@@ -11,6 +11,7 @@ import (
 // TestStateSetCompleteExample is the StateSet "complete example" on this API: create with a budget,
 // start, exec, write a file, update context, run, read events, stop.
 func TestStateSetCompleteExample(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	s := ts.newSession(client.CreateRequest{Name: "refactor-auth",
 		Budget:   &client.Budget{CostCapCents: 500, IterationLimit: 100},
@@ -112,6 +113,7 @@ func typesOf(evs []client.Event) []string {
 
 // TestBudgetIterations: a budget of 3 iterations rejects the 4th with the events.
 func TestBudgetIterations(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "b3", Budget: &client.Budget{IterationLimit: 3}})
 	ts.run("b3", "a = 1")
@@ -131,6 +133,7 @@ func TestBudgetIterations(t *testing.T) {
 
 // TestPauseResume: paused rejects run with session_paused and keeps the kernel state.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "p"})
 	ts.run("p", "v = 7")

@@ -12,6 +12,7 @@ import (
 
 // TestFilesAPI: PUT, POST (utf-8 and base64), list, GET, DELETE, and files written by code.
 func TestFilesAPI(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "f"})
 	must(t, 201, "put in.csv", func(ctx context.Context) (*client.FileInfo, error) {
@@ -49,6 +50,7 @@ func TestFilesAPI(t *testing.T) {
 // TestCheckpointsListAndRestore: each turn is a checkpoint; restoring one brings back that turn's
 // namespace and files; skipped variables are reported in the answer and as an event.
 func TestCheckpointsListAndRestore(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "c"})
 	r1 := ts.run("c", "a = 1\nopen('v.txt','w').write('one')")
@@ -101,6 +103,7 @@ func skipped(list []client.VarSkip, name string) bool {
 
 // TestMetricsAndHealth: /healthz needs no token; /metrics is Prometheus text.
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	mustDo(t, 200, "healthz without a token", newClient(ts.base, "").Health)
 	ts.newSession(client.CreateRequest{SessionID: "m"})
@@ -112,6 +115,7 @@ func TestMetricsAndHealth(t *testing.T) {
 
 // TestSessionDeleteRemovesEverything: DELETE stops the kernel and removes rows and files.
 func TestSessionDeleteRemovesEverything(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "gone"})
 	ts.run("gone", "x = 1\nopen('f.txt','w').write('y')")
@@ -135,6 +139,7 @@ func TestSessionDeleteRemovesEverything(t *testing.T) {
 // TestDeleteDuringRun: deleting a session while it runs interrupts the run, and neither the run nor
 // a queued one brings a kernel or a workspace back for the deleted session.
 func TestDeleteDuringRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "del"})
 	ts.run("del", "x = 1")
@@ -168,6 +173,7 @@ func TestDeleteDuringRun(t *testing.T) {
 // are the caller's mistakes (400 with the field), not a 500 from the kernel or a request that never
 // answers; the session is unchanged and keeps working.
 func TestBadEnvAndCursor(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "be", Start: true})
 	ctx := ts.ctx()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
@@ -47,7 +48,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data_dir lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockWait(f, lockWait); err != nil {
 		holder := "another process"
 		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
 			holder = "process " + strings.TrimSpace(string(b))
@@ -65,6 +66,26 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return &dataDirLock{f: f}, nil
+}
+
+// lockWait is how long a lock held elsewhere is retried before the conflict is reported. A lock
+// just released can stay held for a moment: an flock belongs to the open file, and every child that
+// this process (or the server that just exited) forks holds a copy of each descriptor, close-on-exec
+// ones included, until its exec closes them; under load that is milliseconds or more. A server
+// restarted in-process (the tests, an embedder) was refused now and then by the lock of its own
+// predecessor, held by a child (a kernel, bwrap) that another server of the process was starting.
+const lockWait = 2 * time.Second
+
+// flockWait takes an exclusive flock on f, retrying for up to wait while another holds it.
+func flockWait(f *os.File, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // release drops the lock; safe on nil and twice.

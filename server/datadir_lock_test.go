@@ -14,6 +14,7 @@ import (
 // TestDataDirIsLocked: a second server on a data dir in use refuses to start and names the holder;
 // once the first has shut down, a server starts there again.
 func TestDataDirIsLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	_, err := server.New(context.Background(), testConfig(dir), nil, nil)

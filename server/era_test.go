@@ -187,6 +187,7 @@ func doStep(t *testing.T, ts *testServer, st step) {
 
 // TestERAFlows runs every documented ERA example against a real server.
 func TestERAFlows(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	createAll(t, ts, "")
 	flows := eraFlows("")
@@ -202,6 +203,7 @@ func TestERAFlows(t *testing.T) {
 // TestERAFlowsSurviveRestarts runs the same flows with a server restart between every two calls:
 // each session comes back from SQLite and its last checkpoint.
 func TestERAFlowsSurviveRestarts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("restarts take a while")
 	}

@@ -12,6 +12,7 @@ import (
 // error in the API's shape and changes nothing. Requests the typed client can express go through
 // it; malformed JSON, raw ".." paths and bad query values go raw.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "good", Data: map[string]any{"k": "v"}})
 	ts.run("good", "x = 1")

@@ -28,6 +28,7 @@ func (ts *testServer) checkpoints(id string) []client.CheckpointInfo {
 // go on independently; forks at an older checkpoint; errors; the fork outlives its deleted source
 // (and a GC) across a restart.
 func TestFork(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "src", Name: "origin", Data: map[string]any{"k": "v"}, ClientID: "agent-1",
 		Budget: &client.Budget{IterationLimit: 50}})
@@ -142,6 +143,7 @@ func TestFork(t *testing.T) {
 // Forking a session holding 256 MiB writes no chunk: the wall time is logged, nothing is asserted
 // about it.
 func TestForkLarge(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "big"})
 	r := ts.run("big", "import numpy as np\nbig = np.arange(1 << 25, dtype=np.int64)  # 256 MiB")
@@ -169,6 +171,7 @@ func TestForkLarge(t *testing.T) {
 // A sandboxed fork: its kernel starts in its own /workspace (the same path as the source's), with
 // the source's cwd below it and its files, and writes only its own workspace.
 func TestForkSandboxed(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.newSession(client.CreateRequest{SessionID: "s"})
 	ts.run("s", "import os\nos.makedirs('d', exist_ok=True)\nos.chdir('d')\nx = [1]\nopen('f.txt', 'w').write('one')")

@@ -56,6 +56,7 @@ const (
 // nothing outside the workspaces touched; the server and the running session alive afterwards.
 // What it found is pinned by TestFuzzFindings*. FUZZ_DEBUG=1 logs every websocket frame read.
 func TestFuzzAPI(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	seed := fuzzSeed(t)
 	t.Logf("seed %d (vary with -fuzz.seed=N or CARRYOVER_FUZZ_SEED=N)", seed)

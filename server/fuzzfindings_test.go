@@ -14,6 +14,7 @@ import (
 // TestFuzzFindings pins what TestFuzzAPI found: each request once answered 500 or an error outside
 // the API's shape, and now answers 400 invalid_request.
 func TestFuzzFindings(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ff"})
 	if _, err := ts.c.PutFile(ts.ctx(), "ff", "dir/file.txt", []byte("x")); err != nil {
@@ -92,6 +93,7 @@ func rawWithin(t *testing.T, ts *testServer, method, path, body string) rawResp 
 // KeyboardInterrupt, had no "evalue" (it is empty, and omitted), which Output requires; the fuzz
 // saw it in a websocket result after its interrupt frame.
 func TestFuzzFindingsInterrupted(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "fi"})
 	ts.run("fi", "1+1")
@@ -121,6 +123,7 @@ func TestFuzzFindingsInterrupted(t *testing.T) {
 // around the cursor), and the session's kernel is free afterwards. It once took the kernel over
 // 10 s (504 timeout) while every later request of the session (PATCH context...) waited behind it.
 func TestFuzzFindingsHugeCompletion(t *testing.T) {
+	// Not parallel: its bound on the completions' wall time needs the CPU they would get alone.
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "fc"})
 	ts.run("fc", "import os\nvalue_one = 1")
@@ -150,6 +153,7 @@ func TestFuzzFindingsHugeCompletion(t *testing.T) {
 // was saved, the kernel's chdir failed (500), and every later PATCH of the context re-applied it
 // and answered 500 too.
 func TestFuzzFindingsContext(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "fx"})
 	ts.run("fx", "1+1")

@@ -10,11 +10,10 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
-	"github.com/carryover/carryover/server"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 const testToken = "test-token"
@@ -22,27 +21,17 @@ const testToken = "test-token"
 // testServer is a real carryover server on a loopback port with its own SQLite file, and a typed
 // client of it.
 type testServer struct {
-	t    *testing.T
-	dir  string
-	srv  *server.Server
+	t   *testing.T
+	dir string
+	srv *servertest.Server
+	// base is the server's http://host:port.
 	base string
 	// c is the typed client, with testToken. Its answers' HTTP statuses can be checked (withStatus).
-	c    *client.Client
-	done chan error
+	c *client.Client
 }
 
-func testConfig(dir string) *configs.Config {
-	cfg := configs.Default()
-	cfg.DataDir = dir
-	cfg.Server.Addr = "127.0.0.1:0"
-	cfg.Auth.Token = testToken
-	cfg.Pool.Size = 1
-	cfg.Persistence.PreImport = nil // ~0.8 s of CPU per refill, on a 2-core machine running tests in parallel; TestPoolKernelsArePreImported covers it
-	cfg.Server.MaxBodyBytes = 1 << 20
-	cfg.Server.ShutdownGraceSeconds = 10
-	cfg.Sandbox.Enabled = false
-	return cfg
-}
+// testConfig is the config of startServer before its tweaks (servertest.Config with testToken).
+func testConfig(dir string) *configs.Config { return servertest.Config(dir, testToken) }
 
 // startServer starts a server on dir (a new temp dir when "").
 func startServer(t *testing.T, dir string, tweak ...func(*configs.Config)) *testServer {
@@ -54,38 +43,29 @@ func startServer(t *testing.T, dir string, tweak ...func(*configs.Config)) *test
 	for _, f := range tweak {
 		f(cfg)
 	}
-	srv, err := server.New(context.Background(), cfg, nil, nil)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + srv.Addr()
-	ts := &testServer{t: t, dir: dir, srv: srv, base: base, c: newClient(base, testToken), done: make(chan error, 1)}
-	go func() { ts.done <- srv.Serve() }()
-	t.Cleanup(func() { ts.stop() })
-	return ts
+	srv := servertest.Start(t, cfg)
+	return &testServer{t: t, dir: dir, srv: srv, base: srv.Base, c: newClient(srv.Base, testToken)}
 }
 
 // stop shuts the server down gracefully (idempotent).
 func (ts *testServer) stop() {
-	if ts.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := ts.srv.Shutdown(ctx); err != nil {
+	if err := ts.srv.Stop(); err != nil {
 		ts.t.Errorf("shutdown: %v", err)
 	}
-	<-ts.done
-	ts.srv = nil
 }
 
 // restart stops the server and starts a new one on the same data dir.
 func (ts *testServer) restart() *testServer {
 	ts.stop()
 	return startServer(ts.t, ts.dir)
+}
+
+// startBinary serves the real binary (servertest.Binary) with testToken, a warm pool of one kernel
+// and no sandbox, for tests of a process: kill -9, restarts, clients in other languages.
+func startBinary(t *testing.T) *servertest.Process {
+	t.Helper()
+	return servertest.StartProcess(t, servertest.Options{Token: testToken,
+		Flags: []string{"--pool.size", "1"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false"}})
 }
 
 // ---- typed calls ----

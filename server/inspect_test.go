@@ -60,6 +60,7 @@ func decodeOK[T any](t *testing.T, r rawResp, what string) T {
 // it answers from the checkpoint. GET /checkpoints/{cid} gives sizes and content references that
 // change exactly when a value does (the UI's checkpoint diff).
 func TestVariablesAndCheckpointDetail(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "vi"})
 	r1 := ts.run("vi", "import numpy as np\nx = [1, 2, 3]\narr = np.zeros((2, 5))\nkeep = 'same'\ng = (i for i in range(3))\nopen('a.txt', 'w').write('one')")

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/carryover/carryover/internal/binserver"
 )
 
 const python = "/usr/bin/python3"
@@ -25,8 +23,9 @@ const python = "/usr/bin/python3"
 // websocket and keeps its variables through a kill -9 and restart of carryover, and jupyter_server's
 // exit (which DELETEs its kernels) closes the session with its state kept in carryover.
 func TestJupyterServerGateway(t *testing.T) {
+	t.Parallel()
 	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	js, jsURL := startJupyterServer(t, srv.Base+"/jupyter")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -62,8 +61,9 @@ func TestJupyterServerGateway(t *testing.T) {
 // (its websocket carries the token in the path): outputs of every kind come back in order, and
 // nbclient's shutdown of the kernel leaves carryover's session closed, not deleted.
 func TestJupyterNBClient(t *testing.T) {
+	t.Parallel()
 	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	script := filepath.Join(root, "server", "jupyter", "testdata", "python", "nbclient_run.py")

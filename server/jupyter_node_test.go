@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carryover/carryover/internal/binserver"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 // TestJupyterNodeClient drives /jupyter/ with JupyterLab's own client library, @jupyterlab/services
@@ -23,6 +23,7 @@ import (
 // first client's kernel connection reconnects by itself and continues. Its shutdown closes the
 // session and keeps its state.
 func TestJupyterNodeClient(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is needed for the Jupyter client test (every machine of this project has it): %v", err)
@@ -31,8 +32,7 @@ func TestJupyterNodeClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@jupyterlab", "services")); err != nil {
 		t.Fatalf("@jupyterlab/services is not installed: run `make web-deps` (cd server/jupyter/testdata/node && npm install): %v", err)
 	}
-	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "client.mjs"))
@@ -87,7 +87,7 @@ func getJSON(t *testing.T, url string, v any) {
 // runKillScript runs a client script that prints "KERNEL <id>", then "KILL" and waits for a line on
 // stdin: the test kills the server with SIGKILL, starts it again and answers. It returns what the
 // script printed (stdout, then stderr), the kernel id, and an error unless it exited 0 with "OK" last.
-func runKillScript(t *testing.T, cmd *exec.Cmd, srv *binserver.Restartable) (string, string, error) {
+func runKillScript(t *testing.T, cmd *exec.Cmd, srv *servertest.Process) (string, string, error) {
 	t.Helper()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/internal/binserver"
 )
 
 // jmsg is a Jupyter message as the tests see it.
@@ -218,6 +216,7 @@ var jupyterTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`)
 // TestJupyterREST: Jupyter Server's REST shapes, errors, auth forms, and sessions that outlive a
 // restart of carryover (they are in the database).
 func TestJupyterREST(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	var api map[string]any
 	if jreq(t, ts.base, "GET", "/jupyter/api?_=123", "", &api) != 200 || api["version"] == nil {
@@ -295,6 +294,7 @@ func TestJupyterREST(t *testing.T) {
 // never reach the Jupyter client, and a kernel killed mid-cell answers with an error reply and an
 // idle, then continues with the state of the last checkpoint.
 func TestJupyterChannels(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	for _, v1 := range []bool{true, false} {
 		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
@@ -375,8 +375,8 @@ func TestJupyterChannels(t *testing.T) {
 // client that reconnects to the restarted process gets an explicit error reply and an idle for
 // both, and the session continues from its last checkpoint.
 func TestJupyterLostRequests(t *testing.T) {
-	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	t.Parallel()
+	srv := startBinary(t)
 	var kern map[string]any
 	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
 		t.Fatalf("POST kernels: %d", st)
@@ -407,6 +407,7 @@ func TestJupyterLostRequests(t *testing.T) {
 // TestJupyterCloseOnShutdown: a graceful stop closes the channels websockets with 1012 (service
 // restart), on which JupyterLab reconnects (1000/1001 would make it give up).
 func TestJupyterCloseOnShutdown(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	var kern map[string]any
 	if st := jreq(t, ts.base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {

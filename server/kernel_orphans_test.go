@@ -3,14 +3,12 @@ package server_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/internal/binserver"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,11 +18,11 @@ import (
 // pid 1: ipykernel's own parent poller (it exits when its parent becomes pid 1) does not fire, and
 // only the parent-death signal of kernel/process.go kills it.
 func TestKernelsDieWithServer(t *testing.T) {
+	t.Parallel()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	root, _ := filepath.Abs("..")
-	srv := binserver.StartRestartable(t, root, testToken, []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := startBinary(t)
 	c := client.New(srv.Base, testToken)
 	ctx := context.Background()
 	if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: "orphan"}); err != nil {

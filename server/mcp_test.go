@@ -84,6 +84,7 @@ func okTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]an
 }
 
 func TestMCPTools(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "", func(c *configs.Config) { c.Auth.Tenants = map[string]string{"other": "other-token"} })
 
 	// The same auth as /api/: no token is a 401; ?token= and "token t" work too.
@@ -222,6 +223,7 @@ func TestMCPTools(t *testing.T) {
 
 // TestMCPNodeClient drives /mcp with the official TypeScript SDK (server/mcp/testdata/node).
 func TestMCPNodeClient(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is needed for the MCP client test (every machine of this project has it): %v", err)

@@ -14,6 +14,7 @@ import (
 // The session's history as an nbformat 4.5 notebook: prints, results, errors, plots and shell
 // commands, valid for Debian's nbformat.
 func TestNotebook(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "nb"})
 	ts.run("nb", "print('hello')")
@@ -124,6 +125,7 @@ func TestNotebook(t *testing.T) {
 // TestNotebookRun runs a notebook's code cells into a session: in order, each a turn of its own,
 // stopping at the first error unless asked to go on; a round trip through the export keeps the code.
 func TestNotebookRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ctx := ts.ctx()
 	ts.newSession(client.CreateRequest{SessionID: "nbrun"})

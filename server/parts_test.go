@@ -33,6 +33,7 @@ func (c *countingStore) BeginCheckpoint(ctx context.Context) (carryover.Checkpoi
 // TestAssembleWithAnotherStore drops a store of the caller's into the server (server.Parts): the
 // service and the API use it for everything, with nothing in server/ knowing what it is.
 func TestAssembleWithAnotherStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inner, err := sqlite.Open(filepath.Join(dir, "other.db"))
 	if err != nil {

@@ -46,6 +46,7 @@ func kernelPID(t *testing.T, ts *testServer, id string) int {
 // TestKernelDeathMidRun: kill -9 of the kernel during a run answers 502 kernel_died promptly, and
 // the session comes back from its last checkpoint.
 func TestKernelDeathMidRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "die"})
 	ts.run("die", "import numpy as np\nkeep = {'a': [1, 2]}\narr = np.ones(5)\nalias = keep")
@@ -77,6 +78,7 @@ func TestKernelDeathMidRun(t *testing.T) {
 
 // TestKernelDeathBetweenRuns: a kernel killed while idle is noticed and replaced eagerly.
 func TestKernelDeathBetweenRuns(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "idle-die"})
 	ts.run("idle-die", "v = 'still here'")
@@ -93,6 +95,7 @@ func TestKernelDeathBetweenRuns(t *testing.T) {
 // TestRunTimeoutKeepsState: a run past timeout_seconds is interrupted, answers 504, and the
 // kernel (not restarted) keeps its state.
 func TestRunTimeoutKeepsState(t *testing.T) {
+	// Not parallel: its bound on the timeout's wall time needs the CPU the run would get alone.
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "slowrun"})
 	ts.run("slowrun", "before = 41")
@@ -117,6 +120,7 @@ func TestRunTimeoutKeepsState(t *testing.T) {
 // TestShutdownLetsRunsFinish: SIGTERM-style shutdown waits for the run in flight; after a restart
 // its result is there.
 func TestShutdownLetsRunsFinish(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "grace"})
 	ts.run("grace", "x = 0")
@@ -134,6 +138,7 @@ func TestShutdownLetsRunsFinish(t *testing.T) {
 // TestShutdownLeavesNoSpool: the kernels' spool (tmpfs by default) is removed when the server stops,
 // pooled kernels' directories included.
 func TestShutdownLeavesNoSpool(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "sp"})
 	ts.run("sp", "x = 1")

@@ -41,6 +41,7 @@ func inOrder(t *testing.T, types []string, want ...string) {
 // TestRotationKeepsState: timeout_seconds=6 and buffer 3 rotate the kernel about every 3 s;
 // variables and files survive and the events come in order.
 func TestRotationKeepsState(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	s := ts.newSession(client.CreateRequest{SessionID: "rot", Sandbox: &client.SandboxRequest{TimeoutSeconds: client.Seconds(6)},
 		Rotation: &client.Rotation{PreRotateBufferSeconds: 3}, Start: true})
@@ -62,6 +63,7 @@ func TestRotationKeepsState(t *testing.T) {
 
 // TestForcedRotationWaitsForRun: POST /rotate during a run waits for it; the next run uses the new kernel.
 func TestForcedRotationWaitsForRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "fr"})
 	ts.run("fr", "n = 1")
@@ -83,6 +85,7 @@ func TestForcedRotationWaitsForRun(t *testing.T) {
 // TestHibernationAndWake: an idle session is checkpointed and its kernel stopped; the next run
 // restores it transparently; heartbeats keep a kernel alive.
 func TestHibernationAndWake(t *testing.T) {
+	// Not parallel: heartbeats every 0.5 s must beat a 2 s idle limit, which a loaded machine can delay.
 	ts := startServer(t, "", func(c *configs.Config) {
 		c.Cull.IdleSeconds = 2
 		c.Cull.IntervalSeconds = 0.2
@@ -136,6 +139,7 @@ func TestHibernationAndWake(t *testing.T) {
 
 // TestCostIsMeasured: CPU burnt in the kernel shows up in budget_consumed and cost_cents.
 func TestCostIsMeasured(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "cost", Budget: &client.Budget{CostCapCents: 0.001}})
 	ts.run("cost", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass")
@@ -152,6 +156,7 @@ func TestCostIsMeasured(t *testing.T) {
 // TestAgentFlowsSurviveRestart: a server restart between steps of rotation, hibernation and budget
 // flows loses nothing committed.
 func TestAgentFlowsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ar", Budget: &client.Budget{IterationLimit: 4}, ClientID: "cli"})
 	ts.run("ar", "x = 10")
@@ -180,6 +185,7 @@ func TestAgentFlowsSurviveRestart(t *testing.T) {
 // TestStopDuringRotationWaits: a stop that arrives while the session is rotating waits for the
 // rotation and then completes the session (it is not refused because the state is "rotating").
 func TestStopDuringRotationWaits(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "rs"})
 	ts.run("rs", "import numpy as np\nbig = np.random.rand(1 << 25)") // 256 MB: rotation takes a while
@@ -210,6 +216,7 @@ func TestStopDuringRotationWaits(t *testing.T) {
 
 // TestThousandsOfSessions: a thousand sessions exist, only the ones that ran hold a kernel.
 func TestThousandsOfSessions(t *testing.T) {
+	// Not parallel: carryover_kernels_live is process-wide, and other tests' servers would move it.
 	ts := startServer(t, "")
 	gauge := func() float64 {
 		var v float64

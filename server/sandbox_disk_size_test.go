@@ -14,6 +14,7 @@ import (
 // holds more than the default; a size over sandbox.max_disk, below the smallest disk or not a size
 // is a 400 naming the field, and no session is made.
 func TestSandboxDiskSize(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.MaxDisk = "64Mi", "160Mi" })
 	ts.create("small", &client.SandboxRequest{Disk: "24Mi"})
 	s := ts.newSession(client.CreateRequest{SessionID: "big", Start: true, Sandbox: &client.SandboxRequest{Disk: "128Mi"}})
@@ -57,6 +58,7 @@ def fill(name, mb):
 // TestDiskRequestWithoutDisks: a server whose workspaces have no disk of their own refuses
 // sandbox.disk instead of ignoring it.
 func TestDiskRequestWithoutDisks(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	r := ts.raw("POST", "/api/sessions", `{"session_id": "d", "sandbox": {"disk": "1Gi"}}`)
 	if r.Status != 400 || !strings.Contains(string(r.Body), "sandbox.disk") {

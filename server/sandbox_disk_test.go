@@ -15,6 +15,7 @@ import (
 // sandbox.disk_inodes files: past either, Python gets ENOSPC, the files so far stay and are
 // checkpointed, and another session still has all of its own space.
 func TestSandboxDiskQuota(t *testing.T) {
+	t.Parallel()
 	disk := func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.DiskInodes = "64Mi", 2000 }
 	ts := sandboxed(t, disk)
 	// Spare images are made and mounted ahead, so a new workspace need not wait for mkfs.

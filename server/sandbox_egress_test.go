@@ -17,6 +17,7 @@ import (
 // proxy (plain HTTP and an HTTPS CONNECT tunnel), everything else is refused with a clear error, and
 // there is no way around the proxy.
 func TestSandboxEgressAllowlist(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
 	allowed := httptest.NewServer(hello)

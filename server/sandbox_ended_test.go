@@ -13,6 +13,7 @@ import (
 // with a rotation or a hibernation, and the sandbox_terminated event and the next run's answer
 // name them (pid as the session saw it, command line).
 func TestSandboxEndedProcessesNamed(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("bg", nil)
 	start := "import subprocess, sys\nsrv = subprocess.Popen([sys.executable, '-m', 'http.server', '8765'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\nslp = subprocess.Popen(['sleep', '1000'])\nprint(srv.pid, slp.pid)"

@@ -45,6 +45,7 @@ func buildWheel(t *testing.T, name string) (string, []byte) {
 // land in the session's own prefix without PEP 668 in the way, are importable at once, and come
 // back after a kernel kill, a rotation and in a fork, with an object of an installed class restored.
 func TestSandboxPackagesPersist(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("pk", nil)
 	for _, name := range []string{"tinypoint", "tinyexec", "tinybang"} {

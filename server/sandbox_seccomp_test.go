@@ -83,6 +83,7 @@ func checkSeccomp(t *testing.T, via, out string) []string {
 }
 
 func TestSandboxSeccompDenies(t *testing.T) {
+	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the probe uses x86-64 system call numbers")
 	}
@@ -121,6 +122,7 @@ func TestSandboxSeccompDenies(t *testing.T) {
 // TestSandboxSeccompOff is the control: with sandbox.seccomp=false the same probe gets other
 // answers (so TestSandboxSeccompDenies measures the filter, not the missing capabilities).
 func TestSandboxSeccompOff(t *testing.T) {
+	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the probe uses x86-64 system call numbers")
 	}
@@ -150,6 +152,7 @@ func TestSandboxSeccompOff(t *testing.T) {
 // TestSandboxSeccompWorkloads runs what notebooks run, under the filter: the scientific stack,
 // a shell pipeline, multiprocessing and threads.
 func TestSandboxSeccompWorkloads(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("wl", nil)
 	code := `import numpy as np, pandas as pd, matplotlib, subprocess, multiprocessing as mp, threading, os
@@ -184,6 +187,7 @@ with ThreadPoolExecutor(4) as ex: print('threads', sorted(ex.map(lambda i: threa
 // (userfaultfd with UFFD_USER_MODE_ONLY + PAGEMAP_SCAN) works inside the box under the filter:
 // a turn that only reads a large array is checkpointed in "uffd" mode, not by re-hashing it.
 func TestSandboxDirtyPagesUnderFilter(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("dp", nil)
 	ts.run("dp", "import numpy as np\nbig = np.ones(4 << 20)")

@@ -16,6 +16,7 @@ import (
 // the same database with its cache gone) and are importable again; skills a previous version left in
 // data_dir/skills are imported into the store once at start-up and their folder is kept.
 func TestSandboxSkillsInStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// What an older version left: data_dir/skills/<hex tenant>/...
 	legacy := filepath.Join(dir, "skills", hex.EncodeToString([]byte("default")), "old")

@@ -13,6 +13,7 @@ import (
 // tenant at /skills, read-only unless the session asked for "rw", change at once for running
 // sessions, and are never seen by another tenant.
 func TestSandboxSkills(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Auth.Tenants = map[string]string{"acme": "acme-token"} })
 	acme := newClient(ts.base, "acme-token")
 	must(t, 201, "put skill", func(ctx context.Context) (*client.FileInfo, error) {

@@ -75,6 +75,7 @@ func answer(res *client.RunResult, apiErr *client.Error) string {
 }
 
 func TestSandboxIsolation(t *testing.T) {
+	t.Parallel()
 	cfgFile := filepath.Join(t.TempDir(), "carryover.yaml")
 	if err := os.WriteFile(cfgFile, []byte("auth:\n  token: "+testToken+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -204,6 +205,7 @@ print(conn('127.0.0.1', %s), conn('1.1.1.1', 53), conn('127.0.0.1', srv.getsockn
 }
 
 func TestSandboxFilesAPIConfinement(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("f", nil)
 	// Symlinks made inside the sandbox that point out of the workspace.
@@ -244,6 +246,7 @@ os.mkfifo('pipe')`)
 // TestSandboxAbuse runs each abuse in a session of its own beside a bystander session, and checks:
 // a clear error, the session working afterwards with its state, the bystander untouched.
 func TestSandboxAbuse(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) {
 		c.Sandbox.MaxProcesses = 128
 		c.Run.MaxOutputBytes = 1 << 20
@@ -329,6 +332,7 @@ func TestSandboxAbuse(t *testing.T) {
 }
 
 func TestSandboxExec(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.MaxProcesses = 64 })
 	ts.create("e", nil)
 	r := ts.exec("e", client.ExecRequest{Command: "id -u; pwd; echo data > made.txt; ls /proc | grep -c '^[0-9]'",
@@ -366,6 +370,7 @@ func TestSandboxExec(t *testing.T) {
 // TestSandboxClaimLatency measures session create -> first result with a warm sandboxed pool (logged,
 // not asserted: performance claims live in the benchmarks).
 func TestSandboxClaimLatency(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	for i := 0; i < 3; i++ {
 		deadline := time.Now().Add(30 * time.Second)
@@ -387,6 +392,7 @@ func TestSandboxClaimLatency(t *testing.T) {
 // pexpect, which needs a pty, so the box must have a devpts of its own. /dev/tty must stay closed:
 // the box has no controlling terminal.
 func TestSandboxShellEscapes(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t)
 	ts.create("sh", nil)
 	cases := []struct{ code, want string }{

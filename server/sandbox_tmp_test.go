@@ -11,6 +11,7 @@ import (
 // with its size cap far away), is writable by the session and sticky, and an exec command's /tmp
 // has the same cap.
 func TestSandboxTmpInodes(t *testing.T) {
+	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.TmpInodes = 300 })
 	ts.create("ti", nil)
 	code := `import os

@@ -11,6 +11,7 @@ import (
 // TestTenantsSeeOnlyTheirSessions: a token of another tenant gets 404 for every route of a session
 // it does not own, does not list it, cannot reattach to it; its own sessions work as usual.
 func TestTenantsSeeOnlyTheirSessions(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "", func(c *configs.Config) { c.Auth.Tenants = map[string]string{"acme": "acme-token"} })
 	ts.newSession(client.CreateRequest{SessionID: "mine", ClientID: "cli"})
 	ts.run("mine", "secret = 42\nopen('s.txt','w').write('x')")

@@ -14,6 +14,7 @@ import (
 // test) the old in-place merge was reported; without it, Go can abort on a concurrent map access.
 // Every key of every run is there at the end.
 func TestUpdateDataWhileRead(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ud", Data: map[string]any{"seed": 1}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -87,6 +87,7 @@ func rawFrames(frames []client.Frame) string {
 // TestWebsocketStreamsInKernelOrder checks busy -> outputs in order -> result -> idle, and that
 // the streamed outputs arrive before the run ends (not all at once).
 func TestWebsocketStreamsInKernelOrder(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ws1"})
 	c := ts.ws(t, "ws1")
@@ -125,6 +126,7 @@ func TestWebsocketStreamsInKernelOrder(t *testing.T) {
 
 // TestWebsocketInput answers an input() prompt.
 func TestWebsocketInput(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ws2"})
 	c := ts.ws(t, "ws2")
@@ -147,6 +149,7 @@ func TestWebsocketInput(t *testing.T) {
 // TestWebsocketReconnectMidRun: a client that connects while a run is going gets its outputs so
 // far and the rest live, without duplicates.
 func TestWebsocketReconnectMidRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ws3"})
 	ts.run("ws3", "1") // kernel up
@@ -180,6 +183,7 @@ func TestWebsocketReconnectMidRun(t *testing.T) {
 
 // TestSlowClientDoesNotBlock: a websocket client that never reads does not slow runs or lose the record.
 func TestSlowClientDoesNotBlock(t *testing.T) {
+	// Not parallel: its bound on the run's wall time needs the CPU the run would get alone.
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "slow"})
 	_ = ts.ws(t, "slow") // connected, never read (its reader stalls once its small buffer is full)
@@ -204,6 +208,7 @@ func TestSlowClientDoesNotBlock(t *testing.T) {
 
 // TestRunsQueueInOrder: concurrent runs on one session execute one at a time, in arrival order.
 func TestRunsQueueInOrder(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "order"})
 	ts.run("order", "seen = []")
@@ -236,6 +241,7 @@ func TestRunsQueueInOrder(t *testing.T) {
 // TestWebsocketAuthAndOrigin: no token -> 401; a foreign Origin is refused; the token in the query
 // (what browsers send) is accepted.
 func TestWebsocketAuthAndOrigin(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "wsa"})
 	if res, err := ts.rawWS("wsa", "", nil); err == nil || res == nil || res.StatusCode != 401 {
@@ -263,6 +269,7 @@ func TestWebsocketAuthAndOrigin(t *testing.T) {
 // TestInputSurvivesReload: the client that started a run goes away during input(); a new client
 // sees the pending prompt in the running frame and answers it.
 func TestInputSurvivesReload(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ws4"})
 	c1 := ts.ws(t, "ws4")
@@ -285,6 +292,7 @@ func TestInputSurvivesReload(t *testing.T) {
 // TestHugePrintIsCutInTheKernel: a single enormous print reaches the server as bounded messages and
 // is cut at run.max_output_bytes inside the kernel, with a notice; the session keeps working.
 func TestHugePrintIsCutInTheKernel(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "", func(c *configs.Config) { c.Run.MaxOutputBytes = 4 << 20 })
 	ts.newSession(client.CreateRequest{SessionID: "flood"})
 	c := ts.ws(t, "flood")

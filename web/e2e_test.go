@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carryover/carryover/internal/binserver"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -39,8 +39,7 @@ func TestBrowserUI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core")); err != nil {
 		t.Fatalf("playwright-core is not installed: run `make web-deps` (cd web && npm install): %v", err)
 	}
-	root := filepath.Dir(webDir)
-	srv := binserver.Start(t, root, "e2e-token-0123456789", nil, nil)
+	srv := servertest.StartProcess(t, servertest.Options{Token: "e2e-token-0123456789"})
 	base, token := srv.Base, srv.Token
 
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carryover/carryover/internal/binserver"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 // TestNodeClient builds cmd/carryover, serves it on a free loopback port without the sandbox and
@@ -28,8 +28,7 @@ func TestNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Dir(filepath.Dir(jsDir))
-	srv := binserver.Start(t, root, "t", []string{"--pool.size", "1"}, []string{"CARRYOVER_SANDBOX_ENABLED=false"})
+	srv := servertest.StartProcess(t, servertest.Options{Token: "t", Flags: []string{"--pool.size", "1"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false"}})
 	base, token := srv.Base, srv.Token
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -1,5 +1,5 @@
 // Package python_test runs the Python SDK's unittest suite (clients/python/tests) under go test,
-// so `make test` covers it: the server binary is built once here and handed to the Python tests
+// so `make test` covers it: the server binary (servertest.Binary) is handed to the Python tests
 // through CARRYOVER_TEST_BIN (or taken from it when already set); they start it themselves.
 package python_test
 
@@ -7,9 +7,10 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 const python = "/usr/bin/python3"
@@ -26,15 +27,7 @@ func TestPythonSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the Python SDK suite starts a server and kernels; skipped with -short")
 	}
-	bin := os.Getenv("CARRYOVER_TEST_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "carryover")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/carryover")
-		build.Dir = filepath.Join("..", "..") // the module root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building the server: %v\n%s", err, out)
-		}
-	}
+	bin := servertest.MustBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")

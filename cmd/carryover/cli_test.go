@@ -14,12 +14,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/carryover/carryover/configs"
-	"github.com/carryover/carryover/server"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 const cliTestToken = "cli-test-token"
@@ -37,52 +35,16 @@ func cliMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cfg := configs.Default()
-	cfg.DataDir = dir
-	cfg.Server.Addr = "127.0.0.1:0"
-	cfg.Auth.Token = cliTestToken
-	cfg.Pool.Size = 1
-	cfg.Persistence.PreImport = nil // ~0.8 s of CPU per refill, on a 2-core machine running tests in parallel; TestPoolKernelsArePreImported covers it
-	cfg.Sandbox.Enabled = false
-	srv, err := server.New(context.Background(), cfg, nil, nil)
+	srv, err := servertest.New(servertest.Config(dir, cliTestToken), nil)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "server.New:", err)
-		return 1
-	}
-	if err := srv.Listen(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}()
-	cliBase = "http://" + srv.Addr()
+	defer srv.Stop()
+	cliBase = srv.Base
 	os.Setenv("CARRYOVER_URL", cliBase)
 	os.Setenv("CARRYOVER_TOKEN", cliTestToken)
 	return m.Run()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type cliResult struct {
@@ -95,7 +57,7 @@ func carry(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb servertest.SyncBuffer
 	code := execute(ctx, args, strings.NewReader(stdin), &out, &errb)
 	return cliResult{out.String(), errb.String(), code}
 }
@@ -112,7 +74,7 @@ func must(t *testing.T, args ...string) cliResult {
 
 // sessionID is a fresh session id for the test; the session is deleted at the end.
 func sessionID(t *testing.T) string {
-	id := fmt.Sprintf("%s-%d", strings.ToLower(strings.TrimPrefix(t.Name(), "TestCLI")), time.Now().UnixNano()%1e9)
+	id := servertest.ID(t)
 	t.Cleanup(func() { carry(t, "", "sessions", "rm", id) })
 	return id
 }
@@ -376,7 +338,7 @@ func TestCLIEvents(t *testing.T) {
 	// --follow prints the stored events after --after, then new ones, until its context ends.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb servertest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- execute(ctx, []string{"events", "-s", id, "--follow", "--after", fmt.Sprint(last - 1)}, strings.NewReader(""), &out, &errb)
@@ -410,7 +372,7 @@ func waitFor(t *testing.T, w interface{ String() string }, s string) {
 	}
 }
 
-var _ io.Writer = (*syncBuffer)(nil)
+var _ io.Writer = (*servertest.SyncBuffer)(nil)
 
 func TestCLIForkAndNotebook(t *testing.T) {
 	id := sessionID(t)

@@ -13,16 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 // TestServeBinary runs the real binary: with no token configured it generates one and prints the UI
 // URL with it (as Jupyter does), /api needs it, and SIGTERM exits 0.
 func TestServeBinary(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "carryover")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := servertest.MustBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--server.addr", "127.0.0.1:0", "--data_dir", filepath.Join(dir, "data"), "--pool.size", "1")

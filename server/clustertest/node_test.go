@@ -1,11 +1,9 @@
 package clustertest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/internal/pgtest"
 	"github.com/carryover/carryover/internal/s3test"
+	"github.com/carryover/carryover/internal/servertest"
 	"github.com/carryover/carryover/server"
 )
 
@@ -87,19 +85,14 @@ type node struct {
 	c       *client.Client
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	log     syncBuffer
+	log     servertest.SyncBuffer
 }
 
 // startNode starts a node on dsn with its own data dir (nothing on local disk is shared) and extra
 // CARRYOVER_* settings, and waits until it answers /healthz.
 func startNode(t *testing.T, name, dsn string, env ...string) *node {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := servertest.FreeAddr(t)
 	n := &node{t: t, name: name, dataDir: filepath.Join(t.TempDir(), name), base: "http://" + addr, exited: make(chan struct{})}
 	n.c = client.New(n.base, testToken)
 	n.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -182,24 +175,6 @@ func killKernels(dir string) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer a node process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // pause and resume stop and continue the node process (SIGSTOP/SIGCONT): its kernels run on.

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/internal/pgtest"
+	"github.com/carryover/carryover/persistence/postgres"
+)
+
+// The replication section: what PostgreSQL's asynchronous replication loses in a failover, the
+// reason carryover's docs require synchronous replication. Events are appended while the primary is
+// SIGKILLed and its asynchronous replica promoted; acknowledged events missing on the new primary,
+// and acknowledged numbers handed out again for other events, are counted. How many depends on
+// timing: a measurement, not a test (the synchronous case, where none may be lost, is the test
+// persistence/postgres TestFailoverSynchronous). The numbers left on the new primary must still be
+// gapless: a gap fails the section.
+
+func init() {
+	registerBench(benchSection{Order: 65, Name: "replication", Run: benchReplicationSection})
+}
+
+func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
+	primary, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
+	if err != nil {
+		return nil, err
+	}
+	defer primary.Remove()
+	if err := primary.Start("synchronous_commit=on"); err != nil {
+		return nil, err
+	}
+	admin, err := sql.Open("pgx", primary.DSN("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(`CREATE DATABASE carryover`); err != nil {
+		return nil, err
+	}
+	replica, err := primary.Replica()
+	if err != nil {
+		return nil, err
+	}
+	defer replica.Remove()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var state string
+		admin.QueryRow(`SELECT sync_state FROM pg_stat_replication`).Scan(&state)
+		if state == "async" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("replica not streaming (state %q)", state)
+		}
+	}
+	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/carryover?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		primary.Port, replica.Port)
+	s, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "f", State: "running"}); err != nil {
+		return nil, err
+	}
+
+	before, after := 200, 300
+	if env.Quick {
+		before, after = 50, 100
+	}
+	stop, acked := make(chan struct{}), make(chan int, 1)
+	var evs []carryover.Event
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); evs = appendEventsUntil(s, "f", stop, acked) }()
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); wg.Wait() } // the appends end, on every path
+	defer halt()
+	if err := waitEventsAcked(acked, before); err != nil {
+		return nil, err
+	}
+	killed := time.Now()
+	primary.Kill()
+	rdb, err := sql.Open("pgx", replica.DSN("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	_, err = rdb.Exec(`SELECT pg_promote(true, 60)`)
+	rdb.Close()
+	if err != nil {
+		return nil, fmt.Errorf("promote: %w", err)
+	}
+	if err := waitEventsAcked(acked, after); err != nil {
+		return nil, err
+	}
+	back := time.Since(killed)
+	halt()
+
+	got, err := s.ListEvents(ctx, "f", 0, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	bySeq := map[int64]string{}
+	gaps := 0
+	for i, e := range got {
+		if e.SequenceNumber != int64(i+1) {
+			gaps++
+		}
+		bySeq[e.SequenceNumber] = string(e.Payload)
+	}
+	lost, reused := 0, 0
+	for _, e := range evs {
+		p, ok := bySeq[e.SequenceNumber]
+		switch {
+		case !ok:
+			lost++
+		case p != string(e.Payload):
+			reused++
+		}
+	}
+	rows := []benchRow{
+		{Name: "async failover: acknowledged events lost", Ours: fmt.Sprintf("%d of %d", lost, len(evs)), Note: "async replica promoted after kill -9 of the primary; synchronous replication loses none (test)"},
+		{Name: "async failover: acknowledged numbers reused", Ours: fmt.Sprintf("%d", reused)},
+		{Name: "async failover: appends acknowledged again after", Ours: fmtDur(back), Note: "kill -9 -> promotion -> next acknowledged append"},
+	}
+	if gaps > 0 { // losing events is async replication's nature; gaps in what is left would be ours
+		return rows, fmt.Errorf("%d gaps in the event numbers on the promoted replica", gaps)
+	}
+	return rows, nil
+}
+
+// appendEventsUntil appends events to session sid until stop closes, retrying failed appends (the
+// primary is gone: the pool finds the promoted replica), and returns the acknowledged ones.
+func appendEventsUntil(s *postgres.Store, sid string, stop <-chan struct{}, acked chan<- int) []carryover.Event {
+	var out []carryover.Event
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return out
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ev, err := s.AppendEvent(ctx, sid, "status", map[string]int{"i": i})
+		cancel()
+		if err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		out = append(out, ev)
+		select {
+		case acked <- len(out):
+		default:
+		}
+	}
+}
+
+// waitEventsAcked waits up to a minute until n events were acknowledged.
+func waitEventsAcked(acked <-chan int, n int) error {
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case got := <-acked:
+			if got >= n {
+				return nil
+			}
+		case <-deadline:
+			return fmt.Errorf("fewer than %d events acknowledged in 60 s", n)
+		}
+	}
+}

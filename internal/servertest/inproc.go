@@ -1,0 +1,79 @@
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/server"
+)
+
+// Config is the tests' server config on data dir dir with token: a free loopback port, a warm pool
+// of one kernel, no sandbox (the sandbox suites turn it on), a 1 MiB body limit and a 10 s shutdown
+// grace.
+func Config(dir, token string) *configs.Config {
+	cfg := configs.Default()
+	cfg.DataDir = dir
+	cfg.Server.Addr = "127.0.0.1:0"
+	cfg.Auth.Token = token
+	cfg.Pool.Size = 1
+	cfg.Persistence.PreImport = nil // ~0.8 s of CPU per refill, on a 2-core machine running tests in parallel; server's TestPoolKernelsArePreImported covers it
+	cfg.Server.MaxBodyBytes = 1 << 20
+	cfg.Server.ShutdownGraceSeconds = 10
+	cfg.Sandbox.Enabled = false
+	return cfg
+}
+
+// Server is a carryover server running in the test's process.
+type Server struct {
+	*server.Server
+	Base   string // http://127.0.0.1:PORT
+	Config *configs.Config
+	done   chan error
+}
+
+// New assembles cfg's server (log: nil for the default), listens and serves it; the caller stops it
+// (Stop). For TestMain; a test calls Start.
+func New(cfg *configs.Config, log *slog.Logger) (*Server, error) {
+	srv, err := server.New(context.Background(), cfg, nil, log)
+	if err != nil {
+		return nil, fmt.Errorf("server.New: %w", err)
+	}
+	if err := srv.Listen(); err != nil {
+		return nil, err
+	}
+	s := &Server{Server: srv, Base: "http://" + srv.Addr(), Config: cfg, done: make(chan error, 1)}
+	go func() { s.done <- srv.Serve() }()
+	return s, nil
+}
+
+// Start starts an in-process server with cfg, stopped when the test ends (or before, by Stop).
+func Start(t testing.TB, cfg *configs.Config) *Server {
+	t.Helper()
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+// Stop shuts the server down gracefully and waits until it served its last request (idempotent).
+func (s *Server) Stop() error {
+	if s.done == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := s.Shutdown(ctx)
+	<-s.done
+	s.done = nil
+	return err
+}

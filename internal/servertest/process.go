@@ -1,0 +1,165 @@
+package servertest
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options are a server process's settings beyond its address and data dir.
+type Options struct {
+	Token string   // --auth.token
+	Flags []string // more flags of `carryover serve`, e.g. --pool.size 1
+	Env   []string // more environment, e.g. CARRYOVER_SANDBOX_ENABLED=false
+	Dir   string   // the process's directory (its data dir is Dir/data); "" = a new temp dir
+}
+
+// Process is the carryover binary serving on a loopback port with its own data dir. A test can
+// kill it -9 and start it again on the same address and data dir, as a crash and a supervisor's
+// restart would: clients that reconnect to the same URL find the new process.
+type Process struct {
+	Base  string // http://127.0.0.1:PORT
+	Token string
+	Dir   string
+	log   SyncBuffer
+
+	bin     string
+	args    []string
+	env     []string
+	cmd     *exec.Cmd
+	exited  chan error
+	tempDir bool // Dir was made by Launch: Stop removes it
+}
+
+// Log is what the server printed so far (all its runs).
+func (p *Process) Log() string { return p.log.String() }
+
+// StartProcess launches the binary (Binary) with o and waits for /healthz; the process (and any
+// kernel it left) is stopped when the test ends, and its log shown if the test failed.
+func StartProcess(t testing.TB, o Options) *Process {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	p, err := Launch(o)
+	if p != nil {
+		t.Cleanup(func() {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("server log:\n%s", p.Log())
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Launch is StartProcess without a test (for TestMain): the caller stops the process. On an error
+// after the process started, the process is returned too, stopped, for its log.
+func Launch(o Options) (*Process, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: o.Env}
+	if p.Dir == "" {
+		if p.Dir, err = os.MkdirTemp("", "carryover-test-"); err != nil {
+			return nil, err
+		}
+		p.tempDir = true
+	}
+	p.args = append([]string{"serve", "--server.addr", addr, "--data_dir", filepath.Join(p.Dir, "data"), "--auth.token", o.Token}, o.Flags...)
+	if err := p.launch(); err != nil {
+		p.Stop()
+		return p, err
+	}
+	return p, nil
+}
+
+// launch starts the process and waits up to 60 s for /healthz, failing at once if it exits.
+func (p *Process) launch() error {
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Dir = p.Dir
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its kernels join its group: one kill takes all
+	if err := p.cmd.Start(); err != nil {
+		p.cmd = nil
+		return fmt.Errorf("servertest: starting the server: %w", err)
+	}
+	p.exited = make(chan error, 1)
+	go func(cmd *exec.Cmd, exited chan error) { exited <- cmd.Wait() }(p.cmd, p.exited)
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(p.Base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case err := <-p.exited:
+			p.exited <- err // for stop
+			return fmt.Errorf("servertest: the server exited before answering /healthz: %v\n%s", err, p.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("servertest: no /healthz answer from %s in 60 s (last error %v)\n%s", p.Base, err, p.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop signals the server and waits; after 15 s, or for SIGKILL at once, the whole process group
+// (the server and its kernels) is killed. Kernels left in the group go too.
+func (p *Process) stop(sig syscall.Signal) {
+	if p.cmd == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		_ = p.cmd.Process.Signal(sig)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.cmd = nil
+}
+
+// Stop ends the server gracefully (SIGTERM; idempotent) and removes a directory Launch made.
+func (p *Process) Stop() {
+	p.stop(syscall.SIGTERM)
+	if p.tempDir {
+		os.RemoveAll(p.Dir)
+		p.tempDir = false
+	}
+}
+
+// Kill9 kills the server and its kernels with SIGKILL: no shutdown, no final checkpoint.
+func (p *Process) Kill9() { p.stop(syscall.SIGKILL) }
+
+// Restart starts the binary again on the same address and data dir and waits for /healthz.
+func (p *Process) Restart(t testing.TB) {
+	t.Helper()
+	if err := p.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
