@@ -367,27 +367,6 @@ func TestSandboxExec(t *testing.T) {
 	}
 }
 
-// TestSandboxClaimLatency measures session create -> first result with a warm sandboxed pool (logged,
-// not asserted: performance claims live in the benchmarks).
-func TestSandboxClaimLatency(t *testing.T) {
-	t.Parallel()
-	ts := sandboxed(t)
-	for i := 0; i < 3; i++ {
-		deadline := time.Now().Add(30 * time.Second)
-		for ts.srv != nil && time.Now().Before(deadline) {
-			if m := ts.metrics(); strings.Contains(m, "carryover_kernels_live") {
-				break
-			}
-		}
-		time.Sleep(1500 * time.Millisecond) // let the pool refill
-		id := fmt.Sprintf("lat%d", i)
-		start := time.Now()
-		ts.create(id, nil)
-		out := ts.stdout(id, "print(1+1)")
-		t.Logf("create -> first result: %v (%s)", time.Since(start).Round(100*time.Microsecond), out)
-	}
-}
-
 // TestSandboxShellEscapes runs IPython's shell escapes inside a sandboxed kernel: they go through
 // pexpect, which needs a pty, so the box must have a devpts of its own. /dev/tty must stay closed:
 // the box has no controlling terminal.
