@@ -30,4 +30,4 @@ __all__ = [
     "BudgetConsumed", "Checkpoint", "Event", "ExecResult", "Execution", "ExecutionError",
     "FileInfo", "Logs", "RestoreResult", "Result", "RunResult", "Session", "Tool",
 ]
-__version__ = "1.2.3"
+__version__ = "1.2.4"
