@@ -75,7 +75,7 @@ func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, er
 	var evs []carryover.Event
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); evs = appendEventsUntil(s, "f", stop, acked) }()
+	go func() { defer wg.Done(); evs = pgtest.AppendUntil(s, "f", stop, acked) }()
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop) }); wg.Wait() } // the appends end, on every path
 	defer halt()
@@ -130,31 +130,6 @@ func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, er
 		return rows, fmt.Errorf("%d gaps in the event numbers on the promoted replica", gaps)
 	}
 	return rows, nil
-}
-
-// appendEventsUntil appends events to session sid until stop closes, retrying failed appends (the
-// primary is gone: the pool finds the promoted replica), and returns the acknowledged ones.
-func appendEventsUntil(s *postgres.Store, sid string, stop <-chan struct{}, acked chan<- int) []carryover.Event {
-	var out []carryover.Event
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return out
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		ev, err := s.AppendEvent(ctx, sid, "status", map[string]int{"i": i})
-		cancel()
-		if err != nil {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		out = append(out, ev)
-		select {
-		case acked <- len(out):
-		default:
-		}
-	}
 }
 
 // waitEventsAcked waits up to a minute until n events were acknowledged.

@@ -61,31 +61,6 @@ func failoverPair(t *testing.T, sync bool) (primary, replica *pgtest.Server, dsn
 	return primary, replica, dsn
 }
 
-// appendUntil appends events to session sid until stop closes, retrying failed appends (the primary
-// is gone: the pool finds the promoted replica), and returns the acknowledged ones.
-func appendUntil(s *Store, sid string, stop <-chan struct{}, acked chan<- int) []carryover.Event {
-	var out []carryover.Event
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return out
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		ev, err := s.AppendEvent(ctx, sid, "status", map[string]int{"i": i})
-		cancel()
-		if err != nil {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		out = append(out, ev)
-		select {
-		case acked <- len(out):
-		default:
-		}
-	}
-}
-
 // TestFailoverSynchronous (scenario 7): events are appended while the primary is SIGKILLed and the
 // synchronous replica promoted. Every acknowledged event is on the new primary with its number and
 // payload, numbers stay 1..n without gap, and none was handed out twice.
@@ -101,7 +76,7 @@ func TestFailoverSynchronous(t *testing.T) {
 	var evs []carryover.Event
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); evs = appendUntil(s, "f", stop, acked) }()
+	go func() { defer wg.Done(); evs = pgtest.AppendUntil(s, "f", stop, acked) }()
 	waitAcked(t, acked, 50)
 	killed := time.Now()
 	primary.Kill()
