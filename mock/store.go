@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
@@ -78,9 +79,11 @@ func (s *Store) UpdateSession(ctx context.Context, r carryover.SessionRecord) er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.sessions[r.ID]; !ok {
+	old, ok := s.sessions[r.ID]
+	if !ok {
 		return notFound("session", r.ID)
 	}
+	r.CreatedAt = old.CreatedAt // an update never moves a session's creation, as in the real stores
 	s.sessions[r.ID] = r
 	return nil
 }
@@ -139,6 +142,9 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 			return carryover.Event{}, err
 		}
 		raw = b
+	}
+	if !json.Valid(raw) { // the real stores keep payloads as JSON and refuse what is not
+		return carryover.Event{}, fmt.Errorf("event %s of session %q: payload is not valid JSON", eventType, sessionID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -258,7 +264,7 @@ func (s *Store) GetSkill(_ context.Context, tenant, path string) (carryover.Skil
 	if !ok {
 		return carryover.SkillFile{}, nil, notFound("skill", path)
 	}
-	return f.file, append([]byte(nil), f.content...), nil
+	return f.file, append([]byte{}, f.content...), nil // an empty file is empty content, not nil
 }
 
 // PutSkill creates or replaces a skill file.

@@ -27,16 +27,7 @@ import (
 // RunStoreTests runs every contract test as a subtest, each on a store of its own from open (the
 // suite closes it when the subtest ends).
 func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s carryover.Store)
-	}{
-		{"SessionsCRUD", testSessionsCRUD},
-		{"SessionsZeroTimes", testSessionsZeroTimes},
-		{"EventsGaplessUnderConcurrentAppends", testEventsGapless},
-		{"EventsListing", testEventsListing},
-		{"Executions", testExecutions},
-		{"Tools", testTools},
+	runTests(t, open, append(recordTests(), []storeTest{
 		{"ChunksPutAndRead", testChunksPutAndRead},
 		{"ChunksRefused", testChunksRefused},
 		{"CheckpointCommit", testCheckpointCommit},
@@ -46,8 +37,34 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 		{"GCFollowsDescriptors", testGCFollowsDescriptors},
 		{"GCSparesOpenWriter", testGCSparesOpenWriter},
 		{"GCRacingCommits", testGCRacingCommits},
+	}...))
+}
+
+// RunRecordStoreTests runs the contract tests of what a store keeps besides checkpoints and chunks
+// (sessions, events, executions, tools, skills): the part mock.Store fakes, so the fake the session
+// service's unit tests run on answers as the real backends do.
+func RunRecordStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
+	runTests(t, open, recordTests())
+}
+
+type storeTest struct {
+	name string
+	fn   func(t *testing.T, s carryover.Store)
+}
+
+func recordTests() []storeTest {
+	return []storeTest{
+		{"SessionsCRUD", testSessionsCRUD},
+		{"SessionsZeroTimes", testSessionsZeroTimes},
+		{"EventsGaplessUnderConcurrentAppends", testEventsGapless},
+		{"EventsListing", testEventsListing},
+		{"Executions", testExecutions},
+		{"Tools", testTools},
 		{"Skills", testSkills},
 	}
+}
+
+func runTests(t *testing.T, open func(t *testing.T) carryover.Store, tests []storeTest) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
