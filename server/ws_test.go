@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,34 +207,63 @@ func TestSlowClientDoesNotBlock(t *testing.T) {
 	}
 }
 
-// TestRunsQueueInOrder: concurrent runs on one session execute one at a time, in arrival order.
+// TestRunsQueueInOrder: run frames sent back to back on one websocket execute one at a time, in the
+// order they were sent (the connection reads the next frame only once the run holds its place in
+// the session's line: no timing in the test), and runs posted at once over HTTP never overlap.
 func TestRunsQueueInOrder(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "order"})
 	ts.run("order", "seen = []")
+	conn, err := ts.c.Connect(t.Context(), "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const n = 8
+	for i := 0; i < n; i++ {
+		f := client.RunFrame{ID: fmt.Sprintf("r%d", i), Code: fmt.Sprintf("import time\nseen.append(%d)\ntime.sleep(0.01)", i)}
+		if err := conn.Send(t.Context(), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for done := 0; done < n; {
+		if f := readFrame(t, conn, 60*time.Second); f.Type == client.FrameResult {
+			done++
+		} else if f.Type == client.FrameError {
+			t.Fatalf("run %s: %+v", f.ID, f.Error)
+		}
+	}
+	r := ts.run("order", "import json\nprint(json.dumps(seen)); seen.clear()")
+	var seen []int
+	_ = json.Unmarshal([]byte(r.Stdout), &seen)
+	if !slices.Equal(seen, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("websocket runs executed as %v, want the order they were sent", seen)
+	}
+
+	// Over HTTP, requests sent at once have no order of their own: each must run alone.
 	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		ctx, status := withStatus(t.Context())
 		go func(i int) {
 			defer wg.Done()
-			if _, err := ts.c.Run(ctx, "order", client.RunRequest{Code: fmt.Sprintf("import time\nseen.append(%d)\ntime.sleep(0.02)", i)}); err != nil || *status != 200 {
+			code := fmt.Sprintf("import time\nseen.append(%d)\ntime.sleep(0.01)\nseen.append(%d)", i, i)
+			if _, err := ts.c.Run(ctx, "order", client.RunRequest{Code: code}); err != nil || *status != 200 {
 				t.Errorf("run %d: %d %v", i, *status, err)
 			}
 		}(i)
-		time.Sleep(30 * time.Millisecond) // arrival order
 	}
 	wg.Wait()
-	r := ts.run("order", "import json\nprint(json.dumps(seen))")
-	var seen []int
+	r = ts.run("order", "import json\nprint(json.dumps(seen))")
+	seen = nil
 	_ = json.Unmarshal([]byte(r.Stdout), &seen)
-	if len(seen) != 8 {
+	if len(seen) != 2*n {
 		t.Fatalf("seen %v", seen)
 	}
-	for i, v := range seen {
-		if v != i {
-			t.Fatalf("out of order: %v", seen)
+	for i := 0; i < len(seen); i += 2 {
+		if seen[i] != seen[i+1] {
+			t.Fatalf("HTTP runs overlapped: %v", seen)
 		}
 	}
 }

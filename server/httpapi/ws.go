@@ -120,11 +120,19 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 		if f.ID == "" {
 			f.ID = randomID("c")
 		}
+		// The run goes on in its own goroutine (this loop must keep reading: input replies,
+		// interrupts), but the next frame is read only once it holds its place in the session's
+		// line, so a client's run frames execute in the order it sent them.
+		queued := make(chan struct{})
+		var once sync.Once
+		mark := func() { once.Do(func() { close(queued) }) }
 		c.runs.Add(1)
 		go func() {
 			defer c.runs.Done()
-			c.run(ctx, f)
+			defer mark() // refused before it got in line
+			c.run(ctx, f, mark)
 		}()
+		<-queued
 	case "input_reply":
 		if err := c.api.svc.AnswerInput(c.id, f.ID, f.Value); err != nil {
 			c.sendErr(f.ID, err)
@@ -195,9 +203,9 @@ func (c *wsClient) sendErr(id string, err error) {
 // run executes a run frame; outputs reach this client (and every other) through the session's
 // stream. The result (and idle) go to every subscriber from Run; errors go to the sender: a run's
 // own (timeout, kernel death) between its result and idle, a refusal (paused, over budget) alone.
-func (c *wsClient) run(ctx context.Context, f wsFrame) {
+func (c *wsClient) run(ctx context.Context, f wsFrame, queued func()) {
 	sent := false
-	opts := session.RunOptions{ID: f.ID, AllowInput: true, OnError: func(err error) {
+	opts := session.RunOptions{ID: f.ID, AllowInput: true, Queued: queued, OnError: func(err error) {
 		sent = true
 		c.sendErr(f.ID, err)
 	}}

@@ -109,7 +109,7 @@ func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest)
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := s.beginTurn(ctx, ls)
+	end, err := s.beginTurn(ctx, ls, nil)
 	if err != nil {
 		return nil, err
 	}

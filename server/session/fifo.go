@@ -14,16 +14,27 @@ type fifoLock struct {
 }
 
 // Lock waits for the lock in FIFO order or until ctx ends.
-func (l *fifoLock) Lock(ctx context.Context) error {
+func (l *fifoLock) Lock(ctx context.Context) error { return l.LockQueued(ctx, nil) }
+
+// LockQueued is Lock that calls queued (when not nil) as soon as the caller holds its place in the
+// line: it has the lock, or it is a waiter behind those already there. A caller that must keep the
+// order of its own requests (a websocket's run frames) waits for queued before it starts the next.
+func (l *fifoLock) LockQueued(ctx context.Context, queued func()) error {
 	l.mu.Lock()
 	if !l.held {
 		l.held = true
 		l.mu.Unlock()
+		if queued != nil {
+			queued()
+		}
 		return nil
 	}
 	ch := make(chan struct{})
 	l.waiters = append(l.waiters, ch)
 	l.mu.Unlock()
+	if queued != nil {
+		queued()
+	}
 	select {
 	case <-ch:
 		return nil

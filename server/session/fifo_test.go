@@ -110,3 +110,43 @@ func TestFIFOLockHandoffRacingCancel(t *testing.T) {
 		}
 	}
 }
+
+// LockQueued tells its caller when it holds its place in line, before the lock is its: a caller
+// that starts its next request only then keeps its own requests in order without timing.
+func TestFIFOLockQueuedKeepsACallersOrder(t *testing.T) {
+	var l fifoLock
+	ctx := context.Background()
+	if err := l.LockQueued(ctx, func() {}); err != nil { // free: the lock is had at once
+		t.Fatal(err)
+	}
+	const n = 20
+	got := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		queued := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.LockQueued(ctx, func() { close(queued) }); err != nil {
+				t.Error(err)
+				return
+			}
+			got <- i
+			l.Unlock()
+		}()
+		<-queued // i is in line: only now is i+1 started
+		if w := l.waiting(); w != i+1 {
+			t.Fatalf("after %d queued, %d waiting", i+1, w)
+		}
+	}
+	l.Unlock()
+	wg.Wait()
+	close(got)
+	want := 0
+	for i := range got {
+		if i != want {
+			t.Fatalf("served %d, want %d", i, want)
+		}
+		want++
+	}
+}

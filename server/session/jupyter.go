@@ -61,7 +61,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request header has no msg_id")
 	}
 	ctx = context.WithoutCancel(ctx) // a client that goes away does not undo its turn
-	end, err := s.beginTurn(ctx, ls)
+	end, err := s.beginTurn(ctx, ls, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error)
 			return k, nil
 		}
 	}
-	end, err := s.beginTurn(ctx, ls)
+	end, err := s.beginTurn(ctx, ls, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
 		_ = k.Interrupt(ctx)
 	}
-	end, err := s.beginTurn(ctx, ls)
+	end, err := s.beginTurn(ctx, ls, nil)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,11 @@ type RunOptions struct {
 	// OnError gets the error of a run that ended in one (timeout, kernel death) after its result
 	// and before the idle status, so a client waiting for idle has it by then.
 	OnError func(error)
+	// Queued, when set, is called once the run holds its place in the session's line of runs (it
+	// is not called for a run refused before it got there). A front door that must run a client's
+	// requests in the order it sent them (the websocket's run frames) waits for it, or for Run to
+	// return, before it starts the next.
+	Queued func()
 }
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
@@ -75,7 +80,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := s.beginTurn(ctx, ls)
+	end, err := s.beginTurn(ctx, ls, opts.Queued)
 	if err != nil {
 		return nil, err
 	}

@@ -30,9 +30,10 @@ type turnRecord struct {
 	cpuSeconds float64        // CPU used outside the kernel (an exec's rusage), added to the cost
 }
 
-// beginTurn takes the session's run lock and admits the turn; end releases the lock.
-func (s *Service) beginTurn(ctx context.Context, ls *liveSession) (end func(), err error) {
-	if err := ls.lock.Lock(ctx); err != nil {
+// beginTurn takes the session's run lock and admits the turn; end releases the lock. queued, when
+// not nil, is called as soon as the turn has its place in the lock's line (fifoLock.LockQueued).
+func (s *Service) beginTurn(ctx context.Context, ls *liveSession, queued func()) (end func(), err error) {
+	if err := ls.lock.LockQueued(ctx, queued); err != nil {
 		return nil, err
 	}
 	if err := s.admit(ctx, ls); err != nil {
