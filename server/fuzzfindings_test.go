@@ -98,15 +98,24 @@ func TestFuzzFindingsInterrupted(t *testing.T) {
 	ts.newSession(client.CreateRequest{SessionID: "fi"})
 	ts.run("fi", "1+1")
 	f := newFuzzer(t, ts, 1, t.TempDir())
+	conn, err := ts.c.Connect(t.Context(), "fi") // to see the run's output: then it is in the kernel
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	done := make(chan []byte, 1)
 	go func() {
-		_, _, b, err := f.send("run", "POST", "/api/sessions/fi/run", nil, []byte(`{"code": "import time; time.sleep(20)"}`))
+		_, _, b, err := f.send("run", "POST", "/api/sessions/fi/run", nil, []byte(`{"code": "import time; print('started', flush=True); time.sleep(20)"}`))
 		if err != nil {
 			t.Errorf("run: %v", err)
 		}
 		done <- b
 	}()
-	time.Sleep(time.Second) // the run is in the kernel
+	for {
+		if fr := readFrame(t, conn, 60*time.Second); fr.Type == client.FrameOutput && fr.Output != nil && strings.Contains(fr.Output.Text, "started") {
+			break
+		}
+	}
 	if st, _, b, err := f.send("interrupt", "POST", "/api/sessions/fi/interrupt", nil, nil); err != nil || st != 200 {
 		t.Fatalf("interrupt: %d %v %s", st, err, b)
 	}

@@ -52,7 +52,7 @@ func TestKernelDeathMidRun(t *testing.T) {
 	ts.run("die", "import numpy as np\nkeep = {'a': [1, 2]}\narr = np.ones(5)\nalias = keep")
 	pid := kernelPID(t, ts, "die")
 	done := ts.goRun("die", client.RunRequest{Code: "lost = 1\nimport time\nprint('started', flush=True)\ntime.sleep(30)"})
-	time.Sleep(700 * time.Millisecond)
+	ts.waitOutput(t, "die", "started")
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -124,8 +124,8 @@ func TestShutdownLetsRunsFinish(t *testing.T) {
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "grace"})
 	ts.run("grace", "x = 0")
-	done := ts.goRun("grace", client.RunRequest{Code: "import time\ntime.sleep(1)\nx = 99"})
-	time.Sleep(300 * time.Millisecond)
+	done := ts.goRun("grace", client.RunRequest{Code: "import time\nprint('started', flush=True)\ntime.sleep(1)\nx = 99"})
+	ts.waitOutput(t, "grace", "started")
 	ts = ts.restart()
 	if r := <-done; r.err != nil || r.status != 200 {
 		t.Fatalf("in-flight run: %d %v %s", r.status, r.err, dump(r.res))

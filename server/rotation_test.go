@@ -67,8 +67,8 @@ func TestForcedRotationWaitsForRun(t *testing.T) {
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "fr"})
 	ts.run("fr", "n = 1")
-	done := ts.goRun("fr", client.RunRequest{Code: "import time\ntime.sleep(1)\nn += 1"})
-	time.Sleep(200 * time.Millisecond)
+	done := ts.goRun("fr", client.RunRequest{Code: "import time\nprint('started', flush=True)\ntime.sleep(1)\nn += 1"})
+	ts.waitOutput(t, "fr", "started")
 	before := ts.session("fr").Sandbox.ID
 	s := ts.act(ts.c.Rotate, "fr")
 	if rr := <-done; rr.err != nil || rr.status != 200 || rr.res.Status != "ok" {

@@ -28,6 +28,31 @@ func (ts *testServer) ws(t *testing.T, id string) *client.Conn {
 	return c
 }
 
+// waitOutput waits until session id's run in flight has printed text, seen on a websocket of its
+// own (the running frame's outputs so far, then live output frames), so a test acts mid-run without
+// guessing how long the run takes to reach the kernel on a loaded machine.
+func (ts *testServer) waitOutput(t *testing.T, id, text string) {
+	t.Helper()
+	c, err := ts.c.Connect(t.Context(), id)
+	if err != nil {
+		t.Fatalf("ws dial: %v", err)
+	}
+	defer c.Close()
+	for {
+		f := readFrame(t, c, 60*time.Second)
+		if f.Type == client.FrameOutput && f.Output != nil && strings.Contains(f.Output.Text, text) {
+			return
+		}
+		if f.Type == client.FrameRunning {
+			for _, o := range f.Outputs {
+				if strings.Contains(o.Text, text) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // rawWS dials a session's websocket without the typed client, for what it does not send: the token
 // in the query (as browsers do) or none, and headers such as a foreign Origin. query is appended to
 // the URL as is ("" or "?token=..."). On success the connection is closed at once.
@@ -154,8 +179,8 @@ func TestWebsocketReconnectMidRun(t *testing.T) {
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "ws3"})
 	ts.run("ws3", "1") // kernel up
-	done := ts.goRun("ws3", client.RunRequest{Code: "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.1)"})
-	time.Sleep(400 * time.Millisecond)
+	done := ts.goRun("ws3", client.RunRequest{Code: "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.3)"})
+	ts.waitOutput(t, "ws3", "0") // mid-run: 2.7 s of it left
 	c := ts.ws(t, "ws3")
 	first := readFrame(t, c, 10*time.Second)
 	if first.Type != client.FrameRunning {
