@@ -108,7 +108,11 @@ type Manager struct {
 
 var instances atomic.Int64
 
-// Probe checks that bubblewrap runs here at all (`bwrap --ro-bind / / true`).
+// Probe checks that bubblewrap runs here at all: `true` in a box of /usr alone, as the boxes bind it.
+// It binds no more than that on purpose: `--ro-bind / /` remounts every mount of the host, those
+// other boxes are making and removing under /tmp included, and failed with EINVAL when one of them
+// changed under it (seen with sandbox tests in parallel; a server starting beside busy boxes would
+// have fallen back to plain processes).
 func Probe(bwrap string) error {
 	if bwrap == "" {
 		bwrap = "bwrap"
@@ -119,9 +123,11 @@ func Probe(bwrap string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true").CombinedOutput()
+	args := []string{"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--unshare-pid", "--unshare-net", "true"}
+	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s --ro-bind / / true: %w: %s", path, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s --ro-bind /usr /usr ... true: %w: %s", path, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
