@@ -9,7 +9,8 @@ type BackgroundProcess struct {
 }
 
 // BackgroundLister is a KernelProcess that can list the kernel's background processes
-// (kernel/sandbox: every process of the box but the kernel itself).
+// (kernel/sandbox: every process of the box but the kernel itself). A non-nil list, empty or not,
+// is what runs; nil means it cannot tell (the kernel is dying: its box is taking the others down).
 type BackgroundLister interface {
 	Background() []BackgroundProcess
 }

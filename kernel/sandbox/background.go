@@ -14,8 +14,11 @@ func (k *boxKernel) Background() []kernel.BackgroundProcess {
 	if k.box.isReleased() {
 		return nil
 	}
+	if st, ok := procStat(k.PID()); !ok || st.state == 'Z' || st.state == 'X' {
+		return nil // dying: the box kills the rest, so an empty list would say nothing they had
+	}
 	top := k.box.topProcess(k.PID())
-	var out []kernel.BackgroundProcess
+	out := []kernel.BackgroundProcess{} // none, as opposed to nil: cannot tell
 	for _, p := range k.box.processes() {
 		if p == top || p == k.PID() {
 			continue

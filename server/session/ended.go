@@ -48,8 +48,13 @@ func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess
 	return procs
 }
 
-// noteBackground keeps k's background processes from a cost sample (see endedByDeath).
+// noteBackground keeps k's background processes from a cost sample (see endedByDeath). A nil list
+// (the kernel is dying, its box killing the rest) keeps the earlier one: a sample taken as the
+// kernel died once replaced what it had with nothing, and its death named no process.
 func (ls *liveSession) noteBackground(k *kernel.Kernel, procs []kernel.BackgroundProcess) {
+	if procs == nil {
+		return
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.bgSeen, ls.bgKernel = procs, k
