@@ -56,10 +56,8 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	if err != nil {
 		return nil, err
 	}
-	cp, err := s.store.GetCheckpoint(ctx, id, cid)
-	if errors.Is(err, carryover.ErrNotFound) {
-		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
-	} else if err != nil {
+	cp, err := s.checkpointByID(ctx, id, cid)
+	if err != nil {
 		return nil, err
 	}
 	if err := ls.lock.Lock(ctx); err != nil {
@@ -105,4 +103,13 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	}
 	s.emit(ctx, ls, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
 	return res, nil
+}
+
+// checkpointByID is session id's checkpoint cid, or not_found naming it.
+func (s *Service) checkpointByID(ctx context.Context, id, cid string) (carryover.Checkpoint, error) {
+	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+	if errors.Is(err, carryover.ErrNotFound) {
+		return cp, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
+	}
+	return cp, err
 }

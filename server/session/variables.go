@@ -116,10 +116,8 @@ func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persis
 	if _, err := s.get(id); err != nil {
 		return nil, err
 	}
-	cp, err := s.store.GetCheckpoint(ctx, id, cid)
-	if errors.Is(err, carryover.ErrNotFound) {
-		return nil, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
-	} else if err != nil {
+	cp, err := s.checkpointByID(ctx, id, cid)
+	if err != nil {
 		return nil, err
 	}
 	return persistence.Detail(ctx, s.store, cp)
