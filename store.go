@@ -128,5 +128,6 @@ type Store interface {
 	ToolStore
 	CheckpointStore
 	SkillStore
+	KeyStore
 	Close() error
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// Store is an in-memory carryover.Store for sessions, events, executions, tools and skills. It keeps
+// Store is an in-memory carryover.Store for sessions, events, executions, tools, skills and keys. It keeps
 // no checkpoints (they need the checkpoint engine and a kernel): lookups answer not found and
 // BeginCheckpoint fails. A non-nil ...Fn field replaces the method of that name, so a test can make
 // a write fail or observe it.
@@ -32,6 +32,7 @@ type Store struct {
 	execs    map[string][]carryover.Execution
 	tools    map[string][]carryover.Tool
 	skills   map[string]map[string]skill // tenant -> path
+	keys     map[string]carryover.APIKey // id -> key
 	nextExec int64
 }
 
@@ -47,7 +48,7 @@ func NewStore() *Store {
 	return &Store{
 		sessions: map[string]carryover.SessionRecord{}, events: map[string][]carryover.Event{},
 		execs: map[string][]carryover.Execution{}, tools: map[string][]carryover.Tool{},
-		skills: map[string]map[string]skill{},
+		skills: map[string]map[string]skill{}, keys: map[string]carryover.APIKey{},
 	}
 }
 

@@ -41,7 +41,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 }
 
 // RunRecordStoreTests runs the contract tests of what a store keeps besides checkpoints and chunks
-// (sessions, events, executions, tools, skills): the part mock.Store fakes, so the fake the session
+// (sessions, events, executions, tools, skills, keys): the part mock.Store fakes, so the fake the session
 // service's unit tests run on answers as the real backends do.
 func RunRecordStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 	runTests(t, open, recordTests())
@@ -61,6 +61,7 @@ func recordTests() []storeTest {
 		{"Executions", testExecutions},
 		{"Tools", testTools},
 		{"Skills", testSkills},
+		{"Keys", testKeys},
 	}
 }
 
