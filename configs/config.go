@@ -31,11 +31,14 @@ type Config struct {
 		WebDir               string   `mapstructure:"web_dir"`
 	} `mapstructure:"server"`
 	Auth struct {
-		Token   string            `mapstructure:"token"`
-		Tenants map[string]string `mapstructure:"tenants"`
+		Token     string            `mapstructure:"token"`
+		Tenants   map[string]string `mapstructure:"tenants"`
+		RateLimit RateLimitConfig   `mapstructure:"rate_limit"`
 	} `mapstructure:"auth"`
-	DataDir string       `mapstructure:"data_dir"`
-	Kernel  KernelConfig `mapstructure:"kernel"`
+	Quotas  QuotaConfig             `mapstructure:"quotas"`  // every tenant's (tenants.go)
+	Tenants map[string]TenantConfig `mapstructure:"tenants"` // one tenant's own settings (tenants.go)
+	DataDir string                  `mapstructure:"data_dir"`
+	Kernel  KernelConfig            `mapstructure:"kernel"`
 	Pool    struct {
 		Size int `mapstructure:"size"`
 	} `mapstructure:"pool"`
@@ -223,5 +226,5 @@ func (c *Config) Validate() error {
 		}
 		seen[tok] = name
 	}
-	return nil
+	return c.validateTenants()
 }

@@ -105,15 +105,16 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		_, _ = rand.Read(b)
 		token = hex.EncodeToString(b)
 	}
-	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
+	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), AdminToken: token, Keys: p.Store,
+		RateLimit:    httpapi.RateLimit{PerSecond: cfg.Auth.RateLimit.RequestsPerSecond, Burst: cfg.Auth.RateLimit.Burst},
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock}
 	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
 	apiHandler := api.Handler()
 	// The Jupyter front door at /jupyter/ (same tokens and tenants).
-	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.Authenticate, StatusOf: httpapi.StatusOf, RestartRestores: cfg.Jupyter.RestartRestores,
+	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.AuthenticateRun, StatusOf: httpapi.StatusOf, RestartRestores: cfg.Jupyter.RestartRestores,
 		Python: cfg.Kernel.Python, Logger: log})
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == mcp.Path {
@@ -131,7 +132,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		return fail(err)
 	}
 	s.node = node
-	mcpOpts := mcp.Options{Authenticate: api.Authenticate, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
+	mcpOpts := mcp.Options{Authenticate: api.AuthenticateRun, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
 	if node != nil {
 		mcpOpts.Router = node
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/server/session"
 )
@@ -42,5 +43,16 @@ func sessionConfig(cfg *configs.Config) session.Config {
 
 		CPUSecondCents: cfg.Cost.CPUSecondCents,
 		GiBHourCents:   cfg.Cost.GiBHourCents,
+
+		Quotas: quotas(cfg),
+	}
+}
+
+// quotas is each tenant's quotas: the quotas section with what tenants.<name>.quotas replaces.
+func quotas(cfg *configs.Config) func(tenant string) carryover.Quotas {
+	return func(tenant string) carryover.Quotas {
+		q := cfg.QuotasOf(tenant)
+		return carryover.Quotas{Sessions: q.Sessions, LiveKernels: q.LiveKernels, StoredBytes: q.StoredBytes,
+			CPUSeconds: q.CPUSeconds, CPUPeriod: configs.Seconds(q.CPUPeriodSeconds)}
 	}
 }

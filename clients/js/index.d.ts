@@ -141,6 +141,51 @@ export { Carryover as StateSetSandbox };
 
 /** The API's types, as server/httpapi/openapi.json describes them. */
 export declare namespace Schemas {
+  /** extension. An API key as listed: never its secret. */
+  export interface APIKey {
+    /** `key_` and 16 hex digits */
+    id: string;
+    tenant: string;
+    name?: string;
+    /** what the key may do; scopes nest (read < run < tenant < admin), docs/tenants.md */
+    scope: "read" | "run" | "tenant" | "admin";
+    /** the secret's first 12 characters (`cok_` and 8 more), to tell keys apart */
+    prefix: string;
+    created_at: string;
+    expires_at?: string;
+    /** updated at most once a minute per node */
+    last_used_at?: string;
+  }
+
+  /** extension. A key just created, with its secret (shown this once). */
+  export interface CreatedKey {
+    /** `key_` and 16 hex digits */
+    id: string;
+    tenant: string;
+    name?: string;
+    /** what the key may do; scopes nest (read < run < tenant < admin), docs/tenants.md */
+    scope: "read" | "run" | "tenant" | "admin";
+    /** the secret's first 12 characters (`cok_` and 8 more), to tell keys apart */
+    prefix: string;
+    created_at: string;
+    expires_at?: string;
+    /** updated at most once a minute per node */
+    last_used_at?: string;
+    /** `cok_` and 43 base64url characters (256 random bits): send it as `Authorization: Bearer <secret>` */
+    secret: string;
+  }
+
+  /** extension. */
+  export interface CreateKeyRequest {
+    /** the tenant whose sessions the key works on (1-128 characters) */
+    tenant: string;
+    scope: "read" | "run" | "tenant" | "admin";
+    /** a label (at most 200 characters) */
+    name?: string;
+    /** refused from then on; absent: never expires */
+    expires_at?: string;
+  }
+
   export interface ErrorObject {
     /**
      * Machine-readable error code. HTTP status of each code (server/httpapi/errors.go statusOf):
@@ -158,12 +203,15 @@ export declare namespace Schemas {
      * | timeout | 504 | the run exceeded timeout_seconds (the kernel was interrupted; state kept); the answer adds `result` |
      * | kernel_died | 502 | the kernel died during the run (session restored from its last checkpoint); the answer adds `result` |
      * | not_owner | 421 | cluster only: the session is served by another node and this request could not reach it (already forwarded once, or the owner died or paused mid-request); details `owner_node`, `owner_addr`; retry once, any node. A run whose session moved while it ran adds `result` (its effects were not saved) |
+     * | forbidden | 403 | the token or API key is valid but its scope does not allow the request (a read key running code); details `scope`, `required_scope` |
+     * | quota_exceeded | 429 | a tenant quota is used up; details `quota` (sessions, live_kernels, stored_bytes, cpu_seconds), `limit`, `use` |
+     * | rate_limited | 429 | the credential is over its request rate; header `Retry-After`; details `limit`, `burst`, `retry_after_seconds` |
      * | internal | 500 | anything else; never a Go panic trace |
      */
-    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "internal";
+    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "internal";
     /** Human-readable message. */
     message: string;
-    /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`. */
+    /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`; `quota`, `limit`, `use` of a `quota_exceeded`. */
     details?: Record<string, any>;
   }
 
@@ -692,6 +740,10 @@ export declare namespace Schemas {
 
   /** The JSON answer (2xx) of each operation. */
   export interface Answers {
+    "POST /api/admin/keys": CreatedKey;
+    "GET /api/admin/keys": {
+      keys: APIKey[];
+    };
     "GET /healthz": Health;
     "GET /api/openapi.json": Record<string, any>;
     "POST /api/sessions": SessionAnswer;
@@ -765,6 +817,7 @@ export declare namespace Schemas {
 
   /** The JSON request body of each operation that takes one. */
   export interface Bodies {
+    "POST /api/admin/keys": CreateKeyRequest;
     "POST /api/sessions": CreateRequest;
     "POST /api/sessions/reattach": ReattachRequest;
     "PATCH /api/sessions/{id}": PatchSessionRequest;

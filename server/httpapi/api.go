@@ -19,10 +19,13 @@ const timeFormat = time.RFC3339Nano
 
 // Options configure the API.
 type Options struct {
-	Tokens         map[string]string // token -> tenant; every request to /api/ needs one of them
-	MaxBodyBytes   int64             // request bodies (and uploaded files) above this answer 413
-	AllowedOrigins []string          // websocket origins allowed besides the server's own host
-	UI             http.Handler      // served at / when not nil
+	Tokens         map[string]string  // token -> tenant; every request to /api/ needs one of them or a key
+	AdminToken     string             // the one of Tokens with admin scope (auth.token); the others have tenant scope
+	Keys           carryover.KeyStore // the API keys (nil: config tokens only)
+	RateLimit      RateLimit          // every credential's token bucket (zero: none)
+	MaxBodyBytes   int64              // request bodies (and uploaded files) above this answer 413
+	AllowedOrigins []string           // websocket origins allowed besides the server's own host
+	UI             http.Handler       // served at / when not nil
 	Logger         *slog.Logger
 }
 
@@ -34,14 +37,19 @@ type API struct {
 	log     *slog.Logger
 	ui      http.Handler
 	tenants map[string]string // token -> tenant
+	admin   string            // the admin token
+	keys    *keyVerifier
+	limiter *limiter
 }
 
 // New builds the API over svc.
 func New(svc *session.Service, o Options) *API {
-	a := &API{svc: svc, maxBody: o.MaxBodyBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens}
+	a := &API{svc: svc, maxBody: o.MaxBodyBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens,
+		admin: o.AdminToken, limiter: newLimiter(o.RateLimit, time.Now)}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
+	a.keys = newKeyVerifier(o.Keys, a.log)
 	for _, origin := range o.AllowedOrigins {
 		a.origins[strings.TrimRight(origin, "/")] = true
 	}
@@ -67,6 +75,7 @@ func (a *API) routes() []route {
 	rs = append(rs, a.recordRoutes()...)
 	rs = append(rs, a.inspectRoutes()...)
 	rs = append(rs, a.skillRoutes()...)
+	rs = append(rs, a.keyRoutes()...)
 	return append(rs,
 		route{"GET /api/sessions/{id}/files", http.HandlerFunc(a.listFiles)},
 		route{"POST /api/sessions/{id}/files", http.HandlerFunc(a.postFile)},
@@ -81,7 +90,7 @@ func (a *API) routes() []route {
 func (a *API) Handler() http.Handler {
 	m := http.NewServeMux()
 	for _, rt := range a.routes() {
-		m.Handle(rt.pattern, rt.handler)
+		m.Handle(rt.pattern, scoped(rt.pattern, rt.handler))
 	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, carryover.Errorf(carryover.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))

@@ -28,6 +28,10 @@ func statusOf(c carryover.Code) int {
 		return http.StatusBadGateway
 	case carryover.CodeNotOwner:
 		return http.StatusMisdirectedRequest
+	case carryover.CodeForbidden:
+		return http.StatusForbidden
+	case carryover.CodeQuotaExceeded, carryover.CodeRateLimited:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/carryover/carryover"
 )
 
 // Config is what the session service needs of the server's configuration, as plain values. The
@@ -47,6 +49,8 @@ type Config struct {
 
 	CPUSecondCents float64 // cost.cpu_second_cents
 	GiBHourCents   float64 // cost.gib_hour_cents
+
+	Quotas func(tenant string) carryover.Quotas // quotas and tenants.<name>.quotas; nil: none (quota.go)
 }
 
 // Spool is where kernels and the server exchange checkpoint data: the configured dir, else tmpfs when

@@ -116,6 +116,11 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 // reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
 // ensureKernel refuse a deleted session), and stores its document.
 func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*liveSession, error) {
+	release, err := s.admitCreate(ctx, doc.TenantName()) // a fork is one more session of the tenant
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -129,7 +134,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 	s.sessions[doc.ID] = ls
 	s.mu.Unlock()
 	b, _ := json.Marshal(doc)
-	err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: doc.ID, ClientID: doc.ClientID, State: doc.State, Doc: b,
+	err = s.store.CreateSession(ctx, carryover.SessionRecord{ID: doc.ID, ClientID: doc.ClientID, State: doc.State, Doc: b,
 		CreatedAt: doc.CreatedAt, UpdatedAt: doc.UpdatedAt})
 	if err != nil {
 		s.mu.Lock()

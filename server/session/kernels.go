@@ -54,7 +54,13 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
 		return nil, err
 	}
-	k, err := s.claimKernel(ctx, ls.docCopy(), runEnv)
+	release, err := s.admitKernel(ls)
+	if err != nil {
+		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
+		return nil, err
+	}
+	defer release() // once the kernel is attached it counts as live itself
+	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}

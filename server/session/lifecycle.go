@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -94,6 +95,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Rotation != nil {
 		doc.Rotation = *req.Rotation
 	}
+	release, err := s.admitCreate(ctx, doc.TenantName())
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	release = sync.OnceFunc(release)
+	defer release() // a no-op once called below, when the session is in the store
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -108,7 +115,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	s.mu.Unlock()
 
 	b, _ := json.Marshal(doc)
-	err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
+	err = s.store.CreateSession(ctx, carryover.SessionRecord{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
 	if err != nil {
 		s.mu.Lock()
 		delete(s.sessions, id)
@@ -118,6 +125,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		}
 		return carryover.Session{}, err
 	}
+	release()
 	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
 		return carryover.Session{}, err
 	}

@@ -82,6 +82,9 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 		}
 		s.emit(ctx, ls, carryover.EventSessionStarted, map[string]any{"auto": true})
 	}
+	if err := s.checkTurnQuotas(ctx, ls); err != nil {
+		return err
+	}
 	return s.checkBudget(ctx, ls)
 }
 
