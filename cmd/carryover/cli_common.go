@@ -61,7 +61,7 @@ func addClientCommands(root *cobra.Command) {
 	c := &cli{}
 	// The flags go on each client command rather than on root, so that `serve` (whose token is
 	// --auth.token) does not show them.
-	for _, cmd := range []*cobra.Command{c.runCmd(), c.execCmd(), c.sessionsCmd(), c.filesCmd(), c.checkpointsCmd(), c.eventsCmd()} {
+	for _, cmd := range []*cobra.Command{c.runCmd(), c.execCmd(), c.sessionsCmd(), c.filesCmd(), c.checkpointsCmd(), c.eventsCmd(), c.keysCmd()} {
 		pf := cmd.PersistentFlags()
 		pf.StringVar(&c.url, "url", "", "server address (default $CARRYOVER_URL, else "+defaultURL+")")
 		pf.StringVar(&c.token, "token", "", "API token (default $CARRYOVER_TOKEN)")
