@@ -17,11 +17,7 @@ import (
 //     checked before a kernel is claimed for a session. A claim reserves its slot, so concurrent
 //     claims cannot all pass.
 //   - stored_bytes and cpu_seconds: counted from the store's checkpoints and sessions, checked when
-//     a turn is admitted; a turn in flight may finish past them (the next one is refused). Their
-//     counts are cached for usageTTL: a tenant's every turn does not list its checkpoints.
-
-// usageTTL is how long a tenant's stored bytes and CPU use are reused between turns.
-const usageTTL = 2 * time.Second
+//     a turn is admitted; a turn in flight may finish past them (the next one is refused).
 
 // quotaGate is the service's quota bookkeeping; its zero value is ready.
 type quotaGate struct {
@@ -29,14 +25,20 @@ type quotaGate struct {
 
 	mu       sync.Mutex
 	claiming map[string]bool        // session id -> claiming a kernel (a reserved live_kernels slot)
-	usage    map[string]tenantUsage // tenant -> stored bytes and CPU use, as last counted
+	stored   map[string]storedCount // session id -> its checkpoints' bytes
 	windows  map[string]*cpuWindow  // tenant -> CPU counted in the current period
 }
 
 type tenantUsage struct {
 	stored int64
 	cpu    float64
-	at     time.Time
+}
+
+// storedCount is a session's checkpoint bytes as counted at its last checkpoint last.
+type storedCount struct {
+	tenant string
+	last   string
+	bytes  int64
 }
 
 // cpuWindow is a tenant's CPU period: each session's CPU seconds when the period began (or when
@@ -132,20 +134,16 @@ func (s *Service) checkTurnQuotas(ctx context.Context, ls *liveSession) error {
 	return nil
 }
 
-// tenantUsage counts (or reuses, within usageTTL) tenant's stored bytes and CPU seconds this period.
+// tenantUsage counts tenant's stored bytes and CPU seconds this period, from its sessions as
+// ListAll has them. A session's checkpoint bytes are listed from the store only when its last
+// checkpoint changed since they were last counted (a turn's checkpoint, a restore, a prune), so a
+// turn costs one listing of the sessions, not of every checkpoint.
 func (s *Service) tenantUsage(ctx context.Context, tenant string, q carryover.Quotas) (tenantUsage, error) {
-	now := time.Now()
-	s.quota.mu.Lock()
-	u, ok := s.quota.usage[tenant]
-	s.quota.mu.Unlock()
-	if ok && now.Sub(u.at) < usageTTL {
-		return u, nil
-	}
 	all, err := s.ListAll(ctx)
 	if err != nil {
 		return tenantUsage{}, err
 	}
-	u = tenantUsage{at: now}
+	var u tenantUsage
 	cpu := map[string]float64{}
 	created := map[string]time.Time{}
 	for _, d := range all {
@@ -155,23 +153,55 @@ func (s *Service) tenantUsage(ctx context.Context, tenant string, q carryover.Qu
 		cpu[d.ID] = d.BudgetConsumed.CPUSeconds
 		created[d.ID] = d.CreatedAt
 		if q.StoredBytes > 0 {
-			cps, err := s.store.ListCheckpoints(ctx, d.ID)
+			n, err := s.storedBytes(ctx, d)
 			if err != nil {
 				return tenantUsage{}, err
 			}
-			for _, c := range cps {
-				u.stored += c.Bytes
-			}
+			u.stored += n
 		}
 	}
 	s.quota.mu.Lock()
 	defer s.quota.mu.Unlock()
-	u.cpu = s.quota.cpuUsedLocked(tenant, q.CPUPeriod, now, cpu, created)
-	if s.quota.usage == nil {
-		s.quota.usage = map[string]tenantUsage{}
+	for id, c := range s.quota.stored {
+		if _, ok := cpu[id]; !ok && c.tenant == tenant {
+			delete(s.quota.stored, id) // deleted since
+		}
 	}
-	s.quota.usage[tenant] = u
+	u.cpu = s.quota.cpuUsedLocked(tenant, q.CPUPeriod, time.Now(), cpu, created)
 	return u, nil
+}
+
+// storedBytes is the bytes the kept checkpoints of session d wrote, counted again only when d's
+// last checkpoint is not the one they were counted at.
+func (s *Service) storedBytes(ctx context.Context, d carryover.Session) (int64, error) {
+	last := ""
+	if d.LastCheckpoint != nil {
+		last = d.LastCheckpoint.ID
+	}
+	if last == "" {
+		return 0, nil
+	}
+	s.quota.mu.Lock()
+	c, ok := s.quota.stored[d.ID]
+	s.quota.mu.Unlock()
+	if ok && c.last == last {
+		return c.bytes, nil
+	}
+	cps, err := s.store.ListCheckpoints(ctx, d.ID)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, cp := range cps {
+		n += cp.Bytes
+	}
+	s.quota.mu.Lock()
+	if s.quota.stored == nil {
+		s.quota.stored = map[string]storedCount{}
+	}
+	s.quota.stored[d.ID] = storedCount{tenant: d.TenantName(), last: last, bytes: n}
+	s.quota.mu.Unlock()
+	return n, nil
 }
 
 // cpuUsedLocked is the CPU seconds tenant's sessions used since the start of the current period
