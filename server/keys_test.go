@@ -144,3 +144,35 @@ func dumpRaw(t *testing.T, ts *testServer, path string) string {
 	}
 	return string(raw)
 }
+
+// TestKeyScopesOtherDoors: /mcp and /jupyter/ run code through every tool and channel, so they take
+// credentials of scope run and above: a read key is refused there (401, as an unknown token), a run
+// key is let in.
+func TestKeyScopesOtherDoors(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	read, run := ts.createKey("acme", client.ScopeRead), ts.createKey("acme", client.ScopeRun)
+	status := func(method, path, token, body string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), method, ts.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, c := range []struct {
+		method, path, body string
+	}{{"GET", "/jupyter/api/kernels", ""}, {"POST", "/mcp", initialize}} {
+		if st := status(c.method, c.path, read.Secret, c.body); st != 401 {
+			t.Errorf("%s %s with a read key: %d, want 401", c.method, c.path, st)
+		}
+		if st := status(c.method, c.path, run.Secret, c.body); st != 200 {
+			t.Errorf("%s %s with a run key: %d, want 200", c.method, c.path, st)
+		}
+	}
+}
