@@ -66,6 +66,8 @@ func TestQuotaSessionsAndLiveKernels(t *testing.T) {
 	if use := quotaErr(t, err, "live_kernels", 1); use != 1 {
 		t.Fatalf("live_kernels use %g, want 1", use)
 	}
+	_, err = small.Execute(t.Context(), client.ExecuteRequest{Code: "1"}) // a throwaway kernel is a live one too
+	quotaErr(t, err, "live_kernels", 1)
 	for i := 1; i <= 3; i++ { // big has no quotas: three sessions, three kernels
 		sid := fmt.Sprintf("%s-b%d", id, i)
 		if err := create(big, sid); err != nil {

@@ -26,6 +26,11 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 		return nil, err
 	}
 	id := randomID("eph_")
+	release, err := s.admitEphemeral(ctx, carryover.TenantFromContext(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	k, err := s.pool.Get(ctx)
 	if err != nil {
 		return nil, err

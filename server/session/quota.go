@@ -13,9 +13,9 @@ import (
 //   - sessions: counted from every session of the store (ListAll), checked by Create. Creates of one
 //     tenant pass the check one at a time, each until its session is in the store, so concurrent
 //     creates cannot all slip under the limit.
-//   - live_kernels: counted on this node (the sessions holding a kernel, and those claiming one),
-//     checked before a kernel is claimed for a session. A claim reserves its slot, so concurrent
-//     claims cannot all pass.
+//   - live_kernels: counted on this node (the sessions holding a kernel, those claiming one, and
+//     ephemeral runs), checked before a kernel is claimed for a session or an ephemeral run. A claim
+//     reserves its slot, so concurrent claims cannot all pass.
 //   - stored_bytes and cpu_seconds: counted from the store's checkpoints and sessions, checked when
 //     a turn is admitted; a turn in flight may finish past them (the next one is refused).
 
@@ -24,7 +24,7 @@ type quotaGate struct {
 	createMu sync.Map // tenant -> *sync.Mutex: a tenant's creates pass the sessions check in turn
 
 	mu       sync.Mutex
-	claiming map[string]bool        // session id -> claiming a kernel (a reserved live_kernels slot)
+	claiming map[string]string      // slot (session id, ephemeral run id) -> tenant: a reserved live kernel
 	stored   map[string]storedCount // session id -> its checkpoints' bytes
 	windows  map[string]*cpuWindow  // tenant -> CPU counted in the current period
 }
@@ -86,7 +86,23 @@ func (s *Service) admitCreate(ctx context.Context, tenant string) (release func(
 // admitKernel checks the live_kernels quota of ls's tenant before a kernel is claimed for it and
 // reserves the slot; the caller calls release once the kernel is attached (or the claim failed).
 func (s *Service) admitKernel(ls *liveSession) (release func(), err error) {
-	tenant := ls.tenant()
+	return s.reserveKernel(ls.tenant(), ls.id)
+}
+
+// admitEphemeral admits a throwaway run (POST /api/execute) of tenant: refused when the tenant is
+// at its stored_bytes or cpu_seconds quota, and holding one of its live_kernels while it runs. Its
+// own CPU is not counted (no session records it).
+func (s *Service) admitEphemeral(ctx context.Context, tenant, id string) (release func(), err error) {
+	if err := s.checkTenantQuotas(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return s.reserveKernel(tenant, id)
+}
+
+// reserveKernel reserves a live kernel of tenant for slot (a session id, or an ephemeral run's)
+// unless the tenant is at its live_kernels quota. The kernels counted: the tenant's sessions on this
+// node holding one, and the slots reserved (each once).
+func (s *Service) reserveKernel(tenant, slot string) (release func(), err error) {
 	q := s.quotasOf(tenant)
 	if q.LiveKernels <= 0 {
 		return func() {}, nil
@@ -94,8 +110,13 @@ func (s *Service) admitKernel(ls *liveSession) (release func(), err error) {
 	s.quota.mu.Lock()
 	defer s.quota.mu.Unlock()
 	n := 0
+	for _, t := range s.quota.claiming {
+		if t == tenant {
+			n++
+		}
+	}
 	for _, o := range s.localSessions() {
-		if o.tenant() == tenant && (o.currentKernel() != nil || s.quota.claiming[o.id]) {
+		if _, reserved := s.quota.claiming[o.id]; !reserved && o.tenant() == tenant && o.currentKernel() != nil {
 			n++
 		}
 	}
@@ -103,19 +124,23 @@ func (s *Service) admitKernel(ls *liveSession) (release func(), err error) {
 		return nil, carryover.QuotaError(tenant, carryover.QuotaLiveKernels, q.LiveKernels, n)
 	}
 	if s.quota.claiming == nil {
-		s.quota.claiming = map[string]bool{}
+		s.quota.claiming = map[string]string{}
 	}
-	s.quota.claiming[ls.id] = true
+	s.quota.claiming[slot] = tenant
 	return func() {
 		s.quota.mu.Lock()
-		delete(s.quota.claiming, ls.id)
+		delete(s.quota.claiming, slot)
 		s.quota.mu.Unlock()
 	}, nil
 }
 
 // checkTurnQuotas refuses a turn of ls when its tenant is at its stored_bytes or cpu_seconds quota.
 func (s *Service) checkTurnQuotas(ctx context.Context, ls *liveSession) error {
-	tenant := ls.tenant()
+	return s.checkTenantQuotas(ctx, ls.tenant())
+}
+
+// checkTenantQuotas refuses a turn of tenant at its stored_bytes or cpu_seconds quota.
+func (s *Service) checkTenantQuotas(ctx context.Context, tenant string) error {
 	q := s.quotasOf(tenant)
 	if q.StoredBytes <= 0 && q.CPUSeconds <= 0 {
 		return nil
