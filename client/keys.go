@@ -36,8 +36,15 @@ type Key struct {
 
 // CreatedKey is a key just made, with its secret: the only time the server shows it.
 type CreatedKey struct {
-	Key
-	Secret string `json:"secret"`
+	ID         string     `json:"id"`
+	Tenant     string     `json:"tenant"`
+	Name       string     `json:"name,omitempty"`
+	Scope      string     `json:"scope"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Secret     string     `json:"secret"`
 }
 
 // CreateKeyRequest is the body of CreateKey. Tenant and Scope are required.
@@ -46,6 +53,11 @@ type CreateKeyRequest struct {
 	Scope     string     `json:"scope"`
 	Name      string     `json:"name,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// keysAnswer is the answer of GET /api/admin/keys.
+type keysAnswer struct {
+	Keys []Key `json:"keys"`
 }
 
 // CreateKey makes an API key (admin scope). Keep the answer's Secret: it cannot be shown again.
@@ -63,9 +75,7 @@ func (c *Client) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
 	if tenant != "" {
 		p += "?tenant=" + url.QueryEscape(tenant)
 	}
-	var out struct {
-		Keys []Key `json:"keys"`
-	}
+	var out keysAnswer
 	if err := c.Do(ctx, http.MethodGet, p, nil, &out); err != nil {
 		return nil, err
 	}

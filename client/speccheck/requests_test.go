@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -53,6 +54,7 @@ func TestClientRequestsValidate(t *testing.T) {
 		{"tool", "Tool", client.ToolRequest{Name: "t", ToolType: "custom", Description: "d", InputSchema: map[string]any{"type": "object"}}},
 		{"file", "FileWriteRequest", client.FileRequest{Path: "a.txt", Content: "aGk=", Encoding: "base64"}},
 		{"fork", fork, client.ForkRequest{SessionID: "s2", CheckpointID: "c1"}},
+		{"create key", "CreateKeyRequest", client.CreateKeyRequest{Tenant: "acme", Scope: client.ScopeRun, Name: "ci", ExpiresAt: new(time.Now().UTC())}},
 	}
 	for _, tc := range cases {
 		loc := tc.schema

@@ -56,6 +56,9 @@ var mirrors = map[string]string{
 	"RunResult":           "RunResult",
 	"RunError":            "RunError",
 	"ExecuteRequest":      "ExecuteRequest",
+	"Key":                 "APIKey",
+	"CreatedKey":          "CreatedKey",
+	"CreateKeyRequest":    "CreateKeyRequest",
 	"CompleteReply":       "CompleteReply",
 	"completeRequest":     "CompleteRequest",
 	"ExecRequest":         "ExecRequest",
@@ -108,6 +111,7 @@ var inline = map[string]string{
 	"fileAnswer":        "POST/PUT /api/sessions/{id}/files answer",
 	"skillsAnswer":      "GET /api/skills answer",
 	"skillAnswer":       "PUT /api/skills/{path} answer",
+	"keysAnswer":        "GET /api/admin/keys answer",
 }
 
 // notMirrored lists the schemas no Go type mirrors, with why.
@@ -185,6 +189,9 @@ var endpoints = []endpoint{
 	{"GET", "/api/skills/{path}", "", ""},
 	{"PUT", "/api/skills/{path}", "", "skillAnswer"},
 	{"DELETE", "/api/skills/{path}", "", ""},
+	{"POST", "/api/admin/keys", "CreateKeyRequest", "CreatedKey"},
+	{"GET", "/api/admin/keys", "", "keysAnswer"},
+	{"DELETE", "/api/admin/keys/{id}", "", ""},
 }
 
 // notWrapped lists the operations the client has no method for, with why.
@@ -201,6 +208,7 @@ var constEnums = map[string]string{
 	"Code":   "ErrorObject.code",
 	"Status": "RunResult.status",
 	"Frame":  "WSServerFrame type",
+	"Scope":  "APIKey.scope",
 }
 
 const specPath = "../../server/httpapi/openapi.json"
