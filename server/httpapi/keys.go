@@ -56,6 +56,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("API key created", "key_id", k.ID, "tenant", k.Tenant, "scope", k.Scope)
+	w.Header().Set("Cache-Control", "no-store") // the answer holds a secret
 	writeJSON(w, http.StatusCreated, createdKey{APIKey: k, Secret: secret})
 }
 
