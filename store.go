@@ -128,5 +128,6 @@ type Store interface {
 	ToolStore
 	CheckpointStore
 	SkillStore
+	IdempotencyStore
 	Close() error
 }

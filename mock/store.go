@@ -33,6 +33,7 @@ type Store struct {
 	tools    map[string][]carryover.Tool
 	skills   map[string]map[string]skill // tenant -> path
 	nextExec int64
+	keys     idempotencyKeys // idempotency.go
 }
 
 type skill struct {
@@ -122,6 +123,7 @@ func (s *Store) DeleteSession(_ context.Context, id string) error {
 	delete(s.events, id)
 	delete(s.execs, id)
 	delete(s.tools, id)
+	s.keys.drop(id)
 	return nil
 }
 

@@ -61,6 +61,8 @@ func recordTests() []storeTest {
 		{"Executions", testExecutions},
 		{"Tools", testTools},
 		{"Skills", testSkills},
+		{"IdempotencyKeys", testIdempotencyKeys},
+		{"IdempotencyConcurrentReservations", testIdempotencyConcurrentReservations},
 	}
 }
 

@@ -28,6 +28,10 @@ func statusOf(c carryover.Code) int {
 		return http.StatusBadGateway
 	case carryover.CodeNotOwner:
 		return http.StatusMisdirectedRequest
+	case carryover.CodeIdempotencyKeyReused:
+		return http.StatusUnprocessableEntity
+	case carryover.CodeRunInterrupted:
+		return http.StatusConflict
 	default:
 		return http.StatusInternalServerError
 	}
