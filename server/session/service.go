@@ -35,6 +35,7 @@ type Service struct {
 	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
 	stopBG   context.CancelFunc
 	skills   *skills.Skills // the tenants' skills and this node's cache of them
+	idem     idempotency    // idempotency keys in flight here (idempotency.go)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
