@@ -106,7 +106,9 @@ func TestIdempotentRetryWaitsForTheFirstAttempt(t *testing.T) {
 	// A waiting retry gives up with its caller.
 	gate2 := make(chan struct{})
 	prov.CommandFn = counting(&n, &mu, gate2)
-	go func() { _, _ = s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "held"}) }()
+	go func() {
+		_, _ = s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "held"})
+	}()
 	for {
 		s.idem.mu.Lock()
 		_, busy := s.idem.inflight["x\x00held"]
