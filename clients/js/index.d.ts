@@ -158,9 +158,11 @@ export declare namespace Schemas {
      * | timeout | 504 | the run exceeded timeout_seconds (the kernel was interrupted; state kept); the answer adds `result` |
      * | kernel_died | 502 | the kernel died during the run (session restored from its last checkpoint); the answer adds `result` |
      * | not_owner | 421 | cluster only: the session is served by another node and this request could not reach it (already forwarded once, or the owner died or paused mid-request); details `owner_node`, `owner_addr`; retry once, any node. A run whose session moved while it ran adds `result` (its effects were not saved) |
+     * | idempotency_key_reused | 422 | the Idempotency-Key was first used with another request (another body, or run vs exec) |
+     * | run_interrupted | 409 | the first attempt with this Idempotency-Key was cut off (its server stopped or lost the session) before its answer was stored: the cell may have run, so it is not run again; details `idempotency_key`, `reserved_at` |
      * | internal | 500 | anything else; never a Go panic trace |
      */
-    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "internal";
+    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "idempotency_key_reused" | "run_interrupted" | "internal";
     /** Human-readable message. */
     message: string;
     /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`. */
@@ -292,6 +294,8 @@ export declare namespace Schemas {
     update_data?: Record<string, any> | null;
     timeout_seconds?: number | null;
     env?: Record<string, string>;
+    /** extension: exactly-once under retries, as the Idempotency-Key header (which wins when both are sent and must then be equal); see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface ExecuteRequest {
@@ -409,6 +413,8 @@ export declare namespace Schemas {
     working_dir?: string;
     env?: Record<string, string>;
     timeout_seconds?: number | null;
+    /** extension: exactly-once under retries, as the Idempotency-Key header (which wins when both are sent and must then be equal); see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface ExecResult {
@@ -542,6 +548,8 @@ export declare namespace Schemas {
     id?: string;
     code: string;
     timeout_seconds?: number | null;
+    /** extension: exactly-once under retries, a run frame sent again with the same key (after a reconnect) gets the first one's result, error and idle frames instead of a second run; see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface WSClientInputReplyFrame {
