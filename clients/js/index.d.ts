@@ -45,6 +45,8 @@ export interface RunOptions {
   /** seconds; the server's default when absent */
   timeout?: number;
   env?: Record<string, string>;
+  /** the call's Idempotency-Key (default: a new one per call): a retry with it never runs the code twice */
+  idempotencyKey?: string;
 }
 
 export interface RunStreamOptions {
@@ -59,6 +61,8 @@ export interface RunStreamOptions {
   timeout?: number;
   /** aborting interrupts the kernel */
   signal?: AbortSignal;
+  /** the run frame's idempotency key (default: a new one per call), sent again on a reconnect */
+  idempotencyKey?: string;
 }
 
 export interface ClientOptions {
@@ -71,7 +75,12 @@ export interface ClientOptions {
   WebSocket?: any;
   /** extra headers on every HTTP request */
   headers?: Record<string, string>;
+  /** how long one call retries connection failures and 421/503/429 answers, in seconds (default 60; 0: never) */
+  retrySeconds?: number;
 }
+
+/** a fresh idempotency key (what run, exec and runStream send when given none) */
+export declare function newIdempotencyKey(): string;
 
 export declare class CarryoverError extends Error {
   constructor(message: string, opts?: { code?: string; status?: number; details?: Record<string, any> | null; result?: any; cause?: unknown });
@@ -92,12 +101,14 @@ export declare class Carryover {
   readonly baseUrl: string;
   readonly authToken: string;
 
-  request(method: string, path: string, opts?: { json?: any; body?: any; raw?: boolean; query?: Record<string, any> }): Promise<any>;
+  readonly retrySeconds: number;
+
+  request(method: string, path: string, opts?: { json?: any; body?: any; raw?: boolean; query?: Record<string, any>; headers?: Record<string, string> }): Promise<any>;
 
   // StateSet agent-session names
   createAgentSession(opts?: B['POST /api/sessions']): Promise<A['POST /api/sessions']>;
   startAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/start']>;
-  executeInAgentSession(sessionId: string, req: B['POST /api/sessions/{id}/exec']): Promise<A['POST /api/sessions/{id}/exec']>;
+  executeInAgentSession(sessionId: string, req: B['POST /api/sessions/{id}/exec'] & { idempotencyKey?: string }): Promise<A['POST /api/sessions/{id}/exec']>;
   writeAgentSessionFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer, opts?: { encoding?: 'utf-8' | 'base64' }): Promise<A['POST /api/sessions/{id}/files']>;
   updateAgentContext(sessionId: string, context: B['PATCH /api/sessions/{id}/context']): Promise<A['PATCH /api/sessions/{id}/context']>;
   getAgentSession(sessionId: string): Promise<A['GET /api/sessions/{id}']>;
