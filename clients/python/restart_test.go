@@ -24,4 +24,3 @@ func TestPythonSDKRidesOutKill9(t *testing.T) {
 	const n, slow, between = 8, 3, 5
 	servertest.DriveThroughKills(t, p, id, n, slow, between, python, filepath.Join("testdata", "restart_driver.py"))
 }
-
