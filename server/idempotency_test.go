@@ -118,3 +118,84 @@ func (h replayedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// TestWebsocketRunSurvivesACutConnection: the Go client's websocket is cut (faultproxy) while a
+// run frame's cell runs; the client dials again, sends the frame again with its key, and gets the
+// run's result (the cell ran once); its event subscription resumes after the last event it had,
+// so the events it hands out are 1, 2, 3... without gap or repeat.
+func TestWebsocketRunSurvivesACutConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := startServer(t, "")
+	id := servertest.ID(t)
+	if _, err := ts.c.CreateSession(ctx, client.CreateRequest{SessionID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.c.Run(ctx, id, client.RunRequest{Code: "L = []"}); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	conn, err := client.New("http://"+proxy.Addr(), testToken).Connect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Send(ctx, client.SubscribeEvents{}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res    *client.RunResult
+		frames []client.Frame
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, frames, err := conn.RunFrame(ctx, client.RunFrame{Code: appendCell})
+		done <- answer{res, frames, err}
+	}()
+	for {
+		if _, err := ts.c.GetFile(ctx, id, "started"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	proxy.ResetAll()
+	a := <-done
+	if a.err != nil || a.res == nil || a.res.Stdout != "ran [0]\n" {
+		t.Fatalf("run through a cut websocket: %+v %v", a.res, a.err)
+	}
+	if res, err := ts.c.Run(ctx, id, client.RunRequest{Code: "print(L)"}); err != nil || res.Stdout != "[0]\n" {
+		t.Fatalf("the list: %+v %v: the cell ran more than once", res, err)
+	}
+	// The events RunFrame passed over, then the live ones: numbered without gap or repeat.
+	var seqs []int64
+	for len(seqs) == 0 || seqs[len(seqs)-1] < lastEvent(t, ts, id) {
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		f, err := conn.Next(nctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("next after %v: %v", seqs, err)
+		}
+		if f.Type == client.FrameEvent {
+			seqs = append(seqs, f.Event.SequenceNumber)
+		}
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("events %v: gap or repeat across the reconnect", seqs)
+		}
+	}
+}
+
+// lastEvent is the session's newest event number.
+func lastEvent(t *testing.T, ts *testServer, id string) int64 {
+	evs, err := ts.c.Events(context.Background(), id, 0, 0, "")
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("events: %v %v", evs, err)
+	}
+	return evs[len(evs)-1].SequenceNumber
+}
