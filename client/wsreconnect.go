@@ -33,6 +33,9 @@ func (c *Conn) track(frame any) {
 	defer c.resume.mu.Unlock()
 	switch f := frame.(type) {
 	case RunFrame:
+		if f.IdempotencyKey == "" {
+			return // not sent again (it could run twice); its frames reach the new connection if it goes on
+		}
 		if c.resume.runs == nil {
 			c.resume.runs = map[string]RunFrame{}
 		}
