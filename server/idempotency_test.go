@@ -199,3 +199,26 @@ func lastEvent(t *testing.T, ts *testServer, id string) int64 {
 	}
 	return evs[len(evs)-1].SequenceNumber
 }
+
+// TestMCPRunPythonIdempotencyKey: run_python called twice with one idempotency_key (an agent's MCP
+// client retrying a call it lost the answer of) answers the first call's result and runs once; a
+// key without session_id is refused.
+func TestMCPRunPythonIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	cs := mcpConnect(t, ts, "Bearer "+testToken, "")
+	id := okTool(t, cs, "run_python", map[string]any{"code": "L = []"}).out["session_id"].(string)
+	args := map[string]any{"code": "L.append(len(L)); print('ran', L)", "session_id": id, "idempotency_key": "mcp-k1"}
+	first := okTool(t, cs, "run_python", args)
+	again := okTool(t, cs, "run_python", args)
+	if first.out["stdout"] != "ran [0]\n" || again.out["stdout"] != first.out["stdout"] ||
+		again.out["execution_count"] != first.out["execution_count"] {
+		t.Fatalf("first %v, retry %v: want the first answer twice", first.out, again.out)
+	}
+	if got := okTool(t, cs, "run_python", map[string]any{"code": "print(L)", "session_id": id}).out["stdout"]; got != "[0]\n" {
+		t.Fatalf("the list is %q: the cell ran twice", got)
+	}
+	if a := callTool(t, cs, "run_python", map[string]any{"code": "1", "idempotency_key": "k"}); !a.isError || !strings.Contains(a.text, "needs session_id") {
+		t.Fatalf("a key without session_id: %+v", a)
+	}
+}
