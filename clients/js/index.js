@@ -235,9 +235,9 @@ export class Carryover {
    *          timeout_seconds?: number}} req
    */
   executeInAgentSession(sessionId, req) {
-    const { idempotencyKey, ...body } = req ?? {};
+    const { idempotencyKey, idempotency_key: bodyKey, ...body } = req ?? {};
     return this.request('POST', this._s(sessionId, 'exec'), {
-      json: body, headers: { 'Idempotency-Key': idempotencyKey ?? newIdempotencyKey() },
+      json: body, headers: { 'Idempotency-Key': idempotencyKey ?? bodyKey ?? newIdempotencyKey() },
     });
   }
 

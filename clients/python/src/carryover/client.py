@@ -263,6 +263,7 @@ class Carryover:
             working_dir = req.pop("working_dir", working_dir)
             env = req.pop("env", env)
             timeout_seconds = req.pop("timeout_seconds", timeout_seconds)
+            idempotency_key = req.pop("idempotency_key", idempotency_key)
             extra = {**req, **extra}
         if command is None:
             raise ValueError("command is required")
@@ -274,6 +275,7 @@ class Carryover:
         if timeout_seconds is not None:
             body["timeout_seconds"] = timeout_seconds
         body.update(extra)
+        idempotency_key = body.pop("idempotency_key", None) or idempotency_key
         out = self.request("POST", self._session_path(session_id, "exec"), body,
                            timeout=self._run_timeout(timeout_seconds), partial=ExecResult.from_dict,
                            headers=_key_header(idempotency_key))
