@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import json
 import os
-import uuid
 import random
 import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .errors import CarryoverError, ConnectionFailed, NotFound, error_for
