@@ -129,5 +129,6 @@ type Store interface {
 	CheckpointStore
 	SkillStore
 	KeyStore
+	IdempotencyStore
 	Close() error
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -26,6 +27,7 @@ type Client struct {
 	token   string
 	hc      *http.Client
 	dialer  *websocket.Dialer
+	retry   RetryPolicy // retry.go
 }
 
 // Option configures a Client.
@@ -55,7 +57,7 @@ func WithDialer(d *websocket.Dialer) Option {
 // "Authorization: Bearer <token>".
 func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token,
-		hc: &http.Client{}, dialer: websocket.DefaultDialer}
+		hc: &http.Client{}, dialer: websocket.DefaultDialer, retry: DefaultRetryPolicy}
 	for _, o := range opts {
 		o(c)
 	}
@@ -71,15 +73,35 @@ func (c *Client) BaseURL() string { return c.baseURL }
 // path is relative to the base URL and may carry a query ("/api/sessions?x=1"). body is sent as
 // JSON, except nil (no body), []byte and io.Reader (sent raw). out receives the answer: nil
 // discards it, a *[]byte gets the raw bytes, anything else is JSON-decoded. A non-2xx answer is
-// returned as an *Error.
+// returned as an *Error. Failures of the connection and 421/503/429 answers are retried as
+// retry.go says (an io.Reader body is sent once).
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
-	req, err := c.newRequest(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
+	return c.DoWithHeader(ctx, method, path, nil, body, out)
+}
+
+// DoWithHeader is Do with extra request headers (an Idempotency-Key, say).
+func (c *Client) DoWithHeader(ctx context.Context, method, path string, header http.Header, body, out any) error {
+	_, streamed := body.(io.Reader)
+	r := retrier{p: c.retry, start: time.Now()}
+	var resp *http.Response
+	for {
+		req, err := c.newRequest(ctx, method, path, body)
+		if err != nil {
+			return err
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err = c.hc.Do(req)
+		if err == nil && !retryableStatus(resp.StatusCode) {
+			break
+		}
+		if !r.again(ctx, req, resp, err, !streamed) {
+			if err != nil {
+				return err
+			}
+			break
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

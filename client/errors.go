@@ -22,7 +22,12 @@ const (
 	CodeTimeout         = "timeout"
 	CodeKernelDied      = "kernel_died"
 	CodeNotOwner        = "not_owner" // 421, cluster only: the session's node was not reached; retry once
-	CodeInternal        = "internal"
+	// CodeIdempotencyKeyReused (422): the Idempotency-Key was first used with another request.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeRunInterrupted (409): the key's first attempt was cut off before its answer was stored;
+	// the cell may have run and is not run again. Not retried: look at the session, then decide.
+	CodeRunInterrupted = "run_interrupted"
+	CodeInternal       = "internal"
 )
 
 // Error is an error answer of the API: {"error": {"code", "message", "details"}, "result": ...}.

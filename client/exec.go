@@ -12,6 +12,8 @@ type ExecRequest struct {
 	WorkingDir     string            `json:"working_dir,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header (and the body's field); empty: Exec draws one per call.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ExecResult is the answer of an exec.
@@ -31,6 +33,6 @@ type ExecResult struct {
 // ExitCode); a timeout returns the partial answer and an *Error with code "timeout".
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
 	var res ExecResult
-	err := c.Do(ctx, http.MethodPost, sessionPath(id, "exec"), req, &res)
+	err := c.DoWithHeader(ctx, http.MethodPost, sessionPath(id, "exec"), keyHeader(req.IdempotencyKey), req, &res)
 	return withPartial(&res, err)
 }

@@ -46,6 +46,9 @@ type RunFrame struct {
 	ID             string   `json:"id,omitempty"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+	// IdempotencyKey: a run frame sent again with the same key (after a reconnect) gets the first
+	// one's answer instead of running again. Empty: RunFrame sets a new one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // InputReply answers the input_request of run ID.

@@ -19,6 +19,9 @@ type RunRequest struct {
 	// TimeoutSeconds nil takes the server's run.default_timeout_seconds.
 	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header (and the body's field); empty: Run draws one per call, so the
+	// call's retries (retry.go) never run the cell twice. Set it to retry a call across processes.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // RunResult is the answer of a run (also of /api/execute, without checkpoint).
@@ -86,8 +89,16 @@ func Seconds(s float64) *float64 { return &s }
 // *Error together.
 func (c *Client) Run(ctx context.Context, id string, req RunRequest) (*RunResult, error) {
 	var res RunResult
-	err := c.Do(ctx, http.MethodPost, sessionPath(id, "run"), req, &res)
+	err := c.DoWithHeader(ctx, http.MethodPost, sessionPath(id, "run"), keyHeader(req.IdempotencyKey), req, &res)
 	return withPartial(&res, err)
+}
+
+// keyHeader is the Idempotency-Key header of a call: key, or a new one.
+func keyHeader(key string) http.Header {
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	return http.Header{IdempotencyKeyHeader: {key}}
 }
 
 // Execute runs code in a throwaway session destroyed at once (POST /api/execute).

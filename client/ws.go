@@ -30,11 +30,26 @@ type Conn struct {
 	done    chan struct{}
 	once    sync.Once
 	backlog []Frame // frames Run passed over, given out by Next first
+
+	client  *Client   // to dial again after a drop (wsreconnect.go)
+	session string    //
+	resume  resumable // what a reconnect sends again; touched by Next's and Send's callers
 }
 
 // Connect opens the session's websocket. A refused upgrade (unknown session, bad token) returns
 // the answer as an *Error.
 func (c *Client) Connect(ctx context.Context, sessionID string) (*Conn, error) {
+	conn, err := c.dial(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	conn.client, conn.session = c, sessionID
+	go conn.read()
+	return conn, nil
+}
+
+// dial opens the session's websocket without starting its reader.
+func (c *Client) dial(ctx context.Context, sessionID string) (*Conn, error) {
 	u := wsURL(c.baseURL) + sessionPath(sessionID, "ws")
 	h := http.Header{}
 	if c.token != "" {
@@ -48,9 +63,7 @@ func (c *Client) Connect(ctx context.Context, sessionID string) (*Conn, error) {
 		}
 		return nil, err
 	}
-	conn := &Conn{ws: ws, frames: make(chan Frame, 64), done: make(chan struct{})}
-	go conn.read()
-	return conn, nil
+	return &Conn{ws: ws, frames: make(chan Frame, 64), done: make(chan struct{})}, nil
 }
 
 // wsURL turns http(s)://host into ws(s)://host.
@@ -63,9 +76,12 @@ func wsURL(base string) string {
 
 // read delivers frames to Next until the connection fails or is closed.
 func (c *Conn) read() {
-	defer close(c.frames)
+	c.wmu.Lock()
+	ws, frames := c.ws, c.frames
+	c.wmu.Unlock()
+	defer close(frames)
 	for {
-		_, data, err := c.ws.ReadMessage()
+		_, data, err := ws.ReadMessage()
 		if err != nil {
 			c.readErr = err
 			return
@@ -76,7 +92,7 @@ func (c *Conn) read() {
 			return
 		}
 		select {
-		case c.frames <- f:
+		case frames <- f:
 		case <-c.done:
 			c.readErr = ErrClosed
 			return
@@ -84,21 +100,29 @@ func (c *Conn) read() {
 	}
 }
 
-// Next returns the next frame. After the connection ends it returns the read error.
+// Next returns the next frame. After the connection ends it returns the read error; a drop
+// that a server's restart causes is ridden out first (wsreconnect.go).
 func (c *Conn) Next(ctx context.Context) (Frame, error) {
 	if len(c.backlog) > 0 {
 		f := c.backlog[0]
 		c.backlog = c.backlog[1:]
 		return f, nil
 	}
-	select {
-	case f, ok := <-c.frames:
-		if !ok {
-			return Frame{}, c.closedErr()
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				err := c.closedErr()
+				if err != ErrClosed && dropped(err) && c.reconnect(ctx) == nil {
+					continue
+				}
+				return Frame{}, err
+			}
+			c.seen(f)
+			return f, nil
+		case <-ctx.Done():
+			return Frame{}, ctx.Err()
 		}
-		return f, nil
-	case <-ctx.Done():
-		return Frame{}, ctx.Err()
 	}
 }
 
@@ -121,6 +145,7 @@ func (c *Conn) Send(ctx context.Context, frame any) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.track(frame)
 	deadline, _ := ctx.Deadline() // zero: none
 	if err := c.ws.SetWriteDeadline(deadline); err != nil {
 		return err
@@ -134,10 +159,11 @@ func (c *Conn) Close() error {
 	c.once.Do(func() {
 		close(c.done)
 		c.wmu.Lock()
+		ws := c.ws
 		msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-		_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+		_ = ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
 		c.wmu.Unlock()
-		err = c.ws.Close()
+		err = ws.Close()
 	})
 	return err
 }

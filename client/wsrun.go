@@ -24,6 +24,9 @@ func (c *Conn) RunFrame(ctx context.Context, rf RunFrame) (*RunResult, []Frame, 
 	if rf.ID == "" {
 		rf.ID = newFrameID()
 	}
+	if rf.IdempotencyKey == "" {
+		rf.IdempotencyKey = NewIdempotencyKey()
+	}
 	if err := c.Send(ctx, rf); err != nil {
 		return nil, nil, err
 	}

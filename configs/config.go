@@ -46,6 +46,7 @@ type Config struct {
 		DefaultTimeoutSeconds float64 `mapstructure:"default_timeout_seconds"`
 		MaxTimeoutSeconds     float64 `mapstructure:"max_timeout_seconds"`
 		MaxOutputBytes        int64   `mapstructure:"max_output_bytes"`
+		IdempotencyTTLHours   float64 `mapstructure:"idempotency_ttl_hours"`
 	} `mapstructure:"run"`
 	Persistence struct {
 		ChunkSize         int      `mapstructure:"chunk_size"`

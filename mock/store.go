@@ -34,6 +34,7 @@ type Store struct {
 	skills   map[string]map[string]skill // tenant -> path
 	keys     map[string]carryover.APIKey // id -> key
 	nextExec int64
+	idem     idempotencyKeys // idempotency.go
 }
 
 type skill struct {
@@ -123,6 +124,7 @@ func (s *Store) DeleteSession(_ context.Context, id string) error {
 	delete(s.events, id)
 	delete(s.execs, id)
 	delete(s.tools, id)
+	s.idem.drop(id)
 	return nil
 }
 

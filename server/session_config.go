@@ -26,6 +26,7 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		DefaultRunTimeout:    configs.Seconds(cfg.Run.DefaultTimeoutSeconds),
 		MaxRunTimeoutSeconds: cfg.Run.MaxTimeoutSeconds,
 		MaxOutputBytes:       cfg.Run.MaxOutputBytes,
+		IdempotencyTTL:       configs.Seconds(cfg.Run.IdempotencyTTLHours * 3600),
 
 		Network:               cfg.Sandbox.Network,
 		SandboxTimeoutSeconds: cfg.Sandbox.TimeoutSeconds,

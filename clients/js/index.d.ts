@@ -45,6 +45,8 @@ export interface RunOptions {
   /** seconds; the server's default when absent */
   timeout?: number;
   env?: Record<string, string>;
+  /** the call's Idempotency-Key (default: a new one per call): a retry with it never runs the code twice */
+  idempotencyKey?: string;
 }
 
 export interface RunStreamOptions {
@@ -59,6 +61,8 @@ export interface RunStreamOptions {
   timeout?: number;
   /** aborting interrupts the kernel */
   signal?: AbortSignal;
+  /** the run frame's idempotency key (default: a new one per call), sent again on a reconnect */
+  idempotencyKey?: string;
 }
 
 export interface ClientOptions {
@@ -71,7 +75,12 @@ export interface ClientOptions {
   WebSocket?: any;
   /** extra headers on every HTTP request */
   headers?: Record<string, string>;
+  /** how long one call retries connection failures and 421/503/429 answers, in seconds (default 60; 0: never) */
+  retrySeconds?: number;
 }
+
+/** a fresh idempotency key (what run, exec and runStream send when given none) */
+export declare function newIdempotencyKey(): string;
 
 export declare class CarryoverError extends Error {
   constructor(message: string, opts?: { code?: string; status?: number; details?: Record<string, any> | null; result?: any; cause?: unknown });
@@ -92,12 +101,14 @@ export declare class Carryover {
   readonly baseUrl: string;
   readonly authToken: string;
 
-  request(method: string, path: string, opts?: { json?: any; body?: any; raw?: boolean; query?: Record<string, any> }): Promise<any>;
+  readonly retrySeconds: number;
+
+  request(method: string, path: string, opts?: { json?: any; body?: any; raw?: boolean; query?: Record<string, any>; headers?: Record<string, string> }): Promise<any>;
 
   // StateSet agent-session names
   createAgentSession(opts?: B['POST /api/sessions']): Promise<A['POST /api/sessions']>;
   startAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/start']>;
-  executeInAgentSession(sessionId: string, req: B['POST /api/sessions/{id}/exec']): Promise<A['POST /api/sessions/{id}/exec']>;
+  executeInAgentSession(sessionId: string, req: B['POST /api/sessions/{id}/exec'] & { idempotencyKey?: string }): Promise<A['POST /api/sessions/{id}/exec']>;
   writeAgentSessionFile(sessionId: string, path: string, content: string | Uint8Array | ArrayBuffer, opts?: { encoding?: 'utf-8' | 'base64' }): Promise<A['POST /api/sessions/{id}/files']>;
   updateAgentContext(sessionId: string, context: B['PATCH /api/sessions/{id}/context']): Promise<A['PATCH /api/sessions/{id}/context']>;
   getAgentSession(sessionId: string): Promise<A['GET /api/sessions/{id}']>;
@@ -206,9 +217,11 @@ export declare namespace Schemas {
      * | forbidden | 403 | the token or API key is valid but its scope does not allow the request (a read key running code); details `scope`, `required_scope` |
      * | quota_exceeded | 429 | a tenant quota is used up; details `quota` (sessions, live_kernels, stored_bytes, cpu_seconds), `limit`, `use` |
      * | rate_limited | 429 | the credential is over its request rate; header `Retry-After`; details `limit`, `burst`, `retry_after_seconds` |
+     * | idempotency_key_reused | 422 | the Idempotency-Key was first used with another request (another body, or run vs exec) |
+     * | run_interrupted | 409 | the first attempt with this Idempotency-Key was cut off (its server stopped or lost the session) before its answer was stored: the cell may have run, so it is not run again; details `idempotency_key`, `reserved_at` |
      * | internal | 500 | anything else; never a Go panic trace |
      */
-    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "internal";
+    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "idempotency_key_reused" | "run_interrupted" | "internal";
     /** Human-readable message. */
     message: string;
     /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`; `quota`, `limit`, `use` of a `quota_exceeded`. */
@@ -340,6 +353,8 @@ export declare namespace Schemas {
     update_data?: Record<string, any> | null;
     timeout_seconds?: number | null;
     env?: Record<string, string>;
+    /** extension: exactly-once under retries, as the Idempotency-Key header (which wins when both are sent and must then be equal); see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface ExecuteRequest {
@@ -457,6 +472,8 @@ export declare namespace Schemas {
     working_dir?: string;
     env?: Record<string, string>;
     timeout_seconds?: number | null;
+    /** extension: exactly-once under retries, as the Idempotency-Key header (which wins when both are sent and must then be equal); see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface ExecResult {
@@ -590,6 +607,8 @@ export declare namespace Schemas {
     id?: string;
     code: string;
     timeout_seconds?: number | null;
+    /** extension: exactly-once under retries, a run frame sent again with the same key (after a reconnect) gets the first one's result, error and idle frames instead of a second run; see api.md "Idempotency keys" */
+    idempotency_key?: string;
   }
 
   export interface WSClientInputReplyFrame {

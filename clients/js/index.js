@@ -71,15 +71,65 @@ function compact(obj) {
   return out;
 }
 
+// ---- retries ---------------------------------------------------------------------------
+// Calls ride out a server's restart or a rolling upgrade: a connection that fails, and the answers
+// 421 (the session's node changed), 503 and 429 (after their Retry-After), are retried with backoff
+// for up to `retrySeconds`. A call that may have reached the server is retried only when it may be
+// repeated: GET, PUT, DELETE, or a run or exec, which carry an Idempotency-Key (one per call by
+// default) so the server answers a retry with the first attempt's answer, never a second run.
+
+/** Statuses that say the request was not served. */
+const UNSERVED = new Set([421, 503, 429]);
+
+/** A fresh idempotency key (what run and exec send when given none). */
+export function newIdempotencyKey() {
+  return `js-${globalThis.crypto.randomUUID()}`;
+}
+
+/** Seconds a Retry-After header asks for (0 when absent or unreadable). @param {string | null} v */
+function retryAfterSeconds(v) {
+  if (!v) return 0;
+  const n = Number(v);
+  if (Number.isFinite(n) && n >= 0) return n;
+  const t = Date.parse(v);
+  return Number.isFinite(t) ? Math.max(0, (t - Date.now()) / 1000) : 0;
+}
+
+/** Whether a fetch failure means nothing was sent (the connection was refused or not resolved). */
+function unsent(err) {
+  const code = err?.cause?.code ?? err?.code;
+  return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
+}
+
+/** The retry clock of one call. */
+class Backoff {
+  /** @param {number} seconds */
+  constructor(seconds) {
+    this.deadline = Date.now() + seconds * 1000;
+    this.attempt = 0;
+  }
+
+  /** Waits before another attempt (at least `floor` seconds); false when the time is spent. */
+  async wait(floor = 0) {
+    this.attempt += 1;
+    const b = Math.min(3000, 100 * 2 ** (this.attempt - 1));
+    const ms = Math.max(floor * 1000, b / 2 + Math.random() * b / 2);
+    if (Date.now() + ms > this.deadline) return false;
+    await new Promise((r) => setTimeout(r, ms));
+    return true;
+  }
+}
+
 let frameSeq = 0;
 const newFrameID = () => `js-${Date.now().toString(36)}-${(++frameSeq).toString(36)}`;
 
 export class Carryover {
   /**
    * @param {{baseUrl?: string, authToken?: string, fetch?: typeof fetch,
-   *          WebSocket?: any, headers?: Record<string, string>}} [options]
+   *          WebSocket?: any, headers?: Record<string, string>, retrySeconds?: number}} [options]
    *   baseUrl defaults to $CARRYOVER_URL, then http://127.0.0.1:8080; authToken to
    *   $CARRYOVER_TOKEN. `WebSocket` replaces the global one for runStream (e.g. `ws`'s).
+   *   retrySeconds (default 60; 0: never) bounds the retries of one call (see "retries" above).
    */
   constructor(options = {}) {
     const env = globalThis.process?.env ?? {};
@@ -88,6 +138,7 @@ export class Carryover {
     this._fetch = options.fetch ?? globalThis.fetch;
     this._WebSocket = options.WebSocket ?? globalThis.WebSocket;
     this._headers = options.headers ?? {};
+    this.retrySeconds = options.retrySeconds ?? 60;
     if (typeof this._fetch !== 'function') throw new TypeError('carryover: no fetch (Node >= 18 has one)');
   }
 
@@ -97,12 +148,13 @@ export class Carryover {
    * Sends one request and decodes the answer. The way to reach a route without a method here.
    * @param {string} method
    * @param {string} path relative to baseUrl, may carry a query
-   * @param {{json?: any, body?: any, raw?: boolean, query?: Record<string, any>}} [opts]
+   * @param {{json?: any, body?: any, raw?: boolean, query?: Record<string, any>,
+   *          headers?: Record<string, string>}} [opts]
    *   json: a JSON body; body: a raw body (string, Uint8Array, ArrayBuffer, Blob); raw: resolve
-   *   to the answer's bytes (Uint8Array) instead of its JSON.
+   *   to the answer's bytes (Uint8Array) instead of its JSON; headers: more request headers.
    * @returns {Promise<any>}
    */
-  async request(method, path, { json, body, raw = false, query } = {}) {
+  async request(method, path, { json, body, raw = false, query, headers: extra } = {}) {
     let url = this.baseUrl + path;
     if (query) {
       const q = new URLSearchParams();
@@ -111,7 +163,7 @@ export class Carryover {
       if (s) url += (url.includes('?') ? '&' : '?') + s;
     }
     /** @type {Record<string, string>} */
-    const headers = { Accept: 'application/json', ...this._headers };
+    const headers = { Accept: 'application/json', ...this._headers, ...extra };
     if (this.authToken) headers.Authorization = `Bearer ${this.authToken}`;
     if (json !== undefined) {
       headers['Content-Type'] = 'application/json';
@@ -119,13 +171,23 @@ export class Carryover {
     } else if (body !== undefined) {
       headers['Content-Type'] = 'application/octet-stream';
     }
+    const repeatable = ['GET', 'HEAD', 'PUT', 'DELETE'].includes(method) || 'Idempotency-Key' in headers;
+    const backoff = new Backoff(this.retrySeconds);
     let res;
-    try {
-      res = await this._fetch(url, { method, headers, body });
-    } catch (err) {
-      throw new CarryoverError(`carryover: ${method} ${path}: ${err?.cause?.message ?? err?.message ?? err}`, {
-        code: 'connection_error', cause: err,
-      });
+    for (;;) {
+      try {
+        res = await this._fetch(url, { method, headers, body });
+      } catch (err) {
+        if ((unsent(err) || repeatable) && await backoff.wait()) continue;
+        throw new CarryoverError(`carryover: ${method} ${path}: ${err?.cause?.message ?? err?.message ?? err}`, {
+          code: 'connection_error', cause: err,
+        });
+      }
+      if (UNSERVED.has(res.status) && await backoff.wait(retryAfterSeconds(res.headers.get('Retry-After')))) {
+        try { await res.arrayBuffer(); } catch { /* dropped */ }
+        continue;
+      }
+      break;
     }
     if (!res.ok) throw await errorFrom(res, method, path);
     if (raw) return new Uint8Array(await res.arrayBuffer());
@@ -173,7 +235,10 @@ export class Carryover {
    *          timeout_seconds?: number}} req
    */
   executeInAgentSession(sessionId, req) {
-    return this.request('POST', this._s(sessionId, 'exec'), { json: req });
+    const { idempotencyKey, idempotency_key: bodyKey, ...body } = req ?? {};
+    return this.request('POST', this._s(sessionId, 'exec'), {
+      json: body, headers: { 'Idempotency-Key': idempotencyKey ?? bodyKey ?? newIdempotencyKey() },
+    });
   }
 
   /**
@@ -296,12 +361,17 @@ export class Carryover {
    * `result` is the partial answer.
    * @param {string} sessionId
    * @param {string} code
-   * @param {{updateData?: Record<string, any>, timeout?: number, env?: Record<string, string>}} [opts]
-   *   timeout in seconds (the server's default when absent)
+   * @param {{updateData?: Record<string, any>, timeout?: number, env?: Record<string, string>,
+   *          idempotencyKey?: string}} [opts]
+   *   timeout in seconds (the server's default when absent); idempotencyKey (default: a new one
+   *   per call) makes retries, the call's own and yours with the same key, answer the first
+   *   attempt's result instead of running the code again (a first attempt cut off before its
+   *   answer was stored rejects with code run_interrupted).
    */
-  run(sessionId, code, { updateData, timeout, env } = {}) {
+  run(sessionId, code, { updateData, timeout, env, idempotencyKey } = {}) {
     return this.request('POST', this._s(sessionId, 'run'), {
       json: compact({ code, update_data: updateData, timeout_seconds: timeout, env }),
+      headers: { 'Idempotency-Key': idempotencyKey ?? newIdempotencyKey() },
     });
   }
 
@@ -326,7 +396,10 @@ export class Carryover {
    * @param {{onStdout?: (text: string) => void, onStderr?: (text: string) => void,
    *          onOutput?: (output: any) => void, onStatus?: (state: string) => void,
    *          onInput?: (prompt: string, info: {password: boolean}) => string | Promise<string>,
-   *          timeout?: number, signal?: AbortSignal}} [opts]
+   *          timeout?: number, signal?: AbortSignal, idempotencyKey?: string}} [opts]
+   *   A websocket that drops mid-run is reconnected and the run sent again with the same
+   *   idempotencyKey (default: a new one per call): it runs once; outputs printed while the
+   *   connection was down reach the result, not the callbacks.
    */
   runStream(sessionId, code, opts = {}) {
     const { onStdout, onStderr, onOutput, onStatus, onInput, timeout, signal } = opts;
@@ -340,12 +413,14 @@ export class Carryover {
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     if (this.authToken) url.searchParams.set('token', this.authToken);
     const id = newFrameID();
+    const key = opts.idempotencyKey ?? newIdempotencyKey();
+    const backoff = new Backoff(this.retrySeconds);
 
     return new Promise((resolve, reject) => {
-      const ws = new WS(url.toString());
-      let opened = false;
       let settled = false;
       let result = null;
+      /** @type {any} */
+      let ws = null;
       const send = (frame) => { try { ws.send(JSON.stringify(frame)); } catch { /* closing */ } };
       const onAbort = () => send({ type: 'interrupt' });
       const finish = (err, value) => {
@@ -360,68 +435,91 @@ export class Carryover {
         if (!fn) return;
         try { fn(...args); } catch (err) { finish(err); }
       };
+      // A websocket that drops mid-run (a server's restart: 1001, 1006, 1012) is opened again and
+      // the run frame sent again with the same id and idempotency key: the server answers with the
+      // first attempt's result, error and idle frames instead of running the code twice.
+      const reconnect = async (why) => {
+        if (settled) return;
+        if (await backoff.wait()) { if (!settled) connect(); return; }
+        fail(why);
+      };
 
-      ws.onopen = () => {
-        opened = true;
-        if (signal?.aborted) { finish(new CarryoverError('carryover: runStream aborted', { code: 'aborted' })); return; }
-        signal?.addEventListener('abort', onAbort, { once: true });
-        send(compact({ type: 'run', id, code, timeout_seconds: timeout }));
-      };
-      ws.onmessage = (ev) => {
-        if (settled) return;
-        let f;
-        try {
-          f = JSON.parse(typeof ev.data === 'string' ? ev.data : new TextDecoder().decode(ev.data));
-        } catch (err) {
-          fail(new CarryoverError('carryover: malformed websocket frame', { code: 'internal', cause: err }));
-          return;
-        }
-        if (f.id !== id) return; // other runs of the session, events, notices
-        switch (f.type) {
-          case 'status':
-            call(onStatus, f.execution_state);
-            if (f.execution_state === 'idle' && result) finish(null, result);
-            break;
-          case 'output': {
-            const o = f.output;
-            if (o?.type === 'stream') call(o.name === 'stderr' ? onStderr : onStdout, o.text);
-            call(onOutput, o);
-            break;
+      const connect = () => {
+        const sock = new WS(url.toString());
+        ws = sock;
+        let opened = false;
+        let gone = false; // this socket's error or close was handled
+        sock.onopen = () => {
+          opened = true;
+          if (signal?.aborted) { finish(new CarryoverError('carryover: runStream aborted', { code: 'aborted' })); return; }
+          signal?.addEventListener('abort', onAbort, { once: true });
+          send(compact({ type: 'run', id, code, timeout_seconds: timeout, idempotency_key: key }));
+        };
+        sock.onmessage = (ev) => {
+          if (settled) return;
+          let f;
+          try {
+            f = JSON.parse(typeof ev.data === 'string' ? ev.data : new TextDecoder().decode(ev.data));
+          } catch (err) {
+            fail(new CarryoverError('carryover: malformed websocket frame', { code: 'internal', cause: err }));
+            return;
           }
-          case 'input_request':
-            if (!onInput) { send({ type: 'interrupt' }); break; }
-            Promise.resolve()
-              .then(() => onInput(f.prompt ?? '', { password: !!f.password }))
-              .then((value) => send({ type: 'input_reply', id, value: value == null ? '' : String(value) }), fail);
-            break;
-          case 'result':
-            result = f.result;
-            break;
-          case 'error': {
-            const e = f.error ?? {};
-            fail(new CarryoverError(`carryover: ${e.code}: ${e.message}`, {
-              code: e.code, details: e.details ?? null, result,
-            }));
-            break;
+          if (f.id !== id) return; // other runs of the session, events, notices
+          switch (f.type) {
+            case 'status':
+              call(onStatus, f.execution_state);
+              if (f.execution_state === 'idle' && result) finish(null, result);
+              break;
+            case 'output': {
+              const o = f.output;
+              if (o?.type === 'stream') call(o.name === 'stderr' ? onStderr : onStdout, o.text);
+              call(onOutput, o);
+              break;
+            }
+            case 'input_request':
+              if (!onInput) { send({ type: 'interrupt' }); break; }
+              Promise.resolve()
+                .then(() => onInput(f.prompt ?? '', { password: !!f.password }))
+                .then((value) => send({ type: 'input_reply', id, value: value == null ? '' : String(value) }), fail);
+              break;
+            case 'result':
+              result = f.result;
+              break;
+            case 'error': {
+              const e = f.error ?? {};
+              if (e.code === 'not_owner') { // the session moved to another node mid-run
+                gone = true;
+                try { sock.close(); } catch { /* closed */ }
+                reconnect(new CarryoverError(`carryover: ${e.code}: ${e.message}`, { code: e.code }));
+                break;
+              }
+              fail(new CarryoverError(`carryover: ${e.code}: ${e.message}`, {
+                code: e.code, details: e.details ?? null, result,
+              }));
+              break;
+            }
           }
-        }
+        };
+        sock.onerror = (ev) => {
+          if (settled || gone) return;
+          gone = true;
+          if (opened) {
+            reconnect(new CarryoverError(`carryover: websocket error: ${ev?.message ?? 'connection failed'}`, { code: 'connection_error' }));
+            return;
+          }
+          // A refused upgrade hides its status from WebSocket: ask over HTTP why (404, 401, ...);
+          // that call rides out a restart itself, and a session that answers is dialled again.
+          this.getAgentSession(sessionId).then(
+            () => reconnect(new CarryoverError(`carryover: websocket to ${sessionId} refused: ${ev?.message ?? ''}`, { code: 'connection_error' })),
+            fail);
+        };
+        sock.onclose = () => {
+          if (settled || gone || !opened) return;
+          gone = true;
+          reconnect(new CarryoverError('carryover: websocket closed before the run ended', { code: 'connection_error', result }));
+        };
       };
-      ws.onerror = (ev) => {
-        if (settled) return;
-        if (opened) {
-          fail(new CarryoverError(`carryover: websocket error: ${ev?.message ?? 'connection failed'}`, { code: 'connection_error' }));
-          return;
-        }
-        // A refused upgrade hides its status from WebSocket: ask over HTTP why (404, 401, ...).
-        this.getAgentSession(sessionId).then(
-          () => fail(new CarryoverError(`carryover: websocket to ${sessionId} refused: ${ev?.message ?? ''}`, { code: 'connection_error' })),
-          fail);
-      };
-      ws.onclose = () => {
-        if (!settled && opened) {
-          fail(new CarryoverError('carryover: websocket closed before the run ended', { code: 'connection_error', result }));
-        }
-      };
+      connect();
     });
   }
 

@@ -31,7 +31,7 @@ var (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var sid, code string
+	var sid, code, key string
 	var timeout float64
 	var keepGoing bool
 	cmd := &cobra.Command{
@@ -57,16 +57,20 @@ goes on).`,
 			if timeout > 0 {
 				to = client.Seconds(timeout)
 			}
-			if c.json {
-				return c.runJSON(cmd, sid, src, to)
+			if key == "" {
+				key = client.NewIdempotencyKey()
 			}
-			return c.runStream(cmd, sid, src, to, fromStdin)
+			if c.json {
+				return c.runJSON(cmd, sid, src, to, key)
+			}
+			return c.runStream(cmd, sid, src, to, fromStdin, key)
 		}),
 	}
 	sessionFlag(cmd, &sid)
 	cmd.Flags().StringVarP(&code, "code", "c", "", "code to run")
 	cmd.Flags().Float64Var(&timeout, "timeout", 0, "run timeout in seconds (0: the server's default)")
 	cmd.Flags().BoolVar(&keepGoing, "continue-on-error", false, "a notebook (.ipynb) goes on after a cell that raises")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "the run's idempotency key (default: a new one): retries, the CLI's own through a\nserver restart and yours with the same key, never run the code twice")
 	return cmd
 }
 
@@ -155,15 +159,16 @@ func ensureSession(ctx context.Context, cl *client.Client, sid string, err error
 
 // runJSON runs over HTTP and prints the answer as the API gave it (a timeout's or kernel death's
 // partial answer too, before exiting 2).
-func (c *cli) runJSON(cmd *cobra.Command, sid, src string, to *float64) error {
+func (c *cli) runJSON(cmd *cobra.Command, sid, src string, to *float64, key string) error {
 	ctx, cl := cmd.Context(), c.client()
 	req := client.RunRequest{Code: src, TimeoutSeconds: to}
 	var raw []byte
-	err := cl.Do(ctx, http.MethodPost, apiPath(sid, "run"), req, &raw)
+	h := http.Header{client.IdempotencyKeyHeader: {key}}
+	err := cl.DoWithHeader(ctx, http.MethodPost, apiPath(sid, "run"), h, req, &raw)
 	if created, cerr := ensureSession(ctx, cl, sid, err); cerr != nil {
 		return cerr
 	} else if created {
-		err = cl.Do(ctx, http.MethodPost, apiPath(sid, "run"), req, &raw)
+		err = cl.DoWithHeader(ctx, http.MethodPost, apiPath(sid, "run"), h, req, &raw)
 	}
 	if err != nil {
 		var ae *client.Error
@@ -184,7 +189,7 @@ func (c *cli) runJSON(cmd *cobra.Command, sid, src string, to *float64) error {
 }
 
 // runStream runs over the session's websocket, printing each frame of the run as it arrives.
-func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFromStdin bool) error {
+func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFromStdin bool, key string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	cl := c.client()
@@ -208,7 +213,7 @@ func (c *cli) runStream(cmd *cobra.Command, sid, src string, to *float64, codeFr
 	defer stop()
 
 	id := newRunID()
-	if err := conn.Send(ctx, client.RunFrame{ID: id, Code: src, TimeoutSeconds: to}); err != nil {
+	if err := conn.Send(ctx, client.RunFrame{ID: id, Code: src, TimeoutSeconds: to, IdempotencyKey: key}); err != nil {
 		return err
 	}
 	return p.follow(ctx, conn, id, stop, interrupted)

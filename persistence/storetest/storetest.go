@@ -62,6 +62,8 @@ func recordTests() []storeTest {
 		{"Tools", testTools},
 		{"Skills", testSkills},
 		{"Keys", testKeys},
+		{"IdempotencyKeys", testIdempotencyKeys},
+		{"IdempotencyConcurrentReservations", testIdempotencyConcurrentReservations},
 	}
 }
 

@@ -32,6 +32,10 @@ func statusOf(c carryover.Code) int {
 		return http.StatusForbidden
 	case carryover.CodeQuotaExceeded, carryover.CodeRateLimited:
 		return http.StatusTooManyRequests
+	case carryover.CodeIdempotencyKeyReused:
+		return http.StatusUnprocessableEntity
+	case carryover.CodeRunInterrupted:
+		return http.StatusConflict
 	default:
 		return http.StatusInternalServerError
 	}

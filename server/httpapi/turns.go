@@ -21,7 +21,13 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.svc.Run(r.Context(), r.PathValue("id"), req, session.RunOptions{})
+	if err := keyFromHeader(r, &req.IdempotencyKey); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ctx, replayed := session.WithReplayNotice(r.Context())
+	res, err := a.svc.Run(ctx, r.PathValue("id"), req, session.RunOptions{})
+	markReplayed(w, replayed.Load())
 	a.reply(w, r, 200, res, err)
 }
 
@@ -31,7 +37,13 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.svc.RunCommand(r.Context(), r.PathValue("id"), req)
+	if err := keyFromHeader(r, &req.IdempotencyKey); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ctx, replayed := session.WithReplayNotice(r.Context())
+	res, err := a.svc.RunCommand(ctx, r.PathValue("id"), req)
+	markReplayed(w, replayed.Load())
 	a.reply(w, r, 200, res, err)
 }
 

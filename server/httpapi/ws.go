@@ -26,6 +26,7 @@ type wsFrame struct {
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
 	Value          string   `json:"value"`
 	AfterSequence  int64    `json:"after_sequence"`
+	IdempotencyKey string   `json:"idempotency_key"` // a run's: exactly-once under retries
 }
 
 // checkOrigin allows clients without an Origin (programs), the server's own host, and configured origins.
@@ -209,9 +210,27 @@ func (c *wsClient) run(ctx context.Context, f wsFrame, queued func()) {
 		sent = true
 		c.sendErr(f.ID, err)
 	}}
-	if _, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds}, opts); err != nil && !sent {
+	ctx, replayed := session.WithReplayNotice(ctx)
+	res, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
+	if replayed.Load() {
+		c.replay(f.ID, res, err)
+		return
+	}
+	if err != nil && !sent {
 		c.sendErr(f.ID, err)
 	}
+}
+
+// replay sends this client alone the frames of an earlier attempt's stored answer (a retried run
+// frame with the same idempotency key): result, error, idle, as the run itself ended.
+func (c *wsClient) replay(id string, res *session.RunResult, err error) {
+	if res != nil {
+		c.sub.Send(session.ResultFrame{Type: "result", ID: id, Result: res})
+	}
+	if err != nil {
+		c.sendErr(id, err)
+	}
+	c.sub.Send(session.StatusFrame{Type: "status", ID: id, ExecutionState: "idle"})
 }
 
 // randomID is a client run id when the frame has none.

@@ -77,6 +77,9 @@ type sessionIn struct {
 type runPythonIn struct {
 	Code      string `json:"code" jsonschema:"Python code, run as one IPython cell"`
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session to run in; omitted: a new session is created and its id returned"`
+	// IdempotencyKey makes a retried call answer the first call's result instead of running the
+	// code again (as the API's Idempotency-Key); it needs session_id.
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"a key chosen by the caller, the same for every retry of one call: a retry returns the first call's result and never runs the code twice; needs session_id"`
 }
 
 type pyError struct {
@@ -221,6 +224,9 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		return nil, runPythonOut{}, t.fail(req, err)
 	}
 	id := in.SessionID
+	if id == "" && in.IdempotencyKey != "" {
+		return nil, runPythonOut{}, t.fail(req, carryover.Errorf(carryover.CodeInvalid, "idempotency_key needs session_id: a call without one makes a new session each time"))
+	}
 	if id == "" {
 		s, err := t.svc.Create(ctx, session.CreateRequest{Start: true})
 		if err != nil {
@@ -228,7 +234,7 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		}
 		id = s.ID
 	}
-	res, err := t.svc.Run(ctx, id, session.RunRequest{Code: in.Code}, session.RunOptions{})
+	res, err := t.svc.Run(ctx, id, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
 	if err != nil {
 		// A timeout or a kernel death: the API's code first, then what the run printed before it.
 		e := carryover.ErrorOf(err)

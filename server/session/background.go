@@ -35,6 +35,7 @@ func (s *Service) StartBackground() {
 			}
 			s.sampleCosts(ctx)
 			s.rotateDue(ctx)
+			s.expireIdempotencyKeys(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)

@@ -21,6 +21,7 @@ type CommandRequest struct {
 	WorkingDir     string            `json:"working_dir"`
 	Env            map[string]string `json:"env"`
 	TimeoutSeconds *float64          `json:"timeout_seconds"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"` // exactly-once under retries (idempotency.go)
 }
 
 // CommandResult is the exec answer.
@@ -94,6 +95,10 @@ func (r CommandRequest) argv() ([]string, error) {
 // RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
 func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest) (*CommandResult, error) {
+	if key := req.IdempotencyKey; key != "" {
+		req.IdempotencyKey = ""
+		return runKeyed(ctx, s, id, "exec", key, req, func(ctx context.Context) (*CommandResult, error) { return s.RunCommand(ctx, id, req) })
+	}
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -127,6 +132,7 @@ func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest)
 		return nil, err
 	}
 	start := time.Now()
+	markStarted(ctx) // a keyed command starts: its key is kept whatever happens next
 	res, cpu, err := s.runInSandbox(ctx, ls, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ type Config struct {
 	DefaultRunTimeout    time.Duration // run.default_timeout_seconds
 	MaxRunTimeoutSeconds float64       // run.max_timeout_seconds: the largest timeout_seconds accepted
 	MaxOutputBytes       int64         // run.max_output_bytes: what an answer keeps of a run's output
+	IdempotencyTTL       time.Duration // run.idempotency_ttl_hours: how long a run's idempotency key binds (0: 24 h)
 
 	Network               bool    // sandbox.network: a new session's (and the pool's) network setting
 	SandboxTimeoutSeconds float64 // sandbox.timeout_seconds: a new session's rotation timeout

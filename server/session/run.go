@@ -17,6 +17,9 @@ type RunRequest struct {
 	UpdateData     map[string]any    `json:"update_data"`
 	TimeoutSeconds *float64          `json:"timeout_seconds"`
 	Env            map[string]string `json:"env"`
+	// IdempotencyKey makes the run exactly-once under retries (idempotency.go); the front doors
+	// fill it from the Idempotency-Key header or the body's field.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // RunError is the error of a run whose code raised.
@@ -66,6 +69,10 @@ type RunOptions struct {
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
 // checkpoints the turn and records it.
 func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOptions) (*RunResult, error) {
+	if key := req.IdempotencyKey; key != "" {
+		req.IdempotencyKey = ""
+		return runKeyed(ctx, s, id, "run", key, req, func(ctx context.Context) (*RunResult, error) { return s.Run(ctx, id, req, opts) })
+	}
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -102,6 +109,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 			return nil, err
 		}
 	}
+	markStarted(ctx) // a keyed run's code starts: its key is kept whatever happens next
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some

@@ -36,6 +36,7 @@ type Service struct {
 	stopBG   context.CancelFunc
 	skills   *skills.Skills // the tenants' skills and this node's cache of them
 	quota    quotaGate      // the tenants' quotas (quota.go)
+	idem     idempotency    // idempotency keys in flight here (idempotency.go)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.

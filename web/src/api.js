@@ -90,6 +90,12 @@ export async function api(method, path, opts = {}) {
   }
 }
 
+/** A run's idempotency key (crypto.getRandomValues: randomUUID needs a secure context). */
+function newKey() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return 'ui-' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
 /**
  * SessionSocket keeps one websocket to /api/sessions/{id}/ws open, reconnecting with backoff.
  * onFrame(frame) gets every parsed frame; onState('connecting'|'open'|'closed', info) the link state.
@@ -106,6 +112,10 @@ export class SessionSocket {
     this.everOpened = false;
     this.failures = 0;
     this.timer = null;
+    // Run frames not yet ended, sent again (same id, same idempotency key) when the socket opens
+    // again after a drop (a server's restart: 1001, 1006, 1012): the server answers with the first
+    // attempt's frames, or the run's own if it is still going, and never runs the cell twice.
+    this.inflight = new Map();
   }
 
   url() {
@@ -132,6 +142,7 @@ export class SessionSocket {
       this.failures = 0;
       this.delay = 500;
       this.onState('open');
+      for (const f of this.inflight.values()) ws.send(JSON.stringify(f));
       this.onOpen();
     };
     ws.onmessage = (ev) => {
@@ -141,12 +152,14 @@ export class SessionSocket {
       } catch {
         frame = { type: 'notice', message: `unreadable frame from the server: ${String(ev.data).slice(0, 200)}` };
       }
+      if (frame.type === 'error' || (frame.type === 'status' && frame.execution_state === 'idle')) this.inflight.delete(frame.id);
       this.onFrame(frame);
     };
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null;
       if (!opened) this.failures++;
+      if (opened && [1001, 1006, 1012].includes(ev.code)) this.delay = 250; // a restart: back soon
       this.onState('closed', { code: ev.code, reason: ev.reason, opened, failures: this.failures });
       this.retry();
     };
@@ -165,6 +178,10 @@ export class SessionSocket {
 
   send(obj) {
     if (!this.open) return false;
+    if (obj.type === 'run') {
+      obj = { ...obj, idempotency_key: obj.idempotency_key ?? newKey() };
+      this.inflight.set(obj.id, obj);
+    }
     this.ws.send(JSON.stringify(obj));
     return true;
   }

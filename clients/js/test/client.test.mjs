@@ -355,3 +355,25 @@ test('notebooks: run an .ipynb into a session, stopping at the first error unles
   const bad = await rejection(() => client.runNotebook(id, { nbformat: 3, cells: [] }));
   assert.equal(bad.code, 'invalid_request');
 });
+
+test('a run or exec repeated with its idempotency key answers the first result and runs once', async () => {
+  const id = sid('idem');
+  await client.createAgentSession({ session_id: id });
+  await client.run(id, 'L = []');
+  const first = await client.run(id, 'L.append(len(L)); print(L)', { idempotencyKey: 'js-k1' });
+  const again = await client.run(id, 'L.append(len(L)); print(L)', { idempotencyKey: 'js-k1' });
+  assert.equal(first.stdout, '[0]\n');
+  assert.equal(again.stdout, first.stdout);
+  assert.equal(again.execution_count, first.execution_count);
+  const err = await rejection(() => client.run(id, "print('other')", { idempotencyKey: 'js-k1' }));
+  assert.equal(err.code, 'idempotency_key_reused');
+  assert.equal(err.status, 422);
+  assert.equal((await client.run(id, 'print(L)')).stdout, '[0]\n');
+  const e1 = await client.executeInAgentSession(id, { command: 'date +%s%N', idempotencyKey: 'js-e1' });
+  const e2 = await client.executeInAgentSession(id, { command: 'date +%s%N', idempotency_key: 'js-e1' });
+  assert.equal(e2.stdout, e1.stdout);
+  const streamed = await client.runStream(id, 'L.append(len(L)); print(L)', { idempotencyKey: 'js-s1' });
+  const restreamed = await client.runStream(id, 'L.append(len(L)); print(L)', { idempotencyKey: 'js-s1' });
+  assert.equal(restreamed.stdout, streamed.stdout);
+  assert.equal((await client.run(id, 'print(L)')).stdout, '[0, 1]\n');
+});

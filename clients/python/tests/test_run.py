@@ -112,3 +112,25 @@ class RunCode(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IdempotencyKeys(unittest.TestCase):
+    """A call repeated with its idempotency key answers the first call's result, never runs again."""
+
+    def test_run_and_exec_with_a_key_run_once(self):
+        from carryover import IdempotencyKeyReused, new_idempotency_key
+        c = support.client()
+        sid = c.create_session().id
+        c.run(sid, "L = []")
+        key = new_idempotency_key()
+        first = c.run(sid, "L.append(len(L)); print(L)", idempotency_key=key)
+        again = c.run(sid, "L.append(len(L)); print(L)", idempotency_key=key)
+        self.assertEqual((first.stdout, again.stdout), ("[0]\n", "[0]\n"))
+        self.assertEqual(first.execution_count, again.execution_count)
+        with self.assertRaises(IdempotencyKeyReused):
+            c.run(sid, "print('other')", idempotency_key=key)
+        self.assertEqual(c.run(sid, "print(L)").stdout, "[0]\n")
+        ekey = new_idempotency_key()
+        e1 = c.execute_in_agent_session(sid, "date +%s%N", idempotency_key=ekey)
+        e2 = c.execute_in_agent_session(sid, {"command": "date +%s%N", "idempotency_key": ekey})
+        self.assertEqual(e1.stdout, e2.stdout)

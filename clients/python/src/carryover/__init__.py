@@ -12,10 +12,11 @@ checkpoints, events and websocket streaming. HTTP uses the standard library only
 needs websocket-client (Debian's python3-websocket).
 """
 
-from .client import Carryover, StateSetSandbox
+from .client import Carryover, StateSetSandbox, new_idempotency_key
 from .errors import (BudgetExceeded, CarryoverError, Conflict, ConnectionFailed, InternalError,
                      InvalidRequest, KernelDied, NotFound, PayloadTooLarge, SessionClosed,
-                     SessionPaused, Timeout, Unauthorized)
+                     SessionPaused, Timeout, Unauthorized, IdempotencyKeyReused,
+                     RunInterrupted)
 from .sandbox import Sandbox
 from .types import (BudgetConsumed, Checkpoint, Event, ExecResult, Execution, ExecutionError,
                     FileInfo, Logs, RestoreResult, Result, RunResult, Session, Tool)
@@ -23,10 +24,10 @@ from .types import (BudgetConsumed, Checkpoint, Event, ExecResult, Execution, Ex
 Client = Carryover
 
 __all__ = [
-    "Carryover", "Client", "StateSetSandbox", "Sandbox",
+    "Carryover", "Client", "StateSetSandbox", "Sandbox", "new_idempotency_key",
     "CarryoverError", "ConnectionFailed", "InvalidRequest", "Unauthorized", "NotFound",
     "Conflict", "SessionPaused", "SessionClosed", "BudgetExceeded", "PayloadTooLarge", "Timeout",
-    "KernelDied", "InternalError",
+    "KernelDied", "InternalError", "IdempotencyKeyReused", "RunInterrupted",
     "BudgetConsumed", "Checkpoint", "Event", "ExecResult", "Execution", "ExecutionError",
     "FileInfo", "Logs", "RestoreResult", "Result", "RunResult", "Session", "Tool",
 ]

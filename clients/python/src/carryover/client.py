@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .errors import CarryoverError, ConnectionFailed, NotFound, error_for
@@ -38,6 +41,36 @@ def _file_url_path(path: str) -> str:
     return "/".join(_quote(p) for p in path.split("/"))
 
 
+# Answers that say the request was not served: 421 (another node serves the session), 503, 429.
+_UNSERVED = (421, 503, 429)
+
+
+def _retry_after(value: Optional[str]) -> float:
+    """Seconds a Retry-After header asks for (0 when absent or unreadable)."""
+    if not value:
+        return 0.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+        import datetime
+        when = parsedate_to_datetime(value)
+        return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def new_idempotency_key() -> str:
+    """A fresh idempotency key (what run and exec send when given none)."""
+    return "py-" + uuid.uuid4().hex
+
+
+def _key_header(key: Optional[str]) -> Dict[str, str]:
+    return {"Idempotency-Key": key or new_idempotency_key()}
+
+
 class Carryover:
     """A client of a carryover server.
 
@@ -46,18 +79,27 @@ class Carryover:
     ``timeout`` is the socket timeout of each HTTP call, in seconds (runs with a longer
     ``timeout`` argument get that plus a margin).
 
+    Calls ride out a server's restart or a rolling upgrade: a connection that fails, and the
+    answers 421 (the session's node changed), 503 and 429 (after their Retry-After) are retried
+    with backoff for up to ``retry_seconds`` (0: never). A call that may have reached the server
+    is retried only when it may be repeated: GET, PUT, DELETE, or a run or exec, which carry an
+    idempotency key (one per call, or the ``idempotency_key`` you pass) so the server answers a
+    retry with the first attempt's answer and never runs the code twice.
+
     Method names and arguments follow StateSet's Python SDK (``create_agent_session``,
     ``execute_in_agent_session``, ...), so a StateSet agent ports by changing ``base_url``.
     """
 
     def __init__(self, base_url: Optional[str] = None, auth_token: Optional[str] = None, *,
-                 timeout: float = 330.0, api_key: Optional[str] = None):
+                 timeout: float = 330.0, api_key: Optional[str] = None,
+                 retry_seconds: float = 60.0):
         url = (base_url or os.environ.get("CARRYOVER_URL") or DEFAULT_URL).rstrip("/")
         if url.endswith("/api"):
             url = url[:-4]
         self.base_url = url
         self.auth_token = auth_token or api_key or os.environ.get("CARRYOVER_TOKEN") or ""
         self.timeout = timeout
+        self.retry_seconds = retry_seconds
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -71,7 +113,7 @@ class Carryover:
     def request(self, method: str, path: str, body: Any = None, *, raw: Optional[bytes] = None,
                 query: Optional[Dict[str, Any]] = None, timeout: Optional[float] = None,
                 partial: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                binary: bool = False) -> Any:
+                binary: bool = False, headers: Optional[Dict[str, str]] = None) -> Any:
         """One API call: ``path`` under the server root (``/api/sessions``). Returns the decoded
         JSON answer, the raw bytes for a non-JSON answer, or None for 204. An error answer raises
         the CarryoverError subclass of its code; ``partial`` turns the partial ``result`` that
@@ -81,7 +123,7 @@ class Carryover:
             q = {k: v for k, v in query.items() if v is not None}
             if q:
                 url += "?" + urllib.parse.urlencode(q)
-        headers = {}
+        headers = dict(headers or {})
         data = None
         if raw is not None:
             data = raw
@@ -91,22 +133,43 @@ class Carryover:
             headers["Content-Type"] = "application/json"
         elif method in ("POST", "PUT", "PATCH"):
             data = b""
-        req = urllib.request.Request(url, data=data, method=method, headers=self._headers(headers))
-        try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                payload = resp.read()
-                ctype = resp.headers.get("Content-Type", "")
-                status = resp.status
-        except urllib.error.HTTPError as e:
-            raise self._decode_error(e.code, e.read(), partial) from None
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
-            reason = getattr(e, "reason", e)
-            raise ConnectionFailed("%s %s: %s" % (method, url, reason)) from e
+        repeatable = method in ("GET", "HEAD", "PUT", "DELETE") or "Idempotency-Key" in headers
+        deadline = time.monotonic() + self.retry_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            req = urllib.request.Request(url, data=data, method=method, headers=self._headers(headers))
+            try:
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                    payload = resp.read()
+                    ctype = resp.headers.get("Content-Type", "")
+                    status = resp.status
+                break
+            except urllib.error.HTTPError as e:
+                body = e.read()
+                wait = _retry_after(e.headers.get("Retry-After")) if e.code in _UNSERVED else None
+                if wait is None or not self._may_wait(deadline, attempt, wait):
+                    raise self._decode_error(e.code, body, partial) from None
+            except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
+                reason = getattr(e, "reason", e)
+                unsent = isinstance(reason, (ConnectionRefusedError, socket.gaierror))
+                if not ((unsent or repeatable) and self._may_wait(deadline, attempt, 0)):
+                    raise ConnectionFailed("%s %s: %s" % (method, url, reason)) from e
         if status == 204 or not payload:
             return b"" if binary else None
         if "json" in ctype and not binary:
             return json.loads(payload)
         return payload
+
+    def _may_wait(self, deadline: float, attempt: int, floor: float) -> bool:
+        """Sleeps before another attempt (the backoff, or ``floor`` from a Retry-After) and says
+        whether to make it: False when the retry time is spent."""
+        backoff = min(3.0, 0.1 * 2 ** (attempt - 1))
+        wait = max(floor, backoff / 2 + random.random() * backoff / 2)
+        if time.monotonic() + wait > deadline:
+            return False
+        time.sleep(wait)
+        return True
 
     @staticmethod
     def _decode_error(status: int, payload: bytes, partial=None) -> CarryoverError:
@@ -189,7 +252,8 @@ class Carryover:
 
     def execute_in_agent_session(self, session_id: str, command: Union[str, Sequence[str], None] = None,
                                  working_dir: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-                                 timeout_seconds: Optional[float] = None, **extra: Any) -> ExecResult:
+                                 timeout_seconds: Optional[float] = None, *,
+                                 idempotency_key: Optional[str] = None, **extra: Any) -> ExecResult:
         """Runs a shell command in the session's sandbox: a list is an argv, a string runs under
         /bin/sh -c. A non-zero exit is not an exception (see ``exit_code``); a timeout raises
         Timeout with the partial ExecResult in ``.result``."""
@@ -199,6 +263,7 @@ class Carryover:
             working_dir = req.pop("working_dir", working_dir)
             env = req.pop("env", env)
             timeout_seconds = req.pop("timeout_seconds", timeout_seconds)
+            idempotency_key = req.pop("idempotency_key", idempotency_key)
             extra = {**req, **extra}
         if command is None:
             raise ValueError("command is required")
@@ -210,8 +275,10 @@ class Carryover:
         if timeout_seconds is not None:
             body["timeout_seconds"] = timeout_seconds
         body.update(extra)
+        idempotency_key = body.pop("idempotency_key", None) or idempotency_key
         out = self.request("POST", self._session_path(session_id, "exec"), body,
-                           timeout=self._run_timeout(timeout_seconds), partial=ExecResult.from_dict)
+                           timeout=self._run_timeout(timeout_seconds), partial=ExecResult.from_dict,
+                           headers=_key_header(idempotency_key))
         return ExecResult.from_dict(out)
 
     def write_agent_session_file(self, session_id: str, path: str, content: Union[str, bytes],
@@ -287,10 +354,15 @@ class Carryover:
     # ---- running code (ERA flow) -----------------------------------------------------------
 
     def run(self, session_id: str, code: str, update_data: Optional[Dict[str, Any]] = None,
-            timeout: Optional[float] = None, env: Optional[Dict[str, str]] = None) -> Execution:
+            timeout: Optional[float] = None, env: Optional[Dict[str, str]] = None, *,
+            idempotency_key: Optional[str] = None) -> Execution:
         """POST .../run. Code that raises is not an exception: the answer has status "error" and
         ``.error``. A timeout raises Timeout, a kernel death KernelDied, both with the partial
-        Execution in ``.result``. A pending session is started by its first run."""
+        Execution in ``.result``. A pending session is started by its first run.
+
+        ``idempotency_key`` (default: a new one per call) makes the call's retries, and yours with
+        the same key, answer the first attempt's result instead of running the code again; a
+        first attempt cut off before its answer was stored raises RunInterrupted."""
         body: Dict[str, Any] = {"code": code}
         if update_data:
             body["update_data"] = update_data
@@ -299,7 +371,8 @@ class Carryover:
         if env:
             body["env"] = env
         out = self.request("POST", self._session_path(session_id, "run"), body,
-                           timeout=self._run_timeout(timeout), partial=Execution.from_dict)
+                           timeout=self._run_timeout(timeout), partial=Execution.from_dict,
+                           headers=_key_header(idempotency_key))
         return Execution.from_dict(out)
 
     def execute(self, code: str, language: str = "python",
@@ -387,17 +460,20 @@ class Carryover:
 
     def stream_run(self, session_id: str, code: str, *, on_stdout=None, on_stderr=None,
                    on_result=None, on_error=None, on_input=None, on_output=None,
-                   timeout: Optional[float] = None) -> Execution:
+                   timeout: Optional[float] = None,
+                   idempotency_key: Optional[str] = None) -> Execution:
         """Runs code over the session's websocket, calling back as the kernel produces:
         ``on_stdout(text)``/``on_stderr(text)`` per stream chunk, ``on_result(Result)`` per rich
         result, ``on_error(ExecutionError)`` for the exception the code raised, and
         ``on_input(prompt, password) -> str`` to answer ``input()`` (without it, input() gets "").
         ``on_output(dict)`` sees every raw output. Returns the Execution once the turn (and its
-        checkpoint) is over; API errors (timeout, kernel_died, ...) raise with ``.result``."""
+        checkpoint) is over; API errors (timeout, kernel_died, ...) raise with ``.result``. A
+        websocket that drops mid-run (a server restart) is reconnected and the run sent again
+        with the same ``idempotency_key`` (default: a new one per call): it runs once."""
         from .stream import stream_run
         return stream_run(self, session_id, code, on_stdout=on_stdout, on_stderr=on_stderr,
                           on_result=on_result, on_error=on_error, on_input=on_input,
-                          on_output=on_output, timeout=timeout)
+                          on_output=on_output, timeout=timeout, idempotency_key=idempotency_key)
 
     def stream_events(self, session_id: str, after_sequence: int = 0):
         """Yields the stored events after ``after_sequence``, then live ones, as they happen

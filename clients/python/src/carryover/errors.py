@@ -84,12 +84,24 @@ class InternalError(CarryoverError):
     code = "internal"
 
 
+class IdempotencyKeyReused(CarryoverError):
+    """The idempotency key was first used with another request: a new request needs a new key."""
+    code = "idempotency_key_reused"
+
+
+class RunInterrupted(Conflict):
+    """The first attempt with this idempotency key was cut off (its server stopped) before its
+    answer was stored: the code may have run, so the server does not run it again. Look at the
+    session (its executions, its variables), then run again with a new key if needed."""
+    code = "run_interrupted"
+
+
 _BY_CODE = {c.code: c for c in (InvalidRequest, Unauthorized, NotFound, Conflict, SessionPaused,
                                 SessionClosed, BudgetExceeded, PayloadTooLarge, Timeout,
-                                KernelDied, InternalError)}
+                                KernelDied, InternalError, IdempotencyKeyReused, RunInterrupted)}
 _BY_STATUS = {400: InvalidRequest, 401: Unauthorized, 404: NotFound, 409: Conflict,
               402: BudgetExceeded, 413: PayloadTooLarge, 504: Timeout, 502: KernelDied,
-              500: InternalError}
+              500: InternalError, 422: IdempotencyKeyReused}
 
 
 def error_for(code: Optional[str], message: str, status: int = 0,

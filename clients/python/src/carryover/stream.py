@@ -6,6 +6,8 @@ close; it is imported only here, so everything else works without it."""
 from __future__ import annotations
 
 import json
+import random
+import time
 import uuid
 from typing import Any, Dict, Iterator, Optional
 
@@ -43,6 +45,10 @@ def connect(client, session_id: str, timeout: Optional[float] = None):
         raise ConnectionFailed("websocket %s: %s" % (url, e)) from e
 
 
+class Dropped(ConnectionFailed):
+    """The websocket closed under a call (the server restarted, 1001/1006/1012): reconnected."""
+
+
 def _recv(ws) -> Dict[str, Any]:
     websocket = _websocket()
     while True:
@@ -51,44 +57,91 @@ def _recv(ws) -> Dict[str, Any]:
         except websocket.WebSocketTimeoutException as e:
             raise ConnectionFailed("websocket: no frame within the timeout") from e
         except (OSError, websocket.WebSocketException) as e:
-            raise ConnectionFailed("websocket closed: %s" % e) from e
+            raise Dropped("websocket closed: %s" % e) from e
         if not msg:
-            raise ConnectionFailed("websocket closed by the server")
+            raise Dropped("websocket closed by the server")
         if isinstance(msg, bytes):
             msg = msg.decode()
         return json.loads(msg)
 
 
+class _Reconnect:
+    """The retry clock of one streaming call: a dropped websocket, or a refused one while the
+    server restarts, is opened again with backoff for up to client.retry_seconds."""
+
+    def __init__(self, client):
+        self.client = client
+        self.deadline = time.monotonic() + client.retry_seconds
+        self.attempt = 0
+
+    def connect(self, session_id: str, timeout: Optional[float]):
+        while True:
+            try:
+                return connect(self.client, session_id, timeout=timeout)
+            except CarryoverError as e:
+                unserved = isinstance(e, ConnectionFailed) or e.status in (421, 503, 429)
+                if not (unserved and self.wait()):
+                    raise
+
+    def wait(self) -> bool:
+        self.attempt += 1
+        backoff = min(3.0, 0.1 * 2 ** (self.attempt - 1))
+        pause = backoff / 2 + random.random() * backoff / 2
+        if time.monotonic() + pause > self.deadline:
+            return False
+        time.sleep(pause)
+        return True
+
+
 def stream_run(client, session_id: str, code: str, *, on_stdout=None, on_stderr=None,
                on_result=None, on_error=None, on_input=None, on_output=None,
-               timeout: Optional[float] = None) -> Execution:
-    """See Carryover.stream_run."""
-    ws = connect(client, session_id, timeout=client._run_timeout(timeout))
+               timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Execution:
+    """See Carryover.stream_run. A websocket that drops mid-run is reconnected and the run frame
+    sent again with the same id and idempotency key: the server answers with the first attempt's
+    result (outputs printed while the connection was down reach the result, not the callbacks)."""
+    rc = _Reconnect(client)
+    frame: Dict[str, Any] = {"type": "run", "id": "py-" + uuid.uuid4().hex[:12], "code": code,
+                             "idempotency_key": idempotency_key or "py-" + uuid.uuid4().hex}
+    if timeout is not None:
+        frame["timeout_seconds"] = timeout
+    while True:
+        ws = rc.connect(session_id, client._run_timeout(timeout))
+        try:
+            return _stream_run_once(ws, frame, on_stdout, on_stderr, on_result, on_error, on_input, on_output)
+        except Dropped:
+            if not rc.wait():
+                raise
+        finally:
+            try:
+                ws.close()
+            except Exception:
+                pass
+
+
+def _stream_run_once(ws, frame, on_stdout, on_stderr, on_result, on_error, on_input,
+                     on_output) -> Execution:
     try:
-        return _run(ws, code, on_stdout, on_stderr, on_result, on_error, on_input, on_output,
-                    timeout)
+        return _run_frames(ws, frame, on_stdout, on_stderr, on_result, on_error, on_input,
+                           on_output)
+    except Dropped:
+        raise
     except BaseException as e:
-        # A callback raised, Ctrl-C, or the connection broke: do not leave the code running.
+        # A callback raised, Ctrl-C, or no frame within the timeout: do not leave the code running.
         if not isinstance(e, CarryoverError) or isinstance(e, ConnectionFailed):
             try:
                 ws.send(json.dumps({"type": "interrupt"}))
             except Exception:
                 pass
         raise
-    finally:
-        try:
-            ws.close()
-        except Exception:
-            pass
 
 
-def _run(ws, code, on_stdout, on_stderr, on_result, on_error, on_input, on_output,
-         timeout) -> Execution:
-    rid = "py-" + uuid.uuid4().hex[:12]
-    frame: Dict[str, Any] = {"type": "run", "id": rid, "code": code}
-    if timeout is not None:
-        frame["timeout_seconds"] = timeout
-    ws.send(json.dumps(frame))
+def _run_frames(ws, frame, on_stdout, on_stderr, on_result, on_error, on_input,
+                on_output) -> Execution:
+    rid = frame["id"]
+    try:
+        ws.send(json.dumps(frame))
+    except Exception as e:
+        raise Dropped("websocket closed: %s" % e) from e
     result: Optional[Execution] = None
     while True:
         f = _recv(ws)
@@ -123,20 +176,35 @@ def _run(ws, code, on_stdout, on_stderr, on_result, on_error, on_input, on_outpu
 
 
 def stream_events(client, session_id: str, after_sequence: int = 0) -> Iterator[Event]:
-    """See Carryover.stream_events. Blocks between events (no read timeout)."""
-    ws = connect(client, session_id)
-    try:
-        ws.settimeout(None)
-        ws.send(json.dumps({"type": "subscribe_events", "after_sequence": after_sequence}))
-        while True:
-            f = _recv(ws)
-            if f.get("type") == "event" and f.get("event"):
-                yield Event.from_dict(f["event"])
-            elif f.get("type") == "error" and not f.get("id"):
-                err = f.get("error") or {}
-                raise error_for(err.get("code"), err.get("message", ""), 0, err.get("details"))
-    finally:
+    """See Carryover.stream_events. Blocks between events (no read timeout). A websocket that
+    drops (a server restart) is reconnected with after_sequence = the last event seen, so no
+    event is lost or repeated."""
+    rc = _Reconnect(client)
+    while True:
+        ws = rc.connect(session_id, None)
         try:
-            ws.close()
-        except Exception:
-            pass
+            ws.settimeout(None)
+            ws.send(json.dumps({"type": "subscribe_events", "after_sequence": after_sequence}))
+            while True:
+                f = _recv(ws)
+                if f.get("type") == "event" and f.get("event"):
+                    ev = Event.from_dict(f["event"])
+                    after_sequence = max(after_sequence, ev.sequence_number or 0)
+                    rc.attempt = 0
+                    yield ev
+                elif f.get("type") == "error" and not f.get("id"):
+                    err = f.get("error") or {}
+                    if err.get("code") == "not_owner" and rc.wait():
+                        break  # the session moved to another node: reconnect
+                    raise error_for(err.get("code"), err.get("message", ""), 0, err.get("details"))
+        except Dropped:
+            if not rc.wait():
+                raise
+        except OSError as e:
+            if not rc.wait():
+                raise Dropped("websocket closed: %s" % e) from e
+        finally:
+            try:
+                ws.close()
+            except Exception:
+                pass
