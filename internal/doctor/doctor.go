@@ -36,17 +36,17 @@ type Check struct {
 
 // Options say what the configuration asks of the host (server/doctor.go builds them from configs).
 type Options struct {
-	DataDir        string
-	Sandbox        bool   // sandbox.enabled
-	Bwrap          string // sandbox.bwrap
-	UIDBase        int    // sandbox.uid_base, the uid the idmap probe maps to
-	Python         string // kernel.python
-	MinFreeBytes   int64  // the data dir's filesystem; default 1 GiB
-	PostgresDSN    string // store.dsn when store.driver is postgres
-	S3             *S3    // chunks.s3 when a bucket is set
-	SkipReachable  bool   // leave out PostgreSQL and S3 (serve: opening the store checks them)
-	ReachTimeout   time.Duration
-	SkipPython     bool // leave out the kernel's Python (serve: the warm pool reports it)
+	DataDir       string
+	Sandbox       bool   // sandbox.enabled
+	Bwrap         string // sandbox.bwrap
+	UIDBase       int    // sandbox.uid_base, the uid the idmap probe maps to
+	Python        string // kernel.python
+	MinFreeBytes  int64  // the data dir's filesystem; default 1 GiB
+	PostgresDSN   string // store.dsn when store.driver is postgres
+	S3            *S3    // chunks.s3 when a bucket is set
+	SkipReachable bool   // leave out PostgreSQL and S3 (serve: opening the store checks them)
+	ReachTimeout  time.Duration
+	SkipPython    bool // leave out the kernel's Python (serve: the warm pool reports it)
 }
 
 // S3 locates the chunk bucket.
