@@ -87,6 +87,21 @@ type Config struct {
 	Jupyter struct {
 		RestartRestores bool `mapstructure:"restart_restores"`
 	} `mapstructure:"jupyter"`
+	Backup BackupConfig `mapstructure:"backup"`
+}
+
+// BackupConfig replicates the SQLite store to a directory or an S3 bucket (persistence/backup).
+type BackupConfig struct {
+	To              string  `mapstructure:"to"`
+	IntervalSeconds float64 `mapstructure:"interval_seconds"`
+	RetentionHours  float64 `mapstructure:"retention_hours"`
+	S3              struct {
+		Endpoint  string `mapstructure:"endpoint"`
+		Region    string `mapstructure:"region"`
+		AccessKey string `mapstructure:"access_key"`
+		SecretKey string `mapstructure:"secret_key"`
+		PathStyle bool   `mapstructure:"path_style"`
+	} `mapstructure:"s3"`
 }
 
 // ClusterConfig makes a node of a cluster (store.driver postgres): its identity, the address other
@@ -210,6 +225,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: cluster.ttl_seconds must be at least twice cluster.heartbeat_seconds (> 0)")
 	case c.Chunks.InlineMaxBytes < 1:
 		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
+	case c.Backup.To != "" && c.Store.Driver != "sqlite":
+		return fmt.Errorf("configs: backup.to replicates the SQLite store; with store.driver postgres back up PostgreSQL itself (docs/operations.md)")
+	case c.Backup.To != "" && c.Backup.IntervalSeconds <= 0:
+		return fmt.Errorf("configs: backup.interval_seconds must be > 0")
 	case c.Chunks.CacheMaxBytes < 0:
 		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
 	}

@@ -1,0 +1,134 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/carryover/carryover/persistence/chunk"
+)
+
+// PieceBytes is the size of a snapshot's pieces: large enough that a big database is few objects,
+// small enough that a change re-uploads little beside it.
+const PieceBytes = 4 << 20
+
+// ManifestVersion is the version of the manifest format this binary writes and the newest it reads.
+const ManifestVersion = 1
+
+// Manifest describes one snapshot. Started and Finished bracket the copy: the database is as of a
+// moment between them, so it holds every commit before Started and none after Finished.
+type Manifest struct {
+	V        int       `json:"v"`
+	Key      string    `json:"-"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Bytes    int64     `json:"bytes"`
+	Pieces   []Piece   `json:"pieces"`
+	Source   string    `json:"source,omitempty"` // the database it copies (informational)
+}
+
+// Piece is one PieceBytes slice of the database file: its address, codec and raw length.
+type Piece struct {
+	Hash  string `json:"h"`
+	Codec string `json:"c"`
+	Len   int64  `json:"n"`
+}
+
+// Source makes consistent copies of a database (persistence/sqlite.Store.BackupTo).
+type Source interface {
+	BackupTo(ctx context.Context, path string) error
+}
+
+// CopyFunc adapts a function (persistence/sqlite.BackupFile of a path) to a Source.
+type CopyFunc func(ctx context.Context, path string) error
+
+func (f CopyFunc) BackupTo(ctx context.Context, path string) error { return f(ctx, path) }
+
+// Snapshot copies src into tmpDir, uploads the pieces t does not hold yet (known: pieces already
+// known to be there; updated) and then the manifest, which makes the snapshot visible.
+func Snapshot(ctx context.Context, src Source, t Target, tmpDir, name string, known map[string]bool) (*Manifest, error) {
+	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	tmp, err := os.MkdirTemp(tmpDir, "snapshot-")
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	copyPath := filepath.Join(tmp, "carryover.db")
+	m := &Manifest{V: ManifestVersion, Started: time.Now().UTC(), Source: name}
+	if err := src.BackupTo(ctx, copyPath); err != nil {
+		return nil, err
+	}
+	m.Finished = time.Now().UTC()
+	f, err := os.Open(copyPath)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	if known == nil {
+		known = map[string]bool{}
+	}
+	buf := make([]byte, PieceBytes)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			p, perr := putPiece(ctx, t, buf[:n], known)
+			if perr != nil {
+				return nil, perr
+			}
+			m.Pieces = append(m.Pieces, p)
+			m.Bytes += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backup: reading the copy: %w", err)
+		}
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	m.Key = manifestKey(m.Finished)
+	if err := t.Put(ctx, m.Key, body); err != nil {
+		return nil, fmt.Errorf("backup: manifest: %w", err)
+	}
+	return m, nil
+}
+
+func putPiece(ctx context.Context, t Target, raw []byte, known map[string]bool) (Piece, error) {
+	in, err := chunk.Encode(raw, nil)
+	if err != nil {
+		return Piece{}, err
+	}
+	p := Piece{Hash: in.Hash, Codec: in.Codec, Len: int64(len(raw))}
+	key := pieceKey(p)
+	if known[key] {
+		return p, nil
+	}
+	ok, err := t.Exists(ctx, key)
+	if err != nil {
+		return Piece{}, fmt.Errorf("backup: %w", err)
+	}
+	if !ok {
+		if err := t.Put(ctx, key, in.Data); err != nil {
+			return Piece{}, fmt.Errorf("backup: piece: %w", err)
+		}
+	}
+	known[key] = true
+	return p, nil
+}
+
+// pieceKey names a piece by address and codec (the same bytes under another codec are another object).
+func pieceKey(p Piece) string { return "pieces/" + p.Hash + "." + p.Codec }
+
+// manifestKey sorts by time as text.
+func manifestKey(t time.Time) string {
+	return "snapshots/" + t.UTC().Format("20060102T150405.000000000Z") + ".json"
+}
