@@ -112,6 +112,9 @@ type ClusterConfig struct {
 	HeartbeatSeconds float64 `mapstructure:"heartbeat_seconds"`
 	TTLSeconds       float64 `mapstructure:"ttl_seconds"`
 	Token            string  `mapstructure:"token"`
+	// TestMaxFormat is a test hook: the checkpoint format this node announces as its newest (0: the
+	// binary's own), to stand for an older or newer build in a rolling upgrade.
+	TestMaxFormat int `mapstructure:"test_max_format"`
 }
 
 // ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
