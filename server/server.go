@@ -128,11 +128,13 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	if s.repl, err = startReplication(ctx, cfg, p.Store, log); err != nil {
-		return fail(err)
-	}
 	node, handler, err := joinCluster(ctx, cfg, p.Store, svc, api.Authenticate, front, log)
 	if err != nil {
+		return fail(err)
+	}
+	// Last of the parts that can fail: a replicator started before a failure would outlive the store.
+	// (backup.to is SQLite only, so there is no cluster node to stop here.)
+	if s.repl, err = startReplication(ctx, cfg, p.Store, log); err != nil {
 		return fail(err)
 	}
 	s.node = node

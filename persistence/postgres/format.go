@@ -83,10 +83,13 @@ func (s *Store) WriteFormat(ctx context.Context) (int, error) {
 			f = int(low.Int64)
 		}
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO store_meta (name, value) VALUES ('format', $1)
-		ON CONFLICT (name) DO UPDATE SET value = GREATEST(store_meta.value, excluded.value)`, f)
-	if err != nil {
-		return 0, fmt.Errorf("record the store's format: %w", err)
+	if int64(f) > s.recordedFormat.Load() { // one write per switch, not per heartbeat
+		_, err := s.db.ExecContext(ctx, `INSERT INTO store_meta (name, value) VALUES ('format', $1)
+			ON CONFLICT (name) DO UPDATE SET value = GREATEST(store_meta.value, excluded.value)`, f)
+		if err != nil {
+			return 0, fmt.Errorf("record the store's format: %w", err)
+		}
+		s.recordedFormat.Store(int64(f))
 	}
 	s.writeFormat.Store(int64(f))
 	return f, nil

@@ -123,9 +123,9 @@ func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", s.opts.Node.ID, err)
 	}
-	if _, err := s.WriteFormat(ctx); err != nil {
-		return fmt.Errorf("heartbeat of node %s: %w", s.opts.Node.ID, err)
-	}
+	// The cluster's format follows the live nodes; a failure here must not fail the heartbeat (the
+	// node would fence itself): the next heartbeat tries again.
+	_, _ = s.WriteFormat(ctx)
 	return nil
 }
 

@@ -70,7 +70,8 @@ type Store struct {
 	held  holds       // the sessions this node owns, with their epochs (clustered stores only)
 	cache *chunkCache // this node's chunk cache (nil: none)
 
-	writeFormat atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
+	writeFormat    atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
+	recordedFormat atomic.Int64 // the highest format this node recorded in store_meta
 
 	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
 	// window a racing GC is tested in).
