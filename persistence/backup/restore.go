@@ -71,7 +71,7 @@ func Pick(ms []*Manifest, at time.Time) (*Manifest, error) {
 
 // Restore rebuilds a data dir from the snapshot Pick chooses: dataDir/carryover.db, written whole
 // (a temp file renamed into place), each piece checked against its address, the result checked by
-// SQLite. A data dir that already has a database is refused: nothing is overwritten.
+// SQLite. A data dir that already has a database or workspaces is refused: nothing is overwritten.
 func Restore(ctx context.Context, t Target, at time.Time, dataDir string) (*Manifest, error) {
 	ms, err := List(ctx, t)
 	if err != nil {
@@ -82,7 +82,9 @@ func Restore(ctx context.Context, t Target, at time.Time, dataDir string) (*Mani
 		return nil, err
 	}
 	dst := filepath.Join(dataDir, "carryover.db")
-	for _, p := range []string{dst, dst + "-wal"} {
+	// A workspaces dir left there would be taken for the sessions' files (a session gets its files
+	// from its checkpoint only when its workspace is missing): refused like a database.
+	for _, p := range []string{dst, dst + "-wal", filepath.Join(dataDir, "workspaces")} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("backup: %s already exists: restore into an empty data dir", p)
 		}
