@@ -91,6 +91,21 @@ type Config struct {
 	Jupyter struct {
 		RestartRestores bool `mapstructure:"restart_restores"`
 	} `mapstructure:"jupyter"`
+	Backup BackupConfig `mapstructure:"backup"`
+}
+
+// BackupConfig replicates the SQLite store to a directory or an S3 bucket (persistence/backup).
+type BackupConfig struct {
+	To              string  `mapstructure:"to"`
+	IntervalSeconds float64 `mapstructure:"interval_seconds"`
+	RetentionHours  float64 `mapstructure:"retention_hours"`
+	S3              struct {
+		Endpoint  string `mapstructure:"endpoint"`
+		Region    string `mapstructure:"region"`
+		AccessKey string `mapstructure:"access_key"`
+		SecretKey string `mapstructure:"secret_key"`
+		PathStyle bool   `mapstructure:"path_style"`
+	} `mapstructure:"s3"`
 }
 
 // ClusterConfig makes a node of a cluster (store.driver postgres): its identity, the address other
@@ -101,6 +116,9 @@ type ClusterConfig struct {
 	HeartbeatSeconds float64 `mapstructure:"heartbeat_seconds"`
 	TTLSeconds       float64 `mapstructure:"ttl_seconds"`
 	Token            string  `mapstructure:"token"`
+	// TestMaxFormat is a test hook: the checkpoint format this node announces as its newest (0: the
+	// binary's own), to stand for an older or newer build in a rolling upgrade.
+	TestMaxFormat int `mapstructure:"test_max_format"`
 }
 
 // ChunksConfig puts large checkpoint chunks in an S3-compatible object store (store.driver postgres
@@ -214,6 +232,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: cluster.ttl_seconds must be at least twice cluster.heartbeat_seconds (> 0)")
 	case c.Chunks.InlineMaxBytes < 1:
 		return fmt.Errorf("configs: chunks.inline_max_bytes must be > 0")
+	case c.Backup.To != "" && c.Store.Driver != "sqlite":
+		return fmt.Errorf("configs: backup.to replicates the SQLite store; with store.driver postgres back up PostgreSQL itself (docs/operations.md)")
+	case c.Backup.To != "" && c.Backup.IntervalSeconds <= 0:
+		return fmt.Errorf("configs: backup.interval_seconds must be > 0")
 	case c.Chunks.CacheMaxBytes < 0:
 		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
 	}

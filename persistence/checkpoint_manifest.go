@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/format"
 )
 
 // Manifest is a checkpoint's small JSON document. A namespace group is referenced by ONE hash (its
@@ -124,6 +125,9 @@ func ParseManifest(cp carryover.Checkpoint) (*Manifest, error) {
 	}
 	if err := json.Unmarshal(cp.Manifest, &m); err != nil {
 		return nil, fmt.Errorf("checkpoint %s manifest: %w", cp.ID, err)
+	}
+	if err := format.Check("checkpoint "+cp.ID, m.V); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	m.Cwd = relocateCwd(m.Cwd, sessionID, workspaceDir)
 	res := &carryover.RestoreResult{CheckpointID: cp.ID, Turn: cp.Turn, Restored: []string{}, Failed: []carryover.VarSkip{},
 		Skipped: nonNilSkips(m.Skipped)}
 	if files && workspaceDir != "" {
@@ -74,6 +76,26 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	}
 	res.DurationMS = msSince(start)
 	return res, nil
+}
+
+// relocateCwd maps a saved working dir that names this session's workspace under another data dir
+// (an unsandboxed kernel saves a host path: the store was restored from a backup, or the data dir
+// moved) onto workspaceDir. Left as it was, the kernel would chdir into the OLD data dir's workspace
+// when that still exists, and read and write another server's files.
+func relocateCwd(cwd, sessionID, workspaceDir string) string {
+	if workspaceDir == "" || !filepath.IsAbs(cwd) || cwd == workspaceDir || strings.HasPrefix(cwd, workspaceDir+"/") {
+		return cwd
+	}
+	marker := "/workspaces/" + sessionID
+	i := strings.LastIndex(cwd, marker)
+	if i < 0 {
+		return cwd
+	}
+	rest := cwd[i+len(marker):]
+	if rest != "" && rest[0] != '/' {
+		return cwd // another session whose id starts with this one's
+	}
+	return workspaceDir + rest
 }
 
 // damaged is the error of reading back a checkpoint that exists. A chunk the store does not have is

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 // wanted). Bad limit values in the config are an error.
 func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, error) {
 	local := &kernel.LocalProvisioner{SpoolRoot: sessionConfig(cfg).Spool()}
+	logHostCheck(context.Background(), cfg, log)
 	if !cfg.Sandbox.Enabled {
 		log.Warn("sandbox disabled (sandbox.enabled=false): kernels and exec commands run as plain processes with the server's privileges")
 		return local, nil
@@ -37,7 +39,10 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 			"err", err)
 		return local, nil
 	}
-	if err := os.MkdirAll(pc.SpoolDir, 0o700); err == nil {
+	// One err for both steps (a := in the if would shadow it and the mountability check would never
+	// be looked at).
+	err = os.MkdirAll(pc.SpoolDir, 0o700)
+	if err == nil {
 		err = mgr.CheckMountable(pc.SpoolDir)
 	}
 	if err != nil {

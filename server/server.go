@@ -19,6 +19,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence/backup"
 	"github.com/carryover/carryover/server/cluster"
 	"github.com/carryover/carryover/server/httpapi"
 	"github.com/carryover/carryover/server/jupyter"
@@ -37,8 +38,9 @@ type Server struct {
 	http  *http.Server
 	ln    net.Listener
 	log   *slog.Logger
-	node  *cluster.Node // nil unless the store is shared (cluster_node.go)
-	lock  *dataDirLock  // held on data_dir from Assemble to the end of Shutdown
+	node  *cluster.Node      // nil unless the store is shared (cluster_node.go)
+	repl  *backup.Replicator // nil unless backup.to is set (backup.go)
+	lock  *dataDirLock       // held on data_dir from Assemble to the end of Shutdown
 
 	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
@@ -131,6 +133,11 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	if err != nil {
 		return fail(err)
 	}
+	// Last of the parts that can fail: a replicator started before a failure would outlive the store.
+	// (backup.to is SQLite only, so there is no cluster node to stop here.)
+	if s.repl, err = startReplication(ctx, cfg, p.Store, log); err != nil {
+		return fail(err)
+	}
 	s.node = node
 	mcpOpts := mcp.Options{Authenticate: api.AuthenticateRun, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
 	if node != nil {
@@ -197,6 +204,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	closeProvisioner(s.prov, s.log) // after every kernel, pooled ones included, is shut down
 	if s.node != nil {
 		s.node.Drain(ctx) // release this node's sessions: other nodes claim them without waiting for the TTL
+	}
+	if s.repl != nil { // a last snapshot, with every turn that ended before the shutdown
+		if cerr := s.repl.Close(ctx); cerr != nil {
+			s.log.Warn("backup: last snapshot", "err", cerr)
+		}
 	}
 	if cerr := s.Store.Close(); cerr != nil && err == nil {
 		err = cerr

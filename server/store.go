@@ -21,7 +21,7 @@ func openStore(ctx context.Context, cfg *configs.Config) (carryover.Store, error
 	case "sqlite":
 		return sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
 	case "postgres":
-		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, Node: nodeInfo(cfg)}
+		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, Node: nodeInfo(cfg), MaxFormat: cfg.Cluster.TestMaxFormat}
 		if o := cfg.Chunks.S3; o.Bucket != "" {
 			b, err := s3.Open(ctx, s3.Options{Endpoint: o.Endpoint, Bucket: o.Bucket, Region: o.Region,
 				AccessKey: o.AccessKey, SecretKey: o.SecretKey, PathStyle: o.PathStyle})

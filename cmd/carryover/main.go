@@ -25,7 +25,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd())
+	root.AddCommand(serveCmd(), doctorCmd(), backupCmd(), restoreCmd())
 	addClientCommands(root)
 	return root
 }

@@ -114,14 +114,18 @@ func (s *Store) lockFenced(ctx context.Context, tx *sqlx.Tx, id string) error {
 // aliveSQL is true for a nodes row n whose heartbeat has not expired (database clock).
 const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())`
 
-// Heartbeat records this node as alive for ttl from now, with its advertised address.
+// Heartbeat records this node as alive for ttl from now, with its advertised address and the newest
+// checkpoint format it reads (format.go).
 func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms) VALUES ($1, $2, now(), $3)
-		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms`,
-		s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms, max_format) VALUES ($1, $2, now(), $3, $4)
+		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms, max_format = excluded.max_format`,
+		s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds(), s.maxFormat())
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", s.opts.Node.ID, err)
 	}
+	// The cluster's format follows the live nodes; a failure here must not fail the heartbeat (the
+	// node would fence itself): the next heartbeat tries again.
+	_, _ = s.WriteFormat(ctx)
 	return nil
 }
 

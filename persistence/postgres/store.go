@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -48,6 +49,9 @@ type Options struct {
 	// OrphanAge is the age past which an object the catalog does not name (an upload whose catalog
 	// transaction never committed) is deleted by GC (default 24h).
 	OrphanAge time.Duration
+	// MaxFormat is the newest checkpoint format this node announces and reads (0: format.Newest).
+	// A test hook (cluster.test_max_format): a lower value makes the node act as an older build.
+	MaxFormat int
 }
 
 // ObjectStore is where large chunks live: a bucket of an S3-compatible store (persistence/s3).
@@ -65,6 +69,9 @@ type Store struct {
 	opts  Options
 	held  holds       // the sessions this node owns, with their epochs (clustered stores only)
 	cache *chunkCache // this node's chunk cache (nil: none)
+
+	writeFormat    atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
+	recordedFormat atomic.Int64 // the highest format this node recorded in store_meta
 
 	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
 	// window a racing GC is tested in).
@@ -111,6 +118,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
+	}
+	if err := s.checkFormat(ctx); err != nil {
+		db.Close()
+		return nil, err
 	}
 	return s, nil
 }

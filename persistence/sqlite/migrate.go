@@ -25,6 +25,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
+	if err := s.checkSchema(ctx); err != nil {
+		return err
+	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return fmt.Errorf("list migrations: %w", err)

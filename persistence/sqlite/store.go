@@ -57,6 +57,10 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	if err := s.checkFormat(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if s.readStmt, err = db.Prepare(`SELECT codec, raw_len, data FROM chunks WHERE hash = ?`); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prepare chunk read: %w", err)

@@ -1,0 +1,83 @@
+// Package format holds the versions of what carryover stores, and the rules that keep a cluster of
+// mixed versions readable by all its nodes.
+package format
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Formats. Everything a checkpoint stores is read back by whatever carryover runs later, possibly
+// an older one beside a newer one in a cluster being upgraded. One number, the checkpoint format,
+// versions all of it together: the manifest ("v"), the group descriptors the agent writes ("v") and
+// the index chunks they list (format 1: JSON lists of [hash, length]). The database schema is
+// versioned apart, by its numbered migrations (CheckSchema).
+//
+// The rules (docs/operations.md, "Formats and versions"):
+//   - a binary reads every format from Oldest to Newest and refuses newer ones by name;
+//   - a node announces Newest (nodes.max_format); a cluster writes the newest format every live
+//     node reads, and the store records the highest format ever in force;
+//   - a node refuses to start on a store whose recorded format is newer than its Newest.
+const (
+	Oldest = 1
+	Newest = 1
+)
+
+// Check refuses a stored format this binary cannot read.
+func Check(what string, v int) error {
+	if v > Newest {
+		return fmt.Errorf("%s is checkpoint format %d, newer than this carryover reads (formats %d to %d): run a newer carryover",
+			what, v, Oldest, Newest)
+	}
+	return nil
+}
+
+// NewerStore is the refusal to start on a store written in a newer format than this binary's.
+func NewerStore(store string, storeFormat, newest int) error {
+	return fmt.Errorf("%s holds checkpoint format %d, written by a newer carryover; this carryover reads formats up to %d: "+
+		"run a carryover that reads format %d (or restore a backup taken before the upgrade)", store, storeFormat, newest, storeFormat)
+}
+
+// CheckSchema refuses a database whose recorded migrations include one this binary does not know
+// that sorts after the newest it knows: a newer carryover migrated it, and this one would
+// misread what the newer schema holds. known and recorded are migration names ("0003_x.sql").
+func CheckSchema(store string, known, recorded []string) error {
+	if len(known) == 0 {
+		return nil
+	}
+	newest := known[0]
+	have := map[string]bool{}
+	for _, k := range known {
+		have[k] = true
+		if k > newest {
+			newest = k
+		}
+	}
+	var newer string
+	for _, r := range recorded {
+		if !have[r] && r > newest && r > newer {
+			newer = r
+		}
+	}
+	if newer == "" {
+		return nil
+	}
+	return fmt.Errorf("%s has schema version %s (%s), newer than this carryover knows (schema version %s, %s): "+
+		"run a carryover at least as new as the one that last migrated it (or restore a backup taken before the upgrade)",
+		store, schemaNumber(newer), newer, schemaNumber(newest), newest)
+}
+
+// schemaNumber is a migration's number without its leading zeros ("0007_nodes.sql" -> "7").
+func schemaNumber(name string) string {
+	name = path.Base(name)
+	i := 0
+	for i < len(name) && name[i] >= '0' && name[i] <= '9' {
+		i++
+	}
+	n := strings.TrimLeft(name[:i], "0")
+	if n == "" {
+		return "0"
+	}
+	return n
+}

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/internal/pgtest"
+	"github.com/carryover/carryover/persistence/format"
+)
+
+// A rolling upgrade, at the store: node "new" reads one format more than node "old" (MaxFormat,
+// the test hook standing for the next build). While old is alive the cluster writes old's format;
+// once old has left (its heartbeat expired) new switches to its own, records it, and old can no
+// longer start on the store: it is refused with both formats named.
+func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	open := func(id string, max int) (*Store, error) {
+		return Open(ctx, dsn, Options{Node: carryover.NodeInfo{ID: id, Addr: "http://" + id}, MaxFormat: max})
+	}
+	oldF, newF := format.Newest, format.Newest+1
+	nw, err := open("new", newF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	old, err := open("old", oldF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.Heartbeat(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Heartbeat(ctx, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := nw.WriteFormat(ctx); err != nil || f != oldF {
+		t.Fatalf("new node beside an old one writes format %d (%v), want %d", f, err, oldF)
+	}
+	if f, err := old.WriteFormat(ctx); err != nil || f != oldF {
+		t.Fatalf("old node writes format %d (%v), want %d", f, err, oldF)
+	}
+	// The old node stops; its heartbeat expires.
+	old.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f, err := nw.WriteFormat(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == newF {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still writing format %d after the old node left", f)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// An old build can no longer start on this store.
+	_, err = open("old", oldF)
+	for _, want := range []string{"checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("an old node on a store in format %d: %v (want %q)", newF, err, want)
+		}
+	}
+}
+
+// A database migrated by a newer carryover is refused before any migration runs, naming both
+// schema versions.
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	s, err := Open(ctx, dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations (name) VALUES ('migrations/0999_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = Open(ctx, dsn, Options{})
+	if err == nil || !strings.Contains(err.Error(), "schema version 999 (0999_future.sql), newer than this carryover knows (schema version") {
+		t.Fatalf("open of a newer schema: %v", err)
+	}
+}
