@@ -57,17 +57,21 @@ type bridge struct {
 	stopped bool
 
 	lostChecked bool // failLost ran
+
+	inflightDirty   chan struct{} // saveInflightLater's request to inflightRecorder
+	inflightWritten *string       // the in-flight record last written (guarded by saveMu), nil before the first
 }
 
 func newBridge(d *Door, id string) *bridge {
 	b := &bridge{d: d, id: id, conns: map[*conn]bool{}, pending: map[string]pending{}, held: map[string]chan struct{}{},
 		known: newIDSet(1 << 14), wake: make(chan struct{}, 1), stop: make(chan struct{}), ready: make(chan struct{}),
-		side: map[string]chan sideMsg{}}
+		side: map[string]chan sideMsg{}, inflightDirty: make(chan struct{}, 1)}
 	for _, ch := range []string{"control", "stdin"} {
 		b.side[ch] = make(chan sideMsg, sideCap)
 		go b.sideWorker(b.side[ch])
 	}
 	go b.turnWorker()
+	go b.inflightRecorder()
 	return b
 }
 

@@ -77,7 +77,9 @@ func (b *bridge) turnWorker() {
 		delete(b.held, j.msgID)
 		delete(b.pending, j.msgID)
 		b.mu.Unlock()
-		b.saveInflight()
+		// Off the next turn's path: a client that sends its next cell on this one's idle would wait
+		// for this write (the next turn's own record, written before it runs, replaces it anyway).
+		b.saveInflightLater()
 	}
 }
 
@@ -152,7 +154,7 @@ const inflightKey = "jupyter_inflight"
 
 // saveInflight records the execute in the turn worker and the queued ones (or clears the record when
 // there are none). It runs at every change of either, under saveMu, so the record a kill leaves
-// behind is the latest.
+// behind is the latest; a record equal to the one written last is not written again.
 func (b *bridge) saveInflight() {
 	b.saveMu.Lock()
 	defer b.saveMu.Unlock()
@@ -167,18 +169,39 @@ func (b *bridge) saveInflight() {
 		}
 	}
 	b.mu.Unlock()
-	if len(headers) == 0 {
-		b.clearInflight()
+	key := fmt.Sprint(headers)
+	if b.inflightWritten != nil && *b.inflightWritten == key {
 		return
 	}
-	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: headers}); err != nil {
+	var value any // nil clears the record
+	if len(headers) > 0 {
+		value = headers
+	}
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: value}); err != nil {
 		b.d.log.Warn("jupyter: in-flight requests not recorded", "kernel", b.id, "err", err)
+		return
+	}
+	b.inflightWritten = &key
+}
+
+// saveInflightLater has saveInflight run on the bridge's recorder goroutine; it returns at once.
+// Requests pile up into one write.
+func (b *bridge) saveInflightLater() {
+	select {
+	case b.inflightDirty <- struct{}{}:
+	default: // a write is due already; it reads the state when it runs
 	}
 }
 
-func (b *bridge) clearInflight() {
-	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: nil}); err != nil {
-		b.d.log.Warn("jupyter: in-flight requests not cleared", "kernel", b.id, "err", err)
+// inflightRecorder runs the writes saveInflightLater asks for.
+func (b *bridge) inflightRecorder() {
+	for {
+		select {
+		case <-b.inflightDirty:
+			b.saveInflight()
+		case <-b.stop:
+			return
+		}
 	}
 }
 
