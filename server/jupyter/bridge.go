@@ -47,6 +47,7 @@ type bridge struct {
 	ready   chan struct{}            // closed (and replaced) when the bridge attaches a kernel
 	unsub   func()
 	comms   session.CommSet         // the comms open in the kernel, named to the clients when a new kernel lost them
+	notice  []kernel.RawMessage     // the lost comms' notice, sent ahead of the new kernel's first message (lostComms)
 	queue   []turnJob               // shell messages waiting for their turn, in arrival order
 	side    map[string]chan sideMsg // control and stdin messages waiting for a live kernel
 	running int                     // shell messages in the turn worker (0 or 1)
@@ -157,7 +158,6 @@ func (b *bridge) fromClient(c *conn, m kernel.RawMessage) {
 		b.pending[h.MsgID] = pending{c: c, channel: m.Channel, msgType: h.MsgType, header: m.Header}
 	}
 	b.mu.Unlock()
-	b.comms.Observe(m)
 	if m.Channel == "shell" {
 		b.enqueue(turnJob{c: c, msg: m, msgID: h.MsgID, msgType: h.MsgType})
 		return
@@ -192,6 +192,7 @@ func (b *bridge) sendSide(s sideMsg) {
 	if err == nil {
 		b.attach(k, s.msg.Header)
 		b.sentTo(s.msg, k)
+		b.comms.Observe(s.msg)
 		err = k.SendRaw(ctx, s.msg.Channel, s.msg)
 	}
 	if err != nil {
@@ -296,13 +297,36 @@ func (b *bridge) attach(k *kernel.Kernel, parent json.RawMessage) {
 
 // lostComms closes, for the clients, the comms a new kernel does not have, and says so: a stderr
 // stream naming them (shown in the cell that met the new kernel) and a comm_close each, so widget
-// managers drop models whose kernel side is gone instead of talking to nothing.
+// managers drop models whose kernel side is gone instead of talking to nothing. They go out just
+// before the new kernel's first message, in its session (sendNotice): JupyterLab drops a comm
+// message whose session is not the one of the last message it received.
 func (b *bridge) lostComms(lost []session.Comm, parent json.RawMessage) {
 	b.d.log.Info("jupyter: comms lost with the kernel they lived in", "kernel", b.id, "count", len(lost))
-	b.broadcast(iopubMsg(parent, "stream", map[string]any{"name": "stderr", "text": session.LostCommsText(lost)}))
+	msgs := []kernel.RawMessage{iopubMsg(parent, "stream", map[string]any{"name": "stderr", "text": session.LostCommsText(lost)})}
 	for _, cm := range lost {
-		b.broadcast(iopubMsg(parent, "comm_close", map[string]any{"comm_id": cm.ID, "data": map[string]any{}}))
+		msgs = append(msgs, iopubMsg(parent, "comm_close", map[string]any{"comm_id": cm.ID, "data": map[string]any{}}))
 	}
+	b.mu.Lock()
+	b.notice = append(b.notice, msgs...)
+	b.mu.Unlock()
+}
+
+// sendNoticeLocked sends the pending lost-comms notice, in the session of m, the new kernel's first
+// message. The caller holds b.mu.
+func (b *bridge) sendNoticeLocked(m kernel.RawMessage) {
+	var h struct {
+		Session string `json:"session"`
+	}
+	_ = json.Unmarshal(m.Header, &h)
+	for _, n := range b.notice {
+		if h.Session != "" {
+			n.Header = inSession(n.Header, h.Session)
+		}
+		for c := range b.conns {
+			c.send(n)
+		}
+	}
+	b.notice = nil
 }
 
 // watch tells the clients about k's death (not a shutdown on purpose: hibernation, rotation,
@@ -338,6 +362,9 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 	pid := m.ParentID()
 	typ := m.Type()
 	b.mu.Lock()
+	if len(b.notice) > 0 {
+		b.sendNoticeLocked(m)
+	}
 	if pid != "" && !b.known.has(pid) {
 		b.mu.Unlock()
 		return // carryover's own request: not the clients' business

@@ -89,6 +89,7 @@ func (b *bridge) sendInLine(j turnJob) {
 	err := b.d.svc.SendInLine(context.Background(), b.id, j.msg, func(k *kernel.Kernel) {
 		b.attach(k, j.msg.Header)
 		b.sentTo(j.msg, k)
+		b.comms.Observe(j.msg) // when it reaches a kernel: a comm_open waiting for a restore opens in the new one
 	})
 	if err != nil {
 		b.failDelivery(j.c, j.msg, j.msgType, err)
@@ -325,6 +326,17 @@ func header(msgType string) json.RawMessage {
 	h, _ := json.Marshal(map[string]any{"msg_id": newUUID(), "msg_type": msgType, "username": "carryover",
 		"session": "carryover", "date": time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), "version": "5.3"})
 	return h
+}
+
+// inSession returns header h with its session set to session.
+func inSession(h json.RawMessage, session string) json.RawMessage {
+	var m map[string]any
+	if json.Unmarshal(h, &m) != nil {
+		return h
+	}
+	m["session"] = session
+	out, _ := json.Marshal(m)
+	return out
 }
 
 func message(channel, msgType string, parent json.RawMessage, content any) kernel.RawMessage {
