@@ -1,7 +1,7 @@
 // Drives carryover's Jupyter front door with JupyterLab's own client library (@jupyterlab/services)
 // through what a notebook GUI does around errors and restores: the interrupt button followed by
 // kernel_info_request and a cell, a cell right after `1/0`, a cell sent right after a hibernation
-// (a comm open before it is reported lost), a cell sent while the session rotates, and, across a
+// (a comm open before it is reported lost), a cell sent while the session rotates (likewise), and, across a
 // kill -9 + restart of carryover, a cell sent the moment this connection is connected again. Run by
 // server/jupyter_node_test.go (TestJupyterNodeTurns) with BASE and TOKEN in the env; it prints
 // "KILL" when the server may be killed and waits for a line on stdin once it is back.
@@ -92,11 +92,19 @@ check(r.reply.content.status === 'ok' && r.stdout === '12\n', 'the cell after a 
 check(r.stderr.includes(comm.commId), 'the lost comm is named: ' + JSON.stringify(r.stderr));
 await waitFor(() => comm.isDisposed, 'the lost comm closed');
 
-// A cell sent while the session rotates.
+// A cell sent while the session rotates: it runs in the new kernel, and is told the comm opened
+// in the old one is gone.
+await run(kernel, 'get_ipython().kernel.comm_manager.register_target("echo", _echo_target)');
+const comm2 = kernel.createComm('echo');
+await comm2.open({}).done;
 const rotation = api('rotate');
 r = await run(kernel, 'print(w * 3)');
 await rotation;
 check(r.reply.content.status === 'ok' && r.stdout === '18\n', 'the cell during a rotation: ' + r.stdout);
+// The cell may have reached carryover before the rotation did: then the next one meets the new kernel.
+const r2 = await run(kernel, 'print(w * 3)');
+check(r2.stdout === '18\n', 'the cell after a rotation: ' + r2.stdout);
+check((r.stderr + r2.stderr).includes(comm2.commId), 'the comm lost in the rotation is named: ' + JSON.stringify(r.stderr + r2.stderr));
 
 // kill -9 + restart: a cell sent the moment this connection is connected again.
 let down = false;
