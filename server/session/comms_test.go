@@ -1,11 +1,14 @@
 package session
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/mock"
 )
 
 func commMsg(t *testing.T, typ string, content map[string]any) kernel.RawMessage {
@@ -42,5 +45,25 @@ func TestCommSetNamesLostComms(t *testing.T) {
 	}
 	if lost := cs.Switch(k3); lost != nil || LostCommsText(lost) != "" {
 		t.Fatalf("a kernel with no comms open lost %v", lost)
+	}
+}
+
+// TestSendInLineRefusesAClosedSession: a Jupyter client's shell request to a closed session (no
+// kernel) is refused with the session's code, and no kernel is launched to take it.
+func TestSendInLineRefusesAClosedSession(t *testing.T) {
+	s, _, prov := testService(t, nil)
+	launched := 0
+	prov.LaunchFn = func(context.Context, kernel.LaunchSpec) (kernel.KernelProcess, error) {
+		launched++
+		return nil, mock.ErrNoKernels
+	}
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	if _, err := s.Stop(context.Background(), "x", "test"); err != nil {
+		t.Fatal(err)
+	}
+	msg := commMsg(t, "kernel_info_request", map[string]any{})
+	err := s.SendInLine(context.Background(), "x", msg, func(*kernel.Kernel) { t.Error("onKernel called") })
+	if carryover.ErrorOf(err).Code != carryover.CodeSessionClosed || launched != 0 {
+		t.Fatalf("SendInLine on a closed session: %v, %d launches; want session_closed and none", err, launched)
 	}
 }

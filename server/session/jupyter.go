@@ -249,20 +249,25 @@ func (s *Service) LiveKernel(id string) *kernel.Kernel {
 // of turns, as the kernel itself takes shell requests one at a time: after the turns before it
 // (their checkpoints included), never to a kernel that a rotation, hibernation or restart is
 // replacing at that moment, and restoring the last checkpoint first when the session has no live
-// kernel. onKernel gets the kernel before the request goes, so the door listens for the reply.
+// kernel (admitted as a turn is, then: a paused or closed session is not woken). onKernel gets the
+// kernel before the request goes, so the door listens for the reply.
 func (s *Service) SendInLine(ctx context.Context, id string, msg kernel.RawMessage, onKernel func(*kernel.Kernel)) error {
 	ls, err := s.get(id)
 	if err != nil {
 		return err
 	}
-	end, err := s.beginTurn(ctx, ls, nil)
-	if err != nil {
+	if err := ls.lock.Lock(ctx); err != nil {
 		return err
 	}
-	defer end()
-	k, err := s.ensureKernel(ctx, ls)
-	if err != nil {
-		return err
+	defer ls.lock.Unlock()
+	k := s.LiveKernel(id)
+	if k == nil {
+		if err := s.admit(ctx, ls); err != nil {
+			return err
+		}
+		if k, err = s.ensureKernel(ctx, ls); err != nil {
+			return err
+		}
 	}
 	if onKernel != nil {
 		onKernel(k)
