@@ -304,12 +304,15 @@ func (b *bridge) stopRunning(ctx context.Context) {
 	}
 }
 
+// stopOnError tells whether an error of this execute_request aborts the queued ones: as in
+// ipykernel, unless it asked not to (stop_on_error false) or is silent.
 func stopOnError(content json.RawMessage) bool {
 	var c struct {
 		StopOnError *bool `json:"stop_on_error"`
+		Silent      bool  `json:"silent"`
 	}
 	_ = json.Unmarshal(content, &c)
-	return c.StopOnError == nil || *c.StopOnError
+	return !c.Silent && (c.StopOnError == nil || *c.StopOnError)
 }
 
 func replyFields(content json.RawMessage) (status string, count int) {
