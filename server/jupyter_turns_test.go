@@ -142,7 +142,6 @@ func TestJupyterInterruptThenCell(t *testing.T) {
 		}
 		info := w.send("shell", "kernel_info_request", map[string]any{})
 		got := w.collect(sleeper, info)
-		next := w.send("shell", "execute_request", map[string]any{"code": "w = v + 1\nprint(w)"})
 		r := replyOf(got[sleeper])
 		if r.Content["ename"] != "KeyboardInterrupt" {
 			t.Fatalf("repetition %d: the interrupted cell answered %v", i, r.Content["status"])
@@ -153,6 +152,8 @@ func TestJupyterInterruptThenCell(t *testing.T) {
 		if turn := lastCheckpointTurn(t, srv.Base, kid); float64(turn) != r.Content["execution_count"] {
 			t.Fatalf("repetition %d: the interrupted turn %v is not checkpointed (last checkpoint turn %d)", i, r.Content["execution_count"], turn)
 		}
+		// The moment the idle (and kernel_info's reply, in line behind it) arrived: a new cell.
+		next := w.send("shell", "execute_request", map[string]any{"code": "w = v + 1\nprint(w)"})
 		got[next] = w.collect(next)[next]
 		if r := replyOf(got[info]); r.typ() != "kernel_info_reply" || r.Content["status"] != "ok" {
 			t.Fatalf("repetition %d: kernel_info: %v", i, r.Content)
