@@ -118,3 +118,26 @@ func runKillScript(t *testing.T, cmd *exec.Cmd, srv *servertest.Process) (string
 	}
 	return out, kernelID, err
 }
+
+// TestJupyterNodeTurns drives /jupyter/ with JupyterLab's client library through errors and restores
+// (server/jupyter/testdata/node/turns.mjs): an interrupted cell and a `1/0` are checkpointed and the
+// cells after them run; a cell sent right after a hibernation wakes the kernel with its state and is
+// told which comm was lost; a cell sent during a rotation runs; and across a kill -9 + restart, a
+// cell sent the moment the same connection is connected again is answered with the state from before.
+func TestJupyterNodeTurns(t *testing.T) {
+	t.Parallel()
+	dir, _ := filepath.Abs(filepath.Join("jupyter", "testdata", "node"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@jupyterlab", "services")); err != nil {
+		t.Fatalf("@jupyterlab/services is not installed: run `make web-deps` (cd server/jupyter/testdata/node && npm install): %v", err)
+	}
+	srv := startBinary(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "turns.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE="+srv.Base, "TOKEN="+testToken)
+	lines, _, err := runKillScript(t, cmd, srv)
+	if err != nil {
+		t.Fatalf("node client failed: %v\n%s", err, lines)
+	}
+}

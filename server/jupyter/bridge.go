@@ -3,8 +3,14 @@ package jupyter
 // bridge.go: one kernel's fan-out between its Jupyter websockets and the session's kernel. Replies
 // on shell, control and stdin go to the connection that sent the request; iopub goes to every
 // connection. Messages whose parent is not a Jupyter client's request (carryover's own silent
-// executions: checkpoints, env changes, probes) never reach a Jupyter client. execute_requests run
-// one at a time, in arrival order, as the session's turns (turns.go).
+// executions: checkpoints, env changes, probes) never reach a Jupyter client.
+//
+// Nothing a client sends is dropped, even while carryover restores the session's kernel (after its
+// restart, a wake, a rotation): shell messages wait in one line, in arrival order, where
+// execute_requests run as the session's turns and the others go to the kernel in their place
+// (turns.go), as a kernel takes its shell requests one at a time; control and stdin messages wait
+// in a line each for a live kernel, without queueing behind the cell in flight (an input_reply, an
+// interrupt must reach it). A request that cannot be delivered is answered with an error reply.
 
 import (
 	"context"
@@ -12,8 +18,11 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session"
 )
 
 // pending is a client request waiting for its reply.
@@ -22,6 +31,7 @@ type pending struct {
 	channel string
 	msgType string
 	header  json.RawMessage
+	kern    *kernel.Kernel // the kernel it was sent to (nil until sent): its end fails the request
 }
 
 type bridge struct {
@@ -34,22 +44,35 @@ type bridge struct {
 	known   idSet                    // client msg_ids: their iopub children are the client's
 	held    map[string]chan struct{} // executes whose reply and idle the turn sends (after its checkpoint); closed (then nil) once the kernel's own idle went by
 	kern    *kernel.Kernel           // the kernel subscribed to
+	ready   chan struct{}            // closed (and replaced) when the bridge attaches a kernel
 	unsub   func()
-	queue   []turnJob  // executes waiting for their turn
-	running int        // executes in the turn worker (0 or 1)
-	current *turnJob   // the execute in the turn worker, nil when none
-	saveMu  sync.Mutex // serialises saveInflight: the last save holds the latest queue
+	comms   session.CommSet         // the comms open in the kernel, named to the clients when a new kernel lost them
+	notice  []kernel.RawMessage     // the lost comms' notice, sent ahead of the new kernel's first message (lostComms)
+	queue   []turnJob               // shell messages waiting for their turn, in arrival order
+	side    map[string]chan sideMsg // control and stdin messages waiting for a live kernel
+	running int                     // shell messages in the turn worker (0 or 1)
+	current *turnJob                // the execute in the turn worker, nil when none
+	saveMu  sync.Mutex              // serialises saveInflight: the last save holds the latest queue
 	wake    chan struct{}
 	stop    chan struct{}
 	stopped bool
 
 	lostChecked bool // failLost ran
+
+	inflightDirty   chan struct{} // saveInflightLater's request to inflightRecorder
+	inflightWritten *string       // the in-flight record last written (guarded by saveMu), nil before the first
 }
 
 func newBridge(d *Door, id string) *bridge {
 	b := &bridge{d: d, id: id, conns: map[*conn]bool{}, pending: map[string]pending{}, held: map[string]chan struct{}{},
-		known: newIDSet(1 << 14), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		known: newIDSet(1 << 14), wake: make(chan struct{}, 1), stop: make(chan struct{}), ready: make(chan struct{}),
+		side: map[string]chan sideMsg{}, inflightDirty: make(chan struct{}, 1)}
+	for _, ch := range []string{"control", "stdin"} {
+		b.side[ch] = make(chan sideMsg, sideCap)
+		go b.sideWorker(b.side[ch])
+	}
 	go b.turnWorker()
+	go b.inflightRecorder()
 	return b
 }
 
@@ -59,14 +82,11 @@ func (b *bridge) add(c *conn) {
 	b.mu.Unlock()
 }
 
+// remove forgets a closed connection. Its pending requests stay: their replies go to every
+// connection (deliver), so a client that reconnected gets them on its new socket.
 func (b *bridge) remove(c *conn) {
 	b.mu.Lock()
 	delete(b.conns, c)
-	for id, p := range b.pending {
-		if p.c == c {
-			delete(b.pending, id)
-		}
-	}
 	b.mu.Unlock()
 }
 
@@ -110,7 +130,19 @@ func (b *bridge) close() {
 	b.closeConns(1000, "kernel shut down")
 }
 
-// fromClient routes one client message: executes to the turn queue, the rest to the kernel raw.
+// sideCap is how many control or stdin messages wait for a kernel before the connection's reader
+// waits too (the client's socket then pushes back).
+const sideCap = 256
+
+// sideMsg is a control or stdin message waiting for a live kernel.
+type sideMsg struct {
+	c       *conn
+	msg     kernel.RawMessage
+	msgType string
+}
+
+// fromClient routes one client message: shell to the line of turns, control and stdin to their
+// own lines, each in arrival order.
 func (b *bridge) fromClient(c *conn, m kernel.RawMessage) {
 	var h struct {
 		MsgID   string `json:"msg_id"`
@@ -126,29 +158,111 @@ func (b *bridge) fromClient(c *conn, m kernel.RawMessage) {
 		b.pending[h.MsgID] = pending{c: c, channel: m.Channel, msgType: h.MsgType, header: m.Header}
 	}
 	b.mu.Unlock()
-	if m.Channel == "shell" && h.MsgType == "execute_request" {
-		b.enqueue(turnJob{c: c, msg: m, msgID: h.MsgID})
+	if m.Channel == "shell" {
+		b.enqueue(turnJob{c: c, msg: m, msgID: h.MsgID, msgType: h.MsgType})
 		return
 	}
-	go b.passThrough(c, m, h.MsgType)
+	side := b.side[m.Channel]
+	if side == nil { // iopub, hb: nothing a kernel takes from a client
+		b.failDelivery(c, m, h.MsgType, errors.New("a client cannot send on the "+m.Channel+" channel"))
+		return
+	}
+	select {
+	case side <- sideMsg{c: c, msg: m, msgType: h.MsgType}:
+	case <-b.stop:
+	}
 }
 
-// passThrough sends a non-execute message to the session's kernel (waking it if needed).
-func (b *bridge) passThrough(c *conn, m kernel.RawMessage, msgType string) {
+// sideWorker sends one channel's messages (control or stdin) in arrival order, each to the
+// session's live kernel, waiting for one while carryover restores it.
+func (b *bridge) sideWorker(in chan sideMsg) {
+	for {
+		select {
+		case s := <-in:
+			b.sendSide(s)
+		case <-b.stop:
+			return
+		}
+	}
+}
+
+func (b *bridge) sendSide(s sideMsg) {
 	ctx := context.Background()
-	k, err := b.d.svc.Kernel(ctx, b.id)
+	k, err := b.liveKernel(ctx)
 	if err == nil {
-		b.attach(k)
-		err = k.SendRaw(ctx, m.Channel, m)
+		b.attach(k, s.msg.Header)
+		b.sentTo(s.msg, k)
+		b.comms.Observe(s.msg)
+		err = k.SendRaw(ctx, s.msg.Channel, s.msg)
 	}
-	if err != nil && strings.HasSuffix(msgType, "_request") {
-		b.d.log.Warn("jupyter: message not delivered", "kernel", b.id, "type", msgType, "err", err)
-		c.send(errorReply(m, strings.TrimSuffix(msgType, "_request")+"_reply", "KernelUnavailable", err.Error()))
+	if err != nil {
+		b.failDelivery(s.c, s.msg, s.msgType, err)
 	}
 }
 
-// attach subscribes to k's channels when it is not the kernel the bridge listens to already.
-func (b *bridge) attach(k *kernel.Kernel) {
+// liveKernel returns the session's live kernel without queueing behind the cell in flight. While
+// the shell line is busy and the session has no live kernel, the turn at its head is restoring
+// one: wait for it (attach announces it). With nothing in line, wake the kernel (service.Kernel).
+func (b *bridge) liveKernel(ctx context.Context) (*kernel.Kernel, error) {
+	for {
+		if k := b.d.svc.LiveKernel(b.id); k != nil {
+			return k, nil
+		}
+		b.mu.Lock()
+		ready, inLine, stopped := b.ready, b.running > 0 || len(b.queue) > 0, b.stopped
+		b.mu.Unlock()
+		if stopped {
+			return nil, errors.New("the kernel was shut down")
+		}
+		if !inLine {
+			return b.d.svc.Kernel(ctx, b.id)
+		}
+		select {
+		case <-ready:
+		case <-time.After(250 * time.Millisecond): // the turn may have failed without a kernel
+		case <-b.stop:
+		}
+	}
+}
+
+// sentTo notes the kernel a client request went to: that kernel's end fails it (watch).
+func (b *bridge) sentTo(m kernel.RawMessage, k *kernel.Kernel) {
+	id := msgID(m)
+	b.mu.Lock()
+	if p, ok := b.pending[id]; ok {
+		p.kern = k
+		b.pending[id] = p
+	}
+	b.mu.Unlock()
+}
+
+// failDelivery answers a request that could not reach a kernel with an error reply and an idle.
+func (b *bridge) failDelivery(c *conn, m kernel.RawMessage, msgType string, err error) {
+	if !strings.HasSuffix(msgType, "_request") {
+		b.d.log.Warn("jupyter: message not delivered", "kernel", b.id, "type", msgType, "err", err)
+		return
+	}
+	b.d.log.Warn("jupyter: request not delivered; answered with an error", "kernel", b.id, "type", msgType, "err", err)
+	b.mu.Lock()
+	delete(b.pending, msgID(m))
+	b.mu.Unlock()
+	e := carryover.ErrorOf(err)
+	b.deliver(c, errorReply(m, strings.TrimSuffix(msgType, "_request")+"_reply", "KernelUnavailable", e.Message))
+	b.broadcast(statusMsg(m.Header, "idle"))
+}
+
+// attach subscribes to k's channels when it is not the kernel the bridge listens to already. A
+// kernel that replaces another lost the comms open in it: the clients are told (lostComms), under
+// parent, the request that met the new kernel (nil when none did).
+func (b *bridge) attach(k *kernel.Kernel, parent json.RawMessage) {
+	select {
+	case <-k.Dead(): // a stale kernel (a sender raced its replacement): keep listening to the new one
+		return
+	default:
+	}
+	if lost := b.comms.Switch(k); len(lost) > 0 {
+		b.lostComms(lost, parent)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.kern == k || b.stopped {
@@ -176,7 +290,43 @@ func (b *bridge) attach(k *kernel.Kernel) {
 			c()
 		}
 	}
+	close(b.ready)
+	b.ready = make(chan struct{})
 	go b.watch(k)
+}
+
+// lostComms closes, for the clients, the comms a new kernel does not have, and says so: a stderr
+// stream naming them (shown in the cell that met the new kernel) and a comm_close each, so widget
+// managers drop models whose kernel side is gone instead of talking to nothing. They go out just
+// before the new kernel's first message, in its session (sendNotice): JupyterLab drops a comm
+// message whose session is not the one of the last message it received.
+func (b *bridge) lostComms(lost []session.Comm, parent json.RawMessage) {
+	b.d.log.Info("jupyter: comms lost with the kernel they lived in", "kernel", b.id, "count", len(lost))
+	msgs := []kernel.RawMessage{iopubMsg(parent, "stream", map[string]any{"name": "stderr", "text": session.LostCommsText(lost)})}
+	for _, cm := range lost {
+		msgs = append(msgs, iopubMsg(parent, "comm_close", map[string]any{"comm_id": cm.ID, "data": map[string]any{}}))
+	}
+	b.mu.Lock()
+	b.notice = append(b.notice, msgs...)
+	b.mu.Unlock()
+}
+
+// sendNoticeLocked sends the pending lost-comms notice, in the session of m, the new kernel's first
+// message. The caller holds b.mu.
+func (b *bridge) sendNoticeLocked(m kernel.RawMessage) {
+	var h struct {
+		Session string `json:"session"`
+	}
+	_ = json.Unmarshal(m.Header, &h)
+	for _, n := range b.notice {
+		if h.Session != "" {
+			n.Header = inSession(n.Header, h.Session)
+		}
+		for c := range b.conns {
+			c.send(n)
+		}
+	}
+	b.notice = nil
 }
 
 // watch tells the clients about k's death (not a shutdown on purpose: hibernation, rotation,
@@ -189,17 +339,20 @@ func (b *bridge) watch(k *kernel.Kernel) {
 	}
 	var de *kernel.DiedError
 	if errors.As(k.Err(), &de) && de.Reason == "shutdown" {
+		// Replaced on purpose (hibernation, rotation, restart): a request it took and did not answer
+		// never will be.
+		b.failPending(k, "KernelRestarted", "the kernel was replaced (hibernation, rotation or restart) before it answered; send the request again")
 		return
 	}
 	b.broadcastStatus("restarting")
-	b.failPending("KernelDied", "the kernel died; carryover restores the session from its last checkpoint")
+	b.failPending(nil, "KernelDied", "the kernel died; carryover restores the session from its last checkpoint")
 	k2, err := b.d.svc.Kernel(context.Background(), b.id)
 	if err != nil {
 		b.d.log.Warn("jupyter: kernel not restored after its death", "kernel", b.id, "err", err)
 		b.broadcastStatus("dead")
 		return
 	}
-	b.attach(k2)
+	b.attach(k2, nil)
 	b.broadcastStatus("starting")
 	b.broadcastStatus("idle")
 }
@@ -209,6 +362,9 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 	pid := m.ParentID()
 	typ := m.Type()
 	b.mu.Lock()
+	if len(b.notice) > 0 {
+		b.sendNoticeLocked(m)
+	}
 	if pid != "" && !b.known.has(pid) {
 		b.mu.Unlock()
 		return // carryover's own request: not the clients' business
@@ -223,6 +379,7 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 		return // the turn sends these after its checkpoint
 	}
 	if m.Channel == "iopub" {
+		b.comms.Observe(m)
 		all := make([]*conn, 0, len(b.conns))
 		for c := range b.conns {
 			all = append(all, c)
@@ -267,13 +424,14 @@ func (b *bridge) broadcastStatus(state string) {
 	b.broadcast(statusMsg(nil, state))
 }
 
-// failPending answers every request still waiting (not executes: their turns answer them) with an
-// error reply, so no client waits forever for a kernel that died.
-func (b *bridge) failPending(ename, evalue string) {
+// failPending answers every request still waiting for kernel k (nil: for any kernel), not executes
+// (their turns answer them), with an error reply, so no client waits forever for a kernel that
+// died or was replaced.
+func (b *bridge) failPending(k *kernel.Kernel, ename, evalue string) {
 	b.mu.Lock()
 	var fail []pending
 	for id, p := range b.pending {
-		if _, held := b.held[id]; !held && p.msgType != "execute_request" {
+		if _, held := b.held[id]; !held && p.msgType != "execute_request" && p.kern != nil && (k == nil || p.kern == k) {
 			fail = append(fail, p)
 			delete(b.pending, id)
 		}
@@ -281,9 +439,18 @@ func (b *bridge) failPending(ename, evalue string) {
 	b.mu.Unlock()
 	for _, p := range fail {
 		req := kernel.RawMessage{Channel: p.channel, Header: p.header}
-		p.c.send(errorReply(req, strings.TrimSuffix(p.msgType, "_request")+"_reply", ename, evalue))
-		p.c.send(statusMsg(p.header, "idle"))
+		b.deliver(p.c, errorReply(req, strings.TrimSuffix(p.msgType, "_request")+"_reply", ename, evalue))
+		b.broadcast(statusMsg(p.header, "idle"))
 	}
+}
+
+// msgID is m's header.msg_id.
+func msgID(m kernel.RawMessage) string {
+	var h struct {
+		MsgID string `json:"msg_id"`
+	}
+	_ = json.Unmarshal(m.Header, &h)
+	return h.MsgID
 }
 
 // idSet is a bounded set of message ids: the oldest go first.

@@ -228,7 +228,7 @@ func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b := d.bridgeFor(id)
-	b.abortQueued("the kernel was restarted")
+	b.abortQueued()
 	var err error
 	if d.opts.RestartRestores {
 		_, err = d.svc.Restart(r.Context(), id)
@@ -240,7 +240,8 @@ func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k, kerr := d.svc.Kernel(r.Context(), id); kerr == nil {
-		b.attach(k)
+		b.comms.Switch(k) // a restart the client asked for: it drops its comms itself, nothing to tell
+		b.attach(k, nil)
 	}
 	b.broadcastStatus("starting")
 	b.broadcastStatus("idle")

@@ -1,10 +1,11 @@
 package jupyter
 
-// turns.go: a kernel's execute_requests, one at a time in arrival order, each run as a turn of its
-// session (session.Service.RunRaw). The turn's execute_reply and iopub idle are held back until
-// its checkpoint committed; a kernel death answers the request with an error reply and an idle
-// (nbclient would wait forever otherwise); an error aborts the queued requests like ipykernel's
-// stop_on_error.
+// turns.go: a kernel's shell messages, one at a time in arrival order: each execute_request runs as
+// a turn of its session (session.Service.RunRaw), any other message goes to the kernel in its place
+// in the session's line (session.Service.SendInLine). The turn's execute_reply and iopub idle are
+// held back until its checkpoint committed; a kernel death answers the request with an error reply
+// and an idle (nbclient would wait forever otherwise); an error aborts the queued executes like
+// ipykernel's stop_on_error (the kernel itself is asked not to: see RunRaw).
 
 import (
 	"context"
@@ -17,19 +18,23 @@ import (
 	"github.com/carryover/carryover/server/session"
 )
 
-// turnJob is one queued execute_request.
+// turnJob is one queued shell message.
 type turnJob struct {
-	c     *conn
-	msg   kernel.RawMessage
-	msgID string
+	c       *conn
+	msg     kernel.RawMessage
+	msgID   string
+	msgType string
 }
+
+// execute tells a turn (an execute_request) from a message sent to the kernel in its place.
+func (j turnJob) execute() bool { return j.msgType == "execute_request" }
 
 func (b *bridge) enqueue(j turnJob) {
 	b.mu.Lock()
 	b.queue = append(b.queue, j)
 	busy := b.current != nil
 	b.mu.Unlock()
-	if busy { // queued behind a running cell: lost too if carryover dies now, so on record at once
+	if busy && j.execute() { // queued behind a running cell: lost too if carryover dies now, so on record at once
 		b.saveInflight()
 	}
 	select {
@@ -53,6 +58,14 @@ func (b *bridge) turnWorker() {
 		j := b.queue[0]
 		b.queue = b.queue[1:]
 		b.running++
+		if !j.execute() {
+			b.mu.Unlock()
+			b.sendInLine(j)
+			b.mu.Lock()
+			b.running--
+			b.mu.Unlock()
+			continue
+		}
 		b.current = &j
 		b.held[j.msgID] = make(chan struct{})
 		b.mu.Unlock()
@@ -64,13 +77,30 @@ func (b *bridge) turnWorker() {
 		delete(b.held, j.msgID)
 		delete(b.pending, j.msgID)
 		b.mu.Unlock()
-		b.saveInflight()
+		// Off the next turn's path: a client that sends its next cell on this one's idle would wait
+		// for this write (the next turn's own record, written before it runs, replaces it anyway).
+		b.saveInflightLater()
+	}
+}
+
+// sendInLine sends a shell message that is not an execute_request to the kernel, after the turns
+// before it; one that cannot go is answered with an error reply.
+func (b *bridge) sendInLine(j turnJob) {
+	err := b.d.svc.SendInLine(context.Background(), b.id, j.msg, func(k *kernel.Kernel) {
+		b.attach(k, j.msg.Header)
+		b.sentTo(j.msg, k)
+		b.comms.Observe(j.msg) // when it reaches a kernel: a comm_open waiting for a restore opens in the new one
+	})
+	if err != nil {
+		b.failDelivery(j.c, j.msg, j.msgType, err)
 	}
 }
 
 // runTurn runs one execute_request and answers it.
 func (b *bridge) runTurn(j turnJob) {
-	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: b.attach})
+	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: func(k *kernel.Kernel) {
+		b.attach(k, j.msg.Header)
+	}})
 	switch {
 	case err != nil:
 		e := carryover.ErrorOf(err)
@@ -79,6 +109,13 @@ func (b *bridge) runTurn(j turnJob) {
 		b.failExecute(j, "KernelDied", fmt.Sprintf(
 			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)", res.ExecutionCount))
 	default:
+		// The executes queued now are the ones the kernel would have aborted: the client sent them
+		// before it saw this error. Taken off the line before the reply and idle go out, so a cell
+		// the client sends on seeing them runs.
+		var aborted []turnJob
+		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
+			aborted = b.takeQueuedExecutes()
+		}
 		if res.CheckpointErr != "" {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",
 				"text": "[carryover: this cell's checkpoint failed, a crash now would lose it: " + res.CheckpointErr + "]\n"}))
@@ -86,9 +123,7 @@ func (b *bridge) runTurn(j turnJob) {
 		b.awaitKernelIdle(j.msgID)
 		b.deliver(j.c, *res.Reply)
 		b.broadcast(*res.Idle)
-		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
-			b.abortQueued("")
-		}
+		b.answerAborted(aborted)
 	}
 }
 
@@ -120,7 +155,7 @@ const inflightKey = "jupyter_inflight"
 
 // saveInflight records the execute in the turn worker and the queued ones (or clears the record when
 // there are none). It runs at every change of either, under saveMu, so the record a kill leaves
-// behind is the latest.
+// behind is the latest; a record equal to the one written last is not written again.
 func (b *bridge) saveInflight() {
 	b.saveMu.Lock()
 	defer b.saveMu.Unlock()
@@ -130,21 +165,44 @@ func (b *bridge) saveInflight() {
 		headers = append(headers, string(b.current.msg.Header))
 	}
 	for _, q := range b.queue {
-		headers = append(headers, string(q.msg.Header))
+		if q.execute() {
+			headers = append(headers, string(q.msg.Header))
+		}
 	}
 	b.mu.Unlock()
-	if len(headers) == 0 {
-		b.clearInflight()
+	key := fmt.Sprint(headers)
+	if b.inflightWritten != nil && *b.inflightWritten == key {
 		return
 	}
-	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: headers}); err != nil {
+	var value any // nil clears the record
+	if len(headers) > 0 {
+		value = headers
+	}
+	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: value}); err != nil {
 		b.d.log.Warn("jupyter: in-flight requests not recorded", "kernel", b.id, "err", err)
+		return
+	}
+	b.inflightWritten = &key
+}
+
+// saveInflightLater has saveInflight run on the bridge's recorder goroutine; it returns at once.
+// Requests pile up into one write.
+func (b *bridge) saveInflightLater() {
+	select {
+	case b.inflightDirty <- struct{}{}:
+	default: // a write is due already; it reads the state when it runs
 	}
 }
 
-func (b *bridge) clearInflight() {
-	if _, err := b.d.svc.Patch(context.Background(), b.id, map[string]any{inflightKey: nil}); err != nil {
-		b.d.log.Warn("jupyter: in-flight requests not cleared", "kernel", b.id, "err", err)
+// inflightRecorder runs the writes saveInflightLater asks for.
+func (b *bridge) inflightRecorder() {
+	for {
+		select {
+		case <-b.inflightDirty:
+			b.saveInflight()
+		case <-b.stop:
+			return
+		}
 	}
 }
 
@@ -199,17 +257,34 @@ func (b *bridge) failExecute(j turnJob, ename, evalue string) {
 }
 
 // abortQueued answers every queued execute_request with status aborted (ipykernel's stop_on_error).
-func (b *bridge) abortQueued(reason string) {
+func (b *bridge) abortQueued() {
+	b.answerAborted(b.takeQueuedExecutes())
+}
+
+// takeQueuedExecutes takes the execute_requests off the line (the other shell messages keep their
+// places, as ipykernel aborts executes only).
+func (b *bridge) takeQueuedExecutes() []turnJob {
 	b.mu.Lock()
-	q := b.queue
-	b.queue = nil
-	for _, j := range q {
-		delete(b.pending, j.msgID)
+	var q, kept []turnJob
+	for _, j := range b.queue {
+		if j.execute() {
+			q = append(q, j)
+			delete(b.pending, j.msgID)
+		} else {
+			kept = append(kept, j)
+		}
 	}
+	b.queue = kept
 	b.mu.Unlock()
 	if len(q) > 0 {
 		b.saveInflight()
 	}
+	return q
+}
+
+// answerAborted answers executes taken off the line as ipykernel answers the ones it aborts: busy,
+// an execute_reply with status aborted, idle.
+func (b *bridge) answerAborted(q []turnJob) {
 	for _, j := range q {
 		b.broadcast(statusMsg(j.msg.Header, "busy"))
 		reply := replyMsg(j.msg.Header, "execute_reply", map[string]any{"status": "aborted", "execution_count": nil})
@@ -220,7 +295,7 @@ func (b *bridge) abortQueued(reason string) {
 
 // stopRunning aborts the queue and interrupts the cell in flight, for a shutdown.
 func (b *bridge) stopRunning(ctx context.Context) {
-	b.abortQueued("")
+	b.abortQueued()
 	if b.busy() {
 		_ = b.d.svc.Interrupt(ctx, b.id)
 	}
@@ -229,12 +304,15 @@ func (b *bridge) stopRunning(ctx context.Context) {
 	}
 }
 
+// stopOnError tells whether an error of this execute_request aborts the queued ones: as in
+// ipykernel, unless it asked not to (stop_on_error false) or is silent.
 func stopOnError(content json.RawMessage) bool {
 	var c struct {
 		StopOnError *bool `json:"stop_on_error"`
+		Silent      bool  `json:"silent"`
 	}
 	_ = json.Unmarshal(content, &c)
-	return c.StopOnError == nil || *c.StopOnError
+	return !c.Silent && (c.StopOnError == nil || *c.StopOnError)
 }
 
 func replyFields(content json.RawMessage) (status string, count int) {
@@ -251,6 +329,17 @@ func header(msgType string) json.RawMessage {
 	h, _ := json.Marshal(map[string]any{"msg_id": newUUID(), "msg_type": msgType, "username": "carryover",
 		"session": "carryover", "date": time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), "version": "5.3"})
 	return h
+}
+
+// inSession returns header h with its session set to session.
+func inSession(h json.RawMessage, session string) json.RawMessage {
+	var m map[string]any
+	if json.Unmarshal(h, &m) != nil {
+		return h
+	}
+	m["session"] = session
+	out, _ := json.Marshal(m)
+	return out
 }
 
 func message(channel, msgType string, parent json.RawMessage, content any) kernel.RawMessage {

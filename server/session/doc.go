@@ -15,7 +15,11 @@
 // nbformat converts), skills.go (package skills keeps them), rotate.go and background.go (rotation,
 // idle hibernation, cost sampling), budget.go and cost.go, files.go, fork.go, sandbox.go, disk*.go,
 // stream.go/hub.go/frames.go (what subscribers receive), records.go (events, executions and tools
-// for front doors), cluster.go and list_cluster.go (a node of a cluster).
+// for front doors), cluster.go and list_cluster.go (a node of a cluster), jupyter.go (a Jupyter
+// client's execute_request as a turn, RunRaw, and its other shell messages in the same line,
+// SendInLine), comms.go (the comms a replaced kernel lost, named for any front door that relays
+// them), aborted.go (a request the kernel answered "aborted" sent again).
 //
-// Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
+// Unit tests run without a kernel on the fakes of package mock (service_helper_test.go), except
+// aborted_test.go: the abort window it checks is ipykernel's.
 package session

@@ -53,6 +53,15 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	if req.Content, err = normalizeExecute(req.Content); err != nil {
 		return nil, err
 	}
+	// The kernel never aborts on its own: after a cell that ended in an error, ipykernel's
+	// stop_on_error aborts every execute_request that reaches it for a moment, carryover's own
+	// snapshot of this very turn included (a raised cell skips user expressions, so that snapshot
+	// is a request of its own). The front door aborts the client's queued cells itself instead
+	// (server/jupyter turns.go), which are the only ones the kernel would have aborted: it gets the
+	// client's executes one at a time.
+	if req.Content, err = withField(req.Content, "stop_on_error", false); err != nil {
+		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
+	}
 	_ = json.Unmarshal(req.Content, &c)
 	var hdr struct {
 		MsgID string `json:"msg_id"`
@@ -215,6 +224,57 @@ func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error)
 	return s.ensureKernel(ctx, ls)
 }
 
+// LiveKernel returns session id's kernel when it has a live one, nil otherwise (none yet, dead, or
+// being restored by the turn holding the session's line). It neither waits nor starts one: the
+// Jupyter door's control and stdin channels must reach the kernel of the cell in flight.
+func (s *Service) LiveKernel(id string) *kernel.Kernel {
+	ls, err := s.get(id)
+	if err != nil {
+		return nil
+	}
+	k := ls.currentKernel()
+	if k == nil {
+		return nil
+	}
+	select {
+	case <-k.Dead():
+		return nil
+	default:
+		return k
+	}
+}
+
+// SendInLine sends a Jupyter client's shell request that is not an execute_request (kernel_info,
+// complete, inspect, comm messages...) to session id's kernel in its place in the session's line
+// of turns, as the kernel itself takes shell requests one at a time: after the turns before it
+// (their checkpoints included), never to a kernel that a rotation, hibernation or restart is
+// replacing at that moment, and restoring the last checkpoint first when the session has no live
+// kernel (admitted as a turn is, then: a paused or closed session is not woken). onKernel gets the
+// kernel before the request goes, so the door listens for the reply.
+func (s *Service) SendInLine(ctx context.Context, id string, msg kernel.RawMessage, onKernel func(*kernel.Kernel)) error {
+	ls, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if err := ls.lock.Lock(ctx); err != nil {
+		return err
+	}
+	defer ls.lock.Unlock()
+	k := s.LiveKernel(id)
+	if k == nil {
+		if err := s.admit(ctx, ls); err != nil {
+			return err
+		}
+		if k, err = s.ensureKernel(ctx, ls); err != nil {
+			return err
+		}
+	}
+	if onKernel != nil {
+		onKernel(k)
+	}
+	return k.SendRaw(ctx, msg.Channel, msg)
+}
+
 // RestartFresh is Jupyter's restart: a new kernel with an empty namespace and the execution count
 // back at 1, the workspace files kept. The fresh state is checkpointed at once, so a later death
 // or wake restores it, not what the restart threw away (that stays in the older checkpoints).
@@ -269,6 +329,16 @@ func normalizeExecute(content json.RawMessage) (json.RawMessage, error) {
 			m[k] = json.RawMessage(v)
 		}
 	}
+	return json.Marshal(m)
+}
+
+// withField sets content's key to v.
+func withField(content json.RawMessage, key string, v any) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(content, &m); err != nil {
+		return nil, err
+	}
+	m[key], _ = json.Marshal(v)
 	return json.Marshal(m)
 }
 
