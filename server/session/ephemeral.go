@@ -26,8 +26,12 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 		return nil, err
 	}
 	id := randomID("eph_")
+	if err := s.acquireSlot(ctx); err != nil { // a throwaway kernel is a live kernel too
+		return nil, err
+	}
 	k, err := s.pool.Get(ctx)
 	if err != nil {
+		s.slots.release()
 		return nil, err
 	}
 	kernelsLive.Inc()

@@ -50,12 +50,18 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 			return k, nil
 		}
 	}
+	// A slot first (capacity.go): on a full node this hibernates an idle session or queues.
+	if err := s.acquireSlot(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
+		s.slots.release()
 		return nil, err
 	}
 	k, err := s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
+		s.slots.release()
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
