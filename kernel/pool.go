@@ -207,7 +207,7 @@ func (p *Pool) Stats() PoolStats {
 // manage starts kernels when kicked and shrinks the pool once claims stop.
 func (p *Pool) manage() {
 	defer close(p.done)
-	tick := time.NewTicker(min(max(p.cfg.ShrinkAfter/4, 50*time.Millisecond), 10*time.Second))
+	tick := time.NewTicker(min(max(p.cfg.ShrinkAfter/4, 50*time.Millisecond), time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -330,7 +330,7 @@ func (p *Pool) put(k *Kernel) {
 // kernels beyond the target (the newest: the oldest have waited longest and go out first anyway).
 func (p *Pool) shrink() {
 	p.mu.Lock()
-	if p.closed || p.target <= p.cfg.Size || time.Since(p.lastClaim) < p.cfg.ShrinkAfter {
+	if p.closed || p.target <= p.cfg.Size || len(p.waiters) > 0 || time.Since(p.lastClaim) < p.cfg.ShrinkAfter {
 		p.mu.Unlock()
 		return
 	}
