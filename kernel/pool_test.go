@@ -86,7 +86,6 @@ func TestPoolGrowsUnderABurstAndShrinks(t *testing.T) {
 	}
 }
 
-
 // TestKernelOOMScore: a kernel's processes carry KernelOOMScoreAdj; the server's own is untouched.
 func TestKernelOOMScore(t *testing.T) {
 	t.Parallel()
