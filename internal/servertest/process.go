@@ -36,6 +36,14 @@ type Process struct {
 	tempDir bool // Dir was made by Launch: Stop removes it
 }
 
+// PID is the server process's pid (its kernels are its children); 0 when it is not running.
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Log is what the server printed so far (all its runs).
 func (p *Process) Log() string { return p.log.String() }
 
