@@ -22,6 +22,7 @@ const (
 	CodeTimeout         = "timeout"
 	CodeKernelDied      = "kernel_died"
 	CodeNotOwner        = "not_owner" // 421, cluster only: the session's node was not reached; retry once
+	CodeCapacity        = "capacity"  // 429: every live kernel of the node stayed busy; retry after Retry-After
 	CodeInternal        = "internal"
 )
 
