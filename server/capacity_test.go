@@ -205,18 +205,30 @@ func busyNode(t *testing.T, queue time.Duration) (*testServer, []string, chan *c
 		ts.newSession(client.CreateRequest{SessionID: ids[i]})
 		ts.run(ids[i], fmt.Sprintf("me = %d", i))
 		go func() {
-			r, err := ts.c.Run(context.Background(), ids[i], client.RunRequest{Code: "import time\nwhile True: time.sleep(0.05)"})
+			r, err := ts.c.Run(context.Background(), ids[i], client.RunRequest{Code: busyCell})
 			if err != nil {
 				t.Errorf("busy run %d: %v", i, err)
 			}
 			done <- r
 		}()
 	}
-	waitUntil(t, "4 busy kernels", func() bool {
-		st, err := ts.c.Status(ts.ctx())
-		return err == nil && st.Sessions.Busy == 4 && st.Capacity.LiveKernels == 4
-	})
+	for _, id := range ids {
+		waitBusy(t, ts, id)
+	}
 	return ts, ids, done
+}
+
+// busyCell runs until interrupted, after it touches the file started: the kernel is executing it
+// (an interrupt sent before would be lost, and the cell would run until its timeout).
+const busyCell = "import pathlib, time\npathlib.Path('started').touch()\nwhile True: time.sleep(0.05)"
+
+// waitBusy waits until session id's kernel is running busyCell.
+func waitBusy(t *testing.T, ts *testServer, id string) {
+	t.Helper()
+	waitUntil(t, id+" running its busy cell", func() bool {
+		_, err := ts.c.GetFile(ts.ctx(), id, "started")
+		return err == nil
+	})
 }
 
 // TestCapacityAllBusyAnswers429: with all 4 live kernels busy, a fifth session's turn waits the
@@ -312,18 +324,21 @@ func TestMemoryPressureHibernatesIdleNeverBusy(t *testing.T) {
 	ts := startServer(t, "", capacity(4, time.Minute), func(c *configs.Config) { c.Capacity.MemoryBudgetBytes = 1 })
 	idle := []string{servertest.ID(t), servertest.ID(t)}
 	busy := servertest.ID(t)
-	for i, id := range append(append([]string{}, idle...), busy) {
-		ts.newSession(client.CreateRequest{SessionID: id})
-		ts.run(id, fmt.Sprintf("me = %d", i))
-	}
+	// The busy session runs from its first turn on: it is never idle before the test interrupts it.
+	ts.newSession(client.CreateRequest{SessionID: busy})
 	done := make(chan *client.RunResult, 1)
 	go func() {
-		r, err := ts.c.Run(context.Background(), busy, client.RunRequest{Code: "import time\nwhile True: time.sleep(0.05)"})
+		r, err := ts.c.Run(context.Background(), busy, client.RunRequest{Code: "me = 2\n" + busyCell})
 		if err != nil {
 			t.Errorf("busy run: %v", err)
 		}
 		done <- r
 	}()
+	waitBusy(t, ts, busy)
+	for i, id := range idle {
+		ts.newSession(client.CreateRequest{SessionID: id})
+		ts.run(id, fmt.Sprintf("me = %d", i))
+	}
 	waitUntil(t, "the idle sessions hibernated for memory", func() bool {
 		for _, id := range idle {
 			evs := ts.events(id, 0, 100, "session_hibernated")

@@ -15,7 +15,10 @@
 // nbformat converts), skills.go (package skills keeps them), rotate.go and background.go (rotation,
 // idle hibernation, cost sampling), budget.go and cost.go, files.go, fork.go, sandbox.go, disk*.go,
 // stream.go/hub.go/frames.go (what subscribers receive), records.go (events, executions and tools
-// for front doors), cluster.go and list_cluster.go (a node of a cluster).
+// for front doors), cluster.go and list_cluster.go (a node of a cluster), capacity.go (the node's
+// live-kernel slots and their queue), capacity_evict.go (hibernating the least recently used idle
+// session), capacity_memory.go (the memory pressure watch), capacity_budget.go (the derived
+// defaults) and capacity_status.go (GET /api/status).
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session
