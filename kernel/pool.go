@@ -42,9 +42,10 @@ type PoolStats struct {
 // pool empty (a miss: claims outpace refills) raises its target by one, up to MaxSize; after
 // ShrinkAfter without a claim it shrinks back to Size. Kernels start in parallel, up to Parallel at
 // once (more only fight over the same CPUs). A claim that finds the pool empty waits for the next
-// kernel to come up: a kernel started while claims wait is handed out right after onStart, skipping
-// onWarm, so its caller never waits for imports that only pay off later; a warm kernel that comes up
-// first is handed out instead.
+// kernel to come up: while claims wait, every start is for them, and a kernel started then is handed
+// out right after onStart, skipping onWarm, so its caller never waits for imports that only pay off
+// later (a warm kernel that comes up first is handed out instead). The pool refills toward its
+// target, warming its kernels, once no claim waits.
 type Pool struct {
 	cfg     PoolConfig
 	opts    Options
@@ -221,18 +222,20 @@ func (p *Pool) manage() {
 	}
 }
 
-// launch starts as many kernels as the waiting claims and the target need, up to Parallel at once.
+// launch starts as many kernels as the waiting claims, or else the target, need, up to Parallel at
+// once.
 func (p *Pool) launch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
-	refill := p.target - len(p.idle)
-	if time.Now().Before(p.backoffUntil) {
-		refill = 0 // a broken interpreter must not become a fork loop; waiting claims still try
+	// Waiting claims first: while any wait, every start is for them (its kernel goes to the first
+	// of them unwarmed); the pool refills toward its target, warming its kernels, once none wait.
+	need := len(p.waiters) - p.starting
+	if len(p.waiters) == 0 && !time.Now().Before(p.backoffUntil) { // after failed starts: no fork loop
+		need = p.target - len(p.idle) - p.starting
 	}
-	need := len(p.waiters) + max(refill, 0) - p.starting
 	for ; need > 0 && p.starting < p.cfg.Parallel; need-- {
 		p.starting++
 		p.starts.Add(1)
