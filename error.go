@@ -22,6 +22,10 @@ const (
 	CodeTimeout         Code = "timeout"
 	CodeKernelDied      Code = "kernel_died"
 	CodeInternal        Code = "internal"
+	// CodeCapacity: the node holds all the live kernels it can and every one is busy for the whole
+	// queue time (capacity.queue_seconds). HTTP 429 with Retry-After; details say live, capacity,
+	// queued and retry_after_seconds.
+	CodeCapacity Code = "capacity"
 )
 
 // Error is carryover's one error type: a code, a message for humans and optional details. Result,

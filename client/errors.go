@@ -27,6 +27,7 @@ const (
 	// CodeRunInterrupted (409): the key's first attempt was cut off before its answer was stored;
 	// the cell may have run and is not run again. Not retried: look at the session, then decide.
 	CodeRunInterrupted = "run_interrupted"
+	CodeCapacity       = "capacity" // 429: every live kernel of the node stayed busy; retry after Retry-After
 	CodeInternal       = "internal"
 )
 

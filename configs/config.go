@@ -40,9 +40,13 @@ type Config struct {
 	DataDir string                  `mapstructure:"data_dir"`
 	Kernel  KernelConfig            `mapstructure:"kernel"`
 	Pool    struct {
-		Size int `mapstructure:"size"`
+		Size               int     `mapstructure:"size"`
+		MaxSize            int     `mapstructure:"max_size"`
+		ParallelStarts     int     `mapstructure:"parallel_starts"`
+		ShrinkAfterSeconds float64 `mapstructure:"shrink_after_seconds"`
 	} `mapstructure:"pool"`
-	Run struct {
+	Capacity CapacityConfig `mapstructure:"capacity"`
+	Run      struct {
 		DefaultTimeoutSeconds float64 `mapstructure:"default_timeout_seconds"`
 		MaxTimeoutSeconds     float64 `mapstructure:"max_timeout_seconds"`
 		MaxOutputBytes        int64   `mapstructure:"max_output_bytes"`
@@ -214,6 +218,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: kernel.transport must be ipc or tcp, got %q", c.Kernel.Transport)
 	case c.Pool.Size < 0:
 		return fmt.Errorf("configs: pool.size must be >= 0")
+	case c.Pool.MaxSize < 0 || c.Pool.ParallelStarts < 0 || c.Pool.ShrinkAfterSeconds < 0:
+		return fmt.Errorf("configs: pool.max_size, pool.parallel_starts and pool.shrink_after_seconds must be >= 0")
 	case c.Persistence.ChunkSize < 4096 || c.Persistence.ChunkSize > 64<<20:
 		return fmt.Errorf("configs: persistence.chunk_size must be between 4 KiB and 64 MiB")
 	case c.Persistence.Retention < 1:
@@ -238,6 +244,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: backup.interval_seconds must be > 0")
 	case c.Chunks.CacheMaxBytes < 0:
 		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
+	}
+	if err := c.Capacity.validate(); err != nil {
+		return err
 	}
 	seen := map[string]string{}
 	for name, tok := range c.Auth.Tenants {

@@ -119,6 +119,10 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 		return fail(err)
 	}
 	inst.startHeartbeat(k.opts.HeartbeatInterval)
+	// Ready: the sandbox's wrapper has forked the kernel by now, so the whole tree gets the score.
+	if err := RaiseOOMScore(proc.PID(), KernelOOMScoreAdj); err != nil {
+		k.log.Warn("kernel oom_score_adj not raised", "pid", proc.PID(), "err", err)
+	}
 	k.log.Debug("kernel ready", "pid", proc.PID(), "transport", ci.Transport, "took", time.Since(started))
 	return inst, nil
 }

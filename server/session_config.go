@@ -22,6 +22,9 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		HeartbeatInterval: time.Duration(cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
 		ShutdownGrace:     configs.Seconds(cfg.Kernel.ShutdownGraceSeconds),
 		PoolSize:          cfg.Pool.Size,
+		PoolMaxSize:       cfg.Pool.MaxSize,
+		PoolParallel:      cfg.Pool.ParallelStarts,
+		PoolShrinkAfter:   configs.Seconds(cfg.Pool.ShrinkAfterSeconds),
 
 		DefaultRunTimeout:    configs.Seconds(cfg.Run.DefaultTimeoutSeconds),
 		MaxRunTimeoutSeconds: cfg.Run.MaxTimeoutSeconds,
@@ -41,6 +44,14 @@ func sessionConfig(cfg *configs.Config) session.Config {
 
 		CullIdle:     configs.Seconds(cfg.Cull.IdleSeconds),
 		CullInterval: configs.Seconds(cfg.Cull.IntervalSeconds),
+
+		MaxLiveKernels: cfg.Capacity.MaxLiveKernels,
+		MemoryBudget:   cfg.Capacity.MemoryBudgetBytes,
+		MemoryReserve:  cfg.Capacity.ReserveBytes,
+		KernelBytes:    cfg.Capacity.KernelBytes,
+		QueueWait:      configs.Seconds(cfg.Capacity.QueueSeconds),
+		QueueMax:       cfg.Capacity.QueueMax,
+		PSIThreshold:   cfg.Capacity.PSIThreshold,
 
 		CPUSecondCents: cfg.Cost.CPUSecondCents,
 		GiBHourCents:   cfg.Cost.GiBHourCents,

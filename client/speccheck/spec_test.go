@@ -78,6 +78,7 @@ var mirrors = map[string]string{
 	"ErrorBody":           "ErrorObject",
 	"errorAnswer":         "Error",
 	"healthAnswer":        "Health",
+	"NodeStatus":          "NodeStatus",
 	"sessionAnswer":       "SessionAnswer",
 	"patchSessionRequest": "PatchSessionRequest",
 	"reattachRequest":     "ReattachRequest",
@@ -186,6 +187,7 @@ var endpoints = []endpoint{
 	{"GET", "/api/sessions/{id}/notebook", "", ""},                  // the .ipynb, as bytes
 	{"POST", "/api/sessions/{id}/notebook", rawJSON, "NotebookRun"}, // the caller's .ipynb
 	{"GET", "/api/skills", "", "skillsAnswer"},
+	{"GET", "/api/status", "", "NodeStatus"},
 	{"GET", "/api/skills/{path}", "", ""},
 	{"PUT", "/api/skills/{path}", "", "skillAnswer"},
 	{"DELETE", "/api/skills/{path}", "", ""},

@@ -219,9 +219,10 @@ export declare namespace Schemas {
      * | rate_limited | 429 | the credential is over its request rate; header `Retry-After`; details `limit`, `burst`, `retry_after_seconds` |
      * | idempotency_key_reused | 422 | the Idempotency-Key was first used with another request (another body, or run vs exec) |
      * | run_interrupted | 409 | the first attempt with this Idempotency-Key was cut off (its server stopped or lost the session) before its answer was stored: the cell may have run, so it is not run again; details `idempotency_key`, `reserved_at` |
+     * | capacity | 429 | the node holds all the live kernels it can (capacity.max_live_kernels) and every one stayed busy for the queue time (capacity.queue_seconds), or the queue is full; header `Retry-After`; details `reason` (busy, queue_full), `live`, `capacity`, `queued`, `retry_after_seconds`. Retry after Retry-After |
      * | internal | 500 | anything else; never a Go panic trace |
      */
-    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "idempotency_key_reused" | "run_interrupted" | "internal";
+    code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "idempotency_key_reused" | "run_interrupted" | "capacity" | "internal";
     /** Human-readable message. */
     message: string;
     /** Structured details, e.g. `field`, `path`, `session_id`, `limit`, `state`; `quota`, `limit`, `use` of a `quota_exceeded`. */
@@ -733,6 +734,62 @@ export declare namespace Schemas {
     note?: string;
   }
 
+  /** This node's load (GET /api/status, docs/capacity.md). */
+  export interface NodeStatus {
+    /** cluster only */
+    node_id?: string;
+    capacity: {
+      /** live kernels this node holds at most; 0: no limit */
+      max_live_kernels: number;
+      /** configured, or derived from the memory budget */
+      source: "config" | "derived";
+      /** kernels held now (sessions' and /api/execute's) */
+      live_kernels: number;
+      /** turns waiting for a slot now */
+      queued: number;
+      /** turns that had to wait, since start */
+      queued_total: number;
+      queue_seconds: number;
+      memory_budget_bytes: number;
+      /** a live kernel's memory estimate */
+      kernel_bytes: number;
+    };
+    sessions: {
+      total: number;
+      /** holding a kernel */
+      live: number;
+      /** running without a kernel; the next turn wakes it */
+      hibernated: number;
+      /** running a turn */
+      busy: number;
+    };
+    memory: {
+      /** resident memory of the live kernels at their last sample */
+      kernel_bytes: number;
+      /** MemAvailable or the cgroup's room; -1: unknown */
+      available_bytes: number;
+      /** /proc/pressure/memory full avg10; -1: no PSI */
+      psi_full_avg10: number;
+    };
+    pool: {
+      idle: number;
+      starting: number;
+      /** what the pool refills to now */
+      target: number;
+      size: number;
+      max_size: number;
+      claims: number;
+      /** claims that found no warm kernel */
+      misses: number;
+      /** times the target grew */
+      grown: number;
+    };
+    /** hibernations since start by reason: capacity, memory, idle, requested */
+    evictions: Record<string, number>;
+    /** 429 capacity answers since start by reason: busy, queue_full */
+    refusals: Record<string, number>;
+  }
+
   /** extension: one checkpoint's content, for the UI's checkpoint diff */
   export interface CheckpointDetail {
     id: string;
@@ -826,6 +883,7 @@ export declare namespace Schemas {
     "GET /api/sessions/{id}/checkpoints/{cid}": {
       checkpoint: CheckpointDetail;
     };
+    "GET /api/status": NodeStatus;
     "GET /api/skills": {
       skills: FileInfo[];
     };

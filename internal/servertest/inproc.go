@@ -20,6 +20,7 @@ func Config(dir, token string) *configs.Config {
 	cfg.Server.Addr = "127.0.0.1:0"
 	cfg.Auth.Token = token
 	cfg.Pool.Size = 1
+	cfg.Pool.MaxSize = 1            // no growth under the tests' back-to-back creates (the capacity tests turn it on)
 	cfg.Persistence.PreImport = nil // ~0.8 s of CPU per refill, on a 2-core machine running tests in parallel; server's TestPoolKernelsArePreImported covers it
 	cfg.Server.MaxBodyBytes = 1 << 20
 	cfg.Server.ShutdownGraceSeconds = 10

@@ -36,6 +36,14 @@ type Process struct {
 	tempDir bool // Dir was made by Launch: Stop removes it
 }
 
+// PID is the server process's pid (its kernels are its children); 0 when it is not running.
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Log is what the server printed so far (all its runs).
 func (p *Process) Log() string { return p.log.String() }
 
@@ -72,7 +80,10 @@ func Launch(o Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: o.Env}
+	// No pool growth under the tests' back-to-back creates unless a test asks (its Env comes later
+	// and wins): each grown kernel imports pre_import on a machine the whole suite shares.
+	env := append([]string{"CARRYOVER_POOL_MAX_SIZE=0"}, o.Env...)
+	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: env}
 	if p.Dir == "" {
 		if p.Dir, err = os.MkdirTemp("", "carryover-test-"); err != nil {
 			return nil, err

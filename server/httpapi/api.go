@@ -76,6 +76,7 @@ func (a *API) routes() []route {
 	rs = append(rs, a.inspectRoutes()...)
 	rs = append(rs, a.skillRoutes()...)
 	rs = append(rs, a.keyRoutes()...)
+	rs = append(rs, a.statusRoutes()...)
 	return append(rs,
 		route{"GET /api/sessions/{id}/files", http.HandlerFunc(a.listFiles)},
 		route{"POST /api/sessions/{id}/files", http.HandlerFunc(a.postFile)},

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/carryover/carryover"
 )
@@ -36,6 +38,8 @@ func statusOf(c carryover.Code) int {
 		return http.StatusUnprocessableEntity
 	case carryover.CodeRunInterrupted:
 		return http.StatusConflict
+	case carryover.CodeCapacity:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}
@@ -48,11 +52,31 @@ func StatusOf(c carryover.Code) int { return statusOf(c) }
 // writeError writes err in the API's error shape.
 func writeError(w http.ResponseWriter, err error) {
 	e := carryover.ErrorOf(err)
+	if secs, ok := retryAfter(e); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
 	body := map[string]any{"error": e}
 	if e.Result != nil {
 		body["result"] = e.Result
 	}
 	writeJSON(w, statusOf(e.Code), body)
+}
+
+// retryAfter is the Retry-After of an error that says when to try again: its details'
+// retry_after_seconds (a 429's), in whole seconds, at least 1.
+func retryAfter(e *carryover.Error) (int, bool) {
+	var secs float64
+	switch v := e.Details["retry_after_seconds"].(type) {
+	case int:
+		secs = float64(v)
+	case int64:
+		secs = float64(v)
+	case float64:
+		secs = v
+	default:
+		return 0, false
+	}
+	return max(int(math.Ceil(secs)), 1), true
 }
 
 // writeJSON writes v as JSON with the given status.

@@ -68,6 +68,8 @@ var routeScopes = map[string]carryover.Scope{
 	"POST /api/admin/keys":        carryover.ScopeAdmin,
 	"GET /api/admin/keys":         carryover.ScopeAdmin,
 	"DELETE /api/admin/keys/{id}": carryover.ScopeAdmin,
+	// The node's load (every tenant's kernels, memory, the pool): the operator's view.
+	"GET /api/status": carryover.ScopeAdmin,
 }
 
 // scopeOf is the scope route pattern needs: admin for a pattern missing from routeScopes.

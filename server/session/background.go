@@ -34,6 +34,8 @@ func (s *Service) StartBackground() {
 			case <-tick.C:
 			}
 			s.sampleCosts(ctx)
+			s.relieveMemory(ctx)
+			s.updateGauges()
 			s.rotateDue(ctx)
 			s.expireIdempotencyKeys(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
@@ -134,7 +136,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 			if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle {
 				return
 			}
-			if err := s.hibernateLocked(ctx, ls, "idle"); err != nil {
+			if err := s.hibernateLocked(ctx, ls, reasonIdle); err != nil {
 				// Never stop a kernel whose state is not saved.
 				s.log.Warn("hibernation skipped", "session", ls.id, "err", err)
 			}
@@ -156,7 +158,7 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 	if st := ls.docCopy().State; st != carryover.StateRunning {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
-	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, "requested"); err != nil {
+	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, reasonRequested); err != nil {
 		return carryover.Session{}, err
 	}
 	return ls.docCopy(), nil
@@ -176,6 +178,7 @@ func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason s
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxHibernated); err != nil {
 		return err
 	}
+	s.countHibernation(reason)
 	s.emit(ctx, ls, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

@@ -73,11 +73,10 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		}
 	}
 	s.releaseKernel(ctx, ls, "checkpoint restore")
-	k, err := s.claimKernel(ctx, ls.docCopy(), nil) // pool, or a new kernel for another network setting
+	k, err := s.takeKernel(ctx, ls.docCopy(), nil) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
 	}
-	kernelsLive.Inc()
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn

@@ -28,6 +28,9 @@ type Config struct {
 	HeartbeatInterval time.Duration // kernel.heartbeat_interval_ms
 	ShutdownGrace     time.Duration // kernel.shutdown_grace_seconds
 	PoolSize          int           // pool.size: warm kernels kept waiting (0: none, each claim starts one)
+	PoolMaxSize       int           // pool.max_size: what the pool may grow to under a burst of claims
+	PoolParallel      int           // pool.parallel_starts: kernels started at once (0: the CPUs usable)
+	PoolShrinkAfter   time.Duration // pool.shrink_after_seconds: no claim this long, back to pool.size
 
 	DefaultRunTimeout    time.Duration // run.default_timeout_seconds
 	MaxRunTimeoutSeconds float64       // run.max_timeout_seconds: the largest timeout_seconds accepted
@@ -47,6 +50,16 @@ type Config struct {
 
 	CullIdle     time.Duration // cull.idle_seconds: hibernate a session idle this long (0: never)
 	CullInterval time.Duration // cull.interval_seconds: how often to look
+
+	// The node's capacity (docs/capacity.md). Zero MaxLiveKernels and MemoryBudget are derived from
+	// the host (resolveBudget); MaxLiveKernels < 0 is no limit.
+	MaxLiveKernels int           // capacity.max_live_kernels
+	MemoryBudget   int64         // capacity.memory_budget_bytes: what kernels may hold together
+	MemoryReserve  int64         // capacity.reserve_bytes: host memory kept free of kernels
+	KernelBytes    int64         // capacity.kernel_bytes: a live kernel's estimate
+	QueueWait      time.Duration // capacity.queue_seconds: a claim waits this long for a slot, then 429
+	QueueMax       int           // capacity.queue_max: claims waiting at most; more are refused at once
+	PSIThreshold   float64       // capacity.psi_threshold: PSI memory full avg10 (%) that hibernates (0: off)
 
 	CPUSecondCents float64 // cost.cpu_second_cents
 	GiBHourCents   float64 // cost.gib_hour_cents

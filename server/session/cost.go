@@ -22,6 +22,7 @@ import (
 type costMeter struct {
 	lastCPU float64
 	lastAt  time.Time
+	rss     int64 // resident memory at the last sample (the memory pressure watch adds them up)
 	// base, until a sample has used it, gives the CPU the kernel had used when the session claimed
 	// it (costBaseline): the sample's starting point instead of lastCPU.
 	base func() float64
@@ -77,6 +78,7 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 		dGiBh = float64(st.RSSBytes) / (1 << 30) * now.Sub(m.lastAt).Hours()
 	}
 	m.lastCPU, m.lastAt = st.CPUSeconds, now
+	m.rss = st.RSSBytes
 	ls.mu.Unlock()
 	if dCPU == 0 && dGiBh == 0 {
 		return

@@ -31,8 +31,12 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 		return nil, err
 	}
 	defer release()
+	if err := s.acquireSlot(ctx); err != nil { // a throwaway kernel is a live kernel too
+		return nil, err
+	}
 	k, err := s.pool.Get(ctx)
 	if err != nil {
+		s.slots.release()
 		return nil, err
 	}
 	kernelsLive.Inc()

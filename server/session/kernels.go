@@ -50,8 +50,13 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 			return k, nil
 		}
 	}
+	// A slot first (capacity.go): on a full node this hibernates an idle session or queues.
+	if err := s.acquireSlot(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
+		s.slots.release()
 		return nil, err
 	}
 	release, err := s.admitKernel(ls)
@@ -62,6 +67,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	defer release() // once the kernel is attached it counts as live itself
 	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
+		s.slots.release()
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}

@@ -37,6 +37,12 @@ type Service struct {
 	skills   *skills.Skills // the tenants' skills and this node's cache of them
 	quota    quotaGate      // the tenants' quotas (quota.go)
 	idem     idempotency    // idempotency keys in flight here (idempotency.go)
+
+	slots     *slots           // the node's live-kernel slots (capacity.go)
+	budget    capacityBudget   // the node's capacity as resolved at start (capacity_budget.go)
+	memory    MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
+	evictions map[string]int64 // hibernations by reason, under mu
+	lastMem   memoryReading    // the last tick's reading, under mu (the status endpoint)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -76,6 +82,9 @@ type Options struct {
 	// Spec is the kernelspec kernels start from; nil: the "python" kernelspec found on this machine,
 	// pointed at Config.Python (a unit test passes one and needs no Python at all).
 	Spec *kernel.Spec
+	// Memory reads the host's memory for the pressure watch; nil: ProcMemory. A test passes its own
+	// to simulate pressure.
+	Memory MemorySource
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -100,9 +109,24 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := makeDirs(cfg); err != nil {
 		return nil, err
 	}
+	memory := o.Memory
+	if memory == nil {
+		memory = ProcMemory
+	}
+	room := int64(-1)
+	if h, err := memory(); err == nil {
+		room = h.AvailableBytes
+	}
+	budget := resolveBudget(cfg, room)
+	log.Info("node capacity", "max_live_kernels", budget.maxLive, "from", budget.source,
+		"memory_budget_bytes", budget.memory, "kernel_bytes", budget.kernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
+	capacityMax.Set(float64(budget.maxLive))
 	s := &Service{
-		cfg:   cfg,
-		store: o.Store,
+		slots:  newSlots(budget.maxLive, cfg.QueueWait, cfg.QueueMax),
+		budget: budget,
+		memory: memory,
+		cfg:    cfg,
+		store:  o.Store,
 		ckpt: &persistence.Checkpointer{
 			Store:     o.Store,
 			ChunkSize: cfg.ChunkSize,
@@ -137,7 +161,8 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPool(cfg.PoolSize, s.kopts, s.installAgent, s.warmKernel)
+	s.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
+		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kopts, s.installAgent, s.warmKernel)
 	return s, nil
 }
 
@@ -347,6 +372,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
 	kernelsLive.Dec()
+	s.slots.release() // after the process is gone: a slot is a kernel alive
 }
 
 // isDied reports whether err says the kernel died.

@@ -51,7 +51,8 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession, queued func())
 			s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
 		}
 	}
-	return ls.lock.Unlock, nil
+	// The turn's end may leave an idle kernel a queued claim can hibernate (capacity.go).
+	return func() { ls.lock.Unlock(); s.slots.poke() }, nil
 }
 
 // kernelProcess is k's process, nil without a kernel.

@@ -1,0 +1,54 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// NodeStatus is GET /api/status: the node's capacity, sessions, memory, warm pool, and its
+// hibernations and 429s by reason (docs/capacity.md).
+type NodeStatus struct {
+	NodeID   string `json:"node_id,omitempty"`
+	Capacity struct {
+		MaxLiveKernels    int     `json:"max_live_kernels"`
+		Source            string  `json:"source"`
+		LiveKernels       int     `json:"live_kernels"`
+		Queued            int     `json:"queued"`
+		QueuedTotal       int64   `json:"queued_total"`
+		QueueSeconds      float64 `json:"queue_seconds"`
+		MemoryBudgetBytes int64   `json:"memory_budget_bytes"`
+		KernelBytes       int64   `json:"kernel_bytes"`
+	} `json:"capacity"`
+	Sessions struct {
+		Total      int `json:"total"`
+		Live       int `json:"live"`
+		Hibernated int `json:"hibernated"`
+		Busy       int `json:"busy"`
+	} `json:"sessions"`
+	Memory struct {
+		KernelBytes    int64   `json:"kernel_bytes"`
+		AvailableBytes int64   `json:"available_bytes"`
+		PSIFullAvg10   float64 `json:"psi_full_avg10"`
+	} `json:"memory"`
+	Pool struct {
+		Idle     int   `json:"idle"`
+		Starting int   `json:"starting"`
+		Target   int   `json:"target"`
+		Size     int   `json:"size"`
+		MaxSize  int   `json:"max_size"`
+		Claims   int64 `json:"claims"`
+		Misses   int64 `json:"misses"`
+		Grown    int64 `json:"grown"`
+	} `json:"pool"`
+	Evictions map[string]int64 `json:"evictions"`
+	Refusals  map[string]int64 `json:"refusals"`
+}
+
+// Status fetches GET /api/status.
+func (c *Client) Status(ctx context.Context) (*NodeStatus, error) {
+	var out NodeStatus
+	if err := c.Do(ctx, http.MethodGet, "/api/status", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

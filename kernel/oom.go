@@ -1,0 +1,68 @@
+package kernel
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// KernelOOMScoreAdj is the oom_score_adj of kernel processes (the server keeps its own, 0 by
+// default): should the kernel's OOM killer act despite the memory watch (docs/capacity.md), it
+// takes a kernel, whose session comes back from its last checkpoint, never the server that holds
+// every session. Raising the score needs no privilege.
+const KernelOOMScoreAdj = 800
+
+// RaiseOOMScore sets oom_score_adj of pid and of every process below it (a sandbox's wrapper forks
+// the kernel itself; children forked later inherit the value), when it is lower than adj.
+// Best effort: a process gone meanwhile is skipped.
+func RaiseOOMScore(pid, adj int) error {
+	var first error
+	seen := map[int]bool{}
+	queue := []int{pid}
+	for len(queue) > 0 && len(seen) < 4096 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if err := raiseOne(p, adj); err != nil && first == nil && !os.IsNotExist(err) {
+			first = err
+		}
+		queue = append(queue, childrenOf(p)...)
+	}
+	return first
+}
+
+// raiseOne writes adj to pid's oom_score_adj unless it is already as high.
+func raiseOne(pid, adj int) error {
+	path := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if cur, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && cur >= adj {
+		return nil
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
+}
+
+// childrenOf lists pid's children (/proc/PID/task/*/children).
+func childrenOf(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
