@@ -93,7 +93,7 @@ func (c *Client) DoWithHeader(ctx context.Context, method, path string, header h
 			req.Header[k] = v
 		}
 		resp, err = c.hc.Do(req)
-		if err == nil && !retryableStatus(resp.StatusCode) {
+		if err == nil && !retryableStatus(resp.StatusCode, resp.Header) {
 			break
 		}
 		if !r.again(ctx, req, resp, err, !streamed) {

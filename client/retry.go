@@ -47,8 +47,16 @@ func WithRetry(p RetryPolicy) Option {
 }
 
 // retryableStatus: the request was not served (not the session's node, unavailable, too many).
-func retryableStatus(code int) bool {
-	return code == http.StatusMisdirectedRequest || code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
+// A 429 is retried only when it says when to come back (Retry-After: capacity, rate_limited): a
+// quota_exceeded has none, and waiting a minute would not free a tenant's quota.
+func retryableStatus(code int, h http.Header) bool {
+	switch code {
+	case http.StatusMisdirectedRequest, http.StatusServiceUnavailable:
+		return true
+	case http.StatusTooManyRequests:
+		return h.Get("Retry-After") != ""
+	}
+	return false
 }
 
 // sendFailed tells whether err from a send means nothing was sent (a dial failure), and whether
@@ -123,7 +131,7 @@ func (r *retrier) again(ctx context.Context, req *http.Request, resp *http.Respo
 		if !conn || (!unsent && !repeatable(req)) || ctx.Err() != nil {
 			return false
 		}
-	case retryableStatus(resp.StatusCode):
+	case retryableStatus(resp.StatusCode, resp.Header):
 		if ra := retryAfter(resp.Header); ra > 0 {
 			wait = ra
 		}

@@ -85,10 +85,14 @@ func (c *Conn) reconnect(ctx context.Context) error {
 		req, _ := http.NewRequest(http.MethodGet, c.client.baseURL, nil) // GET: a dial may be repeated
 		var resp *http.Response
 		if errors.As(err, &ae) {
-			if !retryableStatus(ae.Status) {
+			h := http.Header{}
+			if ae.Code == CodeCapacity || ae.Code == CodeRateLimited {
+				h.Set("Retry-After", "1") // the dial's answer is an error; these two say "come back"
+			}
+			if !retryableStatus(ae.Status, h) {
 				return err
 			}
-			resp, err = &http.Response{StatusCode: ae.Status, Header: http.Header{}, Body: http.NoBody}, nil
+			resp, err = &http.Response{StatusCode: ae.Status, Header: h, Body: http.NoBody}, nil
 		}
 		if !r.again(ctx, req, resp, err, true) {
 			return err

@@ -183,7 +183,10 @@ export class Carryover {
           code: 'connection_error', cause: err,
         });
       }
-      if (UNSERVED.has(res.status) && await backoff.wait(retryAfterSeconds(res.headers.get('Retry-After')))) {
+      // A 429 is retried only when it says when to come back (capacity, rate_limited): a
+      // quota_exceeded has no Retry-After, and waiting would not free the tenant's quota.
+      const ra = res.headers.get('Retry-After');
+      if (UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra))) {
         try { await res.arrayBuffer(); } catch { /* dropped */ }
         continue;
       }

@@ -41,8 +41,14 @@ def _file_url_path(path: str) -> str:
     return "/".join(_quote(p) for p in path.split("/"))
 
 
-# Answers that say the request was not served: 421 (another node serves the session), 503, 429.
+# Answers that say the request was not served: 421 (another node serves the session), 503, and a 429
+# that says when to come back (Retry-After: capacity, rate_limited). A quota_exceeded 429 has none:
+# waiting would not free the tenant's quota, so it is raised at once.
 _UNSERVED = (421, 503, 429)
+
+
+def _unserved(status: int, retry_after: Optional[str]) -> bool:
+    return status in _UNSERVED and (status != 429 or bool(retry_after))
 
 
 def _retry_after(value: Optional[str]) -> float:
@@ -147,7 +153,8 @@ class Carryover:
                 break
             except urllib.error.HTTPError as e:
                 body = e.read()
-                wait = _retry_after(e.headers.get("Retry-After")) if e.code in _UNSERVED else None
+                ra = e.headers.get("Retry-After")
+                wait = _retry_after(ra) if _unserved(e.code, ra) else None
                 if wait is None or not self._may_wait(deadline, attempt, wait):
                     raise self._decode_error(e.code, body, partial) from None
             except (urllib.error.URLError, socket.timeout, ConnectionError) as e:

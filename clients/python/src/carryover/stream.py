@@ -79,7 +79,8 @@ class _Reconnect:
             try:
                 return connect(self.client, session_id, timeout=timeout)
             except CarryoverError as e:
-                unserved = isinstance(e, ConnectionFailed) or e.status in (421, 503, 429)
+                unserved = isinstance(e, ConnectionFailed) or e.status in (421, 503) or (
+                    e.status == 429 and e.code in ("capacity", "rate_limited"))
                 if not (unserved and self.wait()):
                     raise
 
