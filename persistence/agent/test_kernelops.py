@@ -93,3 +93,50 @@ class KernelOpsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RendererHooksTest(unittest.TestCase):
+    """install_renderer_hooks (kernelops.py) picks Plotly's and Altair's mimetype renderers when the
+    user's code imports them, and imports neither itself. Run in a fresh interpreter: this process may
+    have imported them already."""
+
+    def run_py(self, code):
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        pre = "import sys; sys.path.insert(0, %r)\nfrom carryover_agent import kernelops\n" % here
+        p = subprocess.run([sys.executable, "-c", pre + code], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split()
+
+    def test_plotly_and_altair_get_their_mimetype_renderers_on_import(self):
+        try:
+            import importlib.util as u
+
+            if u.find_spec("plotly") is None or u.find_spec("altair") is None:
+                self.skipTest("python3-plotly / python3-altair not installed (make deps installs them)")
+        except ImportError:
+            self.skipTest("no importlib.util")
+        out = self.run_py(
+            "kernelops.install_renderer_hooks()\n"
+            "print('plotly' in sys.modules, 'altair' in sys.modules)\n"
+            "import plotly.express as px, plotly.io as pio\nprint(pio.renderers.default)\n"
+            "import altair as alt\nprint(alt.renderers.active)\n"
+        )
+        self.assertEqual(out, ["False", "False", "plotly_mimetype", "mimetype"])
+
+    def test_already_imported_library_is_set_at_once_and_a_choice_after_stays(self):
+        try:
+            import importlib.util as u
+
+            if u.find_spec("plotly") is None:
+                self.skipTest("python3-plotly not installed")
+        except ImportError:
+            self.skipTest("no importlib.util")
+        out = self.run_py(
+            "import plotly.io as pio\npio.renderers.default\n"
+            "kernelops.install_renderer_hooks(); kernelops.install_renderer_hooks()\n"
+            "print(pio.renderers.default)\npio.renderers.default = 'json'\nprint(pio.renderers.default)\n"
+            "print(sum(isinstance(f, kernelops._AfterImport) for f in sys.meta_path))\n"
+        )
+        self.assertEqual(out, ["plotly_mimetype", "json", "1"])

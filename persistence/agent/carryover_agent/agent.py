@@ -192,4 +192,5 @@ def install(spool_dir, shell=None, spool_host=None):
     shell.events.register("pre_run_cell", agent.pre_run_cell)
     shell.user_ns["__carryover__"] = agent
     shell.user_ns_hidden["__carryover__"] = agent
+    kernelops.install_renderer_hooks()
     return agent

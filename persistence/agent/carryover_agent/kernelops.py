@@ -118,3 +118,79 @@ def op_variables(agent, a):
         if len(out) >= 2000:
             break
     return out
+
+
+# --- chart renderers -----------------------------------------------------------------------------
+# The browser UI draws Plotly figures (application/vnd.plotly.v1+json) and Vega-Lite charts
+# (application/vnd.vegalite.v4+json, v5) itself, with bundled libraries; it never runs the <script>
+# that the libraries' default HTML renderers send. So, as JupyterLab's detection does, the kernel is
+# set to send those types: when (and only when) the user's code imports the library, a hook run right
+# after the module's own code picks its mimetype renderer. Nothing is imported at kernel start.
+_RENDERER_HOOKS = {
+    "plotly.io._renderers": lambda m: setattr(m.renderers, "default", "plotly_mimetype"),
+    "altair": lambda m: m.renderers.enable("mimetype"),
+}
+
+
+class _HookedLoader:
+    """A loader that runs its module's code, then the hook; everything else goes to the real one."""
+
+    def __init__(self, loader, hook):
+        self._loader = loader
+        self._hook = hook
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._hook(module)
+        except Exception:  # an unknown version of the library: its own default stays
+            pass
+
+
+class _AfterImport:
+    """A meta path finder that only wraps the loader of the modules named in hooks (once each)."""
+
+    def __init__(self, hooks):
+        self.hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        del self.hooks[name]
+        spec.loader = _HookedLoader(spec.loader, hook)
+        return spec
+
+
+def install_renderer_hooks(hooks=None):
+    """Sets the chart libraries' renderers: now for a library already imported, else on its import.
+    Idempotent (a second agent install replaces the finder)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
+    pending = {}
+    for name, hook in (hooks or _RENDERER_HOOKS).items():
+        mod = sys.modules.get(name)
+        if mod is None:
+            pending[name] = hook
+            continue
+        try:
+            hook(mod)
+        except Exception:
+            pass
+    if pending:
+        sys.meta_path.insert(0, _AfterImport(pending))
