@@ -1,0 +1,223 @@
+// The data-science part of the browser test: Plotly and Altair charts drawn from their JSON types
+// (marks counted, again after a reload, no kernel-sent script run), the XSS corpus through the chart
+// renderers, widgets (interact, tqdm.notebook) over the comm relay, and the data viewer. Run by
+// web/e2e_test.go (TestBrowserDataScience), or by hand:
+//
+//   CARRYOVER_URL=http://127.0.0.1:8080 CARRYOVER_TOKEN=secret node web/e2e/datasci.test.mjs
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chartCorpus } from './xss-charts.mjs';
+
+const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
+const TOKEN = process.env.CARRYOVER_TOKEN || '';
+const SHOTS = process.env.SCREENSHOT_DIR || path.join(path.dirname(fileURLToPath(import.meta.url)), 'screenshots');
+const ONLY = process.env.DATASCI_ONLY || ''; // a regexp of step names, for work by hand
+const RUN_TIMEOUT = 90_000;
+fs.mkdirSync(SHOTS, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });
+page.on('request', (r) => {
+  const u = r.url();
+  if (!u.startsWith(BASE) && !u.startsWith('data:') && !u.startsWith('blob:') && !u.startsWith(BASE.replace(/^http/, 'ws'))) {
+    problems.push(`the page loaded something from outside the server: ${u}`);
+  }
+});
+const dialogs = [];
+page.on('dialog', (d) => { dialogs.push(`${d.type()}: ${d.message()}`); d.dismiss().catch(() => {}); });
+
+let stepN = 0;
+async function step(name, fn) {
+  if (ONLY && !new RegExp(ONLY).test(name)) return;
+  const t0 = Date.now();
+  stepN++;
+  try {
+    await fn();
+    console.log(`ok ${stepN} - ${name} (${Date.now() - t0} ms)`);
+  } catch (err) {
+    console.log(`not ok ${stepN} - ${name}`);
+    await page.screenshot({ path: path.join(SHOTS, `datasci-FAILED-${stepN}.png`) }).catch(() => {});
+    throw err;
+  }
+}
+async function shot(name) {
+  const file = path.join(SHOTS, `datasci-${name}.png`);
+  await page.screenshot({ path: file, fullPage: false });
+  console.log(`  screenshot: ${file}`);
+}
+
+async function apiCall(method, p, body, type = 'application/json') {
+  const res = await fetch(`${BASE}${p}`, { method, headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': type }, body });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return text && type === 'application/json' ? JSON.parse(text) : text;
+}
+
+const cells = () => page.locator('article.cell');
+
+/** run types code into the new-cell box, presses Shift+Enter and waits for the cell to finish. */
+async function run(code, { expect = 'ok', wait = true } = {}) {
+  const before = await cells().count();
+  await page.locator('#composer').fill(code);
+  await page.locator('#composer').press('Shift+Enter');
+  const cell = cells().nth(before);
+  await cell.waitFor();
+  if (!wait) return cell;
+  await page.waitForFunction((el) => ['ok', 'error', 'aborted', 'failed'].includes(el.dataset.status),
+    await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+  const status = await cell.getAttribute('data-status');
+  if (expect && status !== expect) {
+    throw new Error(`cell ended with status ${status}, want ${expect}; its output:\n${await cell.locator('.outputs').innerText()}`);
+  }
+  return cell;
+}
+
+async function openSession(id) {
+  await page.goto(`${BASE}/?token=${encodeURIComponent(TOKEN)}#/s/${id}`);
+  await page.locator('#composer').waitFor();
+  await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+}
+
+/** probeScripts arms the page: any script a chart carried would set window.__xss or open a dialog. */
+const armProbe = () => page.evaluate(() => {
+  window.__xss = undefined;
+  window.__csp = [];
+  document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+});
+
+const sid = `ds-${Date.now().toString(36)}`;
+const SCATTER_N = 37;
+const BARS = ['a', 'b', 'c', 'd', 'e'];
+
+/** chartMarks counts what was drawn: Plotly's scatter points and Vega's bars (SVG). */
+async function chartMarks(cell) {
+  await page.waitForFunction((el) => {
+    const cs = el.querySelectorAll('.out-chart');
+    return cs.length && [...cs].every((c) => c.dataset.chart !== 'pending');
+  }, await cell.elementHandle(), { timeout: 60_000 });
+  return cell.evaluate((el) => ({
+    failed: [...el.querySelectorAll('.out-chart[data-chart=failed]')].map((c) => c.innerText),
+    points: el.querySelectorAll('.out-plotly .scatterlayer path.point').length,
+    bars: el.querySelectorAll('.out-vega svg .mark-rect path').length,
+    svgs: el.querySelectorAll('.out-chart svg').length,
+    scripts: el.querySelectorAll('script').length,
+  }));
+}
+
+try {
+  await apiCall('POST', '/api/sessions', JSON.stringify({ session_id: sid, name: 'data science' }));
+  await openSession(sid);
+  await armProbe();
+
+  let scatter; let bars;
+  await step('a Plotly scatter is drawn from application/vnd.plotly.v1+json, its points counted', async () => {
+    scatter = await run(`import plotly.express as px\nfig = px.scatter(x=list(range(${SCATTER_N})), y=[i*i for i in range(${SCATTER_N})], title="squares")\nfig.show()`);
+    const m = await chartMarks(scatter);
+    assert.deepEqual(m.failed, []);
+    assert.equal(m.points, SCATTER_N, JSON.stringify(m));
+    assert.equal(m.scripts, 0);
+    assert.equal(await scatter.locator('.out-plotly').getAttribute('data-mime'), 'application/vnd.plotly.v1+json');
+    await shot('plotly-scatter');
+  });
+
+  await step('an Altair bar chart is drawn by vega-embed (no eval), its bars counted', async () => {
+    bars = await run('import altair as alt, pandas as pd\n' +
+      `df = pd.DataFrame({"k": ${JSON.stringify(BARS)}, "v": [3, 1, 4, 1, 5]})\n` +
+      'alt.Chart(df).mark_bar().encode(x="k", y="v")');
+    const m = await chartMarks(bars);
+    assert.deepEqual(m.failed, []);
+    assert.equal(m.bars, BARS.length, JSON.stringify(m));
+    assert.match(await bars.locator('.out-vega').getAttribute('data-mime'), /^application\/vnd\.vegalite\.v\d\+json$/);
+    await shot('altair-bars');
+  });
+
+  await step('an HTML output that is only a script says so instead of an empty box', async () => {
+    const cell = await run('import altair as alt\nalt.renderers.enable("html")\n' +
+      'alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x")');
+    const note = cell.locator('.out-html .out-note');
+    await note.waitFor();
+    assert.match(await note.innerText(), /script, which the page does not run/);
+    await run('alt.renderers.enable("mimetype")');
+  });
+
+  await step('both charts are drawn again after a reload, from the history', async () => {
+    await page.reload();
+    await page.locator('#composer').waitFor();
+    await armProbe();
+    const all = await cells().count();
+    const sc = cells().filter({ has: page.locator('.out-plotly') }).first();
+    const bc = cells().filter({ has: page.locator('.out-vega') }).first();
+    assert.ok(all >= 3);
+    assert.equal((await chartMarks(sc)).points, SCATTER_N);
+    assert.equal((await chartMarks(bc)).bars, BARS.length);
+  });
+
+  await step('the XSS corpus through the chart renderers: Plotly titles and hover templates, Vega titles, tooltips and links', async () => {
+    await apiCall('PUT', `/api/sessions/${sid}/files/chart-xss.json`, JSON.stringify(chartCorpus), 'application/octet-stream');
+    const cell = await run('import json\nfrom IPython.display import display\n' +
+      'P = json.load(open("chart-xss.json", encoding="utf-8"))\n' +
+      'for i, p in enumerate(P):\n' +
+      '    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [1, 2], "name": p, "text": [p, p], "hovertemplate": p + "<extra>" + p + "</extra>"}],\n' +
+      '           "layout": {"title": {"text": p}, "xaxis": {"title": {"text": p}},\n' +
+      '                      "annotations": [{"text": p, "x": 1, "y": 1, "showarrow": False}]}}\n' +
+      '    display({"application/vnd.plotly.v1+json": fig, "text/plain": "fig"}, raw=True)\n' +
+      '    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v4.json", "title": p,\n' +
+      '            "data": {"values": [{"a": p, "b": 1, "u": p}, {"a": "x", "b": 2, "u": "javascript:window.__xss=1"}]},\n' +
+      '            "mark": "bar", "encoding": {"x": {"field": "a", "type": "nominal", "title": p}, "y": {"field": "b", "type": "quantitative"},\n' +
+      '                                       "href": {"field": "u", "type": "nominal"}, "tooltip": [{"field": "a"}, {"field": "u"}]},\n' +
+      '            "usermeta": {"embedOptions": {"ast": False, "loader": {"baseURL": "http://example.invalid/"}, "actions": True}}}\n' +
+      '    display({"application/vnd.vegalite.v4+json": spec, "text/plain": "chart"}, raw=True)\n' +
+      'print("charts done")');
+    await cell.locator('.out-stream', { hasText: 'charts done' }).waitFor({ timeout: 120_000 });
+    const m = await chartMarks(cell);
+    assert.deepEqual(m.failed, [], 'every chart of the corpus is drawn');
+    assert.equal(await cell.locator('.out-plotly').count(), chartCorpus.length);
+    assert.equal(await cell.locator('.out-vega').count(), chartCorpus.length);
+    // hover every Plotly point and Vega bar (tooltips draw the markup), click every Vega link
+    for (const p of await cell.locator('.out-vega svg .mark-rect path').all()) {
+      await p.hover({ force: true, timeout: 2000 }).catch(() => {});
+      await p.click({ force: true, timeout: 2000, modifiers: [] }).catch(() => {});
+    }
+    for (const p of (await cell.locator('.out-plotly .scatterlayer path.point').all()).slice(0, 40)) {
+      await p.hover({ force: true, timeout: 2000 }).catch(() => {});
+    }
+    await page.waitForTimeout(500);
+    const report = await page.evaluate(() => {
+      const bad = [];
+      for (const el of document.querySelectorAll('.outputs .out-chart *')) {
+        for (const a of el.attributes) {
+          const n = a.name.toLowerCase();
+          if (n.startsWith('on')) bad.push(`${el.localName}[${n}]`);
+          if ((n === 'href' || n === 'xlink:href') && /^\s*(javascript|data|vbscript):/i.test(a.value)) bad.push(`${n}=${a.value}`);
+        }
+        if (['script', 'iframe', 'object', 'embed', 'foreignobject'].includes(el.localName)) bad.push(`<${el.localName}>`);
+      }
+      const ids = [...document.querySelectorAll('#confirm, #toasts, #help, #panel, #composer')].filter((e) => e.closest('.outputs'));
+      return { xss: window.__xss, csp: window.__csp, bad, clobbered: ids.length, url: location.href };
+    });
+    assert.equal(report.xss, undefined, 'a vector executed');
+    assert.deepEqual(report.bad, []);
+    assert.equal(report.clobbered, 0);
+    assert.deepEqual(report.csp.filter((c) => /script|eval/.test(c)), [], 'no script or eval was attempted');
+    assert.deepEqual(dialogs, []);
+    assert.ok(report.url.startsWith(BASE), `the page navigated to ${report.url}`);
+    console.log(`  chart xss corpus: ${chartCorpus.length} vectors, ${chartCorpus.length * 2} charts, executed=0, clobbers=0, csp=${report.csp.length}`);
+    await shot('chart-xss');
+  });
+
+  assert.deepEqual(problems, []);
+  console.log('datasci: all steps passed');
+} finally {
+  await browser.close();
+}
