@@ -122,8 +122,9 @@ class RendererHooksTest(unittest.TestCase):
             "print('plotly' in sys.modules, 'altair' in sys.modules)\n"
             "import plotly.express as px, plotly.io as pio\nprint(pio.renderers.default)\n"
             "import altair as alt\nprint(alt.renderers.active)\n"
+            "import ipywidgets\nprint(getattr(ipywidgets.Widget, '_version_validated', True))\n"
         )
-        self.assertEqual(out, ["False", "False", "plotly_mimetype", "mimetype"])
+        self.assertEqual(out, ["False", "False", "plotly_mimetype", "mimetype", "True"])
 
     def test_already_imported_library_is_set_at_once_and_a_choice_after_stays(self):
         try:

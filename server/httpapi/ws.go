@@ -18,7 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// wsFrame is a client -> server frame: run, input_reply, interrupt, subscribe_events or ping.
+// wsFrame is a client -> server frame: run, input_reply, interrupt, subscribe_events, ping or
+// comm (ws_comm.go).
 type wsFrame struct {
 	Type           string   `json:"type"`
 	ID             string   `json:"id"`
@@ -26,6 +27,7 @@ type wsFrame struct {
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
 	Value          string   `json:"value"`
 	AfterSequence  int64    `json:"after_sequence"`
+	wsCommFields
 }
 
 // checkOrigin allows clients without an Origin (programs), the server's own host, and configured origins.
@@ -147,6 +149,8 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 		}
 	case "ping":
 		c.sub.Send(pongFrame{Type: "pong", ID: f.ID})
+	case "comm":
+		c.comm(ctx, f)
 	default:
 		c.sendErr(f.ID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q", f.Type))
 	}

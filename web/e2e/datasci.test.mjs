@@ -216,6 +216,61 @@ try {
     await shot('chart-xss');
   });
 
+  await step('widgets: interact with a slider; moving it changes the output (comm relay both ways)', async () => {
+    const cell = await run('from ipywidgets import interact\n' +
+      'def square(n=3):\n    print("square of", n, "is", n * n)\n' +
+      'w = interact(square, n=(0, 20))');
+    const slider = cell.locator('.out-widget .widget-slider');
+    await slider.waitFor({ timeout: 20_000 });
+    const out = cell.locator('.out-widget .widget-output');
+    await out.filter({ hasText: 'square of 3 is 9' }).waitFor({ timeout: 20_000 });
+    // the Output widget captured the first call: the cell's own outputs do not show it, and the
+    // widget's clear_output(wait=True) did not clear the cell (the slider is still there)
+    const cellText = await cell.evaluate((el) => [...el.querySelector('.outputs').children]
+      .filter((c) => !c.querySelector('.out-widget')).map((c) => c.innerText).join('\n'));
+    assert.ok(!cellText.includes('square of'), `the captured output leaked into the cell: ${cellText}`);
+    // move the slider with the keyboard: the handle has focus, each key sends one update
+    const handle = cell.locator('.out-widget .noUi-handle').first();
+    await handle.focus();
+    for (let i = 0; i < 4; i++) await page.keyboard.press('ArrowRight');
+    await out.filter({ hasText: 'square of 7 is 49' }).waitFor({ timeout: 20_000 });
+    assert.equal(await out.locator('pre', { hasText: 'square of 3' }).count(), 0, 'interact clears its output first');
+    const ns = await run('print(w.widget.children[0].value)');
+    assert.match(await ns.locator('.outputs').innerText(), /^7$/m, 'the kernel got the value');
+    await shot('interact');
+  });
+
+  await step('widgets: tqdm.notebook advances while the cell runs and ends at 100%', async () => {
+    const cell = await run('from tqdm.notebook import tqdm\nimport time\n' +
+      'for i in tqdm(range(40), desc="steps"):\n    time.sleep(0.1)', { wait: false });
+    const bar = cell.locator('.out-widget .widget-progress');
+    await bar.waitFor({ timeout: 30_000 });
+    const seen = new Set();
+    const t0 = Date.now();
+    while (Date.now() - t0 < 60_000) {
+      const v = await cell.locator('.out-widget .widget-html-content').first().innerText().catch(() => '');
+      const pct = /(\d+)%/.exec(v)?.[1];
+      if (pct != null) seen.add(Number(pct));
+      if (await cell.getAttribute('data-status') === 'ok' && seen.has(100)) break;
+      await page.waitForTimeout(100);
+    }
+    const mid = [...seen].filter((p) => p > 0 && p < 100);
+    assert.ok(mid.length >= 2, `the bar advanced during the run: saw ${[...seen].sort((a, b) => a - b)}`);
+    assert.ok(seen.has(100), `the bar ended at 100%: saw ${[...seen]}`);
+    const text = await cell.locator('.out-widget').innerText();
+    assert.match(text, /steps/);
+    assert.match(text, /40\/40/);
+    await shot('tqdm');
+  });
+
+  await step('after a reload, a widget says its state is not on the page', async () => {
+    await page.reload();
+    await page.locator('#composer').waitFor();
+    const note = cells().filter({ has: page.locator('.out-widget') }).first().locator('.out-widget .out-note');
+    await note.waitFor({ timeout: 20_000 });
+    assert.match(await note.innerText(), /not live on this page/);
+  });
+
   assert.deepEqual(problems, []);
   console.log('datasci: all steps passed');
 } finally {

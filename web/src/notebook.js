@@ -6,6 +6,7 @@ import { api, sessionPath, SessionSocket, ApiError } from './api.js';
 import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
+import { WidgetHub } from './widgets.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
 
@@ -324,6 +325,7 @@ export class SessionView {
 
   async start() {
     this.setConn('connecting');
+    this.widgets = new WidgetHub((f) => !!this.socket?.send(f));
     this.socket = new SessionSocket(this.id, {
       onFrame: (f) => (this.ready ? this.onFrame(f) : this.buffer.push(f)),
       onState: (st, info) => this.onSocketState(st, info),
@@ -379,6 +381,7 @@ export class SessionView {
     this.destroyed = true;
     clearInterval(this.poll);
     this.socket?.close();
+    this.widgets?.dispose();
     for (const c of this.cells) c.stopTimer();
     this.panels?.destroy();
     document.getElementById('kernel-tools').hidden = true;
@@ -653,6 +656,12 @@ export class SessionView {
       case 'event':
         this.panels.addEvent(f.event);
         this.onEvent(f.event);
+        break;
+      case 'comm':
+      case 'comm_output':
+      case 'comm_idle':
+      case 'comm_reset':
+        this.widgets.onFrame(f);
         break;
       case 'notice':
         toast('info', 'Notice from the server', f.message || JSON.stringify(f));

@@ -126,9 +126,22 @@ def op_variables(agent, a):
 # that the libraries' default HTML renderers send. So, as JupyterLab's detection does, the kernel is
 # set to send those types: when (and only when) the user's code imports the library, a hook run right
 # after the module's own code picks its mimetype renderer. Nothing is imported at kernel start.
+def _widgets_validated(m):
+    """ipywidgets 6 (Debian's) asks the frontend to confirm its widget JavaScript over a comm the
+    frontend opens, and prints "Widget Javascript not detected" until it does. The UI's widget manager
+    is carryover's own (web/src/widgets.js) and speaks its protocol; it cannot open that comm before
+    the user's code imports ipywidgets, so the confirmation is given here. Later ipywidgets have no
+    such check (the attribute is then absent and nothing is set)."""
+    w = getattr(m, "Widget", None)
+    if w is not None and hasattr(w, "_version_validated"):
+        w._version_validated = True
+        w._version_frontend = "carryover"
+
+
 _RENDERER_HOOKS = {
     "plotly.io._renderers": lambda m: setattr(m.renderers, "default", "plotly_mimetype"),
     "altair": lambda m: m.renderers.enable("mimetype"),
+    "ipywidgets.widgets.widget": _widgets_validated,
 }
 
 

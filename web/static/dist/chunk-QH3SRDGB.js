@@ -1,1 +1,0 @@
-var d=Object.defineProperty;var e=(c,a)=>()=>{try{return a||c((a={exports:{}}).exports,a),a.exports}catch(b){throw a=0,b}},f=(c,a)=>{for(var b in a)d(c,b,{get:a[b],enumerable:!0})};export{e as a,f as b};
