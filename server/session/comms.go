@@ -190,7 +190,10 @@ func (r *commRelay) frame(m kernel.RawMessage) any {
 		if !ok {
 			return nil
 		}
-		return r.captures.frame(out)
+		if f := r.captures.frame(out); f != nil {
+			return f
+		}
+		return nil // not a typed nil in the interface: the caller broadcasts what is not nil
 	}
 }
 

@@ -243,7 +243,7 @@ try {
   await step('widgets: tqdm.notebook advances while the cell runs and ends at 100%', async () => {
     const cell = await run('from tqdm.notebook import tqdm\nimport time\n' +
       'for i in tqdm(range(40), desc="steps"):\n    time.sleep(0.1)', { wait: false });
-    const bar = cell.locator('.out-widget .widget-progress');
+    const bar = cell.locator('.out-widget .widget-hprogress');
     await bar.waitFor({ timeout: 30_000 });
     const seen = new Set();
     const t0 = Date.now();
@@ -261,6 +261,33 @@ try {
     assert.match(text, /steps/);
     assert.match(text, /40\/40/);
     await shot('tqdm');
+  });
+
+  await step('widgets run no kernel-sent code: HTML values sanitized, unknown modules drawn as a note', async () => {
+    await armProbe();
+    const cell = await run('import ipywidgets as W\nfrom IPython.display import display\n' +
+      'display(W.HTML(value=\'<img src=x onerror="window.__xss=1"><b id="confirm">bold</b><script>window.__xss=2</script>\'))\n' +
+      'display(W.HTMLMath(value=\'<a href="javascript:window.__xss=3">m</a>\'))\n' +
+      'display(W.Label(value=\'<img src=x onerror="window.__xss=4">\', description=\'<img src=x onerror="window.__xss=5">\'))\n' +
+      'class Evil(W.DOMWidget):\n' +
+      '    from traitlets import Unicode\n' +
+      '    _view_name = Unicode(\'<img src=x onerror="window.__xss=6">\').tag(sync=True)\n' +
+      '    _model_name = Unicode(\'EvilModel\').tag(sync=True)\n' +
+      '    _view_module = Unicode(\'https://example.invalid/evil.js\').tag(sync=True)\n' +
+      '    _model_module = Unicode(\'https://example.invalid/evil.js\').tag(sync=True)\n' +
+      'display(Evil())');
+    await cell.locator('.out-widget b', { hasText: 'bold' }).waitFor({ timeout: 20_000 });
+    await cell.locator('.out-widget .out-note', { hasText: 'not one of the core widgets' }).waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(500);
+    const r = await page.evaluate(() => ({
+      xss: window.__xss,
+      handlers: [...document.querySelectorAll('.out-widget *')].flatMap((e) => [...e.attributes].filter((a) => a.name.startsWith('on')).map((a) => a.name)),
+      scripts: document.querySelectorAll('.out-widget script').length,
+      js: [...document.querySelectorAll('.out-widget [href]')].filter((e) => /^\s*javascript:/i.test(e.getAttribute('href'))).length,
+      confirm: document.getElementById('confirm')?.closest('.outputs') ? 'taken' : 'ok',
+    }));
+    assert.deepEqual(r, { xss: undefined, handlers: [], scripts: 0, js: 0, confirm: 'ok' });
+    assert.deepEqual(dialogs, []);
   });
 
   await step('after a reload, a widget says its state is not on the page', async () => {

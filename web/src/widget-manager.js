@@ -167,10 +167,20 @@ export class Manager extends ManagerBase {
     this.chain = Promise.resolve(); // frames are handled one after another, in order
   }
 
+  /** loadClass answers from MODULES only; anything else is null, and becomes Unknown* below. */
   async loadClass(className, moduleName) {
     const mod = MODULES[moduleName];
-    if (mod && Object.hasOwn(mod, className) && typeof mod[className] === 'function') return mod[className];
-    return className.endsWith('View') ? UnknownView : UnknownModel;
+    return mod && Object.hasOwn(mod, className) && typeof mod[className] === 'function' ? mod[className] : null;
+  }
+
+  async loadModelClass(className, moduleName) {
+    const c = await this.loadClass(className, moduleName);
+    return c && c.prototype instanceof base.WidgetModel ? c : UnknownModel;
+  }
+
+  async loadViewClass(className, moduleName) {
+    const c = await this.loadClass(className, moduleName);
+    return c && c.prototype instanceof base.WidgetView ? c : UnknownView;
   }
 
   /** callbacks: a view's extra message callbacks (none: outputs are routed by comm_output frames). */

@@ -126,22 +126,34 @@ def op_variables(agent, a):
 # that the libraries' default HTML renderers send. So, as JupyterLab's detection does, the kernel is
 # set to send those types: when (and only when) the user's code imports the library, a hook run right
 # after the module's own code picks its mimetype renderer. Nothing is imported at kernel start.
-def _widgets_validated(m):
-    """ipywidgets 6 (Debian's) asks the frontend to confirm its widget JavaScript over a comm the
-    frontend opens, and prints "Widget Javascript not detected" until it does. The UI's widget manager
-    is carryover's own (web/src/widgets.js) and speaks its protocol; it cannot open that comm before
-    the user's code imports ipywidgets, so the confirmation is given here. Later ipywidgets have no
-    such check (the attribute is then absent and nothing is set)."""
+def _ipywidgets_compat(m):
+    """Two gaps of ipywidgets 6 (Debian bookworm's) that later versions do not have:
+    - it asks the frontend to confirm its widget JavaScript over a comm the frontend opens, and prints
+      "Widget Javascript not detected" until it does. The UI's widget manager (web/src/widgets.js)
+      speaks its protocol but cannot open that comm before the user's code imports ipywidgets, so the
+      confirmation is given here;
+    - its FloatProgress has no ``style`` (IntProgress has), which Debian's tqdm.notebook sets, so
+      every tqdm.notebook bar failed with AttributeError; FloatProgress gets IntProgress's.
+    Later ipywidgets have neither gap, and nothing is changed there."""
     w = getattr(m, "Widget", None)
     if w is not None and hasattr(w, "_version_validated"):
         w._version_validated = True
         w._version_frontend = "carryover"
+    fp, ip = getattr(m, "FloatProgress", None), getattr(m, "IntProgress", None)
+    style = ip.class_traits().get("style") if ip is not None else None
+    if fp is not None and style is not None and "style" not in fp.class_traits():
+        from traitlets import Instance
+
+        t = Instance(style.klass, kw={}).tag(**style.metadata)
+        t.class_init(fp, "style")
+        t.subclass_init(fp)
+        setattr(fp, "style", t)
 
 
 _RENDERER_HOOKS = {
     "plotly.io._renderers": lambda m: setattr(m.renderers, "default", "plotly_mimetype"),
     "altair": lambda m: m.renderers.enable("mimetype"),
-    "ipywidgets.widgets.widget": _widgets_validated,
+    "ipywidgets": _ipywidgets_compat,
 }
 
 
