@@ -143,3 +143,46 @@ class RendererHooksTest(unittest.TestCase):
             "print(sum(isinstance(f, kernelops._AfterImport) for f in sys.meta_path))\n"
         )
         self.assertEqual(out, ["plotly_mimetype", "json", "1"])
+
+
+class RowsTest(unittest.TestCase):
+    """op_rows: the data viewer's pages of a DataFrame or array, sorted and searched in the kernel."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.sh, self.agent = h.new_shell(os.path.join(self.tmp, "spool"))
+
+    def test_pages_sort_and_search(self):
+        import numpy as np
+        import pandas as pd
+
+        n = 100_000
+        self.sh.user_ns["df"] = pd.DataFrame({"i": np.arange(n), "v": (np.arange(n) * 7919) % n, "s": ["r%d" % i for i in range(n)]})
+        r = h.call(self.agent, "rows", {"name": "df", "offset": 10, "limit": 3})
+        self.assertEqual((r["total_rows"], r["matched_rows"], r["index"]), (n, n, [10, 11, 12]))
+        self.assertEqual([c["name"] for c in r["columns"]], ["i", "v", "s"])
+        self.assertEqual(r["rows"][0], [10, (10 * 7919) % n, "r10"])
+        r = h.call(self.agent, "rows", {"name": "df", "sort": "v", "desc": True, "limit": 2})
+        self.assertEqual([row[1] for row in r["rows"]], [n - 1, n - 2])
+        r = h.call(self.agent, "rows", {"name": "df", "sort": "s", "limit": 3, "offset": 1})
+        self.assertEqual([row[2] for row in r["rows"]], ["r1", "r10", "r100"])
+        r = h.call(self.agent, "rows", {"name": "df", "q": "R9999", "sort": "i", "desc": True})
+        self.assertEqual(r["matched_rows"], 11)  # r9999, r99990..r99999
+        self.assertEqual(r["rows"][0][0], 99999)
+        r = h.call(self.agent, "rows", {"name": "df", "limit": 5000})
+        self.assertEqual(len(r["rows"]), 1000)
+
+    def test_arrays_values_and_errors(self):
+        import numpy as np
+
+        self.sh.user_ns["a"] = np.array([[1.5, np.nan], [np.inf, 2.0]])
+        self.sh.user_ns["v"] = np.arange(5)
+        self.sh.user_ns["cube"] = np.zeros((2, 2, 2))
+        self.sh.user_ns["x"] = 3
+        r = h.call(self.agent, "rows", {"name": "a"})
+        self.assertEqual(r["rows"], [[1.5, None], [None, 2.0]])
+        r = h.call(self.agent, "rows", {"name": "v", "sort": "v", "desc": True, "limit": 2})
+        self.assertEqual(r["rows"], [[4], [3]])
+        self.assertEqual(h.call(self.agent, "rows", {"name": "nope"})["error"]["code"], "not_found")
+        for args in ({"name": "cube"}, {"name": "x"}, {"name": "v", "sort": "zz"}):
+            self.assertEqual(h.call(self.agent, "rows", args)["error"]["code"], "invalid_request", args)

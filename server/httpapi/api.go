@@ -66,6 +66,7 @@ func (a *API) routes() []route {
 	rs = append(rs, a.turnRoutes()...)
 	rs = append(rs, a.recordRoutes()...)
 	rs = append(rs, a.inspectRoutes()...)
+	rs = append(rs, a.rowsRoutes()...)
 	rs = append(rs, a.skillRoutes()...)
 	return append(rs,
 		route{"GET /api/sessions/{id}/files", http.HandlerFunc(a.listFiles)},

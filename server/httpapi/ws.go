@@ -70,7 +70,10 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber()}
+	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber(), comms: wantComms(r)}
+	if c.comms {
+		c.sub.WantComms() // ws_comm.go
+	}
 	c.serve(r.Context())
 }
 
@@ -81,6 +84,8 @@ type wsClient struct {
 	id   string // the session
 	conn *websocket.Conn
 	sub  *session.Subscriber
+	// comms: opened with ?comms=true, the comm relay's frames both ways (ws_comm.go)
+	comms bool
 
 	runs sync.WaitGroup
 }

@@ -20,6 +20,29 @@ import (
 	"github.com/carryover/carryover/kernel"
 )
 
+// WantComms has sub receive the comm relay's frames (a websocket opened with ?comms=true: the
+// browser UI). Other clients never see them.
+func (s *Subscriber) WantComms() { s.comms.Store(true) }
+
+// broadcastComms sends v (marshalled once) to the subscribers that want comm frames.
+func (h *hub) broadcastComms(v any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var frame []byte
+	for sub := range h.subs {
+		if !sub.comms.Load() {
+			continue
+		}
+		if frame == nil {
+			var err error
+			if frame, err = json.Marshal(v); err != nil {
+				return
+			}
+		}
+		sub.send(frame)
+	}
+}
+
 // CommFrame is one comm message between the kernel and a client, on the session's stream (kernel ->
 // client) or the websocket (client -> kernel, where Content's comm_id, data, target_name are given).
 type CommFrame struct {
@@ -131,7 +154,7 @@ func (s *Service) relayComms(ls *liveSession, k *kernel.Kernel) {
 		return
 	}
 	defer cancel()
-	ls.hub.broadcast(CommResetFrame{Type: "comm_reset",
+	ls.hub.broadcastComms(CommResetFrame{Type: "comm_reset",
 		Message: "a new kernel started: widgets drawn before it have no state any more (run their cells again)"})
 	var r commRelay
 	for {
@@ -141,7 +164,7 @@ func (s *Service) relayComms(ls *liveSession, k *kernel.Kernel) {
 				return
 			}
 			if f := r.frame(m); f != nil {
-				ls.hub.broadcast(f)
+				ls.hub.broadcastComms(f)
 			}
 		case <-k.Dead():
 			return

@@ -55,7 +55,7 @@ func (s *Service) cellOptions(ls *liveSession, act *activeRun, col *collector, c
 		OnComm:       captures.watch,
 		OnOutput: func(o kernel.Output) {
 			if f := captures.frame(o); f != nil {
-				ls.hub.broadcast(f)
+				ls.hub.broadcastComms(f)
 				return
 			}
 			if col.add(o) {

@@ -108,6 +108,9 @@ class Agent:
     def op_variables(self, a):
         return kernelops.op_variables(self, a)
 
+    def op_rows(self, a):
+        return kernelops.op_rows(self, a)
+
     def op_forget(self, a):
         self.state = _State()
         self.pending = None

@@ -219,3 +219,122 @@ def install_renderer_hooks(hooks=None):
             pass
     if pending:
         sys.meta_path.insert(0, _AfterImport(pending))
+
+
+# --- the data viewer ------------------------------------------------------------------------------
+_ROWS_MAX = 1000  # rows in one page, at most
+_CELL_MAX = 500  # characters of one cell's text, at most
+
+
+def _cell(v):
+    """One value as JSON can carry it: numbers and booleans as they are (NaN, inf: null), the rest as
+    text cut to _CELL_MAX characters."""
+    if v is None or isinstance(v, bool):
+        return v
+    try:
+        import numbers
+
+        if isinstance(v, numbers.Integral):
+            return int(v)
+        if isinstance(v, numbers.Real):
+            f = float(v)
+            return f if f == f and f not in (float("inf"), float("-inf")) else None
+    except Exception:
+        pass
+    s = v if isinstance(v, str) else str(v)
+    return s if len(s) <= _CELL_MAX else s[:_CELL_MAX] + "…"
+
+
+def _as_frame(name, v):
+    """The variable as a pandas DataFrame (a view where it can be: nothing large is copied), or a
+    ValueError saying why it is not a table."""
+    t = type(v)
+    mod = t.__module__ or ""
+    if mod.startswith("pandas"):
+        import pandas as pd
+
+        if isinstance(v, pd.DataFrame):
+            return v
+        if isinstance(v, pd.Series):
+            return v.to_frame(name=v.name if v.name is not None else name)
+    if mod.startswith("numpy") and hasattr(v, "ndim"):
+        import pandas as pd
+
+        if v.ndim == 1:
+            return pd.DataFrame({name: v}, copy=False)
+        if v.ndim == 2:
+            return pd.DataFrame(v, copy=False)
+        raise ValueError("%s is a %d-D array: the data viewer shows 1-D and 2-D arrays" % (name, v.ndim))
+    raise ValueError("%s is a %s, not a DataFrame, Series or numpy array" % (name, t.__qualname__))
+
+
+def op_rows(agent, a):
+    """The data viewer's page (see _rows), or {"error": {"code", "message"}} in the API's codes: no
+    such variable is not_found, a variable that is not a table or a bad column is invalid_request."""
+    try:
+        return _rows(agent, a)
+    except KeyError as e:
+        return {"error": {"code": "not_found", "message": str(e.args[0]) if e.args else "no such variable"}}
+    except (ValueError, TypeError) as e:
+        return {"error": {"code": "invalid_request", "message": str(e)}}
+
+
+def _rows(agent, a):
+    """One page of a DataFrame, Series or 1-D/2-D numpy array of the namespace, for the data viewer:
+    rows [offset, offset+limit) after the search "q" (rows where any column's text contains it, case
+    ignored) and the sort on column "sort" ("desc": descending). Only the page crosses to the server,
+    so a frame of ten million rows never does. The order and the matches of the last request are kept
+    (for the same object, sort and q), so paging through a sorted or searched frame sorts it once."""
+    name = a["name"]
+    ns = agent.shell.user_ns
+    if name not in ns or name.startswith("_"):
+        raise KeyError("no variable %r in the kernel" % name)
+    v = ns[name]
+    df = _as_frame(name, v)
+    offset = max(int(a.get("offset") or 0), 0)
+    limit = min(max(int(a.get("limit") or 50), 1), _ROWS_MAX)
+    sort, desc, q = a.get("sort"), bool(a.get("desc")), (a.get("q") or "").strip()
+    cols = [str(c) for c in df.columns]
+    if sort is not None and sort not in cols:
+        raise ValueError("no column %r in %s" % (sort, name))
+    key = (id(v), len(df), sort, desc, q)
+    cache = getattr(agent, "_rows_cache", None)
+    if cache is None or cache[0] != key:
+        order = None
+        if q:
+            import numpy as np
+
+            mask = np.zeros(len(df), dtype=bool)
+            for i in range(df.shape[1]):
+                col = df.iloc[:, i]
+                mask |= col.astype(str).str.contains(q, case=False, regex=False).to_numpy()
+            order = np.flatnonzero(mask)
+        if sort is not None:
+            import numpy as np
+
+            col = df.iloc[:, cols.index(sort)]
+            if order is not None:
+                col = col.iloc[order]
+            idx = np.argsort(col.to_numpy(), kind="stable") if col.dtype.kind in "biufcmM" else None
+            if idx is None:
+                idx = col.reset_index(drop=True).sort_values(kind="stable", na_position="last").index.to_numpy()
+            if desc:
+                idx = idx[::-1]
+            order = idx if order is None else order[idx]
+        cache = (key, order)
+        agent._rows_cache = cache
+    order = cache[1]
+    matched = len(df) if order is None else len(order)
+    take = list(range(offset, min(offset + limit, matched))) if order is None else order[offset : offset + limit]
+    page = df.iloc[take]
+    return {
+        "name": name,
+        "type": type(v).__module__ + "." + type(v).__qualname__,
+        "columns": [{"name": c, "dtype": str(df.dtypes.iloc[i])} for i, c in enumerate(cols)],
+        "total_rows": int(len(df)),
+        "matched_rows": int(matched),
+        "offset": offset,
+        "limit": limit,
+        "index": [_cell(x) for x in page.index.tolist()],
+        "rows": [[_cell(x) for x in row] for row in page.itertuples(index=False, name=None)],
+    }
