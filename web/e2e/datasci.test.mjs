@@ -290,6 +290,71 @@ try {
     assert.deepEqual(dialogs, []);
   });
 
+  await step('data viewer: a 1M-row frame paged, sorted and searched; only a page crosses the wire', async () => {
+    const N = 1_000_000;
+    const cell = await run('import numpy as np, pandas as pd\n' +
+      `big = pd.DataFrame({"id": np.arange(${N}), "score": np.random.default_rng(7).random(${N}), ` +
+      `"city": np.array(["paris", "oslo", "lima", "rome"])[np.arange(${N}) % 4]})\n` +
+      'print(repr(big.score.max()), big.score.idxmax())\nbig');
+    const [maxScore, maxId] = (await cell.locator('.out-stream').innerText()).trim().split(/\s+/);
+    const wire = [];
+    const onResp = async (r) => {
+      if (!r.url().includes('/rows?')) return;
+      const body = await r.body().catch(() => Buffer.alloc(0));
+      let rows = -1;
+      try { rows = JSON.parse(body.toString()).rows.length; } catch { /* an error answer */ }
+      wire.push({ bytes: body.length, rows, status: r.status() });
+    };
+    page.on('response', onResp);
+    // from the frame's output
+    await cell.locator('[data-testid=open-data-viewer]').click();
+    const dv = page.locator('[data-testid=data-viewer]');
+    await page.waitForFunction(() => document.querySelector('[data-testid=data-viewer]')?.dataset.state === 'ready');
+    const rowsOnScreen = () => dv.locator('tbody tr').count();
+    assert.equal(await rowsOnScreen(), 50);
+    assert.match(await dv.innerText(), /rows 1–50 of 1,000,000/);
+    await dv.locator('[data-testid=dv-next]').click();
+    await dv.locator('tbody tr th', { hasText: /^50$/ }).first().waitFor();
+    assert.match(await dv.innerText(), /rows 51–100 of 1,000,000/);
+    await dv.locator('[data-testid=dv-close]').click();
+    // from the variable inspector
+    await page.click('[data-tab=variables]');
+    const viewBtn = page.locator('table.vars tr[data-name=big] [data-testid=view-rows]');
+    // the panel lists from the checkpoint while the kernel is busy (a checkpoint, the viewer's last page)
+    for (let i = 0; i < 20 && !(await viewBtn.count()); i++) {
+      await page.locator('[aria-label="Refresh variables"]').click();
+      await page.waitForTimeout(300);
+    }
+    await viewBtn.click();
+    await page.waitForFunction(() => document.querySelector('[data-testid=data-viewer]')?.dataset.state === 'ready');
+    const sortBtn = dv.locator('button.dv-sort[data-col=score]');
+    await sortBtn.click(); // ascending
+    await page.waitForFunction(() => /sorted by score ↑/.test(document.querySelector('[data-testid=data-viewer]').innerText) &&
+      document.querySelector('[data-testid=data-viewer]').dataset.state === 'ready', null, { timeout: 60_000 });
+    await sortBtn.click(); // descending
+    await page.waitForFunction(() => /sorted by score ↓/.test(document.querySelector('[data-testid=data-viewer]').innerText) &&
+      document.querySelector('[data-testid=data-viewer]').dataset.state === 'ready', null, { timeout: 60_000 });
+    const first = await dv.locator('tbody tr').first().evaluate((tr) => [...tr.children].map((c) => c.textContent));
+    assert.equal(first[0], maxId, `the first row after sorting descending is the max's (${first})`);
+    assert.equal(Number(first[2]), Number(maxScore));
+    await dv.locator('input[type=search]').fill('oslo');
+    await page.waitForFunction(() => /of 250,000 matching/.test(document.querySelector('[data-testid=data-viewer]').innerText), null, { timeout: 60_000 });
+    assert.equal(await rowsOnScreen(), 50);
+    const cities = await dv.locator('tbody tr td:nth-child(4)').allInnerTexts();
+    assert.deepEqual([...new Set(cities)], ['oslo']);
+    await shot('data-viewer');
+    await page.keyboard.press('Escape');
+    await dv.waitFor({ state: 'detached' });
+    page.off('response', onResp);
+    const ok = wire.filter((w) => w.status === 200);
+    assert.ok(ok.length >= 5, `pages fetched: ${JSON.stringify(wire)}`);
+    assert.ok(ok.every((w) => w.rows <= 50), `a response carried more than a page: ${JSON.stringify(wire)}`);
+    const total = wire.reduce((a, w) => a + w.bytes, 0);
+    assert.ok(wire.every((w) => w.bytes < 16_000), `a response was larger than a page: ${JSON.stringify(wire)}`);
+    console.log(`  data viewer: ${wire.length} pages fetched for a ${N.toLocaleString()}-row frame, ${total.toLocaleString()} bytes in all, ` +
+      `at most ${Math.max(...ok.map((w) => w.rows))} rows and ${Math.max(...wire.map((w) => w.bytes)).toLocaleString()} bytes per response`);
+  });
+
   await step('after a reload, a widget says its state is not on the page', async () => {
     await page.reload();
     await page.locator('#composer').waitFor();

@@ -7,6 +7,7 @@ import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
 import { WidgetHub } from './widgets.js';
+import { openDataViewer, tableName } from './dataviewer.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
 
@@ -101,6 +102,10 @@ class Cell {
       this.collapseBtn,
       tool('✕', 'Remove the cell from this page; the session history keeps the turn (d, d)', () => this.view.deleteCell(this), 'delete'));
     this.outputs = new OutputArea(view.registry);
+    this.outputs.viewTable = (o) => {
+      const name = tableName(this.editor?.value, o);
+      return name ? () => openDataViewer(view.id, name) : null;
+    };
     this.inputBox = h('div.input-slot');
     this.ckptSlot = h('div.ckpt-slot');
     this.el = h('article.cell', { tabindex: -1, 'data-kind': kind },
