@@ -17,7 +17,9 @@ const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.fl
 try {
   const page = await (await browser.newContext({ viewport: { width: 1366, height: 768 } })).newPage();
   await page.goto(`${BASE}/?token=${encodeURIComponent(TOKEN)}`);
-  await page.locator('form.create').waitFor();
+  await page.locator('form.create').waitFor().catch(async (err) => {
+    throw new Error(`the page did not open: ${err.message}\n${(await page.locator('body').innerText()).slice(0, 500)}`);
+  });
   for (const sid of process.env.SESSIONS.split(',')) {
     const runs = [];
     for (let i = 0; i <= RELOADS; i++) {
