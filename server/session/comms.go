@@ -200,6 +200,10 @@ func (r *commRelay) frame(m kernel.RawMessage) any {
 		return CommFrame{Type: "comm", MsgType: t, MsgID: hdr.MsgID, ParentMsgID: parent.MsgID,
 			Content: m.Content, Metadata: m.Metadata, Buffers: m.Buffers}
 	case "status":
+		if m.ExecutionState() == "starting" { // a restart in place (Kernel.Restart): a new process, no comms
+			r.captures = outputCaptures{}
+			return CommResetFrame{Type: "comm_reset", Message: "the kernel restarted: widgets drawn before have no state any more (run their cells again)"}
+		}
 		if parent.MsgType == "comm_msg" && m.ExecutionState() == "idle" {
 			r.captures = outputCaptures{} // the handler is done: no capture outlives it
 			return CommIdleFrame{Type: "comm_idle", ParentMsgID: parent.MsgID}

@@ -60,6 +60,10 @@ func TestCommRelayRoutesCapturedOutputs(t *testing.T) {
 	if f := r.frame(iopub("status", "cell-1", "execute_request", `{"execution_state":"idle"}`)); f != nil {
 		t.Fatalf("a cell's status went through the relay: %#v", f)
 	}
+	// a kernel restarted in place says "starting": the page's widgets are gone
+	if f, ok := r.frame(iopub("status", "", "", `{"execution_state":"starting"}`)).(CommResetFrame); !ok || f.Message == "" {
+		t.Fatalf("starting: %#v", f)
+	}
 }
 
 // SendComm refuses what is not a comm message, and a session with no live kernel, with the API's
