@@ -24,6 +24,18 @@ import (
 // browser UI). Other clients never see them.
 func (s *Subscriber) WantComms() { s.comms.Store(true) }
 
+// hasComms says whether some subscriber wants comm frames.
+func (h *hub) hasComms() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		if sub.comms.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // broadcastComms sends v (marshalled once) to the subscribers that want comm frames.
 func (h *hub) broadcastComms(v any) {
 	h.mu.Lock()
@@ -201,11 +213,11 @@ func (r *commRelay) frame(m kernel.RawMessage) any {
 			Content: m.Content, Metadata: m.Metadata, Buffers: m.Buffers}
 	case "status":
 		if m.ExecutionState() == "starting" { // a restart in place (Kernel.Restart): a new process, no comms
-			r.captures = outputCaptures{}
+			r.captures.stack = nil
 			return CommResetFrame{Type: "comm_reset", Message: "the kernel restarted: widgets drawn before have no state any more (run their cells again)"}
 		}
 		if parent.MsgType == "comm_msg" && m.ExecutionState() == "idle" {
-			r.captures = outputCaptures{} // the handler is done: no capture outlives it
+			r.captures.stack = nil // the handler is done: no capture outlives it
 			return CommIdleFrame{Type: "comm_idle", ParentMsgID: parent.MsgID}
 		}
 		return nil
@@ -229,8 +241,13 @@ func (r *commRelay) frame(m kernel.RawMessage) any {
 // comm_msg) and back to "" on exit; Jupyter frontends then show that message's outputs in the widget
 // instead of the cell. The tracker sees the widget's comm_msg in order with the outputs, so each
 // output goes to the widget capturing when it was made.
+//
+// Only while a client that draws widgets is connected (a websocket with ?comms=true) does a capture
+// start: an API client alone keeps every output in the run's answer, as before widgets had a
+// frontend here. when is nil for the relay (a comm_msg comes from such a client anyway).
 type outputCaptures struct {
 	stack []capture
+	when  func() bool
 }
 
 type capture struct{ commID, msgID string }
@@ -256,7 +273,7 @@ func (c *outputCaptures) watch(content json.RawMessage) {
 		}
 	}
 	c.stack = kept
-	if id := *m.Data.State.MsgID; id != "" {
+	if id := *m.Data.State.MsgID; id != "" && (c.when == nil || c.when()) {
 		c.stack = append(c.stack, capture{commID: m.CommID, msgID: id})
 	}
 }

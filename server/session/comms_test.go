@@ -66,6 +66,22 @@ func TestCommRelayRoutesCapturedOutputs(t *testing.T) {
 	}
 }
 
+// A cell's capture starts only while a client that draws widgets is connected: an API client alone
+// keeps the outputs in the run's answer.
+func TestOutputCaptureNeedsAWidgetClient(t *testing.T) {
+	drawing := false
+	c := outputCaptures{when: func() bool { return drawing }}
+	c.watch(json.RawMessage(setMsgID("out-a", "cell-1")))
+	if f := c.frame(kernel.Output{Type: "stream", Text: "x"}); f != nil {
+		t.Fatalf("captured with no widget client: %#v", f)
+	}
+	drawing = true
+	c.watch(json.RawMessage(setMsgID("out-a", "cell-1")))
+	if f := c.frame(kernel.Output{Type: "stream", Text: "x"}); f == nil || f.CommID != "out-a" {
+		t.Fatalf("not captured with a widget client: %#v", f)
+	}
+}
+
 // SendComm refuses what is not a comm message, and a session with no live kernel, with the API's
 // codes; nothing reaches a kernel.
 func TestSendCommRefusals(t *testing.T) {

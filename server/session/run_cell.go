@@ -49,7 +49,7 @@ func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
 func (s *Service) cellOptions(ls *liveSession, act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
-	var captures outputCaptures // comms.go: what an Output widget captures is the widget's, not the cell's
+	captures := outputCaptures{when: ls.hub.hasComms} // comms.go: what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
 		OnComm:       captures.watch,
