@@ -153,7 +153,7 @@ try {
 
   await step('both charts are drawn again after a reload, from the history', async () => {
     await page.reload();
-    await page.locator('#composer').waitFor();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 }); // the history is drawn
     await armProbe();
     const all = await cells().count();
     const sc = cells().filter({ has: page.locator('.out-plotly') }).first();
@@ -357,7 +357,7 @@ try {
 
   await step('after a reload, a widget says its state is not on the page', async () => {
     await page.reload();
-    await page.locator('#composer').waitFor();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
     const note = cells().filter({ has: page.locator('.out-widget') }).first().locator('.out-widget .out-note');
     await note.waitFor({ timeout: 20_000 });
     assert.match(await note.innerText(), /not live on this page/);
