@@ -13,6 +13,8 @@ DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-
 # The checkpoint engine's fidelity tests (persistence/agent/test_fidelity.py) restore these libraries' objects.
 DEBS += python3-sklearn python3-torch python3-scipy python3-networkx python3-sympy python3-pil \
         python3-statsmodels python3-astropy
+# The browser UI's data-science test draws these libraries' charts and widgets (web/e2e/datasci.mjs).
+DEBS += python3-plotly python3-altair python3-ipywidgets python3-tqdm
 STAMP := .deps.stamp
 
 .PHONY: all deps build run test bench vet fmt clean web-deps web-bundle tools

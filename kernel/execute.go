@@ -76,6 +76,10 @@ type ExecOptions struct {
 	OnOutput func(Output)
 	// OnStatus gets "busy" / "idle" for this execution, ordered with the outputs.
 	OnStatus func(state string)
+	// OnComm gets the content of each comm_msg the kernel sends while this execution runs (parented
+	// to it), ordered with the outputs: an ipywidgets Output widget says there which outputs it
+	// captures (server/session/comms.go).
+	OnComm func(content json.RawMessage)
 	// OnInput answers input_request; nil means allow_stdin=false (input() raises in the kernel). It
 	// runs on its own goroutine so outputs keep flowing while it waits; ctx ends when Execute returns.
 	// An error answers EOF (the kernel's input() raises EOFError), and so does a callback that gives up
@@ -252,6 +256,10 @@ func (k *Kernel) deliverIOPub(m *message, opts *ExecOptions) (idle bool) {
 			opts.OnStatus(st.ExecutionState)
 		}
 		return st.ExecutionState == "idle"
+	case t == "comm_msg":
+		if opts.OnComm != nil {
+			opts.OnComm(m.Content)
+		}
 	case isOutput(t):
 		if opts.OnOutput == nil {
 			return false

@@ -398,6 +398,12 @@ func (f *fuzzer) makeCase(op *apiOp, gen *schemaGen, i int, valid bool) fuzzCase
 				v = hostileCIDs[r.IntN(len(hostileCIDs))]
 				c.validPath = false
 			}
+		case "name": // a variable of the data viewer's rows
+			v = []string{"fzvar", "df", "x"}[r.IntN(3)]
+			if kind == "path" && r.IntN(2) == 0 {
+				v = hostileIDs[r.IntN(len(hostileIDs))]
+				c.validPath = false
+			}
 		case "path":
 			v = url.PathEscape(fmt.Sprintf("fz%d.txt", r.IntN(5)))
 			if kind == "path" {

@@ -30,3 +30,6 @@ await esbuild.build({
   logLevel: 'warning',
   metafile: false,
 });
+// esbuild puts the CSS of every chunk into app.css (the page's one stylesheet) and also writes a copy
+// beside each lazily loaded chunk that imports CSS (the widget manager's), which nothing loads
+for (const f of fs.readdirSync(outdir)) if (/^chunk-.*\.css$/.test(f)) fs.rmSync(path.join(outdir, f));

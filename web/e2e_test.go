@@ -22,6 +22,21 @@ const chromium = "/usr/bin/chromium"
 // every panel, and more. Screenshots are
 // saved to web/e2e/screenshots/ and their paths printed.
 func TestBrowserUI(t *testing.T) {
+	runBrowserTest(t, "ui.test.mjs", 12*time.Minute)
+}
+
+// TestBrowserDataScience runs web/e2e/datasci.test.mjs against a server of its own: Plotly and Altair
+// charts drawn from their JSON types (points and bars counted, again after a reload), the chart XSS
+// corpus (e2e/xss-charts.mjs), the script-only HTML note. It needs Debian's python3-plotly and
+// python3-altair in the kernel (make deps).
+func TestBrowserDataScience(t *testing.T) {
+	t.Parallel()
+	runBrowserTest(t, "datasci.test.mjs", 8*time.Minute)
+}
+
+// runBrowserTest starts the real server (servertest.StartProcess) and runs node e2e/<script> against it
+// in Debian's chromium; it skips only when chromium is absent outside CI.
+func runBrowserTest(t *testing.T, script string, limit time.Duration) {
 	if _, err := os.Stat(chromium); err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skipf("%s not installed (make deps installs it; in CI this test must run)", chromium)
@@ -42,18 +57,18 @@ func TestBrowserUI(t *testing.T) {
 	srv := servertest.StartProcess(t, servertest.Options{Token: "e2e-token-0123456789"})
 	base, token := srv.Base, srv.Token
 
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	shots := filepath.Join(webDir, "e2e", "screenshots")
-	cmd := exec.CommandContext(ctx, node, filepath.Join(webDir, "e2e", "ui.test.mjs"))
+	cmd := exec.CommandContext(ctx, node, filepath.Join(webDir, "e2e", script))
 	cmd.Dir = webDir
 	cmd.Env = append(os.Environ(), "CARRYOVER_URL="+base, "CARRYOVER_TOKEN="+token, "SCREENSHOT_DIR="+shots)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err = cmd.Run()
-	t.Logf("node e2e/ui.test.mjs:\n%s", out.String())
+	t.Logf("node e2e/%s:\n%s", script, out.String())
 	if err != nil {
-		t.Fatal(fmt.Errorf("the browser test failed: %w", err))
+		t.Fatal(fmt.Errorf("the browser test %s failed: %w", script, err))
 	}
 }

@@ -130,6 +130,12 @@ var notMirrored = map[string]string{
 	"VariableInfo":        "GET .../variables (the UI's inspector) is not wrapped",
 	"Variables":           "GET .../variables (the UI's inspector) is not wrapped",
 	"CheckpointDetail":    "GET .../checkpoints/{cid} (the UI's checkpoint diff) is not wrapped",
+	"RowsPage":            "GET .../variables/{name}/rows (the UI's data viewer) is not wrapped",
+	"WSClientCommFrame":   "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
+	"WSCommFrame":         "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
+	"WSCommOutputFrame":   "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
+	"WSCommIdleFrame":     "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
+	"WSCommResetFrame":    "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
 }
 
 // notMirroredProps lists properties of mirrored schemas that the Go types leave out on purpose,
@@ -198,9 +204,10 @@ var endpoints = []endpoint{
 
 // notWrapped lists the operations the client has no method for, with why.
 var notWrapped = map[string]string{
-	"GET /api/openapi.json":                    "the spec itself",
-	"GET /api/sessions/{id}/variables":         "the UI's variable inspector",
-	"GET /api/sessions/{id}/checkpoints/{cid}": "the UI's checkpoint diff",
+	"GET /api/openapi.json":                        "the spec itself",
+	"GET /api/sessions/{id}/variables":             "the UI's variable inspector",
+	"GET /api/sessions/{id}/checkpoints/{cid}":     "the UI's checkpoint diff",
+	"GET /api/sessions/{id}/variables/{name}/rows": "the UI's data viewer",
 }
 
 // constEnums maps the prefix of a group of the package's string constants to where the spec lists

@@ -687,6 +687,66 @@ export declare namespace Schemas {
     dropped: number;
   }
 
+  /** extension: a comm message (Jupyter widgets) to the session's live kernel; not a turn, does not wait for a running cell. A refusal is an error frame whose id is msg_id (conflict: no live kernel). */
+  export interface WSClientCommFrame {
+    type: "comm";
+    msg_type: "comm_open" | "comm_msg" | "comm_close";
+    /** the client's id for the message (the kernel's outputs and comm_idle name it as parent_msg_id); default: one is made */
+    msg_id?: string;
+    /** the Jupyter comm message's content */
+    content: {
+      comm_id: string;
+      data?: Record<string, any>;
+      /** comm_open only */
+      target_name?: string;
+      target_module?: string | null;
+    };
+    metadata?: Record<string, any>;
+    /** the message's binary parts, base64 */
+    buffers?: string[];
+  }
+
+  /** extension: a comm message from the session's kernel (every client gets it) */
+  export interface WSCommFrame {
+    type: "comm";
+    msg_type: "comm_open" | "comm_msg" | "comm_close";
+    msg_id: string;
+    parent_msg_id?: string;
+    /** the Jupyter comm message's content */
+    content: {
+      comm_id: string;
+      data?: Record<string, any>;
+      /** comm_open only */
+      target_name?: string;
+      target_module?: string | null;
+    };
+    metadata?: Record<string, any>;
+    /** the message's binary parts, base64 */
+    buffers?: string[];
+  }
+
+  /** extension: an output an ipywidgets Output widget captured (with out:, interact), sent instead of the cell's output frame and not in the turn's record */
+  export interface WSCommOutputFrame {
+    type: "comm_output";
+    /** the Output widget's model */
+    comm_id: string;
+    /** the message whose handling made it */
+    parent_msg_id: string;
+    output: Output;
+  }
+
+  /** extension: the kernel finished handling a client's comm_msg */
+  export interface WSCommIdleFrame {
+    type: "comm_idle";
+    parent_msg_id: string;
+  }
+
+  /** extension: the session has a new kernel (wake, restart after a death, rotation): comms and widgets drawn before it are gone (widget state is not checkpointed) */
+  export interface WSCommResetFrame {
+    type: "comm_reset";
+    message: string;
+  }
+
   export interface WSPongFrame {
     type: "pong";
     id: string;
@@ -723,6 +783,25 @@ export declare namespace Schemas {
     /** in the latest checkpoint; skipped by it (see reason); defined after it */
     state: "saved" | "skipped" | "unsaved";
     reason?: string;
+  }
+
+  /** one page of the data viewer */
+  export interface RowsPage {
+    name: string;
+    /** the variable's type, module-qualified */
+    type: string;
+    columns: {
+      name: string;
+      dtype: string;
+    }[];
+    total_rows: number;
+    /** rows after the search */
+    matched_rows: number;
+    offset: number;
+    limit: number;
+    /** the rows' index labels */
+    index: any[];
+    rows: any[][];
   }
 
   export interface Variables {
@@ -880,6 +959,7 @@ export declare namespace Schemas {
     };
     "POST /api/sessions/{id}/notebook": NotebookRun;
     "GET /api/sessions/{id}/variables": Variables;
+    "GET /api/sessions/{id}/variables/{name}/rows": RowsPage;
     "GET /api/sessions/{id}/checkpoints/{cid}": {
       checkpoint: CheckpointDetail;
     };

@@ -27,6 +27,7 @@ import (
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/server"
+	"github.com/carryover/carryover/web"
 )
 
 // Helpers of the server section: an in-process carryover server, its HTTP and websocket clients, and
@@ -71,7 +72,7 @@ func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(ctx, &c, nil, log)
+	srv, err := server.New(ctx, &c, web.Handler(), log) // the UI too, as `carryover serve`
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("server.New: %w", err)

@@ -93,3 +93,96 @@ class KernelOpsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RendererHooksTest(unittest.TestCase):
+    """install_renderer_hooks (kernelops.py) picks Plotly's and Altair's mimetype renderers when the
+    user's code imports them, and imports neither itself. Run in a fresh interpreter: this process may
+    have imported them already."""
+
+    def run_py(self, code):
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        pre = "import sys; sys.path.insert(0, %r)\nfrom carryover_agent import kernelops\n" % here
+        p = subprocess.run([sys.executable, "-c", pre + code], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split()
+
+    def test_plotly_and_altair_get_their_mimetype_renderers_on_import(self):
+        try:
+            import importlib.util as u
+
+            if u.find_spec("plotly") is None or u.find_spec("altair") is None:
+                self.skipTest("python3-plotly / python3-altair not installed (make deps installs them)")
+        except ImportError:
+            self.skipTest("no importlib.util")
+        out = self.run_py(
+            "kernelops.install_renderer_hooks()\n"
+            "print('plotly' in sys.modules, 'altair' in sys.modules)\n"
+            "import plotly.express as px, plotly.io as pio\nprint(pio.renderers.default)\n"
+            "import altair as alt\nprint(alt.renderers.active)\n"
+            "import ipywidgets\nprint(getattr(ipywidgets.Widget, '_version_validated', True))\n"
+            "from tqdm.notebook import tqdm\nt = tqdm(range(3))\nprint(len(list(t)))\n"
+        )
+        # (outside a kernel the bar also prints its text form: only the count at the end is checked)
+        self.assertEqual(out[:5] + out[-1:], ["False", "False", "plotly_mimetype", "mimetype", "True", "3"])
+
+    def test_already_imported_library_is_set_at_once_and_a_choice_after_stays(self):
+        try:
+            import importlib.util as u
+
+            if u.find_spec("plotly") is None:
+                self.skipTest("python3-plotly not installed")
+        except ImportError:
+            self.skipTest("no importlib.util")
+        out = self.run_py(
+            "import plotly.io as pio\npio.renderers.default\n"
+            "kernelops.install_renderer_hooks(); kernelops.install_renderer_hooks()\n"
+            "print(pio.renderers.default)\npio.renderers.default = 'json'\nprint(pio.renderers.default)\n"
+            "print(sum(isinstance(f, kernelops._AfterImport) for f in sys.meta_path))\n"
+        )
+        self.assertEqual(out, ["plotly_mimetype", "json", "1"])
+
+
+class RowsTest(unittest.TestCase):
+    """op_rows: the data viewer's pages of a DataFrame or array, sorted and searched in the kernel."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.sh, self.agent = h.new_shell(os.path.join(self.tmp, "spool"))
+
+    def test_pages_sort_and_search(self):
+        import numpy as np
+        import pandas as pd
+
+        n = 100_000
+        self.sh.user_ns["df"] = pd.DataFrame({"i": np.arange(n), "v": (np.arange(n) * 7919) % n, "s": ["r%d" % i for i in range(n)]})
+        r = h.call(self.agent, "rows", {"name": "df", "offset": 10, "limit": 3})
+        self.assertEqual((r["total_rows"], r["matched_rows"], r["index"]), (n, n, [10, 11, 12]))
+        self.assertEqual([c["name"] for c in r["columns"]], ["i", "v", "s"])
+        self.assertEqual(r["rows"][0], [10, (10 * 7919) % n, "r10"])
+        r = h.call(self.agent, "rows", {"name": "df", "sort": "v", "desc": True, "limit": 2})
+        self.assertEqual([row[1] for row in r["rows"]], [n - 1, n - 2])
+        r = h.call(self.agent, "rows", {"name": "df", "sort": "s", "limit": 3, "offset": 1})
+        self.assertEqual([row[2] for row in r["rows"]], ["r1", "r10", "r100"])
+        r = h.call(self.agent, "rows", {"name": "df", "q": "R9999", "sort": "i", "desc": True})
+        self.assertEqual(r["matched_rows"], 11)  # r9999, r99990..r99999
+        self.assertEqual(r["rows"][0][0], 99999)
+        r = h.call(self.agent, "rows", {"name": "df", "limit": 5000})
+        self.assertEqual(len(r["rows"]), 1000)
+
+    def test_arrays_values_and_errors(self):
+        import numpy as np
+
+        self.sh.user_ns["a"] = np.array([[1.5, np.nan], [np.inf, 2.0]])
+        self.sh.user_ns["v"] = np.arange(5)
+        self.sh.user_ns["cube"] = np.zeros((2, 2, 2))
+        self.sh.user_ns["x"] = 3
+        r = h.call(self.agent, "rows", {"name": "a"})
+        self.assertEqual(r["rows"], [[1.5, None], [None, 2.0]])
+        r = h.call(self.agent, "rows", {"name": "v", "sort": "v", "desc": True, "limit": 2})
+        self.assertEqual(r["rows"], [[4], [3]])
+        self.assertEqual(h.call(self.agent, "rows", {"name": "nope"})["error"]["code"], "not_found")
+        for args in ({"name": "cube"}, {"name": "x"}, {"name": "v", "sort": "zz"}):
+            self.assertEqual(h.call(self.agent, "rows", args)["error"]["code"], "invalid_request", args)

@@ -74,6 +74,7 @@ func (a *API) routes() []route {
 	rs = append(rs, a.turnRoutes()...)
 	rs = append(rs, a.recordRoutes()...)
 	rs = append(rs, a.inspectRoutes()...)
+	rs = append(rs, a.rowsRoutes()...)
 	rs = append(rs, a.skillRoutes()...)
 	rs = append(rs, a.keyRoutes()...)
 	rs = append(rs, a.statusRoutes()...)

@@ -218,6 +218,17 @@ func TestOpenAPISharedExamples(t *testing.T) {
 		{`{"type": "result"`, component("WSServerFrame"), nil},
 		{`{"type": "event"`, component("WSServerFrame"), nil},
 		{`{"type": "error"`, component("WSServerFrame"), errFix},
+		{`{"type": "comm", "msg_type", "msg_id"`, component("WSCommFrame"), func(string) string {
+			return `{"type": "comm", "msg_type": "comm_open", "msg_id": "k1", "parent_msg_id": "p1", "content": {"comm_id": "c1", "data": {}, "target_name": "jupyter.widget"}, "metadata": {}, "buffers": ["AAE="]}`
+		}},
+		{`{"type": "comm", "msg_type": "comm_msg"`, component("WSClientCommFrame"), func(s string) string {
+			return strings.NewReplacer(`{...}`, `{"method": "update"}`, `[...]`, `["AAE="]`).Replace(s)
+		}},
+		{`{"type": "comm_idle"`, component("WSCommIdleFrame"), func(string) string { return `{"type": "comm_idle", "parent_msg_id": "m1"}` }},
+		{`{"type": "comm_output"`, component("WSCommOutputFrame"), func(string) string {
+			return `{"type": "comm_output", "comm_id": "c1", "parent_msg_id": "m1", "output": {"type": "stream", "name": "stdout", "text": "x"}}`
+		}},
+		{`{"type": "comm_reset"`, component("WSCommResetFrame"), func(string) string { return `{"type": "comm_reset", "message": "a new kernel"}` }},
 		{`{"status": "ok"}`, respSchema("/healthz", "get", 200), nil},
 	}
 	named := map[string]string{": Session}": ": " + session + "}", "[Session]": "[" + session + "]",

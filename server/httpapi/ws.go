@@ -18,7 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// wsFrame is a client -> server frame: run, input_reply, interrupt, subscribe_events or ping.
+// wsFrame is a client -> server frame: run, input_reply, interrupt, subscribe_events, ping or
+// comm (ws_comm.go).
 type wsFrame struct {
 	Type           string   `json:"type"`
 	ID             string   `json:"id"`
@@ -27,6 +28,7 @@ type wsFrame struct {
 	Value          string   `json:"value"`
 	AfterSequence  int64    `json:"after_sequence"`
 	IdempotencyKey string   `json:"idempotency_key"` // a run's: exactly-once under retries
+	wsCommFields
 }
 
 // checkOrigin allows clients without an Origin (programs), the server's own host, and configured origins.
@@ -69,7 +71,10 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber()}
+	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber(), comms: wantComms(r)}
+	if c.comms {
+		c.sub.WantComms() // ws_comm.go
+	}
 	c.serve(r.Context())
 }
 
@@ -80,6 +85,8 @@ type wsClient struct {
 	id   string // the session
 	conn *websocket.Conn
 	sub  *session.Subscriber
+	// comms: opened with ?comms=true, the comm relay's frames both ways (ws_comm.go)
+	comms bool
 
 	runs sync.WaitGroup
 }
@@ -148,6 +155,8 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 		}
 	case "ping":
 		c.sub.Send(pongFrame{Type: "pong", ID: f.ID})
+	case "comm":
+		c.comm(ctx, f)
 	default:
 		c.sendErr(f.ID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q", f.Type))
 	}

@@ -18,7 +18,8 @@
 // for front doors), cluster.go and list_cluster.go (a node of a cluster), jupyter.go (a Jupyter
 // client's execute_request as a turn, RunRaw, and its other shell messages in the same line,
 // SendInLine), comms.go (the comms a replaced kernel lost, named for any front door that relays
-// them), aborted.go (a request the kernel answered "aborted" sent again), capacity.go (the node's
+// them), comm_relay.go (the UI's widgets: comm messages relayed over the session's stream),
+// aborted.go (a request the kernel answered "aborted" sent again), capacity.go (the node's
 // live-kernel slots and their queue), capacity_evict.go (hibernating the least recently used idle
 // session), capacity_memory.go (the memory pressure watch), capacity_budget.go (the derived
 // defaults) and capacity_status.go (GET /api/status).

@@ -14,6 +14,7 @@ import (
 type Subscriber struct {
 	out     chan []byte
 	events  atomic.Bool  // subscribed to events
+	comms   atomic.Bool  // gets the comm relay's frames (comms.go)
 	afterEv atomic.Int64 // highest event sequence delivered
 	dropped atomic.Int64 // frames dropped since the last notice
 	closed  chan struct{}

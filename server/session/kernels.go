@@ -118,6 +118,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		s.emit(ctx, ls, carryover.EventCheckpointRestored, restored)
 	}
 	go s.watchKernel(ls, k)
+	go s.relayComms(ls, k) // comms.go: the widgets' messages
 	return k, nil
 }
 

@@ -49,9 +49,15 @@ func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
 func (s *Service) cellOptions(ls *liveSession, act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
+	captures := outputCaptures{when: ls.hub.hasComms} // comms.go: what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
+		OnComm:       captures.watch,
 		OnOutput: func(o kernel.Output) {
+			if f := captures.frame(o); f != nil {
+				ls.hub.broadcastComms(f)
+				return
+			}
 			if col.add(o) {
 				act.output(&ls.hub, o)
 			}

@@ -120,7 +120,7 @@ export class SessionSocket {
 
   url() {
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    return `${proto}//${location.host}${sessionPath(this.id, '/ws')}?token=${encodeURIComponent(getToken())}`;
+    return `${proto}//${location.host}${sessionPath(this.id, '/ws')}?token=${encodeURIComponent(getToken())}&comms=true`;
   }
 
   connect() {

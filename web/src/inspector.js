@@ -4,6 +4,7 @@
 import { api, sessionPath } from './api.js';
 import { h, fill, icon, formatBytes } from './util.js';
 import { showError } from './ui.js';
+import { isTable, openDataViewer } from './dataviewer.js';
 
 /**
  * checkpointDiff compares two checkpoint details (older a, newer b): variables and files added,
@@ -58,13 +59,15 @@ export class VariablesPanel {
     this.note.textContent = ans?.live ? 'From the kernel (read without running a turn); state as of the latest checkpoint.' : (ans?.note || '');
     if (!vars.length) { this.body.replaceChildren(h('div.muted.pad', 'No variables yet.')); return; }
     fill(this.body, h('table.vars', { 'data-testid': 'variables' },
-      h('thead', h('tr', ['name', 'type', 'shape / length', 'size', 'saved'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('thead', h('tr', ['name', 'type', 'shape / length', 'size', 'saved', 'table'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', vars.map((v) => h('tr', { 'data-name': v.name },
         h('td', h('code', v.name)),
         h('td.muted', { title: v.type }, (v.type || '').split('.').pop()),
         h('td', shapeText(v)),
         h('td.num', v.bytes != null ? formatBytes(v.bytes) : ''),
-        h(`td.state-${v.state}`, { title: v.reason || '' }, v.state === 'skipped' ? `⚠ skipped${v.reason ? `: ${v.reason}` : ''}` : v.state))))));
+        h(`td.state-${v.state}`, { title: v.reason || '' }, v.state === 'skipped' ? `⚠ skipped${v.reason ? `: ${v.reason}` : ''}` : v.state),
+        h('td', ans?.live && isTable(v) ? h('button.btn.small', { 'data-testid': 'view-rows', title: `Page, sort and search ${v.name}`,
+          onclick: () => openDataViewer(this.view.id, v.name) }, 'View') : null))))));
   }
 }
 

@@ -6,13 +6,15 @@ import { api, sessionPath, SessionSocket, ApiError } from './api.js';
 import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
+import { WidgetHub } from './widgets.js';
+import { openDataViewer, tableName } from './dataviewer.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
 const HISTORY_LIMIT = 1000; // the most GET /executions answers in one call
-const PAGE = 200; // turns fetched and drawn at first and per "show earlier" click: a long history opens fast
-const FIRST = 40; // of those, drawn before the first paint (the screenful at the bottom); the rest right after
+const PAGE = 200; // turns drawn at first and per "show earlier" click: a long history opens fast
+const FIRST = 40; // of those, fetched and drawn first (the screenful at the bottom); the rest fetched after the first paint
 
 /** checkpointLine summarizes what a turn's checkpoint saved and skipped (the skips in warning colour). */
 export function checkpointLine(cp, status) {
@@ -100,6 +102,10 @@ class Cell {
       this.collapseBtn,
       tool('✕', 'Remove the cell from this page; the session history keeps the turn (d, d)', () => this.view.deleteCell(this), 'delete'));
     this.outputs = new OutputArea(view.registry);
+    this.outputs.viewTable = (o) => {
+      const name = tableName(this.editor?.value, o);
+      return name ? () => openDataViewer(view.id, name) : null;
+    };
     this.inputBox = h('div.input-slot');
     this.ckptSlot = h('div.ckpt-slot');
     this.el = h('article.cell', { tabindex: -1, 'data-kind': kind },
@@ -324,6 +330,7 @@ export class SessionView {
 
   async start() {
     this.setConn('connecting');
+    this.widgets = new WidgetHub((f) => !!this.socket?.send(f));
     this.socket = new SessionSocket(this.id, {
       onFrame: (f) => (this.ready ? this.onFrame(f) : this.buffer.push(f)),
       onState: (st, info) => this.onSocketState(st, info),
@@ -332,7 +339,7 @@ export class SessionView {
     // websocket first, history second: a run finishing in between is in one of the two (deduplicated);
     // both start before the session's own GET answers, so a long history is not one round trip later
     this.socket.connect();
-    const history = this.fetchHistory();
+    const history = this.fetchHistory(FIRST);
     try {
       const ans = await api('GET', sessionPath(this.id));
       this.session = ans.session;
@@ -379,30 +386,31 @@ export class SessionView {
     this.destroyed = true;
     clearInterval(this.poll);
     this.socket?.close();
+    this.widgets?.dispose();
     for (const c of this.cells) c.stopTimer();
     this.panels?.destroy();
     document.getElementById('kernel-tools').hidden = true;
   }
 
   async load(history) {
-    const execs = await history;
+    const execs = await history; // the newest FIRST turns: one screenful, fetched and drawn before anything else
     if (this.destroyed) return;
     this.loading.remove();
     this.history = execs; // the turns drawn, oldest first
-    this.hasMore = execs.length >= PAGE;
-    const split = Math.max(0, execs.length - FIRST);
-    for (const ex of execs.slice(split)) this.addCell(this.historyCell(ex));
+    this.hasMore = false;
+    for (const ex of execs) this.addCell(this.historyCell(ex));
     this.updateEmpty();
     // for the browser test's measurement (ms since navigation start): the newest turns painted, then all
     const drawn = performance.now();
     const mark = (k, v) => { document.body.dataset[k] = String(Math.round(v)); };
-    requestAnimationFrame(() => setTimeout(() => {
+    requestAnimationFrame(() => setTimeout(async () => {
       mark('historyMs', performance.now());
       mark('fetchMs', this.fetchEnd - this.fetchStart);
       mark('drawMs', drawn - this.fetchEnd);
       mark('mountMs', this.mountedAt);
       if (this.destroyed) return;
-      this.prependHistory(execs.slice(0, split));
+      // then the rest of the first page, fetched after the first paint and drawn above it
+      if (execs.length >= FIRST) await this.prependOlder(PAGE);
       this.renderMore();
       requestAnimationFrame(() => setTimeout(() => mark('historyAllMs', performance.now())));
     }));
@@ -440,7 +448,12 @@ export class SessionView {
    * one (found by its count and start time, so turns run meanwhile do not shift the window).
    */
   async showEarlier() {
-    const limit = Math.min(HISTORY_LIMIT, this.history.length + PAGE);
+    await this.prependOlder(Math.min(HISTORY_LIMIT, this.history.length + PAGE));
+    this.renderMore();
+  }
+
+  /** prependOlder fetches the newest `limit` turns and draws those older than the first drawn one. */
+  async prependOlder(limit) {
     const list = await this.fetchHistory(limit);
     if (this.destroyed) return;
     const first = this.history[0];
@@ -450,7 +463,6 @@ export class SessionView {
     this.history = [...older, ...this.history];
     this.hasMore = list.length >= limit && limit < HISTORY_LIMIT && older.length > 0;
     this.prependHistory(older);
-    this.renderMore();
   }
 
   /** prependHistory draws turns above the first cell, keeping what is on screen where it is. */
@@ -653,6 +665,12 @@ export class SessionView {
       case 'event':
         this.panels.addEvent(f.event);
         this.onEvent(f.event);
+        break;
+      case 'comm':
+      case 'comm_output':
+      case 'comm_idle':
+      case 'comm_reset':
+        this.widgets.onFrame(f);
         break;
       case 'notice':
         toast('info', 'Notice from the server', f.message || JSON.stringify(f));

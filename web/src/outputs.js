@@ -58,6 +58,7 @@ export class OutputArea {
     this.items = []; // {output, el}
     this.pendingClear = false;
     this.scheduled = new Set();
+    this.viewTable = null; // (execute_result) -> a click handler opening it in the data viewer, or null
   }
 
   get count() { return this.items.length; }
@@ -116,6 +117,8 @@ export class OutputArea {
       el = h(`div.out-rich${type === 'execute_result' ? '.out-result' : ''}`,
         type === 'execute_result' && o.execution_count != null ? h('span.out-prompt', { title: 'Result of this cell' }, `Out[${o.execution_count}]`) : null,
         body);
+      const open = type === 'execute_result' ? this.viewTable?.(o) : null;
+      if (open) el.append(h('button.btn.small.dv-open', { onclick: open, 'data-testid': 'open-data-viewer' }, 'Open in data viewer'));
       const id = o.transient?.display_id ?? o.display_id;
       const output = { ...o, type };
       if (id != null) this.registry.add(id, { area: this, el: body, output });

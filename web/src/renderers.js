@@ -2,11 +2,13 @@
 // JupyterLab, each renderer names its MIME types, a rank (lower wins when a bundle has several) and
 // whether it is safe for untrusted data. Outputs here are never trusted (anyone's kernel may print
 // anything), so unsafe renderers (application/javascript, a future widget manager that runs code) are
-// never picked. New types plug in with registry.add({...}); e.g. a Vega-Lite renderer would register
-// 'application/vnd.vegalite.v5+json' with a rank below text/html.
+// never picked. New types plug in with registry.add({...}); the chart renderers (charts.js) rank above
+// text/html, whose copy from Plotly and Altair is only a <script> we do not run.
 import { ansiToHtml } from './ansi.js';
 import { renderMarkdown, fillPlaceholders, renderMath, PLACEHOLDERS } from './markdown.js';
 import { sanitize } from './sanitize.js';
+import { renderPlotly, renderVega, VEGA_TYPES } from './charts.js';
+import { renderWidget, WIDGET_MIME } from './widgets.js';
 import { h } from './util.js';
 
 const join = (v) => (Array.isArray(v) ? v.join('') : v);
@@ -69,10 +71,28 @@ export function latexSource(s) {
   return m ? m[1].trim() : t;
 }
 
+/** SCRIPT_NOTE: what an output that was only a script says instead of an empty box. */
+export const SCRIPT_NOTE = 'This output is a script, which the page does not run (outputs never run code). ' +
+  'Plotly and Altair charts are drawn here from their own data types: with Altair, run ' +
+  'alt.renderers.enable("mimetype"); with Plotly, pio.renderers.default = "plotly_mimetype" ' +
+  '(carryover sets both when the library is imported; a renderer chosen later, or another library, sends HTML with a script).';
+
+/** html draws sanitized HTML; HTML that was nothing but a script (and blank markup) gets a note. */
+function html(raw, ns) {
+  const el = h('div.out-html.rendered', sanitize(raw, { ns }));
+  if (/<script/i.test(raw) && !el.textContent.trim() && !el.querySelector('img,svg,table,video,audio,canvas')) {
+    el.append(h('p.out-note.muted', { role: 'note' }, SCRIPT_NOTE));
+  }
+  return el;
+}
+
 export const registry = new RendererRegistry();
 
 registry.add({ mimeTypes: ['application/javascript', 'text/javascript'], rank: 0, safe: false, render: () => h('div') });
-registry.add({ mimeTypes: ['text/html'], rank: 10, render: (v, c) => h('div.out-html.rendered', sanitize(join(v), { ns: c.ns })) });
+registry.add({ mimeTypes: [WIDGET_MIME], rank: 4, render: renderWidget });
+registry.add({ mimeTypes: ['application/vnd.plotly.v1+json'], rank: 5, render: renderPlotly });
+registry.add({ mimeTypes: VEGA_TYPES, rank: 6, render: renderVega });
+registry.add({ mimeTypes: ['text/html'], rank: 10, render: (v, c) => html(join(v), c.ns) });
 registry.add({
   mimeTypes: ['text/markdown'], rank: 20,
   render: (v, c) => {
@@ -98,7 +118,7 @@ for (const [i, t] of ['png', 'jpeg', 'gif', 'webp'].entries()) {
 }
 registry.add({ mimeTypes: ['application/json'], rank: 60, render: (v) => h('pre.out-json', JSON.stringify(v, null, 2)) });
 registry.add({ mimeTypes: ['text/plain'], rank: 100, render: (v) => plain(join(v)) });
-// Other JSON types (Vega-Lite, Plotly, widget state) until a renderer of their own is registered.
+// Other JSON types (widget state, older Vega) until a renderer of their own is registered.
 registry.add({
   mimeTypes: [/^application\/(.+\+)?json$/], rank: 110,
   render: (v, c) => h('div.out-json-typed', h('div.muted.small-print', c.mime), h('pre.out-json', JSON.stringify(v, null, 2).slice(0, 200_000))),

@@ -108,6 +108,9 @@ class Agent:
     def op_variables(self, a):
         return kernelops.op_variables(self, a)
 
+    def op_rows(self, a):
+        return kernelops.op_rows(self, a)
+
     def op_forget(self, a):
         self.state = _State()
         self.pending = None
@@ -192,4 +195,5 @@ def install(spool_dir, shell=None, spool_host=None):
     shell.events.register("pre_run_cell", agent.pre_run_cell)
     shell.user_ns["__carryover__"] = agent
     shell.user_ns_hidden["__carryover__"] = agent
+    kernelops.install_renderer_hooks()
     return agent

@@ -118,3 +118,223 @@ def op_variables(agent, a):
         if len(out) >= 2000:
             break
     return out
+
+
+# --- chart renderers -----------------------------------------------------------------------------
+# The browser UI draws Plotly figures (application/vnd.plotly.v1+json) and Vega-Lite charts
+# (application/vnd.vegalite.v4+json, v5) itself, with bundled libraries; it never runs the <script>
+# that the libraries' default HTML renderers send. So, as JupyterLab's detection does, the kernel is
+# set to send those types: when (and only when) the user's code imports the library, a hook run right
+# after the module's own code picks its mimetype renderer. Nothing is imported at kernel start.
+def _ipywidgets_compat(m):
+    """Two gaps of ipywidgets 6 (Debian bookworm's) that later versions do not have:
+    - it asks the frontend to confirm its widget JavaScript over a comm the frontend opens, and prints
+      "Widget Javascript not detected" until it does. The UI's widget manager (web/src/widgets.js)
+      speaks its protocol but cannot open that comm before the user's code imports ipywidgets, so the
+      confirmation is given here;
+    - its FloatProgress has no ``style`` (IntProgress has), which Debian's tqdm.notebook sets, so
+      every tqdm.notebook bar failed with AttributeError; FloatProgress gets IntProgress's.
+    Later ipywidgets have neither gap, and nothing is changed there."""
+    w = getattr(m, "Widget", None)
+    if w is not None and hasattr(w, "_version_validated"):
+        w._version_validated = True
+        w._version_frontend = "carryover"
+    fp, ip = getattr(m, "FloatProgress", None), getattr(m, "IntProgress", None)
+    style = ip.class_traits().get("style") if ip is not None else None
+    if fp is not None and style is not None and "style" not in fp.class_traits():
+        from traitlets import Instance
+
+        t = Instance(style.klass, kw={}).tag(**style.metadata)
+        t.class_init(fp, "style")
+        t.subclass_init(fp)
+        setattr(fp, "style", t)
+
+
+_RENDERER_HOOKS = {
+    "plotly.io._renderers": lambda m: setattr(m.renderers, "default", "plotly_mimetype"),
+    "altair": lambda m: m.renderers.enable("mimetype"),
+    "ipywidgets": _ipywidgets_compat,
+}
+
+
+class _HookedLoader:
+    """A loader that runs its module's code, then the hook; everything else goes to the real one."""
+
+    def __init__(self, loader, hook):
+        self._loader = loader
+        self._hook = hook
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._hook(module)
+        except Exception:  # an unknown version of the library: its own default stays
+            pass
+
+
+class _AfterImport:
+    """A meta path finder that only wraps the loader of the modules named in hooks (once each)."""
+
+    def __init__(self, hooks):
+        self.hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        del self.hooks[name]
+        spec.loader = _HookedLoader(spec.loader, hook)
+        return spec
+
+
+def install_renderer_hooks(hooks=None):
+    """Sets the chart libraries' renderers: now for a library already imported, else on its import.
+    Idempotent (a second agent install replaces the finder)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
+    pending = {}
+    for name, hook in (hooks or _RENDERER_HOOKS).items():
+        mod = sys.modules.get(name)
+        if mod is None:
+            pending[name] = hook
+            continue
+        try:
+            hook(mod)
+        except Exception:
+            pass
+    if pending:
+        sys.meta_path.insert(0, _AfterImport(pending))
+
+
+# --- the data viewer ------------------------------------------------------------------------------
+_ROWS_MAX = 1000  # rows in one page, at most
+_CELL_MAX = 500  # characters of one cell's text, at most
+
+
+def _cell(v):
+    """One value as JSON can carry it: numbers and booleans as they are (NaN, inf: null), the rest as
+    text cut to _CELL_MAX characters."""
+    if v is None or isinstance(v, bool):
+        return v
+    try:
+        import numbers
+
+        if isinstance(v, numbers.Integral):
+            return int(v)
+        if isinstance(v, numbers.Real):
+            f = float(v)
+            return f if f == f and f not in (float("inf"), float("-inf")) else None
+    except Exception:
+        pass
+    s = v if isinstance(v, str) else str(v)
+    return s if len(s) <= _CELL_MAX else s[:_CELL_MAX] + "…"
+
+
+def _as_frame(name, v):
+    """The variable as a pandas DataFrame (a view where it can be: nothing large is copied), or a
+    ValueError saying why it is not a table."""
+    t = type(v)
+    mod = t.__module__ or ""
+    if mod.startswith("pandas"):
+        import pandas as pd
+
+        if isinstance(v, pd.DataFrame):
+            return v
+        if isinstance(v, pd.Series):
+            return v.to_frame(name=v.name if v.name is not None else name)
+    if mod.startswith("numpy") and hasattr(v, "ndim"):
+        import pandas as pd
+
+        if v.ndim == 1:
+            return pd.DataFrame({name: v}, copy=False)
+        if v.ndim == 2:
+            return pd.DataFrame(v, copy=False)
+        raise ValueError("%s is a %d-D array: the data viewer shows 1-D and 2-D arrays" % (name, v.ndim))
+    raise ValueError("%s is a %s, not a DataFrame, Series or numpy array" % (name, t.__qualname__))
+
+
+def op_rows(agent, a):
+    """The data viewer's page (see _rows), or {"error": {"code", "message"}} in the API's codes: no
+    such variable is not_found, a variable that is not a table or a bad column is invalid_request."""
+    try:
+        return _rows(agent, a)
+    except KeyError as e:
+        return {"error": {"code": "not_found", "message": str(e.args[0]) if e.args else "no such variable"}}
+    except (ValueError, TypeError) as e:
+        return {"error": {"code": "invalid_request", "message": str(e)}}
+
+
+def _rows(agent, a):
+    """One page of a DataFrame, Series or 1-D/2-D numpy array of the namespace, for the data viewer:
+    rows [offset, offset+limit) after the search "q" (rows where any column's text contains it, case
+    ignored) and the sort on column "sort" ("desc": descending). Only the page crosses to the server,
+    so a frame of ten million rows never does. The order and the matches of the last request are kept
+    (for the same object, sort and q), so paging through a sorted or searched frame sorts it once."""
+    name = a["name"]
+    ns = agent.shell.user_ns
+    if name not in ns or name.startswith("_"):
+        raise KeyError("no variable %r in the kernel" % name)
+    v = ns[name]
+    df = _as_frame(name, v)
+    offset = max(int(a.get("offset") or 0), 0)
+    limit = min(max(int(a.get("limit") or 50), 1), _ROWS_MAX)
+    sort, desc, q = a.get("sort"), bool(a.get("desc")), (a.get("q") or "").strip()
+    cols = [str(c) for c in df.columns]
+    if sort is not None and sort not in cols:
+        raise ValueError("no column %r in %s" % (sort, name))
+    key = (id(v), len(df), sort, desc, q)
+    cache = getattr(agent, "_rows_cache", None)
+    if cache is None or cache[0] != key:
+        order = None
+        if q:
+            import numpy as np
+
+            mask = np.zeros(len(df), dtype=bool)
+            for i in range(df.shape[1]):
+                col = df.iloc[:, i]
+                mask |= col.astype(str).str.contains(q, case=False, regex=False).to_numpy()
+            order = np.flatnonzero(mask)
+        if sort is not None:
+            import numpy as np
+
+            col = df.iloc[:, cols.index(sort)]
+            if order is not None:
+                col = col.iloc[order]
+            idx = np.argsort(col.to_numpy(), kind="stable") if col.dtype.kind in "biufcmM" else None
+            if idx is None:
+                idx = col.reset_index(drop=True).sort_values(kind="stable", na_position="last").index.to_numpy()
+            if desc:
+                idx = idx[::-1]
+            order = idx if order is None else order[idx]
+        cache = (key, order)
+        agent._rows_cache = cache
+    order = cache[1]
+    matched = len(df) if order is None else len(order)
+    take = list(range(offset, min(offset + limit, matched))) if order is None else order[offset : offset + limit]
+    page = df.iloc[take]
+    return {
+        "name": name,
+        "type": type(v).__module__ + "." + type(v).__qualname__,
+        "columns": [{"name": c, "dtype": str(df.dtypes.iloc[i])} for i, c in enumerate(cols)],
+        "total_rows": int(len(df)),
+        "matched_rows": int(matched),
+        "offset": offset,
+        "limit": limit,
+        "index": [_cell(x) for x in page.index.tolist()],
+        "rows": [[_cell(x) for x in row] for row in page.itertuples(index=False, name=None)],
+    }

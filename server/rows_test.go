@@ -1,0 +1,68 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/carryover/carryover/client"
+)
+
+// The data viewer's endpoint pages, sorts and searches a frame in the live kernel without running a
+// turn, and answers its errors in the API's shape: 404 for an unknown variable, 400 for one that is
+// not a table or a bad parameter, 409 when the session has no running kernel.
+func TestVariableRows(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "rows"})
+	r1 := ts.run("rows", "import pandas as pd\ndf = pd.DataFrame({'k': [f'k{i}' for i in range(1000)], 'v': [(i * 37) % 1000 for i in range(1000)]})\nn = 3")
+	type page struct {
+		TotalRows   int     `json:"total_rows"`
+		MatchedRows int     `json:"matched_rows"`
+		Index       []int   `json:"index"`
+		Rows        [][]any `json:"rows"`
+	}
+	p := decodeOK[page](t, ts.raw("GET", "/api/sessions/rows/variables/df/rows?offset=990&limit=20", ""), "last page")
+	if p.TotalRows != 1000 || len(p.Rows) != 10 || p.Index[0] != 990 {
+		t.Fatalf("last page: %+v", p)
+	}
+	p = decodeOK[page](t, ts.raw("GET", "/api/sessions/rows/variables/df/rows?sort=v&desc=true&limit=2", ""), "sorted")
+	if fmt.Sprint(p.Rows) != "[[k27 999] [k54 998]]" {
+		t.Fatalf("sorted descending by v: %v", p.Rows)
+	}
+	p = decodeOK[page](t, ts.raw("GET", "/api/sessions/rows/variables/df/rows?q=K99", ""), "searched")
+	if p.MatchedRows != 11 || len(p.Rows) != 11 {
+		t.Fatalf("searched k99: %+v", p)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/api/sessions/rows/variables/nope/rows", 404, "not_found"},
+		{"/api/sessions/rows/variables/n/rows", 400, "invalid_request"},
+		{"/api/sessions/rows/variables/df/rows?sort=zz", 400, "invalid_request"},
+		{"/api/sessions/rows/variables/df/rows?limit=5000", 400, "invalid_request"},
+		{"/api/sessions/rows/variables/df/rows?offset=-1", 400, "invalid_request"},
+		{"/api/sessions/rows/variables/df/rows?desc=maybe", 400, "invalid_request"},
+		{"/api/sessions/rows/variables/__class__/rows", 400, "invalid_request"},
+		{"/api/sessions/nosuch/variables/df/rows", 404, "not_found"},
+	} {
+		r := ts.raw("GET", c.path, "")
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if r.Status != c.status || json.Unmarshal(r.Body, &e) != nil || e.Error.Code != c.code {
+			t.Errorf("GET %s: %d %s, want %d %s", c.path, r.Status, r.Body, c.status, c.code)
+		}
+	}
+	if r2 := ts.run("rows", "1"); r2.ExecutionCount != r1.ExecutionCount+1 {
+		t.Fatalf("execution count %d after %d: the viewer ran a turn", r2.ExecutionCount, r1.ExecutionCount)
+	}
+	if _, err := ts.c.Hibernate(ts.ctx(), "rows"); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.raw("GET", "/api/sessions/rows/variables/df/rows", ""); r.Status != 409 {
+		t.Fatalf("a sleeping session: %d %s, want 409", r.Status, r.Body)
+	}
+}

@@ -1,0 +1,370 @@
+// The data-science part of the browser test: Plotly and Altair charts drawn from their JSON types
+// (marks counted, again after a reload, no kernel-sent script run), the XSS corpus through the chart
+// renderers, widgets (interact, tqdm.notebook) over the comm relay, and the data viewer. Run by
+// web/e2e_test.go (TestBrowserDataScience), or by hand:
+//
+//   CARRYOVER_URL=http://127.0.0.1:8080 CARRYOVER_TOKEN=secret node web/e2e/datasci.test.mjs
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chartCorpus } from './xss-charts.mjs';
+
+const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
+const TOKEN = process.env.CARRYOVER_TOKEN || '';
+const SHOTS = process.env.SCREENSHOT_DIR || path.join(path.dirname(fileURLToPath(import.meta.url)), 'screenshots');
+const ONLY = process.env.DATASCI_ONLY || ''; // a regexp of step names, for work by hand
+const RUN_TIMEOUT = 90_000;
+fs.mkdirSync(SHOTS, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });
+page.on('request', (r) => {
+  const u = r.url();
+  if (!u.startsWith(BASE) && !u.startsWith('data:') && !u.startsWith('blob:') && !u.startsWith(BASE.replace(/^http/, 'ws'))) {
+    problems.push(`the page loaded something from outside the server: ${u}`);
+  }
+});
+const dialogs = [];
+page.on('dialog', (d) => { dialogs.push(`${d.type()}: ${d.message()}`); d.dismiss().catch(() => {}); });
+
+let stepN = 0;
+async function step(name, fn) {
+  if (ONLY && !new RegExp(ONLY).test(name)) return;
+  const t0 = Date.now();
+  stepN++;
+  try {
+    await fn();
+    console.log(`ok ${stepN} - ${name} (${Date.now() - t0} ms)`);
+  } catch (err) {
+    console.log(`not ok ${stepN} - ${name}`);
+    await page.screenshot({ path: path.join(SHOTS, `datasci-FAILED-${stepN}.png`) }).catch(() => {});
+    throw err;
+  }
+}
+async function shot(name) {
+  const file = path.join(SHOTS, `datasci-${name}.png`);
+  await page.screenshot({ path: file, fullPage: false });
+  console.log(`  screenshot: ${file}`);
+}
+
+async function apiCall(method, p, body, type = 'application/json') {
+  const res = await fetch(`${BASE}${p}`, { method, headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': type }, body });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return text && type === 'application/json' ? JSON.parse(text) : text;
+}
+
+const cells = () => page.locator('article.cell');
+
+/** run types code into the new-cell box, presses Shift+Enter and waits for the cell to finish. */
+async function run(code, { expect = 'ok', wait = true } = {}) {
+  const before = await cells().count();
+  await page.locator('#composer').fill(code);
+  await page.locator('#composer').press('Shift+Enter');
+  const cell = cells().nth(before);
+  await cell.waitFor();
+  if (!wait) return cell;
+  await page.waitForFunction((el) => ['ok', 'error', 'aborted', 'failed'].includes(el.dataset.status),
+    await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+  const status = await cell.getAttribute('data-status');
+  if (expect && status !== expect) {
+    throw new Error(`cell ended with status ${status}, want ${expect}; its output:\n${await cell.locator('.outputs').innerText()}`);
+  }
+  return cell;
+}
+
+async function openSession(id) {
+  await page.goto(`${BASE}/?token=${encodeURIComponent(TOKEN)}#/s/${id}`);
+  await page.locator('#composer').waitFor();
+  await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+}
+
+/** probeScripts arms the page: any script a chart carried would set window.__xss or open a dialog. */
+const armProbe = () => page.evaluate(() => {
+  window.__xss = undefined;
+  window.__csp = [];
+  document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+});
+
+const sid = `ds-${Date.now().toString(36)}`;
+const SCATTER_N = 37;
+const BARS = ['a', 'b', 'c', 'd', 'e'];
+
+/** chartMarks counts what was drawn: Plotly's scatter points and Vega's bars (SVG). */
+async function chartMarks(cell) {
+  await page.waitForFunction((el) => {
+    const cs = el.querySelectorAll('.out-chart');
+    return cs.length && [...cs].every((c) => c.dataset.chart !== 'pending');
+  }, await cell.elementHandle(), { timeout: 60_000 });
+  return cell.evaluate((el) => ({
+    failed: [...el.querySelectorAll('.out-chart[data-chart=failed]')].map((c) => c.innerText),
+    points: el.querySelectorAll('.out-plotly .scatterlayer path.point').length,
+    bars: el.querySelectorAll('.out-vega svg .mark-rect path').length,
+    svgs: el.querySelectorAll('.out-chart svg').length,
+    scripts: el.querySelectorAll('script').length,
+  }));
+}
+
+try {
+  await apiCall('POST', '/api/sessions', JSON.stringify({ session_id: sid, name: 'data science' }));
+  await openSession(sid);
+  await armProbe();
+
+  let scatter; let bars;
+  await step('a Plotly scatter is drawn from application/vnd.plotly.v1+json, its points counted', async () => {
+    scatter = await run(`import plotly.express as px\nfig = px.scatter(x=list(range(${SCATTER_N})), y=[i*i for i in range(${SCATTER_N})], title="squares")\nfig.show()`);
+    const m = await chartMarks(scatter);
+    assert.deepEqual(m.failed, []);
+    assert.equal(m.points, SCATTER_N, JSON.stringify(m));
+    assert.equal(m.scripts, 0);
+    assert.equal(await scatter.locator('.out-plotly').getAttribute('data-mime'), 'application/vnd.plotly.v1+json');
+    await shot('plotly-scatter');
+  });
+
+  await step('an Altair bar chart is drawn by vega-embed (no eval), its bars counted', async () => {
+    bars = await run('import altair as alt, pandas as pd\n' +
+      `df = pd.DataFrame({"k": ${JSON.stringify(BARS)}, "v": [3, 1, 4, 1, 5]})\n` +
+      'alt.Chart(df).mark_bar().encode(x="k", y="v")');
+    const m = await chartMarks(bars);
+    assert.deepEqual(m.failed, []);
+    assert.equal(m.bars, BARS.length, JSON.stringify(m));
+    assert.match(await bars.locator('.out-vega').getAttribute('data-mime'), /^application\/vnd\.vegalite\.v\d\+json$/);
+    await shot('altair-bars');
+  });
+
+  await step('an HTML output that is only a script says so instead of an empty box', async () => {
+    const cell = await run('import altair as alt\nalt.renderers.enable("html")\n' +
+      'alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x")');
+    const note = cell.locator('.out-html .out-note');
+    await note.waitFor();
+    assert.match(await note.innerText(), /script, which the page does not run/);
+    await run('alt.renderers.enable("mimetype")');
+  });
+
+  await step('both charts are drawn again after a reload, from the history', async () => {
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 }); // the history is drawn
+    await armProbe();
+    const all = await cells().count();
+    const sc = cells().filter({ has: page.locator('.out-plotly') }).first();
+    const bc = cells().filter({ has: page.locator('.out-vega') }).first();
+    assert.ok(all >= 3);
+    assert.equal((await chartMarks(sc)).points, SCATTER_N);
+    assert.equal((await chartMarks(bc)).bars, BARS.length);
+  });
+
+  await step('the XSS corpus through the chart renderers: Plotly titles and hover templates, Vega titles, tooltips and links', async () => {
+    await apiCall('PUT', `/api/sessions/${sid}/files/chart-xss.json`, JSON.stringify(chartCorpus), 'application/octet-stream');
+    const cell = await run('import json\nfrom IPython.display import display\n' +
+      'P = json.load(open("chart-xss.json", encoding="utf-8"))\n' +
+      'for i, p in enumerate(P):\n' +
+      '    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [1, 2], "name": p, "text": [p, p], "hovertemplate": p + "<extra>" + p + "</extra>"}],\n' +
+      '           "layout": {"title": {"text": p}, "xaxis": {"title": {"text": p}},\n' +
+      '                      "annotations": [{"text": p, "x": 1, "y": 1, "showarrow": False}]}}\n' +
+      '    display({"application/vnd.plotly.v1+json": fig, "text/plain": "fig"}, raw=True)\n' +
+      '    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v4.json", "title": p,\n' +
+      '            "data": {"values": [{"a": p, "b": 1, "u": p}, {"a": "x", "b": 2, "u": "javascript:window.__xss=1"}]},\n' +
+      '            "mark": "bar", "encoding": {"x": {"field": "a", "type": "nominal", "title": p}, "y": {"field": "b", "type": "quantitative"},\n' +
+      '                                       "href": {"field": "u", "type": "nominal"}, "tooltip": [{"field": "a"}, {"field": "u"}]},\n' +
+      '            "usermeta": {"embedOptions": {"ast": False, "loader": {"baseURL": "http://example.invalid/"}, "actions": True}}}\n' +
+      '    display({"application/vnd.vegalite.v4+json": spec, "text/plain": "chart"}, raw=True)\n' +
+      'print("charts done")');
+    await cell.locator('.out-stream', { hasText: 'charts done' }).waitFor({ timeout: 120_000 });
+    const m = await chartMarks(cell);
+    assert.deepEqual(m.failed, [], 'every chart of the corpus is drawn');
+    assert.equal(await cell.locator('.out-plotly').count(), chartCorpus.length);
+    assert.equal(await cell.locator('.out-vega').count(), chartCorpus.length);
+    // hover every Plotly point and Vega bar (tooltips draw the markup), click every Vega link
+    for (const p of await cell.locator('.out-vega svg .mark-rect path').all()) {
+      await p.hover({ force: true, timeout: 2000 }).catch(() => {});
+      await p.click({ force: true, timeout: 2000, modifiers: [] }).catch(() => {});
+    }
+    for (const p of (await cell.locator('.out-plotly .scatterlayer path.point').all()).slice(0, 40)) {
+      await p.hover({ force: true, timeout: 2000 }).catch(() => {});
+    }
+    await page.waitForTimeout(500);
+    const report = await page.evaluate(() => {
+      const bad = [];
+      for (const el of document.querySelectorAll('.outputs .out-chart *')) {
+        for (const a of el.attributes) {
+          const n = a.name.toLowerCase();
+          if (n.startsWith('on')) bad.push(`${el.localName}[${n}]`);
+          if ((n === 'href' || n === 'xlink:href') && /^\s*(javascript|data|vbscript):/i.test(a.value)) bad.push(`${n}=${a.value}`);
+        }
+        if (['script', 'iframe', 'object', 'embed', 'foreignobject'].includes(el.localName)) bad.push(`<${el.localName}>`);
+      }
+      const ids = [...document.querySelectorAll('#confirm, #toasts, #help, #panel, #composer')].filter((e) => e.closest('.outputs'));
+      return { xss: window.__xss, csp: window.__csp, bad, clobbered: ids.length, url: location.href };
+    });
+    assert.equal(report.xss, undefined, 'a vector executed');
+    assert.deepEqual(report.bad, []);
+    assert.equal(report.clobbered, 0);
+    assert.deepEqual(report.csp.filter((c) => /script|eval/.test(c)), [], 'no script or eval was attempted');
+    assert.deepEqual(dialogs, []);
+    assert.ok(report.url.startsWith(BASE), `the page navigated to ${report.url}`);
+    console.log(`  chart xss corpus: ${chartCorpus.length} vectors, ${chartCorpus.length * 2} charts, executed=0, clobbers=0, csp=${report.csp.length}`);
+    await shot('chart-xss');
+  });
+
+  await step('widgets: interact with a slider; moving it changes the output (comm relay both ways)', async () => {
+    const cell = await run('from ipywidgets import interact\n' +
+      'def square(n=3):\n    print("square of", n, "is", n * n)\n' +
+      'w = interact(square, n=(0, 20))');
+    const slider = cell.locator('.out-widget .widget-slider');
+    await slider.waitFor({ timeout: 20_000 });
+    const out = cell.locator('.out-widget .widget-output');
+    await out.filter({ hasText: 'square of 3 is 9' }).waitFor({ timeout: 20_000 });
+    // the Output widget captured the first call: the cell's own outputs do not show it, and the
+    // widget's clear_output(wait=True) did not clear the cell (the slider is still there)
+    const cellText = await cell.evaluate((el) => [...el.querySelector('.outputs').children]
+      .filter((c) => !c.querySelector('.out-widget')).map((c) => c.innerText).join('\n'));
+    assert.ok(!cellText.includes('square of'), `the captured output leaked into the cell: ${cellText}`);
+    // move the slider with the keyboard: the handle has focus, each key sends one update
+    const handle = cell.locator('.out-widget .noUi-handle').first();
+    await handle.focus();
+    for (let i = 0; i < 4; i++) await page.keyboard.press('ArrowRight');
+    await out.filter({ hasText: 'square of 7 is 49' }).waitFor({ timeout: 20_000 });
+    assert.equal(await out.locator('pre', { hasText: 'square of 3' }).count(), 0, 'interact clears its output first');
+    const ns = await run('print(w.widget.children[0].value)');
+    assert.match(await ns.locator('.outputs').innerText(), /^7$/m, 'the kernel got the value');
+    await shot('interact');
+  });
+
+  await step('widgets: tqdm.notebook advances while the cell runs and ends at 100%', async () => {
+    const cell = await run('from tqdm.notebook import tqdm\nimport time\n' +
+      'for i in tqdm(range(40), desc="steps"):\n    time.sleep(0.1)', { wait: false });
+    const bar = cell.locator('.out-widget .widget-hprogress');
+    await bar.waitFor({ timeout: 30_000 });
+    const seen = new Set();
+    const t0 = Date.now();
+    while (Date.now() - t0 < 60_000) {
+      const v = await cell.locator('.out-widget .widget-html-content').first().innerText().catch(() => '');
+      const pct = /(\d+)%/.exec(v)?.[1];
+      if (pct != null) seen.add(Number(pct));
+      if (await cell.getAttribute('data-status') === 'ok' && seen.has(100)) break;
+      await page.waitForTimeout(100);
+    }
+    const mid = [...seen].filter((p) => p > 0 && p < 100);
+    assert.ok(mid.length >= 2, `the bar advanced during the run: saw ${[...seen].sort((a, b) => a - b)}`);
+    assert.ok(seen.has(100), `the bar ended at 100%: saw ${[...seen]}`);
+    const text = await cell.locator('.out-widget').innerText();
+    assert.match(text, /steps/);
+    assert.match(text, /40\/40/);
+    await shot('tqdm');
+  });
+
+  await step('widgets run no kernel-sent code: HTML values sanitized, unknown modules drawn as a note', async () => {
+    await armProbe();
+    const cell = await run('import ipywidgets as W\nfrom IPython.display import display\n' +
+      'display(W.HTML(value=\'<img src=x onerror="window.__xss=1"><b id="confirm">bold</b><script>window.__xss=2</script>\'))\n' +
+      'display(W.HTMLMath(value=\'<a href="javascript:window.__xss=3">m</a>\'))\n' +
+      'display(W.Label(value=\'<img src=x onerror="window.__xss=4">\', description=\'<img src=x onerror="window.__xss=5">\'))\n' +
+      'class Evil(W.DOMWidget):\n' +
+      '    from traitlets import Unicode\n' +
+      '    _view_name = Unicode(\'<img src=x onerror="window.__xss=6">\').tag(sync=True)\n' +
+      '    _model_name = Unicode(\'EvilModel\').tag(sync=True)\n' +
+      '    _view_module = Unicode(\'https://example.invalid/evil.js\').tag(sync=True)\n' +
+      '    _model_module = Unicode(\'https://example.invalid/evil.js\').tag(sync=True)\n' +
+      'display(Evil())');
+    await cell.locator('.out-widget b', { hasText: 'bold' }).waitFor({ timeout: 20_000 });
+    await cell.locator('.out-widget .out-note', { hasText: 'not one of the core widgets' }).waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(500);
+    const r = await page.evaluate(() => ({
+      xss: window.__xss,
+      handlers: [...document.querySelectorAll('.out-widget *')].flatMap((e) => [...e.attributes].filter((a) => a.name.startsWith('on')).map((a) => a.name)),
+      scripts: document.querySelectorAll('.out-widget script').length,
+      js: [...document.querySelectorAll('.out-widget [href]')].filter((e) => /^\s*javascript:/i.test(e.getAttribute('href'))).length,
+      confirm: document.getElementById('confirm')?.closest('.outputs') ? 'taken' : 'ok',
+    }));
+    assert.deepEqual(r, { xss: undefined, handlers: [], scripts: 0, js: 0, confirm: 'ok' });
+    assert.deepEqual(dialogs, []);
+  });
+
+  await step('data viewer: a 1M-row frame paged, sorted and searched; only a page crosses the wire', async () => {
+    const N = 1_000_000;
+    const cell = await run('import numpy as np, pandas as pd\n' +
+      `big = pd.DataFrame({"id": np.arange(${N}), "score": np.random.default_rng(7).random(${N}), ` +
+      `"city": np.array(["paris", "oslo", "lima", "rome"])[np.arange(${N}) % 4]})\n` +
+      'print(repr(big.score.max()), big.score.idxmax())\nbig');
+    const [maxScore, maxId] = (await cell.locator('.out-stream').innerText()).trim().split(/\s+/);
+    const wire = [];
+    const onResp = async (r) => {
+      if (!r.url().includes('/rows?')) return;
+      const body = await r.body().catch(() => Buffer.alloc(0));
+      let rows = -1;
+      try { rows = JSON.parse(body.toString()).rows.length; } catch { /* an error answer */ }
+      wire.push({ bytes: body.length, rows, status: r.status() });
+    };
+    page.on('response', onResp);
+    // from the frame's output
+    await cell.locator('[data-testid=open-data-viewer]').click();
+    const dv = page.locator('[data-testid=data-viewer]');
+    await page.waitForFunction(() => document.querySelector('[data-testid=data-viewer]')?.dataset.state === 'ready');
+    const rowsOnScreen = () => dv.locator('tbody tr').count();
+    assert.equal(await rowsOnScreen(), 50);
+    assert.match(await dv.innerText(), /rows 1–50 of 1,000,000/);
+    await dv.locator('[data-testid=dv-next]').click();
+    await dv.locator('tbody tr th', { hasText: /^50$/ }).first().waitFor();
+    assert.match(await dv.innerText(), /rows 51–100 of 1,000,000/);
+    await dv.locator('[data-testid=dv-close]').click();
+    // from the variable inspector
+    await page.click('[data-tab=variables]');
+    const viewBtn = page.locator('table.vars tr[data-name=big] [data-testid=view-rows]');
+    // the panel lists from the checkpoint while the kernel is busy (a checkpoint, the viewer's last page)
+    for (let i = 0; i < 20 && !(await viewBtn.count()); i++) {
+      await page.locator('[aria-label="Refresh variables"]').click();
+      await page.waitForTimeout(300);
+    }
+    await viewBtn.click();
+    await page.waitForFunction(() => document.querySelector('[data-testid=data-viewer]')?.dataset.state === 'ready');
+    const sortBtn = dv.locator('button.dv-sort[data-col=score]');
+    await sortBtn.click(); // ascending
+    await page.waitForFunction(() => /sorted by score ↑/.test(document.querySelector('[data-testid=data-viewer]').innerText) &&
+      document.querySelector('[data-testid=data-viewer]').dataset.state === 'ready', null, { timeout: 60_000 });
+    await sortBtn.click(); // descending
+    await page.waitForFunction(() => /sorted by score ↓/.test(document.querySelector('[data-testid=data-viewer]').innerText) &&
+      document.querySelector('[data-testid=data-viewer]').dataset.state === 'ready', null, { timeout: 60_000 });
+    const first = await dv.locator('tbody tr').first().evaluate((tr) => [...tr.children].map((c) => c.textContent));
+    assert.equal(first[0], maxId, `the first row after sorting descending is the max's (${first})`);
+    assert.equal(Number(first[2]), Number(maxScore));
+    await dv.locator('input[type=search]').fill('oslo');
+    await page.waitForFunction(() => /of 250,000 matching/.test(document.querySelector('[data-testid=data-viewer]').innerText), null, { timeout: 60_000 });
+    assert.equal(await rowsOnScreen(), 50);
+    const cities = await dv.locator('tbody tr td:nth-child(4)').allInnerTexts();
+    assert.deepEqual([...new Set(cities)], ['oslo']);
+    await shot('data-viewer');
+    await page.keyboard.press('Escape');
+    await dv.waitFor({ state: 'detached' });
+    page.off('response', onResp);
+    const ok = wire.filter((w) => w.status === 200);
+    assert.ok(ok.length >= 5, `pages fetched: ${JSON.stringify(wire)}`);
+    assert.ok(ok.every((w) => w.rows <= 50), `a response carried more than a page: ${JSON.stringify(wire)}`);
+    const total = wire.reduce((a, w) => a + w.bytes, 0);
+    assert.ok(wire.every((w) => w.bytes < 16_000), `a response was larger than a page: ${JSON.stringify(wire)}`);
+    console.log(`  data viewer: ${wire.length} pages fetched for a ${N.toLocaleString()}-row frame, ${total.toLocaleString()} bytes in all, ` +
+      `at most ${Math.max(...ok.map((w) => w.rows))} rows and ${Math.max(...wire.map((w) => w.bytes)).toLocaleString()} bytes per response`);
+  });
+
+  await step('after a reload, a widget says its state is not on the page', async () => {
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    const note = cells().filter({ has: page.locator('.out-widget') }).first().locator('.out-widget .out-note');
+    await note.waitFor({ timeout: 20_000 });
+    assert.match(await note.innerText(), /not live on this page/);
+  });
+
+  assert.deepEqual(problems, []);
+  console.log('datasci: all steps passed');
+} finally {
+  await browser.close();
+}
