@@ -1,20 +1,30 @@
 """The session's history graph, for replay (replay.py): one entry per turn with its code, whether it
-ran without an error, how long it took and the global random generators' states just before it ran.
-Which names a turn reads and binds is derived from the code when a replay needs it (safety.py), by
-the same analysis every time, so nothing that can drift is stored.
+ran without an error, how long it took and which global random generators' states it found. Which
+names a turn reads and binds is derived from the code when a replay needs it (safety.py), by the same
+analysis every time, so nothing that can drift is stored.
 
-The history travels in checkpoints as "state" groups of BLOCK entries each ("@carryover.history.0007"):
-a full block never changes, so its pickle is reused (snapshot._pickle_state's cache, by identity) and
-its chunk is already in the store; each turn re-pickles only the open block. A restore puts the
-blocks back (apply), so a replay after a kill -9 sees every turn up to the checkpoint it restores.
-Only the last KEEP entries are kept: a replay that needs an older turn says so."""
+It travels in checkpoints as "state" groups that never change once written, so a turn writes only
+what is new (a scalar turn stays a few hundred bytes):
+- "@carryover.history.e<turn>": one entry (turn, code, ms, ok, rng index), a group per turn until
+  BLOCK of them are folded into
+- "@carryover.history.b<n>": BLOCK entries, written once;
+- "@carryover.rng.<index>.<generator>": one distinct set of generator states, one group per
+  generator holding exactly what "@random", "@numpy.random" or "@torch.random" holds: the states a
+  turn finds are those the previous checkpoint saved under those names, so their pickles hash to
+  chunks the store already has and only a small descriptor is new. The RNG_KEEP most recent sets are
+  kept; an older turn's entry then says its states are gone.
+Every value is a tuple the agent keeps, so snapshot._pickle_state reuses its pickle by identity.
+A restore puts the groups back (apply). Only the last KEEP entries are kept: a replay that needs an
+older turn says so."""
 
 import sys
 import time
 
 BLOCK = 32
 KEEP = 2048
+RNG_KEEP = 64
 PREFIX = "@carryover.history."
+RNG_PREFIX = "@carryover.rng."
 
 
 def rng_states():
@@ -72,59 +82,116 @@ class TurnClock:
         return out
 
 
+class Entry(tuple):
+    """(turn, code, ms, ok, rng index or None): one turn of the history."""
+    __slots__ = ()
+
+    turn = property(lambda self: self[0])
+    code = property(lambda self: self[1])
+    ms = property(lambda self: self[2])
+    ok = property(lambda self: self[3])
+    rng = property(lambda self: self[4])
+
+    def __reduce__(self):  # pickled as a plain tuple: a restore needs no class of the agent's
+        return (tuple, (tuple(self),))
+
+
+def reset(agent):
+    agent.history = []  # [Entry]
+    agent.history_base = 0  # entries dropped from the front (a multiple of BLOCK)
+    agent._history_blocks = {}  # block number -> the tuple of its entries
+    agent._rng = {}  # index -> {generator: state}
+    agent._rng_next = 0
+
+
 def record(agent, cells):
-    """Appends the turn whose cells a snapshot is about to save. The generator states reuse the last
-    entry's object when equal, so a block pickles them once."""
+    """Appends the turn whose cells a snapshot is about to save."""
     if not cells:
         return
     ms, rng, ok = agent._turn.take()
     hist = agent.history
-    if hist:
-        last = hist[-1]["rng"]
-        if _same_rng(last, rng):
-            rng = last
-    turn = (hist[-1]["turn"] + 1) if hist else 1
-    hist.append({"turn": turn, "code": "\n".join(cells), "ms": round(ms, 3), "ok": ok, "rng": rng})
+    idx = _rng_index(agent, rng)
+    turn = (hist[-1].turn + 1) if hist else 1
+    hist.append(Entry((turn, "\n".join(cells), round(ms, 3), ok, idx)))
     if len(hist) > KEEP + BLOCK:
         drop = len(hist) - KEEP
         drop -= drop % BLOCK  # whole blocks, so block boundaries (and their cached pickles) stay put
         agent.history_base += drop
         del hist[:drop]
-        agent._history_frozen = {}
+        agent._history_blocks = {}
+    _trim_rng(agent)
+
+
+def rng_of(agent, entry):
+    """The generator states a turn found ({} when no generator module was loaded), or None when they
+    are no longer kept."""
+    if entry.rng is None:
+        return {}
+    st = agent._rng.get(entry.rng)
+    return dict(st) if st is not None else None
+
+
+def _rng_index(agent, rng):
+    if not rng:
+        return None
+    last = agent._rng.get(agent._rng_next - 1)
+    if last is not None and _same_rng(last, rng):
+        return agent._rng_next - 1
+    idx = agent._rng_next
+    agent._rng[idx] = rng
+    agent._rng_next += 1
+    return idx
+
+
+def _trim_rng(agent):
+    if len(agent._rng) > RNG_KEEP:
+        for i in sorted(agent._rng)[:-RNG_KEEP]:
+            del agent._rng[i]
 
 
 def state_items(agent):
-    """[(group name, value)]: one state group per block; full blocks are the same tuple every time."""
+    """[(group name, value)]: full blocks, the open entries one group each, the kept generator states."""
     out = []
     hist = agent.history
-    frozen = agent._history_frozen
-    base = agent.history_base // BLOCK
-    for i in range(0, len(hist), BLOCK):
-        idx = base + i // BLOCK
-        block = hist[i:i + BLOCK]
-        if len(block) == BLOCK:
-            if idx not in frozen:
-                frozen[idx] = tuple(block)
-            out.append((PREFIX + "%06d" % idx, frozen[idx]))
-        else:
-            out.append((PREFIX + "%06d" % idx, list(block)))
+    full = len(hist) - len(hist) % BLOCK
+    for i in range(0, full, BLOCK):
+        n = (agent.history_base + i) // BLOCK
+        block = agent._history_blocks.get(n)
+        if block is None:
+            block = agent._history_blocks[n] = tuple(hist[i:i + BLOCK])
+        out.append((PREFIX + "b%06d" % n, block))
+    for e in hist[full:]:
+        out.append((PREFIX + "e%09d" % e.turn, e))
+    for i, st in sorted(agent._rng.items()):
+        for gen, value in sorted(st.items()):
+            out.append((RNG_PREFIX + "%06d.%s" % (i, gen), value))
+    _prune_cache(agent, {name for name, _ in out})
     return out
 
 
+def _prune_cache(agent, names):
+    cache = agent._state_cache
+    for name in [n for n in cache if (n.startswith(PREFIX) or n.startswith(RNG_PREFIX)) and n not in names]:
+        del cache[name]
+
+
 def apply(agent, name, value):
-    """Puts one block back (restore): blocks arrive in name order, so appending rebuilds the list."""
-    idx = int(name[len(PREFIX):])
-    if not agent.history:
-        agent.history_base = idx * BLOCK
-    agent.history.extend(value)
-    if len(value) == BLOCK:
-        agent._history_frozen[idx] = tuple(value)
-
-
-def reset(agent):
-    agent.history = []
-    agent.history_base = 0
-    agent._history_frozen = {}
+    """Puts one group back (restore). Groups arrive in name order: blocks, then single entries, then
+    the generator states."""
+    if name.startswith(RNG_PREFIX):
+        idx, gen = name[len(RNG_PREFIX):].split(".", 1)
+        agent._rng.setdefault(int(idx), {})[gen] = value
+        agent._rng_next = max(agent._rng_next, int(idx) + 1)
+        return
+    kind, num = name[len(PREFIX)], int(name[len(PREFIX) + 1:])
+    if kind == "b":
+        if not agent.history:
+            agent.history_base = num * BLOCK
+        entries = tuple(Entry(e) for e in value)
+        agent.history.extend(entries)
+        agent._history_blocks[num] = entries
+    else:
+        agent.history.append(Entry(value))
 
 
 def _same_rng(a, b):

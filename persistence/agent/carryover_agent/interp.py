@@ -87,7 +87,7 @@ def _apply_state(shell, name, value):
     elif name == "@magics":
         for kind, magic, fn in value:
             shell.register_magic_function(fn, kind, magic)
-    elif name.startswith(history.PREFIX):
+    elif name.startswith((history.PREFIX, history.RNG_PREFIX)):
         history.apply(shell.user_ns["__carryover__"], name, value)
     elif name == "@extensions":
         bad = []

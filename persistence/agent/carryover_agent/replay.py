@@ -39,7 +39,7 @@ def rebuild(agent, missing, budget_ms):
     if not missing:
         return out
     shell = agent.shell
-    turns = [(e, Turn(e["code"], shell)) for e in agent.history]
+    turns = [(e, Turn(e.code, shell)) for e in agent.history]
     done = set()
     spent = 0.0
     for name in sorted(missing):
@@ -49,7 +49,7 @@ def rebuild(agent, missing, budget_ms):
         if plan is None:
             out["not_replayed"].append({"name": name, "reason": "not replayed: " + why})
             continue
-        cost = sum(e["ms"] for e, _ in plan)
+        cost = sum(e.ms for e, _ in plan)
         if spent + cost > budget_ms:
             out["not_replayed"].append({"name": name, "reason": "not replayed: replaying turns %s would take "
                                         "about %.0f ms, over the replay budget (%.0f ms left)" % (
@@ -63,9 +63,9 @@ def rebuild(agent, missing, budget_ms):
             out["not_replayed"].append({"name": name, "reason": "not replayed: " + why})
             continue
         for n in sorted(bound & set(missing)):
-            turn = max(e["turn"] for e, t in plan if n in t.binds)
+            turn = max(e.turn for e, t in plan if n in t.binds)
             out["recomputed"].append({"name": n, "turn": turn, "ms": round(ms, 3),
-                                      "turns": [e["turn"] for e, _ in plan]})
+                                      "turns": [e.turn for e, _ in plan]})
             done.add(n)
     return out
 
@@ -88,7 +88,7 @@ def _plan(agent, turns, name, missing):
         need = [m for m in _inputs(plan) if m in missing and m not in agent.ns and _binder(turns, m) not in start]
     for e, t in plan:
         if t.unsafe:
-            return None, "turn %d is not safe to run again: %s" % (e["turn"], t.unsafe)
+            return None, "turn %d is not safe to run again: %s" % (e.turn, t.unsafe)
     why = _inputs_unchanged(agent, turns, min(start), plan)
     if why:
         return None, why
@@ -124,7 +124,7 @@ def _inputs_unchanged(agent, turns, first, plan):
         for e, t in later:
             if n in t.touched:
                 return "turn %d reads %s, which turn %d (not replayed) may have changed since" % (
-                    _first_reader(plan, n), n, e["turn"])
+                    _first_reader(plan, n), n, e.turn)
         if any(n in t.binds for _, t in plan):
             return "turn %d reads %s from before the replay and the replay binds it again" % (_first_reader(plan, n), n)
     return ""
@@ -141,7 +141,7 @@ def _inputs(plan):
 
 
 def _first_reader(plan, n):
-    return next(e["turn"] for e, t in plan if n in t.inputs)
+    return next(e.turn for e, t in plan if n in t.inputs)
 
 
 def _shared(v):
@@ -213,12 +213,15 @@ def _exec(agent, ns, entry):
     """Runs one turn's code in ns with the generators as they were before it ran live; output goes
     nowhere. A turn that raised live may raise again (the same turn, the same state): that is its
     outcome. One that did not must not."""
-    history.set_rng_states(entry["rng"])
+    rng = history.rng_of(agent, entry)
+    if rng is None:
+        return "the generator states turn %d found are no longer kept" % entry.turn
+    history.set_rng_states(rng)
     shell = agent.shell
     try:
-        code = compile(shell.transform_cell(entry["code"]), "<replay of turn %d>" % entry["turn"], "exec")
+        code = compile(shell.transform_cell(entry.code), "<replay of turn %d>" % entry.turn, "exec")
     except Exception as e:
-        return "turn %d does not compile: %s" % (entry["turn"], _reason(e))
+        return "turn %d does not compile: %s" % (entry.turn, _reason(e))
     pub = getattr(shell, "display_pub", None)
     saved_publish = getattr(pub, "publish", None)
     if pub is not None:
@@ -228,8 +231,8 @@ def _exec(agent, ns, entry):
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             exec(code, ns)
     except BaseException as e:  # noqa: BLE001 - a turn's own KeyboardInterrupt/SystemExit included
-        if entry.get("ok", True):
-            return "turn %d raised when replayed: %s" % (entry["turn"], _reason(e))
+        if entry.ok:
+            return "turn %d raised when replayed: %s" % (entry.turn, _reason(e))
     finally:
         if pub is not None:
             pub.publish = saved_publish
@@ -278,4 +281,4 @@ def _equal_state(a, b):
 
 
 def _turn_list(plan):
-    return ", ".join(str(e["turn"]) for e, _ in plan)
+    return ", ".join(str(e.turn) for e, _ in plan)

@@ -254,8 +254,8 @@ def _pickle_state(agent, skipped):
             continue
         r.kind, r.ids, r.keep = "state", frozenset(), None
         out.append(r)
-        if name in _REUSABLE_STATE or type(value) is tuple and name.startswith(history.PREFIX):
-            cache[name] = (value, r)  # a full history block is the same tuple at every later turn
+        if name in _REUSABLE_STATE or name.startswith((history.PREFIX, history.RNG_PREFIX)):
+            cache[name] = (value, r)  # history groups never change: the same tuple at every later turn
     return out
 
 
