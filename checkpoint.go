@@ -88,16 +88,29 @@ type FileSkip struct {
 
 // RestoreResult says what a restore put back and what it could not.
 type RestoreResult struct {
-	CheckpointID string         `json:"checkpoint_id"`
-	Turn         int            `json:"turn"`
-	Restored     []string       `json:"restored"`
-	Failed       []VarSkip      `json:"failed"`
-	Skipped      []VarSkip      `json:"skipped"` // not saved in the first place (reported at checkpoint time)
-	Files        int            `json:"files"`
-	Cwd          string         `json:"cwd"`
-	DurationMS   float64        `json:"duration_ms"`
-	Timings      RestoreTimings `json:"timings"`
-	Groups       []GroupTiming  `json:"groups,omitempty"`
+	CheckpointID string    `json:"checkpoint_id"`
+	Turn         int       `json:"turn"`
+	Restored     []string  `json:"restored"`
+	Failed       []VarSkip `json:"failed"`
+	Skipped      []VarSkip `json:"skipped"` // not saved in the first place (reported at checkpoint time)
+	// Recomputed: skipped variables rebuilt by replaying the turns that made them; NotReplayed: the
+	// skipped variables replay could not rebuild, each with why ("not replayed: turn 7 writes files").
+	Recomputed  []Recomputed   `json:"recomputed"`
+	NotReplayed []VarSkip      `json:"not_replayed"`
+	Files       int            `json:"files"`
+	Cwd         string         `json:"cwd"`
+	DurationMS  float64        `json:"duration_ms"`
+	Timings     RestoreTimings `json:"timings"`
+	Groups      []GroupTiming  `json:"groups,omitempty"`
+}
+
+// Recomputed is a variable a restore rebuilt by replaying turns: the turn that bound it, every turn
+// replayed with it, and the replay's time.
+type Recomputed struct {
+	Name  string  `json:"name"`
+	Turn  int     `json:"turn"`
+	Turns []int   `json:"turns"`
+	MS    float64 `json:"ms"`
 }
 
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling

@@ -62,16 +62,28 @@ type CheckpointInfo struct {
 
 // RestoreResult says what a restore put back and what it could not.
 type RestoreResult struct {
-	CheckpointID string         `json:"checkpoint_id"`
-	Turn         int            `json:"turn"`
-	Restored     []string       `json:"restored"`
-	Failed       []VarSkip      `json:"failed"`
-	Skipped      []VarSkip      `json:"skipped"`
-	Files        int            `json:"files"`
-	Cwd          string         `json:"cwd"`
-	DurationMS   float64        `json:"duration_ms"`
-	Timings      RestoreTimings `json:"timings"`
-	Groups       []GroupTiming  `json:"groups,omitempty"`
+	CheckpointID string    `json:"checkpoint_id"`
+	Turn         int       `json:"turn"`
+	Restored     []string  `json:"restored"`
+	Failed       []VarSkip `json:"failed"`
+	Skipped      []VarSkip `json:"skipped"`
+	// Recomputed: skipped variables rebuilt by replaying the turns that made them; NotReplayed:
+	// those replay could not rebuild, with why.
+	Recomputed  []Recomputed   `json:"recomputed"`
+	NotReplayed []VarSkip      `json:"not_replayed"`
+	Files       int            `json:"files"`
+	Cwd         string         `json:"cwd"`
+	DurationMS  float64        `json:"duration_ms"`
+	Timings     RestoreTimings `json:"timings"`
+	Groups      []GroupTiming  `json:"groups,omitempty"`
+}
+
+// Recomputed is a variable a restore rebuilt by replay: the turn that bound it, the turns replayed.
+type Recomputed struct {
+	Name  string  `json:"name"`
+	Turn  int     `json:"turn"`
+	Turns []int   `json:"turns"`
+	MS    float64 `json:"ms"`
 }
 
 // RestoreTimings splits a restore's time.

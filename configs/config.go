@@ -60,6 +60,10 @@ type Config struct {
 		MaxWorkspaceBytes int64    `mapstructure:"max_workspace_bytes"`
 		SpoolDir          string   `mapstructure:"spool_dir"`
 		PreImport         []string `mapstructure:"pre_import"`
+		// Replay rebuilds on restore what a checkpoint could not save by replaying the turns that
+		// made it, within ReplayBudgetSeconds of their recorded time per restore.
+		Replay              bool    `mapstructure:"replay"`
+		ReplayBudgetSeconds float64 `mapstructure:"replay_budget_seconds"`
 	} `mapstructure:"persistence"`
 	Cull struct {
 		IdleSeconds     float64 `mapstructure:"idle_seconds"`
@@ -222,6 +226,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: pool.max_size, pool.parallel_starts and pool.shrink_after_seconds must be >= 0")
 	case c.Persistence.ChunkSize < 4096 || c.Persistence.ChunkSize > 64<<20:
 		return fmt.Errorf("configs: persistence.chunk_size must be between 4 KiB and 64 MiB")
+	case c.Persistence.ReplayBudgetSeconds < 0:
+		return fmt.Errorf("configs: persistence.replay_budget_seconds must be >= 0")
 	case c.Persistence.Retention < 1:
 		return fmt.Errorf("configs: persistence.retention must be >= 1")
 	case c.Server.MaxBodyBytes <= 0:

@@ -36,6 +36,26 @@ type Checkpointer struct {
 	// pooled kernel then has them loaded when a session claims or wakes into it. Modules not
 	// installed are ignored.
 	PreImport []string
+	// Replay rebuilds, on restore, what the checkpoint could not save by running again the turns
+	// that made it (the agent's replay.py).
+	Replay ReplayOptions
+}
+
+// ReplayOptions: Off switches replay off; Budget bounds the recorded time of the turns one restore
+// may replay (0: DefaultReplayBudget).
+type ReplayOptions struct {
+	Off    bool
+	Budget time.Duration
+}
+
+// DefaultReplayBudget is the replay budget of a restore when none is set.
+const DefaultReplayBudget = 10 * time.Second
+
+func (o ReplayOptions) budgetMS() float64 {
+	if o.Budget <= 0 {
+		return float64(DefaultReplayBudget.Milliseconds())
+	}
+	return float64(o.Budget.Milliseconds())
 }
 
 // spoolHost checks the host spool dir a kernel named.

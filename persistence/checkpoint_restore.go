@@ -30,7 +30,11 @@ type restoreAnswer struct {
 	Failed   []carryover.VarSkip     `json:"failed"`
 	Cwd      string                  `json:"cwd"`
 	Groups   []carryover.GroupTiming `json:"groups"`
-	Timings  struct {
+	Replay   struct {
+		Recomputed  []carryover.Recomputed `json:"recomputed"`
+		NotReplayed []carryover.VarSkip    `json:"not_replayed"`
+	} `json:"replay"`
+	Timings struct {
 		LoadMS float64 `json:"load_ms"`
 	} `json:"timings"`
 }
@@ -62,6 +66,7 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	}
 	m.Cwd = relocateCwd(m.Cwd, sessionID, workspaceDir)
 	res := &carryover.RestoreResult{CheckpointID: cp.ID, Turn: cp.Turn, Restored: []string{}, Failed: []carryover.VarSkip{},
+		Recomputed: []carryover.Recomputed{}, NotReplayed: []carryover.VarSkip{},
 		Skipped: nonNilSkips(m.Skipped)}
 	if files && workspaceDir != "" {
 		tf := time.Now()
@@ -149,12 +154,18 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 
 	var ans restoreAnswer
 	// skipped: the agent keeps naming what was saved but restores differently ("saved, but ...").
-	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped)}
+	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped),
+		"replay": !c.Replay.Off, "replay_budget_ms": c.Replay.budgetMS()}
 	if err := callAgent(ctx, ex, "restore", args, &ans); err != nil {
 		return err
 	}
 	res.Restored = nonNil(ans.Restored)
 	res.Failed = nonNilSkips(ans.Failed)
+	res.Recomputed = ans.Replay.Recomputed
+	if res.Recomputed == nil {
+		res.Recomputed = []carryover.Recomputed{}
+	}
+	res.NotReplayed = nonNilSkips(ans.Replay.NotReplayed)
 	res.Cwd = ans.Cwd
 	res.Groups = ans.Groups
 	res.Timings.LoadMS = ans.Timings.LoadMS

@@ -5,6 +5,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session"
 )
 
@@ -35,9 +36,11 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		SandboxTimeoutSeconds: cfg.Sandbox.TimeoutSeconds,
 		MaxDisk:               cfg.Sandbox.MaxDisk,
 
-		ChunkSize:         cfg.Persistence.ChunkSize,
-		Retention:         cfg.Persistence.Retention,
-		PreImport:         cfg.Persistence.PreImport,
+		ChunkSize: cfg.Persistence.ChunkSize,
+		Retention: cfg.Persistence.Retention,
+		PreImport: cfg.Persistence.PreImport,
+		Replay: persistence.ReplayOptions{Off: !cfg.Persistence.Replay,
+			Budget: configs.Seconds(cfg.Persistence.ReplayBudgetSeconds)},
 		SaveHiddenFiles:   cfg.Persistence.SaveHiddenFiles,
 		MaxFileBytes:      cfg.Persistence.MaxFileBytes,
 		MaxWorkspaceBytes: cfg.Persistence.MaxWorkspaceBytes,

@@ -97,6 +97,7 @@ var inline = map[string]string{
 	"CheckpointTimings": "CheckpointResult.timings",
 	"RestoreTimings":    "RestoreResult.timings",
 	"GroupTiming":       "RestoreResult.groups[]",
+	"Recomputed":        "RestoreResult.recomputed[]",
 	"EndedProcess":      "RunResult.processes_ended[]",
 	"NotebookCellRun":   "NotebookRun.cells[]",
 	"ForkRequest":       "POST /api/sessions/{id}/fork request",

@@ -551,6 +551,17 @@ export declare namespace Schemas {
     restored: string[] | null;
     failed: VarSkip[] | null;
     skipped: VarSkip[] | null;
+    /** Skipped variables rebuilt on this restore by replaying the turns that made them (persistence.replay). */
+    recomputed?: {
+      name: string;
+      /** the turn that bound it */
+      turn: number;
+      /** every turn replayed to rebuild it */
+      turns: number[];
+      ms: number;
+    }[] | null;
+    /** Skipped variables replay could not rebuild, each with why ("not replayed: turn 7 is not safe to run again: it writes files"). */
+    not_replayed?: VarSkip[] | null;
     files: number;
     cwd: string;
     duration_ms: number;

@@ -81,7 +81,7 @@ def expand(store, ref):
     return desc
 
 
-def restore(agent, spool, store, manifest):
+def restore(agent, spool, store, manifest, extra=None):
     rdir = tempfile.mkdtemp(dir=spool)
     groups = []
     for i, g in enumerate(manifest["groups"]):
@@ -104,8 +104,8 @@ def restore(agent, spool, store, manifest):
                             out.write(f.read())
                 e["bf"].append(bf)
         groups.append(e)
-    r = call(agent, "restore", {"clear": True, "groups": groups, "cwd": manifest.get("cwd"), "env": manifest.get("env"),
-                                     "skipped": manifest.get("skipped") or []})
+    r = call(agent, "restore", dict({"clear": True, "groups": groups, "cwd": manifest.get("cwd"), "env": manifest.get("env"),
+                                     "skipped": manifest.get("skipped") or []}, **(extra or {})))
     shutil.rmtree(rdir, ignore_errors=True)
     return r
 
@@ -120,7 +120,7 @@ def main():
     sh, agent = new_shell(spool)
     out = {"steps": []}
     if plan.get("manifest"):
-        out["restore"] = restore(agent, spool, store, plan["manifest"])
+        out["restore"] = restore(agent, spool, store, plan["manifest"], plan.get("restore_args"))
     committed = ""
     for i, step in enumerate(plan.get("steps", [])):
         if "run" in step:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/carryover/carryover/persistence"
 	"golang.org/x/sys/unix"
 
 	"github.com/carryover/carryover"
@@ -41,12 +42,13 @@ type Config struct {
 	SandboxTimeoutSeconds float64 // sandbox.timeout_seconds: a new session's rotation timeout
 	MaxDisk               string  // sandbox.max_disk: the largest sandbox.disk a session may ask for
 
-	ChunkSize         int      // persistence.chunk_size
-	Retention         int      // persistence.retention: checkpoints kept per session
-	PreImport         []string // persistence.pre_import: modules the pool's kernels import
-	SaveHiddenFiles   bool     // persistence.save_hidden_files
-	MaxFileBytes      int64    // persistence.max_file_bytes
-	MaxWorkspaceBytes int64    // persistence.max_workspace_bytes
+	ChunkSize         int                       // persistence.chunk_size
+	Retention         int                       // persistence.retention: checkpoints kept per session
+	PreImport         []string                  // persistence.pre_import: modules the pool's kernels import
+	Replay            persistence.ReplayOptions // persistence.replay, replay_budget_seconds
+	SaveHiddenFiles   bool                      // persistence.save_hidden_files
+	MaxFileBytes      int64                     // persistence.max_file_bytes
+	MaxWorkspaceBytes int64                     // persistence.max_workspace_bytes
 
 	CullIdle     time.Duration // cull.idle_seconds: hibernate a session idle this long (0: never)
 	CullInterval time.Duration // cull.interval_seconds: how often to look

@@ -133,6 +133,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			Retention: cfg.Retention,
 			SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
 			PreImport: cfg.PreImport,
+			Replay:    cfg.Replay,
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.SaveHiddenFiles,
 				MaxFileBytes:  cfg.MaxFileBytes,

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from . import kernelops
+from . import history, kernelops
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -38,6 +38,8 @@ class Agent:
         self._state_cache = {}  # state group name -> (value, its _Pickled): snapshot._pickle_state
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
+        self._turn = history.TurnClock()  # the running turn's start, generator states, success
+        history.reset(self)  # self.history: the turns so far, for replay
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -47,7 +49,11 @@ class Agent:
             self.setups += 1  # how many cells brought the session's set-up (tests, diagnostics)
         raw = getattr(info, "raw_cell", None)
         if raw:
+            self._turn.begin()
             self.cells.append(raw)
+
+    def post_run_cell(self, result):
+        self._turn.end(result)
 
     def call(self, op, args="{}"):
         """Runs op with JSON args; the JSON answer is fetched with take() (see module doc)."""
@@ -186,13 +192,15 @@ def install(spool_dir, shell=None, spool_host=None):
         shell = get_ipython()
     old = shell.user_ns.get("__carryover__")
     if old is not None and hasattr(old, "pre_run_cell"):
-        try:
-            shell.events.unregister("pre_run_cell", old.pre_run_cell)
-        except ValueError:
-            pass
+        for ev in ("pre_run_cell", "post_run_cell"):
+            try:
+                shell.events.unregister(ev, getattr(old, ev))
+            except (ValueError, AttributeError):
+                pass
     agent = Agent(shell, spool_dir)
     agent.spool_host = spool_host or spool_dir
     shell.events.register("pre_run_cell", agent.pre_run_cell)
+    shell.events.register("post_run_cell", agent.post_run_cell)
     shell.user_ns["__carryover__"] = agent
     shell.user_ns_hidden["__carryover__"] = agent
     kernelops.install_renderer_hooks()

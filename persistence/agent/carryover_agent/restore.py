@@ -12,6 +12,7 @@ import pickle
 import sys
 import time
 
+from . import history, replay
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
@@ -33,6 +34,7 @@ def op_restore(agent, a):
     # later checkpoint still says it (the restored value now compares equal to its own round trip).
     agent._warned = {s["name"]: s for s in a.get("skipped") or ()
                      if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
+    history.reset(agent)  # the checkpoint's own history comes back with its state groups
     r = _Restore(agent)
     groups = a.get("groups") or []
     for g in groups:
@@ -50,14 +52,33 @@ def op_restore(agent, a):
     st = r.st
     cur = agent._user_names()
     st.ids = {n: id(v) for n, v in cur.items()}
+    # After the ids: every name the replay binds then counts as changed, so the next checkpoint saves
+    # (or names as skipped) what it rebuilt.
+    replayed = _replay(agent, a, r)
     for g in st.groups.values():
         if g.ref:
             st.known.add(g.ref)
             st.known.update(g.chunks)
     st.recheck_all = True
     agent.state = st
-    return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(),
+    return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(), "replay": replayed,
             "timings": {"load_ms": _ms(t0)}, "groups": r.timings}
+
+
+def _replay(agent, a, r):
+    """Rebuilds what the checkpoint skipped (or failed to load) by replaying the turns that made it
+    (replay.py), unless Go switched it off ("replay": false)."""
+    missing = {s["name"] for s in a.get("skipped") or () if isinstance(s, dict)
+               and not str(s.get("reason", "")).startswith("saved, but")}
+    missing |= {f["name"] for f in r.failed if isinstance(f, dict) and "name" in f}
+    missing = {n for n in missing if n.isidentifier() and n not in agent.ns}
+    if not missing or a.get("replay") is False:
+        return {"recomputed": [], "not_replayed": []}
+    try:
+        return replay.rebuild(agent, missing, float(a.get("replay_budget_ms") or 10000))
+    except Exception as e:  # the replay is a bonus: its failure must not fail the restore
+        return {"recomputed": [], "not_replayed": [{"name": n, "reason": "not replayed: %s" % _reason(e)}
+                                                  for n in sorted(missing)]}
 
 
 def _restore_env(a):

@@ -7,6 +7,7 @@ import struct
 import sys
 import time
 
+from . import history
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -28,6 +29,7 @@ def op_snapshot(agent, a):
     token = a["token"]
     cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
     cells, agent.cells = agent.cells, []
+    history.record(agent, cells)
     prev = agent.state
     cur = agent._user_names()
     _prepare(agent, cur)
@@ -235,14 +237,14 @@ def _pickle_state(agent, skipped):
     """The interpreter state (_capture_state), one "state" group per item."""
     out = []
     try:
-        items = _capture_state(agent.shell, skipped)
+        items = _capture_state(agent.shell, skipped) + history.state_items(agent)
     except Exception as e:
         skipped["@state"] = {"name": "@state", "type": "state", "reason": _reason(e)}
         return out
     cache = agent._state_cache
     for name, value in items:
         hit = cache.get(name)
-        if hit is not None and _same(hit[0], value):
+        if hit is not None and (hit[0] is value or _same(hit[0], value)):
             out.append(hit[1])
             continue
         try:
@@ -252,8 +254,8 @@ def _pickle_state(agent, skipped):
             continue
         r.kind, r.ids, r.keep = "state", frozenset(), None
         out.append(r)
-        if name in _REUSABLE_STATE:
-            cache[name] = (value, r)
+        if name in _REUSABLE_STATE or name.startswith((history.PREFIX, history.RNG_PREFIX)):
+            cache[name] = (value, r)  # history groups never change: the same tuple at every later turn
     return out
 
 

@@ -1,0 +1,207 @@
+"""The session's history graph, for replay (replay.py): one entry per turn with its code, whether it
+ran without an error, how long it took and which global random generators' states it found. Which
+names a turn reads and binds is derived from the code when a replay needs it (safety.py), by the same
+analysis every time, so nothing that can drift is stored.
+
+It travels in checkpoints as "state" groups that never change once written, so a turn writes only
+what is new (a scalar turn stays a few hundred bytes):
+- "@carryover.history.e<turn>": one entry (turn, code, ms, ok, rng index), a group per turn until
+  BLOCK of them are folded into
+- "@carryover.history.b<n>": BLOCK entries, written once;
+- "@carryover.rng.<index>.<generator>": one distinct set of generator states, one group per
+  generator holding exactly what "@random", "@numpy.random" or "@torch.random" holds: the states a
+  turn finds are those the previous checkpoint saved under those names, so their pickles hash to
+  chunks the store already has and only a small descriptor is new. The RNG_KEEP most recent sets are
+  kept; an older turn's entry then says its states are gone.
+Every value is a tuple the agent keeps, so snapshot._pickle_state reuses its pickle by identity.
+A restore puts the groups back (apply). Only the last KEEP entries are kept: a replay that needs an
+older turn says so."""
+
+import sys
+import time
+
+BLOCK = 32
+KEEP = 2048
+RNG_KEEP = 64
+PREFIX = "@carryover.history."
+RNG_PREFIX = "@carryover.rng."
+
+
+def rng_states():
+    """The global generators' states, for the modules loaded now (a module imported later seeds its
+    own generator then: replay sets only what the turn found)."""
+    out = {}
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        out["random"] = rnd.getstate()
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(getattr(np, "random", None), "get_state"):
+        out["numpy"] = np.random.get_state()
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        out["torch"] = bytes(torch.get_rng_state().numpy().tobytes())
+    return out
+
+
+def set_rng_states(states):
+    """Puts generator states back (rng_states' inverse)."""
+    if "random" in states:
+        sys.modules["random"].setstate(states["random"])
+    if "numpy" in states and "numpy" in sys.modules:
+        sys.modules["numpy"].random.set_state(states["numpy"])
+    if "torch" in states and "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        torch.set_rng_state(torch.tensor(list(states["torch"]), dtype=torch.uint8))
+
+
+class TurnClock:
+    """What the agent notes while a turn runs: its start, its generator states, whether a cell failed.
+    pre_run_cell calls begin, post_run_cell calls end (IPython fires neither for silent executes, so
+    carryover's own requests never count)."""
+
+    def __init__(self):
+        self.t0 = None
+        self.rng = None
+        self.ok = True
+
+    def begin(self):
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+            self.rng = rng_states()
+            self.ok = True
+
+    def end(self, result):
+        if getattr(result, "success", True) is False:
+            self.ok = False
+
+    def take(self):
+        """(ms the turn took, rng before it, ok), and resets for the next turn."""
+        ms = (time.perf_counter() - self.t0) * 1000 if self.t0 is not None else 0.0
+        out = (ms, self.rng or {}, self.ok)
+        self.t0, self.rng, self.ok = None, None, True
+        return out
+
+
+class Entry(tuple):
+    """(turn, code, ms, ok, rng index or None): one turn of the history."""
+    __slots__ = ()
+
+    turn = property(lambda self: self[0])
+    code = property(lambda self: self[1])
+    ms = property(lambda self: self[2])
+    ok = property(lambda self: self[3])
+    rng = property(lambda self: self[4])
+
+    def __reduce__(self):  # pickled as a plain tuple: a restore needs no class of the agent's
+        return (tuple, (tuple(self),))
+
+
+def reset(agent):
+    agent.history = []  # [Entry]
+    agent.history_base = 0  # entries dropped from the front (a multiple of BLOCK)
+    agent._history_blocks = {}  # block number -> the tuple of its entries
+    agent._rng = {}  # index -> {generator: state}
+    agent._rng_next = 0
+
+
+def record(agent, cells):
+    """Appends the turn whose cells a snapshot is about to save."""
+    if not cells:
+        return
+    ms, rng, ok = agent._turn.take()
+    hist = agent.history
+    idx = _rng_index(agent, rng)
+    turn = (hist[-1].turn + 1) if hist else 1
+    hist.append(Entry((turn, "\n".join(cells), round(ms, 3), ok, idx)))
+    if len(hist) > KEEP + BLOCK:
+        drop = len(hist) - KEEP
+        drop -= drop % BLOCK  # whole blocks, so block boundaries (and their cached pickles) stay put
+        agent.history_base += drop
+        del hist[:drop]
+        agent._history_blocks = {}
+    _trim_rng(agent)
+
+
+def rng_of(agent, entry):
+    """The generator states a turn found ({} when no generator module was loaded), or None when they
+    are no longer kept."""
+    if entry.rng is None:
+        return {}
+    st = agent._rng.get(entry.rng)
+    return dict(st) if st is not None else None
+
+
+def _rng_index(agent, rng):
+    if not rng:
+        return None
+    last = agent._rng.get(agent._rng_next - 1)
+    if last is not None and _same_rng(last, rng):
+        return agent._rng_next - 1
+    idx = agent._rng_next
+    agent._rng[idx] = rng
+    agent._rng_next += 1
+    return idx
+
+
+def _trim_rng(agent):
+    if len(agent._rng) > RNG_KEEP:
+        for i in sorted(agent._rng)[:-RNG_KEEP]:
+            del agent._rng[i]
+
+
+def state_items(agent):
+    """[(group name, value)]: full blocks, the open entries one group each, the kept generator states."""
+    out = []
+    hist = agent.history
+    full = len(hist) - len(hist) % BLOCK
+    for i in range(0, full, BLOCK):
+        n = (agent.history_base + i) // BLOCK
+        block = agent._history_blocks.get(n)
+        if block is None:
+            block = agent._history_blocks[n] = tuple(hist[i:i + BLOCK])
+        out.append((PREFIX + "b%06d" % n, block))
+    for e in hist[full:]:
+        out.append((PREFIX + "e%09d" % e.turn, e))
+    for i, st in sorted(agent._rng.items()):
+        for gen, value in sorted(st.items()):
+            out.append((RNG_PREFIX + "%06d.%s" % (i, gen), value))
+    _prune_cache(agent, {name for name, _ in out})
+    return out
+
+
+def _prune_cache(agent, names):
+    cache = agent._state_cache
+    for name in [n for n in cache if (n.startswith(PREFIX) or n.startswith(RNG_PREFIX)) and n not in names]:
+        del cache[name]
+
+
+def apply(agent, name, value):
+    """Puts one group back (restore). Groups arrive in name order: blocks, then single entries, then
+    the generator states."""
+    if name.startswith(RNG_PREFIX):
+        idx, gen = name[len(RNG_PREFIX):].split(".", 1)
+        agent._rng.setdefault(int(idx), {})[gen] = value
+        agent._rng_next = max(agent._rng_next, int(idx) + 1)
+        return
+    kind, num = name[len(PREFIX)], int(name[len(PREFIX) + 1:])
+    if kind == "b":
+        if not agent.history:
+            agent.history_base = num * BLOCK
+        entries = tuple(Entry(e) for e in value)
+        agent.history.extend(entries)
+        agent._history_blocks[num] = entries
+    else:
+        agent.history.append(Entry(value))
+
+
+def _same_rng(a, b):
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if k == "numpy":
+            if x[0] != y[0] or x[2:] != y[2:] or not (x[1] == y[1]).all():
+                return False
+        elif x != y:
+            return False
+    return True

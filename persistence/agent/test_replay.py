@@ -1,0 +1,124 @@
+"""Replay (carryover_agent/replay.py): a kernel killed after every cell continues as the live one did,
+for what pickle cannot save. Each "kernel" is a fresh process (test_agent.Harness): the only state a
+later one has is the checkpoint of the one before."""
+
+import json
+import os
+import unittest
+
+from test_agent import Harness
+
+TORCH = [
+    "import torch, torch.nn as nn, torch.optim as optim\ntorch.manual_seed(0)",
+    "x = torch.tensor([[1.0, 2.0], [3.0, 4.0]]); print(x @ x.T)",
+    "layer = nn.Linear(2, 1); input_data = torch.tensor([[1.0, 2.0]])\noutput = layer(input_data)",
+    "target = torch.tensor([[1.0]]); loss_fn = nn.MSELoss()\nloss = loss_fn(output, target)",
+    "optimizer = optim.SGD(layer.parameters(), lr=0.01)\noptimizer.zero_grad(); loss.backward(); optimizer.step()",
+    "w = [p.detach().tolist() for p in layer.parameters()]",
+]
+TORCH_CHECK = "(w, float(loss), output.grad_fn is not None)"
+
+GEN = [
+    "gen = (i * i for i in range(10))",
+    "a = next(gen)",
+    "b = next(gen)",
+    "c = next(gen)",
+]
+
+
+def killed_after_every_cell(h, cells, check, replay=True):
+    """Runs each cell in its own process, restoring the checkpoint of the previous one, then check in
+    a last one. Returns (the check's repr, the last restore's answer)."""
+    manifest = None
+    for i, cell in enumerate(cells):
+        out = h.kernel([{"run": cell}, {"checkpoint": True}], manifest, replay=replay)
+        if isinstance(out["steps"][0], str) and out["steps"][0].startswith("ERROR"):
+            return out["steps"][0], out.get("restore")
+        manifest = out["steps"][1]["manifest"]
+    out = h.kernel([{"run": check}], manifest, replay=replay)
+    return out["steps"][0], out.get("restore")
+
+
+def live(h, cells, check):
+    out = h.kernel([{"run": c} for c in cells] + [{"run": check}])
+    return out["steps"][-1]
+
+
+class ReplayTest(unittest.TestCase):
+    def setUp(self):
+        self.h = Harness()
+
+    def tearDown(self):
+        self.h.close()
+
+    def test_torch_notebook_killed_after_every_cell(self):
+        want = live(self.h, TORCH, TORCH_CHECK)
+        self.assertFalse(want.startswith("ERROR"), want)
+        got, restore = killed_after_every_cell(self.h, TORCH, TORCH_CHECK)
+        self.assertEqual(got, want)
+        names = {r["name"] for r in restore["replay"]["recomputed"]}
+        self.assertTrue({"output", "loss"} <= names, restore["replay"])
+
+    def test_torch_notebook_without_replay_loses_the_graph(self):
+        """The same checkpoint restored with replay switched off: output is gone, cell 4 fails (the
+        test above fails the same way when replay does nothing)."""
+        out = self.h.kernel([{"run": c} for c in TORCH[:3]] + [{"checkpoint": True}])
+        out = self.h.kernel([{"run": TORCH[3]}], out["steps"][-1]["manifest"], replay=False)
+        self.assertTrue(out["steps"][0].startswith("ERROR NameError"), out["steps"][0])
+        self.assertEqual(out["restore"]["replay"], {"recomputed": [], "not_replayed": []})
+
+    def test_generator_advanced_over_turns(self):
+        want = live(self.h, GEN, "(next(gen), a, b, c)")
+        got, restore = killed_after_every_cell(self.h, GEN, "(next(gen), a, b, c)")
+        self.assertEqual(got, want)
+        self.assertEqual(want, "(9, 0, 1, 4)")
+        rec = restore["replay"]["recomputed"]
+        self.assertEqual([r["name"] for r in rec], ["gen"], restore["replay"])
+        self.assertEqual(rec[0]["turns"], [1, 2, 3, 4])
+
+    def _not_replayed(self, cells, name):
+        out = None
+        manifest = None
+        for cell in cells:
+            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest)
+            manifest = out["steps"][1]["manifest"]
+        out = self.h.kernel([{"run": "%r in dir()" % name}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        return nr[name]
+
+    def test_a_turn_that_writes_a_file_is_never_replayed(self):
+        reason = self._not_replayed(["open('out.txt', 'w').write('x')\ng = (i for i in range(3))"], "g")
+        self.assertIn("writes files", reason)
+        self.assertEqual(sorted(os.listdir(self.h.work)), ["out.txt"])
+
+    def test_unseeded_randomness_and_shell_are_never_replayed(self):
+        reason = self._not_replayed(["import numpy as np\nr = np.random.default_rng()\ng = (r.random() for _ in range(3))"], "g")
+        self.assertIn("unseeded", reason)
+        reason = self._not_replayed(["import os\nos.system('true')\ng = (i for i in range(3))"], "g")
+        self.assertIn("shell command", reason)
+
+    def test_budget(self):
+        cells = ["import time\ntime.sleep(0.3)\ng = (i for i in range(5))"]
+        manifest = None
+        for cell in cells:
+            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest)
+            manifest = out["steps"][1]["manifest"]
+        # time.sleep reads no clock, but 300 ms of recorded turn time is over a 50 ms budget
+        out = self.h.kernel([{"run": "'g' in dir()"}], manifest, replay_budget_ms=50)
+        self.assertEqual(out["steps"][0], "False")
+        reason = out["restore"]["replay"]["not_replayed"][0]["reason"]
+        self.assertIn("over the replay budget", reason)
+        self.assertLess(out["restore"]["timings"]["load_ms"], 300)
+
+    def test_a_replay_that_does_not_reproduce_is_refused(self):
+        # The layer's weights come from the generator: the state before turn 2 is saved, so the
+        # replay reproduces them; a turn that re-seeds from the clock cannot be replayed at all, and
+        # one whose input changed in place since is refused rather than bound.
+        cells = ["data = [1, 2]", "g = (x for x in data)", "data.append(3)"]
+        reason = self._not_replayed(cells, "g")
+        self.assertIn("data", reason)
+
+
+if __name__ == "__main__":
+    unittest.main()
