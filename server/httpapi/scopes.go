@@ -15,19 +15,20 @@ var routeScopes = map[string]carryover.Scope{
 	"GET /api/openapi.json": carryover.ScopeRead,
 
 	// Reading: sessions, their records, files, checkpoints, variables, skills.
-	"GET /api/sessions":                        carryover.ScopeRead,
-	"GET /api/sessions/{id}":                   carryover.ScopeRead,
-	"GET /api/sessions/{id}/events":            carryover.ScopeRead,
-	"GET /api/sessions/{id}/executions":        carryover.ScopeRead,
-	"GET /api/sessions/{id}/notebook":          carryover.ScopeRead,
-	"GET /api/sessions/{id}/tools":             carryover.ScopeRead,
-	"GET /api/sessions/{id}/checkpoints":       carryover.ScopeRead,
-	"GET /api/sessions/{id}/checkpoints/{cid}": carryover.ScopeRead,
-	"GET /api/sessions/{id}/variables":         carryover.ScopeRead,
-	"GET /api/sessions/{id}/files":             carryover.ScopeRead,
-	"GET /api/sessions/{id}/files/{path...}":   carryover.ScopeRead,
-	"GET /api/skills":                          carryover.ScopeRead,
-	"GET /api/skills/{path...}":                carryover.ScopeRead,
+	"GET /api/sessions":                            carryover.ScopeRead,
+	"GET /api/sessions/{id}":                       carryover.ScopeRead,
+	"GET /api/sessions/{id}/events":                carryover.ScopeRead,
+	"GET /api/sessions/{id}/executions":            carryover.ScopeRead,
+	"GET /api/sessions/{id}/notebook":              carryover.ScopeRead,
+	"GET /api/sessions/{id}/tools":                 carryover.ScopeRead,
+	"GET /api/sessions/{id}/checkpoints":           carryover.ScopeRead,
+	"GET /api/sessions/{id}/checkpoints/{cid}":     carryover.ScopeRead,
+	"GET /api/sessions/{id}/variables":             carryover.ScopeRead,
+	"GET /api/sessions/{id}/variables/{name}/rows": carryover.ScopeRead, // pages a frame; runs no user code
+	"GET /api/sessions/{id}/files":                 carryover.ScopeRead,
+	"GET /api/sessions/{id}/files/{path...}":       carryover.ScopeRead,
+	"GET /api/skills":                              carryover.ScopeRead,
+	"GET /api/skills/{path...}":                    carryover.ScopeRead,
 
 	// Running: make sessions, run code and commands in them, write their files. The websocket
 	// is here, not under read: its run frames run code.
