@@ -41,3 +41,19 @@ export class FoldState {
     for (const id of this.chosen.keys()) if (!keep.has(id)) this.chosen.delete(id);
   }
 }
+
+/**
+ * replayNote: what a restore rebuilt by replay, and what it could not, in one line each for the
+ * notebook (null when the restore replayed nothing). payload is a checkpoint_restored event's (a
+ * restore result, or {restore: result} for a restore the user asked for).
+ */
+export function replayNote(payload) {
+  const r = (payload && (payload.restore || payload)) || {};
+  const rebuilt = (r.recomputed || []).map((x) => `${x.name} (turn ${x.turn}, ${Math.round(x.ms)} ms)`);
+  const missed = (r.not_replayed || []).map((x) => `${x.name}: ${String(x.reason || '').replace(/^not replayed: /, '')}`);
+  if (!rebuilt.length && !missed.length) return null;
+  return {
+    rebuilt: rebuilt.length ? `recomputed by replaying their turns: ${rebuilt.join(', ')}` : null,
+    missed: missed.length ? `not rebuilt: ${missed.join('; ')}` : null,
+  };
+}

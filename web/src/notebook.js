@@ -6,6 +6,7 @@ import { api, sessionPath, SessionSocket, ApiError } from './api.js';
 import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
+import { replayNote } from './checkpoints.js';
 import { WidgetHub } from './widgets.js';
 import { openDataViewer, tableName } from './dataviewer.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
@@ -687,6 +688,11 @@ export class SessionView {
     if (/^(session_|sandbox_|rotation_|budget_|kernel_died|checkpoint_restored|checkpoint_created)/.test(t)) this.refreshSessionSoon();
     if (t === 'checkpoint_created' || t === 'checkpoint_restored') this.panels.refreshCheckpointsSoon();
     if (t === 'kernel_died') toast('error', 'The kernel died', 'The session was restored from its last checkpoint.', ev.payload);
+    if (t === 'checkpoint_restored') {
+      const n = replayNote(ev.payload);
+      if (n && n.rebuilt) this.addMarker(n.rebuilt);
+      if (n && n.missed) this.addMarker(n.missed);
+    }
     if (t === 'budget_exceeded') toast('error', 'Budget exceeded', 'This session reached a budget limit.', ev.payload);
     if (t === 'budget_warning') toast('info', 'Budget warning', JSON.stringify(ev.payload || {}));
   }
