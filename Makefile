@@ -13,6 +13,8 @@ DEBS := python3-ipykernel python3-dill python3-xxhash python3-zstandard python3-
 # The checkpoint engine's fidelity tests (persistence/agent/test_fidelity.py) restore these libraries' objects.
 DEBS += python3-sklearn python3-torch python3-scipy python3-networkx python3-sympy python3-pil \
         python3-statsmodels python3-astropy
+# Live figures (persistence/agent/test_figures.py, the bench's figure rows) are drawn with seaborn.
+DEBS += python3-seaborn
 STAMP := .deps.stamp
 
 .PHONY: all deps build run test bench vet fmt clean web-deps web-bundle tools

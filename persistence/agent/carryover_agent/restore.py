@@ -12,10 +12,12 @@ import pickle
 import sys
 import time
 
+from . import figures
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
 from .interp import _apply_state
+from .liveids import live
 from .pickling import _MissingDep, _persistent_load
 from .reducers import _DISPATCH_TYPES, _library_dispatch
 from .sliced import forget_rebuilt, seed
@@ -153,7 +155,9 @@ class _Restore:
             grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
         self.timings.append({"n": names, "ms": _ms(t)})
-        self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
+        grp = self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
+        if apply is None and g["k"] == "data":
+            grp.figs = figures.loaded(objs)
         return True
 
     def _record(self, g, desc, ids):
@@ -170,6 +174,7 @@ class _Restore:
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
         self.st.groups[frozenset(names)] = grp
+        return grp
 
 
 def _unpickle(g, desc, load):
@@ -236,7 +241,7 @@ def _loaded_ids(objs, obj, values, desc):
     shared = _shared_types()
     ids = set()
     if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
-        ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
+        ids = live(objs, 2, shared, obj)  # held by the unpickler's memo and by objs (liveids)
     else:
         for v in values:
             kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
