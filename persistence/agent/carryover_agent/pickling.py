@@ -16,7 +16,7 @@ import types
 
 from . import figures
 from .classes import _reduce_class
-from .liveids import live
+from .liveids import sharing_ids, temporaries
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
@@ -206,10 +206,13 @@ def pickle_one(agent, names, values):
     ids = set()
     shared = agent._shared
     if r.keep is not None:
-        # Only objects that outlive the pickling (liveids): the temporaries of __getstate__ and
-        # __reduce__ are freed after the snapshot, and their reused addresses glued unrelated values.
-        # The memo's references besides the list: the C pickler's table and its copy; dill's dict.
-        ids = live((o for _, o in r.keep.values()), 2 if r.fmt == "p" else 1, shared, obj)
+        # Not the temporaries of __getstate__ and __reduce__ (liveids): freed after the snapshot,
+        # their reused addresses glued unrelated values. References each memo object has besides
+        # those counted: the C pickler's table, its copy and objs; dill's dict (its copy shares the
+        # entries) and objs.
+        objs = [o for _, o in r.keep.values()]
+        ids = sharing_ids(r.keep.keys(), objs, shared, obj)
+        ids -= temporaries(objs, 3 if r.fmt == "p" else 2)  # the table, its copy, objs (dill's copy shares)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).

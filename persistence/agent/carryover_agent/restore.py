@@ -6,6 +6,7 @@ agent's state, so the next snapshot writes only what changes after the restore."
 import base64
 import importlib
 import io
+import json
 import mmap
 import os
 import pickle
@@ -17,7 +18,7 @@ from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
 from .interp import _apply_state
-from .liveids import live
+from .liveids import sharing_ids, temporaries
 from .pickling import _MissingDep, _persistent_load
 from .reducers import _DISPATCH_TYPES, _library_dispatch
 from .sliced import forget_rebuilt, seed
@@ -25,6 +26,7 @@ from .sliced import forget_rebuilt, seed
 
 def op_restore(agent, a):
     t0 = time.perf_counter()
+    a = _args(a)
     agent.pending = None
     agent.cells = []
     if a.get("clear"):
@@ -60,6 +62,21 @@ def op_restore(agent, a):
     agent.state = st
     return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(),
             "timings": {"load_ms": _ms(t0)}, "groups": r.timings}
+
+
+def _args(a):
+    """The arguments, read from the spool file Go names in "args_file" (Go sends them so: inline, the
+    megabytes of descriptors and pickles were a string literal IPython transformed and compiled)."""
+    path = a.get("args_file")
+    if not path:
+        return a
+    with open(path, "rb") as f:
+        out = json.loads(f.read())
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return out
 
 
 def _restore_env(a):
@@ -241,7 +258,8 @@ def _loaded_ids(objs, obj, values, desc):
     shared = _shared_types()
     ids = set()
     if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
-        ids = live(objs, 2, shared, obj)  # held by the unpickler's memo and by objs (liveids)
+        ids = sharing_ids(map(id, objs), objs, shared, obj)
+        ids -= temporaries(objs, 2)  # held by the unpickler's memo and by objs (liveids)
     else:
         for v in values:
             kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
