@@ -25,7 +25,7 @@ ENABLED = True  # tests switch detection off to show they catch what it catches
 
 _MARKS = weakref.WeakKeyDictionary()  # root figure -> tick of its last stale mark
 _TICK = [0]
-_COLLECT = []  # the figures the pickling in progress holds: (figure, mark, in pyplot)
+_COLLECT = []  # the figures the pickling in progress holds: (weakref, mark, in pyplot)
 _ACTIVE = [False]  # collecting (the agent's own pickling): a user's pickle.dumps notes nothing
 _HOOKED = []  # the matplotlib Artist and Figure classes once wrapped
 _RENDERING = [0]  # inside Figure.draw or a canvas's print_figure: marks then are matplotlib's own
@@ -86,8 +86,8 @@ def hook():
 
     def __getstate__(self):
         state = getstate(self)
-        if _ACTIVE[0]:
-            _COLLECT.append((self, _MARKS.get(self, 0), "_restore_to_pylab" in state))
+        if _ACTIVE[0]:  # weakly: a pickling that raised leaves nothing alive
+            _COLLECT.append((weakref.ref(self), _MARKS.get(self, 0), "_restore_to_pylab" in state))
         return state
 
     fset.carryover = True
@@ -129,10 +129,10 @@ def take():
     if not _COLLECT:
         return ()
     seen, out = set(), []
-    for fig, mark, pylab in _COLLECT:
-        if id(fig) not in seen:
-            seen.add(id(fig))
-            out.append((weakref.ref(fig), mark, pylab))
+    for ref, mark, pylab in _COLLECT:
+        if ref not in seen:  # weak references to one live object are equal
+            seen.add(ref)
+            out.append((ref, mark, pylab))
     del _COLLECT[:]
     return tuple(out)
 
