@@ -15,6 +15,8 @@ DEBS += python3-sklearn python3-torch python3-scipy python3-networkx python3-sym
         python3-statsmodels python3-astropy
 # The browser UI's data-science test draws these libraries' charts and widgets (web/e2e/datasci.mjs).
 DEBS += python3-plotly python3-altair python3-ipywidgets python3-tqdm
+# Live figures (persistence/agent/test_figures.py, the bench's figure rows) are drawn with seaborn.
+DEBS += python3-seaborn
 STAMP := .deps.stamp
 
 .PHONY: all deps build run test bench vet fmt clean web-deps web-bundle tools

@@ -169,7 +169,7 @@ type Prepared struct {
 	id        string
 	parentID  string
 	prevFiles []FileEntry
-	started   time.Time
+	prepareMS float64 // Prepare's own time (the read of the latest checkpoint), counted in DurationMS
 }
 
 // Prepare reads the session's latest checkpoint and builds the snapshot request for the next one.
@@ -179,13 +179,14 @@ func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared
 	if err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	p := &Prepared{SessionID: sessionID, parentID: prev.ID, started: start}
+	p := &Prepared{SessionID: sessionID, parentID: prev.ID}
 	if prev.ID != "" {
 		if m, err := ParseManifest(prev); err == nil {
 			p.prevFiles = m.Files
 		}
 	}
 	p.renew(c.chunkSize())
+	p.prepareMS = msSince(start)
 	return p, nil
 }
 
@@ -234,13 +235,11 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
 		}
 	}
-	// The checkpoint's own time: from Prepare for a separate snapshot call, or the agent's part inside
-	// the execute_request plus the commit for one that rode on it.
-	if rodeMS > 0 && res.Timings.DetectMS+res.Timings.SerializeMS > 0 {
-		res.DurationMS = rodeMS + msSince(start)
-	} else {
-		res.DurationMS = msSince(p.started)
-	}
+	// The checkpoint's own time on every path: Prepare's read, the agent's part inside the turn's
+	// execute_request when the snapshot rode on it, and Finish (a snapshot call of its own, the
+	// commit). Never the time between Prepare and Finish: the cell ran there (a cell that slept 1 s
+	// and raised reported 1.2 s of checkpoint).
+	res.DurationMS = p.prepareMS + rodeMS + msSince(start)
 	return res, nil
 }
 

@@ -156,7 +156,11 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 	// skipped: the agent keeps naming what was saved but restores differently ("saved, but ...").
 	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped),
 		"replay": !c.Replay.Off, "replay_budget_ms": c.Replay.budgetMS()}
-	if err := callAgent(ctx, ex, "restore", args, &ans); err != nil {
+	ref, err := argsFile(args, hostDir, kernDir)
+	if err != nil {
+		return err
+	}
+	if err := callAgent(ctx, ex, "restore", ref, &ans); err != nil {
 		return err
 	}
 	res.Restored = nonNil(ans.Restored)
@@ -170,6 +174,21 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 	res.Groups = ans.Groups
 	res.Timings.LoadMS = ans.Timings.LoadMS
 	return nil
+}
+
+// argsFile writes the restore's arguments (descriptors, inline pickles: megabytes for a namespace of
+// many groups) into the spool and returns the call's arguments naming that file. Sent inline, they
+// were a string literal in the code of the call, which IPython's input transformers and compiler
+// went through at ~100 ms a MB: seconds of a data-science wake.
+func argsFile(args map[string]any, hostDir, kernDir string) (map[string]any, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("restore args: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(hostDir, "args.json"), b, 0o600); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	return map[string]any{"args_file": filepath.Join(kernDir, "args.json")}, nil
 }
 
 // assembleJob writes chunks, in order, into one spool file.
@@ -286,11 +305,56 @@ func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
 	return pieces, files, nil
 }
 
+// samePieces are the places of one chunk in the assembled files: a chunk that recurs (zeros, a
+// repeated block, np.ones) is read, decoded and verified once, then written to each place.
+type samePieces []piece
+
+// byChunk groups pieces by chunk, in their first order.
+func byChunk(pieces []piece) []samePieces {
+	at := make(map[string]int, len(pieces))
+	var out []samePieces
+	for _, p := range pieces {
+		if i, ok := at[p.hash]; ok {
+			out[i] = append(out[i], p)
+			continue
+		}
+		at[p.hash] = len(out)
+		out = append(out, samePieces{p})
+	}
+	return out
+}
+
+// copyChunk writes one chunk to its places: straight from the store to a single place (ReadChunkTo:
+// no intermediate buffer for raw chunks), through buf to several.
+func copyChunk(ctx context.Context, r carryover.ChunkReader, ps samePieces, buf []byte) ([]byte, error) {
+	if len(ps) == 1 {
+		p := ps[0]
+		n, err := r.ReadChunkTo(ctx, p.hash, io.NewOffsetWriter(p.f, p.off))
+		if err == nil && n != p.n {
+			err = fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, n, p.n)
+		}
+		return buf, err
+	}
+	buf, err := r.ReadChunk(ctx, ps[0].hash, buf[:0])
+	if err != nil {
+		return buf, err
+	}
+	for _, p := range ps {
+		if int64(len(buf)) != p.n {
+			return buf, fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, len(buf), p.n)
+		}
+		if _, err := p.f.WriteAt(buf, p.off); err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
 // copyPieces copies the pieces with assembleWorkers workers; the first error stops them all.
 func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	next := make(chan piece)
+	next := make(chan samePieces)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -300,12 +364,10 @@ func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p := range next {
-				n, err := r.ReadChunkTo(ctx, p.hash, io.NewOffsetWriter(p.f, p.off))
-				if err == nil && n != p.n {
-					err = fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, n, p.n)
-				}
-				if err != nil {
+			var buf []byte
+			for ps := range next {
+				var err error
+				if buf, err = copyChunk(ctx, r, ps, buf); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -316,9 +378,9 @@ func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece)
 			}
 		}()
 	}
-	for _, p := range pieces {
+	for _, ps := range byChunk(pieces) {
 		select {
-		case next <- p:
+		case next <- ps:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {

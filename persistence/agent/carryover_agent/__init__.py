@@ -8,7 +8,8 @@ Modules, by concern
 common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
 numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
 verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
-in slices), objarrays (object arrays of atoms in slices), interp (@random & co.), groups (state
+in slices), objarrays (object arrays of atoms in slices), figures (which live matplotlib figures
+changed), liveids (the ids a group shares by), interp (@random & co.), groups (state
 between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
 session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
 __carryover__ and install()).
@@ -74,7 +75,9 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
   bytes], ...], each index chunk the JSON list of up to 64 buffer entries. Go expands index chunks
   before it hands a descriptor to ``restore`` (which sees flat lists).
 
-``restore`` args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
+``restore`` args {"args_file": path}: the arguments below, as JSON in a spool file (Go writes them there: sent
+  inline, their megabytes went through IPython's transformers and compiler as a string literal);
+  args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
   "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
   and each out-of-band buffer into ONE file of ``bf``; the agent maps buffers copy-on-write (mmap
   ACCESS_COPY: no copy until written), unlinks the files and loads each group independently.

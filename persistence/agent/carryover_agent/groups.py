@@ -8,7 +8,7 @@ _KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
 class _Group:
     """One unit of saving: names sharing objects (or one session definition under several names)."""
 
-    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn")
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn", "figs")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -21,6 +21,7 @@ class _Group:
         self.mod = None
         self.attr = None
         self.warn = None  # _verify's findings: None = not verified, () = restores as itself
+        self.figs = ()  # the matplotlib figures its pickle holds, as figures.take() noted them
 
     def entry(self):
         e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}

@@ -14,7 +14,9 @@ import pickle
 import sys
 import types
 
+from . import figures
 from .classes import _reduce_class
+from .liveids import sharing_ids, temporaries
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
@@ -127,7 +129,7 @@ class _MissingDep(Exception):
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -140,6 +142,7 @@ class _Pickled:
         self.keep = None  # memo copy held while groups are formed, so ids are not reused
         self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
         self.pre = None  # sliced containers: [hash, len] of each buffer (its bytes empty when Go has it)
+        self.figs = ()  # matplotlib figures in the pickle (figures.take)
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -175,6 +178,7 @@ def pickle_one(agent, names, values):
     buf = io.BytesIO()
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()))
+    figures.begin()
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
         p.dump(obj)
@@ -186,6 +190,7 @@ def pickle_one(agent, names, values):
         bufs = []
         buf = io.BytesIO()
         del _SEEN[:], _NOTES[:]
+        figures.begin()
         p = _DillPickler(buf, agent, None, buffer_callback=bufs.append)
         try:
             p.dump(obj)
@@ -197,12 +202,17 @@ def pickle_one(agent, names, values):
         r.deps = tuple(sorted(p.deps))
     r.buffers = bufs
     r.pre = take_pre(bufs)
+    r.figs = figures.take()
     ids = set()
     shared = agent._shared
     if r.keep is not None:
-        for k, (_, o) in r.keep.items():
-            if not isinstance(o, shared) and type(o) is not object and o is not obj:
-                ids.add(k)
+        # Not the temporaries of __getstate__ and __reduce__ (liveids): freed after the snapshot,
+        # their reused addresses glued unrelated values. References each memo object has besides
+        # those counted: the C pickler's table, its copy and objs; dill's dict (its copy shares the
+        # entries) and objs.
+        objs = [o for _, o in r.keep.values()]
+        ids = sharing_ids(r.keep.keys(), objs, shared, obj)
+        ids -= temporaries(objs, 3 if r.fmt == "p" else 2)  # the table, its copy, objs (dill's copy shares)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).
@@ -227,21 +237,43 @@ def _disjoint(a, b):
     return a.isdisjoint(b) if len(a) >= len(b) else b.isdisjoint(a)
 
 
+def _units(prev, names, cur):
+    """name -> the names of its previous group, for groups of several names all candidates and none
+    rebound: pickled together at once, as they will be saved. Pickled apart, then merged, a figure
+    under three names (f, ax, fig) was pickled four times."""
+    cand = set(names)
+    out = {}
+    for g in prev.groups.values():
+        if g.kind == "data" and len(g.names) > 1 and all(
+                m in cand and m in cur and prev.ids.get(m) == id(cur[m]) for m in g.names):
+            out.update((m, tuple(g.names)) for m in g.names)
+    return out
+
+
 def pickle_data(agent, names, cur, prev, p2g, skipped):
-    """Pickles each candidate alone, merges names whose objects overlap (with each other or with
-    groups not re-checked) and re-pickles merged groups together."""
+    """Pickles each candidate alone (or with the rest of its previous group, _units), merges names
+    whose objects overlap (with each other or with groups not re-checked) and re-pickles merged
+    groups together."""
     singles = {}
     todo = list(names)
+    units = _units(prev, names, cur)
     while todo:
         n = todo.pop()
         if n in singles or n in skipped:
             continue
+        members = units.get(n, (n,))
         try:
-            singles[n] = pickle_one(agent, [n], [cur[n]])
+            r = pickle_one(agent, list(members), [cur[m] for m in members])
         except Exception as e:
+            if len(members) > 1:  # apart, as any candidates
+                units.update((m, (m,)) for m in members)
+                todo.extend(members)
+                continue
             skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
             continue
-        ids = singles[n].ids
+        for m in members:
+            singles[m] = r
+        ids = r.ids
         if not ids:
             continue
         # overlap with a group that was not a candidate: pull it in
@@ -279,7 +311,7 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
     out = []
     for members in comps.values():
         members.sort()
-        if len(members) == 1:
+        if singles[members[0]].names == tuple(members):  # one name, or a unit that stayed as it was
             out.append(singles[members[0]])
             continue
         try:

@@ -6,17 +6,19 @@ agent's state, so the next snapshot writes only what changes after the restore."
 import base64
 import importlib
 import io
+import json
 import mmap
 import os
 import pickle
 import sys
 import time
 
-from . import history, replay
+from . import figures, history, replay
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
 from .interp import _apply_state
+from .liveids import sharing_ids, temporaries
 from .pickling import _MissingDep, _persistent_load
 from .reducers import _DISPATCH_TYPES, _library_dispatch
 from .sliced import forget_rebuilt, seed
@@ -24,6 +26,7 @@ from .sliced import forget_rebuilt, seed
 
 def op_restore(agent, a):
     t0 = time.perf_counter()
+    a = _args(a)
     agent.pending = None
     agent.cells = []
     if a.get("clear"):
@@ -79,6 +82,19 @@ def _replay(agent, a, r):
     except Exception as e:  # the replay is a bonus: its failure must not fail the restore
         return {"recomputed": [], "not_replayed": [{"name": n, "reason": "not replayed: %s" % _reason(e)}
                                                   for n in sorted(missing)]}
+def _args(a):
+    """The arguments, read from the spool file Go names in "args_file" (Go sends them so: inline, the
+    megabytes of descriptors and pickles were a string literal IPython transformed and compiled)."""
+    path = a.get("args_file")
+    if not path:
+        return a
+    with open(path, "rb") as f:
+        out = json.loads(f.read())
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return out
 
 
 def _restore_env(a):
@@ -174,7 +190,9 @@ class _Restore:
             grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
         self.timings.append({"n": names, "ms": _ms(t)})
-        self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
+        grp = self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
+        if apply is None and g["k"] == "data":
+            grp.figs = figures.loaded(objs)
         return True
 
     def _record(self, g, desc, ids):
@@ -191,6 +209,7 @@ class _Restore:
         grp.chunks = tuple(sorted({c[0] for c in desc["p"]} | {c[0] for b in desc["b"] for c in b[2]}))
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
         self.st.groups[frozenset(names)] = grp
+        return grp
 
 
 def _unpickle(g, desc, load):
@@ -257,7 +276,8 @@ def _loaded_ids(objs, obj, values, desc):
     shared = _shared_types()
     ids = set()
     if sum(c[1] for c in desc["p"]) <= BIG_GRAPH:
-        ids.update(id(o) for o in objs if not isinstance(o, shared) and type(o) is not object and o is not obj)
+        ids = sharing_ids(map(id, objs), objs, shared, obj)
+        ids -= temporaries(objs, 2)  # held by the unpickler's memo and by objs (liveids)
     else:
         for v in values:
             kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()

@@ -20,6 +20,8 @@ _NET_MODULES = frozenset("socket requests urllib urllib3 http httpx aiohttp ftpl
 _UNSEEDED = frozenset("urandom uuid1 uuid4 token_bytes token_hex token_urlsafe SystemRandom randbits "
                       "time time_ns now utcnow today perf_counter monotonic".split())
 _INPUT = frozenset(("input", "getpass"))
+# Modules whose calls draw on pyplot's global figures: a replay would add figures the next cell shows.
+_GLOBAL_DRAWING = frozenset(("plt", "pyplot", "sns", "seaborn"))
 # Line magics that only configure display or time a statement: safe to run again.
 _SAFE_MAGICS = frozenset("matplotlib time timeit config precision pprint".split())
 
@@ -66,7 +68,10 @@ class Turn:
     def _call(self, node):
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-        if name == "open":
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+        if owner in _GLOBAL_DRAWING:
+            self.unsafe = "it draws with %s (figures held by pyplot, shown by the next cell)" % owner
+        elif name == "open":
             self._open(node)
         elif name in ("run_line_magic", "run_cell_magic"):
             magic = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else ""

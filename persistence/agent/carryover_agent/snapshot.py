@@ -7,7 +7,7 @@ import struct
 import sys
 import time
 
-from . import history
+from . import figures, history
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -91,6 +91,7 @@ def _candidates(agent, cells, cur, prev):
     if dynamic or prev.full:
         cand |= set(cur)
     cand |= touched & cur.keys()
+    cand |= figures.changed(prev.groups.values(), cur)  # figures changed through pyplot, unnamed
     gone = prev.ids.keys() - cur.keys()
     for n in cand | gone:
         g = p2g.get(n)

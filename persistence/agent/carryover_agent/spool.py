@@ -50,6 +50,7 @@ def describe(tracker, r, cs, cur):
     g.ref = ref
     g.size = size
     g.ids = r.ids
+    g.figs = r.figs
     g.chunks = tuple(sorted({h for h, _, _ in pieces} | known))
     pieces.append((ref, dj, sorted(direct)))
     g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)

@@ -1,0 +1,92 @@
+"""Live figures (carryover_agent/figures.py) and the ids a group shares by (liveids.py), in process.
+The end-to-end test is persistence.TestLiveFigures (real kernel, kill -9)."""
+
+import io
+import os
+import pickle
+import unittest
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+from carryover_agent import figures, liveids  # noqa: E402
+
+
+class _T:
+    def __init__(self, shared):
+        self.a = [1, 2]
+        self.shared = shared
+
+    def __reduce__(self):
+        return (_Back, (), {"a": self.a, "tmp": [9, [8]], "shared": self.shared})
+
+
+class _Back:
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+
+
+class LiveIdsTest(unittest.TestCase):
+    def test_temporaries_dropped_live_objects_kept(self):
+        """The state dict a __reduce__ builds and the lists only it holds are temporaries (freed
+        after the snapshot, their addresses are reused); what the value holds is not, on both sides
+        (pickling and unpickling)."""
+        shared = {"x": 1}
+        t = _T(shared)
+        p = pickle.Pickler(io.BytesIO(), protocol=5)
+        p.dump(t)
+        keep = p.memo.copy()
+        dead = liveids.temporaries((o for _, o in keep.values()), 2)
+        by = {id(o): o for _, o in keep.values()}
+        self.assertEqual(sorted(repr(by[i]) for i in dead),
+                         sorted([repr({"a": t.a, "tmp": [9, [8]], "shared": shared}), "[9, [8]]", "[8]"]))
+        u = pickle.Unpickler(io.BytesIO(pickle.dumps(t, protocol=5)))
+        back = u.load()
+        objs = list(u.memo.copy().values())
+        dead = liveids.temporaries(objs, 2)
+        for live in (back.a, back.tmp, back.tmp[1], back.shared):  # set as attributes: they live on
+            self.assertNotIn(id(live), dead)
+        self.assertEqual(len(dead), 1)  # the state dict __setstate__ copied from
+
+
+class FiguresTest(unittest.TestCase):
+    def setUp(self):
+        import matplotlib.pyplot as plt
+
+        self.plt = plt
+        self.assertTrue(figures.hook())
+        self.f, self.ax = plt.subplots()
+        self.ax.plot([1, 2, 3], label="l")
+        self.ax.legend()
+
+    def tearDown(self):
+        self.plt.close("all")
+
+    def _noted(self):
+        figures.begin()
+        pickle.dumps((self.f, self.ax), protocol=5)
+        return figures.take()
+
+    def test_draws_are_no_change_setters_are(self):
+        """Drawing (which rewrites caches and marks ticks stale) is no change; every setter is, also
+        on artists whose stale flag does not reach the figure (an axis label, a legend text)."""
+        noted = self._noted()
+        self.assertEqual([r() for r, _, _ in noted], [self.f])
+        g = type("G", (), {"names": ("f", "ax"), "figs": noted})()
+        cur = {"f": self.f, "ax": self.ax}
+        self.f.canvas.draw()
+        self.f.savefig(io.BytesIO(), format="png", dpi=40)
+        self.assertEqual(figures.changed([g], cur), set())
+        for change in (lambda: self.ax.xaxis.label.set_text("x"), lambda: self.ax.get_legend().get_texts()[0].set_text("z"),
+                       lambda: self.plt.title("t"), lambda: self.ax.set_xlim(0, 9), lambda: self.plt.close(self.f)):
+            change()
+            self.assertEqual(figures.changed([g], cur), {"f", "ax"})
+            g.figs = self._noted()
+            self.assertEqual(figures.changed([g], cur), set())
+
+    def test_user_pickles_note_nothing(self):
+        pickle.dumps(self.f)
+        self.assertEqual(figures._COLLECT, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
