@@ -62,6 +62,7 @@ type Pool struct {
 	idle         []*Kernel
 	waiters      []chan poolResult // claims waiting for a kernel, FIFO
 	starting     int
+	startingW    int // of starting: those started for waiting claims (handed over unwarmed)
 	target       int
 	lastClaim    time.Time
 	backoff      time.Duration // after failed starts: the pool's own refills pause
@@ -230,26 +231,38 @@ func (p *Pool) launch() {
 	if p.closed {
 		return
 	}
-	// Waiting claims first: while any wait, every start is for them (its kernel goes to the first
-	// of them unwarmed); the pool refills toward its target, warming its kernels, once none wait.
-	need := len(p.waiters) - p.starting
+	// Waiting claims first: while any wait, new starts are for them (their kernels go to the first of
+	// them unwarmed); the pool refills toward its target, warming its kernels, once none wait. A refill
+	// already under way is not counted as serving a waiter and is never handed over before it is
+	// warm: under steady claims that arrive while refills start, diverting them left the pool never
+	// warm (no session ever found pre_import's modules loaded).
+	need, forWaiters := len(p.waiters)-p.startingW, true
 	if len(p.waiters) == 0 && !time.Now().Before(p.backoffUntil) { // after failed starts: no fork loop
-		need = p.target - len(p.idle) - p.starting
+		need, forWaiters = p.target-len(p.idle)-p.starting, false
 	}
 	for ; need > 0 && p.starting < p.cfg.Parallel; need-- {
 		p.starting++
+		if forWaiters {
+			p.startingW++
+		}
 		p.starts.Add(1)
-		go p.startOne()
+		go p.startOne(forWaiters)
 	}
 }
 
-// startOne starts one kernel and hands it to the first waiting claim, or warms it and pools it.
-func (p *Pool) startOne() {
+// startOne starts one kernel; one started for a waiting claim goes to the first waiting claim
+// unwarmed, or (none waits any more) is warmed and pooled, as a refill is.
+func (p *Pool) startOne(forWaiter bool) {
 	defer p.starts.Done()
 	defer p.poke() // one start ended: maybe start another
 	k, err := p.start(p.ctx)
-	if err == nil && p.handOut(k, false) {
-		return
+	if forWaiter {
+		p.mu.Lock()
+		p.startingW--
+		p.mu.Unlock()
+		if err == nil && p.handOut(k, false) {
+			return
+		}
 	}
 	if err == nil && p.onWarm != nil {
 		if err = p.onWarm(p.ctx, k); err != nil {
