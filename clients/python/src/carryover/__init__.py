@@ -31,4 +31,4 @@ __all__ = [
     "BudgetConsumed", "Checkpoint", "Event", "ExecResult", "Execution", "ExecutionError",
     "FileInfo", "Logs", "RestoreResult", "Result", "RunResult", "Session", "Tool",
 ]
-__version__ = "1.2.4"
+__version__ = "1.3.0"
