@@ -18,8 +18,8 @@ from .classes import _reduce_class
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
-from .objarrays import take_pre
-from .sliced import pickle_sliced, pickle_sliced_group
+from .objarrays import take_nested_ids, take_pre
+from .sliced import IdArray, pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
     return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
@@ -174,7 +174,7 @@ def pickle_one(agent, names, values):
     bufs = []
     buf = io.BytesIO()
     del _SEEN[:], _NOTES[:]
-    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()))
+    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
         p.dump(obj)
@@ -215,8 +215,17 @@ def pickle_one(agent, names, values):
     del _NOTES[:]
     if len(values) > 1 or obj is values[0]:
         ids.update(id(v) for v in values if not isinstance(v, shared))
-    r.ids = frozenset(ids)
+    r.ids = _with_nested(ids, take_nested_ids())
     return r
+
+
+def _with_nested(ids, nested):
+    """The group's ids, with those of the lists, dicts and sets inside sliced object arrays (JSON
+    columns): a value elsewhere holding one of them joins the group (sliced.IdArray when any)."""
+    if not nested:
+        return frozenset(ids)
+    np = sys.modules["numpy"]
+    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested)))
 
 
 _PROBE_IDS = 10000
