@@ -265,6 +265,8 @@ def _sliceable(agent, key, v):
 
 def _report(key, v, reason):
     name = key if type(key) is str else key[0] + "".join("[%r]" % k for k in key[1:])
+    if any(u["name"] == name for u in STATS["unsliced"]):
+        return  # pickled alone, then again in its group: named once
     STATS["unsliced"].append({"name": name, "type": type(v).__name__, "reason": "pickled whole: " + reason})
 
 
