@@ -1,9 +1,11 @@
-"""Large containers of small objects, saved in slices (issue 13, S4).
+"""Large containers of small objects, saved in slices (issues 13 and 25).
 
-A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None), a
-tuple of atoms, or a *record* (a plain dict whose keys and values are atoms), is pickled as one out-of-band buffer per
-slice of ~SLICE_BYTES, so a turn that changes one record re-pickles and writes one slice, not the
-whole container. Anything else is pickled whole, as before.
+A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None) or a
+JSON-like value (dicts, lists, tuples, sets and frozensets of them, nested: a *record* is a dict), is
+pickled as one out-of-band buffer per slice of ~SLICE_BYTES, so a turn that changes one record, at
+any depth, re-pickles and writes one slice, not the whole container. Anything else is pickled whole,
+as before, and named in the checkpoint's timings ("unsliced"). What the records nest is checked and
+fingerprinted by nested.py; small dicts holding such containers are holders.py's.
 
 Finding the changed slices must cost far less than pickling (~1 s per million records). The agent
 reads what it needs straight from memory with numpy gathers (~30 ms per million):
@@ -14,8 +16,8 @@ reads what it needs straight from memory with numpy gathers (~30 ms per million)
 Why a slice found clean is unchanged (a false "clean" loses data):
 * An item at the same address is the same object: the agent holds a reference to every item it saw
   (the shadow), so no item can be freed and another allocated at its address.
-* Atoms are immutable. A record's keys and values are checked to be atoms whenever its slice is
-  pickled, and any change to the record changes its version tag.
+* Atoms are immutable. Any change to a record changes its version tag; a write below it changes a
+  fingerprint (nested.py, which proves it).
 * A record twice in the container makes it be pickled whole that turn (slices would restore two
   records). A record also bound to a name, or held by another saved value, shares the container's
   group ids (every record's id), so the grouping puts them in one group; a group of the container
