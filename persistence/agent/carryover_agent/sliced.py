@@ -461,13 +461,15 @@ def _scan_dict(m, c, old):
 def _scan_list(m, c, old):
     """Items of a list container; True when they are the same objects as old's (old's shadow kept)."""
     c.ver = c.keys = c.kptrs = None
+    if old is not None:
+        ptrs = m.list_ptrs(c.obj)
+        if m.np.array_equal(ptrs, old.vptrs):  # the same objects, which old's shadow holds: no copy
+            c.vals, c.vptrs = old.vals, ptrs
+            return True
     c.vals = list(c.obj)
-    c.vptrs = m.list_ptrs(c.obj)
+    c.vptrs = m.list_ptrs(c.vals)  # the shadow's own pointers: it holds what they point to
     if not c.vptrs.all():
         raise _Unsliceable("a NULL item")  # never for a list Python code can see; the reads below would fault
-    if old is not None and m.np.array_equal(c.vptrs, old.vptrs):
-        c.vals = old.vals
-        return True
     return False
 
 
