@@ -217,12 +217,17 @@ def changed(m, fp):
     if len(fp.dptr):
         out.append(fp.down[m.gather(fp.dptr, m.DICT_TAG) != fp.dtag])
     if len(fp.lptr):
-        out.append(_seq_changed(m, fp.lptr, fp.lsize, m.gather(fp.lptr, 2), m.gather(fp.lptr, m.LIST_ITEMS),
-                                fp.loff, fp.litems, fp.lown, 1))
+        size, items = _pair(m, fp.lptr, 2)  # ob_size, ob_item
+        out.append(_seq_changed(m, fp.lptr, fp.lsize, size, items, fp.loff, fp.litems, fp.lown, 1))
     if len(fp.sptr):
-        out.append(_seq_changed(m, fp.sptr, fp.smask + 1, m.gather(fp.sptr, m.SET_MASK) + 1,
-                                m.gather(fp.sptr, m.SET_TABLE), fp.soff, fp.skeys, fp.sown, 2))
+        mask, table = _pair(m, fp.sptr, m.SET_MASK)
+        out.append(_seq_changed(m, fp.sptr, fp.smask + 1, mask + 1, table, fp.soff, fp.skeys, fp.sown, 2))
     return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _pair(m, ptrs, off):
+    """Words off and off + 1 of each object (two gathers: faster than one of shape (n, 2))."""
+    return m.gather(ptrs, off), m.gather(ptrs, off + 1)
 
 
 def _seq_changed(m, ptr, then_n, now_n, base, off, then_words, own, stride):
@@ -236,7 +241,7 @@ def _seq_changed(m, ptr, then_n, now_n, base, off, then_words, own, stride):
         c = int(then_n[0])
         if c and stride == 1 and (then_n == c).all():  # lists all of one size (fixed-shape records)
             now = m.mem[start[:, None] + np.arange(c, dtype=np.int64)]
-            diff = np.flatnonzero((now != then_words.reshape(-1, c)).any(axis=1))
+            diff = np.flatnonzero(now.reshape(-1) != then_words) // c
             return np.concatenate(bad + [own[diff]])
         cnt, then = then_n, then_words
     else:

@@ -255,7 +255,10 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
             continue
         # overlap with a group that was not a candidate: pull it in
         for g in prev.groups.values():
-            if g.kind == "data" and g.ids and not _disjoint(g.ids, ids):
+            if g.kind != "data" or not g.ids or all(m in singles or m in skipped or m in todo or m not in cur
+                                                    for m in g.names):
+                continue  # nothing it could pull in (a sliced container's own last group: a costly probe)
+            if not _disjoint(g.ids, ids):
                 for m in g.names:
                     if m in cur and m not in singles and m not in skipped and m not in todo:
                         todo.append(m)

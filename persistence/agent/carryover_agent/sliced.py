@@ -566,9 +566,25 @@ class IdArray:
     def replaced(self, gone, new):
         """A copy without the ids gone and with the ids new (O(n) copies, no Python objects)."""
         np = self.np
-        a = np.delete(self.a, np.searchsorted(self.a, np.sort(gone))) if len(gone) else self.a
+        a = self.a
+        if len(gone):
+            keep = np.ones(len(a), bool)
+            keep[np.searchsorted(a, np.sort(gone))] = False
+            a = a[keep]
+        if not len(new):
+            return IdArray(np, a)
         new = np.sort(new)
-        return IdArray(np, np.insert(a, np.searchsorted(a, new), new) if len(new) else a)
+        at = np.searchsorted(a, new)
+        if len(new) > 1024:
+            return IdArray(np, np.insert(a, at, new))
+        out = np.empty(len(a) + len(new), a.dtype)  # one copy in runs (np.insert sorts its indexes)
+        prev = 0
+        for j, (i, v) in enumerate(zip(at.tolist(), new.tolist())):
+            out[prev + j:i + j] = a[prev:i]
+            out[i + j] = v
+            prev = i
+        out[prev + len(new):] = a[prev:]
+        return IdArray(np, out)
 
 
 def _ids(c, old, changed, gone, added):
@@ -576,11 +592,16 @@ def _ids(c, old, changed, gone, added):
     updated in time proportional to what was replaced; rebuilt when the fingerprints were walked anew."""
     np = sys.modules["numpy"]
     if changed is None or gone is None or old.ids is None:
+        # Stable (timsort): the pointers come in long ascending runs (allocation order), merged in O(n).
         return IdArray(np, np.sort(np.concatenate([c.vptrs[c.rec], c.fp.mutable_ptrs(np),
-                                                   np.array([id(c.obj)], np.int64)])))
+                                                   np.array([id(c.obj)], np.int64)]), kind="stable"))
     if not len(changed) and not len(gone) and not len(added):
         return old.ids
     was, now = changed[changed < len(old.vptrs)], changed[changed < len(c.vptrs)]
+    gone, added = np.asarray(gone, np.int64), np.asarray(added, np.int64)
+    if len(gone) and len(added):  # a dirty slice's containers walked again: mostly the same ones
+        both = np.intersect1d(gone, added)
+        gone, added = gone[~np.isin(gone, both)], added[~np.isin(added, both)]
     return old.ids.replaced(np.concatenate([old.vptrs[was][old.rec[was]], np.asarray(gone, np.int64)]),
                             np.concatenate([c.vptrs[now][c.rec[now]], np.asarray(added, np.int64)]))
 
