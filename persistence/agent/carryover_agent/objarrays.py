@@ -24,7 +24,7 @@ import sys
 
 from .common import PROTOCOL, _hash
 from . import nested
-from .sliced import SLICE_MIN, STATS, IdArray, _memory, slice_len
+from .sliced import REWALK, SLICE_MIN, STATS, IdArray, _memory, slice_len
 
 _ENTRIES = {}  # id(array) -> _Entry
 _PRE = {}  # id(PickleBuffer) -> (PickleBuffer, [hash, len]) made by the pickle under way
@@ -136,6 +136,10 @@ def _scan(m, np, a, e):
             if not dirty:
                 new.fp, new.ids = e.fp, e.ids
                 return new, dirty
+            if e.fp.nkeep > REWALK * max(e.fp.nobj, 1) or len(dirty) * e.k * 2 > n:
+                new.fp = nested.walk(m, new.shadow, ptrs, np.arange(n, dtype=np.int64))
+                new.ids = _nested_ids(np, new.fp)
+                return (None if new.ids.duplicated() else new), dirty
             pos = np.concatenate([np.arange(i * e.k, min(n, (i + 1) * e.k), dtype=np.int64) for i in sorted(dirty)])
             fresh = nested.walk(m, list(map(new.shadow.__getitem__, pos.tolist())), ptrs[pos], pos)
             drop = np.zeros(n, bool)
