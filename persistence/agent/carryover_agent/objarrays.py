@@ -139,7 +139,7 @@ def _scan(m, np, a, e):
             if e.fp.nkeep > REWALK * max(e.fp.nobj, 1) or len(dirty) * e.k * 2 > n:
                 new.fp = nested.walk(m, new.shadow, ptrs, np.arange(n, dtype=np.int64))
                 new.ids = _nested_ids(np, new.fp)
-                return (None if new.ids.duplicated() else new), dirty
+                return None if new.ids.duplicated() else (new, dirty)
             pos = np.concatenate([np.arange(i * e.k, min(n, (i + 1) * e.k), dtype=np.int64) for i in sorted(dirty)])
             fresh = nested.walk(m, list(map(new.shadow.__getitem__, pos.tolist())), ptrs[pos], pos)
             drop = np.zeros(n, bool)
