@@ -288,8 +288,11 @@ def _in_drop(np, own, drop):
 
 
 def _words_of(np, counts, off, words, keep):
-    """The words of the kept sequences, in order."""
-    return words[_flat_index(np, off[keep], counts[keep], 1)]
+    """The words of the kept sequences, in order (a row mask when all have one length)."""
+    c = int(counts[0]) if len(counts) else 0
+    if c and len(words) == len(counts) * c and (counts == c).all():
+        return words.reshape(len(counts), c)[keep].reshape(-1)
+    return words[np.repeat(keep, counts)]
 
 
 def selftest(m):
