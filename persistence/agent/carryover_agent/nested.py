@@ -72,10 +72,6 @@ class Fingerprint:
         return None
 
 
-def type_ids(np, types):
-    return np.array([id(t) for t in types], np.int64)
-
-
 def _types(m, objs):
     """The type pointers of objs, by position (map(type) reads them faster than a gather)."""
     return m.list_ptrs(list(map(type, objs)))
