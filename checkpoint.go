@@ -61,6 +61,9 @@ type CheckpointTimings struct {
 	// SlicedRepickledBytes the part of it this checkpoint pickled again (the changed slices).
 	SlicedBytes          int64 `json:"sliced_bytes,omitempty"`
 	SlicedRepickledBytes int64 `json:"sliced_repickled_bytes,omitempty"`
+	// Unsliced names the large containers this checkpoint pickled whole, with why (an item that is
+	// not JSON-like, nested too deep, an object in it twice): slicing them was not possible.
+	Unsliced []VarSkip `json:"unsliced,omitempty"`
 }
 
 // CheckpointSummary is an item of a session's checkpoint list.

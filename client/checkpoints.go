@@ -35,6 +35,9 @@ type CheckpointTimings struct {
 	// SlicedRepickledBytes the part this checkpoint pickled again.
 	SlicedBytes          int64 `json:"sliced_bytes,omitempty"`
 	SlicedRepickledBytes int64 `json:"sliced_repickled_bytes,omitempty"`
+	// Unsliced names the large containers pickled whole (not JSON-like, nested too deep, an
+	// object in them twice), with why.
+	Unsliced []VarSkip `json:"unsliced,omitempty"`
 }
 
 // VarSkip is a variable not saved (or not restored), and why.

@@ -96,6 +96,8 @@ type snapshotAnswer struct {
 		HashedBytes          int64  `json:"hashed_bytes"`
 		SlicedBytes          int64  `json:"sliced_bytes"`
 		SlicedRepickledBytes int64  `json:"sliced_repickled_bytes"`
+		// Unsliced are the large containers pickled whole, and why.
+		Unsliced []carryover.VarSkip `json:"unsliced"`
 	} `json:"timings"`
 }
 
@@ -266,7 +268,8 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 		FilesSkipped: []carryover.FileSkip{},
 		Timings: carryover.CheckpointTimings{DetectMS: ans.Timings.DetectMS, SerializeMS: ans.Timings.SerializeMS,
 			WriteMS: ans.Timings.WriteMS, DirtyMode: ans.Timings.DirtyMode, DirtyFallback: ans.Timings.DirtyFallback,
-			SlicedBytes: ans.Timings.SlicedBytes, SlicedRepickledBytes: ans.Timings.SlicedRepickledBytes},
+			SlicedBytes: ans.Timings.SlicedBytes, SlicedRepickledBytes: ans.Timings.SlicedRepickledBytes,
+			Unsliced: ans.Timings.Unsliced},
 	}
 	m := &Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {

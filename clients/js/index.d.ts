@@ -437,6 +437,8 @@ export declare namespace Schemas {
       sliced_bytes?: number;
       /** The part of sliced_bytes this checkpoint pickled again (the changed slices). */
       sliced_repickled_bytes?: number;
+      /** Large containers this checkpoint pickled whole, and why (an item not JSON-like, nested too deep, an object in it twice). */
+      unsliced?: VarSkip[];
     };
     created_at?: string;
   }

@@ -100,7 +100,9 @@ class DetectionTest(unittest.TestCase):
             lst[100] = None  # frees the saved tuple: the next one is allocated where it lay
             lst[100] = (-i, "changed", float(i))
             self.assertOneSlice(s, s.save())
-        lst[7] = (1, [2])  # a tuple holding a list: not sliced while bound
+        lst[7] = (1, [2])  # a tuple holding a list: nested, still sliced
+        self.assertOneSlice(s, s.save())
+        lst[8] = (1, object())  # not JSON-like: not sliced while bound
         self.assertIsNone(s.save())
 
     def test_same_value_reassigned_is_clean(self):
@@ -202,14 +204,20 @@ class DetectionTest(unittest.TestCase):
         self.assertIsNone(sliced.pickle_sliced_group(s.agent, ["a", "b"], [d, lst]))  # two containers
 
     def test_unsliceable_is_pickled_whole(self):
-        for bad in ([{"a": [1]}] * 1 + records(N - 1), [object()] + list(range(N)), [[1]] + list(range(N))):
+        deep = [1]
+        for _ in range(ca.nested.MAX_DEPTH + 1):
+            deep = [deep]
+        for bad in ([{"a": [object()]}] + records(N - 1), [object()] + list(range(N)), [[1, {2: {3}}, deep]] + list(range(N)),
+                    [{(1, object()): 1}] + records(N - 1)):
             self.assertIsNone(_Saver(self, bad).save())
         lst = records()
         s = _Saver(self, lst)
         s.save()
-        lst[3]["nested"] = {"deep": 1}
-        self.assertIsNone(s.save())
-        self.assertIsNone(s.save())  # remembered while bound
+        lst[3]["nested"] = {"deep": {"er": [1, 2.5, object()]}}
+        for _ in range(2):  # the second time: remembered while bound, named again
+            sliced.reset_stats()
+            self.assertIsNone(s.save())
+            self.assertEqual([u["reason"] for u in sliced.STATS["unsliced"]], ["pickled whole: holds a object"])
         self.assertIsNone(_Saver(self, list(range(ca.SLICE_MIN - 1))).save())  # small: whole
 
     def test_clean_slice_unknown_to_go_is_sent_again(self):
@@ -303,14 +311,14 @@ class ObjectArrayTest(unittest.TestCase):
     def test_what_is_not_sliced(self):
         s = _ArraySaver(self)
         with_list = np.array(["x"] * N, dtype=object)
-        with_list[3] = [1, 2]
+        with_list[3] = [1, 2j]  # complex: no atom
         self.assertIsNone(s.save(with_list))
         base = np.array(["y%d" % i for i in range(2 * N)], dtype=object)
         self.assertIsNone(s.save(base[::2]))  # a view
         self.assertIsNone(s.save(np.array(["z"] * 100, dtype=object)))  # small
         sliced_once = np.array(["w%d" % i for i in range(N)], dtype=object)
         s.save(sliced_once)
-        sliced_once[7] = {"no": "atom"}
+        sliced_once[7] = {"no": 3j}
         self.assertIsNone(s.save(sliced_once))
 
     def test_dataframe_string_column(self):

@@ -8,8 +8,10 @@ Modules, by concern
 common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
 numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
 verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
-in slices), objarrays (object arrays of atoms in slices), figures (which live matplotlib figures
-changed), liveids (the ids a group shares by), interp (@random & co.), groups (state
+in slices), nested (fingerprints of nested records), holders (small dicts holding large containers),
+objarrays (object arrays of atoms and JSON-like values in slices), figures (which live matplotlib
+figures changed), liveids (the ids a group shares by), interp (@random & co.), history, safety and
+replay (rebuilding on restore what a checkpoint skipped), groups (state
 between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
 session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
 __carryover__ and install()).
@@ -40,9 +42,11 @@ Why it looks like this
   with the live values ("saved, but ..." when a custom __reduce__ loses something).
 * Large numpy buffers are diffed by dirty-page tracking (userfaultfd WP_ASYNC + PAGEMAP_SCAN, see
   _Tracker): only chunks with written pages are hashed again; elsewhere every chunk is hashed.
-* Large lists and dicts of atoms and flat records (a million small dicts) are pickled in slices, one
-  out-of-band buffer each (``_rebuild_sliced``); changed slices are found from the items' addresses
-  and dict version tags read from memory, so one changed record re-pickles one slice (sliced.py).
+* Large lists and dicts of atoms and records (a million small dicts, parsed JSON nested to any
+  bounded depth) are pickled in slices, one out-of-band buffer each (``_rebuild_sliced``); changed
+  slices are found from the items' addresses, dict version tags and the fingerprints of nested
+  lists, dicts and sets read from memory, so one changed record re-pickles one slice (sliced.py,
+  nested.py); a small dict holding such a container has it sliced (holders.py).
 
 Spool protocol (the Go side is persistence/checkpoint_spool.go)
 -------------------------------------------------------------
@@ -63,8 +67,9 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
     "chunks": [{"h", "c": "raw"|"zstd", "n": raw len, "s": stored len, "f": file | "d": base64,
     "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
     write_ms, dirty_mode: "uffd"|"hash"|"mixed"|"", dirty_fallback, tracked_bytes, rehashed_bytes,
-    hashed_bytes}}. "state" groups are named "@random", "@numpy.random", "@torch.random",
-    "@matplotlib.rcParams", "@magics", "@extensions": not variables (never in "saved"), restored after the data.
+    hashed_bytes, sliced_bytes, sliced_repickled_bytes, unsliced: [{"name","type","reason"}]}}.
+    "state" groups are named "@random", "@numpy.random", "@torch.random", "@matplotlib.rcParams",
+    "@magics", "@extensions": not variables (never in "saved"), restored after the data.
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
@@ -104,6 +109,7 @@ from .reducers import (  # noqa: F401
     _tensor_with_grad, _torch_generator)
 from .objarrays import _object_array  # noqa: F401
 from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
+from . import holders, nested  # noqa: F401,E402  (sliced imports holders lazily: holders imports sliced)
 from .verify import _verify  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.

@@ -20,8 +20,8 @@ from .liveids import sharing_ids, temporaries
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
-from .objarrays import take_pre
-from .sliced import pickle_sliced, pickle_sliced_group
+from .objarrays import take_nested_ids, take_pre
+from .sliced import IdArray, pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
     return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"
@@ -177,7 +177,7 @@ def pickle_one(agent, names, values):
     bufs = []
     buf = io.BytesIO()
     del _SEEN[:], _NOTES[:]
-    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()))
+    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
@@ -225,8 +225,17 @@ def pickle_one(agent, names, values):
     del _NOTES[:]
     if len(values) > 1 or obj is values[0]:
         ids.update(id(v) for v in values if not isinstance(v, shared))
-    r.ids = frozenset(ids)
+    r.ids = _with_nested(ids, take_nested_ids())
     return r
+
+
+def _with_nested(ids, nested):
+    """The group's ids, with those of the lists, dicts and sets inside sliced object arrays (JSON
+    columns): a value elsewhere holding one of them joins the group (sliced.IdArray when any)."""
+    if not nested:
+        return frozenset(ids)
+    np = sys.modules["numpy"]
+    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested)))
 
 
 _PROBE_IDS = 10000
@@ -278,7 +287,10 @@ def pickle_data(agent, names, cur, prev, p2g, skipped):
             continue
         # overlap with a group that was not a candidate: pull it in
         for g in prev.groups.values():
-            if g.kind == "data" and g.ids and not _disjoint(g.ids, ids):
+            if g.kind != "data" or not g.ids or all(m in singles or m in skipped or m in todo or m not in cur
+                                                    for m in g.names):
+                continue  # nothing it could pull in (a sliced container's own last group: a costly probe)
+            if not _disjoint(g.ids, ids):
                 for m in g.names:
                     if m in cur and m not in singles and m not in skipped and m not in todo:
                         todo.append(m)

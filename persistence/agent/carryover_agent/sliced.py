@@ -1,9 +1,11 @@
-"""Large containers of small objects, saved in slices (issue 13, S4).
+"""Large containers of small objects, saved in slices (issues 13 and 25).
 
-A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None), a
-tuple of atoms, or a *record* (a plain dict whose keys and values are atoms), is pickled as one out-of-band buffer per
-slice of ~SLICE_BYTES, so a turn that changes one record re-pickles and writes one slice, not the
-whole container. Anything else is pickled whole, as before.
+A list or dict of at least SLICE_MIN items, each an atom (int, float, str, bytes, bool, None) or a
+JSON-like value (dicts, lists, tuples, sets and frozensets of them, nested: a *record* is a dict), is
+pickled as one out-of-band buffer per slice of ~SLICE_BYTES, so a turn that changes one record, at
+any depth, re-pickles and writes one slice, not the whole container. Anything else is pickled whole,
+as before, and named in the checkpoint's timings ("unsliced"). What the records nest is checked and
+fingerprinted by nested.py; small dicts holding such containers are holders.py's.
 
 Finding the changed slices must cost far less than pickling (~1 s per million records). The agent
 reads what it needs straight from memory with numpy gathers (~30 ms per million):
@@ -14,8 +16,8 @@ reads what it needs straight from memory with numpy gathers (~30 ms per million)
 Why a slice found clean is unchanged (a false "clean" loses data):
 * An item at the same address is the same object: the agent holds a reference to every item it saw
   (the shadow), so no item can be freed and another allocated at its address.
-* Atoms are immutable. A record's keys and values are checked to be atoms whenever its slice is
-  pickled, and any change to the record changes its version tag.
+* Atoms are immutable. Any change to a record changes its version tag; a write below it changes a
+  fingerprint (nested.py, which proves it).
 * A record twice in the container makes it be pickled whole that turn (slices would restore two
   records). A record also bound to a name, or held by another saved value, shares the container's
   group ids (every record's id), so the grouping puts them in one group; a group of the container
@@ -33,14 +35,14 @@ import io
 import operator
 import pickle
 import sys
-from itertools import chain
 
+from . import nested
 from .common import _ATOMS, PROTOCOL, _hash
 
 SLICE_MIN = 16384  # containers with fewer items are pickled whole
 SLICE_BYTES = 64 << 10  # target pickled size of a slice
 _SAMPLE = 512  # items pickled to size the slices of a new container
-STATS = {"sliced_bytes": 0, "sliced_repickled_bytes": 0}  # this snapshot's (containers and object arrays)
+STATS = {"sliced_bytes": 0, "sliced_repickled_bytes": 0, "unsliced": []}  # this snapshot's (containers, object arrays)
 SLICE_MAX = 16 << 20  # a slice pickling larger than this (huge records): the container is pickled whole
 
 
@@ -60,22 +62,38 @@ _REBUILT = {}  # id -> (container, k) rebuilt by the restore under way (seed() t
 def seed(agent, name, obj, desc):
     """After a restore: the cache of a container rebuilt from slices, from the slices' chunks in its
     descriptor, so the next snapshot re-pickles only the slices a turn changes. Returns the ids the
-    restored group shares by, or None when obj is not such a container."""
+    restored group shares by, or None when obj is not such a container (nor a small dict holding
+    such containers, holders.py)."""
+    hit = _REBUILT.get(id(obj))
+    if hit is None or hit[0] is not obj:
+        if type(obj) is dict and len(obj) < SLICE_MIN:
+            from .holders import seed_holder
+
+            return seed_holder(agent, name, obj, desc)
+        return None
+    slices = [b[2][0] for b in desc["b"] if len(b[2]) == 1]
+    c = seed_one(agent, name, obj, slices)
+    return None if c is None else c.ids
+
+
+def seed_one(agent, key, obj, slices):
+    """The cache of container obj (rebuilt from slices, their [hash, len] in slices) under key, or None."""
     hit = _REBUILT.pop(id(obj), None)
     m = _memory()
     if hit is None or hit[0] is not obj or m is None:
         return None
     try:
         c = _scan(m, obj, None)
-    except _Unsliceable:
+        c.fp = nested.walk(m, c.vals, c.vptrs, m.np.arange(len(c.vals), dtype=m.np.int64), top_dicts=False)
+    except (_Unsliceable, nested.Irregular):
         return None
     c.k = hit[1]
-    c.slices = [b[2][0] for b in desc["b"] if len(b[2]) == 1]
+    c.slices = slices
     if len(c.slices) != max(1, -(-len(c.vals) // c.k)):
         return None
-    c.ids = _ids(c, None, None)
-    agent._sliced[name] = c
-    return c.ids
+    c.ids = _ids(c, None, None, None, None)
+    agent._sliced[key] = c
+    return c
 
 
 def forget_rebuilt():
@@ -106,6 +124,7 @@ class _Memory:
     """Word reads and gathers over the process's memory, and the CPython struct offsets they use."""
 
     DICT_TAG, DICT_KEYS, DICT_VALUES, LIST_ITEMS = 3, 4, 5, 3  # word offsets in PyDictObject/PyListObject
+    SET_MASK, SET_TABLE = 4, 5  # word offsets in PySetObject
 
     def __init__(self, np):
         self.np = np
@@ -157,7 +176,7 @@ def _memory():
         import numpy as np
 
         m = _Memory(np)
-        if _selftest(m):
+        if _selftest(m) and nested.selftest(m):
             m.tables = _tables_ok(m)
             _MEM[0] = m
     except Exception:
@@ -197,57 +216,93 @@ def _tables_ok(m):
 
 class _Cache:
     """What the last snapshot of one container saw: the container, the shadow (its items, held so
-    their addresses stay theirs), pointers and record version tags by position, the slices' chunk
-    lists and the ids the group shares by."""
+    their addresses stay theirs), pointers and record version tags by position, the fingerprints of
+    what the items nest (nested.py), the slices' chunk lists and the ids the group shares by."""
 
-    __slots__ = ("obj", "kind", "k", "ver", "keys", "vals", "kptrs", "vptrs", "rec", "tags", "slices", "ids",
+    __slots__ = ("obj", "kind", "k", "ver", "keys", "vals", "kptrs", "vptrs", "rec", "tags", "fp", "slices", "ids",
                  "parts")
 
 
 class _Unsliceable(Exception):
-    """The container holds something other than atoms and records: pickled whole while bound."""
+    """The container holds something not JSON-like: pickled whole while bound; args[0] says why."""
 
 
 class _Aliased(Exception):
-    """A record is twice in the container: pickled whole this turn, so it stays one object."""
+    """A record or nested container is twice in the container: pickled whole this turn, so it
+    stays one object."""
 
 
 def purge(agent, cur):
-    """Drops the caches (and their shadows) of names gone or rebound."""
-    for store in (agent._sliced, agent._unsliced):
-        for n in [n for n, c in store.items() if cur.get(n) is not getattr(c, "obj", c)]:
-            del store[n]
+    """Drops the caches (and their shadows) of names gone or rebound. A container inside a small
+    dict (holders.py) is keyed (name, key, ...): dropped when that path no longer leads to it."""
+    for key in [k for k, c in agent._sliced.items() if resolve(cur, k) is not c.obj]:
+        del agent._sliced[key]
+    for key in [k for k, (v, _) in agent._unsliced.items() if resolve(cur, k) is not v]:
+        del agent._unsliced[key]
 
 
-def _sliceable(agent, name, v):
-    return type(v) in (list, dict) and len(v) >= SLICE_MIN and agent._unsliced.get(name) is not v
+def resolve(cur, key):
+    """The value a cache key names in the namespace cur, or None."""
+    if type(key) is str:
+        return cur.get(key)
+    v = cur.get(key[0])
+    for k in key[1:]:
+        if type(v) is not dict:
+            return None
+        v = v.get(k)
+    return v
+
+
+def _sliceable(agent, key, v):
+    """v is large enough to slice and not known irregular. A known irregular container is named in
+    this snapshot's figures again (it is pickled whole)."""
+    if type(v) not in (list, dict) or len(v) < SLICE_MIN:
+        return False
+    hit = agent._unsliced.get(key)
+    if hit is not None and hit[0] is v:
+        _report(key, v, hit[1])
+        return False
+    return True
+
+
+def _report(key, v, reason):
+    name = key if type(key) is str else key[0] + "".join("[%r]" % k for k in key[1:])
+    if any(u["name"] == name for u in STATS["unsliced"]):
+        return  # pickled alone, then again in its group: named once
+    STATS["unsliced"].append({"name": name, "type": type(v).__name__, "reason": "pickled whole: " + reason})
 
 
 def pickle_sliced(agent, name, v):
     """(in-band pickle, buffers, [[hash, len]] per buffer, ids) of container v bound to name, or None
     when v is to be pickled whole. A clean slice whose chunk Go may not have (not referenced by the
-    committed state) is pickled again."""
+    committed state) is pickled again. A small dict holding large containers (``api['items']``) has
+    them sliced (holders.py)."""
     if not _sliceable(agent, name, v):
+        if type(v) is dict and len(v) < SLICE_MIN:
+            from .holders import pickle_holder
+
+            return pickle_holder(agent, name, v)
         return None
     c = _slice(agent, name, v)
     return None if c is None else _in_band(c, c.parts)
 
 
 def pickle_sliced_group(agent, names, values):
-    """A group of one large container and names bound to records in it (``for row in rows:`` leaves
-    row bound to the last record): the container in slices, each such name pickled as
-    ``container[key]``, so ``row is rows[-1]`` survives a restore. None for any other group."""
+    """A group of one large container and names bound to records in it, or to containers nested in
+    them (``for row in rows:`` leaves row bound to the last record; ``tags = rows[3]['tags']``): the
+    container in slices, each such name pickled as ``container[key]...``, so ``row is rows[-1]``
+    survives a restore. None for any other group."""
     big = [i for i, (n, v) in enumerate(zip(names, values)) if _sliceable(agent, n, v)]
-    if len(big) != 1 or not all(type(v) is dict for i, v in enumerate(values) if i != big[0]):
+    if len(big) != 1 or not all(type(v) in (dict, list, set) for i, v in enumerate(values) if i != big[0]):
         return None
     c = _slice(agent, names[big[0]], values[big[0]])
     if c is None:
         return None
-    pos = _positions(c, [id(v) for i, v in enumerate(values) if i != big[0]])
-    if pos is None:
+    paths = _paths(c, [v for i, v in enumerate(values) if i != big[0]])
+    if paths is None:
         return None
-    keys = iter(pos)
-    items = tuple(c.parts if i == big[0] else _Item(c.parts, next(keys)) for i in range(len(values)))
+    it = iter(paths)
+    items = tuple(c.parts if i == big[0] else _path_item(c.parts, next(it)) for i in range(len(values)))
     return _in_band(c, items)
 
 
@@ -260,37 +315,91 @@ def _slice(agent, name, v):
     old = agent._sliced.pop(name, None)
     if old is not None and old.obj is not v:
         old = None
+    dirty = None
     try:
         c = _scan(m, v, old)
         dirty, changed = _dirty(m.np, c, old)
-        c.ids = _ids(c, old, changed)
+        gone, added = _nested(m, c, old, dirty)
+        c.ids = _ids(c, old, changed, gone, added)
+        if c.k is None:
+            c.k = slice_len(c.vals, c.keys)
         if old is not None:
             old.keys = old.vals = None  # the new shadow holds the items
-        if c.ids.duplicated():
+        if c.ids.duplicated() and not _dups_in_one_slice(c):
             raise _Aliased()
         _pickle(c, dirty, old, agent.state.known)
-    except _Unsliceable:
-        agent._unsliced[name] = v
+    except _Unsliceable as e:
+        agent._unsliced[name] = (v, e.args[0])
+        _report(name, v, e.args[0])
         return None
     except _Aliased:
+        _report(name, v, "an object is in it twice (slices would restore two)")
         if dirty is not None:  # keep what is known: the slices changed since are pickled next time
             c.slices = [None if i in dirty else cl for i, cl in enumerate(old.slices)]
+            c.ids = None
             agent._sliced[name] = c
         return None
     agent._sliced[name] = c
     return c
 
 
-def _positions(c, ids):
-    """The container key of each record id (None when one is not in the container)."""
+def _dups_in_one_slice(c):
+    """Every object that is twice in the container is so within one slice (one pickle: its memo keeps
+    it one object). False for more than a few such objects."""
+    np = sys.modules["numpy"]
+    a = c.ids.a
+    dup = np.unique(a[1:][a[1:] == a[:-1]])
+    if len(dup) > 64 or id(c.obj) in dup.tolist():
+        return False
+    for i in dup.tolist():
+        owners = [(c.vptrs == np.int64(i)).nonzero()[0]]
+        owners += [o[p == np.int64(i)] for p, o in ((c.fp.dptr, c.fp.down), (c.fp.lptr, c.fp.lown), (c.fp.sptr, c.fp.sown))]
+        if len(set((np.concatenate(owners) // c.k).tolist())) != 1:
+            return False
+    return True
+
+
+def _paths(c, objs):
+    """The path (keys from the container down) of each object, or None when one is not a record of
+    the container or a container nested in one."""
     np = c.vptrs.dtype.type  # numpy's int64: compare as numbers
     out = []
-    for i in ids:
-        at = (c.vptrs == np(i)).nonzero()[0]
-        if len(at) != 1:
+    for o in objs:
+        at = (c.vptrs == np(id(o))).nonzero()[0]
+        if len(at) == 1:
+            out.append((int(at[0]) if c.kind == "list" else c.keys[int(at[0])],))
+            continue
+        own = c.fp.owner_of(sys.modules["numpy"], id(o)) if c.fp is not None else None
+        if own is None:
             return None
-        out.append(int(at[0]) if c.kind == "list" else c.keys[int(at[0])])
+        sub = _find(c.vals[own], o, nested.MAX_DEPTH)
+        if sub is None:
+            return None
+        out.append((own if c.kind == "list" else c.keys[own],) + sub)
     return out
+
+
+def _find(v, o, depth):
+    """The keys from v down to the object o (by identity), or None."""
+    if depth < 0:
+        return None
+    t = type(v)
+    kids = v.items() if t is dict else enumerate(v) if t in (list, tuple) else ()
+    for k, x in kids:
+        if x is o:
+            return (k,)
+        if type(x) in (dict, list, tuple):
+            sub = _find(x, o, depth - 1)
+            if sub is not None:
+                return (k,) + sub
+    return None
+
+
+def _path_item(parts, path):
+    obj = parts
+    for k in path:
+        obj = _Item(obj, k)
+    return obj
 
 
 class _Item:
@@ -318,7 +427,7 @@ def _scan(m, v, old):
     """The container's items as of now: shadow, pointers, which are records, their version tags."""
     np = m.np
     c = _Cache()
-    c.obj, c.kind, c.k, c.slices = v, "list" if type(v) is list else "dict", None, None
+    c.obj, c.kind, c.k, c.slices, c.fp, c.ids = v, "list" if type(v) is list else "dict", None, None, None, None
     if old is not None:
         c.k = old.k
     same = _scan_dict(m, c, old) if c.kind == "dict" else _scan_list(m, c, old)
@@ -327,8 +436,9 @@ def _scan(m, v, old):
     else:
         ty = m.gather(c.vptrs, 1)
         c.rec = ty == id(dict)
-        if not (c.rec | np.isin(ty, _item_ids(np))).all():
-            raise _Unsliceable()
+        ok = np.isin(ty, _item_ids(np))
+        if not ok.all():
+            raise _Unsliceable("holds a %s" % type(c.vals[int(np.flatnonzero(~ok)[0])]).__name__)
     c.tags = np.zeros(len(c.vptrs), np.int64)
     c.tags[c.rec] = m.gather(c.vptrs[c.rec], m.DICT_TAG)
     return c
@@ -344,20 +454,22 @@ def _scan_dict(m, c, old):
     c.keys, c.vals = list(c.obj), list(c.obj.values())
     c.kptrs, c.vptrs = m.dict_ptrs(c.obj)
     if not m.np.isin(m.gather(c.kptrs, 1), _atom_ids(m.np)).all():
-        raise _Unsliceable()
+        raise _Unsliceable("a key is not an atom")
     return False
 
 
 def _scan_list(m, c, old):
     """Items of a list container; True when they are the same objects as old's (old's shadow kept)."""
     c.ver = c.keys = c.kptrs = None
+    if old is not None:
+        ptrs = m.list_ptrs(c.obj)
+        if m.np.array_equal(ptrs, old.vptrs):  # the same objects, which old's shadow holds: no copy
+            c.vals, c.vptrs = old.vals, ptrs
+            return True
     c.vals = list(c.obj)
-    c.vptrs = m.list_ptrs(c.obj)
+    c.vptrs = m.list_ptrs(c.vals)  # the shadow's own pointers: it holds what they point to
     if not c.vptrs.all():
-        raise _Unsliceable()  # never for a list Python code can see; the reads below would fault
-    if old is not None and m.np.array_equal(c.vptrs, old.vptrs):
-        c.vals = old.vals
-        return True
+        raise _Unsliceable("a NULL item")  # never for a list Python code can see; the reads below would fault
     return False
 
 
@@ -366,16 +478,20 @@ def _atom_ids(np):
 
 
 def _item_ids(np):
-    """Types an item may have besides dict: atoms, and tuples (of atoms, checked when pickled; a
-    tuple cannot change after that, and the shadow keeps it the same object)."""
-    return np.array([id(t) for t in _ATOMS] + [id(tuple)], np.int64)
+    """Types an item may have: atoms, and the containers of JSON-like values (what they hold is
+    checked by nested.walk whenever their slice is pickled; tuples and frozensets cannot change after
+    that, and the fingerprints see every change of the others)."""
+    return np.array([id(t) for t in _ATOMS] + [id(t) for t in (dict, list, tuple, set, frozenset)], np.int64)
 
 
 def _dirty(np, c, old):
     """(indexes of the slices whose items or records changed since the last snapshot, positions
-    whose item is another object); (None, None) when everything is new."""
+    whose item is another object); (None, None) when everything is new. With the test-only switch
+    (nested.NO_DETECTION_ENV) nothing is found changed."""
     if old is None or c.k is None:
         return None, None
+    if nested.detection_off():
+        return set(), np.zeros(0, np.int64)
     n, n0 = len(c.vptrs), len(old.vptrs)
     m = min(n, n0)
     moved = c.vptrs[:m] != old.vptrs[:m]
@@ -385,6 +501,37 @@ def _dirty(np, c, old):
     edited = np.flatnonzero(c.tags[:m] != old.tags[:m])
     dirty = set((np.concatenate([changed, edited]) // c.k).tolist())
     return {i for i in dirty if i * c.k < n}, changed
+
+
+REWALK = 2  # the fingerprints are walked anew once what they keep alive is this many times a full walk
+
+
+def _nested(m, c, old, dirty):
+    """Brings the fingerprints of what the items nest up to date (c.fp), adding to dirty the slices
+    whose nested containers changed. Returns (pointers of mutable containers dropped, added), or
+    (None, None) when the fingerprints were walked anew (the ids are then rebuilt)."""
+    np = m.np
+    n = len(c.vals)
+    try:
+        if dirty is None or old.fp is None:
+            c.fp = nested.walk(m, c.vals, c.vptrs, np.arange(n, dtype=np.int64), top_dicts=False)
+            return None, None
+        hit = nested.changed(m, old.fp)
+        dirty.update(i for i in set((hit // c.k).tolist()) if i * c.k < n)
+        if old.fp.nkeep > REWALK * max(old.fp.nobj, 1) or len(dirty) * c.k * 2 > n:
+            c.fp = nested.walk(m, c.vals, c.vptrs, np.arange(n, dtype=np.int64), top_dicts=False)
+            return None, None
+        if not dirty:
+            c.fp = old.fp
+            return (), ()
+        pos = np.concatenate([np.arange(i * c.k, min(n, (i + 1) * c.k), dtype=np.int64) for i in sorted(dirty)])
+        fresh = nested.walk(m, list(map(c.vals.__getitem__, pos.tolist())), c.vptrs[pos], pos, top_dicts=False)
+        drop = np.zeros(n, bool)
+        drop[pos] = True
+        c.fp, gone, added = nested.merge(np, old.fp, fresh, drop)
+        return gone, added
+    except nested.Irregular as e:
+        raise _Unsliceable(e.args[0])
 
 
 class IdArray:
@@ -419,20 +566,44 @@ class IdArray:
     def replaced(self, gone, new):
         """A copy without the ids gone and with the ids new (O(n) copies, no Python objects)."""
         np = self.np
-        a = np.delete(self.a, np.searchsorted(self.a, np.sort(gone))) if len(gone) else self.a
+        a = self.a
+        if len(gone):
+            keep = np.ones(len(a), bool)
+            keep[np.searchsorted(a, np.sort(gone))] = False
+            a = a[keep]
+        if not len(new):
+            return IdArray(np, a)
         new = np.sort(new)
-        return IdArray(np, np.insert(a, np.searchsorted(a, new), new) if len(new) else a)
+        at = np.searchsorted(a, new)
+        if len(new) > 1024:
+            return IdArray(np, np.insert(a, at, new))
+        out = np.empty(len(a) + len(new), a.dtype)  # one copy in runs (np.insert sorts its indexes)
+        prev = 0
+        for j, (i, v) in enumerate(zip(at.tolist(), new.tolist())):
+            out[prev + j:i + j] = a[prev:i]
+            out[i + j] = v
+            prev = i
+        out[prev + len(new):] = a[prev:]
+        return IdArray(np, out)
 
 
-def _ids(c, old, changed):
-    """The ids the group shares by, updated in time proportional to the items replaced."""
+def _ids(c, old, changed, gone, added):
+    """The ids the group shares by (the container, its records, the mutable containers they nest),
+    updated in time proportional to what was replaced; rebuilt when the fingerprints were walked anew."""
     np = sys.modules["numpy"]
-    if changed is None or old.ids is None:
-        return IdArray(np, np.sort(np.append(c.vptrs[c.rec], id(c.obj))))
-    if not len(changed):
+    if changed is None or gone is None or old.ids is None:
+        # Stable (timsort): the pointers come in long ascending runs (allocation order), merged in O(n).
+        return IdArray(np, np.sort(np.concatenate([c.vptrs[c.rec], c.fp.mutable_ptrs(np),
+                                                   np.array([id(c.obj)], np.int64)]), kind="stable"))
+    if not len(changed) and not len(gone) and not len(added):
         return old.ids
     was, now = changed[changed < len(old.vptrs)], changed[changed < len(c.vptrs)]
-    return old.ids.replaced(old.vptrs[was][old.rec[was]], c.vptrs[now][c.rec[now]])
+    gone, added = np.asarray(gone, np.int64), np.asarray(added, np.int64)
+    if len(gone) and len(added):  # a dirty slice's containers walked again: mostly the same ones
+        both = np.intersect1d(gone, added)
+        gone, added = gone[~np.isin(gone, both)], added[~np.isin(added, both)]
+    return old.ids.replaced(np.concatenate([old.vptrs[was][old.rec[was]], np.asarray(gone, np.int64)]),
+                            np.concatenate([c.vptrs[now][c.rec[now]], np.asarray(added, np.int64)]))
 
 
 def _pickle(c, dirty, old, known):
@@ -462,6 +633,15 @@ def _count(c, bufs):
 
 def reset_stats():
     STATS["sliced_bytes"] = STATS["sliced_repickled_bytes"] = 0
+    STATS["unsliced"] = []
+
+
+def timings():
+    """This snapshot's figures for the checkpoint's timings (nothing when no container was large)."""
+    out = {k: STATS[k] for k in ("sliced_bytes", "sliced_repickled_bytes") if STATS["sliced_bytes"]}
+    if STATS["unsliced"]:
+        out["unsliced"] = list(STATS["unsliced"])
+    return out
 
 
 def slice_len(vals, keys=None):
@@ -474,16 +654,11 @@ def slice_len(vals, keys=None):
 
 
 def _pickle_slice(c, i):
+    """One slice's pickle (its items were checked JSON-like by nested.walk when they last changed)."""
     a, b = i * c.k, min(len(c.vals), (i + 1) * c.k)
     vals = c.vals[a:b]
-    recs = [x for x in vals if type(x) is dict]
-    seen = set(map(type, chain.from_iterable(map(dict.keys, recs))))
-    seen.update(map(type, chain.from_iterable(map(dict.values, recs))))
-    seen.update(map(type, chain.from_iterable(x for x in vals if type(x) is tuple)))
-    if not seen <= _ATOMS:
-        raise _Unsliceable()
     part = vals if c.kind == "list" else dict(zip(c.keys[a:b], vals))
     data = pickle.dumps(part, PROTOCOL)
     if len(data) > SLICE_MAX:
-        raise _Unsliceable()
+        raise _Unsliceable("a slice of it pickles to more than %d MiB" % (SLICE_MAX >> 20))
     return data

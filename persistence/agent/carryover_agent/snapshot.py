@@ -15,7 +15,8 @@ from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _library_dispatch
 from .objarrays import purge as purge_arrays
-from .sliced import STATS, purge, reset_stats
+from .sliced import purge, reset_stats
+from .sliced import timings as sliced_timings
 from .spool import describe, emit
 from .verify import _verify
 
@@ -64,7 +65,7 @@ def op_snapshot(agent, a):
         "env": _env_diff(agent),
         "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
                          "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent),
-                        **(dict(STATS) if STATS["sliced_bytes"] else {})),
+                        **sliced_timings()),
     }
 
 

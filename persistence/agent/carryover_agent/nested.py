@@ -1,0 +1,312 @@
+"""Nested records (engine v3, issue 25): what a sliced container's items hold below their first
+level, walked at numpy speed, and fingerprints that find every write at any depth.
+
+An item of a sliced container (or of a sliced object array) may be a *JSON-like value*: an atom, or a
+dict, list, tuple, set or frozenset of JSON-like values, nested at most MAX_DEPTH levels (the shapes
+``json.loads`` produces, plus tuples and sets). ``walk`` checks that, level by level, and records:
+* a *fingerprint* of every mutable container below the items: a dict's version tag (ma_version_tag,
+  which CPython 3.11 changes at every modification of that dict, PEP 509); a list's size and its
+  item pointers; a set's mask and its table's key pointers (lists and sets have no version tag);
+* the *owner* of each entry: the position of the container item it lies in (its slice is owner // k);
+* the *keep*: a reference to every object it walked (containers and atoms).
+
+``changed`` re-reads the fingerprints from memory and answers the owners whose fingerprint differs.
+Why it cannot miss a write (docs/persistence.md, "Why a nested write cannot be missed"):
+* every object walked at the last save is still alive (the keep), so no other object can be at its
+  address: the same pointer is the same object;
+* atoms, tuples and frozensets are immutable; what a tuple or frozenset holds was walked too;
+* a dict holds the same keys and values while its tag is unchanged (any insert, delete, value
+  change, clear or pop gives it a new, never-used tag; the self-test checks each on a live dict);
+* a list's content is exactly its size and its item pointers, compared all; a set's membership is
+  exactly the keys in its table, compared all (a write changes a slot's pointer: the key stored, a
+  dummy or NULL);
+so by induction from the items down, an owner whose fingerprints all match holds, at every depth,
+the same objects with the same contents as when it was pickled: its slice's pickle is unchanged.
+Memory is read only inside live objects (the keep holds them) and within their current sizes."""
+
+import os
+from itertools import chain, compress
+
+from .common import _ATOMS
+
+MAX_DEPTH = 8  # levels below an item; deeper values make the container irregular (pickled whole)
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+# Test-only: set (to anything) in the kernel's environment, every slice is taken as unchanged. The
+# mutation tests must then fail: that is how they show they test the change detection.
+NO_DETECTION_ENV = "CARRYOVER_AGENT_NO_CHANGE_DETECTION"
+
+
+def detection_off():
+    return bool(os.environ.get(NO_DETECTION_ENV))
+
+
+class Irregular(Exception):
+    """The value is not JSON-like (another type, or nested too deep); args[0] says why."""
+
+
+class Fingerprint:
+    """The fingerprints of the mutable containers below some items, by kind, each with its owner:
+    d* dicts (pointer, tag), l* lists (pointer, size, offsets into litems, the items' pointers),
+    s* sets (pointer, mask, offsets into skeys, the table's key words). keep holds the walked
+    objects; nobj counts the objects the live entries stand for, nkeep what keep holds."""
+
+    __slots__ = ("dptr", "dtag", "down", "lptr", "lsize", "loff", "litems", "lown", "sptr", "smask", "soff",
+                 "skeys", "sown", "keep", "nobj", "nkeep")
+
+    def __init__(self, np):
+        e = np.zeros(0, np.int64)
+        self.dptr = self.dtag = self.down = self.lptr = self.lsize = self.loff = self.litems = self.lown = e
+        self.sptr = self.smask = self.soff = self.skeys = self.sown = e
+        self.keep, self.nobj, self.nkeep = [], 0, 0
+
+    def mutable_ptrs(self, np):
+        """The addresses of the mutable containers (what sharing is decided by)."""
+        return np.concatenate([self.dptr, self.lptr, self.sptr])
+
+    def owner_of(self, np, ptr):
+        """The owner of the mutable container at ptr, or None."""
+        for p, o in ((self.dptr, self.down), (self.lptr, self.lown), (self.sptr, self.sown)):
+            at = (p == np.int64(ptr)).nonzero()[0]
+            if len(at):
+                return int(o[at[0]])
+        return None
+
+
+def _types(m, objs):
+    """The type pointers of objs, by position (map(type) reads them faster than a gather)."""
+    return m.list_ptrs(list(map(type, objs)))
+
+
+def _any_of(ty, types):
+    out = ty == id(types[0])
+    for t in types[1:]:
+        out |= ty == id(t)
+    return out
+
+
+_KEYS_OK = _ATOMS | {tuple, frozenset}
+
+
+def walk(m, objs, ptrs, owners, top_dicts=True):
+    """The Fingerprint of what objs (a list, its pointers and owners as int64 arrays) hold. With
+    top_dicts False the dicts among objs themselves get no tag entry (the caller tracks them).
+    Raises Irregular.
+
+    Only the items of lists and sets are kept alive (keep): a dict's values are its own as long as
+    its tag holds, and a tuple's forever; the containers are reached from the items down."""
+    np = m.np
+    fp = Fingerprint(np)
+    atoms = tuple(_ATOMS)
+    parts = {k: [] for k in ("dptr", "dtag", "down", "lptr", "lsize", "litems", "lown", "sptr", "smask", "skeys", "sown")}
+    count = len(objs)
+    for level in range(MAX_DEPTH + 1):
+        if not len(ptrs):
+            break
+        ty = _types(m, objs)
+        cont = _any_of(ty, _CONTAINERS)
+        if not (cont | _any_of(ty, atoms)).all():
+            bad = objs[int(np.flatnonzero(~(cont | _any_of(ty, atoms)))[0])]
+            raise Irregular("holds a %s" % type(bad).__name__)
+        if not cont.any():
+            break
+        if level == MAX_DEPTH:
+            raise Irregular("nested deeper than %d levels" % MAX_DEPTH)
+        kids, kown = [], []
+        for t in _CONTAINERS:
+            mask = ty == id(t)
+            if not mask.any():
+                continue
+            sel = list(compress(objs, mask.tolist()))
+            sp, so = ptrs[mask], owners[mask]
+            n = m.gather(sp, 3 if t in (set, frozenset) else 2)  # ma_used / ob_size / used
+            if t is dict:
+                if level or top_dicts:
+                    parts["dptr"].append(sp)
+                    parts["dtag"].append(m.gather(sp, m.DICT_TAG))
+                    parts["down"].append(so)
+                kt = set(map(type, chain.from_iterable(sel)))
+                if not kt <= _KEYS_OK:
+                    raise Irregular("a key is a %s" % next(iter(kt - _KEYS_OK)).__name__)
+                if not kt <= _ATOMS:  # tuple keys: walked too (they may hold anything hashable)
+                    got = list(chain(chain.from_iterable(sel), chain.from_iterable(map(dict.values, sel))))
+                    own = (so, n, 2)
+                else:
+                    got = list(chain.from_iterable(map(dict.values, sel)))
+                    own = (so, n, 1)
+            else:
+                got = list(chain.from_iterable(sel))
+                own = (so, n, 1)
+            if len(got) != int(n.sum()) * own[2]:
+                raise Irregular("changed while it was saved")
+            if t is list:
+                parts["lptr"].append(sp)
+                parts["lsize"].append(n)
+                parts["litems"].append(m.list_ptrs(got))
+                parts["lown"].append(so)
+                fp.keep.append(got)
+            elif t is set:
+                mask_ = m.gather(sp, m.SET_MASK)
+                parts["sptr"].append(sp)
+                parts["smask"].append(mask_)
+                parts["skeys"].append(_set_keys(m, sp, mask_ + 1))
+                parts["sown"].append(so)
+                fp.keep.append(got)
+            fp.keep.append(sel)
+            kids.append(got)
+            kown.append(own)
+        objs = kids[0] if len(kids) == 1 else list(chain.from_iterable(kids))
+        ptrs = m.list_ptrs(objs)
+        owners = _Owners(np, kown)
+        count += len(objs)
+    for k, v in parts.items():
+        if v:
+            setattr(fp, k, np.concatenate(v))
+    fp.loff = _offsets(np, fp.lsize)
+    fp.soff = _offsets(np, fp.smask + 1)
+    fp.nobj = fp.nkeep = count
+    return fp
+
+
+class _Owners:
+    """The owners of a level's objects, computed only when a container is found among them (flat
+    records stop at the first level: their values' owners are never needed)."""
+
+    def __init__(self, np, runs):
+        self.np, self.runs, self.a = np, runs, None
+
+    def __getitem__(self, mask):
+        if self.a is None:
+            np = self.np
+            self.a = np.concatenate([np.repeat(so, n) for so, n, times in self.runs for _ in range(times)])
+        return self.a[mask]
+
+
+def _offsets(np, counts):
+    out = np.zeros(len(counts), np.int64)
+    if len(counts) > 1:
+        np.cumsum(counts[:-1], out=out[1:])
+    return out
+
+
+def _set_keys(m, sp, slots):
+    """The key word of every slot of each set's table (stride 2: key, hash)."""
+    np = m.np
+    table = m.gather(sp, m.SET_TABLE)
+    return m.mem[_flat_index(np, (table >> 3) - 1, slots, 2)]
+
+
+def _flat_index(np, starts, counts, stride):
+    """Word indexes starts[j] + stride * i for i < counts[j], all j, in order."""
+    tot = int(counts.sum())
+    if not tot:
+        return np.zeros(0, np.int64)
+    first = _offsets(np, counts)
+    return np.repeat(starts - stride * first, counts) + stride * np.arange(tot, dtype=np.int64)
+
+
+def changed(m, fp):
+    """The owners (int64, maybe repeated) whose fingerprints no longer match memory."""
+    np = m.np
+    if detection_off():
+        return np.zeros(0, np.int64)
+    out = []
+    if len(fp.dptr):
+        out.append(fp.down[m.gather(fp.dptr, m.DICT_TAG) != fp.dtag])
+    if len(fp.lptr):
+        size, items = _pair(m, fp.lptr, 2)  # ob_size, ob_item
+        out.append(_seq_changed(m, fp.lptr, fp.lsize, size, items, fp.loff, fp.litems, fp.lown, 1))
+    if len(fp.sptr):
+        mask, table = _pair(m, fp.sptr, m.SET_MASK)
+        out.append(_seq_changed(m, fp.sptr, fp.smask + 1, mask + 1, table, fp.soff, fp.skeys, fp.sown, 2))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _pair(m, ptrs, off):
+    """Words off and off + 1 of each object (two gathers: faster than one of shape (n, 2))."""
+    return m.gather(ptrs, off), m.gather(ptrs, off + 1)
+
+
+def _seq_changed(m, ptr, then_n, now_n, base, off, then_words, own, stride):
+    """Owners of sequences (list items, set slots) whose count or words differ. Reads only the first
+    min(then, now) words of each: the current allocation holds at least now."""
+    np = m.np
+    resized = now_n != then_n
+    bad = [own[resized]]
+    start = (base >> 3) - 1
+    if not resized.any():
+        c = int(then_n[0])
+        if c and stride == 1 and (then_n == c).all():  # lists all of one size (fixed-shape records)
+            now = m.mem[start[:, None] + np.arange(c, dtype=np.int64)]
+            diff = np.flatnonzero(now.reshape(-1) != then_words) // c
+            return np.concatenate(bad + [own[diff]])
+        cnt, then = then_n, then_words
+    else:
+        cnt = np.where(resized, 0, then_n)
+        then = then_words[_flat_index(np, off, cnt, 1)]
+    if int(cnt.sum()):
+        now = m.mem[_flat_index(np, start, cnt, stride)]
+        diff = np.flatnonzero(now != then)
+        if len(diff):
+            bad.append(own[np.searchsorted(np.cumsum(cnt), diff, side="right")])
+    return np.concatenate(bad)
+
+
+def merge(np, old, new, drop):
+    """old without the entries whose owner is in drop (a bool mask over owners, True = drop) plus
+    new's entries. Returns (the merged Fingerprint, pointers dropped, pointers added) of the mutable
+    containers. old's keep is kept too (its objects stay alive: harmless, counted in nkeep)."""
+    fp = Fingerprint(np)
+    gone, added = [], []
+    for p, cols in (("d", ("ptr", "tag")), ("l", ("ptr", "size")), ("s", ("ptr", "mask"))):
+        own_o = getattr(old, p + "own")
+        keep_o = ~_in_drop(np, own_o, drop)
+        gone.append(getattr(old, p + "ptr")[~keep_o])
+        added.append(getattr(new, p + "ptr"))
+        for c in cols + ("own",):
+            setattr(fp, p + c, np.concatenate([getattr(old, p + c)[keep_o], getattr(new, p + c)]))
+        if p == "l":
+            fp.litems = np.concatenate([_words_of(np, old.lsize, old.loff, old.litems, keep_o), new.litems])
+            fp.loff = _offsets(np, fp.lsize)
+        elif p == "s":
+            fp.skeys = np.concatenate([_words_of(np, old.smask + 1, old.soff, old.skeys, keep_o), new.skeys])
+            fp.soff = _offsets(np, fp.smask + 1)
+    fp.keep = old.keep + new.keep
+    fp.nkeep = old.nkeep + new.nkeep
+    fp.nobj = old.nobj + new.nobj  # an upper bound of the live objects: drops are not counted off
+    return fp, np.concatenate(gone), np.concatenate(added)
+
+
+def _in_drop(np, own, drop):
+    inside = own < len(drop)
+    out = np.ones(len(own), bool)
+    out[inside] = drop[own[inside]]
+    return out
+
+
+def _words_of(np, counts, off, words, keep):
+    """The words of the kept sequences, in order (a row mask when all have one length)."""
+    c = int(counts[0]) if len(counts) else 0
+    if c and len(words) == len(counts) * c and (counts == c).all():
+        return words.reshape(len(counts), c)[keep].reshape(-1)
+    return words[np.repeat(keep, counts)]
+
+
+def selftest(m):
+    """The layouts walk and changed read, checked on live objects: sizes of dicts, lists, tuples and
+    sets, list items, set tables."""
+    np = m.np
+    d, lst, tup = {"a": 1, "b": 2}, [5, "x", None], (1, 2, 3, 4)
+    if m.word(id(d), 2) != 2 or m.word(id(lst), 2) != 3 or m.word(id(tup), 2) != 4:
+        return False
+    s = {10 ** 20 + i for i in range(5)}
+    fs = frozenset((1, 2))
+    if m.word(id(s), 3) != 5 or m.word(id(fs), 3) != 2:
+        return False
+    keys = _set_keys(m, np.array([id(s)], np.int64), np.array([m.word(id(s), m.SET_MASK) + 1], np.int64))
+    if sorted(int(k) for k in keys if k and int(k) in {id(x) for x in s}) != sorted(id(x) for x in s):
+        return False
+    before = keys.copy()
+    x = next(iter(s))
+    s.discard(x)
+    after = _set_keys(m, np.array([id(s)], np.int64), np.array([m.word(id(s), m.SET_MASK) + 1], np.int64))
+    return len(after) == len(before) and (after != before).sum() == 1 and id(x) not in set(after.tolist())

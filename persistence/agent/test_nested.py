@@ -1,0 +1,311 @@
+"""Nested records (engine v3, carryover_agent/nested.py and holders.py): a write at any depth of an
+item must be found (a missed one loses data), one item's change re-pickles its slice only, aliasing
+survives, and what cannot be sliced is pickled whole and named.
+
+Every save plays Go: it keeps the chunks in a dict and rebuilds the container from the chunks the
+save names, then compares it with the live one (types, order and identity of shared objects
+included). test_detection_off_misses_them runs the mutations with change detection switched off
+(nested.NO_DETECTION_ENV) and requires every one of them to be missed: the mutation tests fail then."""
+
+import os
+import pickle
+import unittest
+
+import numpy as np
+
+import carryover_agent as ca
+from carryover_agent import nested, sliced
+from test_agent import Harness
+from test_sliced import _ArraySaver, _Shell
+
+N = ca.SLICE_MIN * 3
+
+
+def canon(x):
+    """x as nested tuples that compare equal only when types, order (lists, tuples, dicts) and
+    contents are equal (sets by sorted members)."""
+    t = type(x)
+    if t is dict:
+        return ("dict", tuple((canon(k), canon(v)) for k, v in x.items()))
+    if t in (list, tuple):
+        return (t.__name__, tuple(canon(v) for v in x))
+    if t in (set, frozenset):
+        return (t.__name__, tuple(sorted(repr(canon(v)) for v in x)))
+    return (t.__name__, repr(x))
+
+
+def same(a, b):
+    """a equals b, and the items mutations touch (and any dict's key order in them) are exactly
+    alike: == ignores dict order and tuple-vs-list inside sets; canon over all is too slow here."""
+    if a != b:
+        return False
+    if type(a) is dict:
+        return list(a) == list(b) and (len(a) > 300 or all(same(a[k], b[k]) for k in a))
+    if type(a) is list and len(a) > 100:
+        near = list(range(40)) + [len(a) // 3 + d for d in (-2, -1, 0, 1)] + [len(a) // 2 + d for d in (-1, 0, 1)]
+        return all(canon(a[i]) == canon(b[i]) for i in near + [-2, -1])
+    return canon(a) == canon(b)
+
+
+class Saver:
+    """One value under one name through sliced.pickle_sliced (containers and holders)."""
+
+    def __init__(self, obj):
+        self.agent = ca.Agent(_Shell(), "/nonexistent")
+        self.agent.ns["x"] = obj
+        self.store = {}
+
+    def save(self):
+        """(bytes pickled anew or None when not sliced, the value rebuilt from the chunks)."""
+        obj = self.agent.ns["x"]
+        self.agent.state.known = set(self.store)
+        sliced.reset_stats()
+        out = sliced.pickle_sliced(self.agent, "x", obj)
+        if out is None:
+            return None, None
+        data, bufs, pre, ids = out
+        fresh = 0
+        for pb, (h, n) in zip(bufs, pre):
+            raw = pb.raw()
+            if len(raw):
+                assert ca._hash(raw) == h
+                self.store[h] = bytes(raw)
+                fresh += n
+        back = pickle.loads(data, buffers=[self.store[h] for h, _ in pre])
+        return fresh, back
+
+
+def nested_rows(n=N):
+    return [{"id": i, "name": "n%d" % i, "v": [i, i + 1], "meta": {"k": i, "tags": ["a", "b"], "deep": {"x": [i]}},
+             "s": {i, -i}, "t": (i, "t"), "ft": frozenset((i,))} for i in range(n)]
+
+
+# (label, mutation): each is applied to nested_rows() in turn and must be seen.
+MUTATIONS = [
+    ("dict value", lambda r: r[5]["meta"].__setitem__("k", -5)),
+    ("dict value two levels down", lambda r: r[N // 2]["meta"]["deep"].__setitem__("x", "gone")),
+    ("list element", lambda r: r[7]["v"].__setitem__(0, -1)),
+    ("list element, large int at a reused address", lambda r: (r[8]["v"].__setitem__(0, None),
+                                                                 r[8]["v"].__setitem__(0, 10 ** 20 + 8))),
+    ("list element three levels down", lambda r: r[9]["meta"]["deep"]["x"].__setitem__(0, 99.5)),
+    ("list in a list", lambda r: r[10]["meta"]["tags"].append(["x"])),
+    ("list in a list, element", lambda r: r[10]["meta"]["tags"][-1].__setitem__(0, "y")),
+    ("set member added", lambda r: r[11]["s"].add(10 ** 30)),
+    ("set member removed", lambda r: r[12]["s"].discard(-12)),
+    ("set replaced by an equal-sized one", lambda r: (r[13]["s"].clear(), r[13]["s"].update({1, 2}))),
+    ("tuple replaced", lambda r: r[14].__setitem__("t", (14, "replaced"))),
+    ("tuple holding a list, list changed", lambda r: (r[15].__setitem__("t", (1, [2])), None)),
+    ("list inside a tuple", lambda r: r[15]["t"][1].append(3)),
+    ("key added", lambda r: r[16]["meta"].__setitem__("new", [1])),
+    ("key removed", lambda r: r[17]["meta"].pop("tags")),
+    ("key removed and added back", lambda r: r[18]["meta"].__setitem__("k", r[18]["meta"].pop("k"))),
+    ("frozenset replaced", lambda r: r[19].__setitem__("ft", frozenset((1, 2)))),
+    ("item appended", lambda r: r.append({"id": -1, "v": [[]]})),
+    ("item removed", lambda r: r.pop(N // 3)),
+    ("items reordered", lambda r: r.__setitem__(slice(20, 22), [r[21], r[20]])),
+    ("item replaced by a list", lambda r: r.__setitem__(23, [1, {"a": 2}])),
+    ("list emptied", lambda r: r[24]["v"].clear()),
+]
+IN_PLACE = {"dict value", "dict value two levels down", "list element", "list element three levels down",
+            "set member added", "set member removed", "key added", "key removed", "list inside a tuple"}
+
+
+class NestedTest(unittest.TestCase):
+    def setUp(self):
+        if sliced._memory() is None:
+            self.fail("the memory self-test failed on this CPython: slicing is off")
+
+    def run_mutations(self):
+        """Applies MUTATIONS in turn; returns the labels of those the saved value missed."""
+        rows = nested_rows()
+        s = Saver(rows)
+        fresh, back = s.save()
+        self.assertGreater(fresh, 0)
+        self.assertTrue(same(back, rows))
+        missed = []
+        self.append_fills = False  # the appended item starts a new slice (pickled as new, not detected)
+        for label, mutate in MUTATIONS:
+            if label == "item appended":
+                self.append_fills = len(rows) % s.agent._sliced["x"].k == 0
+            mutate(rows)
+            fresh, back = s.save()
+            self.assertIsNotNone(fresh, label)
+            if not same(back, rows):
+                missed.append(label)
+            elif label in IN_PLACE:
+                self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES, "%s: more than one slice pickled again" % label)
+        return missed
+
+    def test_mutation_at_every_depth_is_seen(self):
+        self.assertEqual(self.run_mutations(), [])
+
+    def test_detection_off_misses_them(self):
+        """The switch turns the detection off: every mutation above must then be missed, which is
+        what makes test_mutation_at_every_depth_is_seen a test of the detection."""
+        os.environ[nested.NO_DETECTION_ENV] = "1"
+        try:
+            missed = self.run_mutations()
+        finally:
+            del os.environ[nested.NO_DETECTION_ENV]
+        self.assertEqual(missed, [label for label, _ in MUTATIONS if not (label == "item appended" and self.append_fills)])
+
+    def test_unchanged_pickles_nothing(self):
+        rows = nested_rows()
+        s = Saver(rows)
+        s.save()
+        self.assertEqual(s.save()[0], 0)
+        rows[3]["meta"]["k"] = rows[3]["meta"]["k"]  # the same object again
+        self.assertEqual(s.save()[0], 0)
+
+    def test_fingerprints_walked_anew_stay_right(self):
+        """Many turns of edits: the keep grows until the fingerprints are walked anew; edits are
+        still seen after that."""
+        rows = nested_rows()
+        s = Saver(rows)
+        s.save()
+        for i in range(2 * nested.MAX_DEPTH):
+            for j in range(0, N, N // 7):
+                rows[j]["v"][1] = 10 ** 21 + i
+            fresh, back = s.save()
+            self.assertTrue(same(back, rows), i)
+        for j in range(N // 2):  # most slices dirty: walked anew
+            rows[j]["v"].append(j)
+        self.assertTrue(same(s.save()[1], rows))
+        rows[N - 1]["meta"]["deep"]["x"][0] = "last"
+        fresh, back = s.save()
+        self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES)
+        self.assertTrue(same(back, rows))
+
+    def test_dict_of_records(self):
+        d = {"id%d" % i: {"name": "n%d" % i, "tags": ["t"], "attrs": {"a": [i]}} for i in range(N)}
+        s = Saver(d)
+        s.save()
+        d["id7"]["attrs"]["a"][0] = -7
+        fresh, back = s.save()
+        self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES)
+        self.assertTrue(same(back, d))
+
+    def test_holder_slices_its_big_list(self):
+        """api = {'items': [...], ...}: the big list inside a small dict is sliced, the small dict is not
+        pickled whole; a change deep in one item re-pickles one slice."""
+        api = {"total": N, "items": [{"id": i, "tags": ["x", "y"], "meta": {"k": i}} for i in range(N)],
+               "page": {"next": None, "data": {"rows": [[i, str(i)] for i in range(N)]}}}
+        s = Saver(api)
+        fresh, back = s.save()
+        self.assertGreater(fresh, 0)
+        self.assertTrue(same(back, api))
+        self.assertEqual(s.save()[0], 0)
+        api["items"][100]["meta"]["k"] = -5
+        fresh, back = s.save()
+        self.assertGreater(fresh, 0)
+        self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES)
+        self.assertTrue(same(back, api))
+        api["page"]["data"]["rows"][5][1] = "five"  # two levels down
+        api["total"] = -1  # the small part
+        fresh, back = s.save()
+        self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES)
+        self.assertTrue(same(back, api))
+        api["items"] = api["items"][:N - 1]  # rebound: a new container under the same path
+        self.assertTrue(same(s.save()[1], api))
+
+    def test_aliasing_across_items_is_pickled_whole_and_named(self):
+        rows = nested_rows()
+        s = Saver(rows)
+        s.save()
+        shared = [1, 2]
+        rows[10]["w"], rows[N - 10]["w"] = shared, shared
+        self.assertIsNone(s.save()[0])
+        self.assertEqual(sliced.STATS["unsliced"][0]["name"], "x")
+        self.assertIn("twice", sliced.STATS["unsliced"][0]["reason"])
+        del rows[N - 10]["w"]
+        fresh, back = s.save()
+        self.assertIsNotNone(fresh)
+        self.assertTrue(same(back, rows))
+
+    def test_irregular_is_named(self):
+        class Thing:
+            pass
+
+        rows = nested_rows()
+        rows[3]["meta"]["deep"]["x"].append(Thing())
+        s = Saver(rows)
+        self.assertIsNone(s.save()[0])
+        self.assertEqual(sliced.STATS["unsliced"], [{"name": "x", "type": "list", "reason": "pickled whole: holds a Thing"}])
+        self.assertIsNone(s.save()[0])  # remembered while bound, named again
+        self.assertEqual(len(sliced.STATS["unsliced"]), 1)
+
+    def test_names_bound_inside_items(self):
+        """A group of the container and names bound to containers nested in its items: still sliced,
+        each name pickled as a path into the container, so it is the same object after a load."""
+        rows = nested_rows()
+        s = Saver(rows)
+        s.save()
+        tags, deep = rows[5]["meta"]["tags"], rows[N - 1]["meta"]["deep"]
+        s.agent.state.known = set(s.store)
+        out = sliced.pickle_sliced_group(s.agent, ["rows", "tags", "deep"], [rows, tags, deep])
+        self.assertIsNotNone(out)
+        data, bufs, pre, ids = out
+        for pb, (h, n) in zip(bufs, pre):
+            if len(pb.raw()):
+                s.store[h] = bytes(pb.raw())
+        back = pickle.loads(data, buffers=[s.store[h] for h, _ in pre])
+        self.assertIs(back[1], back[0][5]["meta"]["tags"])
+        self.assertIs(back[2], back[0][N - 1]["meta"]["deep"])
+        self.assertFalse(ids.isdisjoint({id(tags)}))  # the name's list joins the container's group
+
+
+class JSONColumnTest(unittest.TestCase):
+    def test_json_column_one_cell_changed(self):
+        import pandas as pd
+
+        df = pd.DataFrame({"id": np.arange(N), "doc": [{"k": i, "tags": ["a", "b"]} for i in range(N)]})
+        s = _ArraySaver(self)
+        self.assertGreater(s.save(df), 0)
+        self.assertEqual(s.save(df), 0)
+        df.loc[7, "doc"]["tags"].append("c")  # a write inside a cell: no pointer of the array changes
+        fresh = s.save(df)
+        self.assertGreater(fresh, 0)
+        self.assertLessEqual(fresh, 2 * sliced.SLICE_BYTES)
+        df.at[9, "doc"] = [1, [2, 3]]
+        self.assertLessEqual(s.save(df), 2 * sliced.SLICE_BYTES)
+
+    def test_json_column_cell_shared_is_pickled_whole(self):
+        a = np.empty(N, dtype=object)
+        a[:] = [[i] for i in range(N)]
+        a[N - 1] = a[0]
+        self.assertIsNone(_ArraySaver(self).save(a))
+
+
+class EndToEndTest(unittest.TestCase):
+    """Through the snapshot and restore ops with a real IPython shell in a fresh process per kernel."""
+
+    def setUp(self):
+        self.h = Harness()
+
+    def tearDown(self):
+        self.h.close()
+
+    def test_restored_nested_container_keeps_detecting(self):
+        make = ("rows = [{'id': i, 'v': [i, i + 1], 'meta': {'k': i, 's': {i}}} for i in range(%d)]\n"
+                "api = {'n': 1, 'items': [{'t': ['x'], 'm': {'k': i}} for i in range(%d)]}\n"
+                "tags = rows[3]['v']" % (N, N))
+        out = self.h.kernel([{"run": make}, {"checkpoint": True}, {"run": "rows[7]['v'][0] = -1"}, {"checkpoint": True}])
+        first, edit = out["steps"][1], out["steps"][3]
+        tm = edit["result"]["timings"]
+        self.assertLessEqual(tm["sliced_repickled_bytes"], 2 * sliced.SLICE_BYTES, tm)
+        self.assertLess(edit["written"], first["written"] / 20)
+        out = self.h.kernel([{"run": "rows[9]['meta']['s'].add(-1); api['items'][100]['m']['k'] = -5"}, {"checkpoint": True},
+                             {"run": "(tags is rows[3]['v'], rows[7]['v'], sorted(rows[9]['meta']['s']), "
+                                     "api['items'][100], len(rows), len(api['items']))"}],
+                            manifest=edit["manifest"])
+        self.assertEqual(out["restore"]["failed"], [])
+        tm = out["steps"][1]["result"]["timings"]
+        self.assertLessEqual(tm["sliced_repickled_bytes"], 4 * sliced.SLICE_BYTES, tm)  # one slice of each
+        self.assertEqual(out["steps"][2], "(True, [-1, 8], [-1, 9], {'t': ['x'], 'm': {'k': -5}}, %d, %d)" % (N, N))
+        out = self.h.kernel([{"run": "(rows[9]['meta']['s'], api['items'][100]['m'], api['n'])"}],
+                            manifest=out["steps"][1]["manifest"])
+        self.assertEqual(out["steps"][0], "({9, -1}, {'k': -5}, 1)")
+
+
+if __name__ == "__main__":
+    unittest.main()
