@@ -50,7 +50,13 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 			return k, nil
 		}
 	}
-	// A slot first (capacity.go): on a full node this hibernates an idle session or queues.
+	// The tenant's live_kernels quota first (quota.go): a refusal must not hibernate anyone. Then a
+	// slot of the node (capacity.go): on a full node this hibernates an idle session or queues.
+	release, err := s.admitKernel(ls)
+	if err != nil {
+		return nil, err
+	}
+	defer release() // once the kernel is attached it counts as live itself
 	if err := s.acquireSlot(ctx); err != nil {
 		return nil, err
 	}
@@ -59,12 +65,6 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		s.slots.release()
 		return nil, err
 	}
-	release, err := s.admitKernel(ls)
-	if err != nil {
-		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
-		return nil, err
-	}
-	defer release() // once the kernel is attached it counts as live itself
 	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
 		s.slots.release()
