@@ -75,3 +75,28 @@ func TestQuotaCPUWindow(t *testing.T) {
 		t.Fatalf("another tenant shares the window: %g", used)
 	}
 }
+
+// TestQuotaRefusalTakesNoSlot: a turn refused for the tenant's live_kernels quota takes no slot of
+// the node (it held one for ever, and could hibernate another session to make room for nothing).
+func TestQuotaRefusalTakesNoSlot(t *testing.T) {
+	s, _, _ := testService(t, func(c *Config) {
+		c.MaxLiveKernels = 4
+		c.Quotas = func(tenant string) carryover.Quotas { return carryover.Quotas{LiveKernels: 1} }
+	})
+	ctx := carryover.NewContextWithTenant(context.Background(), "small")
+	if _, err := s.Create(ctx, CreateRequest{SessionID: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	release, err := s.reserveKernel("small", "another") // the tenant's one live kernel, elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	for range 3 {
+		_, err := s.Run(ctx, "q", RunRequest{Code: "1+1"}, RunOptions{})
+		wantCode(t, err, carryover.CodeQuotaExceeded)
+	}
+	if held := s.slots.stats().Held; held != 0 {
+		t.Fatalf("%d slots held after three refusals, want 0", held)
+	}
+}
