@@ -105,7 +105,11 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	// Each kernel keeps its IPython history in memory: a shared ~/.ipython history.sqlite lets one
 	// session's %history see another's code and, under load, its "database is locked" message lands in
 	// other users' output and stalls kernels for seconds.
-	spec.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
+	// On a copy: the caller's Spec is not ours to change (parallel tests share one; writing to it
+	// raced, and a second service on it got the flag twice).
+	own := *spec
+	own.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
+	spec = &own
 	if err := makeDirs(cfg); err != nil {
 		return nil, err
 	}
