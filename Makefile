@@ -69,9 +69,11 @@ run: build
 # The tests mostly wait (kernels, servers, timeouts), so they run wider than the 2 cores: the
 # end-to-end tests that may run side by side call t.Parallel, -parallel 4 lets four of them at a
 # time, and ./server/ and ./web/, the longest packages, are named first so that they start first.
+# -p 3: a third package runs beside those two (with go test's default of one per core, the other
+# 30-odd packages, ~700 s of tests, waited behind them: 12 min in all).
 test: deps web-deps tools
 	$(GO) vet ./...
-	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -parallel 4 ./server/ ./web/ ./...
+	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 ./server/ ./web/ ./...
 
 bench: deps
 	$(GO) build -o $(BENCH) ./cmd/carryover-bench
