@@ -177,22 +177,32 @@ func (s *Store) insertChunks(ctx context.Context, tx *sqlx.Tx, writer string, ch
 		}
 		var data []byte
 		var key *string
-		if s.bigChunk(c) {
+		big := s.bigChunk(c)
+		if big {
 			k := uploaded[c.Hash]
 			if k == "" {
 				return 0, nil, nil, errReupload
 			}
 			key = &k
-			used[c.Hash] = true
 		} else {
 			data = c.Data
 			if data == nil {
 				data = []byte{}
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO chunks (hash, codec, raw_len, stored_len, created_at, data, object_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.Hash, c.Codec, c.RawLen, len(c.Data), now, data, key); err != nil {
+		// ON CONFLICT: another writer may store the same bytes between missingIn and here (two
+		// sessions' checkpoints holding an identical chunk, at once): its row is the same chunk, and
+		// the unique violation failed this whole checkpoint.
+		res, err := tx.ExecContext(ctx, `INSERT INTO chunks (hash, codec, raw_len, stored_len, created_at, data, object_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (hash) DO NOTHING`, c.Hash, c.Codec, c.RawLen, len(c.Data), now, data, key)
+		if err != nil {
 			return 0, nil, nil, fmt.Errorf("put chunk %s: %w", c.Hash, err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			continue // stored by the other writer: its object, its edges
+		}
+		if big {
+			used[c.Hash] = true
 		}
 		written += int64(len(c.Data))
 		if len(c.Children) > 0 {

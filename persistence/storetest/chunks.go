@@ -118,3 +118,44 @@ func testChunksRefused(t *testing.T, s carryover.Store) {
 		t.Fatalf("child stored earlier: %v", err)
 	}
 }
+
+// testChunksPutConcurrently: writers that put the same new chunks at the same moment (two sessions'
+// checkpoints holding identical bytes) all succeed, and the bytes are counted as written once. On
+// PostgreSQL the second INSERT failed on the primary key, which failed that whole checkpoint.
+func testChunksPutConcurrently(t *testing.T, s carryover.Store) {
+	ctx := context.Background()
+	for round := range 5 {
+		chunks := []carryover.ChunkInput{raw(randomBytes(t, 500)), raw(randomBytes(t, 700)), raw(randomBytes(t, 900))}
+		const writers = 6
+		written := make([]int64, writers)
+		errs := make([]error, writers)
+		start := make(chan struct{})
+		done := make(chan int)
+		for i := range writers {
+			go func() {
+				w, err := s.BeginCheckpoint(ctx)
+				if err != nil {
+					errs[i] = err
+					done <- i
+					return
+				}
+				defer w.Close()
+				<-start
+				written[i], errs[i] = w.PutChunks(ctx, chunks)
+				done <- i
+			}()
+		}
+		close(start)
+		var total int64
+		for range writers {
+			i := <-done
+			if errs[i] != nil {
+				t.Fatalf("round %d: writer %d: %v", round, i, errs[i])
+			}
+			total += written[i]
+		}
+		if total != 2100 {
+			t.Fatalf("round %d: %d bytes counted as written in all, want 2100 (each chunk once)", round, total)
+		}
+	}
+}

@@ -30,6 +30,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 	runTests(t, open, append(recordTests(), []storeTest{
 		{"ChunksPutAndRead", testChunksPutAndRead},
 		{"ChunksRefused", testChunksRefused},
+		{"ChunksPutConcurrently", testChunksPutConcurrently},
 		{"CheckpointCommit", testCheckpointCommit},
 		{"CheckpointCommitAtomic", testCheckpointCommitAtomic},
 		{"CheckpointListAndPrune", testCheckpointListAndPrune},
