@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,9 +32,12 @@ func (b *SyncBuffer) String() string {
 }
 
 // FreeAddr is a loopback address with a port free right now, for a process that must be told its
-// address before it starts (and keep it across restarts). The port is free, not reserved: another
-// process may take it before ours binds it, which the kernel makes unlikely by not reusing a just
-// closed port at once.
+// address before it starts (and keep it across restarts). The port is picked at random BELOW the
+// kernel's ephemeral range (ip_local_port_range): every port an OS picks on its own (a kernel's five
+// ZMQ ports, a client's outgoing connection, another test's "127.0.0.1:0") comes from that range, so
+// none of them can take this port while the server that owns it is down between a kill -9 and its
+// restart (a restart failed with "address already in use" that way). Only another FreeAddr could
+// pick the same port, one chance in ~10,000 per pick.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	addr, err := freeAddr()
@@ -43,6 +48,45 @@ func FreeAddr(t testing.TB) string {
 }
 
 func freeAddr() (string, error) {
+	lo, hi := 10000, ephemeralLow()-1
+	if hi-lo < 1000 { // an unusual range: fall back to letting the OS pick
+		return osPickedAddr()
+	}
+	var b [2]byte
+	for range 200 {
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		port := lo + (int(b[0])<<8|int(b[1]))%(hi-lo+1)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr, nil
+	}
+	return osPickedAddr()
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1024 {
+		return 32768
+	}
+	return n
+}
+
+func osPickedAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
