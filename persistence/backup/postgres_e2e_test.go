@@ -19,12 +19,12 @@ func TestPostgresBaseBackupRestores(t *testing.T) {
 	t.Parallel()
 	gw, err := s3test.Start(t.TempDir())
 	if err != nil {
-		t.Skip(err) // make tools builds versitygw; make test has it
+		t.Fatalf("versitygw (make tools builds it; make test runs make tools first): %v", err)
 	}
 	t.Cleanup(gw.Stop)
 	primary, err := pgtest.Init("")
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("PostgreSQL (make deps installs it): %v", err)
 	}
 	t.Cleanup(func() { primary.Remove() })
 	if err := primary.Start(); err != nil {
