@@ -390,6 +390,11 @@ func TestJupyterLostRequests(t *testing.T) {
 	queued := w.send("shell", "execute_request", map[string]any{"code": "x = 3"})
 	for m := w.recv(); m.typ() != "execute_input" || m.parent() != running; m = w.recv() {
 	}
+	// The running cell's execute_input does not say the queued request has left the socket: the
+	// door reads frames one at a time, and a request still in the socket's buffer when carryover is
+	// killed was never received (no Jupyter client can tell). What the door promises is for the
+	// requests it has on record, so the kill waits for both to be there.
+	awaitInflight(t, srv.Base, kid, 2)
 	srv.Kill9()
 	srv.Restart(t)
 	w2 := dialJupyter(t, srv.Base, kid, false, testToken)
@@ -401,6 +406,28 @@ func TestJupyterLostRequests(t *testing.T) {
 	}
 	if _, msgs := w2.execute("print(x)"); stdoutOf(msgs) != "1\n" {
 		t.Fatalf("after the restart x is %q, want the last checkpoint's 1", stdoutOf(msgs))
+	}
+}
+
+// awaitInflight waits until the Jupyter door's record of a kernel's running and queued
+// execute_requests (session data "jupyter_inflight") holds n of them.
+func awaitInflight(t *testing.T, base, kid string, n int) {
+	t.Helper()
+	var doc struct {
+		Session struct {
+			Data map[string]any `json:"data"`
+		} `json:"session"`
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st := jreq(t, base, "GET", "/api/sessions/"+kid, "", &doc); st != 200 {
+			t.Fatalf("GET session %s: %d", kid, st)
+		}
+		if l, _ := doc.Session.Data["jupyter_inflight"].([]any); len(l) == n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the door's in-flight record never held %d requests: %v", n, doc.Session.Data["jupyter_inflight"])
+		}
 	}
 }
 

@@ -17,7 +17,14 @@ func (k *boxKernel) Background() []kernel.BackgroundProcess {
 	if st, ok := procStat(k.PID()); !ok || st.state == 'Z' || st.state == 'X' {
 		return nil // dying: the box kills the rest, so an empty list would say nothing they had
 	}
-	top := k.box.topProcess(k.PID())
+	top := k.kernelProcess()
+	if top == 0 || !alive(top) {
+		// The kernel died and its box is killing the rest. bubblewrap outlives it for a moment, so
+		// the wrapper above looks well; the kernel's orphans are reparented to the box's init by
+		// then, and the oldest of them would pass for the kernel (a sample taken in that moment
+		// once listed nothing, and the death named no process).
+		return nil
+	}
 	out := []kernel.BackgroundProcess{} // none, as opposed to nil: cannot tell
 	for _, p := range k.box.processes() {
 		if p == top || p == k.PID() {
@@ -53,3 +60,22 @@ func nsPID(pid int) int {
 	}
 	return pid
 }
+
+// kernelProcess is the kernel's host pid: the box's first sandboxed process, as seen the first time
+// it was asked for (when the kernel is up: a cost sample follows its claim). It is remembered because
+// "the oldest child of the box's init" names another process once the kernel is gone. 0 when none.
+func (k *boxKernel) kernelProcess() int {
+	k.topMu.Lock()
+	defer k.topMu.Unlock()
+	if k.top == 0 {
+		k.top = k.box.topProcess(k.PID())
+	}
+	return k.top
+}
+
+// alive tells whether pid runs (neither gone nor a zombie).
+func alive(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+

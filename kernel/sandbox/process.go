@@ -76,6 +76,9 @@ type boxKernel struct {
 	boxProcess
 	kb      *kernelBox
 	logPath string
+
+	topMu sync.Mutex
+	top   int // the kernel's host pid, once known (kernelProcess)
 }
 
 var _ kernel.KernelProcess = (*boxKernel)(nil)
