@@ -78,4 +78,3 @@ func alive(pid int) bool {
 	st, ok := procStat(pid)
 	return ok && st.state != 'Z' && st.state != 'X'
 }
-
