@@ -16,7 +16,7 @@ import numpy as np
 import carryover_agent as ca
 from carryover_agent import nested, sliced
 from test_agent import Harness
-from test_sliced import _ArraySaver, _Shell
+from test_sliced import _ArraySaver, _Shell, rebuild
 
 N = ca.SLICE_MIN * 3
 
@@ -71,7 +71,7 @@ class Saver:
                 assert ca._hash(raw) == h
                 self.store[h] = bytes(raw)
                 fresh += n
-        back = pickle.loads(data, buffers=[self.store[h] for h, _ in pre])
+        back = rebuild(data, [self.store[h] for h, _ in pre])
         return fresh, back
 
 
@@ -248,7 +248,7 @@ class NestedTest(unittest.TestCase):
         for pb, (h, n) in zip(bufs, pre):
             if len(pb.raw()):
                 s.store[h] = bytes(pb.raw())
-        back = pickle.loads(data, buffers=[s.store[h] for h, _ in pre])
+        back = rebuild(data, [s.store[h] for h, _ in pre])
         self.assertIs(back[1], back[0][5]["meta"]["tags"])
         self.assertIs(back[2], back[0][N - 1]["meta"]["deep"])
         self.assertFalse(ids.isdisjoint({id(tags)}))  # the name's list joins the container's group
