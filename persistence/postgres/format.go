@@ -77,12 +77,11 @@ func (s *Store) checkFormat(ctx context.Context) error {
 // never a live old node beside a cluster writing a format it cannot read.
 const formatLock = 0x636f_666d_7400 // "cofmt"
 
-// lowestFormat is the lowest max_format of the live nodes, capped at this node's own.
+// lowestFormat is the lowest max_format of the live nodes, capped at this node's own. A store
+// opened without a node id counts the live nodes too: on a database that a cluster uses, it must
+// not switch the format under them.
 func (s *Store) lowestFormat(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 	f := s.MaxFormat()
-	if !s.clustered() {
-		return f, nil
-	}
 	var low sql.NullInt64
 	if err := sqlx.GetContext(ctx, q, &low, `SELECT min(n.max_format) FROM nodes n WHERE `+aliveSQL); err != nil {
 		return 0, fmt.Errorf("the cluster's format: %w", err)

@@ -113,3 +113,24 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
 }
+
+// A single node (no cluster, no heartbeat) writes its own newest format from the start, and records
+// it: an older carryover is then refused on the store.
+func TestSingleNodeWritesItsNewest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	newF := format.Newest + 1
+	s, err := Open(ctx, dsn, Options{MaxFormat: newF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Format() != newF {
+		t.Fatalf("a single node stamps format %d, want its newest %d", s.Format(), newF)
+	}
+	s.Close()
+	_, err = Open(ctx, dsn, Options{})
+	if err == nil || !strings.Contains(err.Error(), "holds checkpoint format "+strconv.Itoa(newF)) {
+		t.Fatalf("an older single node on a store in format %d: %v", newF, err)
+	}
+}
