@@ -183,7 +183,7 @@ func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared
 	}
 	p := &Prepared{SessionID: sessionID, parentID: prev.ID}
 	if prev.ID != "" {
-		if m, err := ParseManifest(prev); err == nil {
+		if m, err := c.ParseManifest(prev); err == nil {
 			p.prevFiles = m.Files
 		}
 	}
@@ -271,7 +271,7 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 			SlicedBytes: ans.Timings.SlicedBytes, SlicedRepickledBytes: ans.Timings.SlicedRepickledBytes,
 			Unsliced: ans.Timings.Unsliced},
 	}
-	m := &Manifest{V: 1, Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
+	m := &Manifest{V: c.WriteFormat(), Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {
 		m.Env = ans.Env
 	}

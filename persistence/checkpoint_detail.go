@@ -41,8 +41,8 @@ type FileDetail struct {
 
 // Detail reads a checkpoint's manifest and the descriptor chunk of each group (a few hundred bytes
 // each) for the sizes. A descriptor that cannot be read leaves that size 0 rather than failing.
-func Detail(ctx context.Context, r carryover.ChunkReader, cp carryover.Checkpoint) (*CheckpointDetail, error) {
-	m, err := ParseManifest(cp)
+func (c *Checkpointer) Detail(ctx context.Context, r carryover.ChunkReader, cp carryover.Checkpoint) (*CheckpointDetail, error) {
+	m, err := c.ParseManifest(cp)
 	if err != nil {
 		return nil, err
 	}

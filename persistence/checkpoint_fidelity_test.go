@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/persistence"
 )
 
 const fidelityCells = `
@@ -57,7 +56,7 @@ func TestCheckpointFidelityThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoState(t, "variables", c.Variables(cp))
-	d, err := persistence.Detail(ctx, c.Store, cp)
+	d, err := c.Detail(ctx, c.Store, cp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (c *Checkpointer) CopyCheckpoint(ctx context.Context, src, srcID, dst strin
 	}
 	doc := from.Manifest
 	if cwd != nil {
-		m, err := ParseManifest(from)
+		m, err := c.ParseManifest(from)
 		if err != nil {
 			return carryover.Checkpoint{}, fmt.Errorf("copy checkpoint %s of %s: %w", srcID, src, err)
 		}
@@ -58,7 +58,7 @@ func (c *Checkpointer) MaterializeWorkspace(ctx context.Context, sessionID, dir 
 	if err != nil {
 		return 0, fmt.Errorf("restore files: %w", err)
 	}
-	m, err := ParseManifest(cp)
+	m, err := c.ParseManifest(cp)
 	if err != nil {
 		return 0, fmt.Errorf("restore files: %w", err)
 	}

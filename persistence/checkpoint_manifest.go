@@ -117,8 +117,19 @@ func (d descBuffer) MarshalJSON() ([]byte, error) {
 	return json.Marshal([3]any{d.ReadOnly, d.Len, chunks})
 }
 
-// ParseManifest decodes a checkpoint's manifest.
+// ParseManifest decodes a checkpoint's manifest, refusing (by name) a format newer than this binary
+// reads. A Checkpointer's own ParseManifest reads up to what its store's node reads.
 func ParseManifest(cp carryover.Checkpoint) (*Manifest, error) {
+	return parseManifest(cp, format.Newest)
+}
+
+// ParseManifest decodes a checkpoint's manifest, refusing a format newer than this node reads
+// (Checkpointer.ReadFormat).
+func (c *Checkpointer) ParseManifest(cp carryover.Checkpoint) (*Manifest, error) {
+	return parseManifest(cp, c.ReadFormat())
+}
+
+func parseManifest(cp carryover.Checkpoint, newest int) (*Manifest, error) {
 	var m Manifest
 	if len(cp.Manifest) == 0 {
 		return &m, nil
@@ -126,15 +137,41 @@ func ParseManifest(cp carryover.Checkpoint) (*Manifest, error) {
 	if err := json.Unmarshal(cp.Manifest, &m); err != nil {
 		return nil, fmt.Errorf("checkpoint %s manifest: %w", cp.ID, err)
 	}
-	if err := format.Check("checkpoint "+cp.ID, m.V); err != nil {
+	if err := format.Check("checkpoint "+cp.ID, m.V, newest); err != nil {
 		return nil, err
 	}
 	return &m, nil
 }
 
+// FormatStore is a CheckpointStore shared by carryover nodes that may be of different builds (a
+// cluster's PostgreSQL store): Format is the checkpoint format the cluster writes now (the newest
+// every live node reads), MaxFormat the newest this node reads. The Checkpointer stamps Format on
+// every manifest it writes and refuses manifests newer than MaxFormat. A store without it (SQLite,
+// one node) writes and reads this binary's format.Newest.
+type FormatStore interface {
+	Format() int
+	MaxFormat() int
+}
+
+// WriteFormat is the checkpoint format the Checkpointer stamps on the manifest it writes now.
+func (c *Checkpointer) WriteFormat() int {
+	if f, ok := c.Store.(FormatStore); ok {
+		return f.Format()
+	}
+	return format.Newest
+}
+
+// ReadFormat is the newest checkpoint format the Checkpointer reads.
+func (c *Checkpointer) ReadFormat() int {
+	if f, ok := c.Store.(FormatStore); ok {
+		return f.MaxFormat()
+	}
+	return format.Newest
+}
+
 // Variables lists the names a checkpoint holds, sorted (the API's checkpoint list shows them).
 func (c *Checkpointer) Variables(cp carryover.Checkpoint) []string {
-	m, err := ParseManifest(cp)
+	m, err := c.ParseManifest(cp)
 	if err != nil {
 		return []string{}
 	}
@@ -154,10 +191,10 @@ func (m *Manifest) Variables() []string {
 }
 
 // Summarize returns a checkpoint as the API's checkpoint list shows it.
-func Summarize(cp carryover.Checkpoint) carryover.CheckpointSummary {
+func (c *Checkpointer) Summarize(cp carryover.Checkpoint) carryover.CheckpointSummary {
 	s := carryover.CheckpointSummary{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt.UTC().Format(time.RFC3339Nano),
 		Variables: []string{}, Bytes: cp.Bytes}
-	if m, err := ParseManifest(cp); err == nil {
+	if m, err := c.ParseManifest(cp); err == nil {
 		s.Variables = m.Variables()
 		s.Files = len(m.Files)
 	}

@@ -60,7 +60,7 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	m, err := ParseManifest(cp)
+	m, err := c.ParseManifest(cp)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

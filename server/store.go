@@ -7,10 +7,16 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/persistence/postgres"
 	"github.com/carryover/carryover/persistence/s3"
 	"github.com/carryover/carryover/persistence/sqlite"
 )
+
+// A cluster's store tells the checkpoint engine which format to stamp (the cluster's) and up to
+// which it reads; without it every manifest would carry this binary's newest format, which an
+// older node in a rolling upgrade cannot read.
+var _ persistence.FormatStore = (*postgres.Store)(nil)
 
 // openStore opens the backend store.driver names: the SQLite file under data_dir, or the PostgreSQL
 // database of store.dsn (with large chunks in the object store of chunks.s3 when a bucket is set). An

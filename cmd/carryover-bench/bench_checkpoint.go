@@ -14,7 +14,6 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The checkpoint section measures the issue's scenarios on one kernel holding a 1 GiB array (64 MiB with
@@ -224,21 +223,11 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(env.Scratch, "checkpoint")
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, err
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "bench.sqlite"))
+	dir, ws, st, err := benchStore(ctx, env, "checkpoint", "bench.sqlite", "bench")
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
-		CreatedAt: now, UpdatedAt: now}); err != nil {
-		return nil, err
-	}
 	// The spool only holds state in transit: on tmpfs it costs no disk writeback (the server should put
 	// it there too).
 	spoolBase := dir

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The checkpoint-nested section measures engine v3 (issue 25) on the data agents hold: parsed JSON.
@@ -79,19 +77,8 @@ func newNestedBench(ctx context.Context, env *benchEnv) (*ckptBench, func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	dir := filepath.Join(env.Scratch, "nested")
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, nil, err
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "bench.sqlite"))
+	dir, ws, st, err := benchStore(ctx, env, "nested", "bench.sqlite", "bench")
 	if err != nil {
-		return nil, nil, err
-	}
-	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
-		CreatedAt: now, UpdatedAt: now}); err != nil {
-		st.Close()
 		return nil, nil, err
 	}
 	spoolBase := dir

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The figures section measures turns beside a live seaborn figure of the Kaggle "data exploration"
@@ -45,21 +42,11 @@ func benchFigures(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(env.Scratch, "figures")
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, err
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "figures.sqlite"))
+	dir, ws, st, err := benchStore(ctx, env, "figures", "figures.sqlite", "bench")
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
-		CreatedAt: now, UpdatedAt: now}); err != nil {
-		return nil, err
-	}
 	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st}, spec: spec, ws: ws}
 	if b.k, err = b.start(filepath.Join(dir, "spool")); err != nil {
 		return nil, err

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The replay section restores a checkpoint whose skipped values replay rebuilds, into a fresh
@@ -54,21 +51,11 @@ func benchReplay(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 }
 
 func replayRow(ctx context.Context, env *benchEnv, spec *kernel.Spec, id, name string, cells []string) (benchRow, error) {
-	dir := filepath.Join(env.Scratch, id)
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return benchRow{}, err
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "replay.sqlite"))
+	dir, ws, st, err := benchStore(ctx, env, id, "replay.sqlite", "bench")
 	if err != nil {
 		return benchRow{}, err
 	}
 	defer st.Close()
-	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "bench", State: "running", Doc: json.RawMessage(`{}`),
-		CreatedAt: now, UpdatedAt: now}); err != nil {
-		return benchRow{}, err
-	}
 	on := &persistence.Checkpointer{Store: st}
 	off := &persistence.Checkpointer{Store: st, Replay: persistence.ReplayOptions{Off: true}}
 	b := &ckptBench{ctx: ctx, cp: on, spec: spec, ws: ws}

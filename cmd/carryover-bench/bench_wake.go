@@ -3,9 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // The wake section restores a typical data-science namespace (numpy, pandas, matplotlib imported,
@@ -40,21 +37,11 @@ func benchWake(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(env.Scratch, "wake")
-	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, err
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "wake.sqlite"))
+	dir, ws, st, err := benchStore(ctx, env, "wake", "wake.sqlite", "w")
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	now := time.Now().UTC()
-	if err := st.CreateSession(ctx, carryover.SessionRecord{ID: "w", State: "running", Doc: json.RawMessage(`{}`),
-		CreatedAt: now, UpdatedAt: now}); err != nil {
-		return nil, err
-	}
 	cold := &persistence.Checkpointer{Store: st}
 	warm := &persistence.Checkpointer{Store: st, PreImport: env.Cfg.Persistence.PreImport}
 	b := &ckptBench{ctx: ctx, cp: cold, spec: spec, ws: ws, spool: filepath.Join(dir, "spool0")}

@@ -10,25 +10,31 @@ import (
 
 // Formats. Everything a checkpoint stores is read back by whatever carryover runs later, possibly
 // an older one beside a newer one in a cluster being upgraded. One number, the checkpoint format,
-// versions all of it together: the manifest ("v"), the group descriptors the agent writes ("v") and
-// the index chunks they list (format 1: JSON lists of [hash, length]). The database schema is
-// versioned apart, by its numbered migrations (CheckSchema).
+// versions all of it together: the manifest ("v"), the group descriptors the agent writes and the
+// index chunks they list (format 1: JSON lists of [hash, length]). The manifest's "v" is the one
+// that counts: a reader refuses a checkpoint at its manifest, before it reads any descriptor or
+// index chunk, so those are only ever read by a binary that knows their format. The database
+// schema is versioned apart, by its numbered migrations (CheckSchema).
 //
 // The rules (docs/operations.md, "Formats and versions"):
 //   - a binary reads every format from Oldest to Newest and refuses newer ones by name;
 //   - a node announces Newest (nodes.max_format); a cluster writes the newest format every live
-//     node reads, and the store records the highest format ever in force;
-//   - a node refuses to start on a store whose recorded format is newer than its Newest.
+//     node reads, stamped on each manifest it writes, and the store records the highest format
+//     ever in force;
+//   - a node refuses to start (or to go on heartbeating) on a store whose recorded format is newer
+//     than its Newest.
 const (
 	Oldest = 1
 	Newest = 1
 )
 
-// Check refuses a stored format this binary cannot read.
-func Check(what string, v int) error {
-	if v > Newest {
+// Check refuses a stored format newer than newest, the newest format this node reads (Newest, or
+// what a cluster node announces: the cluster.test_max_format hook may raise it to stand the node in
+// for a newer build).
+func Check(what string, v, newest int) error {
+	if v > newest {
 		return fmt.Errorf("%s is checkpoint format %d, newer than this carryover reads (formats %d to %d): run a newer carryover",
-			what, v, Oldest, Newest)
+			what, v, Oldest, newest)
 	}
 	return nil
 }

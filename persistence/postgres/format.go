@@ -8,12 +8,14 @@ import (
 	"io/fs"
 	"path"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/carryover/carryover/persistence/format"
 )
 
-// maxFormat is the newest checkpoint format this node reads and announces: format.Newest, unless
-// Options.MaxFormat (a test hook) says otherwise.
-func (s *Store) maxFormat() int {
+// MaxFormat is the newest checkpoint format this node reads and announces: format.Newest, unless
+// Options.MaxFormat (a test hook) says otherwise (persistence.FormatStore).
+func (s *Store) MaxFormat() int {
 	if s.opts.MaxFormat > 0 {
 		return s.opts.MaxFormat
 	}
@@ -61,31 +63,61 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if v > s.maxFormat() {
-		return format.NewerStore("the PostgreSQL store", v, s.maxFormat())
+	if v > s.MaxFormat() {
+		return format.NewerStore("the PostgreSQL store", v, s.MaxFormat())
 	}
 	return nil
+}
+
+// formatLock is the PostgreSQL advisory lock (an arbitrary constant key) that orders a node's
+// heartbeat against the cluster's format switch: a heartbeat holds it shared while it checks the
+// store's format and renews the node's row; the switch holds it exclusively while it finds the
+// live nodes' lowest format and records it. So an old node that joins as the last old node leaves
+// is either seen by the switch (which then does not happen) or sees the switch (and is refused):
+// never a live old node beside a cluster writing a format it cannot read.
+const formatLock = 0x636f_666d_7400 // "cofmt"
+
+// lowestFormat is the lowest max_format of the live nodes, capped at this node's own. A store
+// opened without a node id counts the live nodes too: on a database that a cluster uses, it must
+// not switch the format under them.
+func (s *Store) lowestFormat(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+	f := s.MaxFormat()
+	var low sql.NullInt64
+	if err := sqlx.GetContext(ctx, q, &low, `SELECT min(n.max_format) FROM nodes n WHERE `+aliveSQL); err != nil {
+		return 0, fmt.Errorf("the cluster's format: %w", err)
+	}
+	if low.Valid && int(low.Int64) < f {
+		f = int(low.Int64)
+	}
+	return f, nil
 }
 
 // WriteFormat is the checkpoint format this node writes now: the lowest max_format of the live
 // nodes (its own included), so every node can read what any node writes. A rolling upgrade
 // therefore keeps writing the old format until the last old node has left, and then switches;
-// the switch is recorded in store_meta, after which an old node refuses to start (checkFormat).
-// A single node (no cluster) writes its own newest format.
+// the switch is recorded in store_meta, after which an old node refuses to start (checkFormat)
+// and an old node still running fails its heartbeat (Heartbeat). A single node (no cluster)
+// writes its own newest format. The result is what Format returns until the next call.
 func (s *Store) WriteFormat(ctx context.Context) (int, error) {
-	f := s.maxFormat()
-	if s.clustered() {
-		var low sql.NullInt64
-		if err := s.db.GetContext(ctx, &low, `SELECT min(n.max_format) FROM nodes n WHERE `+aliveSQL); err != nil {
-			return 0, fmt.Errorf("the cluster's format: %w", err)
-		}
-		if low.Valid && int(low.Int64) < f {
-			f = int(low.Int64)
-		}
+	f, err := s.lowestFormat(ctx, s.db)
+	if err != nil {
+		return 0, err
 	}
-	if int64(f) > s.recordedFormat.Load() { // one write per switch, not per heartbeat
-		_, err := s.db.ExecContext(ctx, `INSERT INTO store_meta (name, value) VALUES ('format', $1)
-			ON CONFLICT (name) DO UPDATE SET value = GREATEST(store_meta.value, excluded.value)`, f)
+	if int64(f) > s.recordedFormat.Load() { // one locked write per switch, not per heartbeat
+		err := s.tx(ctx, func(tx *sqlx.Tx) error {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, formatLock); err != nil {
+				return err
+			}
+			// Again under the lock: a node whose heartbeat committed meanwhile counts.
+			low, err := s.lowestFormat(ctx, tx)
+			if err != nil {
+				return err
+			}
+			f = low
+			_, err = tx.ExecContext(ctx, `INSERT INTO store_meta (name, value) VALUES ('format', $1)
+				ON CONFLICT (name) DO UPDATE SET value = GREATEST(store_meta.value, excluded.value)`, f)
+			return err
+		})
 		if err != nil {
 			return 0, fmt.Errorf("record the store's format: %w", err)
 		}
@@ -96,8 +128,7 @@ func (s *Store) WriteFormat(ctx context.Context) (int, error) {
 }
 
 // Format is the checkpoint format this node writes, as of its last heartbeat (format.Oldest
-// before the first). The checkpoint writer stamps it on what it writes once a second format
-// exists: today every node reads and writes format 1.
+// before the first): the Checkpointer stamps it on every manifest (persistence.FormatStore).
 func (s *Store) Format() int {
 	if f := s.writeFormat.Load(); f > 0 {
 		return int(f)

@@ -15,7 +15,8 @@ import (
 // A rolling upgrade, at the store: node "new" reads one format more than node "old" (MaxFormat,
 // the test hook standing for the next build). While old is alive the cluster writes old's format;
 // once old has left (its heartbeat expired) new switches to its own, records it, and old can no
-// longer start on the store: it is refused with both formats named.
+// longer start on the store: it is refused with both formats named, and an old node that opened the
+// store before the switch (it was away, or starting) fails its heartbeat, so it never serves.
 func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -33,11 +34,16 @@ func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The old node is in the cluster first (a new node alone would switch at once, and the old
+	// one could then no longer join).
+	if err := old.Heartbeat(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := nw.Heartbeat(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Heartbeat(ctx, 500*time.Millisecond); err != nil {
-		t.Fatal(err)
+	if nw.Format() != oldF {
+		t.Fatalf("the new node stamps format %d beside an old node, want %d", nw.Format(), oldF)
 	}
 	if f, err := nw.WriteFormat(ctx); err != nil || f != oldF {
 		t.Fatalf("new node beside an old one writes format %d (%v), want %d", f, err, oldF)
@@ -45,6 +51,11 @@ func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 	if f, err := old.WriteFormat(ctx); err != nil || f != oldF {
 		t.Fatalf("old node writes format %d (%v), want %d", f, err, oldF)
 	}
+	late, err := open("late", oldF) // an old node that opened the store but has not heartbeaten yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
 	// The old node stops; its heartbeat expires.
 	old.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -61,12 +72,25 @@ func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// An old build can no longer start on this store.
+	if nw.Format() != newF {
+		t.Fatalf("the new node stamps format %d after the switch, want %d", nw.Format(), newF)
+	}
+	// An old build can no longer start on this store, nor join the cluster.
 	_, err = open("old", oldF)
-	for _, want := range []string{"checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)} {
+	wants := []string{"checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)}
+	for _, want := range wants {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("an old node on a store in format %d: %v (want %q)", newF, err, want)
 		}
+	}
+	err = late.Heartbeat(ctx, time.Minute)
+	for _, want := range wants {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("heartbeat of an old node after the switch: %v (want %q)", err, want)
+		}
+	}
+	if f, err := nw.WriteFormat(ctx); err != nil || f != newF {
+		t.Fatalf("after the refused heartbeat the cluster writes format %d (%v), want %d", f, err, newF)
 	}
 }
 
@@ -87,5 +111,26 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	_, err = Open(ctx, dsn, Options{})
 	if err == nil || !strings.Contains(err.Error(), "schema version 999 (0999_future.sql), newer than this carryover knows (schema version") {
 		t.Fatalf("open of a newer schema: %v", err)
+	}
+}
+
+// A single node (no cluster, no heartbeat) writes its own newest format from the start, and records
+// it: an older carryover is then refused on the store.
+func TestSingleNodeWritesItsNewest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	newF := format.Newest + 1
+	s, err := Open(ctx, dsn, Options{MaxFormat: newF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Format() != newF {
+		t.Fatalf("a single node stamps format %d, want its newest %d", s.Format(), newF)
+	}
+	s.Close()
+	_, err = Open(ctx, dsn, Options{})
+	if err == nil || !strings.Contains(err.Error(), "holds checkpoint format "+strconv.Itoa(newF)) {
+		t.Fatalf("an older single node on a store in format %d: %v", newF, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/format"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -116,10 +117,26 @@ const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())
 
 // Heartbeat records this node as alive for ttl from now, with its advertised address and the newest
 // checkpoint format it reads (format.go).
+// A node that reads less than the store's recorded format (the cluster switched to a newer one
+// while this node was away, or as it started) is refused instead: its heartbeat fails, so it does
+// not serve (formatLock).
 func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms, max_format) VALUES ($1, $2, now(), $3, $4)
-		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms, max_format = excluded.max_format`,
-		s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds(), s.maxFormat())
+	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, formatLock); err != nil {
+			return err
+		}
+		var v sql.NullInt64
+		if err := tx.GetContext(ctx, &v, `SELECT max(value) FROM store_meta WHERE name = 'format'`); err != nil {
+			return fmt.Errorf("read the store's format: %w", err)
+		}
+		if v.Valid && int(v.Int64) > s.MaxFormat() {
+			return format.NewerStore("the PostgreSQL store", int(v.Int64), s.MaxFormat())
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms, max_format) VALUES ($1, $2, now(), $3, $4)
+			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms, max_format = excluded.max_format`,
+			s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds(), s.MaxFormat())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", s.opts.Node.ID, err)
 	}

@@ -123,6 +123,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if !s.clustered() { // no heartbeat will set the format: a single node writes (and records) its newest
+		if _, err := s.WriteFormat(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

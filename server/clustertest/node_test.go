@@ -92,6 +92,14 @@ type node struct {
 // CARRYOVER_* settings, and waits until it answers /healthz.
 func startNode(t *testing.T, name, dsn string, env ...string) *node {
 	t.Helper()
+	n := launchNode(t, name, dsn, env...)
+	n.waitHealthy()
+	return n
+}
+
+// launchNode starts a node as startNode does, without waiting for it.
+func launchNode(t *testing.T, name, dsn string, env ...string) *node {
+	t.Helper()
 	addr := servertest.FreeAddr(t)
 	n := &node{t: t, name: name, dataDir: filepath.Join(t.TempDir(), name), base: "http://" + addr, exited: make(chan struct{})}
 	n.c = client.New(n.base, testToken)
@@ -116,7 +124,6 @@ func startNode(t *testing.T, name, dsn string, env ...string) *node {
 			t.Logf("node %s log:\n%s", n.name, n.log.String())
 		}
 	})
-	n.waitHealthy()
 	return n
 }
 

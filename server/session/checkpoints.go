@@ -8,7 +8,6 @@ import (
 	"errors"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/persistence"
 )
 
 // CheckpointNow takes a checkpoint outside a run.
@@ -45,7 +44,7 @@ func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.Check
 	}
 	out := make([]carryover.CheckpointSummary, 0, len(cps))
 	for _, cp := range cps {
-		out = append(out, persistence.Summarize(cp))
+		out = append(out, s.ckpt.Summarize(cp))
 	}
 	return out, nil
 }

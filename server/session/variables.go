@@ -48,7 +48,7 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 	skipped := map[string]carryover.VarSkip{}
 	cp, err := s.store.LatestCheckpoint(ctx, id)
 	if err == nil {
-		d, derr := persistence.Detail(ctx, s.store, cp)
+		d, derr := s.ckpt.Detail(ctx, s.store, cp)
 		if derr != nil {
 			return nil, derr
 		}
@@ -120,5 +120,5 @@ func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persis
 	if err != nil {
 		return nil, err
 	}
-	return persistence.Detail(ctx, s.store, cp)
+	return s.ckpt.Detail(ctx, s.store, cp)
 }
