@@ -56,8 +56,11 @@ class ReplayTest(unittest.TestCase):
         self.assertFalse(want.startswith("ERROR"), want)
         got, restore = killed_after_every_cell(self.h, TORCH, TORCH_CHECK)
         self.assertEqual(got, want)
-        names = {r["name"] for r in restore["replay"]["recomputed"]}
-        self.assertTrue({"output", "loss"} <= names, restore["replay"])
+        rec = {r["name"]: r for r in restore["replay"]["recomputed"]}
+        self.assertTrue({"output", "loss"} <= set(rec), restore["replay"])
+        # Each was checked against the fingerprint the checkpoint saved of it, data included.
+        for n in ("output", "loss"):
+            self.assertEqual(rec[n]["verified"], "type, shape, dtype, requires_grad, grad_fn, data", rec[n])
 
     def test_torch_notebook_without_replay_loses_the_graph(self):
         """The same checkpoint restored with replay switched off: output is gone, cell 4 fails (the
@@ -75,6 +78,7 @@ class ReplayTest(unittest.TestCase):
         rec = restore["replay"]["recomputed"]
         self.assertEqual([r["name"] for r in rec], ["gen"], restore["replay"])
         self.assertEqual(rec[0]["turns"], [1, 2, 3, 4])
+        self.assertEqual(rec[0]["verified"], "type, code, finished, at, locals")
 
     def _not_replayed(self, cells, name):
         out = None
@@ -118,6 +122,87 @@ class ReplayTest(unittest.TestCase):
         cells = ["data = [1, 2]", "g = (x for x in data)", "data.append(3)"]
         reason = self._not_replayed(cells, "g")
         self.assertIn("data", reason)
+
+    def _killed(self, cells, between=None):
+        """Runs cells one per process, checkpointing each; between(i) runs after cell i's process."""
+        manifest = None
+        for i, cell in enumerate(cells):
+            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest)
+            self.assertFalse(str(out["steps"][0]).startswith("ERROR"), out["steps"][0])
+            manifest = out["steps"][1]["manifest"]
+            if between:
+                between(i)
+        return manifest
+
+    def test_a_rebuilt_tensor_whose_input_file_changed_is_not_bound(self):
+        """The turn that made out reads a file (safe to run again), but the file changed after the
+        checkpoint: the replay makes another tensor, which the saved fingerprint catches."""
+        path = os.path.join(self.h.work, "w.txt")
+        with open(path, "w") as f:
+            f.write("1 2")
+        cells = ["import torch",
+                 "w = torch.tensor([[float(v) for v in open('w.txt').read().split()]], requires_grad=True)\nout = (w * 2).T"]
+        manifest = self._killed(cells)
+        fp = [g for g in manifest["groups"] if g["n"] == ["@carryover.fp.out"]]
+        self.assertEqual(len(fp), 1, manifest["groups"])
+        # Same file: rebuilt and verified.
+        out = self.h.kernel([{"run": "out.tolist(), out.grad_fn is not None"}], manifest)
+        self.assertEqual(out["steps"][0], "([[2.0], [4.0]], True)")
+        self.assertEqual([r["name"] for r in out["restore"]["replay"]["recomputed"]], ["out"])
+        # Other values, same shape: refused, data named.
+        with open(path, "w") as f:
+            f.write("1 3")
+        out = self.h.kernel([{"run": "'out' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["out"], "not replayed: rebuilt out differs from the saved one: its data (same shape and "
+                         "dtype, other values)")
+        # Another shape: refused, shapes named (rebuilt, then saved).
+        with open(path, "w") as f:
+            f.write("1")
+        out = self.h.kernel([{"run": "'out' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["out"], "not replayed: rebuilt out differs from the saved one: shape (1, 1) vs (2, 1)")
+
+    def test_a_change_the_safety_analysis_cannot_see_is_caught(self):
+        """scale changes through a function defined before the turn that read it: no later turn
+        names scale, so the plan's input looks unchanged; the replay reads the new value."""
+        cells = ["import torch\nscale = [2.0]\ndef bump():\n    scale[0] = 3.0",
+                 "t = torch.ones(2, requires_grad=True)\nout = t * scale[0]",
+                 "bump()"]
+        manifest = self._killed(cells)
+        out = self.h.kernel([{"run": "'out' in dir(), scale"}], manifest)
+        self.assertEqual(out["steps"][0], "(False, [3.0])")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertIn("rebuilt out differs from the saved one: its data", nr["out"])
+
+    def test_a_generator_advanced_out_of_sight_is_caught(self):
+        """A generator advanced through a function (the turn names step, not gen): the replay of the
+        turns that name gen leaves it one item behind; its saved position says so."""
+        cells = ["def step():\n    return next(gen)",
+                 "gen = (i * i for i in range(10))",
+                 "a = next(gen)",
+                 "b = step()"]
+        manifest = self._killed(cells)
+        out = self.h.kernel([{"run": "'gen' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["gen"], "not replayed: rebuilt gen differs from the saved one: local .0 range(0, 10, 1) "
+                         "at 1 vs range(0, 10, 1) at 2")
+
+    def test_fingerprints_cost_nothing_when_unchanged_or_nothing_is_skipped(self):
+        out = self.h.kernel([{"run": "x = 1"}, {"checkpoint": True}])
+        names = [n for g in out["steps"][1]["manifest"]["groups"] for n in g["n"]]
+        self.assertFalse([n for n in names if n.startswith("@carryover.fp.")], names)
+        steps = [{"run": "import torch\nt = torch.ones(3, requires_grad=True)\nout = t * 2"}, {"checkpoint": True},
+                 {"run": "y = 2"}, {"checkpoint": True}]
+        out = self.h.kernel(steps)
+        refs = [[g["r"] for g in out["steps"][i]["manifest"]["groups"] if g["n"] == ["@carryover.fp.out"]] for i in (1, 3)]
+        self.assertEqual(len(refs[0]), 1)
+        self.assertEqual(refs[0], refs[1])  # the same descriptor: its chunks are not written again
+        chunks = {c["h"] for c in out["steps"][3]["result"]["chunks"]}
+        self.assertNotIn(refs[1][0], chunks)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class Agent:
         self._tracker = _Tracker()
         self.setups = 0
         self._state_cache = {}  # state group name -> (value, its _Pickled): snapshot._pickle_state
+        self._fingerprints = {}  # skipped name -> its fingerprint (fingerprint.py), for replay
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
         self._turn = history.TurnClock()  # the running turn's start, generator states, success

@@ -14,9 +14,11 @@ order. It runs only when
 It runs in a scratch namespace, each turn with the global generators set to their state just before
 that turn ran live (seeded draws repeat); then every name the plan binds that was restored must come
 out EQUAL to the restored value (this is what proves the replay reproduced the live run: the layer's
-initial weights, an advanced counter), and only then are the plan's names bound, all together (the
-rebuilt `output`'s graph must point at the bound `layer`, not a twin). Anything else leaves the name
-reported, with the reason."""
+initial weights, an advanced counter), every name it rebuilt must match the fingerprint the checkpoint
+saved of it (fingerprint.py: a tensor's shape, dtype, grad_fn and data, as the kernel held it at the
+checkpoint, so a change the history does not show, an input file rewritten, is caught), and only then
+are the plan's names bound, all together (the rebuilt `output`'s graph must point at the bound
+`layer`, not a twin). Anything else leaves the name reported, with the reason."""
 
 import builtins
 import contextlib
@@ -26,7 +28,7 @@ import sys
 import time
 import types
 
-from . import history
+from . import fingerprint, history
 from .common import _reason
 from .safety import Turn
 
@@ -64,8 +66,10 @@ def rebuild(agent, missing, budget_ms):
             continue
         for n in sorted(bound & set(missing)):
             turn = max(e.turn for e, t in plan if n in t.binds)
+            fp = agent._fingerprints.get(n)
             out["recomputed"].append({"name": n, "turn": turn, "ms": round(ms, 3),
-                                      "turns": [e.turn for e, _ in plan]})
+                                      "turns": [e.turn for e, _ in plan],
+                                      "verified": fingerprint.compared(fp) if fp else ""})
             done.add(n)
     return out
 
@@ -175,6 +179,11 @@ def _run(agent, plan, missing):
     for _, t in plan:
         binds |= t.binds
     binds = {n for n in binds if n in ns}
+    for n in sorted(binds & set(missing)):
+        fp = agent._fingerprints.get(n)
+        why = fingerprint.differs(fp, fingerprint.take(ns[n])) if fp else ""
+        if why:
+            return None, "rebuilt %s differs from the saved one: %s" % (n, why)
     for n in sorted(binds):
         if n in agent.ns and n not in missing:
             if not _equal(agent.ns[n], ns[n]):
