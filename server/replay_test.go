@@ -123,3 +123,41 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 		t.Fatalf("checkpoint restore: %s", dump(out))
 	}
 }
+
+// TestReplayReportInTheNextRun: the run after a kill -9 of the kernel (its kernel restored from the
+// last checkpoint) says in its answer what the restore rebuilt, each value checked against its saved
+// fingerprint; the run after that says nothing of it.
+func TestReplayReportInTheNextRun(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "torch-report"})
+	for _, c := range torchCells[:4] {
+		if out := ts.run("torch-report", c); out.Error != nil {
+			t.Fatalf("%q: %s", c, dump(out))
+		}
+	}
+	if err := syscall.Kill(kernelPID(t, ts, "torch-report"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30e9, "kernel_died", func() bool { return len(ts.eventTypes("torch-report", 0, "kernel_died")) == 1 })
+	out := ts.run("torch-report", torchCells[4])
+	if out.Error != nil || out.Restore == nil {
+		t.Fatalf("the run after the kill: %s", dump(out))
+	}
+	got := map[string]client.Recomputed{}
+	for _, r := range out.Restore.Recomputed {
+		got[r.Name] = r
+	}
+	for name, turn := range map[string]int{"output": 3, "loss": 4} {
+		r, ok := got[name]
+		if !ok || r.Turn != turn || r.Verified != "type, shape, dtype, requires_grad, grad_fn, data" {
+			t.Errorf("%s: %+v, want turn %d verified against its fingerprint (answer %s)", name, r, turn, dump(out.Restore))
+		}
+	}
+	if len(out.Restore.NotReplayed) != 0 || out.Restore.CheckpointID == "" {
+		t.Errorf("restore report: %s", dump(out.Restore))
+	}
+	if again := ts.run("torch-report", torchCells[5]); again.Restore != nil || again.Error != nil {
+		t.Fatalf("told twice: %s", dump(again))
+	}
+}
