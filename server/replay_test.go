@@ -126,11 +126,14 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 
 // TestReplayReportInTheNextRun: the run after a kill -9 of the kernel (its kernel restored from the
 // last checkpoint) says in its answer what the restore rebuilt, each value checked against its saved
-// fingerprint; the run after that says nothing of it.
+// fingerprint, naming turns as the session numbers them; the run after that says nothing of it.
 func TestReplayReportInTheNextRun(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "torch-report"})
+	// Turn 1 dies with its kernel: no checkpoint has it, the next kernel's history starts at turn 2.
+	_, err := ts.c.Run(context.Background(), "torch-report", client.RunRequest{Code: "import os\nos.kill(os.getpid(), 9)"})
+	errCode(t, err, 502, "kernel_died")
 	for _, c := range torchCells[:4] {
 		if out := ts.run("torch-report", c); out.Error != nil {
 			t.Fatalf("%q: %s", c, dump(out))
@@ -139,7 +142,7 @@ func TestReplayReportInTheNextRun(t *testing.T) {
 	if err := syscall.Kill(kernelPID(t, ts, "torch-report"), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30e9, "kernel_died", func() bool { return len(ts.eventTypes("torch-report", 0, "kernel_died")) == 1 })
+	waitFor(t, 30e9, "kernel_died", func() bool { return len(ts.eventTypes("torch-report", 0, "kernel_died")) == 2 })
 	out := ts.run("torch-report", torchCells[4])
 	if out.Error != nil || out.Restore == nil {
 		t.Fatalf("the run after the kill: %s", dump(out))
@@ -148,7 +151,7 @@ func TestReplayReportInTheNextRun(t *testing.T) {
 	for _, r := range out.Restore.Recomputed {
 		got[r.Name] = r
 	}
-	for name, turn := range map[string]int{"output": 3, "loss": 4} {
+	for name, turn := range map[string]int{"output": 4, "loss": 5} {
 		r, ok := got[name]
 		if !ok || r.Turn != turn || r.Verified != "type, shape, dtype, requires_grad, grad_fn, data" {
 			t.Errorf("%s: %+v, want turn %d verified against its fingerprint (answer %s)", name, r, turn, dump(out.Restore))

@@ -412,9 +412,9 @@ export declare namespace Schemas {
   /** A skipped variable a restore rebuilt by replaying the turns that made it. */
   export interface Recomputed {
     name: string;
-    /** the turn that bound it (the kernel's count of turns: shell commands are not counted) */
+    /** the turn that bound it, as the session numbers turns (its execution_count) */
     turn: number;
-    /** every turn replayed to rebuild it */
+    /** every turn replayed to rebuild it (execution_count numbers) */
     turns: number[];
     ms: number;
     /** what of the rebuilt value matched the fingerprint the checkpoint saved of it ("type, shape, dtype, requires_grad, grad_fn, data" for a tensor; "type, code, finished, at, locals" for a generator; a tensor or array over 4 MiB without "data"); absent when the checkpoint holds no fingerprint of it. A rebuilt value that does not match is not bound: it is in not_replayed ("rebuilt output differs from the saved one: shape (2, 1) vs (1, 1)", rebuilt then saved) */

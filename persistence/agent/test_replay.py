@@ -26,16 +26,18 @@ GEN = [
 ]
 
 
-def killed_after_every_cell(h, cells, check, replay=True):
+def killed_after_every_cell(h, cells, check, replay=True, numbers=None):
     """Runs each cell in its own process, restoring the checkpoint of the previous one, then check in
-    a last one. Returns (the check's repr, the last restore's answer)."""
+    a last one; the cells are numbered 1, 2, ... (or numbers: the session's turn numbers, as the
+    server sets each kernel's counter). Returns (the check's repr, the last restore's answer)."""
+    numbers = numbers or list(range(1, len(cells) + 2))
     manifest = None
     for i, cell in enumerate(cells):
-        out = h.kernel([{"run": cell}, {"checkpoint": True}], manifest, replay=replay)
+        out = h.kernel([{"run": cell}, {"checkpoint": True}], manifest, execution_count=numbers[i], replay=replay)
         if isinstance(out["steps"][0], str) and out["steps"][0].startswith("ERROR"):
             return out["steps"][0], out.get("restore")
         manifest = out["steps"][1]["manifest"]
-    out = h.kernel([{"run": check}], manifest, replay=replay)
+    out = h.kernel([{"run": check}], manifest, execution_count=numbers[len(cells)], replay=replay)
     return out["steps"][0], out.get("restore")
 
 
@@ -80,6 +82,20 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(rec[0]["turns"], [1, 2, 3, 4])
         self.assertEqual(rec[0]["verified"], "type, code, finished, at, locals")
 
+    def test_turns_are_the_sessions_numbers(self):
+        """The report names turns as the session numbers them (the kernel's execution_count), not by
+        the agent's own count: here turn 3 was lost with a dead kernel (no checkpoint has it) and
+        the session went on at 4, so the generator's turns are 1, 2, 4, 5."""
+        got, restore = killed_after_every_cell(self.h, GEN, "(next(gen), a, b, c)", numbers=[1, 2, 4, 5, 6])
+        self.assertEqual(got, "(9, 0, 1, 4)")
+        rec = restore["replay"]["recomputed"]
+        self.assertEqual([(r["name"], r["turn"], r["turns"]) for r in rec], [("gen", 1, [1, 2, 4, 5])], rec)
+        # A refusal names the session's turn too.
+        manifest = self._killed(["x = 1", "g = (i for i in range(3))\nopen('f.txt', 'w')"], numbers=[7, 9])
+        out = self.h.kernel([{"run": "'g' in dir()"}], manifest, execution_count=10)
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertTrue(nr["g"].startswith("not replayed: turn 9 is not safe to run again"), nr)
+
     def _not_replayed(self, cells, name):
         out = None
         manifest = None
@@ -123,15 +139,14 @@ class ReplayTest(unittest.TestCase):
         reason = self._not_replayed(cells, "g")
         self.assertIn("data", reason)
 
-    def _killed(self, cells, between=None):
-        """Runs cells one per process, checkpointing each; between(i) runs after cell i's process."""
+    def _killed(self, cells, numbers=None):
+        """Runs cells one per process, checkpointing each (numbered 1, 2, ... or numbers)."""
         manifest = None
         for i, cell in enumerate(cells):
-            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest)
+            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest,
+                                execution_count=numbers[i] if numbers else i + 1)
             self.assertFalse(str(out["steps"][0]).startswith("ERROR"), out["steps"][0])
             manifest = out["steps"][1]["manifest"]
-            if between:
-                between(i)
         return manifest
 
     def test_a_rebuilt_tensor_whose_input_file_changed_is_not_bound(self):

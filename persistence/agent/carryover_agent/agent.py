@@ -50,7 +50,7 @@ class Agent:
             self.setups += 1  # how many cells brought the session's set-up (tests, diagnostics)
         raw = getattr(info, "raw_cell", None)
         if raw:
-            self._turn.begin()
+            self._turn.begin(getattr(self.shell, "execution_count", None), getattr(info, "store_history", True))
             self.cells.append(raw)
 
     def post_run_cell(self, result):
