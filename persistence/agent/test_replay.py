@@ -206,6 +206,20 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(nr["gen"], "not replayed: rebuilt gen differs from the saved one: local .0 range(0, 10, 1) "
                          "at 1 vs range(0, 10, 1) at 2")
 
+    def test_a_snapshot_not_committed_is_not_replayed_twice(self):
+        """A checkpoint Go did not commit gives its cells back to the next one: they are ONE history
+        entry then, not two (the generator would be replayed one step too far)."""
+        steps = [{"run": "gen = (i for i in range(10))"}, {"checkpoint": True},
+                 {"run": "next(gen)"}, {"checkpoint": True, "fail_commit": True},
+                 {"run": "next(gen)"}, {"checkpoint": True}]
+        out = self.h.kernel(steps, execution_count=1)
+        m = out["steps"][-1]["manifest"]
+        self.assertEqual([g["n"][0] for g in m["groups"] if g["n"][0].startswith("@carryover.history.")],
+                         ["@carryover.history.e000000001", "@carryover.history.e000000002"])
+        back = self.h.kernel([{"run": "next(gen)"}], m, execution_count=4)
+        self.assertEqual(back["steps"], ["2"], back["restore"]["replay"])
+        self.assertEqual([(r["name"], r["turns"]) for r in back["restore"]["replay"]["recomputed"]], [("gen", [1, 2])])
+
     def test_fingerprints_cost_nothing_when_unchanged_or_nothing_is_skipped(self):
         out = self.h.kernel([{"run": "x = 1"}, {"checkpoint": True}])
         names = [n for g in out["steps"][1]["manifest"]["groups"] for n in g["n"]]

@@ -25,7 +25,7 @@ class Agent:
         self.spool_host = spool_dir
         self.cells = []
         self.state = _State()
-        self.pending = None  # (token, state, cells)
+        self.pending = None  # (token, state, cells, what history.record answered)
         self._defnames = {}
         self._sentinels = _sentinels()
         self._recheck_pos = 0
@@ -142,12 +142,13 @@ class Agent:
     def _settle(self, committed):
         if self.pending is None:
             return
-        token, st, cells = self.pending
+        token, st, cells, recorded = self.pending
         self.pending = None
         if committed and token == committed:
             self.state = st
         else:
             self.cells = cells + self.cells
+            history.unrecord(self, recorded)
 
 
 def _ipython_name(k):

@@ -69,6 +69,7 @@ class TurnClock:
         self.ok = True
         self.number = None
         self.stored = False
+        self.carried = None  # what take() answered for a snapshot Go did not commit (carry)
 
     def begin(self, count=None, store_history=True):
         """count: the shell's execution_count as the cell starts (the cell's own when it is stored in
@@ -90,8 +91,20 @@ class TurnClock:
         """(ms the turn took, rng before it, ok, its number or None), and resets for the next turn."""
         ms = (time.perf_counter() - self.t0) * 1000 if self.t0 is not None else 0.0
         out = (ms, self.rng or {}, self.ok, self.number)
+        if self.carried is not None:  # the cells of a dropped snapshot come first: their start counts
+            c = self.carried
+            out = (c[0] + ms, c[1], c[2] and out[2], c[3] if c[3] is not None else out[3])
+            self.carried = None
         self.t0, self.rng, self.ok, self.number = None, None, True, None
         return out
+
+    def carry(self, taken):
+        """Takes back what take() answered for a snapshot that was not committed: its cells run
+        again in the next snapshot's turn, which then starts where they started."""
+        if self.carried is not None:
+            c = self.carried
+            taken = (c[0] + taken[0], c[1], c[2] and taken[2], c[3] if c[3] is not None else taken[3])
+        self.carried = taken
 
 
 class Entry(tuple):
@@ -125,10 +138,12 @@ def reset(agent):
 
 
 def record(agent, cells):
-    """Appends the turn whose cells a snapshot is about to save."""
+    """Appends the turn whose cells a snapshot is about to save. Returns (its entry, what the turn
+    clock answered) for unrecord, or None."""
     if not cells:
-        return
-    ms, rng, ok, number = agent._turn.take()
+        return None
+    taken = agent._turn.take()
+    ms, rng, ok, number = taken
     hist = agent.history
     idx = _rng_index(agent, rng)
     turn = (hist[-1].turn + 1) if hist else 1
@@ -140,6 +155,20 @@ def record(agent, cells):
         del hist[:drop]
         agent._history_blocks = {}
     _trim_rng(agent)
+    return hist[-1], taken
+
+
+def unrecord(agent, recorded):
+    """Drops the entry record appended for a snapshot Go did not commit: its cells go back to the
+    agent and are recorded again, with the next turn's, in ONE entry (kept, the same cells would be
+    in two entries and a replay would run them twice)."""
+    if recorded is None:
+        return
+    entry, taken = recorded
+    if agent.history and agent.history[-1] is entry:
+        agent.history.pop()
+        agent._history_blocks = {}  # a block it completed is open again
+    agent._turn.carry(taken)
 
 
 def rng_of(agent, entry):

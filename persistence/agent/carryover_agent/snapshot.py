@@ -30,7 +30,7 @@ def op_snapshot(agent, a):
     token = a["token"]
     cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
     cells, agent.cells = agent.cells, []
-    history.record(agent, cells)
+    recorded = history.record(agent, cells)
     prev = agent.state
     cur = agent._user_names()
     _prepare(agent, cur)
@@ -49,7 +49,7 @@ def op_snapshot(agent, a):
     write = time.perf_counter() - t2 - hash_t
     serialize += hash_t
 
-    agent.pending = (token, _new_state(new_groups, cur, skipped), cells)
+    agent.pending = (token, _new_state(new_groups, cur, skipped), cells, recorded)
     saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
     nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
     groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
