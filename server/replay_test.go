@@ -108,7 +108,7 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 	fork := must(t, 201, "fork", func(ctx context.Context) (*client.Session, error) {
 		return ts.c.Fork(ctx, "gen", client.ForkRequest{SessionID: "gen-fork"})
 	})
-	if out := ts.run(fork.ID, "(next(gen), a, b, c)"); resultOf(out) != "(9, 0, 1, 4)" {
+	if out := ts.run(fork.ID, "(next(gen), a, b, c)"); resultOf(out) != "(9, 0, 1, 4)" || !recomputedGen(out) {
 		t.Fatalf("fork: %s", dump(out))
 	}
 	// The checkpoint after b = next(gen): the generator comes back having yielded 0 and 1.
@@ -119,9 +119,24 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 	if len(res.Recomputed) != 1 || res.Recomputed[0].Name != "gen" {
 		t.Fatalf("restore answer does not name gen as recomputed: %s", dump(res))
 	}
-	if out := ts.run("gen", "(next(gen), 'c' in dir())"); resultOf(out) != "(4, False)" {
+	// The run after the restore says it too (told once).
+	if out := ts.run("gen", "(next(gen), 'c' in dir())"); resultOf(out) != "(4, False)" || !recomputedGen(out) ||
+		out.Restore.CheckpointID != cps[0].ID {
 		t.Fatalf("checkpoint restore: %s", dump(out))
 	}
+	if out := ts.run("gen", "1"); out.Restore != nil {
+		t.Fatalf("told twice: %s", dump(out))
+	}
+}
+
+// recomputedGen: a run's answer reports a restore that rebuilt gen (bound at turn 1, advanced at 2
+// and 3), checked against its fingerprint.
+func recomputedGen(out *client.RunResult) bool {
+	if out.Restore == nil || len(out.Restore.Recomputed) != 1 {
+		return false
+	}
+	r := out.Restore.Recomputed[0]
+	return r.Name == "gen" && r.Turn == 1 && len(r.Turns) >= 3 && r.Verified == "type, code, finished, at, locals"
 }
 
 // TestReplayReportInTheNextRun: the run after a kill -9 of the kernel (its kernel restored from the
