@@ -234,5 +234,62 @@ class ReplayTest(unittest.TestCase):
         self.assertNotIn(refs[1][0], chunks)
 
 
+
+class FingerprintTest(unittest.TestCase):
+    """fingerprint.py in process: what is compared, and its bounds."""
+
+    def test_tensor(self):
+        import torch
+
+        from carryover_agent import fingerprint as fp
+
+        t = torch.ones(2, 1, requires_grad=True)
+        a = fp.take(t * 2)
+        self.assertEqual(fp.differs(a, fp.take(t * 2)), "")
+        self.assertEqual(fp.compared(a), "type, shape, dtype, requires_grad, grad_fn, data")
+        self.assertEqual(fp.differs(a, fp.take(t * 3)), "its data (same shape and dtype, other values)")
+        self.assertEqual(fp.differs(a, fp.take(t + t)), "grad_fn AddBackward0 vs MulBackward0")
+        self.assertEqual(fp.differs(a, fp.take(torch.ones(1, 1, requires_grad=True) * 2)), "shape (1, 1) vs (2, 1)")
+        self.assertEqual(fp.differs(a, fp.take((t * 2).detach())), "requires_grad 0 vs 1")
+
+    def test_bounds(self):
+        import numpy as np
+        import torch
+
+        from carryover_agent import fingerprint as fp
+
+        big = torch.zeros(fp.DATA_MAX // 4 + 1)
+        a = fp.take(big)
+        self.assertTrue(dict(a)["data"].startswith("not hashed"), a)
+        self.assertEqual(fp.compared(a), "type, shape, dtype, requires_grad, grad_fn")
+        # Data is not compared when not hashed: only the rest must match.
+        self.assertEqual(fp.differs(a, fp.take(big + 1)), "")
+        # The snapshot's total: past it, values are fingerprinted without their data.
+        budget = fp._Budget(fp.DATA_MAX)
+        first = fp.take(np.zeros(fp.DATA_MAX // 8), budget)
+        second = fp.take(np.zeros(8), budget)
+        self.assertFalse(dict(first)["data"].startswith("not hashed"))
+        self.assertTrue(dict(second)["data"].startswith("not hashed"), second)
+
+    def test_holder_and_others(self):
+        import threading
+
+        import numpy as np
+
+        from carryover_agent import fingerprint as fp
+
+        class Holder:
+            def __init__(self, n):
+                self.lock = threading.Lock()
+                self.w = np.arange(n)
+
+        a = fp.take(Holder(3))
+        self.assertEqual(fp.differs(a, fp.take(Holder(3))), "")
+        self.assertEqual(fp.differs(a, fp.take(Holder(4))), "w.shape (4,) vs (3,)")
+        self.assertEqual(fp.take(threading.Lock()), (("type", "_thread.lock"),))
+        self.assertEqual(fp.differs(fp.take(threading.Lock()), fp.take(threading.RLock())),
+                         "type _thread.RLock vs _thread.lock")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -8,7 +8,8 @@ catch), and saved as the "state" group "@carryover.fp.<name>". Unchanged, it equ
 snapshot._pickle_state reuses its pickle and the group's chunk is already stored: it writes nothing.
 A session with nothing skipped takes none and stores none.
 
-What is taken, by type; bounded in cost (DATA_MAX bytes hashed per value, ATTRS attributes looked at):
+What is taken, by type; bounded in cost (DATA_MAX bytes hashed per value and TOTAL_MAX per snapshot,
+ATTRS attributes looked at):
 - a torch tensor: shape, dtype, requires_grad, its grad_fn's type (or none), and the xxh3 of its data
   (detach().cpu(), as bytes) when it holds at most DATA_MAX bytes; above that "data" says it was not
   hashed, and only the rest is compared;
@@ -28,26 +29,41 @@ from .common import _hash
 
 PREFIX = "@carryover.fp."
 DATA_MAX = 4 << 20  # bytes of a tensor's or array's data hashed; above this the data is not compared
+TOTAL_MAX = 32 << 20  # bytes hashed per snapshot, all skipped values together; past it, data is not hashed
 ATTRS = 32  # attributes of a holder looked at
 ATOM_MAX = 64  # str/bytes locals kept by value up to this length, by hash above
 
 
-def take(v):
+class _Budget:
+    """Bytes a snapshot may still hash."""
+
+    def __init__(self, left):
+        self.left = left
+
+    def spend(self, n):
+        """Whether n more bytes may be hashed (and counts them when so)."""
+        if n > DATA_MAX or n > self.left:
+            return False
+        self.left -= n
+        return True
+
+
+def take(v, budget=None):
     """The fingerprint of v: a tuple of (key, value) pairs, never raising."""
     try:
-        return tuple(_take(v, ""))
+        return tuple(_take(v, "", budget or _Budget(TOTAL_MAX)))
     except Exception as e:  # a value whose attributes raise: its type at least
         return (("type", _qualname(type(v))), ("error", type(e).__name__))
 
 
-def _take(v, pre):
+def _take(v, pre, budget):
     out = [(pre + "type", _qualname(type(v)))]
     torch = sys.modules.get("torch")
     np = sys.modules.get("numpy")
     if torch is not None and isinstance(v, torch.Tensor):
-        out += _tensor(torch, v, pre)
+        out += _tensor(torch, v, pre, budget)
     elif np is not None and isinstance(v, np.ndarray):
-        out += _array(v, pre)
+        out += _array(v, pre, budget)
     elif isinstance(v, types.GeneratorType):
         out += _generator(v, pre)
     elif not pre:
@@ -56,17 +72,23 @@ def _take(v, pre):
             for k in sorted(d)[:ATTRS]:
                 a = d[k]
                 if (torch is not None and isinstance(a, torch.Tensor)) or (np is not None and isinstance(a, np.ndarray)):
-                    out += _take(a, "%s." % k)
+                    out += _take(a, "%s." % k, budget)
     return out
 
 
-def _tensor(torch, t, pre):
+def _unhashed(n):
+    if n > DATA_MAX:
+        return "not hashed (%d bytes, over %d)" % (n, DATA_MAX)
+    return "not hashed (%d bytes, over what this snapshot may still hash of %d)" % (n, TOTAL_MAX)
+
+
+def _tensor(torch, t, pre, budget):
     gf = t.grad_fn
     out = [(pre + "shape", tuple(t.shape)), (pre + "dtype", str(t.dtype)),
            (pre + "requires_grad", int(t.requires_grad)), (pre + "grad_fn", type(gf).__name__ if gf is not None else "none")]
     n = t.numel() * t.element_size()
-    if n > DATA_MAX:
-        return out + [(pre + "data", "not hashed (%d bytes, over %d)" % (n, DATA_MAX))]
+    if not budget.spend(n):
+        return out + [(pre + "data", _unhashed(n))]
     try:
         d = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
         return out + [(pre + "data", _hash(memoryview(d)))]
@@ -74,12 +96,12 @@ def _tensor(torch, t, pre):
         return out + [(pre + "data", "not hashed (%s)" % type(e).__name__)]
 
 
-def _array(a, pre):
+def _array(a, pre, budget):
     out = [(pre + "shape", tuple(a.shape)), (pre + "dtype", str(a.dtype))]
     if a.dtype.hasobject:
         return out + [(pre + "data", "not hashed (object array)")]
-    if a.nbytes > DATA_MAX:
-        return out + [(pre + "data", "not hashed (%d bytes, over %d)" % (a.nbytes, DATA_MAX))]
+    if not budget.spend(a.nbytes):
+        return out + [(pre + "data", _unhashed(a.nbytes))]
     import numpy as np
 
     return out + [(pre + "data", _hash(memoryview(np.ascontiguousarray(a)).cast("B")))]
@@ -138,10 +160,11 @@ def state_items(agent, skipped):
     if not skipped and not prints:
         return []  # nothing skipped: no cost
     keep = {}
+    budget = _Budget(TOTAL_MAX)
     for n in sorted(skipped):
         if not n.isidentifier() or str(skipped[n].get("reason", "")).startswith("saved, but") or n not in agent.ns:
             continue
-        fp = take(agent.ns[n])
+        fp = take(agent.ns[n], budget)
         old = prints.get(n)
         keep[n] = old if old == fp else fp
     agent._fingerprints = keep
