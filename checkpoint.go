@@ -108,12 +108,33 @@ type RestoreResult struct {
 }
 
 // Recomputed is a variable a restore rebuilt by replaying turns: the turn that bound it, every turn
-// replayed with it, and the replay's time.
+// replayed with it, the replay's time, and what of the rebuilt value was checked against the
+// fingerprint the checkpoint saved of it ("type, shape, dtype, requires_grad, grad_fn, data"; empty
+// when the checkpoint has none: it was written before fingerprints were saved).
 type Recomputed struct {
-	Name  string  `json:"name"`
-	Turn  int     `json:"turn"`
-	Turns []int   `json:"turns"`
-	MS    float64 `json:"ms"`
+	Name     string  `json:"name"`
+	Turn     int     `json:"turn"`
+	Turns    []int   `json:"turns"`
+	MS       float64 `json:"ms"`
+	Verified string  `json:"verified,omitempty"`
+}
+
+// RestoreReport is what the run after a restore (a wake, a kernel's death, a checkpoint restore)
+// says of it: the checkpoint restored, what it skipped, what replay rebuilt and what it could not,
+// what failed to load. Told once, in the next run's answer.
+type RestoreReport struct {
+	CheckpointID string       `json:"checkpoint_id"`
+	Turn         int          `json:"turn"`
+	Recomputed   []Recomputed `json:"recomputed"`
+	NotReplayed  []VarSkip    `json:"not_replayed"`
+	Skipped      []VarSkip    `json:"skipped"`
+	Failed       []VarSkip    `json:"failed"`
+}
+
+// Report is the RestoreReport of r.
+func (r *RestoreResult) Report() *RestoreReport {
+	return &RestoreReport{CheckpointID: r.CheckpointID, Turn: r.Turn, Recomputed: r.Recomputed, NotReplayed: r.NotReplayed,
+		Skipped: r.Skipped, Failed: r.Failed}
 }
 
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling

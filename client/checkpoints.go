@@ -81,12 +81,24 @@ type RestoreResult struct {
 	Groups      []GroupTiming  `json:"groups,omitempty"`
 }
 
-// Recomputed is a variable a restore rebuilt by replay: the turn that bound it, the turns replayed.
+// Recomputed is a variable a restore rebuilt by replay: the turn that bound it, the turns replayed,
+// and what of it matched the fingerprint its checkpoint saved ("" when it holds none).
 type Recomputed struct {
-	Name  string  `json:"name"`
-	Turn  int     `json:"turn"`
-	Turns []int   `json:"turns"`
-	MS    float64 `json:"ms"`
+	Name     string  `json:"name"`
+	Turn     int     `json:"turn"`
+	Turns    []int   `json:"turns"`
+	MS       float64 `json:"ms"`
+	Verified string  `json:"verified,omitempty"`
+}
+
+// RestoreReport is a restore as the next run's answer tells it (RunResult.Restore).
+type RestoreReport struct {
+	CheckpointID string       `json:"checkpoint_id"`
+	Turn         int          `json:"turn"`
+	Recomputed   []Recomputed `json:"recomputed"`
+	NotReplayed  []VarSkip    `json:"not_replayed"`
+	Skipped      []VarSkip    `json:"skipped"`
+	Failed       []VarSkip    `json:"failed"`
 }
 
 // RestoreTimings splits a restore's time.

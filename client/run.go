@@ -45,6 +45,9 @@ type RunResult struct {
 	// ProcessesEnded names background processes that ended when the session's previous kernel was
 	// stopped on purpose (rotation, hibernation, stop) since the last answer.
 	ProcessesEnded []EndedProcess `json:"processes_ended,omitempty"`
+	// Restore reports the restore since the last answer (this run's own when its kernel had died or
+	// the session was asleep): what replay rebuilt and what it could not. Told once.
+	Restore *RestoreReport `json:"restore,omitempty"`
 }
 
 // EndedProcess is a background process that could not survive its kernel.

@@ -108,7 +108,7 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 	fork := must(t, 201, "fork", func(ctx context.Context) (*client.Session, error) {
 		return ts.c.Fork(ctx, "gen", client.ForkRequest{SessionID: "gen-fork"})
 	})
-	if out := ts.run(fork.ID, "(next(gen), a, b, c)"); resultOf(out) != "(9, 0, 1, 4)" {
+	if out := ts.run(fork.ID, "(next(gen), a, b, c)"); resultOf(out) != "(9, 0, 1, 4)" || !recomputedGen(out) {
 		t.Fatalf("fork: %s", dump(out))
 	}
 	// The checkpoint after b = next(gen): the generator comes back having yielded 0 and 1.
@@ -119,7 +119,63 @@ func TestReplayOnForkAndCheckpointRestore(t *testing.T) {
 	if len(res.Recomputed) != 1 || res.Recomputed[0].Name != "gen" {
 		t.Fatalf("restore answer does not name gen as recomputed: %s", dump(res))
 	}
-	if out := ts.run("gen", "(next(gen), 'c' in dir())"); resultOf(out) != "(4, False)" {
+	// The run after the restore says it too (told once).
+	if out := ts.run("gen", "(next(gen), 'c' in dir())"); resultOf(out) != "(4, False)" || !recomputedGen(out) ||
+		out.Restore.CheckpointID != cps[0].ID {
 		t.Fatalf("checkpoint restore: %s", dump(out))
+	}
+	if out := ts.run("gen", "1"); out.Restore != nil {
+		t.Fatalf("told twice: %s", dump(out))
+	}
+}
+
+// recomputedGen: a run's answer reports a restore that rebuilt gen (bound at turn 1, advanced at 2
+// and 3), checked against its fingerprint.
+func recomputedGen(out *client.RunResult) bool {
+	if out.Restore == nil || len(out.Restore.Recomputed) != 1 {
+		return false
+	}
+	r := out.Restore.Recomputed[0]
+	return r.Name == "gen" && r.Turn == 1 && len(r.Turns) >= 3 && r.Verified == "type, code, finished, at, locals"
+}
+
+// TestReplayReportInTheNextRun: the run after a kill -9 of the kernel (its kernel restored from the
+// last checkpoint) says in its answer what the restore rebuilt, each value checked against its saved
+// fingerprint, naming turns as the session numbers them; the run after that says nothing of it.
+func TestReplayReportInTheNextRun(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "torch-report"})
+	// Turn 1 dies with its kernel: no checkpoint has it, the next kernel's history starts at turn 2.
+	_, err := ts.c.Run(context.Background(), "torch-report", client.RunRequest{Code: "import os\nos.kill(os.getpid(), 9)"})
+	errCode(t, err, 502, "kernel_died")
+	for _, c := range torchCells[:4] {
+		if out := ts.run("torch-report", c); out.Error != nil {
+			t.Fatalf("%q: %s", c, dump(out))
+		}
+	}
+	if err := syscall.Kill(kernelPID(t, ts, "torch-report"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30e9, "kernel_died", func() bool { return len(ts.eventTypes("torch-report", 0, "kernel_died")) == 2 })
+	out := ts.run("torch-report", torchCells[4])
+	if out.Error != nil || out.Restore == nil {
+		t.Fatalf("the run after the kill: %s", dump(out))
+	}
+	got := map[string]client.Recomputed{}
+	for _, r := range out.Restore.Recomputed {
+		got[r.Name] = r
+	}
+	for name, turn := range map[string]int{"output": 4, "loss": 5} {
+		r, ok := got[name]
+		if !ok || r.Turn != turn || r.Verified != "type, shape, dtype, requires_grad, grad_fn, data" {
+			t.Errorf("%s: %+v, want turn %d verified against its fingerprint (answer %s)", name, r, turn, dump(out.Restore))
+		}
+	}
+	if len(out.Restore.NotReplayed) != 0 || out.Restore.CheckpointID == "" {
+		t.Errorf("restore report: %s", dump(out.Restore))
+	}
+	if again := ts.run("torch-report", torchCells[5]); again.Restore != nil || again.Error != nil {
+		t.Fatalf("told twice: %s", dump(again))
 	}
 }

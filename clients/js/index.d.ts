@@ -409,6 +409,32 @@ export declare namespace Schemas {
     reason: string;
   }
 
+  /** A skipped variable a restore rebuilt by replaying the turns that made it. */
+  export interface Recomputed {
+    name: string;
+    /** the turn that bound it, as the session numbers turns (its execution_count) */
+    turn: number;
+    /** every turn replayed to rebuild it (execution_count numbers) */
+    turns: number[];
+    ms: number;
+    /** what of the rebuilt value matched the fingerprint the checkpoint saved of it ("type, shape, dtype, requires_grad, grad_fn, data" for a tensor; "type, code, finished, at, locals" for a generator; a tensor or array over 4 MiB without "data"); absent when the checkpoint holds no fingerprint of it. A rebuilt value that does not match is not bound: it is in not_replayed ("rebuilt output differs from the saved one: shape (2, 1) vs (1, 1)", rebuilt then saved) */
+    verified?: string;
+  }
+
+  /** extension: what a restore did (a kernel's death or a wake restored the last checkpoint, or a checkpoint was restored), told once in the answer of the run after it. */
+  export interface RestoreReport {
+    checkpoint_id: string;
+    turn: number;
+    /** skipped variables replay rebuilt */
+    recomputed: Recomputed[];
+    /** skipped variables replay could not rebuild, each with why */
+    not_replayed: VarSkip[];
+    /** what the restored checkpoint could not save */
+    skipped: VarSkip[];
+    /** variables that failed to load */
+    failed: VarSkip[];
+  }
+
   export interface FileSkip {
     path: string;
     reason: string;
@@ -462,6 +488,8 @@ export declare namespace Schemas {
     checkpoint_error?: string;
     /** extension: the turn ran but its record could not be saved */
     record_error?: string;
+    /** extension: the report of the restore since the last answer (this run's own, when its kernel had died or the session was asleep): what replay rebuilt and what it could not; also in that checkpoint_restored event */
+    restore?: RestoreReport;
     /** background processes (a server, a subprocess.Popen) that ended when the session's previous kernel was stopped on purpose (rotation, hibernation, stop) or died since the last answer (this one's included); also in that sandbox_terminated or kernel_died event's payload. After a death they are named from the last sample of the kernel's processes (taken at a turn's end, at most once a second) */
     processes_ended?: {
       /** the pid the session saw (its sandbox's pid namespace) */
@@ -554,14 +582,7 @@ export declare namespace Schemas {
     failed: VarSkip[] | null;
     skipped: VarSkip[] | null;
     /** Skipped variables rebuilt on this restore by replaying the turns that made them (persistence.replay). */
-    recomputed?: {
-      name: string;
-      /** the turn that bound it */
-      turn: number;
-      /** every turn replayed to rebuild it */
-      turns: number[];
-      ms: number;
-    }[] | null;
+    recomputed?: Recomputed[] | null;
     /** Skipped variables replay could not rebuild, each with why ("not replayed: turn 7 is not safe to run again: it writes files"). */
     not_replayed?: VarSkip[] | null;
     files: number;

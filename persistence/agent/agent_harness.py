@@ -112,7 +112,8 @@ def restore(agent, spool, store, manifest, extra=None):
 
 def main():
     """python3 agent_harness.py <spool> <store> <plan.json>: a fresh "kernel" that optionally restores
-    plan["manifest"], then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
+    plan["manifest"], sets the execution counter to plan["execution_count"] when given (as the server
+    sets a new kernel's to the session's), then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
     {"checkpoint": true} (its result, manifest and bytes written). Prints the step results as JSON."""
     spool, store, ppath = sys.argv[1:4]
     with open(ppath) as f:
@@ -121,6 +122,8 @@ def main():
     out = {"steps": []}
     if plan.get("manifest"):
         out["restore"] = restore(agent, spool, store, plan["manifest"], plan.get("restore_args"))
+    if plan.get("execution_count"):
+        sh.execution_count = plan["execution_count"]
     committed = ""
     for i, step in enumerate(plan.get("steps", [])):
         if "run" in step:

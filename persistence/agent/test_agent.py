@@ -115,12 +115,13 @@ class Harness:
     def close(self):
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def kernel(self, steps, manifest=None, **restore_args):
+    def kernel(self, steps, manifest=None, execution_count=None, **restore_args):
         """Runs steps in a fresh process, after restoring manifest (restore_args: more restore op
-        arguments, e.g. replay=False)."""
+        arguments, e.g. replay=False), its first cell numbered execution_count when given."""
         plan = os.path.join(self.root, "plan.json")
         with open(plan, "w") as f:
-            json.dump({"steps": steps, "manifest": manifest, "restore_args": restore_args}, f)
+            json.dump({"steps": steps, "manifest": manifest, "restore_args": restore_args,
+                       "execution_count": execution_count}, f)
         env = dict(os.environ, MPLBACKEND="Agg")
         p = subprocess.run([PY, os.path.join(HERE, "agent_harness.py"), self.spool, self.store, plan],
                            cwd=self.work, capture_output=True, text=True, timeout=300, env=env)

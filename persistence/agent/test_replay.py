@@ -26,16 +26,18 @@ GEN = [
 ]
 
 
-def killed_after_every_cell(h, cells, check, replay=True):
+def killed_after_every_cell(h, cells, check, replay=True, numbers=None):
     """Runs each cell in its own process, restoring the checkpoint of the previous one, then check in
-    a last one. Returns (the check's repr, the last restore's answer)."""
+    a last one; the cells are numbered 1, 2, ... (or numbers: the session's turn numbers, as the
+    server sets each kernel's counter). Returns (the check's repr, the last restore's answer)."""
+    numbers = numbers or list(range(1, len(cells) + 2))
     manifest = None
     for i, cell in enumerate(cells):
-        out = h.kernel([{"run": cell}, {"checkpoint": True}], manifest, replay=replay)
+        out = h.kernel([{"run": cell}, {"checkpoint": True}], manifest, execution_count=numbers[i], replay=replay)
         if isinstance(out["steps"][0], str) and out["steps"][0].startswith("ERROR"):
             return out["steps"][0], out.get("restore")
         manifest = out["steps"][1]["manifest"]
-    out = h.kernel([{"run": check}], manifest, replay=replay)
+    out = h.kernel([{"run": check}], manifest, execution_count=numbers[len(cells)], replay=replay)
     return out["steps"][0], out.get("restore")
 
 
@@ -56,8 +58,11 @@ class ReplayTest(unittest.TestCase):
         self.assertFalse(want.startswith("ERROR"), want)
         got, restore = killed_after_every_cell(self.h, TORCH, TORCH_CHECK)
         self.assertEqual(got, want)
-        names = {r["name"] for r in restore["replay"]["recomputed"]}
-        self.assertTrue({"output", "loss"} <= names, restore["replay"])
+        rec = {r["name"]: r for r in restore["replay"]["recomputed"]}
+        self.assertTrue({"output", "loss"} <= set(rec), restore["replay"])
+        # Each was checked against the fingerprint the checkpoint saved of it, data included.
+        for n in ("output", "loss"):
+            self.assertEqual(rec[n]["verified"], "type, shape, dtype, requires_grad, grad_fn, data", rec[n])
 
     def test_torch_notebook_without_replay_loses_the_graph(self):
         """The same checkpoint restored with replay switched off: output is gone, cell 4 fails (the
@@ -75,6 +80,21 @@ class ReplayTest(unittest.TestCase):
         rec = restore["replay"]["recomputed"]
         self.assertEqual([r["name"] for r in rec], ["gen"], restore["replay"])
         self.assertEqual(rec[0]["turns"], [1, 2, 3, 4])
+        self.assertEqual(rec[0]["verified"], "type, code, finished, at, locals")
+
+    def test_turns_are_the_sessions_numbers(self):
+        """The report names turns as the session numbers them (the kernel's execution_count), not by
+        the agent's own count: here turn 3 was lost with a dead kernel (no checkpoint has it) and
+        the session went on at 4, so the generator's turns are 1, 2, 4, 5."""
+        got, restore = killed_after_every_cell(self.h, GEN, "(next(gen), a, b, c)", numbers=[1, 2, 4, 5, 6])
+        self.assertEqual(got, "(9, 0, 1, 4)")
+        rec = restore["replay"]["recomputed"]
+        self.assertEqual([(r["name"], r["turn"], r["turns"]) for r in rec], [("gen", 1, [1, 2, 4, 5])], rec)
+        # A refusal names the session's turn too.
+        manifest = self._killed(["x = 1", "g = (i for i in range(3))\nopen('f.txt', 'w')"], numbers=[7, 9])
+        out = self.h.kernel([{"run": "'g' in dir()"}], manifest, execution_count=10)
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertTrue(nr["g"].startswith("not replayed: turn 9 is not safe to run again"), nr)
 
     def _not_replayed(self, cells, name):
         out = None
@@ -118,6 +138,157 @@ class ReplayTest(unittest.TestCase):
         cells = ["data = [1, 2]", "g = (x for x in data)", "data.append(3)"]
         reason = self._not_replayed(cells, "g")
         self.assertIn("data", reason)
+
+    def _killed(self, cells, numbers=None):
+        """Runs cells one per process, checkpointing each (numbered 1, 2, ... or numbers)."""
+        manifest = None
+        for i, cell in enumerate(cells):
+            out = self.h.kernel([{"run": cell}, {"checkpoint": True}], manifest,
+                                execution_count=numbers[i] if numbers else i + 1)
+            self.assertFalse(str(out["steps"][0]).startswith("ERROR"), out["steps"][0])
+            manifest = out["steps"][1]["manifest"]
+        return manifest
+
+    def test_a_rebuilt_tensor_whose_input_file_changed_is_not_bound(self):
+        """The turn that made out reads a file (safe to run again), but the file changed after the
+        checkpoint: the replay makes another tensor, which the saved fingerprint catches."""
+        path = os.path.join(self.h.work, "w.txt")
+        with open(path, "w") as f:
+            f.write("1 2")
+        cells = ["import torch",
+                 "w = torch.tensor([[float(v) for v in open('w.txt').read().split()]], requires_grad=True)\nout = (w * 2).T"]
+        manifest = self._killed(cells)
+        fp = [g for g in manifest["groups"] if g["n"] == ["@carryover.fp.out"]]
+        self.assertEqual(len(fp), 1, manifest["groups"])
+        # Same file: rebuilt and verified.
+        out = self.h.kernel([{"run": "out.tolist(), out.grad_fn is not None"}], manifest)
+        self.assertEqual(out["steps"][0], "([[2.0], [4.0]], True)")
+        self.assertEqual([r["name"] for r in out["restore"]["replay"]["recomputed"]], ["out"])
+        # Other values, same shape: refused, data named.
+        with open(path, "w") as f:
+            f.write("1 3")
+        out = self.h.kernel([{"run": "'out' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["out"], "not replayed: rebuilt out differs from the saved one: its data (same shape and "
+                         "dtype, other values)")
+        # Another shape: refused, shapes named (rebuilt, then saved).
+        with open(path, "w") as f:
+            f.write("1")
+        out = self.h.kernel([{"run": "'out' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["out"], "not replayed: rebuilt out differs from the saved one: shape (1, 1) vs (2, 1)")
+
+    def test_a_change_the_safety_analysis_cannot_see_is_caught(self):
+        """scale changes through a function defined before the turn that read it: no later turn
+        names scale, so the plan's input looks unchanged; the replay reads the new value."""
+        cells = ["import torch\nscale = [2.0]\ndef bump():\n    scale[0] = 3.0",
+                 "t = torch.ones(2, requires_grad=True)\nout = t * scale[0]",
+                 "bump()"]
+        manifest = self._killed(cells)
+        out = self.h.kernel([{"run": "'out' in dir(), scale"}], manifest)
+        self.assertEqual(out["steps"][0], "(False, [3.0])")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertIn("rebuilt out differs from the saved one: its data", nr["out"])
+
+    def test_a_generator_advanced_out_of_sight_is_caught(self):
+        """A generator advanced through a function (the turn names step, not gen): the replay of the
+        turns that name gen leaves it one item behind; its saved position says so."""
+        cells = ["def step():\n    return next(gen)",
+                 "gen = (i * i for i in range(10))",
+                 "a = next(gen)",
+                 "b = step()"]
+        manifest = self._killed(cells)
+        out = self.h.kernel([{"run": "'gen' in dir()"}], manifest)
+        self.assertEqual(out["steps"][0], "False")
+        nr = {r["name"]: r["reason"] for r in out["restore"]["replay"]["not_replayed"]}
+        self.assertEqual(nr["gen"], "not replayed: rebuilt gen differs from the saved one: local .0 range(0, 10, 1) "
+                         "at 1 vs range(0, 10, 1) at 2")
+
+    def test_a_snapshot_not_committed_is_not_replayed_twice(self):
+        """A checkpoint Go did not commit gives its cells back to the next one: they are ONE history
+        entry then, not two (the generator would be replayed one step too far)."""
+        steps = [{"run": "gen = (i for i in range(10))"}, {"checkpoint": True},
+                 {"run": "next(gen)"}, {"checkpoint": True, "fail_commit": True},
+                 {"run": "next(gen)"}, {"checkpoint": True}]
+        out = self.h.kernel(steps, execution_count=1)
+        m = out["steps"][-1]["manifest"]
+        self.assertEqual([g["n"][0] for g in m["groups"] if g["n"][0].startswith("@carryover.history.")],
+                         ["@carryover.history.e000000001", "@carryover.history.e000000002"])
+        back = self.h.kernel([{"run": "next(gen)"}], m, execution_count=4)
+        self.assertEqual(back["steps"], ["2"], back["restore"]["replay"])
+        self.assertEqual([(r["name"], r["turns"]) for r in back["restore"]["replay"]["recomputed"]], [("gen", [1, 2])])
+
+    def test_fingerprints_cost_nothing_when_unchanged_or_nothing_is_skipped(self):
+        out = self.h.kernel([{"run": "x = 1"}, {"checkpoint": True}])
+        names = [n for g in out["steps"][1]["manifest"]["groups"] for n in g["n"]]
+        self.assertFalse([n for n in names if n.startswith("@carryover.fp.")], names)
+        steps = [{"run": "import torch\nt = torch.ones(3, requires_grad=True)\nout = t * 2"}, {"checkpoint": True},
+                 {"run": "y = 2"}, {"checkpoint": True}]
+        out = self.h.kernel(steps)
+        refs = [[g["r"] for g in out["steps"][i]["manifest"]["groups"] if g["n"] == ["@carryover.fp.out"]] for i in (1, 3)]
+        self.assertEqual(len(refs[0]), 1)
+        self.assertEqual(refs[0], refs[1])  # the same descriptor: its chunks are not written again
+        chunks = {c["h"] for c in out["steps"][3]["result"]["chunks"]}
+        self.assertNotIn(refs[1][0], chunks)
+
+
+
+class FingerprintTest(unittest.TestCase):
+    """fingerprint.py in process: what is compared, and its bounds."""
+
+    def test_tensor(self):
+        import torch
+
+        from carryover_agent import fingerprint as fp
+
+        t = torch.ones(2, 1, requires_grad=True)
+        a = fp.take(t * 2)
+        self.assertEqual(fp.differs(a, fp.take(t * 2)), "")
+        self.assertEqual(fp.compared(a), "type, shape, dtype, requires_grad, grad_fn, data")
+        self.assertEqual(fp.differs(a, fp.take(t * 3)), "its data (same shape and dtype, other values)")
+        self.assertEqual(fp.differs(a, fp.take(t + t)), "grad_fn AddBackward0 vs MulBackward0")
+        self.assertEqual(fp.differs(a, fp.take(torch.ones(1, 1, requires_grad=True) * 2)), "shape (1, 1) vs (2, 1)")
+        self.assertEqual(fp.differs(a, fp.take((t * 2).detach())), "requires_grad 0 vs 1")
+
+    def test_bounds(self):
+        import numpy as np
+        import torch
+
+        from carryover_agent import fingerprint as fp
+
+        big = torch.zeros(fp.DATA_MAX // 4 + 1)
+        a = fp.take(big)
+        self.assertTrue(dict(a)["data"].startswith("not hashed"), a)
+        self.assertEqual(fp.compared(a), "type, shape, dtype, requires_grad, grad_fn")
+        # Data is not compared when not hashed: only the rest must match.
+        self.assertEqual(fp.differs(a, fp.take(big + 1)), "")
+        # The snapshot's total: past it, values are fingerprinted without their data.
+        budget = fp._Budget(fp.DATA_MAX)
+        first = fp.take(np.zeros(fp.DATA_MAX // 8), budget)
+        second = fp.take(np.zeros(8), budget)
+        self.assertFalse(dict(first)["data"].startswith("not hashed"))
+        self.assertTrue(dict(second)["data"].startswith("not hashed"), second)
+
+    def test_holder_and_others(self):
+        import threading
+
+        import numpy as np
+
+        from carryover_agent import fingerprint as fp
+
+        class Holder:
+            def __init__(self, n):
+                self.lock = threading.Lock()
+                self.w = np.arange(n)
+
+        a = fp.take(Holder(3))
+        self.assertEqual(fp.differs(a, fp.take(Holder(3))), "")
+        self.assertEqual(fp.differs(a, fp.take(Holder(4))), "w.shape (4,) vs (3,)")
+        self.assertEqual(fp.take(threading.Lock()), (("type", "_thread.lock"),))
+        self.assertEqual(fp.differs(fp.take(threading.Lock()), fp.take(threading.RLock())),
+                         "type _thread.RLock vs _thread.lock")
 
 
 if __name__ == "__main__":

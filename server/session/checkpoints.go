@@ -95,6 +95,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	ls.mu.Unlock()
 	go s.watchKernel(ls, k)
 	go s.relayComms(ls, k) // comms.go: the widgets' messages
+	ls.noteRestored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
 	cpRes, err := s.checkpoint(ctx, ls, k)
 	if err != nil {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 )
 
@@ -67,4 +68,23 @@ func (ls *liveSession) takeEnded() []kernel.BackgroundProcess {
 	e := ls.ended
 	ls.ended = nil
 	return e
+}
+
+// noteRestored keeps the report of a restore for the next run's answer (takeRestored), as noteEnded
+// does for the processes a kernel took with it. A later restore replaces it: it replaced the
+// namespace the earlier one had made.
+func (ls *liveSession) noteRestored(res *carryover.RestoreResult) {
+	r := res.Report()
+	ls.mu.Lock()
+	ls.restored = r
+	ls.mu.Unlock()
+}
+
+// takeRestored hands over (and forgets) what noteRestored kept.
+func (ls *liveSession) takeRestored() *carryover.RestoreReport {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	r := ls.restored
+	ls.restored = nil
+	return r
 }

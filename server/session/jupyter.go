@@ -117,6 +117,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	turn.ExecutionCount = res.ExecutionCount
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
+	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
 	status := res.Status
 	if runErr != nil {
 		status = string(carryover.CodeKernelDied)

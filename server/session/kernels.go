@@ -116,6 +116,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		"duration_ms": ms(time.Since(start))})
 	if restored != nil {
 		s.emit(ctx, ls, carryover.EventCheckpointRestored, restored)
+		ls.noteRestored(restored)
 	}
 	go s.watchKernel(ls, k)
 	go s.relayComms(ls, k) // comms.go: the widgets' messages

@@ -47,6 +47,9 @@ type RunResult struct {
 	// ProcessesEnded names the background processes that ended when the session's previous kernel
 	// was stopped on purpose (rotation, hibernation, stop) since the last answer.
 	ProcessesEnded []kernel.BackgroundProcess `json:"processes_ended,omitempty"`
+	// Restore is the report of the restore since the last answer (a kernel's death or a wake restored
+	// the last checkpoint, a checkpoint was restored): what replay rebuilt and what it could not.
+	Restore *carryover.RestoreReport `json:"restore,omitempty"`
 
 	ride      *snapshotRide // the checkpoint that rode on the cell's execute_request
 	lostOwner error         // the checkpoint was fenced: another node owns the session (cluster.go)
@@ -113,6 +116,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some
+	res.Restore = ls.takeRestored()
 	if runErr == nil {
 		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
 	}

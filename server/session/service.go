@@ -67,6 +67,7 @@ type liveSession struct {
 	cost        costMeter                  // CPU and memory use of the current kernel, for cost_cap_cents
 	evicted     bool                       // another node owns it now (cluster.go): nothing here is saved any more
 	ended       []kernel.BackgroundProcess // ended with a kernel stopped on purpose; told in the next run's answer
+	restored    *carryover.RestoreReport   // the last restore's report; told in the next run's answer
 	// bgSeen is the background processes of bgKernel at the last cost sample: what a kernel's death
 	// takes with it, when they are gone before the death is noticed (a box dies with its kernel).
 	bgSeen   []kernel.BackgroundProcess

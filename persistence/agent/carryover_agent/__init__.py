@@ -10,8 +10,9 @@ numpy, torch), classes (session classes by value), pickling (groups, dill fallba
 verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
 in slices), nested (fingerprints of nested records), holders (small dicts holding large containers),
 objarrays (object arrays of atoms and JSON-like values in slices), figures (which live matplotlib
-figures changed), liveids (the ids a group shares by), interp (@random & co.), history, safety and
-replay (rebuilding on restore what a checkpoint skipped), groups (state
+figures changed), liveids (the ids a group shares by), interp (@random & co.), history, safety,
+fingerprint and replay (rebuilding on restore what a checkpoint skipped, checked against the
+skipped values' fingerprints), groups (state
 between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
 session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
 __carryover__ and install()).

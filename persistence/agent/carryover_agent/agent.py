@@ -25,7 +25,7 @@ class Agent:
         self.spool_host = spool_dir
         self.cells = []
         self.state = _State()
-        self.pending = None  # (token, state, cells)
+        self.pending = None  # (token, state, cells, what history.record answered)
         self._defnames = {}
         self._sentinels = _sentinels()
         self._recheck_pos = 0
@@ -36,6 +36,7 @@ class Agent:
         self._tracker = _Tracker()
         self.setups = 0
         self._state_cache = {}  # state group name -> (value, its _Pickled): snapshot._pickle_state
+        self._fingerprints = {}  # skipped name -> its fingerprint (fingerprint.py), for replay
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
         self._turn = history.TurnClock()  # the running turn's start, generator states, success
@@ -49,7 +50,7 @@ class Agent:
             self.setups += 1  # how many cells brought the session's set-up (tests, diagnostics)
         raw = getattr(info, "raw_cell", None)
         if raw:
-            self._turn.begin()
+            self._turn.begin(getattr(self.shell, "execution_count", None), getattr(info, "store_history", True))
             self.cells.append(raw)
 
     def post_run_cell(self, result):
@@ -141,12 +142,13 @@ class Agent:
     def _settle(self, committed):
         if self.pending is None:
             return
-        token, st, cells = self.pending
+        token, st, cells, recorded = self.pending
         self.pending = None
         if committed and token == committed:
             self.state = st
         else:
             self.cells = cells + self.cells
+            history.unrecord(self, recorded)
 
 
 def _ipython_name(k):

@@ -1,11 +1,15 @@
 """The session's history graph, for replay (replay.py): one entry per turn with its code, whether it
-ran without an error, how long it took and which global random generators' states it found. Which
+ran without an error, how long it took, which global random generators' states it found, and its
+number as the session counts turns (the kernel's execution_count when its first cell ran: the server
+sets the counter of every kernel it prepares to the session's, so a turn lost with a dead kernel or
+answered from a failed checkpoint keeps its number; a reply that says "turn 5" names the session's
+turn 5). Which
 names a turn reads and binds is derived from the code when a replay needs it (safety.py), by the same
 analysis every time, so nothing that can drift is stored.
 
 It travels in checkpoints as "state" groups that never change once written, so a turn writes only
 what is new (a scalar turn stays a few hundred bytes):
-- "@carryover.history.e<turn>": one entry (turn, code, ms, ok, rng index), a group per turn until
+- "@carryover.history.e<seq>": one entry (seq, code, ms, ok, rng index, number), a group per turn until
   BLOCK of them are folded into
 - "@carryover.history.b<n>": BLOCK entries, written once;
 - "@carryover.rng.<index>.<generator>": one distinct set of generator states, one group per
@@ -63,27 +67,50 @@ class TurnClock:
         self.t0 = None
         self.rng = None
         self.ok = True
+        self.number = None
+        self.stored = False
+        self.carried = None  # what take() answered for a snapshot Go did not commit (carry)
 
-    def begin(self):
+    def begin(self, count=None, store_history=True):
+        """count: the shell's execution_count as the cell starts (the cell's own when it is stored in
+        the history; the next cell's when not, so a stored cell of the same turn takes precedence)."""
         if self.t0 is None:
             self.t0 = time.perf_counter()
             self.rng = rng_states()
             self.ok = True
+            self.number = None
+            self.stored = False
+        if count is not None and (self.number is None or (store_history and not self.stored)):
+            self.number, self.stored = count, bool(store_history)
 
     def end(self, result):
         if getattr(result, "success", True) is False:
             self.ok = False
 
     def take(self):
-        """(ms the turn took, rng before it, ok), and resets for the next turn."""
+        """(ms the turn took, rng before it, ok, its number or None), and resets for the next turn."""
         ms = (time.perf_counter() - self.t0) * 1000 if self.t0 is not None else 0.0
-        out = (ms, self.rng or {}, self.ok)
-        self.t0, self.rng, self.ok = None, None, True
+        out = (ms, self.rng or {}, self.ok, self.number)
+        if self.carried is not None:  # the cells of a dropped snapshot come first: their start counts
+            c = self.carried
+            out = (c[0] + ms, c[1], c[2] and out[2], c[3] if c[3] is not None else out[3])
+            self.carried = None
+        self.t0, self.rng, self.ok, self.number = None, None, True, None
         return out
+
+    def carry(self, taken):
+        """Takes back what take() answered for a snapshot that was not committed: its cells run
+        again in the next snapshot's turn, which then starts where they started."""
+        if self.carried is not None:
+            c = self.carried
+            taken = (c[0] + taken[0], c[1], c[2] and taken[2], c[3] if c[3] is not None else taken[3])
+        self.carried = taken
 
 
 class Entry(tuple):
-    """(turn, code, ms, ok, rng index or None): one turn of the history."""
+    """(seq, code, ms, ok, rng index or None, number or None): one turn of the history. seq is the
+    agent's own count (it names the entry's group); number the session's (TurnClock.begin), absent
+    from entries written before it was recorded."""
     __slots__ = ()
 
     turn = property(lambda self: self[0])
@@ -91,6 +118,12 @@ class Entry(tuple):
     ms = property(lambda self: self[2])
     ok = property(lambda self: self[3])
     rng = property(lambda self: self[4])
+
+    @property
+    def number(self):
+        """The turn's number as the session counts turns (the agent's own for an older entry)."""
+        n = self[5] if len(self) > 5 else None
+        return n if n is not None else self[0]
 
     def __reduce__(self):  # pickled as a plain tuple: a restore needs no class of the agent's
         return (tuple, (tuple(self),))
@@ -105,14 +138,16 @@ def reset(agent):
 
 
 def record(agent, cells):
-    """Appends the turn whose cells a snapshot is about to save."""
+    """Appends the turn whose cells a snapshot is about to save. Returns (its entry, what the turn
+    clock answered) for unrecord, or None."""
     if not cells:
-        return
-    ms, rng, ok = agent._turn.take()
+        return None
+    taken = agent._turn.take()
+    ms, rng, ok, number = taken
     hist = agent.history
     idx = _rng_index(agent, rng)
     turn = (hist[-1].turn + 1) if hist else 1
-    hist.append(Entry((turn, "\n".join(cells), round(ms, 3), ok, idx)))
+    hist.append(Entry((turn, "\n".join(cells), round(ms, 3), ok, idx, number)))
     if len(hist) > KEEP + BLOCK:
         drop = len(hist) - KEEP
         drop -= drop % BLOCK  # whole blocks, so block boundaries (and their cached pickles) stay put
@@ -120,6 +155,20 @@ def record(agent, cells):
         del hist[:drop]
         agent._history_blocks = {}
     _trim_rng(agent)
+    return hist[-1], taken
+
+
+def unrecord(agent, recorded):
+    """Drops the entry record appended for a snapshot Go did not commit: its cells go back to the
+    agent and are recorded again, with the next turn's, in ONE entry (kept, the same cells would be
+    in two entries and a replay would run them twice)."""
+    if recorded is None:
+        return
+    entry, taken = recorded
+    if agent.history and agent.history[-1] is entry:
+        agent.history.pop()
+        agent._history_blocks = {}  # a block it completed is open again
+    agent._turn.carry(taken)
 
 
 def rng_of(agent, entry):

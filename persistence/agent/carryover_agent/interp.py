@@ -7,7 +7,7 @@ import importlib
 import sys
 import types
 
-from . import history
+from . import fingerprint, history
 from .common import _reason
 from .reducers import _OOBBytes
 
@@ -89,6 +89,8 @@ def _apply_state(shell, name, value):
             shell.register_magic_function(fn, kind, magic)
     elif name.startswith((history.PREFIX, history.RNG_PREFIX)):
         history.apply(shell.user_ns["__carryover__"], name, value)
+    elif name.startswith(fingerprint.PREFIX):
+        fingerprint.apply(shell.user_ns["__carryover__"], name, value)
     elif name == "@extensions":
         bad = []
         for ext in value:

@@ -14,9 +14,11 @@ order. It runs only when
 It runs in a scratch namespace, each turn with the global generators set to their state just before
 that turn ran live (seeded draws repeat); then every name the plan binds that was restored must come
 out EQUAL to the restored value (this is what proves the replay reproduced the live run: the layer's
-initial weights, an advanced counter), and only then are the plan's names bound, all together (the
-rebuilt `output`'s graph must point at the bound `layer`, not a twin). Anything else leaves the name
-reported, with the reason."""
+initial weights, an advanced counter), every name it rebuilt must match the fingerprint the checkpoint
+saved of it (fingerprint.py: a tensor's shape, dtype, grad_fn and data, as the kernel held it at the
+checkpoint, so a change the history does not show, an input file rewritten, is caught), and only then
+are the plan's names bound, all together (the rebuilt `output`'s graph must point at the bound
+`layer`, not a twin). Anything else leaves the name reported, with the reason."""
 
 import builtins
 import contextlib
@@ -26,7 +28,7 @@ import sys
 import time
 import types
 
-from . import history
+from . import fingerprint, history
 from .common import _reason
 from .safety import Turn
 
@@ -63,9 +65,11 @@ def rebuild(agent, missing, budget_ms):
             out["not_replayed"].append({"name": name, "reason": "not replayed: " + why})
             continue
         for n in sorted(bound & set(missing)):
-            turn = max(e.turn for e, t in plan if n in t.binds)
+            turn = max(e.number for e, t in plan if n in t.binds)
+            fp = agent._fingerprints.get(n)
             out["recomputed"].append({"name": n, "turn": turn, "ms": round(ms, 3),
-                                      "turns": [e.turn for e, _ in plan]})
+                                      "turns": [e.number for e, _ in plan],
+                                      "verified": fingerprint.compared(fp) if fp else ""})
             done.add(n)
     return out
 
@@ -88,7 +92,7 @@ def _plan(agent, turns, name, missing):
         need = [m for m in _inputs(plan) if m in missing and m not in agent.ns and _binder(turns, m) not in start]
     for e, t in plan:
         if t.unsafe:
-            return None, "turn %d is not safe to run again: %s" % (e.turn, t.unsafe)
+            return None, "turn %d is not safe to run again: %s" % (e.number, t.unsafe)
     why = _inputs_unchanged(agent, turns, min(start), plan)
     if why:
         return None, why
@@ -124,7 +128,7 @@ def _inputs_unchanged(agent, turns, first, plan):
         for e, t in later:
             if n in t.touched:
                 return "turn %d reads %s, which turn %d (not replayed) may have changed since" % (
-                    _first_reader(plan, n), n, e.turn)
+                    _first_reader(plan, n), n, e.number)
         if any(n in t.binds for _, t in plan):
             return "turn %d reads %s from before the replay and the replay binds it again" % (_first_reader(plan, n), n)
     return ""
@@ -141,7 +145,7 @@ def _inputs(plan):
 
 
 def _first_reader(plan, n):
-    return next(e.turn for e, t in plan if n in t.inputs)
+    return next(e.number for e, t in plan if n in t.inputs)
 
 
 def _shared(v):
@@ -175,6 +179,11 @@ def _run(agent, plan, missing):
     for _, t in plan:
         binds |= t.binds
     binds = {n for n in binds if n in ns}
+    for n in sorted(binds & set(missing)):
+        fp = agent._fingerprints.get(n)
+        why = fingerprint.differs(fp, fingerprint.take(ns[n])) if fp else ""
+        if why:
+            return None, "rebuilt %s differs from the saved one: %s" % (n, why)
     for n in sorted(binds):
         if n in agent.ns and n not in missing:
             if not _equal(agent.ns[n], ns[n]):
@@ -215,13 +224,13 @@ def _exec(agent, ns, entry):
     outcome. One that did not must not."""
     rng = history.rng_of(agent, entry)
     if rng is None:
-        return "the generator states turn %d found are no longer kept" % entry.turn
+        return "the generator states turn %d found are no longer kept" % entry.number
     history.set_rng_states(rng)
     shell = agent.shell
     try:
-        code = compile(shell.transform_cell(entry.code), "<replay of turn %d>" % entry.turn, "exec")
+        code = compile(shell.transform_cell(entry.code), "<replay of turn %d>" % entry.number, "exec")
     except Exception as e:
-        return "turn %d does not compile: %s" % (entry.turn, _reason(e))
+        return "turn %d does not compile: %s" % (entry.number, _reason(e))
     pub = getattr(shell, "display_pub", None)
     saved_publish = getattr(pub, "publish", None)
     if pub is not None:
@@ -232,7 +241,7 @@ def _exec(agent, ns, entry):
             exec(code, ns)
     except BaseException as e:  # noqa: BLE001 - a turn's own KeyboardInterrupt/SystemExit included
         if entry.ok:
-            return "turn %d raised when replayed: %s" % (entry.turn, _reason(e))
+            return "turn %d raised when replayed: %s" % (entry.number, _reason(e))
     finally:
         if pub is not None:
             pub.publish = saved_publish
@@ -281,4 +290,4 @@ def _equal_state(a, b):
 
 
 def _turn_list(plan):
-    return ", ".join(str(e.turn) for e, _ in plan)
+    return ", ".join(str(e.number) for e, _ in plan)

@@ -38,6 +38,7 @@ def op_restore(agent, a):
     agent._warned = {s["name"]: s for s in a.get("skipped") or ()
                      if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
     history.reset(agent)  # the checkpoint's own history comes back with its state groups
+    agent._fingerprints = {}  # and the fingerprints of what it skipped
     r = _Restore(agent)
     groups = a.get("groups") or []
     for g in groups:

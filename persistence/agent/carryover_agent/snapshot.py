@@ -7,7 +7,7 @@ import struct
 import sys
 import time
 
-from . import figures, history
+from . import figures, fingerprint, history
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -30,7 +30,7 @@ def op_snapshot(agent, a):
     token = a["token"]
     cs = int(a.get("chunk_size") or DEFAULT_CHUNK)
     cells, agent.cells = agent.cells, []
-    history.record(agent, cells)
+    recorded = history.record(agent, cells)
     prev = agent.state
     cur = agent._user_names()
     _prepare(agent, cur)
@@ -49,7 +49,7 @@ def op_snapshot(agent, a):
     write = time.perf_counter() - t2 - hash_t
     serialize += hash_t
 
-    agent.pending = (token, _new_state(new_groups, cur, skipped), cells)
+    agent.pending = (token, _new_state(new_groups, cur, skipped), cells, recorded)
     saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
     nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
     groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
@@ -130,7 +130,7 @@ def _serialize(agent, cand, cur, prev, t1):
     # Small unchanged groups: re-pickle within a budget (mutations through aliases).
     picked = {n for r in results for n in r.names} | set(skipped)
     results.extend(_recheck(agent, prev, cur, picked, skipped, t1))
-    results.extend(_pickle_state(agent, skipped))
+    results.extend(_pickle_state(agent, skipped, _still_skipped(prev, cur, new_groups, results, skipped)))
     return new_groups, skipped, results
 
 
@@ -235,11 +235,26 @@ def _env_diff(agent):
 _REUSABLE_STATE = ("@random", "@numpy.random", "@torch.random")
 
 
-def _pickle_state(agent, skipped):
-    """The interpreter state (_capture_state), one "state" group per item."""
+def _still_skipped(prev, cur, new_groups, results, skipped):
+    """The names this checkpoint will name as skipped: this turn's, and those _carry_over keeps (a
+    skipped value not rebound since, and not re-checked)."""
+    if not prev.skipped:
+        return skipped
+    done = {n for r in results for n in r.names} | {n for g in new_groups.values() for n in g.names} | set(skipped)
+    out = dict(skipped)
+    for n, s in prev.skipped.items():
+        if n in cur and n not in done and prev.ids.get(n) == id(cur[n]):
+            out[n] = s
+    return out
+
+
+def _pickle_state(agent, skipped, all_skipped=None):
+    """The interpreter state (_capture_state), one "state" group per item, and the fingerprints of
+    the skipped variables (fingerprint.py)."""
     out = []
     try:
         items = _capture_state(agent.shell, skipped) + history.state_items(agent)
+        items += fingerprint.state_items(agent, skipped if all_skipped is None else all_skipped)
     except Exception as e:
         skipped["@state"] = {"name": "@state", "type": "state", "reason": _reason(e)}
         return out
@@ -256,7 +271,7 @@ def _pickle_state(agent, skipped):
             continue
         r.kind, r.ids, r.keep = "state", frozenset(), None
         out.append(r)
-        if name in _REUSABLE_STATE or name.startswith((history.PREFIX, history.RNG_PREFIX)):
+        if name in _REUSABLE_STATE or name.startswith((history.PREFIX, history.RNG_PREFIX, fingerprint.PREFIX)):
             cache[name] = (value, r)  # history groups never change: the same tuple at every later turn
     return out
 

@@ -156,7 +156,9 @@ class Execution:
     """The answer of a run (``run``, ``execute``, ``run_code``, ``stream_run``).
 
     ERA fields: ``status`` (ok|error|aborted), ``stdout``, ``stderr``, ``result`` (text/plain of
-    the execute_result or None), ``outputs`` (raw output dicts), ``checkpoint``.
+    the execute_result or None), ``outputs`` (raw output dicts), ``checkpoint``, ``restore`` (the
+    report of a restore since the last answer, a dict: ``recomputed``, ``not_replayed``,
+    ``skipped``, ``failed``; None when there was none).
     E2B views: ``results`` (rich results), ``logs.stdout``/``logs.stderr`` (lists of chunks),
     ``error`` (ExecutionError or None), ``text``.
     """
@@ -171,6 +173,7 @@ class Execution:
     duration_ms: float = 0.0
     checkpoint: Optional[Dict[str, Any]] = field(default=None, repr=False)
     checkpoint_error: Optional[str] = None
+    restore: Optional[Dict[str, Any]] = field(default=None, repr=False)
     results: List[Result] = field(default_factory=list)
     logs: Logs = field(default_factory=Logs)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
@@ -264,12 +267,16 @@ class Checkpoint:
 @dataclass
 class RestoreResult:
     """What a checkpoint restore put back (``restored`` names, ``failed``/``skipped`` dicts with
-    name, type, reason) and the session after it."""
+    name, type, reason; ``recomputed`` dicts with name, turn, turns, ms, verified, and
+    ``not_replayed`` dicts with name, type, reason: what replay rebuilt and could not) and the
+    session after it."""
     checkpoint_id: str = ""
     turn: int = 0
     restored: List[str] = field(default_factory=list)
     failed: List[Dict[str, Any]] = field(default_factory=list)
     skipped: List[Dict[str, Any]] = field(default_factory=list)
+    recomputed: List[Dict[str, Any]] = field(default_factory=list)
+    not_replayed: List[Dict[str, Any]] = field(default_factory=list)
     files: int = 0
     cwd: str = ""
     duration_ms: float = 0.0
@@ -280,4 +287,5 @@ class RestoreResult:
     def from_dict(cls, d: Dict[str, Any], session: Optional[Session] = None) -> "RestoreResult":
         return _build(cls, d, restored=list(d.get("restored") or []),
                       failed=list(d.get("failed") or []), skipped=list(d.get("skipped") or []),
-                      session=session)
+                      recomputed=list(d.get("recomputed") or []),
+                      not_replayed=list(d.get("not_replayed") or []), session=session)
