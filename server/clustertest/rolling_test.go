@@ -3,12 +3,14 @@ package clustertest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/carryover/carryover/internal/pgtest"
 	"github.com/carryover/carryover/internal/s3test"
 	"github.com/carryover/carryover/internal/servertest"
+	"github.com/carryover/carryover/persistence/format"
 )
 
 // rollingFullEnv runs TestRollingUpgrade at the issue's size: 20 sessions (10 from each client
@@ -99,10 +102,12 @@ func waitRounds(t *testing.T, r int64, ds ...*loadDriver) {
 
 // TestRollingUpgrade: a 2-node cluster on PostgreSQL + S3 under load from the Python SDK and the
 // Node client (sessions in a loop of turns, each appending the round's number to a list); each
-// node is stopped (SIGTERM: it drains) and started again, one at a time. The clients have no retry
-// code of their own: zero failed turns, zero turns run twice or lost (every list is 0..R-1), and
-// every session's variable intact. (The restart is of the same build: a next format version is
-// the ops part of issue 26.)
+// node is stopped (SIGTERM: it drains) and started again as the next build, one at a time: this
+// binary reading one checkpoint format more (cluster.test_max_format, as in
+// TestRollingUpgradeSwitchesFormat). The clients have no retry code of their own: zero failed
+// turns, zero turns run twice or lost (every list is 0..R-1), and every session's variable intact;
+// once both nodes are new the cluster switches to the new format and the turns after it are
+// checkpointed in it.
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster under load from two client libraries; skipped with -short")
@@ -148,13 +153,35 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	})
 
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	oldF, newF := format.Newest, format.Newest+1
 	r := between
 	waitRounds(t, r, py, js)
 	for _, n := range []*node{a, b} {
 		n.term()
+		n.cmd.Env = append(n.cmd.Env, "CARRYOVER_CLUSTER_TEST_MAX_FORMAT="+strconv.Itoa(newF)) // the next build
 		n.restart()
+		if n == a {
+			if f := storeFormat(t, db); f != oldF {
+				t.Fatalf("the store switched to format %d while node b (format %d) lives", f, oldF)
+			}
+		}
 		r = max(py.round.Load(), js.round.Load()) + between
 		waitRounds(t, r, py, js)
+	}
+	// Node b's old row expires after the TTL; the next heartbeat switches. Turns after it are
+	// checkpointed in the new format.
+	eventually(t, 4*testTTL, "the switch to format "+strconv.Itoa(newF), func() bool { return storeFormat(t, db) == newF })
+	r = max(py.round.Load(), js.round.Load()) + between
+	waitRounds(t, r, py, js)
+	for _, id := range []string{"py-0", "js-0"} {
+		if v := latestFormat(t, db, id); v != newF {
+			t.Errorf("%s's last checkpoint after the switch is format %d, want %d", id, v, newF)
+		}
 	}
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
