@@ -49,7 +49,10 @@ export class FoldState {
  */
 export function replayNote(payload) {
   const r = (payload && (payload.restore || payload)) || {};
-  const rebuilt = (r.recomputed || []).map((x) => `${x.name} (turn ${x.turn}, ${Math.round(x.ms)} ms)`);
+  // verified: what of the saved fingerprint the rebuilt value matched (absent for checkpoints saved
+  // before fingerprints were kept).
+  const rebuilt = (r.recomputed || []).map((x) =>
+    `${x.name} (turn ${x.turn}, ${Math.round(x.ms)} ms${x.verified ? `, matched the saved ${x.verified}` : ''})`);
   const missed = (r.not_replayed || []).map((x) => `${x.name}: ${String(x.reason || '').replace(/^not replayed: /, '')}`);
   if (!rebuilt.length && !missed.length) return null;
   return {

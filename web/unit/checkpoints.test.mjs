@@ -58,9 +58,10 @@ test('a restore that replayed says what it rebuilt and what it could not', async
   const { replayNote } = await import('../src/checkpoints.js');
   assert.equal(replayNote({ restored: ['x'], recomputed: [], not_replayed: [] }), null);
   const n = replayNote({ restore: {
-    recomputed: [{ name: 'output', turn: 3, turns: [3, 4], ms: 4.2 }, { name: 'loss', turn: 4, turns: [3, 4], ms: 4.2 }],
+    recomputed: [{ name: 'output', turn: 3, turns: [3, 4], ms: 4.2, verified: 'type, shape, dtype, requires_grad, grad_fn, data' },
+      { name: 'loss', turn: 4, turns: [3, 4], ms: 4.2 }],
     not_replayed: [{ name: 'conn', reason: 'not replayed: turn 7 is not safe to run again: it uses the network (imports socket)' }],
   } });
-  assert.equal(n.rebuilt, 'recomputed by replaying their turns: output (turn 3, 4 ms), loss (turn 4, 4 ms)');
+  assert.equal(n.rebuilt, 'recomputed by replaying their turns: output (turn 3, 4 ms, matched the saved type, shape, dtype, requires_grad, grad_fn, data), loss (turn 4, 4 ms)');
   assert.equal(n.missed, 'not rebuilt: conn: turn 7 is not safe to run again: it uses the network (imports socket)');
 });
