@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/carryover/carryover/client"
+	"github.com/carryover/carryover/configs"
 )
 
 // step is one call of a documented flow, with what must come back.
@@ -201,21 +203,29 @@ func TestERAFlows(t *testing.T) {
 }
 
 // TestERAFlowsSurviveRestarts runs the same flows with a server restart between every two calls:
-// each session comes back from SQLite and its last checkpoint.
+// each session comes back from SQLite and its last checkpoint. Each flow has a server of its own,
+// the flows side by side (one after the other they took 94 s, the longest test of this package),
+// and no warm pool: every restart's restore would take the pool's kernel, and the refill started
+// beside it was never used (30 restarts, 30 kernels started for nothing).
 func TestERAFlowsSurviveRestarts(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("restarts take a while")
 	}
-	ts := startServer(t, "")
-	createAll(t, ts, "-r")
+	noPool := func(c *configs.Config) { c.Pool.Size = 0 }
 	flows := eraFlows("-r")
 	for _, name := range flowOrder {
-		for i, st := range flows[name] {
-			if i > 0 {
-				ts = ts.restart()
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ts := startServer(t, "", noPool)
+			createAll(t, ts, "-r")
+			for i, st := range flows[name] {
+				if i > 0 {
+					ts.stop()
+					ts = startServer(t, ts.dir, noPool)
+				}
+				t.Run(strconv.Itoa(i), func(t *testing.T) { doStep(t, ts, st) })
 			}
-			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) { doStep(t, ts, st) })
-		}
+		})
 	}
 }
