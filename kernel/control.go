@@ -36,6 +36,7 @@ func (k *Kernel) live(ctx context.Context) (*instance, error) {
 // default), an interrupt_request on control (waiting for its reply) for "message" or when the process
 // cannot be interrupted by a signal (KernelProcess.InterruptByMessage: a sandbox).
 func (k *Kernel) Interrupt(ctx context.Context) error {
+	k.interrupts.Add(1)
 	inst, err := k.live(ctx)
 	if err != nil {
 		return fmt.Errorf("kernel %s: interrupt: %w", k.id, err)

@@ -163,12 +163,19 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 	inputCtx, cancelInput := context.WithCancel(ctx)
 	defer cancelInput()
 	run := &execRun{k: k, inst: inst, w: w, opts: &opts, res: res, inputCtx: inputCtx}
+	interrupts := k.interrupts.Load()
+	var lost <-chan time.Time // armed once the idle came without a reply after an interrupt
 	for !run.done() {
+		if lost == nil && run.gotIdle && !run.gotReply && k.interrupts.Load() != interrupts {
+			lost = time.After(lostReplyGrace)
+		}
 		select {
 		case <-w.notify:
 			if err := run.deliver(); err != nil {
 				return nil, err
 			}
+		case <-lost:
+			run.replyLost()
 		case <-inst.dead:
 			inst.settle()
 			if err := run.deliver(); err != nil { // what was sent before the death is still output
@@ -201,6 +208,23 @@ type execRun struct {
 }
 
 func (r *execRun) done() bool { return r.gotReply && r.gotIdle }
+
+// lostReplyGrace is how long an execute waits for its reply once the kernel went idle after an
+// interrupt. ipykernel sends no execute_reply when the interrupt lands in its message handler after
+// the cell ran (a post_run_cell hook, the reply's own sending): it logs "KeyboardInterrupt caught in
+// kernel" and goes idle. Waiting on for the reply held the run until its deadline and its kernel's
+// restart. The reply is sent before the idle, on another socket: a reply this late is not coming.
+const lostReplyGrace = 2 * time.Second
+
+// replyLost ends an execute whose reply the kernel dropped (lostReplyGrace) as an interrupted cell.
+func (r *execRun) replyLost() {
+	res := r.res
+	res.Status, res.EName = "error", "KeyboardInterrupt"
+	res.EValue = "the kernel was interrupted as the cell finished and sent no reply; the cell's outputs above are all it produced"
+	res.Traceback = []string{"KeyboardInterrupt: " + res.EValue}
+	r.gotReply = true
+	r.k.log.Warn("execute_reply lost to an interrupt; the cell is answered as interrupted")
+}
 
 // deliver handles every queued event in arrival order (iopub order is kernel order).
 func (r *execRun) deliver() error {

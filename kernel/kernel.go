@@ -108,6 +108,9 @@ type Kernel struct {
 	closed     bool          // Shutdown was called
 
 	badSigs atomic.Uint64
+	// interrupts counts Interrupt calls: an execute that an interrupt reached may lose its reply
+	// (lostReplyGrace).
+	interrupts atomic.Uint64
 
 	subsMu sync.Mutex                                   // serialises changes to subs
 	subs   [numChannels]atomic.Pointer[[]*subscription] // raw subscribers by channel (raw.go); read lock-free by the readers
