@@ -32,6 +32,10 @@ func (k *Kernel) live(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// Interrupts is how many times Interrupt was called: a caller waiting for a raw execute_reply
+// compares it before and after (LostReplyGrace).
+func (k *Kernel) Interrupts() uint64 { return k.interrupts.Load() }
+
 // Interrupt interrupts the running code: SIGINT to the process group for interrupt_mode "signal" (the
 // default), an interrupt_request on control (waiting for its reply) for "message" or when the process
 // cannot be interrupted by a signal (KernelProcess.InterruptByMessage: a sandbox).

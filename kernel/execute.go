@@ -167,7 +167,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 	var lost <-chan time.Time // armed once the idle came without a reply after an interrupt
 	for !run.done() {
 		if lost == nil && run.gotIdle && !run.gotReply && k.interrupts.Load() != interrupts {
-			lost = time.After(lostReplyGrace)
+			lost = time.After(LostReplyGrace)
 		}
 		select {
 		case <-w.notify:
@@ -209,18 +209,21 @@ type execRun struct {
 
 func (r *execRun) done() bool { return r.gotReply && r.gotIdle }
 
-// lostReplyGrace is how long an execute waits for its reply once the kernel went idle after an
+// LostReplyGrace is how long an execute waits for its reply once the kernel went idle after an
 // interrupt. ipykernel sends no execute_reply when the interrupt lands in its message handler after
 // the cell ran (a post_run_cell hook, the reply's own sending): it logs "KeyboardInterrupt caught in
 // kernel" and goes idle. Waiting on for the reply held the run until its deadline and its kernel's
 // restart. The reply is sent before the idle, on another socket: a reply this late is not coming.
-const lostReplyGrace = 2 * time.Second
+const LostReplyGrace = 2 * time.Second
 
-// replyLost ends an execute whose reply the kernel dropped (lostReplyGrace) as an interrupted cell.
+// LostReplyMessage says why a cell whose reply was lost is answered as interrupted.
+const LostReplyMessage = "the kernel was interrupted as the cell finished and sent no reply; the cell's outputs are all it produced"
+
+// replyLost ends an execute whose reply the kernel dropped (LostReplyGrace) as an interrupted cell.
 func (r *execRun) replyLost() {
 	res := r.res
 	res.Status, res.EName = "error", "KeyboardInterrupt"
-	res.EValue = "the kernel was interrupted as the cell finished and sent no reply; the cell's outputs above are all it produced"
+	res.EValue = LostReplyMessage
 	res.Traceback = []string{"KeyboardInterrupt: " + res.EValue}
 	r.gotReply = true
 	r.k.log.Warn("execute_reply lost to an interrupt; the cell is answered as interrupted")

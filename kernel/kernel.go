@@ -109,7 +109,7 @@ type Kernel struct {
 
 	badSigs atomic.Uint64
 	// interrupts counts Interrupt calls: an execute that an interrupt reached may lose its reply
-	// (lostReplyGrace).
+	// (LostReplyGrace).
 	interrupts atomic.Uint64
 
 	subsMu sync.Mutex                                   // serialises changes to subs

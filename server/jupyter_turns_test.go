@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/client"
 )
@@ -293,5 +294,40 @@ func TestJupyterFloodDuringRestore(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestJupyterInterruptAsTheCellFinishes: an interrupt that reaches ipykernel after the cell ran,
+// before its reply went out (ipykernel's pre-reply sleep, stretched here to hold the moment open),
+// makes ipykernel drop the reply. The door answers the cell as interrupted and the next cell runs:
+// it used to wait for the reply for ever, the notebook's cell busy until the kernel was restarted.
+func TestJupyterInterruptAsTheCellFinishes(t *testing.T) {
+	t.Parallel()
+	srv := startBinary(t)
+	var kern map[string]any
+	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
+		t.Fatalf("POST kernels: %d", st)
+	}
+	kid := kern["id"].(string)
+	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	w.execute("x = 1\nget_ipython().kernel._execute_sleep = 3")
+	cell := w.send("shell", "execute_request", map[string]any{"code": "x = 2\nprint('ran', flush=True)"})
+	for m := w.recv(); m.parent() != cell || m.typ() != "stream"; m = w.recv() {
+	}
+	time.Sleep(500 * time.Millisecond) // the cell ran; ipykernel sleeps before its reply
+	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels/"+kid+"/interrupt", "", nil); st != 204 {
+		t.Fatalf("interrupt: %d", st)
+	}
+	start := time.Now()
+	reply, _ := w.until(cell)
+	if reply.Content["ename"] != "KeyboardInterrupt" {
+		t.Fatalf("the cell interrupted as it finished answered %v", reply.Content)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("answered %s after the interrupt", d)
+	}
+	w.execute("get_ipython().kernel._execute_sleep = 0.0005")
+	if _, msgs := w.execute("print(x)"); stdoutOf(msgs) != "2\n" {
+		t.Fatalf("after the interrupted cell x is %q, want 2 (the cell ran)", stdoutOf(msgs))
 	}
 }

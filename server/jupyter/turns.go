@@ -108,6 +108,9 @@ func (b *bridge) runTurn(j turnJob) {
 	case res.Died:
 		b.failExecute(j, "KernelDied", fmt.Sprintf(
 			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)", res.ExecutionCount))
+	case res.ReplyLost:
+		b.awaitKernelIdle(j.msgID) // the cell's outputs first
+		b.failExecute(j, "KeyboardInterrupt", kernel.LostReplyMessage)
 	default:
 		// The executes queued now are the ones the kernel would have aborted: the client sent them
 		// before it saw this error. Taken off the line before the reply and idle go out, so a cell

@@ -24,6 +24,10 @@ type RawTurn struct {
 	Idle           *kernel.RawMessage // the kernel's iopub idle for the request; nil when it died first
 	ExecutionCount int
 	Died           bool // the kernel died during the turn; the session was restored from its last checkpoint
+	// ReplyLost: the kernel went idle after an interrupt and sent no execute_reply (ipykernel drops it
+	// when the interrupt lands in its handler after the cell ran; kernel.LostReplyGrace). Reply is
+	// nil, Idle the kernel's.
+	ReplyLost bool
 	CheckpointErr  string
 }
 
@@ -103,14 +107,21 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
 	var runErr error
-	if turn.Died {
+	switch {
+	case turn.Died:
 		res.ExecutionCount = ls.docCopy().ExecutionCount
 		if advance {
 			res.ExecutionCount++
 		}
 		runErr = &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint"}
 		ride.prep = nil
-	} else {
+	case turn.ReplyLost: // the cell ran; the checkpoint takes its own snapshot (no answer rode back)
+		res.ExecutionCount = ls.docCopy().ExecutionCount
+		if advance {
+			res.ExecutionCount++
+		}
+		res.Error = &RunError{EName: "KeyboardInterrupt", EValue: kernel.LostReplyMessage}
+	default:
 		res.Status, res.ExecutionCount = replyStatus(turn.Reply)
 		ride.answer = stripUserExpression(turn.Reply, snapshotKey)
 	}
@@ -175,13 +186,22 @@ func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID strin
 	defer cancelShell()
 	defer cancelIOPub()
 	start := time.Now()
+	interrupts := k.Interrupts()
 	if err := k.SendRaw(ctx, "shell", req); err != nil {
 		s.log.Warn("jupyter execute_request not sent", "kernel", k.ID(), "err", err)
 		turn.Died = true
 		return turn, 0
 	}
+	var lost <-chan time.Time // armed once the idle came without a reply after an interrupt
 	for turn.Reply == nil || turn.Idle == nil {
+		if lost == nil && turn.Idle != nil && turn.Reply == nil && k.Interrupts() != interrupts {
+			lost = time.After(kernel.LostReplyGrace)
+		}
 		select {
+		case <-lost:
+			turn.ReplyLost = true
+			s.log.Warn("jupyter execute_reply lost to an interrupt; answered as interrupted", "kernel", k.ID())
+			return turn, ms(time.Now().Sub(start))
 		case m := <-shell:
 			if m.ParentID() == msgID && m.Type() == "execute_reply" {
 				turn.Reply = &m
