@@ -27,8 +27,8 @@ type RawTurn struct {
 	// ReplyLost: the kernel went idle after an interrupt and sent no execute_reply (ipykernel drops it
 	// when the interrupt lands in its handler after the cell ran; kernel.LostReplyGrace). Reply is
 	// nil, Idle the kernel's.
-	ReplyLost bool
-	CheckpointErr  string
+	ReplyLost     bool
+	CheckpointErr string
 }
 
 // RawTurnOptions connect the turn to the front door.
