@@ -59,6 +59,18 @@ func dialJupyter(t *testing.T, base, kernelID string, v1 bool, token string) *jw
 	return &jws{t: t, c: c, v1: v1}
 }
 
+// openJupyterKernel starts a kernel through the Jupyter door of the server at base and dials its
+// channels (v1 protocol); it returns the kernel's id and the connection.
+func openJupyterKernel(t *testing.T, base string) (string, *jws) {
+	t.Helper()
+	var kern map[string]any
+	if st := jreq(t, base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
+		t.Fatalf("POST kernels: %d", st)
+	}
+	kid := kern["id"].(string)
+	return kid, dialJupyter(t, base, kid, true, testToken)
+}
+
 // send sends a request and returns its msg_id. The header's date is a number, as nbclient sends it.
 func (w *jws) send(channel, msgType string, content map[string]any, buffers ...[]byte) string {
 	w.n++
@@ -377,12 +389,7 @@ func TestJupyterChannels(t *testing.T) {
 func TestJupyterLostRequests(t *testing.T) {
 	t.Parallel()
 	srv := startBinary(t)
-	var kern map[string]any
-	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
-		t.Fatalf("POST kernels: %d", st)
-	}
-	kid := kern["id"].(string)
-	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	kid, w := openJupyterKernel(t, srv.Base)
 	w.execute("x = 1")
 	// Minimal contents (no silent, store_history...): ipykernel drops an execute_request without
 	// "silent"; carryover fills Jupyter's defaults in.

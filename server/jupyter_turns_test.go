@@ -110,12 +110,7 @@ func checkpointFailed(msgs []jmsg) bool {
 func TestJupyterInterruptThenCell(t *testing.T) {
 	t.Parallel()
 	srv := startBinary(t)
-	var kern map[string]any
-	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
-		t.Fatalf("POST kernels: %d", st)
-	}
-	kid := kern["id"].(string)
-	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	kid, w := openJupyterKernel(t, srv.Base)
 	w.execute("import time")
 	interrupted := func(i int) []jmsg {
 		sleeper := w.send("shell", "execute_request", map[string]any{"code": fmt.Sprintf("v = %d\nprint('asleep', flush=True)\ntime.sleep(30)", i)})
@@ -228,12 +223,7 @@ func TestJupyterErrorThenCell(t *testing.T) {
 func TestJupyterFloodDuringRestore(t *testing.T) {
 	t.Parallel()
 	srv := startBinary(t)
-	var kern map[string]any
-	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
-		t.Fatalf("POST kernels: %d", st)
-	}
-	kid := kern["id"].(string)
-	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	kid, w := openJupyterKernel(t, srv.Base)
 	w.execute("x = 0")
 	c := client.New(srv.Base, testToken)
 	for round, restore := range []func(){
@@ -304,12 +294,7 @@ func TestJupyterFloodDuringRestore(t *testing.T) {
 func TestJupyterInterruptAsTheCellFinishes(t *testing.T) {
 	t.Parallel()
 	srv := startBinary(t)
-	var kern map[string]any
-	if st := jreq(t, srv.Base, "POST", "/jupyter/api/kernels", `{"name":"python3"}`, &kern); st != 201 {
-		t.Fatalf("POST kernels: %d", st)
-	}
-	kid := kern["id"].(string)
-	w := dialJupyter(t, srv.Base, kid, true, testToken)
+	kid, w := openJupyterKernel(t, srv.Base)
 	w.execute("x = 1\nget_ipython().kernel._execute_sleep = 3")
 	cell := w.send("shell", "execute_request", map[string]any{"code": "x = 2\nprint('ran', flush=True)"})
 	for m := w.recv(); m.parent() != cell || m.typ() != "stream"; m = w.recv() {

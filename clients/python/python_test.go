@@ -25,7 +25,7 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatalf("python3-websocket is needed for the streaming tests (make deps installs it): %v\n%s", err, out)
 	}
 	if testing.Short() {
-		t.Skip("the Python SDK suite starts a server and kernels; skipped with -short")
+		t.Skip("the Python SDK suite starts a server and kernels: -short skips it, make test runs it")
 	}
 	bin := servertest.MustBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

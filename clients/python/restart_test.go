@@ -16,7 +16,7 @@ import (
 func TestPythonSDKRidesOutKill9(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("starts a server and kernels; skipped with -short")
+		t.Skip("kill -9 of a real server under the SDK (~20 s): -short skips it, make test runs it")
 	}
 	p := servertest.StartProcess(t, servertest.Options{Token: "t", Flags: []string{"--pool.size", "1"},
 		Env: []string{"CARRYOVER_SANDBOX_ENABLED=false"}})

@@ -110,7 +110,7 @@ func waitRounds(t *testing.T, r int64, ds ...*loadDriver) {
 // checkpointed in it.
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a cluster under load from two client libraries; skipped with -short")
+		t.Skip("a cluster under load from two client libraries (~40 s): -short skips it, make test runs it")
 	}
 	perClient, between := 3, int64(2)
 	if os.Getenv(rollingFullEnv) != "" {
