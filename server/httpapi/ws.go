@@ -66,16 +66,27 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 			}
 			writeError(w, carryover.Errorf(code, "%v", reason).WithDetails("status", status))
 		}}
+	// The subscriber is attached before the handshake is answered: a client whose dial returned
+	// sees every frame from then on, even of a run another client starts at once (under load the
+	// handler could be scheduled after that run's first output, which was then lost to it).
+	sub := session.NewSubscriber()
+	if wantComms(r) {
+		sub.WantComms() // ws_comm.go
+	}
+	detach, err := a.svc.Attach(id, sub)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
+		detach()
+		sub.Close()
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, id: id, conn: conn, sub: session.NewSubscriber(), comms: wantComms(r)}
-	if c.comms {
-		c.sub.WantComms() // ws_comm.go
-	}
-	c.serve(r.Context())
+	c := &wsClient{api: a, id: id, conn: conn, sub: sub, comms: wantComms(r)}
+	c.serve(r.Context(), detach)
 }
 
 // wsClient is one websocket connection: a writer goroutine drains the subscriber queue, the reader
@@ -91,14 +102,10 @@ type wsClient struct {
 	runs sync.WaitGroup
 }
 
-func (c *wsClient) serve(ctx context.Context) {
+// serve runs the connection until it closes; detach takes its subscriber off the session.
+func (c *wsClient) serve(ctx context.Context, detach func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	detach, err := c.api.svc.Attach(c.id, c.sub)
-	if err != nil {
-		c.conn.Close()
-		return
-	}
 	writerDone := make(chan struct{})
 	go c.writer(writerDone)
 	defer func() {
