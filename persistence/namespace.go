@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -10,9 +11,14 @@ import (
 // (kernel.Execute with Silent:true and UserExpressions), so persistence never imports kernel/.
 type Executor interface {
 	// Eval executes code silently; then returns the text/plain of the user expression expr (empty expr: "").
-	// A Python exception in code or expr is returned as an error containing ename: evalue.
+	// A Python exception in code or expr is returned as an error containing ename: evalue; one
+	// that the kernel's interrupt raised wraps ErrInterrupted.
 	Eval(ctx context.Context, code, expr string) (string, error)
 }
+
+// ErrInterrupted is an Executor's request that a kernel interrupt stopped. A user's interrupt is
+// meant for a cell, but one sent as the cell ends lands in the turn's snapshot that follows it.
+var ErrInterrupted = errors.New("interrupted")
 
 // EnvDiff is how the kernel's os.environ differs from the one it started with.
 type EnvDiff struct {

@@ -110,11 +110,30 @@ def restore(agent, spool, store, manifest, extra=None):
     return r
 
 
+def interrupted_checkpoint(agent, spool, store, token, committed):
+    """A snapshot that a KeyboardInterrupt stops half way (in serialize, as a user's interrupt meant
+    for the cell that just ended would): "INTERRUPTED", or what the snapshot answered."""
+    from carryover_agent import snapshot
+    real = snapshot._serialize
+
+    def stop(*args):
+        raise KeyboardInterrupt()
+    snapshot._serialize = stop
+    try:
+        checkpoint(agent, spool, store, token, committed)
+        return "NOT INTERRUPTED"
+    except KeyboardInterrupt:
+        return "INTERRUPTED"
+    finally:
+        snapshot._serialize = real
+
+
 def main():
     """python3 agent_harness.py <spool> <store> <plan.json>: a fresh "kernel" that optionally restores
     plan["manifest"], sets the execution counter to plan["execution_count"] when given (as the server
     sets a new kernel's to the session's), then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
-    {"checkpoint": true} (its result, manifest and bytes written). Prints the step results as JSON."""
+    {"checkpoint": true} (its result, manifest and bytes written; with "interrupt": true, stopped half way
+    by a KeyboardInterrupt: interrupted_checkpoint). Prints the step results as JSON."""
     spool, store, ppath = sys.argv[1:4]
     with open(ppath) as f:
         plan = json.load(f)
@@ -130,6 +149,8 @@ def main():
             res = sh.run_cell(step["run"], store_history=True)
             err = res.error_in_exec or res.error_before_exec
             out["steps"].append("ERROR %s: %s" % (type(err).__name__, err) if err is not None else repr(res.result))
+        elif "checkpoint" in step and step.get("interrupt"):
+            out["steps"].append(interrupted_checkpoint(agent, spool, store, "t%d" % i, committed))
         elif "checkpoint" in step:
             token = "t%d" % i
             r, manifest, written = checkpoint(agent, spool, store, token, committed, step.get("chunk_size", 1 << 20))

@@ -220,6 +220,18 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(back["steps"], ["2"], back["restore"]["replay"])
         self.assertEqual([(r["name"], r["turns"]) for r in back["restore"]["replay"]["recomputed"]], [("gen", [1, 2])])
 
+    def test_a_snapshot_interrupted_half_way_is_taken_again_whole(self):
+        """A user's interrupt meant for the cell that just ended can land in the turn's snapshot; Go
+        then takes it again (persistence.ErrInterrupted). That is sound only if the second snapshot
+        still sees everything the turn changed: a write deep in a record, a generator advanced."""
+        steps = [{"run": "rows = [{'id': i, 'v': [i]} for i in range(3)]\ngen = (i for i in range(10))"}, {"checkpoint": True},
+                 {"run": "rows[1]['v'][0] = -1\nnext(gen)"}, {"checkpoint": True, "interrupt": True},
+                 {"checkpoint": True}]
+        out = self.h.kernel(steps, execution_count=1)
+        self.assertEqual(out["steps"][3], "INTERRUPTED")
+        back = self.h.kernel([{"run": "(rows[1], next(gen))"}], out["steps"][-1]["manifest"], execution_count=3)
+        self.assertEqual(back["steps"], ["({'id': 1, 'v': [-1]}, 1)"], back["restore"]["replay"])
+
     def test_fingerprints_cost_nothing_when_unchanged_or_nothing_is_skipped(self):
         out = self.h.kernel([{"run": "x = 1"}, {"checkpoint": True}])
         names = [n for g in out["steps"][1]["manifest"]["groups"] for n in g["n"]]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
 )
 
 // abortRetries bounds the retries of an aborted request: the window lasts one pass of the
@@ -42,6 +43,8 @@ func (r retryAborted) Eval(ctx context.Context, code, expr string) (string, erro
 			continue
 		case res.Status == "aborted":
 			return "", fmt.Errorf("the kernel aborted the request %d times (status aborted: ipykernel aborts execute requests for a moment after a cell raised)", attempt)
+		case res.Status != "ok" && res.EName == "KeyboardInterrupt":
+			return "", fmt.Errorf("%w: %s: %s", persistence.ErrInterrupted, res.EName, res.EValue)
 		case res.Status != "ok":
 			return "", fmt.Errorf("%s: %s", res.EName, res.EValue)
 		}
