@@ -5,6 +5,7 @@ package jupyter
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +27,7 @@ type conn struct {
 	out  chan kernel.RawMessage
 	done chan struct{}
 	once sync.Once
-	mu   sync.Mutex // guards closing
+	mu   sync.Mutex // guards closing and ws (set once the handshake is answered)
 	code int        // the close code the writer sends
 	text string
 }
@@ -48,14 +49,20 @@ func (d *Door) channels(w http.ResponseWriter, r *http.Request) {
 	// Programs connect without Origin; browsers come with the token, which is the check.
 	up := websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10, Subprotocols: []string{subprotocolV1},
 		CheckOrigin: func(*http.Request) bool { return true }}
+	// The client joins the kernel's bridge before the handshake is answered: once its dial returned
+	// it gets every iopub message, even of a cell another client sends at once (the messages wait
+	// in its queue until the writer starts).
+	c := &conn{v1: slices.Contains(websocket.Subprotocols(r), subprotocolV1), out: make(chan kernel.RawMessage, queueCap), done: make(chan struct{})}
+	b := d.bridgeFor(id)
+	b.add(c)
+	defer b.remove(c)
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // gorilla answered the bad handshake
 	}
-	c := &conn{ws: ws, v1: ws.Subprotocol() == subprotocolV1, out: make(chan kernel.RawMessage, queueCap), done: make(chan struct{})}
-	b := d.bridgeFor(id)
-	b.add(c)
-	defer b.remove(c)
+	c.mu.Lock()
+	c.ws = ws
+	c.mu.Unlock()
 	go c.writer()
 	b.failLost()
 	c.reader(b)
@@ -150,7 +157,12 @@ func (c *conn) close(code int, text string) {
 		// Unblock the reader: the writer sends the close frame, then the socket goes.
 		go func() {
 			time.Sleep(2 * time.Second)
-			_ = c.ws.Close()
+			c.mu.Lock()
+			ws := c.ws // nil when closed before its handshake was answered: the writer closes it then
+			c.mu.Unlock()
+			if ws != nil {
+				_ = ws.Close()
+			}
 		}()
 	})
 }
