@@ -444,3 +444,31 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestKernelStartTimeoutAnswers429: a kernel that does not start within
+// kernel.startup_timeout_seconds (an overloaded node; here a timeout no start can meet) is a 429
+// capacity answer, reason start_timeout, with Retry-After: it was a 500 "internal" that told a
+// client nothing could be done.
+func TestKernelStartTimeoutAnswers429(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "", func(c *configs.Config) {
+		c.Pool.Size, c.Pool.MaxSize = 0, 0
+		c.Kernel.StartupTimeoutSeconds = 0.05
+	})
+	id := servertest.ID(t)
+	ts.newSession(client.CreateRequest{SessionID: id})
+	res := rawRun(t, ts, id, "1+1")
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "5" {
+		t.Fatalf("run: %d Retry-After %q %s, want 429 with Retry-After 5", res.StatusCode, res.Header.Get("Retry-After"), res.body)
+	}
+	var body struct {
+		Error client.ErrorBody `json:"error"`
+	}
+	if err := json.Unmarshal(res.body, &body); err != nil || body.Error.Code != "capacity" || body.Error.Details["reason"] != "start_timeout" ||
+		!strings.Contains(body.Error.Message, "did not start within its startup timeout") {
+		t.Errorf("429 body = %s", res.body)
+	}
+	if st, err := ts.c.Status(ts.ctx()); err != nil || st.Refusals["start_timeout"] != 1 {
+		t.Errorf("status refusals = %v (%v)", st.Refusals, err)
+	}
+}

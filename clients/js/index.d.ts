@@ -219,7 +219,7 @@ export declare namespace Schemas {
      * | rate_limited | 429 | the credential is over its request rate; header `Retry-After`; details `limit`, `burst`, `retry_after_seconds` |
      * | idempotency_key_reused | 422 | the Idempotency-Key was first used with another request (another body, or run vs exec) |
      * | run_interrupted | 409 | the first attempt with this Idempotency-Key was cut off (its server stopped or lost the session) before its answer was stored: the cell may have run, so it is not run again; details `idempotency_key`, `reserved_at` |
-     * | capacity | 429 | the node holds all the live kernels it can (capacity.max_live_kernels) and every one stayed busy for the queue time (capacity.queue_seconds), or the queue is full; header `Retry-After`; details `reason` (busy, queue_full), `live`, `capacity`, `queued`, `retry_after_seconds`. Retry after Retry-After |
+     * | capacity | 429 | the node holds all the live kernels it can (capacity.max_live_kernels) and every one stayed busy for the queue time (capacity.queue_seconds), or the queue is full, or a kernel did not start within kernel.startup_timeout_seconds (an overloaded node); header `Retry-After`; details `reason` (busy, queue_full, start_timeout), `live`, `capacity`, `queued`, `retry_after_seconds`. Retry after Retry-After |
      * | internal | 500 | anything else; never a Go panic trace |
      */
     code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "idempotency_key_reused" | "run_interrupted" | "capacity" | "internal";
@@ -899,7 +899,7 @@ export declare namespace Schemas {
     };
     /** hibernations since start by reason: capacity, memory, idle, requested */
     evictions: Record<string, number>;
-    /** 429 capacity answers since start by reason: busy, queue_full */
+    /** 429 capacity answers since start by reason: busy, queue_full, start_timeout */
     refusals: Record<string, number>;
   }
 

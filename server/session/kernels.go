@@ -69,7 +69,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	if err != nil {
 		s.slots.release()
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
-		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
+		return nil, s.startFailed(ctx, err) // capacity_start.go
 	}
 	kernelsLive.Inc()
 	baseline := costBaseline(k)
