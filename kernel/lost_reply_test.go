@@ -15,6 +15,20 @@ import (
 // kernel's restart).
 func TestInterruptAfterTheCellRan(t *testing.T) {
 	t.Parallel()
+	interruptAfterTheCellRan(t, func(k *Kernel) { _ = k.Interrupt(context.Background()) })
+}
+
+// TestRawInterruptAfterTheCellRan: the same with the interrupt a Jupyter client sends itself, an
+// interrupt_request on control (the door passes it through SendRaw): it was not counted, so the
+// execute whose reply it made ipykernel drop waited for ever.
+func TestRawInterruptAfterTheCellRan(t *testing.T) {
+	t.Parallel()
+	interruptAfterTheCellRan(t, func(k *Kernel) {
+		_ = k.SendRaw(context.Background(), "control", RawMessage{Header: rawHeader("interrupt_request", "raw-interrupt")})
+	})
+}
+
+func interruptAfterTheCellRan(t *testing.T, interrupt func(*Kernel)) {
 	k := startKernel(t, testOptions(t, "ipc"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -34,7 +48,7 @@ func TestInterruptAfterTheCellRan(t *testing.T) {
 	go func() {
 		<-busy
 		time.Sleep(500 * time.Millisecond) // the cell ran; the reply waits
-		_ = k.Interrupt(context.Background())
+		interrupt(k)
 	}()
 	start := time.Now()
 	res, err := k.Execute(ctx, "print('ran')", opts)

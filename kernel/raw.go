@@ -59,6 +59,9 @@ func (k *Kernel) SendRaw(ctx context.Context, channel string, msg RawMessage) er
 	if err != nil {
 		return fmt.Errorf("kernel %s: send raw: %w", k.id, err)
 	}
+	if ch == chControl && msgType(msg.Header) == "interrupt_request" {
+		k.interrupts.Add(1) // a client's own interrupt counts as Interrupt's does (LostReplyGrace)
+	}
 	frames := make([][]byte, 0, 6+len(msg.Buffers))
 	frames = append(frames, delimiter, inst.sess.sign(parts...))
 	frames = append(append(frames, parts...), msg.Buffers...)
@@ -66,6 +69,15 @@ func (k *Kernel) SendRaw(ctx context.Context, channel string, msg RawMessage) er
 		return fmt.Errorf("kernel %s: send raw: %w", k.id, err)
 	}
 	return nil
+}
+
+// msgType is a header's msg_type ("" when it has none).
+func msgType(header []byte) string {
+	var h struct {
+		MsgType string `json:"msg_type"`
+	}
+	_ = json.Unmarshal(header, &h)
+	return h.MsgType
 }
 
 func isObject(b []byte) bool {
