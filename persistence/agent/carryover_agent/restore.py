@@ -41,17 +41,10 @@ def op_restore(agent, a):
     agent._fingerprints = {}  # and the fingerprints of what it skipped
     r = _Restore(agent)
     groups = a.get("groups") or []
-    for g in groups:
-        if g["k"] == "imp":
-            r.load_import(g)
-    r.load_defs([g for g in groups if g["k"] == "def"])
-    for g in groups:
-        if g["k"] == "data":
-            r.load_into(g, retry=False)
-    for g in groups:
-        if g["k"] == "state":
-            r.load_into(g, retry=False, apply=lambda names, obj: _apply_state(agent.shell, names[0], obj))
-    forget_rebuilt()
+    try:
+        _load(agent, r, groups)
+    finally:
+        forget_rebuilt()  # the sliced containers rebuilt by the loads: held until now, on every path
     _restore_env(a)
     st = r.st
     cur = agent._user_names()
@@ -67,6 +60,20 @@ def op_restore(agent, a):
     agent.state = st
     return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(), "replay": replayed,
             "timings": {"load_ms": _ms(t0)}, "groups": r.timings}
+
+
+def _load(agent, r, groups):
+    """Loads the checkpoint's groups: imports, then definitions, data, and state last."""
+    for g in groups:
+        if g["k"] == "imp":
+            r.load_import(g)
+    r.load_defs([g for g in groups if g["k"] == "def"])
+    for g in groups:
+        if g["k"] == "data":
+            r.load_into(g, retry=False)
+    for g in groups:
+        if g["k"] == "state":
+            r.load_into(g, retry=False, apply=lambda names, obj: _apply_state(agent.shell, names[0], obj))
 
 
 def _replay(agent, a, r):
