@@ -48,6 +48,32 @@ class LiveIdsTest(unittest.TestCase):
         self.assertEqual(len(dead), 1)  # the state dict __setstate__ copied from
 
 
+    def test_numpy_fixpoint_is_the_plain_one(self):
+        """Large memos (a figure's) take the numpy path: it must drop exactly what the plain loop
+        drops, on the pickling side and the unpickling side."""
+        import matplotlib.pyplot as plt
+
+        f, ax = plt.subplots()
+        for i in range(30):
+            ax.plot(range(i + 2), label=str(i))
+        ax.legend()
+        f.canvas.draw()
+        p = pickle.Pickler(io.BytesIO(), protocol=5)
+        p.dump((f, ax))
+        keep = p.memo.copy()
+        objs = [o for _, o in keep.values()]
+        self.assertGreater(len(objs), liveids._NP_MIN)
+        fast = liveids.temporaries(objs, 3)
+        old, liveids._NP_MIN = liveids._NP_MIN, 1 << 62
+        try:
+            slow = liveids.temporaries(objs, 3)
+        finally:
+            liveids._NP_MIN = old
+        plt.close(f)
+        self.assertTrue(slow)
+        self.assertEqual(fast, slow)
+
+
 class FiguresTest(unittest.TestCase):
     def setUp(self):
         import matplotlib.pyplot as plt

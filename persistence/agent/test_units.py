@@ -290,17 +290,27 @@ class SpoolTest(unittest.TestCase):
     def test_describe_cuts_chunks_and_lists_children(self):
         from carryover_agent.spool import describe
 
-        big = np.arange(3 * 1024, dtype=np.uint8)
+        big = np.arange(3 * 4096, dtype=np.uint8)
         r = ca.pickle_one(agent_stub(), ["big"], [big])
         tracker = ca._Tracker()
         tracker.reset_stats()
-        g, pieces = describe(tracker, r, 1024, {"big": big})
+        g, pieces = describe(tracker, r, 4096, {"big": big})
         desc = json.loads(bytes(pieces[-1][1]))
         self.assertEqual(pieces[-1][0], g.ref)
-        self.assertEqual([n for _, n in desc["b"][0][2]], [1024, 1024, 1024])
+        self.assertEqual([n for _, n in desc["b"][0][2]], [4096, 4096, 4096])
         self.assertEqual(sorted(g.chunks), sorted({h for h, _, _ in pieces[:-1]}))
         self.assertEqual(g.chunks, tuple(pieces[-1][2]))
-        self.assertEqual((g.names, g.types, g.size), (("big",), ("ndarray",), len(r.data) + 3 * 1024))
+        self.assertEqual((g.names, g.types, g.size), (("big",), ("ndarray",), len(r.data) + 3 * 4096))
+
+    def test_small_buffers_in_band(self):
+        """An array under SMALL_BUFFER is in the pickle stream (a figure's thousands of tiny arrays
+        each cost a hash and a chunk entry out of band); a larger one is out of band."""
+        small, large = np.arange(8.0), np.arange(4096.0)
+        r = ca.pickle_one(agent_stub(), ["small"], [small])
+        self.assertEqual(r.buffers, [])
+        self.assertTrue(np.array_equal(pickle.loads(r.data), small))
+        r = ca.pickle_one(agent_stub(), ["large"], [large])
+        self.assertEqual(len(r.buffers), 1)
 
     def test_emit_inlines_small_and_spools_large(self):
         from carryover_agent.spool import emit

@@ -80,6 +80,11 @@ def take_nested_ids():
     return out
 
 
+def is_pre(b):
+    """Whether buffer b is one this module made and hashed (it must stay out of band)."""
+    return id(b) in _PRE
+
+
 def take_pre(bufs):
     """[hash, len] of each buffer this module made (None for the others), and forgets them."""
     pre = [(_PRE.get(id(b)) or (None, None))[1] for b in bufs]

@@ -10,6 +10,7 @@ more (its caches and the committed state's chunks)."""
 import copyreg
 import importlib
 import io
+from operator import itemgetter
 import pickle
 import sys
 import types
@@ -20,7 +21,7 @@ from .liveids import sharing_ids, temporaries
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
-from .objarrays import take_nested_ids, take_pre
+from .objarrays import is_pre, take_nested_ids, take_pre
 from .sliced import IdArray, pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
@@ -47,6 +48,23 @@ def _import_ref(v):
     for part in qual.split("."):
         obj = getattr(obj, part, None)
     return (mod, qual) if obj is v else None
+
+
+# Buffers smaller than this are pickled in-band. A figure holds thousands of tiny arrays (transforms,
+# paths): out of band, each cost a hash, a descriptor and a chunk entry (12,897 of them, a third of a
+# 300 ms re-pickle) for bytes that no later checkpoint dedupes.
+SMALL_BUFFER = 4096
+
+
+def _out_of_band(bufs):
+    """A pickler's buffer_callback: large buffers (and those objarrays hashed) out of band, into
+    bufs; small ones in the pickle stream (a true answer)."""
+    def callback(b):
+        if memoryview(b).nbytes < SMALL_BUFFER and not is_pre(b):
+            return True
+        bufs.append(b)
+        return False
+    return callback
 
 
 class _DataPickler(pickle.Pickler):
@@ -154,7 +172,7 @@ def pickle_def(agent, names, obj, skipped):
     try:
         buf = io.BytesIO()
         bufs = []
-        p = _DillPickler(buf, agent, obj, buffer_callback=bufs.append)
+        p = _DillPickler(buf, agent, obj, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.fmt, r.data, r.buffers, r.deps = "d", buf.getvalue(), bufs, tuple(sorted(p.deps - set(names)))
         return r
@@ -180,7 +198,7 @@ def pickle_one(agent, names, values):
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
     try:
-        p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=bufs.append)
+        p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.data = buf.getvalue()
         r.keep = p.memo.copy() if len(r.data) <= BIG_GRAPH else None
@@ -191,7 +209,7 @@ def pickle_one(agent, names, values):
         buf = io.BytesIO()
         del _SEEN[:], _NOTES[:]
         figures.begin()
-        p = _DillPickler(buf, agent, None, buffer_callback=bufs.append)
+        p = _DillPickler(buf, agent, None, buffer_callback=_out_of_band(bufs))
         try:
             p.dump(obj)
         except Exception as e:
@@ -210,7 +228,7 @@ def pickle_one(agent, names, values):
         # their reused addresses glued unrelated values. References each memo object has besides
         # those counted: the C pickler's table, its copy and objs; dill's dict (its copy shares the
         # entries) and objs.
-        objs = [o for _, o in r.keep.values()]
+        objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
         ids = sharing_ids(r.keep.keys(), objs, shared, obj)
         ids -= temporaries(objs, 3 if r.fmt == "p" else 2)  # the table, its copy, objs (dill's copy shares)
     else:
