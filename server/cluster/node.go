@@ -25,6 +25,8 @@ type Sessions interface {
 	// ReattachTarget is the session POST /api/sessions/reattach would pick for a client id (the
 	// tenant in ctx), so that call is routed to its owner like any session-scoped one.
 	ReattachTarget(ctx context.Context, clientID string) (string, error)
+	// Load is this node's load: published with each heartbeat, weighed before taking a new session.
+	Load() carryover.NodeLoad
 }
 
 // Options configure a node.
@@ -77,7 +79,7 @@ func (n *Node) leaseValid() bool {
 // starts the heartbeat and watchdog loops.
 func (n *Node) Start(ctx context.Context) error {
 	sent := time.Since(n.epoch)
-	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL); err != nil {
+	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
 		return err
 	}
 	n.lastOK.Store(int64(sent))
@@ -114,7 +116,7 @@ func (n *Node) loop(ctx context.Context) {
 				sent := time.Since(n.epoch)
 				hctx, cancel := context.WithTimeout(ctx, n.o.TTL)
 				defer cancel()
-				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL); err != nil {
+				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
 					n.log.Warn("heartbeat failed", "err", err)
 					sent = -1
 				}
