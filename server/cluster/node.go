@@ -50,6 +50,7 @@ type Node struct {
 	epoch   time.Time    // monotonic origin of lastOK
 	lastOK  atomic.Int64 // nanoseconds after epoch at which the last successful heartbeat was SENT
 	claimMu sync.Mutex   // one claim-and-adopt at a time on this node
+	peers   peers        // the live nodes' loads, read after every heartbeat (placement.go)
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -74,7 +75,7 @@ func (n *Node) leaseValid() bool {
 	return time.Since(sent) < n.o.TTL-n.margin()
 }
 
-// Start heartbeats once (the node must be alive before it serves), drops the sessions the service
+// Start heartbeats once (the node must be alive before it serves) and reads the others' load, drops the sessions the service
 // loaded at start-up (this node owns none of them yet: each is claimed on its first request), and
 // starts the heartbeat and watchdog loops.
 func (n *Node) Start(ctx context.Context) error {
@@ -83,6 +84,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.lastOK.Store(int64(sent))
+	n.refreshPeers(ctx)
 	for _, id := range n.o.Sessions.IDs() {
 		if _, held := n.o.Ownership.Held(id); !held {
 			n.o.Sessions.Evict(id)
@@ -121,6 +123,9 @@ func (n *Node) loop(ctx context.Context) {
 					sent = -1
 				}
 				results <- sent
+				if sent >= 0 {
+					n.refreshPeers(hctx)
+				}
 			}()
 		case sent := <-results:
 			inFlight = false

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"github.com/carryover/carryover"
+)
+
+// Placement (docs/capacity.md, "Cluster placement"): a node that receives a new session, or the wake
+// of a session nobody serves, while it has no free slot sends the request to a node with room, through
+// the proxy with the hop header; that node creates or claims the session and bounds itself as ever
+// (its own slots, queue and 429). Each node publishes its load with its heartbeat and reads the
+// others' after it, so its view is at most one heartbeat old; a stale view costs a 429 from the
+// target or a second hop refused (421), never a loop.
+
+// peers is this node's view of the live nodes' loads (itself included), read after every heartbeat.
+type peers struct {
+	mu    sync.Mutex
+	nodes []carryover.NodeState
+}
+
+func (p *peers) set(nodes []carryover.NodeState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes = nodes
+}
+
+// others is the view without node self, and without nodes no one can proxy to.
+func (p *peers) others(self string) []carryover.NodeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]carryover.NodeState, 0, len(p.nodes))
+	for _, s := range p.nodes {
+		if s.ID != self && s.Addr != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// debit counts a session sent to node id in the view until the next read, so a burst through this
+// node spreads over the nodes with room instead of piling onto the first of them.
+func (p *peers) debit(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.nodes {
+		l := &p.nodes[i].Load
+		switch {
+		case p.nodes[i].ID != id:
+		case l.Free() != 0:
+			l.Live++
+		case l.Idle > 0:
+			l.Idle--
+		}
+	}
+}
+
+// refreshPeers reads the live nodes' loads into the view; a failure keeps the last view (the
+// targets bound themselves, so a stale one costs at most a 429).
+func (n *Node) refreshPeers(ctx context.Context) {
+	nodes, err := n.o.Ownership.Nodes(ctx)
+	if err != nil {
+		n.log.Warn("reading the nodes' load failed", "err", err)
+		return
+	}
+	n.peers.set(nodes)
+}
+
+// place chooses the node for a session that will need a kernel: nil for this node, else a peer. In
+// order: this node when it has a free slot (no hop); the peer with the most free slots; this node
+// when it can hibernate an idle session; the peer with the most idle kernels. When no node has room
+// it answers nil and the cluster's figures.
+func (n *Node) place() (*carryover.NodeState, *fullness) {
+	local := n.o.Sessions.Load()
+	if local.Free() != 0 {
+		return nil, nil
+	}
+	others := n.peers.others(n.o.Node.ID)
+	target := best(others, func(l carryover.NodeLoad) int {
+		if f := l.Free(); f < 0 {
+			return math.MaxInt
+		} else {
+			return f
+		}
+	})
+	if target == nil && local.HasRoom() {
+		return nil, nil
+	}
+	if target == nil {
+		target = best(others, func(l carryover.NodeLoad) int {
+			if l.HasRoom() {
+				return l.Idle
+			}
+			return 0
+		})
+	}
+	if target == nil {
+		return nil, full(local, others)
+	}
+	n.peers.debit(target.ID)
+	return target, nil
+}
+
+// best is the node with the highest positive score (the first of equals: the view is in id order),
+// nil when none scores above 0.
+func best(nodes []carryover.NodeState, score func(carryover.NodeLoad) int) *carryover.NodeState {
+	var out *carryover.NodeState
+	top := 0
+	for i := range nodes {
+		if s := score(nodes[i].Load); s > top {
+			out, top = &nodes[i], s
+		}
+	}
+	return out
+}
+
+// retryAfter is the Retry-After of a cluster-wide refusal: the loads are published again after a
+// heartbeat, at least 1 s.
+func (n *Node) retryAfter() int {
+	return max(1, int(math.Ceil(n.o.Heartbeat.Seconds())))
+}
