@@ -48,6 +48,8 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 		switch {
 		case err != nil && !errors.Is(err, carryover.ErrNotOwner):
 			n.writeError(w, err)
+		case to.local && to.full != "":
+			next.ServeHTTP(w, r.WithContext(carryover.WithClusterFull(r.Context(), to.full)))
 		case to.local:
 			next.ServeHTTP(w, r)
 		case r.Header.Get(HopHeader) != "" || to.owner.Addr == "":
@@ -59,11 +61,13 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 }
 
 // where is route's decision: served here (local), or by owner; placed means nobody serves the
-// session yet and this node sends it to owner, a node with room, which claims it.
+// session yet and this node sends it to owner, a node with room, which claims it. full is the
+// cluster's figures when a session was claimed here because no node had room.
 type where struct {
 	owner  carryover.Owner
 	local  bool
 	placed bool
+	full   string
 }
 
 // route decides where session id is served: here, or by its owner. A session nobody serves is
@@ -107,11 +111,16 @@ func (n *Node) route(ctx context.Context, id string, hopped bool) (where, error)
 	}
 	// The wake of a session nobody serves goes to a peer with room when this node has no free slot.
 	// When the cluster is full it stays here, where the node's own queue bounds what needs a kernel
-	// (a read of the session needs none).
-	if target, _ := n.place(); target != nil {
+	// (a read of the session needs none) and its refusal says the cluster is full.
+	target, full := n.place()
+	if target != nil {
 		return where{owner: carryover.Owner{Node: target.ID, Addr: target.Addr, Epoch: o.Epoch}, placed: true}, nil
 	}
-	return n.claim(ctx, id)
+	to, err := n.claim(ctx, id)
+	if full != nil {
+		to.full = full.String()
+	}
+	return to, err
 }
 
 // claim makes this node session id's owner and adopts it; a node that won the race instead is
