@@ -121,3 +121,11 @@ func best(nodes []carryover.NodeState, score func(carryover.NodeLoad) int) *carr
 func (n *Node) retryAfter() int {
 	return max(1, int(math.Ceil(n.o.Heartbeat.Seconds())))
 }
+
+// View is the live nodes' loads as this node last read them (itself included, as its own last
+// heartbeat wrote it): GET /api/status shows it, so an operator sees what placement weighs.
+func (n *Node) View() []carryover.NodeState {
+	n.peers.mu.Lock()
+	defer n.peers.mu.Unlock()
+	return append([]carryover.NodeState(nil), n.peers.nodes...)
+}
