@@ -86,6 +86,7 @@ func (n *Node) place() (*carryover.NodeState, *fullness) {
 		}
 	})
 	if target == nil && local.HasRoom() {
+		placements.WithLabelValues("here").Inc()
 		return nil, nil
 	}
 	if target == nil {
@@ -97,8 +98,10 @@ func (n *Node) place() (*carryover.NodeState, *fullness) {
 		})
 	}
 	if target == nil {
+		placements.WithLabelValues("full").Inc()
 		return nil, full(local, others)
 	}
+	placements.WithLabelValues("peer").Inc()
 	n.peers.debit(target.ID)
 	return target, nil
 }

@@ -96,6 +96,12 @@ func TestPlacement(t *testing.T) {
 	if types := eventTypes(t, a, "pl-a"); contains(types, "session_hibernated") {
 		t.Fatalf("a hibernated its session for sessions b had room for: %v", types)
 	}
+	if m := metricLine(t, a, `carryover_cluster_placements_total{to="peer"}`); m != "2" {
+		t.Fatalf("a's placements to a peer: %q, want 2", m)
+	}
+	if strings.Contains(a.log.String(), "proxy to owner failed") {
+		t.Fatal("a proxied request to a placed session was cut (its watch took b's claim for a change of owner)")
+	}
 }
 
 // TestPlacementClusterFull: two nodes holding one live kernel each, both busy. A new session
@@ -158,4 +164,18 @@ func viewOf(t *testing.T, n *node, name string) (client.ClusterNode, bool) {
 		}
 	}
 	return client.ClusterNode{}, false
+}
+
+// metricLine is the value of a /metrics sample of node n ("" when absent).
+func metricLine(t *testing.T, n *node, sample string) string {
+	var body []byte
+	if err := n.c.Do(t.Context(), http.MethodGet, "/metrics", nil, &body); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
