@@ -46,10 +46,12 @@ func (l NodeLoad) HasRoom() bool {
 	return l.Free() != 0 || (l.Queued == 0 && l.Idle > 0)
 }
 
-// NodeState is a live node with the load it published last.
+// NodeState is a live node with the load it published with its last heartbeat. Published is false
+// for a node of an older build, whose heartbeat carries no load: its room is unknown.
 type NodeState struct {
 	NodeInfo
-	Load NodeLoad
+	Load      NodeLoad
+	Published bool
 }
 
 // Owner is who serves a session: Node is "" when nobody does (never claimed, released, or its node's
@@ -66,8 +68,8 @@ type Ownership interface {
 	// Heartbeat records that this node is alive for ttl from now (database time), with its load now:
 	// the others read it (Nodes) to place new sessions on a node with room.
 	Heartbeat(ctx context.Context, ttl time.Duration, load NodeLoad) error
-	// Nodes returns the live nodes that published their load with their last heartbeat (a node of an
-	// older build, which does not publish, is left out: nothing is known of its room).
+	// Nodes returns the live nodes with the load each published with its last heartbeat (none, and
+	// Published false, for a node of an older build).
 	Nodes(ctx context.Context) ([]NodeState, error)
 	// Claim makes this node the owner of session id when nobody owns it, its owner's heartbeat
 	// expired, or this node already owns it: one conditional UPDATE that bumps the epoch, so of two

@@ -901,7 +901,7 @@ export declare namespace Schemas {
     evictions: Record<string, number>;
     /** 429 capacity answers since start by reason: busy, queue_full */
     refusals: Record<string, number>;
-    /** cluster only: every live node's load (this node's included) as this node last read it from the shared store, at most one heartbeat old; placement weighs it when this node has no free slot (docs/capacity.md) */
+    /** cluster only: every live node's load (this node's included) as this node last read it from the shared store, at most one heartbeat old; placement weighs it when this node has no free slot (docs/capacity.md). Nodes of an older build, which publish no load, are left out */
     cluster?: {
       node_id: string;
       live_kernels: number;

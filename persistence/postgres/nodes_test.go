@@ -12,7 +12,7 @@ import (
 
 // TestNodesPublishLoad: each heartbeat writes the node's load and Nodes reads the live nodes' loads;
 // a node whose heartbeat lapsed is gone, and a node of an older build (its heartbeat renews the row
-// without a load) is not listed, since its room is unknown.
+// without a load) is listed as not published, with no load: its room is unknown.
 func TestNodesPublishLoad(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDB(t)
@@ -27,8 +27,8 @@ func TestNodesPublishLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []carryover.NodeState{
-		{NodeInfo: carryover.NodeInfo{ID: "a", Addr: "http://a"}, Load: full},
-		{NodeInfo: carryover.NodeInfo{ID: "b", Addr: "http://b"}, Load: room},
+		{NodeInfo: carryover.NodeInfo{ID: "a", Addr: "http://a"}, Load: full, Published: true},
+		{NodeInfo: carryover.NodeInfo{ID: "b", Addr: "http://b"}, Load: room, Published: true},
 	}
 	got, err := b.Nodes(ctx)
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -38,8 +38,9 @@ func TestNodesPublishLoad(t *testing.T) {
 	if _, err := a.db.ExecContext(ctx, `UPDATE nodes SET heartbeat_at = now() + interval '1 millisecond' WHERE id = 'a'`); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Nodes(ctx); err != nil || len(got) != 1 || got[0].ID != "b" {
-		t.Fatalf("after a's heartbeat without a load: %+v, %v; want b only", got, err)
+	want[0].Load, want[0].Published = carryover.NodeLoad{}, false
+	if got, err := b.Nodes(ctx); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a's heartbeat without a load: %+v, %v; want %+v", got, err, want)
 	}
 	if err := a.Heartbeat(ctx, time.Millisecond, full); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,11 @@ func full(local carryover.NodeLoad, others []carryover.NodeState) *fullness {
 }
 
 func (f fullness) String() string {
-	return fmt.Sprintf("%d of %d kernels busy on %d nodes and %d requests queued", f.live, f.capacity, f.nodes, f.queued)
+	nodes := "nodes"
+	if f.nodes == 1 {
+		nodes = "node" // a cluster of one node: PostgreSQL without peers
+	}
+	return fmt.Sprintf("%d of %d kernels busy on %d %s and %d requests queued", f.live, f.capacity, f.nodes, nodes, f.queued)
 }
 
 // clusterFull is the 429 of a new session no node has room for; the client retries after

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"hash/fnv"
 	"math"
 	"sync"
 
@@ -27,17 +28,23 @@ func (p *peers) set(nodes []carryover.NodeState) {
 	p.nodes = nodes
 }
 
-// others is the view without node self, and without nodes no one can proxy to.
-func (p *peers) others(self string) []carryover.NodeState {
+// others is the view without node self and without nodes no one can proxy to: the peers that
+// published their load, and whether some live peer did not (a node of an older build, whose room
+// is unknown).
+func (p *peers) others(self string) (known []carryover.NodeState, unknown bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]carryover.NodeState, 0, len(p.nodes))
+	known = make([]carryover.NodeState, 0, len(p.nodes))
 	for _, s := range p.nodes {
-		if s.ID != self && s.Addr != "" {
-			out = append(out, s)
+		switch {
+		case s.ID == self || s.Addr == "":
+		case s.Published:
+			known = append(known, s)
+		default:
+			unknown = true
 		}
 	}
-	return out
+	return known, unknown
 }
 
 // debit counts a session sent to node id in the view until the next read, so a burst through this
@@ -71,31 +78,25 @@ func (n *Node) refreshPeers(ctx context.Context) {
 // place chooses the node for a session that will need a kernel: nil for this node, else a peer. In
 // order: this node when it has a free slot (no hop); the peer with the most free slots; this node
 // when it can hibernate an idle session; the peer with the most idle kernels. When no node has room
-// it answers nil and the cluster's figures.
+// it answers nil and the cluster's figures, unless a peer of an older build might have some: then
+// this node keeps the session, as it did before placement.
 func (n *Node) place() (*carryover.NodeState, *fullness) {
 	local := n.o.Sessions.Load()
 	if local.Free() != 0 {
 		return nil, nil
 	}
-	others := n.peers.others(n.o.Node.ID)
-	target := best(others, func(l carryover.NodeLoad) int {
-		if f := l.Free(); f < 0 {
-			return math.MaxInt
-		} else {
-			return f
-		}
-	})
+	others, unknown := n.peers.others(n.o.Node.ID)
+	target := n.best(others, freeSlots)
 	if target == nil && local.HasRoom() {
 		placements.WithLabelValues("here").Inc()
 		return nil, nil
 	}
 	if target == nil {
-		target = best(others, func(l carryover.NodeLoad) int {
-			if l.HasRoom() {
-				return l.Idle
-			}
-			return 0
-		})
+		target = n.best(others, idleKernels)
+	}
+	if target == nil && unknown {
+		placements.WithLabelValues("here").Inc()
+		return nil, nil
 	}
 	if target == nil {
 		placements.WithLabelValues("full").Inc()
@@ -106,17 +107,42 @@ func (n *Node) place() (*carryover.NodeState, *fullness) {
 	return target, nil
 }
 
-// best is the node with the highest positive score (the first of equals: the view is in id order),
-// nil when none scores above 0.
-func best(nodes []carryover.NodeState, score func(carryover.NodeLoad) int) *carryover.NodeState {
+// freeSlots scores a node by its free slots (no bound: the most).
+func freeSlots(l carryover.NodeLoad) int {
+	if f := l.Free(); f >= 0 {
+		return f
+	}
+	return math.MaxInt
+}
+
+// idleKernels scores a node with room by the idle kernels it could hibernate.
+func idleKernels(l carryover.NodeLoad) int {
+	if !l.HasRoom() {
+		return 0
+	}
+	return l.Idle
+}
+
+// best is the node with the highest positive score, nil when none scores above 0. Equals are ranked
+// by a hash of this node's id and theirs: each node prefers its own among equals, so nodes placing at
+// once with the same view spread over the peers instead of all choosing the same one.
+func (n *Node) best(nodes []carryover.NodeState, score func(carryover.NodeLoad) int) *carryover.NodeState {
 	var out *carryover.NodeState
-	top := 0
+	top, topRank := 0, uint64(0)
 	for i := range nodes {
-		if s := score(nodes[i].Load); s > top {
-			out, top = &nodes[i], s
+		s, rank := score(nodes[i].Load), n.rank(nodes[i].ID)
+		if s > top || (s == top && out != nil && rank > topRank) {
+			out, top, topRank = &nodes[i], s, rank
 		}
 	}
 	return out
+}
+
+// rank is this node's fixed preference for node id among equals.
+func (n *Node) rank(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(n.o.Node.ID + "\x00" + id))
+	return h.Sum64()
 }
 
 // retryAfter is the Retry-After of a cluster-wide refusal: the loads are published again after a

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +22,14 @@ func (loadOnly) IDs() []string                                          { return
 func (loadOnly) ReattachTarget(context.Context, string) (string, error) { return "", nil }
 
 func state(id string, l carryover.NodeLoad) carryover.NodeState {
-	return carryover.NodeState{NodeInfo: carryover.NodeInfo{ID: id, Addr: "http://" + id}, Load: l}
+	return carryover.NodeState{NodeInfo: carryover.NodeInfo{ID: id, Addr: "http://" + id}, Load: l, Published: true}
 }
 
 // TestPlace: the order of placement. A free slot here wins (no hop); then the peer with the most
 // free slots (a hop is cheaper than a hibernation); then an idle session here to hibernate; then the
 // peer with the most idle kernels; else the cluster is full. The view holds this node too, which is
-// never a peer.
+// never a peer. A peer of an older build publishes no load: it is never chosen, but while one lives
+// the cluster is not called full (it may have room), and the session stays here as before.
 func TestPlace(t *testing.T) {
 	busy := carryover.NodeLoad{Live: 2, Capacity: 2}
 	idle := carryover.NodeLoad{Live: 2, Capacity: 2, Idle: 1}
@@ -46,6 +49,8 @@ func TestPlace(t *testing.T) {
 			state("c", idle)}, "c"},
 		{"queued peer is full", busy, []carryover.NodeState{state("b", carryover.NodeLoad{Live: 1, Capacity: 2, Queued: 1})}, "!"},
 		{"full", busy, []carryover.NodeState{state("a", busy), state("b", busy)}, "!"},
+		{"full but for an older build", busy, []carryover.NodeState{state("b", busy),
+			{NodeInfo: carryover.NodeInfo{ID: "c", Addr: "http://c"}}}, ""},
 	} {
 		n := New(Options{Node: carryover.NodeInfo{ID: "a"}, Sessions: loadOnly{tc.local}, Heartbeat: time.Second})
 		n.peers.set(tc.view)
@@ -69,7 +74,7 @@ func TestPlaceSpreadsABurst(t *testing.T) {
 	n := New(Options{Node: carryover.NodeInfo{ID: "a"}, Sessions: loadOnly{carryover.NodeLoad{Live: 1, Capacity: 1}}, Heartbeat: time.Second})
 	n.peers.set([]carryover.NodeState{state("b", carryover.NodeLoad{Capacity: 2}), state("c", carryover.NodeLoad{Live: 1, Capacity: 2})})
 	var got []string
-	for range 4 {
+	for range 3 {
 		target, full := n.place()
 		switch {
 		case full != nil:
@@ -78,7 +83,26 @@ func TestPlaceSpreadsABurst(t *testing.T) {
 			got = append(got, target.ID)
 		}
 	}
-	if want := "b b c !"; strings.Join(got, " ") != want {
-		t.Fatalf("burst placed %q, want %q", strings.Join(got, " "), want)
+	slices.Sort(got)
+	if want := "b b c"; strings.Join(got, " ") != want {
+		t.Fatalf("burst placed on %q, want %q", strings.Join(got, " "), want)
+	}
+	if target, full := n.place(); full == nil {
+		t.Fatalf("the fourth placed on %v, want the cluster full", target)
+	}
+}
+
+// TestPlaceEqualsSpread: peers with equal room are ranked per receiving node, so nodes that place at
+// once with the same view do not all choose the same peer.
+func TestPlaceEqualsSpread(t *testing.T) {
+	chosen := map[string]int{}
+	for i := range 20 {
+		n := New(Options{Node: carryover.NodeInfo{ID: fmt.Sprint("n", i)}, Sessions: loadOnly{carryover.NodeLoad{Live: 1, Capacity: 1}}})
+		n.peers.set([]carryover.NodeState{state("b", carryover.NodeLoad{Capacity: 2}), state("c", carryover.NodeLoad{Capacity: 2})})
+		target, _ := n.place()
+		chosen[target.ID]++
+	}
+	if chosen["b"] == 0 || chosen["c"] == 0 {
+		t.Fatalf("20 nodes chose %v: every one the same peer", chosen)
 	}
 }

@@ -38,6 +38,9 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 	if a.clusterView != nil {
 		out.Cluster = []clusterNode{}
 		for _, n := range a.clusterView() {
+			if !n.Published {
+				continue // a node of an older build: no load to show
+			}
 			out.Cluster = append(out.Cluster, clusterNode{NodeID: n.ID, LiveKernels: n.Load.Live,
 				MaxLiveKernels: n.Load.Capacity, Queued: n.Load.Queued, IdleKernels: n.Load.Idle})
 		}
