@@ -3,6 +3,7 @@ package carryover
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Code is an error code of the public API (docs/api.md). Exactly one function, in the HTTP layer,
@@ -101,3 +102,21 @@ var (
 // ErrMissingChunk is wrapped by store errors that name a chunk the store does not hold where one
 // was required (a child of a put chunk, a root of a commit).
 var ErrMissingChunk = errors.New("missing chunk")
+
+// RetryAfter is the Retry-After of an error that says when to try again: its details'
+// retry_after_seconds (a 429's), in whole seconds, at least 1. Every front door and the cluster
+// router answer it from here, so a 429 says the same whichever layer refused.
+func (e *Error) RetryAfter() (int, bool) {
+	var secs float64
+	switch v := e.Details["retry_after_seconds"].(type) {
+	case int:
+		secs = float64(v)
+	case int64:
+		secs = float64(v)
+	case float64:
+		secs = v
+	default:
+		return 0, false
+	}
+	return max(int(math.Ceil(secs)), 1), true
+}

@@ -23,6 +23,37 @@ type NodeInfo struct {
 	Addr string // cluster.advertise_addr: the URL other nodes proxy to
 }
 
+// NodeLoad is what a node holds and can take on, as its live-kernel slots count it
+// (docs/capacity.md). A node publishes it with every heartbeat, so it is at most one heartbeat old.
+type NodeLoad struct {
+	Live     int // live-kernel slots held
+	Capacity int // capacity.max_live_kernels; 0 or less: no bound
+	Queued   int // claims waiting for a slot now
+	Idle     int // live kernels whose session runs no turn: what the node may hibernate to make room
+}
+
+// Free is how many more kernels the node can start without hibernating a session (-1: no bound).
+func (l NodeLoad) Free() int {
+	if l.Capacity <= 0 {
+		return -1
+	}
+	return max(0, l.Capacity-l.Live-l.Queued)
+}
+
+// HasRoom reports whether the node can take one more kernel: a free slot, or an idle session to
+// hibernate for it with nobody queued before it.
+func (l NodeLoad) HasRoom() bool {
+	return l.Free() != 0 || (l.Queued == 0 && l.Idle > 0)
+}
+
+// NodeState is a live node with the load it published with its last heartbeat. Published is false
+// for a node of an older build, whose heartbeat carries no load: its room is unknown.
+type NodeState struct {
+	NodeInfo
+	Load      NodeLoad
+	Published bool
+}
+
 // Owner is who serves a session: Node is "" when nobody does (never claimed, released, or its node's
 // heartbeat expired).
 type Owner struct {
@@ -34,8 +65,12 @@ type Owner struct {
 // Ownership is the store's record of nodes and session owners. Heartbeats and expiry use the
 // database's clock, so nodes' clocks need not agree.
 type Ownership interface {
-	// Heartbeat records that this node is alive for ttl from now (database time).
-	Heartbeat(ctx context.Context, ttl time.Duration) error
+	// Heartbeat records that this node is alive for ttl from now (database time), with its load now:
+	// the others read it (Nodes) to place new sessions on a node with room.
+	Heartbeat(ctx context.Context, ttl time.Duration, load NodeLoad) error
+	// Nodes returns the live nodes with the load each published with its last heartbeat (none, and
+	// Published false, for a node of an older build).
+	Nodes(ctx context.Context) ([]NodeState, error)
 	// Claim makes this node the owner of session id when nobody owns it, its owner's heartbeat
 	// expired, or this node already owns it: one conditional UPDATE that bumps the epoch, so of two
 	// nodes claiming at once exactly one wins. The loser gets CodeNotOwner; CodeNotFound when the
@@ -52,4 +87,19 @@ type Ownership interface {
 	Held(id string) (int64, bool)
 	// Forget drops this node's hold on every session without writing (it lost its lease).
 	Forget()
+}
+
+type clusterFullKey struct{}
+
+// WithClusterFull marks a request no node of the cluster had room for when it came, with the
+// cluster's figures (summary), so the node that keeps it says, if it refuses it after its queue time,
+// that the whole cluster is full: a client then knows another node would not do better.
+func WithClusterFull(ctx context.Context, summary string) context.Context {
+	return context.WithValue(ctx, clusterFullKey{}, summary)
+}
+
+// ClusterFullFrom is the summary WithClusterFull put in ctx ("" when none).
+func ClusterFullFrom(ctx context.Context) string {
+	s, _ := ctx.Value(clusterFullKey{}).(string)
+	return s
 }

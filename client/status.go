@@ -42,6 +42,18 @@ type NodeStatus struct {
 	} `json:"pool"`
 	Evictions map[string]int64 `json:"evictions"`
 	Refusals  map[string]int64 `json:"refusals"`
+	// Cluster is, on a cluster node, every live node's load as this node last read it (placement
+	// weighs it when this node is full).
+	Cluster []ClusterNode `json:"cluster,omitempty"`
+}
+
+// ClusterNode is one live node's published load.
+type ClusterNode struct {
+	NodeID         string `json:"node_id"`
+	LiveKernels    int    `json:"live_kernels"`
+	MaxLiveKernels int    `json:"max_live_kernels"`
+	Queued         int    `json:"queued"`
+	IdleKernels    int    `json:"idle_kernels"`
 }
 
 // Status fetches GET /api/status.

@@ -142,6 +142,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	mcpOpts := mcp.Options{Authenticate: api.AuthenticateRun, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
 	if node != nil {
 		mcpOpts.Router = node
+		api.ShowCluster(node.View)
 	}
 	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}

@@ -115,6 +115,7 @@ var inline = map[string]string{
 	"skillsAnswer":      "GET /api/skills answer",
 	"skillAnswer":       "PUT /api/skills/{path} answer",
 	"keysAnswer":        "GET /api/admin/keys answer",
+	"ClusterNode":       "NodeStatus.cluster[]",
 }
 
 // notMirrored lists the schemas no Go type mirrors, with why.

@@ -219,7 +219,7 @@ export declare namespace Schemas {
      * | rate_limited | 429 | the credential is over its request rate; header `Retry-After`; details `limit`, `burst`, `retry_after_seconds` |
      * | idempotency_key_reused | 422 | the Idempotency-Key was first used with another request (another body, or run vs exec) |
      * | run_interrupted | 409 | the first attempt with this Idempotency-Key was cut off (its server stopped or lost the session) before its answer was stored: the cell may have run, so it is not run again; details `idempotency_key`, `reserved_at` |
-     * | capacity | 429 | the node holds all the live kernels it can (capacity.max_live_kernels) and every one stayed busy for the queue time (capacity.queue_seconds), or the queue is full, or a kernel did not start within kernel.startup_timeout_seconds (an overloaded node); header `Retry-After`; details `reason` (busy, queue_full, start_timeout), `live`, `capacity`, `queued`, `retry_after_seconds`. Retry after Retry-After |
+     * | capacity | 429 | the node holds all the live kernels it can (capacity.max_live_kernels) and every one stayed busy for the queue time (capacity.queue_seconds), or the queue is full, or a kernel did not start within kernel.startup_timeout_seconds (an overloaded node); in a cluster, also a new session no node has room for (at once), or one sent to a node that has no room or did not answer; header `Retry-After`; details `reason` (busy, queue_full, start_timeout, cluster_full, unreachable), `live`, `capacity`, `queued` (cluster_full: summed over the live nodes, with `nodes`), `retry_after_seconds`. Retry after Retry-After |
      * | internal | 500 | anything else; never a Go panic trace |
      */
     code: "invalid_request" | "unauthorized" | "not_found" | "conflict" | "session_paused" | "session_closed" | "budget_exceeded" | "payload_too_large" | "timeout" | "kernel_died" | "not_owner" | "forbidden" | "quota_exceeded" | "rate_limited" | "idempotency_key_reused" | "run_interrupted" | "capacity" | "internal";
@@ -901,6 +901,16 @@ export declare namespace Schemas {
     evictions: Record<string, number>;
     /** 429 capacity answers since start by reason: busy, queue_full, start_timeout */
     refusals: Record<string, number>;
+    /** cluster only: every live node's load (this node's included) as this node last read it from the shared store, at most one heartbeat old; placement weighs it when this node has no free slot (docs/capacity.md). Nodes of an older build, which publish no load, are left out */
+    cluster?: {
+      node_id: string;
+      live_kernels: number;
+      /** 0: no limit */
+      max_live_kernels: number;
+      queued: number;
+      /** live kernels whose session runs no turn: what the node may hibernate to make room */
+      idle_kernels: number;
+    }[];
   }
 
   /** extension: one checkpoint's content, for the UI's checkpoint diff */

@@ -36,10 +36,10 @@ func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 	}
 	// The old node is in the cluster first (a new node alone would switch at once, and the old
 	// one could then no longer join).
-	if err := old.Heartbeat(ctx, 2*time.Second); err != nil {
+	if err := old.Heartbeat(ctx, 2*time.Second, carryover.NodeLoad{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := nw.Heartbeat(ctx, time.Minute); err != nil {
+	if err := nw.Heartbeat(ctx, time.Minute, carryover.NodeLoad{}); err != nil {
 		t.Fatal(err)
 	}
 	if nw.Format() != oldF {
@@ -83,7 +83,7 @@ func TestClusterWritesTheFormatEveryNodeReads(t *testing.T) {
 			t.Fatalf("an old node on a store in format %d: %v (want %q)", newF, err, want)
 		}
 	}
-	err = late.Heartbeat(ctx, time.Minute)
+	err = late.Heartbeat(ctx, time.Minute, carryover.NodeLoad{})
 	for _, want := range wants {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("heartbeat of an old node after the switch: %v (want %q)", err, want)

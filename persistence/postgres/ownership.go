@@ -115,12 +115,12 @@ func (s *Store) lockFenced(ctx context.Context, tx *sqlx.Tx, id string) error {
 // aliveSQL is true for a nodes row n whose heartbeat has not expired (database clock).
 const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())`
 
-// Heartbeat records this node as alive for ttl from now, with its advertised address and the newest
-// checkpoint format it reads (format.go).
+// Heartbeat records this node as alive for ttl from now, with its advertised address, the newest
+// checkpoint format it reads (format.go) and its load (Nodes).
 // A node that reads less than the store's recorded format (the cluster switched to a newer one
 // while this node was away, or as it started) is refused instead: its heartbeat fails, so it does
 // not serve (formatLock).
-func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
+func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration, load carryover.NodeLoad) error {
 	err := s.tx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, formatLock); err != nil {
 			return err
@@ -132,9 +132,15 @@ func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration) error {
 		if v.Valid && int(v.Int64) > s.MaxFormat() {
 			return format.NewerStore("the PostgreSQL store", int(v.Int64), s.MaxFormat())
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms, max_format) VALUES ($1, $2, now(), $3, $4)
-			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms, max_format = excluded.max_format`,
-			s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds(), s.MaxFormat())
+		_, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, addr, heartbeat_at, ttl_ms, max_format,
+				live_kernels, max_live_kernels, queued, idle_kernels, load_at)
+			VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8, now())
+			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, heartbeat_at = now(), ttl_ms = excluded.ttl_ms,
+				max_format = excluded.max_format, live_kernels = excluded.live_kernels,
+				max_live_kernels = excluded.max_live_kernels, queued = excluded.queued,
+				idle_kernels = excluded.idle_kernels, load_at = now()`,
+			s.opts.Node.ID, s.opts.Node.Addr, ttl.Milliseconds(), s.MaxFormat(),
+			load.Live, load.Capacity, load.Queued, load.Idle)
 		return err
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ func nodeStore(t *testing.T, dsn, id string, ttl time.Duration) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Heartbeat(context.Background(), ttl); err != nil {
+	if err := s.Heartbeat(context.Background(), ttl, carryover.NodeLoad{}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -30,7 +30,7 @@ func nodeStore(t *testing.T, dsn, id string, ttl time.Duration) *Store {
 // sees it expired (polling the database, not a timed assertion).
 func expire(t *testing.T, s *Store, other *Store, sessionID string) {
 	t.Helper()
-	if err := s.Heartbeat(context.Background(), time.Millisecond); err != nil {
+	if err := s.Heartbeat(context.Background(), time.Millisecond, carryover.NodeLoad{}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -162,7 +162,7 @@ func TestFencedWrites(t *testing.T) {
 	}
 
 	// A planned hand-over: B releases, A (alive again) claims at once, without waiting for a TTL.
-	if err := a.Heartbeat(ctx, time.Minute); err != nil {
+	if err := a.Heartbeat(ctx, time.Minute, carryover.NodeLoad{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Release(ctx, "s"); err != nil {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/carryover/carryover"
 )
@@ -15,6 +16,9 @@ func (n *Node) writeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	if n.o.StatusOf != nil {
 		status = n.o.StatusOf(e.Code)
+	}
+	if secs, ok := e.RetryAfter(); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -10,16 +10,17 @@ import (
 // URL of its owner to forward to. A call that already carries the hop header, or whose owner has
 // no address, is not_owner (421 on the API), as in Wrap.
 func (n *Node) Locate(ctx context.Context, id string, h http.Header) (string, error) {
-	owner, local, err := n.route(ctx, id)
+	hopped := h.Get(HopHeader) != ""
+	to, err := n.route(ctx, id, hopped)
 	switch {
 	case err != nil:
 		return "", err
-	case local:
+	case to.local:
 		return "", nil
-	case h.Get(HopHeader) != "" || owner.Addr == "":
-		return "", notOwner(id, owner)
+	case hopped || to.owner.Addr == "":
+		return "", notOwner(id, to.owner)
 	}
-	return owner.Addr, nil
+	return to.owner.Addr, nil
 }
 
 // ForwardHeader is what a call from this node to another carries: the hop header (so the owner

@@ -25,6 +25,8 @@ type Sessions interface {
 	// ReattachTarget is the session POST /api/sessions/reattach would pick for a client id (the
 	// tenant in ctx), so that call is routed to its owner like any session-scoped one.
 	ReattachTarget(ctx context.Context, clientID string) (string, error)
+	// Load is this node's load: published with each heartbeat, weighed before taking a new session.
+	Load() carryover.NodeLoad
 }
 
 // Options configure a node.
@@ -48,6 +50,7 @@ type Node struct {
 	epoch   time.Time    // monotonic origin of lastOK
 	lastOK  atomic.Int64 // nanoseconds after epoch at which the last successful heartbeat was SENT
 	claimMu sync.Mutex   // one claim-and-adopt at a time on this node
+	peers   peers        // the live nodes' loads, read after every heartbeat (placement.go)
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -72,15 +75,16 @@ func (n *Node) leaseValid() bool {
 	return time.Since(sent) < n.o.TTL-n.margin()
 }
 
-// Start heartbeats once (the node must be alive before it serves), drops the sessions the service
+// Start heartbeats once (the node must be alive before it serves) and reads the others' load, drops the sessions the service
 // loaded at start-up (this node owns none of them yet: each is claimed on its first request), and
 // starts the heartbeat and watchdog loops.
 func (n *Node) Start(ctx context.Context) error {
 	sent := time.Since(n.epoch)
-	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL); err != nil {
+	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
 		return err
 	}
 	n.lastOK.Store(int64(sent))
+	n.refreshPeers(ctx)
 	for _, id := range n.o.Sessions.IDs() {
 		if _, held := n.o.Ownership.Held(id); !held {
 			n.o.Sessions.Evict(id)
@@ -114,11 +118,14 @@ func (n *Node) loop(ctx context.Context) {
 				sent := time.Since(n.epoch)
 				hctx, cancel := context.WithTimeout(ctx, n.o.TTL)
 				defer cancel()
-				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL); err != nil {
+				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
 					n.log.Warn("heartbeat failed", "err", err)
 					sent = -1
 				}
 				results <- sent
+				if sent >= 0 {
+					n.refreshPeers(hctx)
+				}
 			}()
 		case sent := <-results:
 			inFlight = false

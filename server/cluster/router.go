@@ -36,35 +36,53 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 		if ok && id == "" && r.Method == http.MethodPost && r.URL.Path == reattachPath {
 			id = n.reattachID(r, tenant)
 		}
+		if ok && id == "" && r.Method == http.MethodPost && r.URL.Path == createPath {
+			n.create(w, r, next)
+			return
+		}
 		if id == "" || !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		owner, local, err := n.route(r.Context(), id)
+		to, err := n.route(r.Context(), id, r.Header.Get(HopHeader) != "")
 		switch {
 		case err != nil && !errors.Is(err, carryover.ErrNotOwner):
 			n.writeError(w, err)
-		case local:
+		case to.local && to.full != "":
+			next.ServeHTTP(w, r.WithContext(carryover.WithClusterFull(r.Context(), to.full)))
+		case to.local:
 			next.ServeHTTP(w, r)
-		case r.Header.Get(HopHeader) != "" || owner.Addr == "":
-			n.writeError(w, notOwner(id, owner))
+		case r.Header.Get(HopHeader) != "" || to.owner.Addr == "":
+			n.writeError(w, notOwner(id, to.owner))
 		default:
-			n.proxy(w, r, id, owner)
+			n.proxy(w, r, id, to)
 		}
 	})
 }
 
-// route decides where session id is served: here (local), or by owner. A session nobody serves is
-// claimed by this node and adopted from the store (its kernel restores from the last checkpoint).
-func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, error) {
+// where is route's decision: served here (local), or by owner; placed means nobody serves the
+// session yet and this node sends it to owner, a node with room, which claims it. full is the
+// cluster's figures when a session was claimed here because no node had room.
+type where struct {
+	owner  carryover.Owner
+	local  bool
+	placed bool
+	full   string
+}
+
+// route decides where session id is served: here, or by its owner. A session nobody serves is
+// claimed by this node and adopted from the store (its kernel restores from the last checkpoint),
+// unless this node is full and another has room: then it goes there (placement.go). A request
+// another node sent here (hopped) is never sent on: this node claims it and bounds itself.
+func (n *Node) route(ctx context.Context, id string, hopped bool) (where, error) {
 	if !n.leaseValid() {
 		n.fence("lease expired before a request")
-		return carryover.Owner{}, false, carryover.Errorf(carryover.CodeNotOwner,
+		return where{}, carryover.Errorf(carryover.CodeNotOwner,
 			"node %s lost contact with the cluster's database; ask another node", n.o.Node.ID)
 	}
 	if _, held := n.o.Ownership.Held(id); held {
 		if n.o.Sessions.Has(id) {
-			return carryover.Owner{}, true, nil
+			return where{local: true}, nil
 		}
 	}
 	n.claimMu.Lock()
@@ -72,34 +90,54 @@ func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, err
 	if _, held := n.o.Ownership.Held(id); held {
 		if !n.o.Sessions.Has(id) {
 			if err := n.o.Sessions.Adopt(ctx, id); err != nil {
-				return carryover.Owner{}, false, err
+				return where{}, err
 			}
 		}
-		return carryover.Owner{}, true, nil
+		return where{local: true}, nil
 	}
 	n.o.Sessions.Evict(id) // a copy from before another node took it over
 	o, err := n.o.Ownership.Owner(ctx, id)
 	if err != nil {
 		if errors.Is(err, carryover.ErrNotFound) {
-			return o, true, nil // let the API answer its own 404
+			return where{owner: o, local: true}, nil // let the API answer its own 404
 		}
-		return o, false, err
+		return where{owner: o}, err
 	}
 	if o.Node != "" && o.Node != n.o.Node.ID {
-		return o, false, nil
+		return where{owner: o}, nil
 	}
+	if hopped {
+		return n.claim(ctx, id)
+	}
+	// The wake of a session nobody serves goes to a peer with room when this node has no free slot.
+	// When the cluster is full it stays here, where the node's own queue bounds what needs a kernel
+	// (a read of the session needs none) and its refusal says the cluster is full.
+	target, full := n.place()
+	if target != nil {
+		return where{owner: carryover.Owner{Node: target.ID, Addr: target.Addr, Epoch: o.Epoch}, placed: true}, nil
+	}
+	to, err := n.claim(ctx, id)
+	if full != nil {
+		to.full = full.String()
+	}
+	return to, err
+}
+
+// claim makes this node session id's owner and adopts it; a node that won the race instead is
+// where it is served.
+func (n *Node) claim(ctx context.Context, id string) (where, error) {
 	if _, err := n.o.Ownership.Claim(ctx, id); err != nil {
 		if errors.Is(err, carryover.ErrNotOwner) {
 			o, oerr := n.o.Ownership.Owner(ctx, id)
-			return o, false, oerr
+			return where{owner: o}, oerr
 		}
-		return o, false, err
+		return where{}, err
 	}
 	if err := n.o.Sessions.Adopt(ctx, id); err != nil {
-		return o, false, err
+		return where{}, err
 	}
 	n.log.Info("session claimed", "session", id)
-	return carryover.Owner{Node: n.o.Node.ID}, true, nil
+	return where{owner: carryover.Owner{Node: n.o.Node.ID}, local: true}, nil
 }
 
 // proxy forwards the request (websocket upgrades included) to the owner with the hop headers; the
@@ -107,16 +145,24 @@ func (n *Node) route(ctx context.Context, id string) (carryover.Owner, bool, err
 // flight the owner is watched: when it changes (the owner died or paused and its TTL ran out, or it
 // released the session) the request is cut and answered 421, so the caller retries and reaches the
 // new owner instead of waiting on a node that will never answer.
-func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner carryover.Owner) {
-	target, err := url.Parse(owner.Addr)
-	if err != nil {
-		n.writeError(w, notOwner(id, owner))
-		return
-	}
+func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, to where) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go n.watchOwner(ctx, cancel, id, owner)
-	r = r.WithContext(ctx)
+	go n.watchOwner(ctx, cancel, id, to.owner, to.placed)
+	n.forward(w, r.WithContext(ctx), to.owner.Addr, func(w http.ResponseWriter, err error) {
+		n.log.Warn("proxy to owner failed", "session", id, "owner", to.owner.Node, "err", err)
+		n.writeError(w, notOwner(id, to.owner))
+	})
+}
+
+// forward sends the request to the node at addr with the hop headers, streaming the answer back;
+// failed answers the request when that node cannot be reached.
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, addr string, failed func(http.ResponseWriter, error)) {
+	target, err := url.Parse(addr)
+	if err != nil {
+		failed(w, err)
+		return
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -126,15 +172,16 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, owner ca
 		},
 		FlushInterval: -1, // stream as it comes (runs print progressively)
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			n.log.Warn("proxy to owner failed", "session", id, "owner", owner.Node, "err", err)
-			n.writeError(w, notOwner(id, owner))
+			failed(w, err)
 		},
 	}
 	rp.ServeHTTP(w, r)
 }
 
-// watchOwner cancels when session id's owner is no longer owner (checked every heartbeat).
-func (n *Node) watchOwner(ctx context.Context, cancel context.CancelFunc, id string, owner carryover.Owner) {
+// watchOwner cancels when session id's owner is no longer owner (checked every heartbeat). A placed
+// session has no owner yet: the node it was sent to claims it at a new epoch, which is then the one
+// watched; another node claiming it first cancels.
+func (n *Node) watchOwner(ctx context.Context, cancel context.CancelFunc, id string, owner carryover.Owner, placed bool) {
 	t := time.NewTicker(n.o.Heartbeat)
 	defer t.Stop()
 	for {
@@ -143,7 +190,17 @@ func (n *Node) watchOwner(ctx context.Context, cancel context.CancelFunc, id str
 			return
 		case <-t.C:
 			o, err := n.o.Ownership.Owner(ctx, id)
-			if err == nil && (o.Node != owner.Node || o.Epoch != owner.Epoch) {
+			if err != nil {
+				continue
+			}
+			if placed && o.Node == "" {
+				continue // not claimed yet
+			}
+			if placed && o.Node == owner.Node {
+				placed, owner = false, o
+				continue
+			}
+			if o.Node != owner.Node || o.Epoch != owner.Epoch {
 				cancel()
 				return
 			}

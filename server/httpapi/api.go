@@ -40,6 +40,8 @@ type API struct {
 	admin   string            // the admin token
 	keys    *keyVerifier
 	limiter *limiter
+	// clusterView is the cluster's loads for GET /api/status (nil on a single node: status.go).
+	clusterView func() []carryover.NodeState
 }
 
 // New builds the API over svc.

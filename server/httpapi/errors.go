@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -52,7 +51,7 @@ func StatusOf(c carryover.Code) int { return statusOf(c) }
 // writeError writes err in the API's error shape.
 func writeError(w http.ResponseWriter, err error) {
 	e := carryover.ErrorOf(err)
-	if secs, ok := retryAfter(e); ok {
+	if secs, ok := e.RetryAfter(); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	body := map[string]any{"error": e}
@@ -60,23 +59,6 @@ func writeError(w http.ResponseWriter, err error) {
 		body["result"] = e.Result
 	}
 	writeJSON(w, statusOf(e.Code), body)
-}
-
-// retryAfter is the Retry-After of an error that says when to try again: its details'
-// retry_after_seconds (a 429's), in whole seconds, at least 1.
-func retryAfter(e *carryover.Error) (int, bool) {
-	var secs float64
-	switch v := e.Details["retry_after_seconds"].(type) {
-	case int:
-		secs = float64(v)
-	case int64:
-		secs = float64(v)
-	case float64:
-		secs = v
-	default:
-		return 0, false
-	}
-	return max(int(math.Ceil(secs)), 1), true
 }
 
 // writeJSON writes v as JSON with the given status.

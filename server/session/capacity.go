@@ -196,10 +196,11 @@ func (sl *slots) stats() slotStats {
 // acquireSlot takes a live-kernel slot for a claim, hibernating the least recently used idle
 // session when the node is full (reason capacity).
 func (s *Service) acquireSlot(ctx context.Context) error {
-	return s.slots.acquire(ctx, func(ctx context.Context) bool {
+	err := s.slots.acquire(ctx, func(ctx context.Context) bool {
 		_, ok := s.evictIdle(ctx, reasonCapacity)
 		return ok
 	})
+	return inFullCluster(ctx, err)
 }
 
 // takeKernel is a slot, then a kernel (claimKernel), counted live; stopKernel gives both back.
