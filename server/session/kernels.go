@@ -259,6 +259,11 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 
 // releaseKernel stops the session's kernel on purpose (stop, cancel, hibernate, rotate).
 func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason string) {
+	if k := ls.currentKernel(); k != nil {
+		// The kernel's last use (a hibernation's checkpoint, the last second of a turn) is the
+		// session's: sampled before the kernel and its figures are gone.
+		s.sampleCost(ctx, ls, k)
+	}
 	ls.mu.Lock()
 	k := ls.kern
 	ls.kern = nil
