@@ -57,21 +57,22 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		return nil, err
 	}
 	defer release() // once the kernel is attached it counts as live itself
-	if err := s.acquireSlot(ctx); err != nil {
+	tenant := ls.tenant()
+	if err := s.acquireSlot(ctx, tenant); err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
-		s.slots.release()
+		s.slots.release(tenant)
 		return nil, err
 	}
 	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
-		s.slots.release()
+		s.slots.release(tenant)
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 	}
-	kernelsLive.Inc()
+	s.kernelTaken(k, tenant)
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
