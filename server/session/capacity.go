@@ -28,7 +28,7 @@ type slots struct {
 	max      int           // <= 0: unlimited
 	wait     time.Duration // capacity.queue_seconds
 	queueMax int           // the queue's bound; a claim beyond it is refused at once
-	poll     time.Duration // how often the queue's head looks for an idle session to evict anyway
+	poll     time.Duration // how often the queue's next claim looks for an idle session to evict anyway
 
 	mu      sync.Mutex
 	held    int
@@ -166,7 +166,7 @@ func (sl *slots) release(tenant string) {
 	sl.pokeHeadLocked()
 }
 
-// poke wakes the queue's head: a turn ended, so an idle session may be there to evict.
+// poke wakes the queue's next claim: a turn ended, so an idle session may be there to evict.
 func (sl *slots) poke() {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
