@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,12 +65,55 @@ func benchCapacityOverload(ctx context.Context, env *benchEnv) (rows []benchRow,
 	if err != nil {
 		return nil, err
 	}
-	start := procRSS(cmd.Process.Pid)
+	mem := overloadMem{idle: idle, start: procRSS(cmd.Process.Pid), heapStart: heapInUse(ctx, c.BaseURL()),
+		anonStart: procStatus(cmd.Process.Pid, "RssAnon"), fileStart: procStatus(cmd.Process.Pid, "RssFile")}
 	st := &overloadStats{}
-	peak := overloadRun(ctx, c, ids, dur, st, cmd.Process.Pid)
-	end := procRSS(cmd.Process.Pid)
+	mem.samples = overloadRun(ctx, c, ids, dur, st, cmd.Process.Pid)
+	mem.end, mem.heapEnd = procRSS(cmd.Process.Pid), heapInUse(ctx, c.BaseURL())
+	mem.anonEnd, mem.fileEnd = procStatus(cmd.Process.Pid, "RssAnon"), procStatus(cmd.Process.Pid, "RssFile")
 	status, _ := client.New(c.BaseURL(), token).Status(ctx)
-	return overloadRows(st, n, dur, floor, idle, start, end, peak, status), nil
+	return overloadRows(st, n, dur, floor, mem, status), nil
+}
+
+// overloadMem is the server's memory: RSS idle (no session yet), at the load's start, every
+// second of it and at its end; the Go heap in use at the start and the end.
+type overloadMem struct {
+	idle, start, end   int64
+	samples            []int64
+	heapStart, heapEnd int64
+	// RSS split: anonymous memory (the Go runtime, SQLite's page caches), and mapped files (the
+	// binary's code as new paths run, SQLite's shared memory), at the load's start and end.
+	anonStart, fileStart, anonEnd, fileEnd int64
+}
+
+// warm is the RSS a quarter into the load: the start of the steady state, past the Go runtime's
+// growth to its working heap.
+func (m overloadMem) warm() int64 {
+	if len(m.samples) == 0 {
+		return m.start
+	}
+	return m.samples[len(m.samples)/4]
+}
+
+// heapInUse is go_memstats_heap_inuse_bytes of the server's /metrics (0 when unknown).
+func heapInUse(ctx context.Context, base string) int64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f)
+		}
+	}
+	return 0
 }
 
 // overloadSetUp creates the sessions, each setting its variable, and measures the floor: the
@@ -95,8 +141,8 @@ func overloadSetUp(ctx context.Context, c *client.Client, ids []string) (time.Du
 }
 
 // overloadRun runs every session's loop for dur, sampling the server's RSS every second; it
-// returns the largest sample.
-func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.Duration, st *overloadStats, pid int) int64 {
+// returns the samples.
+func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.Duration, st *overloadStats, pid int) []int64 {
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -107,17 +153,17 @@ func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.D
 			overloadLoop(ctx, c, id, i == 0, st)
 		}()
 	}
-	var peak int64
+	var samples []int64
 	for tick := time.NewTicker(time.Second); ctx.Err() == nil; {
 		select {
 		case <-tick.C:
-			peak = max(peak, procRSS(pid))
+			samples = append(samples, procRSS(pid))
 		case <-ctx.Done():
 			tick.Stop()
 		}
 	}
 	wg.Wait()
-	return peak
+	return samples
 }
 
 // overloadLoop runs one session's turns back to back until ctx ends: a 429 is counted and waited
@@ -187,7 +233,7 @@ func (st *overloadStats) lose(what string) {
 }
 
 // overloadRows are the section's rows: each figure with its target or its floor.
-func overloadRows(st *overloadStats, n int, dur, floor time.Duration, idle, start, end, peak int64, status *client.NodeStatus) []benchRow {
+func overloadRows(st *overloadStats, n int, dur, floor time.Duration, mem overloadMem, status *client.NodeStatus) []benchRow {
 	name := fmt.Sprintf("overload %dx: %d sessions on %d kernels for %s", n/overloadSlots, n, overloadSlots, dur.Round(time.Second))
 	evicted, refusals := "?", "?"
 	if status != nil {
@@ -209,8 +255,10 @@ func overloadRows(st *overloadStats, n int, dur, floor time.Duration, idle, star
 			Note: lostNote},
 		{Name: "  429 capacity answers", Ours: strconv.Itoa(st.refused), Peer: fmt.Sprintf("%d turns served", st.ok),
 			Note: fmt.Sprintf("queue %d s, each waited out 1 s; the server's refusals: %s", overloadQueue, refusals)},
-		{Name: "  server RSS, end of the load", Ours: fmtBytes(end), Peer: fmtBytes(start) + " (its start)", Ratio: fmt.Sprintf("%.2fx", float64(end)/float64(start)),
-			Note: fmt.Sprintf("target: flat; peak %s; %s idle before any session", fmtBytes(peak), fmtBytes(idle))},
+		{Name: "  server RSS, end of the load", Ours: fmtBytes(mem.end), Peer: fmtBytes(mem.warm()) + " (a quarter in)", Ratio: fmt.Sprintf("%.2fx", float64(mem.end)/float64(mem.warm())),
+			Note: fmt.Sprintf("target: flat; %s at the load's start, peak %s, %s idle before any session; start -> end: anonymous %s -> %s, files %s -> %s, Go heap in use %s -> %s",
+				fmtBytes(mem.start), fmtBytes(slices.Max(append(mem.samples, mem.end))), fmtBytes(mem.idle), fmtBytes(mem.anonStart), fmtBytes(mem.anonEnd),
+				fmtBytes(mem.fileStart), fmtBytes(mem.fileEnd), fmtBytes(mem.heapStart), fmtBytes(mem.heapEnd))},
 	}
 }
 
@@ -222,13 +270,16 @@ func pass(ok bool) string {
 }
 
 // procRSS is VmRSS of process pid in bytes (0 when unknown).
-func procRSS(pid int) int64 {
+func procRSS(pid int) int64 { return procStatus(pid, "VmRSS") }
+
+// procStatus is a kB field of /proc/pid/status in bytes (0 when unknown).
+func procStatus(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10
 		}
