@@ -71,6 +71,7 @@ func benchCapacityOverload(ctx context.Context, env *benchEnv) (rows []benchRow,
 	mem.samples = overloadRun(ctx, c, ids, dur, st, cmd.Process.Pid)
 	mem.end, mem.heapEnd = procRSS(cmd.Process.Pid), heapInUse(ctx, c.BaseURL())
 	mem.anonEnd, mem.fileEnd = procStatus(cmd.Process.Pid, "RssAnon"), procStatus(cmd.Process.Pid, "RssFile")
+	mem.goSysEnd = goMetric(ctx, c.BaseURL(), "go_memstats_sys_bytes")
 	status, _ := client.New(c.BaseURL(), token).Status(ctx)
 	return overloadRows(st, n, dur, floor, mem, status), nil
 }
@@ -84,6 +85,7 @@ type overloadMem struct {
 	// RSS split: anonymous memory (the Go runtime, SQLite's page caches), and mapped files (the
 	// binary's code as new paths run, SQLite's shared memory), at the load's start and end.
 	anonStart, fileStart, anonEnd, fileEnd int64
+	goSysEnd                               int64 // what the Go runtime holds from the OS at the end
 }
 
 // warm is the RSS a quarter into the load: the start of the steady state, past the Go runtime's
@@ -97,6 +99,11 @@ func (m overloadMem) warm() int64 {
 
 // heapInUse is go_memstats_heap_inuse_bytes of the server's /metrics (0 when unknown).
 func heapInUse(ctx context.Context, base string) int64 {
+	return goMetric(ctx, base, "go_memstats_heap_inuse_bytes")
+}
+
+// goMetric is one unlabelled figure of the server's /metrics (0 when unknown).
+func goMetric(ctx context.Context, base, name string) int64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return 0
@@ -108,7 +115,7 @@ func heapInUse(ctx context.Context, base string) int64 {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			return int64(f)
 		}
@@ -256,9 +263,9 @@ func overloadRows(st *overloadStats, n int, dur, floor time.Duration, mem overlo
 		{Name: "  429 capacity answers", Ours: strconv.Itoa(st.refused), Peer: fmt.Sprintf("%d turns served", st.ok),
 			Note: fmt.Sprintf("queue %d s, each waited out 1 s; the server's refusals: %s", overloadQueue, refusals)},
 		{Name: "  server RSS, end of the load", Ours: fmtBytes(mem.end), Peer: fmtBytes(mem.warm()) + " (a quarter in)", Ratio: fmt.Sprintf("%.2fx", float64(mem.end)/float64(mem.warm())),
-			Note: fmt.Sprintf("target: flat; %s at the load's start, peak %s, %s idle before any session; start -> end: anonymous %s -> %s, files %s -> %s, Go heap in use %s -> %s",
+			Note: fmt.Sprintf("target: flat; %s at the load's start, peak %s, %s idle before any session; start -> end: anonymous %s -> %s, files %s -> %s, Go heap in use %s -> %s (the Go runtime holds %s)",
 				fmtBytes(mem.start), fmtBytes(slices.Max(append(mem.samples, mem.end))), fmtBytes(mem.idle), fmtBytes(mem.anonStart), fmtBytes(mem.anonEnd),
-				fmtBytes(mem.fileStart), fmtBytes(mem.fileEnd), fmtBytes(mem.heapStart), fmtBytes(mem.heapEnd))},
+				fmtBytes(mem.fileStart), fmtBytes(mem.fileEnd), fmtBytes(mem.heapStart), fmtBytes(mem.heapEnd), fmtBytes(mem.goSysEnd))},
 	}
 }
 
