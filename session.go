@@ -56,10 +56,14 @@ type Session struct {
 	ExecutionCount int            `json:"execution_count"`
 	StopReason     string         `json:"stop_reason,omitempty"`
 	BudgetWarned   []string       `json:"budget_warned,omitempty"`
-	RunningSince   *time.Time     `json:"running_since,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
-	LastActivity   time.Time      `json:"last_activity"`
+	// MemoryPeakBytes is the largest resident memory a kernel of the session was sampled at: kept
+	// in the document so it outlives the kernel (a restart, a hibernation, the server's restart).
+	// Shown by the usage view (Usage), not in the document's View.
+	MemoryPeakBytes int64      `json:"memory_peak_bytes,omitempty"`
+	RunningSince    *time.Time `json:"running_since,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	LastActivity    time.Time  `json:"last_activity"`
 }
 
 // Sandbox describes the session's kernel ("sandbox" in StateSet's words).
@@ -140,6 +144,7 @@ func (s Session) View() Session {
 		s.BudgetConsumed.DurationSeconds += time.Since(*s.RunningSince).Seconds()
 	}
 	s.BudgetWarned = nil
+	s.MemoryPeakBytes = 0
 	return s
 }
 

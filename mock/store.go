@@ -25,6 +25,9 @@ type Store struct {
 	UpdateSessionFn   func(ctx context.Context, r carryover.SessionRecord) error
 	AppendEventFn     func(ctx context.Context, sessionID, eventType string, payload any) (carryover.Event, error)
 	InsertExecutionFn func(ctx context.Context, e carryover.Execution) (int64, error)
+	// ListCheckpointsFn answers ListCheckpoints (the store keeps none itself): a test's checkpoints
+	// as the store would list them.
+	ListCheckpointsFn func(ctx context.Context, sessionID string) ([]carryover.Checkpoint, error)
 
 	mu       sync.Mutex
 	sessions map[string]carryover.SessionRecord
@@ -327,8 +330,11 @@ func (s *Store) LatestCheckpoint(_ context.Context, sessionID string) (carryover
 	return carryover.Checkpoint{}, notFound("checkpoint of session", sessionID)
 }
 
-// ListCheckpoints: none.
-func (s *Store) ListCheckpoints(context.Context, string) ([]carryover.Checkpoint, error) {
+// ListCheckpoints: none, or ListCheckpointsFn's.
+func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryover.Checkpoint, error) {
+	if s.ListCheckpointsFn != nil {
+		return s.ListCheckpointsFn(ctx, sessionID)
+	}
 	return []carryover.Checkpoint{}, nil
 }
 

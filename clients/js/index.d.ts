@@ -29,6 +29,7 @@ export type VarSkip = Schemas.VarSkip;
 export type CheckpointResult = Schemas.CheckpointResult;
 export type RunResult = Schemas.RunResult;
 export type CheckpointInfo = Schemas.CheckpointSummary;
+export type Usage = Schemas.Usage;
 export type RestoreResult = Schemas.RestoreResult;
 export type NotebookRun = Schemas.NotebookRun;
 export type ErrorObject = Schemas.ErrorObject;
@@ -143,6 +144,7 @@ export declare class Carryover {
   listCheckpoints(sessionId: string): Promise<A['GET /api/sessions/{id}/checkpoints']>;
   restoreCheckpoint(sessionId: string, checkpointId: string): Promise<A['POST /api/sessions/{id}/checkpoints/{cid}/restore']>;
   checkpoint(sessionId: string): Promise<A['POST /api/sessions/{id}/checkpoint']>;
+  getUsage(sessionId: string): Promise<A['GET /api/sessions/{id}/usage']>;
 }
 
 /** The StateSet SDK's class name: its examples run with only the import changed. */
@@ -566,6 +568,25 @@ export declare namespace Schemas {
     readonly created_at?: string;
   }
 
+  /** extension: what one session has used since it was created; every kernel it had counts (a restart or a wake after hibernation adds to the figures, never resets them) */
+  export interface Usage {
+    session_id: string;
+    /** user+system CPU of its kernels and shell commands (budget_consumed.cpu_seconds) */
+    cpu_seconds: number;
+    /** its kernels' resident memory integrated over time (budget_consumed.memory_gib_hours) */
+    memory_gib_hours: number;
+    /** the largest resident memory any kernel of the session was sampled at (once a second while live, and after each turn) */
+    memory_peak_bytes: number;
+    /** the live kernel's resident memory at its last sample; 0 without a live kernel */
+    memory_bytes: number;
+    /** what its kept checkpoints wrote to the store (namespaces, workspace files, manifests; after deduplication and compression): what the stored_bytes quota adds up */
+    stored_bytes: number;
+    /** how many checkpoints are kept */
+    checkpoints: number;
+    /** the sandbox status: none, starting, live or hibernated */
+    sandbox: string;
+  }
+
   export interface CheckpointSummary {
     id: string;
     turn: number;
@@ -978,6 +999,9 @@ export declare namespace Schemas {
     };
     "POST /api/sessions/{id}/tools": {
       tool: Tool;
+    };
+    "GET /api/sessions/{id}/usage": {
+      usage: Usage;
     };
     "GET /api/sessions/{id}/checkpoints": {
       checkpoints: CheckpointSummary[];

@@ -615,6 +615,15 @@ export class Carryover {
     return this.request('POST', this._s(sessionId, `checkpoints/${seg(checkpointId)}/restore`));
   }
 
+  /**
+   * GET /api/sessions/{id}/usage: what the session has used since it was created (CPU seconds,
+   * memory peak, stored bytes), every kernel it had counted. @param {string} sessionId
+   * @returns {Promise<{usage: any}>}
+   */
+  getUsage(sessionId) {
+    return this.request('GET', this._s(sessionId, 'usage'));
+  }
+
   /** POST /api/sessions/{id}/checkpoint: take one now. @param {string} sessionId */
   checkpoint(sessionId) {
     return this.request('POST', this._s(sessionId, 'checkpoint'));

@@ -17,7 +17,8 @@ import (
 // The capacity section (docs/capacity.md): what a session costs the node in memory, live and
 // hibernated, beside a bare kernel; how fast a burst of sessions is served by the adaptive warm pool
 // beside a fixed pool of the old kind and one cold kernel start with its imports, all in this run;
-// and whether a turn slows down with the number of live idle sessions.
+// whether a turn slows down with the number of live idle sessions; and an overload of twice the
+// node's capacity (bench_capacity_overload.go).
 func init() {
 	registerBench(benchSection{Order: 36, Name: "capacity", Run: benchCapacity})
 }
@@ -26,7 +27,8 @@ const dsImports = "import numpy, pandas"
 
 func benchCapacity(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	var rows []benchRow
-	for _, part := range []func(context.Context, *benchEnv) ([]benchRow, error){benchCapacityMemory, benchCapacityBurst, benchCapacityTurns} {
+	for _, part := range []func(context.Context, *benchEnv) ([]benchRow, error){benchCapacityMemory, benchCapacityBurst, benchCapacityTurns,
+		benchCapacityOverload} {
 		r, err := part(ctx, env)
 		rows = append(rows, r...)
 		if err != nil {

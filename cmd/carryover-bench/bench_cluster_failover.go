@@ -68,6 +68,17 @@ func runBenchNode() int {
 
 // startBenchNodeProc starts a node process on dsn and waits until it answers /healthz.
 func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token string) (*exec.Cmd, *client.Client, error) {
+	return spawnBenchServer(ctx, env, "node-"+name, token, "CARRYOVER_POOL_SIZE=0",
+		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn,
+		"CARRYOVER_CLUSTER_NODE_ID="+name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.5",
+		"CARRYOVER_CLUSTER_TTL_SECONDS="+strconv.FormatFloat(benchFailoverTTL.Seconds(), 'f', -1, 64))
+}
+
+// spawnBenchServer starts a server in a process of its own (this binary re-executed with
+// benchNodeEnv, in its own process group; the sandbox off, configured by CARRYOVER_* variables,
+// extra last) on a data dir named name under the scratch dir, and waits until it answers
+// /healthz. Its own process: it can be SIGKILLed, and its memory is its own.
+func spawnBenchServer(ctx context.Context, env *benchEnv, name, token string, extra ...string) (*exec.Cmd, *client.Client, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, nil, err
@@ -76,17 +87,15 @@ func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token str
 	if err != nil {
 		return nil, nil, err
 	}
-	dir := filepath.Join(env.Scratch, "node-"+name)
+	dir := filepath.Join(env.Scratch, name)
 	logf, err := os.Create(dir + ".log")
 	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), benchNodeEnv+"=1", "CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+dir,
-		"CARRYOVER_AUTH_TOKEN="+token, "CARRYOVER_POOL_SIZE=0", "CARRYOVER_SANDBOX_ENABLED=false",
-		"CARRYOVER_KERNEL_PYTHON=/usr/bin/python3", "CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn,
-		"CARRYOVER_CLUSTER_NODE_ID="+name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.5",
-		"CARRYOVER_CLUSTER_TTL_SECONDS="+strconv.FormatFloat(benchFailoverTTL.Seconds(), 'f', -1, 64))
+		"CARRYOVER_AUTH_TOKEN="+token, "CARRYOVER_SANDBOX_ENABLED=false", "CARRYOVER_KERNEL_PYTHON=/usr/bin/python3")
+	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -99,7 +108,7 @@ func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token str
 	for c.Health(ctx) != nil {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			return nil, nil, fmt.Errorf("node %s not healthy after 60 s (log %s.log)", name, dir)
+			return nil, nil, fmt.Errorf("server %s not healthy after 60 s (log %s.log)", name, dir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

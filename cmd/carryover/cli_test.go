@@ -213,6 +213,10 @@ func TestCLISessions(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || one.Session.ID != id || one.Session.ExecutionCount != 1 {
 		t.Fatalf("sessions show --json %q: %v", r.stdout, err)
 	}
+	r = must(t, "sessions", "usage", id)
+	if !strings.Contains(r.stdout, "memory peak:") || !strings.Contains(r.stdout, "in 1 checkpoints") {
+		t.Fatalf("sessions usage:\n%s", r.stdout)
+	}
 	must(t, "sessions", "rm", id)
 	r = carry(t, "", "sessions", "show", id)
 	if r.code != 2 || !strings.Contains(r.stderr, "not_found (404)") {

@@ -73,6 +73,8 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 		{"tool", respSchema("/api/sessions/{id}/tools", "post", 201), map[string]any{"tool": carryover.Tool{Name: "t", ToolType: "custom", CreatedAt: now}}},
 		{"checkpoints", respSchema("/api/sessions/{id}/checkpoints", "get", 200), map[string]any{"checkpoints": []carryover.CheckpointSummary{{ID: "cp", Turn: 1, CreatedAt: now.Format(timeFormat), Variables: []string{"a"}}}}},
 		{"checkpoint", respSchema("/api/sessions/{id}/checkpoint", "post", 201), map[string]any{"checkpoint": cp}},
+		{"usage", respSchema("/api/sessions/{id}/usage", "get", 200), map[string]any{"usage": carryover.Usage{SessionID: "s1", CPUSeconds: 1.5,
+			MemoryPeakBytes: 1 << 27, StoredBytes: 4096, Checkpoints: 2, Sandbox: carryover.SandboxHibernated}}},
 		{"restore", respSchema("/api/sessions/{id}/checkpoints/{cid}/restore", "post", 200), map[string]any{"session": sess.View(), "restore": restore}},
 		{"files", respSchema("/api/sessions/{id}/files", "get", 200), map[string]any{"files": []session.FileInfo{{Path: "a", Size: 1, ModifiedAt: now}}}},
 		{"file written", respSchema("/api/sessions/{id}/files/{path}", "put", 201), map[string]any{"file": session.FileInfo{Path: "a", Size: 1, ModifiedAt: now}}},

@@ -208,6 +208,7 @@ func TestOpenAPISharedExamples(t *testing.T) {
 		{`{"tool": `, component("Tool"), func(string) string { return `{"name": "run_tests"}` }}, // the answer's {...} is the tool
 		{`{"tools": `, respSchema("/api/sessions/{id}/tools", "get", 200), nil},
 		{`{"checkpoints": `, respSchema("/api/sessions/{id}/checkpoints", "get", 200), nil},
+		{`{"usage": `, respSchema("/api/sessions/{id}/usage", "get", 200), nil},
 		{`{"type": "run"`, component("WSClientFrame"), nil},
 		{`{"type": "input_reply"`, component("WSClientFrame"), nil},
 		{`{"type": "interrupt"`, component("WSClientFrame"), nil},

@@ -19,6 +19,7 @@ func (a *API) recordRoutes() []route {
 		{"GET /api/sessions/{id}/checkpoints", http.HandlerFunc(a.listCheckpoints)},
 		{"POST /api/sessions/{id}/checkpoint", http.HandlerFunc(a.checkpoint)},
 		{"POST /api/sessions/{id}/checkpoints/{cid}/restore", http.HandlerFunc(a.restoreCheckpoint)},
+		{"GET /api/sessions/{id}/usage", http.HandlerFunc(a.usage)},
 	}
 }
 
@@ -65,6 +66,13 @@ func (a *API) registerTool(w http.ResponseWriter, r *http.Request) {
 func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	cps, err := a.svc.Checkpoints(r.Context(), r.PathValue("id"))
 	a.reply(w, r, 200, map[string]any{"checkpoints": cps}, err)
+}
+
+// usage answers what the session has used: CPU seconds, memory peak, stored bytes (a view of its
+// own: stored bytes are listed from the store, too dear for every session document of a list).
+func (a *API) usage(w http.ResponseWriter, r *http.Request) {
+	u, err := a.svc.Usage(r.Context(), r.PathValue("id"))
+	a.reply(w, r, 200, map[string]any{"usage": u}, err)
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {

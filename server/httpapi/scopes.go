@@ -23,6 +23,7 @@ var routeScopes = map[string]carryover.Scope{
 	"GET /api/sessions/{id}/tools":                 carryover.ScopeRead,
 	"GET /api/sessions/{id}/checkpoints":           carryover.ScopeRead,
 	"GET /api/sessions/{id}/checkpoints/{cid}":     carryover.ScopeRead,
+	"GET /api/sessions/{id}/usage":                 carryover.ScopeRead,
 	"GET /api/sessions/{id}/variables":             carryover.ScopeRead,
 	"GET /api/sessions/{id}/variables/{name}/rows": carryover.ScopeRead, // pages a frame; runs no user code
 	"GET /api/sessions/{id}/files":                 carryover.ScopeRead,

@@ -16,15 +16,15 @@ import (
 func TestRefusalInAFullCluster(t *testing.T) {
 	t.Parallel()
 	sl := newSlots(1, 10*time.Millisecond, 4)
-	if err := sl.acquire(context.Background(), nil); err != nil {
+	if err := sl.acquire(context.Background(), "t", nil); err != nil {
 		t.Fatal(err)
 	}
-	plain := inFullCluster(context.Background(), sl.acquire(context.Background(), nil))
+	plain := inFullCluster(context.Background(), sl.acquire(context.Background(), "t", nil))
 	if e := carryover.ErrorOf(plain); e.Details["reason"] != "busy" || strings.Contains(e.Message, "cluster") {
 		t.Fatalf("unmarked refusal: %v %v", e.Message, e.Details)
 	}
 	ctx := carryover.WithClusterFull(context.Background(), "2 of 2 kernels busy on 2 nodes and 0 requests queued")
-	e := carryover.ErrorOf(inFullCluster(ctx, sl.acquire(ctx, nil)))
+	e := carryover.ErrorOf(inFullCluster(ctx, sl.acquire(ctx, "t", nil)))
 	if e.Code != carryover.CodeCapacity || e.Details["reason"] != "cluster_full" || e.Details["live"] != 1 ||
 		!strings.HasPrefix(e.Message, "the cluster is at capacity (2 of 2 kernels busy on 2 nodes") {
 		t.Fatalf("refusal in a full cluster: %q %v", e.Message, e.Details)

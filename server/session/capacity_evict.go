@@ -24,14 +24,16 @@ const (
 // evictCandidate is a live session as eviction sees it.
 type evictCandidate struct {
 	ls           *liveSession
+	tenant       string
 	lastActivity time.Time
 	busy         bool // its run lock is held: a turn is running (or queued for it)
 	background   bool // it had background processes at the last sample: a hibernation ends them
 }
 
-// evictionOrder returns the idle candidates, best victim first: those without background processes
-// before those with, then least recently active first.
-func evictionOrder(cands []evictCandidate) []*liveSession {
+// evictionOrder returns the idle candidates, best victim first: those of a tenant over its fair
+// share (over) before the others, then those without background processes before those with,
+// then least recently active first.
+func evictionOrder(cands []evictCandidate, over map[string]bool) []*liveSession {
 	idle := make([]evictCandidate, 0, len(cands))
 	for _, c := range cands {
 		if !c.busy {
@@ -39,6 +41,9 @@ func evictionOrder(cands []evictCandidate) []*liveSession {
 		}
 	}
 	sort.SliceStable(idle, func(i, j int) bool {
+		if oi, oj := over[idle[i].tenant], over[idle[j].tenant]; oi != oj {
+			return oi
+		}
 		if idle[i].background != idle[j].background {
 			return !idle[i].background
 		}
@@ -57,7 +62,7 @@ func (s *Service) evictionCandidates() []evictCandidate {
 	out := make([]evictCandidate, 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
-		c := evictCandidate{ls: ls, lastActivity: ls.doc.LastActivity, background: len(ls.bgSeen) > 0}
+		c := evictCandidate{ls: ls, tenant: ls.doc.TenantName(), lastActivity: ls.doc.LastActivity, background: len(ls.bgSeen) > 0}
 		ls.mu.Unlock()
 		c.busy = ls.lock.Busy()
 		out = append(out, c)
@@ -65,11 +70,12 @@ func (s *Service) evictionCandidates() []evictCandidate {
 	return out
 }
 
-// evictIdle hibernates the best idle victim for reason, returning the memory its kernel held at
-// its last sample and whether one was hibernated.
+// evictIdle hibernates the best idle victim for reason (evictionOrder: a tenant over its fair
+// share of slots first), returning the memory its kernel held at its last sample and whether one
+// was hibernated.
 func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
-	for _, ls := range evictionOrder(s.evictionCandidates()) {
+	for _, ls := range evictionOrder(s.evictionCandidates(), s.slots.overShare()) {
 		if !ls.lock.TryLock() {
 			continue // a turn started meanwhile
 		}

@@ -17,12 +17,12 @@ func TestSlotsFreeThenRefused(t *testing.T) {
 	sl := newSlots(2, 50*time.Millisecond, 8)
 	ctx := context.Background()
 	for i := range 2 {
-		if err := sl.acquire(ctx, nil); err != nil {
+		if err := sl.acquire(ctx, "t", nil); err != nil {
 			t.Fatalf("acquire %d: %v", i, err)
 		}
 	}
 	var tried atomic.Int32
-	err := sl.acquire(ctx, func(context.Context) bool { tried.Add(1); return false })
+	err := sl.acquire(ctx, "t", func(context.Context) bool { tried.Add(1); return false })
 	wantCode(t, err, carryover.CodeCapacity)
 	e := carryover.ErrorOf(err)
 	if e.Details["live"] != 2 || e.Details["capacity"] != 2 || e.Details["retry_after_seconds"] != 1 || e.Details["reason"] != "busy" {
@@ -42,24 +42,24 @@ func TestSlotsReleaseLetsTheHeadIn(t *testing.T) {
 	t.Parallel()
 	sl := newSlots(1, time.Minute, 8)
 	ctx := context.Background()
-	if err := sl.acquire(ctx, nil); err != nil {
+	if err := sl.acquire(ctx, "t", nil); err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			if err := sl.acquire(ctx, nil); err != nil {
+			if err := sl.acquire(ctx, "t", nil); err != nil {
 				t.Errorf("claim %d: %v", i, err)
 			}
 			order <- i
 		}()
 		waitFor(t, "claim queued", func() bool { return sl.stats().Queued == i+1 }) // queued in this order
 	}
-	sl.release()
+	sl.release("t")
 	if got := <-order; got != 0 {
 		t.Fatalf("claim %d went first; the first queued should", got)
 	}
-	sl.release()
+	sl.release("t")
 	if got := <-order; got != 1 {
 		t.Fatalf("second claim = %d", got)
 	}
@@ -74,11 +74,11 @@ func TestSlotsEvictFreesASlot(t *testing.T) {
 	t.Parallel()
 	sl := newSlots(1, time.Hour, 8)
 	ctx := context.Background()
-	if err := sl.acquire(ctx, nil); err != nil {
+	if err := sl.acquire(ctx, "t", nil); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- sl.acquire(ctx, func(context.Context) bool { sl.release(); return true }) }()
+	go func() { done <- sl.acquire(ctx, "t", func(context.Context) bool { sl.release("t"); return true }) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -97,14 +97,14 @@ func TestSlotsEvictFreesASlot(t *testing.T) {
 func TestSlotsQueueBoundAndCancel(t *testing.T) {
 	t.Parallel()
 	sl := newSlots(1, time.Hour, 1)
-	if err := sl.acquire(context.Background(), nil); err != nil {
+	if err := sl.acquire(context.Background(), "t", nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- sl.acquire(ctx, nil) }()
+	go func() { done <- sl.acquire(ctx, "t", nil) }()
 	waitFor(t, "claim queued", func() bool { return sl.stats().Queued == 1 })
-	err := sl.acquire(context.Background(), nil)
+	err := sl.acquire(context.Background(), "t", nil)
 	wantCode(t, err, carryover.CodeCapacity)
 	if r := carryover.ErrorOf(err).Details["reason"]; r != "queue_full" {
 		t.Errorf("reason = %v, want queue_full", r)
@@ -123,7 +123,7 @@ func TestSlotsUnlimited(t *testing.T) {
 	t.Parallel()
 	sl := newSlots(0, 0, 1)
 	for range 100 {
-		if err := sl.acquire(context.Background(), nil); err != nil {
+		if err := sl.acquire(context.Background(), "t", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,7 +143,7 @@ func TestEvictionOrder(t *testing.T) {
 		{ls: b, lastActivity: now.Add(-time.Hour), busy: true},
 		{ls: c, lastActivity: now.Add(-2 * time.Minute)},
 		{ls: d, lastActivity: now.Add(-3 * time.Hour), background: true},
-	})
+	}, nil)
 	var ids []string
 	for _, ls := range got {
 		ids = append(ids, ls.id)

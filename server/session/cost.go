@@ -79,17 +79,20 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 	}
 	m.lastCPU, m.lastAt = st.CPUSeconds, now
 	m.rss = st.RSSBytes
+	newPeak := st.RSSBytes > ls.doc.MemoryPeakBytes
 	ls.mu.Unlock()
-	if dCPU == 0 && dGiBh == 0 {
+	if dCPU == 0 && dGiBh == 0 && !newPeak {
 		return
 	}
-	s.addCost(ctx, ls, dCPU, dGiBh)
+	s.addCost(ctx, ls, dCPU, dGiBh, st.RSSBytes)
 }
 
-// addCost records CPU seconds and GiB-hours and recomputes cost_cents.
-func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64) {
+// addCost records CPU seconds and GiB-hours, recomputes cost_cents, and raises the session's
+// memory peak to rss if rss is above it.
+func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64, rss int64) {
 	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		s.chargeLocked(d, cpu, gibHours)
+		d.MemoryPeakBytes = max(d.MemoryPeakBytes, rss)
 		return nil
 	}); err != nil {
 		s.log.Error("cost not recorded", "session", ls.id, "err", err)

@@ -13,7 +13,8 @@
 // besides checkpoints), setup.go (a set-up riding on the first cell), control.go (interrupt,
 // restart), context.go, checkpoints.go, complete.go, tools.go, variables.go, notebook.go (package
 // nbformat converts), skills.go (package skills keeps them), rotate.go and background.go (rotation,
-// idle hibernation, cost sampling), budget.go and cost.go, files.go, fork.go, sandbox.go, disk*.go,
+// idle hibernation, cost sampling), budget.go and cost.go, usage.go (a session's usage: CPU,
+// memory peak, stored bytes), files.go, fork.go, sandbox.go, disk*.go,
 // stream.go/hub.go/frames.go (what subscribers receive), records.go (events, executions and tools
 // for front doors), cluster.go and list_cluster.go (a node of a cluster), jupyter.go (a Jupyter
 // client's execute_request as a turn, RunRaw, and its other shell messages in the same line,

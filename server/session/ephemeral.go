@@ -26,20 +26,21 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 		return nil, err
 	}
 	id := randomID("eph_")
-	release, err := s.admitEphemeral(ctx, carryover.TenantFromContext(ctx), id)
+	tenant := carryover.TenantFromContext(ctx)
+	release, err := s.admitEphemeral(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := s.acquireSlot(ctx); err != nil { // a throwaway kernel is a live kernel too
+	if err := s.acquireSlot(ctx, tenant); err != nil { // a throwaway kernel is a live kernel too
 		return nil, err
 	}
 	k, err := s.pool.Get(ctx)
 	if err != nil {
-		s.slots.release()
+		s.slots.release(tenant)
 		return nil, err
 	}
-	kernelsLive.Inc()
+	s.kernelTaken(k, tenant)
 	ls := &liveSession{id: id, doc: carryover.Session{ID: id, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
 		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting
 	defer func() {

@@ -57,21 +57,22 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		return nil, err
 	}
 	defer release() // once the kernel is attached it counts as live itself
-	if err := s.acquireSlot(ctx); err != nil {
+	tenant := ls.tenant()
+	if err := s.acquireSlot(ctx, tenant); err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
-		s.slots.release()
+		s.slots.release(tenant)
 		return nil, err
 	}
 	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
 	if err != nil {
-		s.slots.release()
+		s.slots.release(tenant)
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
 		return nil, s.startFailed(ctx, err) // capacity_start.go
 	}
-	kernelsLive.Inc()
+	s.kernelTaken(k, tenant)
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
@@ -259,6 +260,11 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 
 // releaseKernel stops the session's kernel on purpose (stop, cancel, hibernate, rotate).
 func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason string) {
+	if k := ls.currentKernel(); k != nil {
+		// The kernel's last use (a hibernation's checkpoint, the last second of a turn) is the
+		// session's: sampled before the kernel and its figures are gone.
+		s.sampleCost(ctx, ls, k)
+	}
 	ls.mu.Lock()
 	k := ls.kern
 	ls.kern = nil

@@ -391,8 +391,8 @@ func TestAddCostRecomputesCents(t *testing.T) {
 	s, _, _ := testService(t, func(c *Config) { c.CPUSecondCents = 0.5; c.GiBHourCents = 10 })
 	mustCreate(t, s, CreateRequest{SessionID: "c"})
 	ls := mustLive(t, s, "c")
-	s.addCost(context.Background(), ls, 4, 0.25)
-	s.addCost(context.Background(), ls, 2, 0)
+	s.addCost(context.Background(), ls, 4, 0.25, 0)
+	s.addCost(context.Background(), ls, 2, 0, 0)
 	c := ls.docCopy().BudgetConsumed
 	if c.CPUSeconds != 6 || c.MemoryGiBHours != 0.25 || c.CostCents != 6*0.5+0.25*10 {
 		t.Fatalf("consumed = %+v", c)

@@ -216,10 +216,7 @@ func (s *Service) storedBytes(ctx context.Context, d carryover.Session) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, cp := range cps {
-		n += cp.Bytes
-	}
+	n := sumCheckpointBytes(cps)
 	s.quota.mu.Lock()
 	if s.quota.stored == nil {
 		s.quota.stored = map[string]storedCount{}

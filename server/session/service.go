@@ -38,11 +38,14 @@ type Service struct {
 	quota    quotaGate      // the tenants' quotas (quota.go)
 	idem     idempotency    // idempotency keys in flight here (idempotency.go)
 
-	slots     *slots           // the node's live-kernel slots (capacity.go)
-	budget    capacityBudget   // the node's capacity as resolved at start (capacity_budget.go)
-	memory    MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
-	evictions map[string]int64 // hibernations by reason, under mu
-	lastMem   memoryReading    // the last tick's reading, under mu (the status endpoint)
+	slots *slots // the node's live-kernel slots (capacity.go)
+	// slotHolders maps each live kernel (*kernel.Kernel) to the tenant whose slot it holds, so
+	// stopKernel gives that tenant's slot back (capacity_share.go's counts).
+	slotHolders sync.Map
+	budget      capacityBudget   // the node's capacity as resolved at start (capacity_budget.go)
+	memory      MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
+	evictions   map[string]int64 // hibernations by reason, under mu
+	lastMem     memoryReading    // the last tick's reading, under mu (the status endpoint)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -378,7 +381,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
 	kernelsLive.Dec()
-	s.slots.release() // after the process is gone: a slot is a kernel alive
+	s.releaseSlotOf(k) // after the process is gone: a slot is a kernel alive
 }
 
 // isDied reports whether err says the kernel died.

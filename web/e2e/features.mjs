@@ -107,6 +107,10 @@ export async function notebookInOut(t) {
   const { page } = t;
   await page.keyboard.press('Escape');
   await page.locator('[data-tab=info]').click();
+  // The session's usage: CPU, memory peak, stored bytes of its checkpoints (GET .../usage).
+  const usage = page.locator('[data-testid=usage]');
+  await usage.locator('th', { hasText: 'memory peak' }).waitFor();
+  assert.match(await usage.innerText(), /CPU\s+\d+\.\d s[\s\S]*memory peak\s+\d[\s\S]*stored\s+\d[\s\S]* · \d+ checkpoints?/);
   const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('[data-testid=nb-download]').click()]);
   const nb = JSON.parse(fs.readFileSync(await dl.path(), 'utf8'));
   assert.equal(nb.nbformat, 4);

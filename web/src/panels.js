@@ -428,6 +428,8 @@ export class Panels {
         s.agent_context?.working_dir ? row('working dir', h('code', s.agent_context.working_dir)) : null),
       h('h4', 'Budget'),
       budgetMeter(s, false),
+      h('h4', 'Usage'),
+      this.usageBox(),
       h('h4', 'Notebook'),
       h('div.btn-row',
         h('button.btn.small', { title: 'Download the history as a Jupyter notebook', 'data-testid': 'nb-download', onclick: () => this.downloadNotebook() }, icon('download'), ' Download .ipynb'),
@@ -446,6 +448,33 @@ export class Panels {
       h('p.muted.small-print', 'Token in use: ', h('code', getToken() ? `${getToken().slice(0, 4)}…` : 'none')));
   }
 }
+
+/** usageBox is the session's usage table, kept across re-renders of the info panel; each render
+ * asks the server again (GET .../usage), one request at a time. */
+Panels.prototype.usageBox = function usageBox() {
+  if (!this.usageEl) this.usageEl = h('table.kv', { 'data-testid': 'usage' }, h('tr', h('td.muted', 'loading…')));
+  this.loadUsage();
+  return this.usageEl;
+};
+
+Panels.prototype.loadUsage = async function loadUsage() {
+  if (this.usageLoading) return;
+  this.usageLoading = true;
+  try {
+    const { usage: u } = await api('GET', sessionPath(this.view.id, '/usage'));
+    const row = (k, v, title) => h('tr', { title }, h('th', k), h('td', v));
+    this.usageEl.replaceChildren(
+      row('CPU', `${(u.cpu_seconds ?? 0).toFixed(1)} s`, 'CPU seconds of every kernel and shell command the session had'),
+      row('memory peak', formatBytes(u.memory_peak_bytes ?? 0), 'the largest resident memory any kernel of the session was seen at'),
+      row('memory now', u.memory_bytes ? formatBytes(u.memory_bytes) : `none (${u.sandbox})`, "the live kernel's resident memory"),
+      row('stored', `${formatBytes(u.stored_bytes ?? 0)} · ${u.checkpoints} checkpoint${u.checkpoints === 1 ? '' : 's'}`,
+        'what the kept checkpoints wrote to the store (variables, workspace files), after deduplication and compression'));
+  } catch (err) {
+    this.usageEl.replaceChildren(h('tr', h('td.muted', `usage unavailable: ${err.message}`)));
+  } finally {
+    this.usageLoading = false;
+  }
+};
 
 Panels.prototype.downloadNotebook = async function downloadNotebook() {
   try {

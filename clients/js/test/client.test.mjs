@@ -330,6 +330,15 @@ test('fork: same variables and files, independent afterwards; checkpoints list a
 
   const nf = await rejection(() => client.fork(`${run}-missing`));
   assert.equal(nf.status, 404);
+
+  // The source's usage: its checkpoints' bytes as listed, CPU from every kernel it had.
+  const { usage } = await client.getUsage(src);
+  const listed = (await client.listCheckpoints(src)).checkpoints;
+  assert.equal(usage.session_id, src);
+  assert.equal(usage.checkpoints, listed.length);
+  assert.equal(usage.stored_bytes, listed.reduce((n, c) => n + c.bytes, 0));
+  assert.ok(usage.memory_peak_bytes > 0 && usage.cpu_seconds > 0, JSON.stringify(usage));
+  assert.equal((await rejection(() => client.getUsage(`${run}-missing`))).status, 404);
 });
 
 test('notebooks: run an .ipynb into a session, stopping at the first error unless asked; export the history', async () => {

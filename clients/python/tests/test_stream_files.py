@@ -154,6 +154,21 @@ class FilesAndCheckpoints(unittest.TestCase):
         with self.assertRaises(NotFound):
             c.restore_checkpoint(self.sid, "no-such-checkpoint")
 
+    def test_usage(self):
+        c = self.client
+        # 64 MiB held for 2 s, then freed: a sample (once a second) sees it, and the peak keeps it.
+        self.sbx.run_code("import time\ndef hold():\n    b = b'x' * (64 << 20)\n    time.sleep(2)\nhold()")
+        usage = c.get_usage(self.sid)
+        cps = c.list_checkpoints(self.sid)
+        self.assertEqual(usage.session_id, self.sid)
+        self.assertEqual(usage.checkpoints, len(cps))
+        self.assertEqual(usage.stored_bytes, sum(cp.bytes for cp in cps))
+        self.assertGreater(usage.stored_bytes, 0)
+        self.assertGreater(usage.memory_peak_bytes, 64 << 20)
+        self.assertGreater(usage.cpu_seconds, 0)
+        with self.assertRaises(NotFound):
+            c.get_usage("no-such-session")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -19,7 +19,7 @@ from .errors import (BudgetExceeded, CarryoverError, Conflict, ConnectionFailed,
                      RunInterrupted)
 from .sandbox import Sandbox
 from .types import (BudgetConsumed, Checkpoint, Event, ExecResult, Execution, ExecutionError,
-                    FileInfo, Logs, RestoreResult, Result, RunResult, Session, Tool)
+                    FileInfo, Logs, RestoreResult, Result, RunResult, Session, Tool, Usage)
 
 Client = Carryover
 
@@ -29,6 +29,6 @@ __all__ = [
     "Conflict", "SessionPaused", "SessionClosed", "BudgetExceeded", "PayloadTooLarge", "Timeout",
     "KernelDied", "InternalError", "IdempotencyKeyReused", "RunInterrupted",
     "BudgetConsumed", "Checkpoint", "Event", "ExecResult", "Execution", "ExecutionError",
-    "FileInfo", "Logs", "RestoreResult", "Result", "RunResult", "Session", "Tool",
+    "FileInfo", "Logs", "RestoreResult", "Result", "RunResult", "Session", "Tool", "Usage",
 ]
 __version__ = "1.3.0"

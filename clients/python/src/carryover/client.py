@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .errors import CarryoverError, ConnectionFailed, NotFound, error_for
 from .types import (Checkpoint, Event, ExecResult, Execution, FileInfo, RestoreResult, Session,
-                    Tool)
+                    Tool, Usage)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -429,6 +429,10 @@ class Carryover:
         """Puts the session back to that checkpoint (namespace and files) in a fresh kernel."""
         out = self.request("POST", self._session_path(session_id, "checkpoints", checkpoint_id, "restore"))
         return RestoreResult.from_dict(out.get("restore") or {}, Session.from_dict(out["session"]))
+
+    def get_usage(self, session_id: str) -> Usage:
+        """What the session has used since it was created: CPU seconds, memory peak, stored bytes."""
+        return Usage.from_dict(self.request("GET", self._session_path(session_id, "usage"))["usage"])
 
     # ---- forks and notebooks ------------------------------------------------------------------
 

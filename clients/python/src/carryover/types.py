@@ -265,6 +265,26 @@ class Checkpoint:
 
 
 @dataclass
+class Usage:
+    """What a session has used since it was created, every kernel it had counted: CPU seconds of
+    its kernels and shell commands, the largest resident memory any of its kernels was sampled at,
+    its live kernel's now (0 without one), and what its kept checkpoints wrote to the store."""
+    session_id: str = ""
+    cpu_seconds: float = 0.0
+    memory_gib_hours: float = 0.0
+    memory_peak_bytes: int = 0
+    memory_bytes: int = 0
+    stored_bytes: int = 0
+    checkpoints: int = 0
+    sandbox: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Usage":
+        return _build(cls, d)
+
+
+@dataclass
 class RestoreResult:
     """What a checkpoint restore put back (``restored`` names, ``failed``/``skipped`` dicts with
     name, type, reason; ``recomputed`` dicts with name, turn, turns, ms, verified, and
