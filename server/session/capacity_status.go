@@ -130,6 +130,8 @@ func (s *Service) updateGauges() {
 	}
 	s.mu.Unlock()
 	sessionsHibernated.Set(float64(countSessions(all).Hibernated))
+	series := tenantSeriesOf(all)
+	tenantMetrics.last.Store(&series)
 	ps := s.pool.Stats()
 	poolIdle.Set(float64(ps.Idle))
 	poolTarget.Set(float64(ps.Target))
