@@ -99,6 +99,11 @@ var (
 	ErrConflict = &Error{Code: CodeConflict}
 )
 
+// ErrNewerFormat is wrapped by the refusal of a store that a newer carryover already writes in a
+// format this one cannot read: at start, or at a cluster node's heartbeat after the cluster switched
+// formats. A node refused at its heartbeat must stop serving and exit, not retry for ever.
+var ErrNewerFormat = errors.New("the store's format is newer than this carryover reads")
+
 // ErrMissingChunk is wrapped by store errors that name a chunk the store does not hold where one
 // was required (a child of a put chunk, a root of a commit).
 var ErrMissingChunk = errors.New("missing chunk")

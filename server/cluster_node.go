@@ -26,7 +26,7 @@ func nodeInfo(cfg *configs.Config) carryover.NodeInfo {
 // joinCluster makes this server a node of the cluster when its store records ownership (PostgreSQL):
 // it heartbeats, then routes session requests through the node. On SQLite it returns front as is.
 func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store, svc *session.Service,
-	auth cluster.Authenticator, front http.Handler, log *slog.Logger) (*cluster.Node, http.Handler, error) {
+	auth cluster.Authenticator, front http.Handler, log *slog.Logger, refused func(error)) (*cluster.Node, http.Handler, error) {
 	own, ok := store.(carryover.Ownership)
 	if !ok || cfg.Store.Driver != "postgres" {
 		return nil, front, nil
@@ -35,7 +35,7 @@ func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store
 	if token == "" {
 		token = cfg.Auth.Token
 	}
-	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log, StatusOf: httpapi.StatusOf,
+	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log, StatusOf: httpapi.StatusOf, Refused: refused,
 		Heartbeat: configs.Seconds(cfg.Cluster.HeartbeatSeconds), TTL: configs.Seconds(cfg.Cluster.TTLSeconds)})
 	if err := n.Start(ctx); err != nil {
 		return nil, nil, fmt.Errorf("cluster: %w", err)

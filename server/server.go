@@ -41,6 +41,7 @@ type Server struct {
 	node  *cluster.Node      // nil unless the store is shared (cluster_node.go)
 	repl  *backup.Replicator // nil unless backup.to is set (backup.go)
 	lock  *dataDirLock       // held on data_dir from Assemble to the end of Shutdown
+	fatal chan error         // an error after which the server must stop (Fatal)
 
 	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
@@ -110,7 +111,8 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), AdminToken: token, Keys: p.Store,
 		RateLimit:    httpapi.RateLimit{PerSecond: cfg.Auth.RateLimit.RequestsPerSecond, Burst: cfg.Auth.RateLimit.Burst},
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
-	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock}
+	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock,
+		fatal: make(chan error, 1)}
 	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
@@ -129,7 +131,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	node, handler, err := joinCluster(ctx, cfg, p.Store, svc, api.Authenticate, front, log)
+	node, handler, err := joinCluster(ctx, cfg, p.Store, svc, api.Authenticate, front, log, s.stop)
 	if err != nil {
 		return fail(err)
 	}
@@ -182,6 +184,42 @@ func (s *Server) Serve() error {
 		return nil
 	}
 	return err
+}
+
+// Run serves until ctx is done (the serve command's SIGINT or SIGTERM) or the server must stop
+// (Fatal), then shuts down gracefully within grace. It returns Fatal's error in the second case, so
+// the process exits non-zero, and Serve's when serving failed.
+func (s *Server) Run(ctx context.Context, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve() }()
+	var fatal error
+	select {
+	case err := <-errc:
+		return err
+	case fatal = <-s.fatal:
+		s.log.Error("stopping: this server cannot go on", "err", fatal)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: letting runs finish, then stopping kernels")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		return err
+	}
+	return fatal
+}
+
+// Fatal delivers the error after which this server must stop serving and its process exit non-zero:
+// a cluster node refused because the cluster now writes a checkpoint format it cannot read. The serve
+// command shuts down then (a supervisor restarts it, as the new build, or sees it fail).
+func (s *Server) Fatal() <-chan error { return s.fatal }
+
+// stop hands err to Fatal (the first one only).
+func (s *Server) stop(err error) {
+	select {
+	case s.fatal <- err:
+	default:
+	}
 }
 
 // Shutdown stops accepting, lets in-flight runs finish within the grace period (they checkpoint

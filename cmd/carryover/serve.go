@@ -42,7 +42,8 @@ func serveCmd() *cobra.Command {
 	return cmd
 }
 
-// serve runs until SIGINT/SIGTERM, then shuts down gracefully and exits 0.
+// serve runs until SIGINT/SIGTERM, then shuts down gracefully and exits 0; a server that must stop
+// (Server.Fatal) shuts down the same way and exits non-zero with its reason.
 func serve(cfg *configs.Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var ui http.Handler
@@ -58,17 +59,7 @@ func serve(cfg *configs.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve() }()
 	log.Info("carryover listening", "addr", srv.Addr(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stderr, "\n    carryover is running. Open the UI at:\n\n        %s\n\n    MCP (Streamable HTTP): http://%s/mcp with \"Authorization: Bearer <the token>\"\n\n", srv.URL(), srv.Addr())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: letting runs finish, then stopping kernels")
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return srv.Run(ctx, 2*time.Minute)
 }

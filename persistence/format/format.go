@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/carryover/carryover"
 )
 
 // Formats. Everything a checkpoint stores is read back by whatever carryover runs later, possibly
@@ -40,10 +42,17 @@ func Check(what string, v, newest int) error {
 }
 
 // NewerStore is the refusal to start on a store written in a newer format than this binary's.
+// It wraps carryover.ErrNewerFormat.
 func NewerStore(store string, storeFormat, newest int) error {
-	return fmt.Errorf("%s holds checkpoint format %d, written by a newer carryover; this carryover reads formats up to %d: "+
-		"run a carryover that reads format %d (or restore a backup taken before the upgrade)", store, storeFormat, newest, storeFormat)
+	return &newerStore{fmt.Sprintf("%s holds checkpoint format %d, written by a newer carryover; this carryover reads formats up to %d: "+
+		"run a carryover that reads format %d (or restore a backup taken before the upgrade)", store, storeFormat, newest, storeFormat)}
 }
+
+// newerStore is NewerStore's error: its message, and carryover.ErrNewerFormat for errors.Is.
+type newerStore struct{ msg string }
+
+func (e *newerStore) Error() string { return e.msg }
+func (e *newerStore) Unwrap() error { return carryover.ErrNewerFormat }
 
 // CheckSchema refuses a database whose recorded migrations include one this binary does not know
 // that sorts after the newest it knows: a newer carryover migrated it, and this one would

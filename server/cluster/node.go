@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,10 @@ type Options struct {
 	// one mapping); nil answers every error 500.
 	StatusOf func(carryover.Code) int
 	Logger   *slog.Logger
+	// Refused is called once, after the node fenced itself, when a heartbeat is refused because the
+	// cluster switched to a format this node cannot read (carryover.ErrNewerFormat): the server then
+	// shuts down and exits non-zero, so its supervisor sees it, instead of heartbeating for ever.
+	Refused func(error)
 }
 
 // Node is this server's membership of the cluster.
@@ -53,6 +58,8 @@ type Node struct {
 	peers   peers        // the live nodes' loads, read after every heartbeat (placement.go)
 	stop    context.CancelFunc
 	done    chan struct{}
+	// refusedOnce: Options.Refused is called once
+	refusedOnce sync.Once
 }
 
 // New makes a node; Start brings it up.
@@ -119,6 +126,9 @@ func (n *Node) loop(ctx context.Context) {
 				hctx, cancel := context.WithTimeout(ctx, n.o.TTL)
 				defer cancel()
 				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
+					if errors.Is(err, carryover.ErrNewerFormat) {
+						n.refused(err)
+					}
 					n.log.Warn("heartbeat failed", "err", err)
 					sent = -1
 				}
@@ -138,6 +148,19 @@ func (n *Node) loop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// refused fences the node at once (the cluster writes a format it cannot read: nothing it holds may
+// be served or written any more) and tells Options.Refused, once.
+func (n *Node) refused(err error) {
+	n.refusedOnce.Do(func() {
+		n.log.Error("this node is refused by the cluster: it writes a checkpoint format this build cannot read; stopping", "err", err)
+		n.lastOK.Store(-int64(n.o.TTL)) // the lease is over: no request claims a session here any more
+		n.fence("refused: the cluster's format is newer than this node reads")
+		if n.o.Refused != nil {
+			n.o.Refused(err)
+		}
+	})
 }
 
 // fence stops serving every session this node holds, writing nothing: other nodes may own them now.

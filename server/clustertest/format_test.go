@@ -109,3 +109,39 @@ func TestRollingUpgradeSwitchesFormat(t *testing.T) {
 	}
 	check(nw, 4)
 }
+
+// TestOldNodeRefusedAtHeartbeatExits: an old node paused past the TTL (the last old node, so the
+// cluster switches to the new format while it sleeps) is refused at its next heartbeat and exits
+// non-zero, naming both formats; it used to stay up, fenced, heartbeating for ever, so nothing told
+// its supervisor to replace it.
+func TestOldNodeRefusedAtHeartbeatExits(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDB(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	oldF, newF := format.Newest, format.Newest+1
+	old := startNode(t, "old", dsn)
+	startNode(t, "new", dsn, "CARRYOVER_CLUSTER_TEST_MAX_FORMAT="+strconv.Itoa(newF))
+	if f := storeFormat(t, db); f != oldF {
+		t.Fatalf("the store records format %d beside an old node, want %d", f, oldF)
+	}
+	old.pause()
+	eventually(t, 4*testTTL, "the switch to format "+strconv.Itoa(newF), func() bool { return storeFormat(t, db) == newF })
+	old.resume()
+	select {
+	case <-old.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the old node refused at its heartbeat did not exit:\n%s", old.log.String())
+	}
+	if code := old.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("the refused node exited 0, want non-zero")
+	}
+	for _, want := range []string{"refused by the cluster", "holds checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)} {
+		if !strings.Contains(old.log.String(), want) {
+			t.Errorf("the refused node's log lacks %q:\n%s", want, old.log.String())
+		}
+	}
+}

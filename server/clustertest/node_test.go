@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,19 +59,10 @@ func runNode() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(); err != nil && err != http.ErrServerClosed {
+	if err := srv.Run(ctx, 30*time.Second); err != nil { // as the serve command does
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		return 1
 	}
-	<-shut // Serve returns as soon as the shutdown begins; the drain comes at its end
 	return 0
 }
 
