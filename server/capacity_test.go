@@ -240,13 +240,7 @@ func TestCapacityAllBusyAnswers429(t *testing.T) {
 	fifth := servertest.ID(t)
 	ts.newSession(client.CreateRequest{SessionID: fifth})
 	res := rawRun(t, ts, fifth, "1+1")
-	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" {
-		t.Fatalf("fifth run: %d Retry-After %q %s, want 429 with Retry-After 1", res.StatusCode, res.Header.Get("Retry-After"), res.body)
-	}
-	var body struct {
-		Error client.ErrorBody `json:"error"`
-	}
-	if err := json.Unmarshal(res.body, &body); err != nil || body.Error.Code != "capacity" || !strings.Contains(body.Error.Message, "4 of 4 kernels busy") {
+	if e := capacityRefusal(t, res, "1"); !strings.Contains(e.Message, "4 of 4 kernels busy") {
 		t.Errorf("429 body = %s", res.body)
 	}
 	st, err := ts.c.Status(ts.ctx())
@@ -412,6 +406,22 @@ type rawAnswer struct {
 }
 
 // rawRun posts a run without the typed client (which may retry a 429).
+// capacityRefusal checks that res is a 429 with Retry-After retry and the capacity code, and returns
+// its error body.
+func capacityRefusal(t *testing.T, res rawAnswer, retry string) client.ErrorBody {
+	t.Helper()
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != retry {
+		t.Fatalf("run: %d Retry-After %q %s, want 429 with Retry-After %s", res.StatusCode, res.Header.Get("Retry-After"), res.body, retry)
+	}
+	var body struct {
+		Error client.ErrorBody `json:"error"`
+	}
+	if err := json.Unmarshal(res.body, &body); err != nil || body.Error.Code != "capacity" {
+		t.Fatalf("429 body = %s (%v)", res.body, err)
+	}
+	return body.Error
+}
+
 func rawRun(t *testing.T, ts *testServer, id, code string) rawAnswer {
 	t.Helper()
 	b, _ := json.Marshal(map[string]string{"code": code})
@@ -458,14 +468,8 @@ func TestKernelStartTimeoutAnswers429(t *testing.T) {
 	id := servertest.ID(t)
 	ts.newSession(client.CreateRequest{SessionID: id})
 	res := rawRun(t, ts, id, "1+1")
-	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "5" {
-		t.Fatalf("run: %d Retry-After %q %s, want 429 with Retry-After 5", res.StatusCode, res.Header.Get("Retry-After"), res.body)
-	}
-	var body struct {
-		Error client.ErrorBody `json:"error"`
-	}
-	if err := json.Unmarshal(res.body, &body); err != nil || body.Error.Code != "capacity" || body.Error.Details["reason"] != "start_timeout" ||
-		!strings.Contains(body.Error.Message, "did not start within its startup timeout") {
+	if e := capacityRefusal(t, res, "5"); e.Details["reason"] != "start_timeout" ||
+		!strings.Contains(e.Message, "did not start within its startup timeout") {
 		t.Errorf("429 body = %s", res.body)
 	}
 	if st, err := ts.c.Status(ts.ctx()); err != nil || st.Refusals["start_timeout"] != 1 {
