@@ -104,7 +104,8 @@ func TestPlacement(t *testing.T) {
 	}
 }
 
-// TestPlacementClusterFull: two nodes holding one live kernel each, both busy. A new session
+// TestPlacementClusterFull: two nodes holding one live kernel each, both busy (neither is ever idle:
+// a view of the cluster that says full cannot be followed by one that says a node has room). A new session
 // through a is refused at once: 429, code capacity, Retry-After, a message that says the cluster is
 // full. The wake of a hibernated session nobody serves stays on a (no node has room) and is refused
 // with 429, Retry-After and the same words once a's queue time (1 s) is over.
@@ -119,8 +120,9 @@ func TestPlacementClusterFull(t *testing.T) {
 		if _, err := n.c.CreateSession(ctx, client.CreateRequest{SessionID: id}); err != nil {
 			t.Fatal(err)
 		}
-		run(t, n, id, "import time")
-		go n.c.Run(ctx, id, client.RunRequest{Code: "time.sleep(120)"})
+		// One run that starts the kernel and keeps it busy: between two runs the kernel is idle for a
+		// moment, and a view of the cluster read then (b could hibernate it) placed the wake on b.
+		go n.c.Run(ctx, id, client.RunRequest{Code: "import time\ntime.sleep(120)"})
 		t.Cleanup(func() { n.c.Interrupt(context.Background(), id) })
 	}
 	eventually(t, 20*time.Second, "every kernel busy", func() bool { return allBusy(t, a, 1) && allBusy(t, b, 1) })
