@@ -14,13 +14,20 @@ import (
 func run(t *testing.T, n *node, id, code string) *client.RunResult {
 	t.Helper()
 	deadline := time.Now().Add(4 * testTTL)
+	calls := []string{time.Now().UTC().Format(time.StampMicro)}
 	r, err := n.c.Run(t.Context(), id, client.RunRequest{Code: code})
 	for client.ErrorCode(err) == "not_owner" && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
+		calls = append(calls, time.Now().UTC().Format(time.StampMicro))
 		r, err = n.c.Run(t.Context(), id, client.RunRequest{Code: code})
 	}
 	if err != nil {
-		t.Fatalf("run on %s in %s: %v", n.name, id, err)
+		var details map[string]any
+		if e, ok := err.(*client.Error); ok {
+			details = e.Details
+		}
+		t.Fatalf("run on %s in %s: %v (details %v; calls started %v, failed %s)", n.name, id, err, details, calls,
+			time.Now().UTC().Format(time.StampMicro))
 	}
 	if r.Status != "ok" {
 		t.Fatalf("run on %s in %s: status %s: %+v", n.name, id, r.Status, r)
