@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -175,8 +176,33 @@ func killKernels(dir string) {
 }
 
 // pause and resume stop and continue the node process (SIGSTOP/SIGCONT): its kernels run on.
-func (n *node) pause()  { n.cmd.Process.Signal(syscall.SIGSTOP) }
+// pause returns once every thread of the node is stopped: SIGSTOP takes effect when the thread it
+// was given to next runs, and on a loaded machine the others served on meanwhile (a run forwarded
+// 20 ms after kill returned was taken by the "paused" node: TestSplitBrain's retry then rightly
+// answered run_interrupted).
+func (n *node) pause() {
+	n.t.Helper()
+	n.cmd.Process.Signal(syscall.SIGSTOP)
+	eventually(n.t, 10*time.Second, "node "+n.name+" stopped", func() bool { return stopped(n.cmd.Process.Pid) })
+}
+
 func (n *node) resume() { n.cmd.Process.Signal(syscall.SIGCONT) }
+
+// stopped reports whether every thread of process pid is stopped (state T in its stat).
+func stopped(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:]) // the command name may hold spaces
+		if f := strings.Fields(rest); len(f) == 0 || f[0] != "T" {
+			return false
+		}
+	}
+	return len(stats) > 0
+}
 
 // alive reports whether process pid exists (and is not a zombie).
 func alive(pid int) bool {
