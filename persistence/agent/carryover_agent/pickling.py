@@ -8,16 +8,18 @@ that never glue groups), ``_defnames`` (id -> name of session definitions, pickl
 more (its caches and the committed state's chunks)."""
 
 import copyreg
+import gc
 import importlib
 import io
-from operator import itemgetter
+from itertools import compress
+from operator import itemgetter, not_
 import pickle
 import sys
 import types
 
 from . import figures
 from .classes import _reduce_class
-from .liveids import sharing_ids, temporaries
+from .liveids import died, sharing_ids, temporaries, young_begin, young_ids
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
@@ -197,10 +199,13 @@ def pickle_one(agent, names, values):
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
+    young = young_begin()
+    made = None  # ids of the tracked objects the dump made (young_begin)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.data = buf.getvalue()
+        made = young_ids() if young and len(r.data) <= BIG_GRAPH else None  # before the copy's tuples
         r.keep = p.memo.copy() if len(r.data) <= BIG_GRAPH else None
     except Exception as first:
         if dill is None:
@@ -209,6 +214,7 @@ def pickle_one(agent, names, values):
         buf = io.BytesIO()
         del _SEEN[:], _NOTES[:]
         figures.begin()
+        young = young_begin()
         p = _DillPickler(buf, agent, None, buffer_callback=_out_of_band(bufs))
         try:
             p.dump(obj)
@@ -216,6 +222,7 @@ def pickle_one(agent, names, values):
             raise e from first
         r.fmt = "d"
         r.data = buf.getvalue()
+        made = young_ids() if young and len(r.data) <= BIG_GRAPH else None
         r.keep = dict(p.memo) if len(r.data) <= BIG_GRAPH else None
         r.deps = tuple(sorted(p.deps))
     r.buffers = bufs
@@ -224,13 +231,8 @@ def pickle_one(agent, names, values):
     ids = set()
     shared = agent._shared
     if r.keep is not None:
-        # Not the temporaries of __getstate__ and __reduce__ (liveids): freed after the snapshot,
-        # their reused addresses glued unrelated values. References each memo object has besides
-        # those counted: the C pickler's table, its copy and objs; dill's dict (its copy shares the
-        # entries) and objs.
-        objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
-        ids = sharing_ids(r.keep.keys(), objs, shared, obj)
-        ids -= temporaries(objs, 3 if r.fmt == "p" else 2)  # the table, its copy, objs (dill's copy shares)
+        del _SEEN[:]  # it may hold an array the dump made: let it die with the memo
+        ids = _memo_ids(r, p, obj, shared, made)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).
@@ -245,6 +247,25 @@ def pickle_one(agent, names, values):
         ids.update(id(v) for v in values if not isinstance(v, shared))
     r.ids = _with_nested(ids, take_nested_ids())
     return r
+
+
+def _memo_ids(r, p, obj, shared, made):
+    """The ids the pickled graph shares by: the memo's objects (sharing_ids), less the temporaries
+    of __getstate__ and __reduce__ (liveids): freed after the snapshot, their reused addresses glued
+    unrelated values. With made (the collector off), the temporaries are the objects that die when
+    the pickler's memo is released; else the fixpoint (temporaries) counts the references each memo
+    object has besides the C pickler's table, its copy and objs (dill's dict, whose copy shares the
+    entries, and objs), and r.keep holds the memo while groups are formed, so ids are not reused."""
+    objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
+    ids = sharing_ids(r.keep.keys(), objs, shared, obj)
+    if made is None:
+        return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
+    cands = made.intersection(ids)
+    leaves = [o for o in compress(objs, map(not_, map(gc.is_tracked, objs))) if id(o) in ids]
+    del objs
+    r.keep = None
+    p.clear_memo()
+    return ids - died(cands, leaves)
 
 
 def _with_nested(ids, nested):
