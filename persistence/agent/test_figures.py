@@ -90,7 +90,8 @@ class LiveIdsTest(unittest.TestCase):
             objs = [o for _, o in keep.values()]
             fix = liveids.temporaries(objs, 3)
             memo = set(keep)
-            leaves = [o for o in objs if not gc.is_tracked(o) and type(o) not in _ATOMS]
+            self.assertTrue(any(type(o) in _ATOMS and not gc.is_tracked(o) for o in objs))
+            leaves = liveids.untracked(objs, memo)
             del objs, keep
             p.clear_memo()
             return liveids.died(made & memo, leaves), fix, memo

@@ -27,6 +27,7 @@ import gc
 import sys
 from collections import Counter
 from itertools import compress, repeat
+from operator import not_
 
 from .common import _ATOMS
 
@@ -64,6 +65,15 @@ def young_begin():
 def young_ids():
     """The ids of the tracked objects made since young_begin that are still alive."""
     return set(map(id, gc.get_objects(0)))
+
+
+def untracked(objs, ids):
+    """The objects of objs the collector does not track (dicts of atoms, arrays) whose ids are in
+    ids: died judges them by their counts. Atoms (most of a memo's untracked objects) are left out
+    at C speed first."""
+    out = list(compress(objs, map(not_, map(gc.is_tracked, objs))))
+    out = list(compress(out, map(_NOT_ATOM.get, map(type, out), repeat(True))))
+    return [o for o in out if id(o) in ids]
 
 
 def died(cands, leaves):

@@ -8,18 +8,16 @@ that never glue groups), ``_defnames`` (id -> name of session definitions, pickl
 more (its caches and the committed state's chunks)."""
 
 import copyreg
-import gc
 import importlib
 import io
-from itertools import compress
-from operator import itemgetter, not_
+from operator import itemgetter
 import pickle
 import sys
 import types
 
 from . import figures
 from .classes import _reduce_class
-from .liveids import died, sharing_ids, temporaries, young_begin, young_ids
+from .liveids import died, sharing_ids, temporaries, untracked, young_begin, young_ids
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
@@ -261,7 +259,7 @@ def _memo_ids(r, p, obj, shared, made):
     if made is None:
         return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
     cands = made.intersection(ids)
-    leaves = [o for o in compress(objs, map(not_, map(gc.is_tracked, objs))) if id(o) in ids]
+    leaves = untracked(objs, ids)
     del objs
     r.keep = None
     p.clear_memo()
