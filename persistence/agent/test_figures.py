@@ -85,16 +85,16 @@ class LiveIdsTest(unittest.TestCase):
             self.assertTrue(liveids.young_begin())
             p = pickle.Pickler(io.BytesIO(), protocol=5)
             p.dump(value)
-            made = liveids.young_ids()
             keep = p.memo.copy()
             objs = [o for _, o in keep.values()]
             fix = liveids.temporaries(objs, 3)
             memo = set(keep)
+            cands = liveids.young_ids(memo)
             self.assertTrue(any(type(o) in _ATOMS and not gc.is_tracked(o) for o in objs))
             leaves = liveids.untracked(objs, memo)
             del objs, keep
             p.clear_memo()
-            return liveids.died(made & memo, leaves), fix, memo
+            return liveids.died(cands, leaves), fix, memo
         finally:
             gc.enable()
 

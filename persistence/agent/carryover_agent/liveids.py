@@ -62,8 +62,11 @@ def young_begin():
     return True
 
 
-def young_ids():
-    """The ids of the tracked objects made since young_begin that are still alive."""
+def young_ids(among=None):
+    """The ids of the tracked objects made since young_begin that are still alive; with among (a
+    set of ids), only those in it (one pass over the young, no set of them all)."""
+    if among is not None:
+        return among.intersection(map(id, gc.get_objects(0)))
     return set(map(id, gc.get_objects(0)))
 
 

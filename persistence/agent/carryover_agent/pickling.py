@@ -197,13 +197,11 @@ def pickle_one(agent, names, values):
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
-    young = young_begin()
-    made = None  # ids of the tracked objects the dump made (young_begin)
+    young = young_begin()  # every tracked object the dump makes is young after it (liveids)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.data = buf.getvalue()
-        made = young_ids() if young and len(r.data) <= BIG_GRAPH else None  # before the copy's tuples
         r.keep = p.memo.copy() if len(r.data) <= BIG_GRAPH else None
     except Exception as first:
         if dill is None:
@@ -220,7 +218,6 @@ def pickle_one(agent, names, values):
             raise e from first
         r.fmt = "d"
         r.data = buf.getvalue()
-        made = young_ids() if young and len(r.data) <= BIG_GRAPH else None
         r.keep = dict(p.memo) if len(r.data) <= BIG_GRAPH else None
         r.deps = tuple(sorted(p.deps))
     r.buffers = bufs
@@ -230,7 +227,7 @@ def pickle_one(agent, names, values):
     shared = agent._shared
     if r.keep is not None:
         del _SEEN[:]  # it may hold an array the dump made: let it die with the memo
-        ids = _memo_ids(r, p, obj, shared, made)
+        ids = _memo_ids(r, p, obj, shared, young)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).
@@ -247,18 +244,19 @@ def pickle_one(agent, names, values):
     return r
 
 
-def _memo_ids(r, p, obj, shared, made):
+def _memo_ids(r, p, obj, shared, young):
     """The ids the pickled graph shares by: the memo's objects (sharing_ids), less the temporaries
     of __getstate__ and __reduce__ (liveids): freed after the snapshot, their reused addresses glued
-    unrelated values. With made (the collector off), the temporaries are the objects that die when
-    the pickler's memo is released; else the fixpoint (temporaries) counts the references each memo
-    object has besides the C pickler's table, its copy and objs (dill's dict, whose copy shares the
-    entries, and objs), and r.keep holds the memo while groups are formed, so ids are not reused."""
+    unrelated values. When young (young_begin ran before the dump), the temporaries are the objects
+    the dump made that die when the pickler's memo is released; else the fixpoint (temporaries)
+    counts the references each memo object has besides the C pickler's table, its copy and objs
+    (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo while groups
+    are formed, so ids are not reused."""
     objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
     ids = sharing_ids(r.keep.keys(), objs, shared, obj)
-    if made is None:
+    if not young:
         return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
-    cands = made.intersection(ids)
+    cands = young_ids(ids)  # the memo copy's tuples are young too, but never in ids
     leaves = untracked(objs, ids)
     del objs
     r.keep = None
