@@ -1,6 +1,7 @@
 """Live figures (carryover_agent/figures.py) and the ids a group shares by (liveids.py), in process.
 The end-to-end test is persistence.TestLiveFigures (real kernel, kill -9)."""
 
+import gc
 import io
 import os
 import pickle
@@ -72,6 +73,52 @@ class LiveIdsTest(unittest.TestCase):
         plt.close(f)
         self.assertTrue(slow)
         self.assertEqual(fast, slow)
+
+
+    def _young(self, value):
+        """(what died young, what the fixpoint drops, the memo's ids) of pickling value, the way
+        pickling.pickle_one does with the collector off."""
+        from carryover_agent.common import _ATOMS
+
+        gc.disable()
+        try:
+            self.assertTrue(liveids.young_begin())
+            p = pickle.Pickler(io.BytesIO(), protocol=5)
+            p.dump(value)
+            keep = p.memo.copy()
+            objs = [o for _, o in keep.values()]
+            fix = liveids.temporaries(objs, 3)
+            memo = set(keep)
+            cands = liveids.young_ids(memo)
+            self.assertTrue(any(type(o) in _ATOMS and not gc.is_tracked(o) for o in objs))
+            leaves = liveids.untracked(objs, memo)
+            del objs, keep
+            p.clear_memo()
+            return liveids.died(cands, leaves), fix, memo
+        finally:
+            gc.enable()
+
+    def test_young_drops_what_the_fixpoint_drops(self):
+        """What dies when the pickler's memo is released (young_begin, died) is exactly what the
+        fixpoint finds: on a __reduce__'s state and on a drawn figure."""
+        import matplotlib.pyplot as plt
+
+        shared = {"x": 1}
+        t = _T(shared)
+        young, fix, _ = self._young(t)
+        self.assertEqual(len(fix), 3)  # the state dict and the two lists only it holds
+        self.assertEqual(young, fix)
+        for live in (t, t.a, shared):
+            self.assertNotIn(id(live), young)
+        f, ax = plt.subplots()
+        for i in range(30):
+            ax.plot(range(i + 2), label=str(i))
+        ax.legend()
+        f.canvas.draw()
+        young, fix, memo = self._young((f, ax))
+        plt.close(f)
+        self.assertGreater(len(fix), 1000)
+        self.assertEqual(young, fix)
 
 
 class FiguresTest(unittest.TestCase):

@@ -17,7 +17,7 @@ import types
 
 from . import figures
 from .classes import _reduce_class
-from .liveids import sharing_ids, temporaries
+from .liveids import died, sharing_ids, temporaries, untracked, young_begin, young_ids
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
@@ -197,6 +197,7 @@ def pickle_one(agent, names, values):
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
+    young = young_begin()  # every tracked object the dump makes is young after it (liveids)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
@@ -209,6 +210,7 @@ def pickle_one(agent, names, values):
         buf = io.BytesIO()
         del _SEEN[:], _NOTES[:]
         figures.begin()
+        young = young_begin()
         p = _DillPickler(buf, agent, None, buffer_callback=_out_of_band(bufs))
         try:
             p.dump(obj)
@@ -224,13 +226,8 @@ def pickle_one(agent, names, values):
     ids = set()
     shared = agent._shared
     if r.keep is not None:
-        # Not the temporaries of __getstate__ and __reduce__ (liveids): freed after the snapshot,
-        # their reused addresses glued unrelated values. References each memo object has besides
-        # those counted: the C pickler's table, its copy and objs; dill's dict (its copy shares the
-        # entries) and objs.
-        objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
-        ids = sharing_ids(r.keep.keys(), objs, shared, obj)
-        ids -= temporaries(objs, 3 if r.fmt == "p" else 2)  # the table, its copy, objs (dill's copy shares)
+        del _SEEN[:]  # it may hold an array the dump made: let it die with the memo
+        ids = _memo_ids(r, p, obj, shared, young)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).
@@ -245,6 +242,26 @@ def pickle_one(agent, names, values):
         ids.update(id(v) for v in values if not isinstance(v, shared))
     r.ids = _with_nested(ids, take_nested_ids())
     return r
+
+
+def _memo_ids(r, p, obj, shared, young):
+    """The ids the pickled graph shares by: the memo's objects (sharing_ids), less the temporaries
+    of __getstate__ and __reduce__ (liveids): freed after the snapshot, their reused addresses glued
+    unrelated values. When young (young_begin ran before the dump), the temporaries are the objects
+    the dump made that die when the pickler's memo is released; else the fixpoint (temporaries)
+    counts the references each memo object has besides the C pickler's table, its copy and objs
+    (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo while groups
+    are formed, so ids are not reused."""
+    objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
+    ids = sharing_ids(r.keep.keys(), objs, shared, obj)
+    if not young:
+        return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
+    cands = young_ids(ids)  # the memo copy's tuples are young too, but never in ids
+    leaves = untracked(objs, ids)
+    del objs
+    r.keep = None
+    p.clear_memo()
+    return ids - died(cands, leaves)
 
 
 def _with_nested(ids, nested):
