@@ -91,7 +91,7 @@ class LiveIdsTest(unittest.TestCase):
             memo = set(keep)
             cands = liveids.young_ids(memo)
             self.assertTrue(any(type(o) in _ATOMS and not gc.is_tracked(o) for o in objs))
-            leaves = liveids.untracked(objs, memo)
+            leaves = liveids.untracked(objs, list(map(type, objs)), tuple(_ATOMS))
             del objs, keep
             p.clear_memo()
             return liveids.died(cands, leaves), fix, memo

@@ -42,14 +42,20 @@ def _counts(objs):
 _BASE = _counts([object()])[0]
 
 
-def sharing_ids(keys, objs, shared, root):
+def sharing_ids(keys, objs, shared, root, types=None):
     """The ids (keys, in the order of objs) of the objects of objs a group shares by: not instances
     of shared (immutable or library singletons), not bare object()s, not root. Judged once per type,
-    at C speed: a figure's memo holds 100,000 objects of 200 types."""
-    keep = {t: not issubclass(t, shared) and t is not object for t in set(map(type, objs))}
-    out = set(compress(keys, map(keep.__getitem__, map(type, objs))))
+    at C speed: a figure's memo holds 100,000 objects of 200 types. types: map(type, objs) as a
+    list, when the caller has it (each pass touches every object: cache misses, not Python)."""
+    types = list(map(type, objs)) if types is None else types
+    keep = {t: _shares(t, shared) for t in set(types)}
+    out = set(compress(keys, map(keep.__getitem__, types)))
     out.discard(id(root))
     return out
+
+
+def _shares(t, shared):
+    return not issubclass(t, shared) and t is not object
 
 
 def young_begin():
@@ -70,13 +76,18 @@ def young_ids(among=None):
     return set(map(id, gc.get_objects(0)))
 
 
-def untracked(objs, ids):
-    """The objects of objs the collector does not track (dicts of atoms, arrays) whose ids are in
-    ids: died judges them by their counts. Atoms (most of a memo's untracked objects) are left out
-    at C speed first."""
-    out = list(compress(objs, map(not_, map(gc.is_tracked, objs))))
-    out = list(compress(out, map(_NOT_ATOM.get, map(type, out), repeat(True))))
-    return [o for o in out if id(o) in ids]
+def untracked(objs, types, shared):
+    """The objects of objs (types: their types) a group shares by (sharing_ids) that the collector
+    does not track: dicts of atoms, tuples, arrays and other types without a collector slot. died
+    judges them by their counts. Types are sorted out once each, so only those objects are asked."""
+    maybe = {t: _shares(t, shared) and (not t.__flags__ & _HAVE_GC or issubclass(t, (dict, tuple)))
+             for t in set(types)}
+    out = list(compress(objs, map(maybe.__getitem__, types)))
+    return list(compress(out, map(not_, map(gc.is_tracked, out))))
+
+
+# Py_TPFLAGS_HAVE_GC: instances of a type with it are tracked (dicts and tuples may be untracked).
+_HAVE_GC = 1 << 14
 
 
 def died(cands, leaves):

@@ -253,11 +253,12 @@ def _memo_ids(r, p, obj, shared, young):
     (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo while groups
     are formed, so ids are not reused."""
     objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
-    ids = sharing_ids(r.keep.keys(), objs, shared, obj)
+    types = list(map(type, objs))
+    ids = sharing_ids(r.keep.keys(), objs, shared, obj, types)
     if not young:
         return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
     cands = young_ids(ids)  # the memo copy's tuples are young too, but never in ids
-    leaves = untracked(objs, ids)
+    leaves = untracked(objs, types, shared)
     del objs
     r.keep = None
     p.clear_memo()
