@@ -26,6 +26,7 @@ Memory is read only inside live objects (the keep holds them) and within their c
 
 import os
 from itertools import chain, compress
+from operator import itemgetter
 
 from .common import _ATOMS
 
@@ -72,11 +73,6 @@ class Fingerprint:
         return None
 
 
-def _types(m, objs):
-    """The type pointers of objs, by position (map(type) reads them faster than a gather)."""
-    return m.list_ptrs(list(map(type, objs)))
-
-
 def _any_of(ty, types):
     out = ty == id(types[0])
     for t in types[1:]:
@@ -84,7 +80,9 @@ def _any_of(ty, types):
     return out
 
 
+_ATOM_TYPES = tuple(_ATOMS)
 _KEYS_OK = _ATOMS | {tuple, frozenset}
+_PARTS = ("dptr", "dtag", "down", "lptr", "lsize", "litems", "lown", "sptr", "smask", "skeys", "sown")
 
 
 def walk(m, objs, ptrs, owners, top_dicts=True):
@@ -92,72 +90,27 @@ def walk(m, objs, ptrs, owners, top_dicts=True):
     top_dicts False the dicts among objs themselves get no tag entry (the caller tracks them).
     Raises Irregular.
 
-    Only the items of lists and sets are kept alive (keep): a dict's values are its own as long as
-    its tag holds, and a tuple's forever; the containers are reached from the items down."""
+    Level by level, each level's containers in batches of one type. Types, sizes, dict entries and
+    item pointers are read with numpy gathers; Python iterates only to hold references (the keep:
+    every container, and the items of lists and sets, whose fingerprint is their pointers) and to
+    fetch the next level's containers. A dict's values are its own as long as its tag holds, and a
+    tuple's forever: atoms below them are not held."""
     np = m.np
     fp = Fingerprint(np)
-    atoms = tuple(_ATOMS)
-    parts = {k: [] for k in ("dptr", "dtag", "down", "lptr", "lsize", "litems", "lown", "sptr", "smask", "skeys", "sown")}
-    count = len(objs)
-    for level in range(MAX_DEPTH + 1):
-        if not len(ptrs):
-            break
-        ty = _types(m, objs)
-        cont = _any_of(ty, _CONTAINERS)
-        if not (cont | _any_of(ty, atoms)).all():
-            bad = objs[int(np.flatnonzero(~(cont | _any_of(ty, atoms)))[0])]
-            raise Irregular("holds a %s" % type(bad).__name__)
-        if not cont.any():
-            break
+    parts = {k: [] for k in _PARTS}
+    batches = _containers(m, ptrs, lambda mask: (objs if mask.all() else list(compress(objs, mask.tolist())),
+                                                owners[mask]))
+    count, level = len(ptrs), 0
+    while batches:
         if level == MAX_DEPTH:
             raise Irregular("nested deeper than %d levels" % MAX_DEPTH)
-        kids, kown = [], []
-        for t in _CONTAINERS:
-            mask = ty == id(t)
-            if not mask.any():
-                continue
-            sel = list(compress(objs, mask.tolist()))
-            sp, so = ptrs[mask], owners[mask]
-            n = m.gather(sp, 3 if t in (set, frozenset) else 2)  # ma_used / ob_size / used
-            if t is dict:
-                if level or top_dicts:
-                    parts["dptr"].append(sp)
-                    parts["dtag"].append(m.gather(sp, m.DICT_TAG))
-                    parts["down"].append(so)
-                kt = set(map(type, chain.from_iterable(sel)))
-                if not kt <= _KEYS_OK:
-                    raise Irregular("a key is a %s" % next(iter(kt - _KEYS_OK)).__name__)
-                if not kt <= _ATOMS:  # tuple keys: walked too (they may hold anything hashable)
-                    got = list(chain(chain.from_iterable(sel), chain.from_iterable(map(dict.values, sel))))
-                    own = (so, n, 2)
-                else:
-                    got = list(chain.from_iterable(map(dict.values, sel)))
-                    own = (so, n, 1)
-            else:
-                got = list(chain.from_iterable(sel))
-                own = (so, n, 1)
-            if len(got) != int(n.sum()) * own[2]:
-                raise Irregular("changed while it was saved")
-            if t is list:
-                parts["lptr"].append(sp)
-                parts["lsize"].append(n)
-                parts["litems"].append(m.list_ptrs(got))
-                parts["lown"].append(so)
-                fp.keep.append(got)
-            elif t is set:
-                mask_ = m.gather(sp, m.SET_MASK)
-                parts["sptr"].append(sp)
-                parts["smask"].append(mask_)
-                parts["skeys"].append(_set_keys(m, sp, mask_ + 1))
-                parts["sown"].append(so)
-                fp.keep.append(got)
+        nxt = []
+        for t, sel, sp, so in batches:
             fp.keep.append(sel)
-            kids.append(got)
-            kown.append(own)
-        objs = kids[0] if len(kids) == 1 else list(chain.from_iterable(kids))
-        ptrs = m.list_ptrs(objs)
-        owners = _Owners(np, kown)
-        count += len(objs)
+            n, kids = _WALKERS[t](m, parts, fp, sel, sp, so, level > 0 or top_dicts)
+            count += n
+            nxt.extend(kids)
+        batches, level = nxt, level + 1
     for k, v in parts.items():
         if v:
             setattr(fp, k, np.concatenate(v))
@@ -167,18 +120,206 @@ def walk(m, objs, ptrs, owners, top_dicts=True):
     return fp
 
 
-class _Owners:
-    """The owners of a level's objects, computed only when a container is found among them (flat
-    records stop at the first level: their values' owners are never needed)."""
+def _containers(m, ptrs, pick):
+    """The containers among the objects at ptrs, in batches of one type (type, objects, pointers,
+    owners), after checking each object is an atom or a container. pick(mask) answers the objects
+    where mask holds and their owners; it is called only when there are containers."""
+    np = m.np
+    if not len(ptrs):
+        return []
+    ty = m.gather(ptrs, 1)
+    cont = _any_of(ty, _CONTAINERS)
+    anyc = cont.any()
+    bad = ~_any_of(ty, _ATOM_TYPES)
+    if anyc:
+        bad &= ~cont
+    if bad.any():
+        raise Irregular("holds a %s" % _type_name(ty[bad][0]))
+    if not anyc:
+        return []
+    objs, co = pick(cont)
+    cp, ct = ptrs[cont], ty[cont]
+    if not np.array_equal(m.list_ptrs(objs), cp):  # the objects fetched are the ones read
+        raise Irregular("changed while it was saved")
+    out = []
+    for t in _CONTAINERS:
+        mk = ct == id(t)
+        if mk.any():
+            out.append((t, _select(np, objs, mk), cp[mk], co[mk]))
+    return out
 
-    def __init__(self, np, runs):
-        self.np, self.runs, self.a = np, runs, None
 
-    def __getitem__(self, mask):
-        if self.a is None:
-            np = self.np
-            self.a = np.concatenate([np.repeat(so, n) for so, n, times in self.runs for _ in range(times)])
-        return self.a[mask]
+def _select(np, objs, mask):
+    """objs where mask holds: a slice when those are one run (a column of records), else compress."""
+    at = np.flatnonzero(mask)
+    a, b = int(at[0]), int(at[-1]) + 1
+    if b - a == len(at):
+        return objs if b - a == len(objs) else objs[a:b]
+    return list(compress(objs, mask.tolist()))
+
+
+def _type_name(tp):
+    """The name of the type at address tp (the type of a live object the walk holds)."""
+    import ctypes
+
+    return ctypes.cast(int(tp), ctypes.py_object).value.__name__
+
+
+def _flatten(sel):
+    """The items of the containers sel, in order, as one list (holding them)."""
+    out = []
+    add = out.extend
+    for x in sel:
+        add(x)
+    return out
+
+
+def _seq_pick(np, got, so, n):
+    """pick over the items got of containers whose owners are so and sizes n."""
+    return lambda mask: (list(compress(got, mask.tolist())), np.repeat(so, n)[mask])
+
+
+def _lists(m, parts, fp, sel, sp, so, tag):
+    """A batch of lists: fingerprint (size, item pointers), items held."""
+    n = m.gather(sp, 2)  # ob_size
+    got = _flatten(sel)
+    if len(got) != int(n.sum()):
+        raise Irregular("changed while it was saved")
+    ip = m.list_ptrs(got)
+    parts["lptr"].append(sp)
+    parts["lsize"].append(n)
+    parts["litems"].append(ip)
+    parts["lown"].append(so)
+    fp.keep.append(got)
+    return len(got), _containers(m, ip, _seq_pick(m.np, got, so, n))
+
+
+def _tuples(m, parts, fp, sel, sp, so, tag):
+    """A batch of tuples: immutable, no fingerprint; what they hold is walked."""
+    n = m.gather(sp, 2)  # ob_size
+    got = _flatten(sel)
+    if len(got) != int(n.sum()):
+        raise Irregular("changed while it was saved")
+    ip = m.list_ptrs(got)
+    return len(got), _containers(m, ip, _seq_pick(m.np, got, so, n))
+
+
+def _sets(m, parts, fp, sel, sp, so, tag):
+    """A batch of sets or frozensets: a set's fingerprint is its mask and table key words (its
+    members held); a frozenset is immutable."""
+    n = m.gather(sp, 3)  # used
+    got = _flatten(sel)
+    if len(got) != int(n.sum()):
+        raise Irregular("changed while it was saved")
+    if type(sel[0]) is set:
+        mask_ = m.gather(sp, m.SET_MASK)
+        parts["sptr"].append(sp)
+        parts["smask"].append(mask_)
+        parts["skeys"].append(_set_keys(m, sp, mask_ + 1))
+        parts["sown"].append(so)
+        fp.keep.append(got)
+    return len(got), _containers(m, m.list_ptrs(got), _seq_pick(m.np, got, so, n))
+
+
+def _dicts(m, parts, fp, sel, sp, so, tag):
+    """A batch of dicts: fingerprint the version tag (with tag), values from the entry tables."""
+    np = m.np
+    if tag:
+        parts["dptr"].append(sp)
+        parts["dtag"].append(m.gather(sp, m.DICT_TAG))
+        parts["down"].append(so)
+    got = _table(m, sp)
+    if got is None:
+        return _dicts_py(m, sel, sp, so)
+    keys, vals, cnt = got
+    regular = keys.ndim == 2 and (keys == keys[0]).all()  # records: one row of keys to check
+    kt = m.gather(keys[0] if regular else keys.reshape(-1), 1)
+    ok = _any_of(kt, _ATOM_TYPES)
+    if not ok.all():
+        if _any_of(kt[~ok], (tuple, frozenset)).all():
+            return _dicts_py(m, sel, sp, so)  # tuple keys are walked too
+        raise Irregular("a key is a %s" % _type_name(kt[~ok][0]))
+    if regular:
+        pick = _column_pick(np, sel, keys[0], so)
+        if pick is not None:
+            return vals.size, _containers(m, vals.T.reshape(-1), pick)
+    vals = vals.reshape(-1)
+    return len(vals), _containers(m, vals, lambda mask: (list(compress(_values(sel), mask.tolist())),
+                                                         np.repeat(so, cnt)[mask]))
+
+
+def _values(sel):
+    return list(chain.from_iterable(map(dict.values, sel)))
+
+
+def _column_pick(np, sel, kp, so):
+    """pick over dict values taken column by column (the values matrix transposed) when every dict
+    has the same keys in the same order (records): one itemgetter per column that holds
+    containers, no pass over the atoms. None when the keys are not those of sel[0]."""
+    keys = list(sel[0])
+    if [id(k) for k in keys] != kp.tolist():
+        return None
+    n = len(sel)
+
+    def pick(mask):
+        objs, own = [], []
+        for j, key in enumerate(keys):
+            mj = mask[j * n:(j + 1) * n]
+            if mj.any():
+                col = list(map(itemgetter(key), sel))
+                objs += col if mj.all() else compress(col, mj.tolist())
+                own.append(so[mj])
+        return objs, np.concatenate(own)
+    return pick
+
+
+def _table(m, sp):
+    """(key pointers, value pointers, entries per dict) of dicts sp read from their entry tables:
+    (n, c) matrices when all have c entries and none deleted, else flat. None when the tables
+    cannot be read (the layout self-test failed, or a split table)."""
+    np = m.np
+    if not m.tables or m.gather(sp, m.DICT_VALUES).any():
+        return None
+    kp = m.gather(sp, m.DICT_KEYS)
+    head, nent, used = m.gather(kp, 1), m.gather(kp, 3), m.gather(sp, 2)
+    stride = np.where((head >> 16) & 0xFF == 0, 3, 2)  # dk_kind general: (hash, key, value)
+    start = ((kp + 32 + (np.int64(1) << ((head >> 8) & 0xFF))) >> 3) - 1  # past dk_indices
+    c, s = int(nent[0]), int(stride[0])
+    if (nent == c).all() and (used == c).all() and (stride == s).all():
+        words = m.mem.take((start[:, None] + np.arange(c * s, dtype=np.int64)).reshape(-1)).reshape(len(sp), c, s)
+        keys, vals = words[:, :, s - 2], words[:, :, s - 1]
+        if not vals.all():
+            raise Irregular("changed while it was saved")
+        return keys, vals, nent
+    tot = int(nent.sum())
+    rs = np.repeat(stride, nent)
+    at = np.repeat(start, nent) + rs * (np.arange(tot, dtype=np.int64) - np.repeat(_offsets(np, nent), nent))
+    keys, vals = m.mem[at + rs - 2], m.mem[at + rs - 1]
+    live = vals != 0  # a deleted entry has a NULL value
+    if not np.array_equal(np.bincount(np.repeat(np.arange(len(sp)), nent)[live], minlength=len(sp)), used):
+        raise Irregular("changed while it was saved")
+    return keys[live], vals[live], used
+
+
+def _dicts_py(m, sel, sp, so):
+    """A batch of dicts whose tables are not read (split tables, tuple or frozenset keys): keys and
+    values from Python."""
+    np = m.np
+    n = m.gather(sp, 2)  # ma_used
+    kt = set(map(type, chain.from_iterable(sel)))
+    if not kt <= _KEYS_OK:
+        raise Irregular("a key is a %s" % next(iter(kt - _KEYS_OK)).__name__)
+    if kt <= _ATOMS:
+        got, own = _values(sel), np.repeat(so, n)
+    else:  # tuple keys: walked too (they may hold anything hashable)
+        got = list(chain(chain.from_iterable(sel), chain.from_iterable(map(dict.values, sel))))
+        own = np.concatenate([np.repeat(so, n)] * 2)
+    if len(got) != len(own):
+        raise Irregular("changed while it was saved")
+    return len(got), _containers(m, m.list_ptrs(got), lambda mask: (list(compress(got, mask.tolist())), own[mask]))
+
+
+_WALKERS = {dict: _dicts, list: _lists, tuple: _tuples, set: _sets, frozenset: _sets}
 
 
 def _offsets(np, counts):

@@ -135,7 +135,8 @@ class _Memory:
         return int(self.mem[(addr >> 3) - 1 + off])
 
     def gather(self, ptrs, off):
-        return self.mem[(ptrs >> 3) - 1 + off]
+        """Word off of each object at ptrs (take: faster than indexing with a temporary array)."""
+        return self.mem.take((ptrs >> 3) + (off - 1))
 
     def list_ptrs(self, lst):
         base = (self.word(id(lst), self.LIST_ITEMS) >> 3) - 1
