@@ -344,10 +344,14 @@ class WalkTest(unittest.TestCase):
             "shared list": [{"s": shared}, {"s": shared}, shared],
             "deep": [[[[{"x": [[{"y": {1}}]]}]]]],
         }
-        for label, items in cases.items():
-            for top in (True, False):
-                with self.subTest(label, top_dicts=top):
-                    self.check(items, top)
+        block = nested.BLOCK
+        try:
+            for label, items in cases.items():
+                for top, nested.BLOCK in ((True, block), (False, block), (True, 7)):  # 7: blocks end mid-shape
+                    with self.subTest(label, top_dicts=top, block=nested.BLOCK):
+                        self.check(items, top)
+        finally:
+            nested.BLOCK = block
 
     def test_irregular_values(self):
         class Thing:

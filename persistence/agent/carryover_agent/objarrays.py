@@ -164,7 +164,8 @@ def _scan(m, np, a, e):
 
 
 def _nested_ids(np, fp):
-    return IdArray(np, np.sort(fp.mutable_ptrs(np)))
+    """Stable (timsort): the pointers come in long ascending runs (allocation order), merged in O(n)."""
+    return IdArray(np, np.sort(fp.mutable_ptrs(np), kind="stable"))
 
 
 def _args(e, dirty, shape):

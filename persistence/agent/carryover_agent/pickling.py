@@ -253,7 +253,8 @@ def _with_nested(ids, nested):
     if not nested:
         return frozenset(ids)
     np = sys.modules["numpy"]
-    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested)))
+    # Stable (timsort): each nested array is sorted already, merged in O(n); quicksort sorted it again.
+    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested), kind="stable"))
 
 
 _PROBE_IDS = 10000

@@ -203,10 +203,21 @@ def _selftest(m):
     return len(set(tags)) == len(tags) and m.word(items) == id(d) and m.word(items, 1) == id(7)
 
 
+class _Split:
+    def __init__(self):
+        self.a, self.b = 1, 2
+
+
 def _tables_ok(m):
+    """Dict entry tables read as _table and nested._table read them, on live dicts: the entries, and
+    the kind byte that tells a split table (an instance's __dict__) from the two entry layouts."""
     np = m.np
     samples = [{i * 7: str(i) for i in range(50)}, {"k%d" % i: i for i in range(50)}]
     del samples[0][14], samples[1]["k3"]
+    split = vars(_Split())
+    kinds = [(m.word(m.word(id(d), m.DICT_KEYS), 1) >> 16) & 0xFF for d in samples + [split]]
+    if kinds != [0, 1, 2] or m.word(id(split), m.DICT_VALUES) == 0 or m.word(id(samples[1]), m.DICT_VALUES) != 0:
+        return False
     for d in samples:
         got = m._table(d)
         want = (np.fromiter(map(id, d), np.int64), np.fromiter(map(id, d.values()), np.int64))

@@ -109,13 +109,17 @@ def _compressor():
 
 
 def emit(outdir, made, h, piece, children):
+    """The chunk's entry for Go: zstd when that saves a fifth (judged on a probe of SAMPLE bytes for
+    a large chunk; a chunk up to twice that, such as a slice of ~64 KiB, is compressed whole at once,
+    not probed and compressed again), inline when small, else a spool file."""
     raw_len = len(piece)
     codec, stored = "raw", piece
     if zstandard is not None and raw_len >= 256:
-        probe = piece if raw_len <= SAMPLE else piece[:SAMPLE]
+        whole = raw_len <= 2 * SAMPLE
+        probe = piece if whole else piece[:SAMPLE]
         c = _compressor().compress(probe)
         if len(c) < 0.8 * len(probe):
-            z = c if raw_len <= SAMPLE else _compressor().compress(piece)
+            z = c if whole else _compressor().compress(piece)
             if len(z) < raw_len:
                 codec, stored = "zstd", z
     e = {"h": h, "c": codec, "n": raw_len, "s": len(stored)}
