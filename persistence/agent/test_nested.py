@@ -353,6 +353,28 @@ class WalkTest(unittest.TestCase):
         finally:
             nested.BLOCK = block
 
+    def test_merge(self):
+        """A dirty item walked again and merged: written in place when its shape is kept, rebuilt
+        when not; either way the fingerprint is what a walk of the items finds now."""
+        m = self.m
+        for label, edit in (("same shape", lambda r: r[3]["meta"]["deep"].__setitem__("x", [-3])),
+                            ("list grown", lambda r: r[3]["v"].append(9)),
+                            ("set grown", lambda r: r[3]["s"].update(range(100, 140))),
+                            ("dict added", lambda r: r[3].__setitem__("new", {"a": [1]}))):
+            with self.subTest(label):
+                rows = irregular_rows(50)
+                owners = np.arange(50, dtype=np.int64)
+                fp = nested.walk(m, rows, m.list_ptrs(rows), owners)
+                edit(rows)
+                pos = np.arange(2, 5, dtype=np.int64)
+                dirty = [rows[i] for i in pos.tolist()]
+                fresh = nested.walk(m, dirty, m.list_ptrs(dirty), pos)
+                drop = np.zeros(50, bool)
+                drop[pos] = True
+                merged, gone, added = nested.merge(np, fp, fresh, drop)
+                self.assertEqual(merged is fp, label == "same shape")
+                self.assertEqual(walked(merged), reference_walk(m, rows, True))
+
     def test_irregular_values(self):
         class Thing:
             pass

@@ -436,14 +436,42 @@ def _rows_changed(m, start, c, then):
 def merge(np, old, new, drop):
     """old without the entries whose owner is in drop (a bool mask over owners, True = drop) plus
     new's entries. Returns (the merged Fingerprint, pointers dropped, pointers added) of the mutable
-    containers. old's keep is kept too (its objects stay alive: harmless, counted in nkeep)."""
+    containers. old's keep is kept too (its objects stay alive: harmless, counted in nkeep).
+
+    old is used up: when new's entries can take the places of those dropped one for one (an edit
+    that kept the records' shape), they are written over them in old's arrays (_in_place); else the
+    arrays are built anew (_rebuilt), ~50 MB for a million records, whose fresh pages made the
+    first edit after a save take 15 to 90 ms from one run to the next."""
+    at = {p: np.flatnonzero(_in_drop(np, getattr(old, p + "own"), drop)) for p in "dls"}
+    gone = np.concatenate([getattr(old, p + "ptr")[at[p]] for p in "dls"])
+    added = np.concatenate([getattr(new, p + "ptr") for p in "dls"])
+    fp = _in_place(np, old, new, at) or _rebuilt(np, old, new, at)
+    fp.keep = old.keep + new.keep
+    fp.nkeep = old.nkeep + new.nkeep
+    fp.nobj = old.nobj + new.nobj  # an upper bound of the live objects: drops are not counted off
+    return fp, gone, added
+
+
+def _in_place(np, old, new, at):
+    """old with new's entries written over the dropped ones (at: their positions, by kind), when
+    there are as many of each kind and the lists and sets are of the same sizes, in order; else None."""
+    if any(len(at[p]) != len(getattr(new, p + "ptr")) for p in "dls") or not (
+            np.array_equal(old.lsize[at["l"]], new.lsize) and np.array_equal(old.smask[at["s"]], new.smask)):
+        return None
+    for p, cols in (("d", ("ptr", "tag", "own")), ("l", ("ptr", "own")), ("s", ("ptr", "own"))):
+        for c in cols:
+            getattr(old, p + c)[at[p]] = getattr(new, p + c)
+    old.litems[_flat_index(np, old.loff[at["l"]], new.lsize, 1)] = new.litems
+    old.skeys[_flat_index(np, old.soff[at["s"]], new.smask + 1, 1)] = new.skeys
+    return old
+
+
+def _rebuilt(np, old, new, at):
+    """A new Fingerprint of old's entries but those at (by kind) and new's (no keep)."""
     fp = Fingerprint(np)
-    gone, added = [], []
     for p, cols in (("d", ("ptr", "tag")), ("l", ("ptr", "size")), ("s", ("ptr", "mask"))):
-        own_o = getattr(old, p + "own")
-        keep_o = ~_in_drop(np, own_o, drop)
-        gone.append(getattr(old, p + "ptr")[~keep_o])
-        added.append(getattr(new, p + "ptr"))
+        keep_o = np.ones(len(getattr(old, p + "own")), bool)
+        keep_o[at[p]] = False
         for c in cols + ("own",):
             setattr(fp, p + c, np.concatenate([getattr(old, p + c)[keep_o], getattr(new, p + c)]))
         if p == "l":
@@ -452,10 +480,7 @@ def merge(np, old, new, drop):
         elif p == "s":
             fp.skeys = np.concatenate([_words_of(np, old.smask + 1, old.soff, old.skeys, keep_o), new.skeys])
             fp.soff = _offsets(np, fp.smask + 1)
-    fp.keep = old.keep + new.keep
-    fp.nkeep = old.nkeep + new.nkeep
-    fp.nobj = old.nobj + new.nobj  # an upper bound of the live objects: drops are not counted off
-    return fp, np.concatenate(gone), np.concatenate(added)
+    return fp
 
 
 def _in_drop(np, own, drop):
