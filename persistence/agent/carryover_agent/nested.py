@@ -81,6 +81,8 @@ def _any_of(ty, types):
 
 
 _ATOM_TYPES = tuple(_ATOMS)
+_ATOM_IDS = frozenset(map(id, _ATOM_TYPES))
+_CONTAINER_IDS = frozenset(map(id, _CONTAINERS))
 _KEYS_OK = _ATOMS | {tuple, frozenset}
 _PARTS = ("dptr", "dtag", "down", "lptr", "lsize", "litems", "lown", "sptr", "smask", "skeys", "sown")
 
@@ -150,15 +152,20 @@ def _containers(m, ptrs, pick):
     if not len(ptrs):
         return []
     ty = m.gather(ptrs, 1)
-    cont = _any_of(ty, _CONTAINERS)
-    anyc = cont.any()
-    bad = ~_any_of(ty, _ATOM_TYPES)
-    if anyc:
-        bad &= ~cont
-    if bad.any():
-        raise Irregular("holds a %s" % _type_name(ty[bad][0]))
-    if not anyc:
-        return []
+    t0 = int(ty[0])
+    if (ty == t0).all():  # one type (a column of records, the items of tag lists): one comparison
+        if t0 in _ATOM_IDS:
+            return []
+        if t0 not in _CONTAINER_IDS:
+            raise Irregular("holds a %s" % _type_name(t0))
+        cont = np.ones(len(ty), bool)
+    else:
+        cont = _any_of(ty, _CONTAINERS)
+        bad = ~(cont | _any_of(ty, _ATOM_TYPES))
+        if bad.any():
+            raise Irregular("holds a %s" % _type_name(ty[bad][0]))
+        if not cont.any():
+            return []
     objs, co = pick(cont)
     cp, ct = ptrs[cont], ty[cont]
     if not np.array_equal(m.list_ptrs(objs), cp):  # the objects fetched are the ones read

@@ -646,14 +646,18 @@ def _pickle(c, dirty, old, known):
 
 def early(k, n, pickle_slice):
     """(after, pre): a walk's after() that pickles each slice [i * k, (i + 1) * k) of n items as soon
-    as the walk has passed it, into pre (index -> pickle). Its objects are then still in the CPU
-    cache: a first save of 200,000 records took ~15% less than walking all, then pickling all."""
+    as the walk has passed it, into pre (index -> pickle), and has it compressed meanwhile
+    (spool.compress_ahead). Its objects are then still in the CPU cache: a first save of 200,000
+    records took ~15% less than walking all, then pickling all."""
+    from .spool import compress_ahead
+
     pre = {}
 
     def after(end):
         i = len(pre)
         while i * k < n and min((i + 1) * k, n) <= end:
-            pre[i] = pickle_slice(i)
+            pre[i] = data = pickle_slice(i)
+            compress_ahead(_hash(data), data)
             i += 1
     return after, pre
 
