@@ -27,8 +27,10 @@ A self-test checks these memory layouts on live objects on first use (written ag
 Debian's); if anything is unexpected, slicing is off and containers are pickled whole as before.
 
 Costs: the shadow and the pointer arrays take ~40 bytes per item while a container is bound (~15%
-of a million small dicts' own memory); the first checkpoint of a container costs ~20% more than one
-pickle of it (the checks and per-slice pickles)."""
+of a million small dicts' own memory). The first checkpoint of a container walks it (nested.walk)
+and pickles each slice as the walk passes it, compressed meanwhile on a worker thread: 0.6-0.9x one
+pickle.dumps of a million nested records or of the api shape, ~1.4x of a DataFrame's JSON column
+(whose own pickle is cheap for its size), on the 2-core test machine."""
 
 import ctypes
 import io

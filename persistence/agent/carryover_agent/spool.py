@@ -111,26 +111,37 @@ def _compressor():
     return c
 
 
-_AHEAD = {}  # chunk hash -> Future of its (codec, stored bytes), compressed by the worker
+_AHEAD = {}  # chunk hash -> (Future of the stored forms of a batch, index in it)
+_PENDING = []  # (hash, bytes) not yet handed to the worker
 _POOL = []  # (pid, the worker): a forked child makes its own (a fork keeps no threads)
+AHEAD_BATCH = 1 << 20  # bytes handed to the worker at a time: each hand-over costs the walk a GIL switch
 
 
 def compress_ahead(h, piece):
-    """Starts compressing chunk h (bytes: a slice pickled during a first walk) on a worker thread, so
+    """Has chunk h (bytes: a slice pickled during a first walk) compressed on a worker thread, so
     that emit finds it done: zstd releases the GIL, and the walk and the pickles go on meanwhile on
-    the other core (the first save of a million records spent ~70 ms compressing 37 MB). A chunk
-    is named by its content, so a result is never stale; forget_ahead drops those not emitted."""
+    the other core (the first save of a million records spent ~70 ms compressing 37 MB). Chunks go
+    to the worker AHEAD_BATCH bytes at a time; those left when the walk ends are compressed by emit.
+    A chunk is named by its content, so a result is never stale; forget_ahead drops the rest."""
     if zstandard is None or h in _AHEAD:
+        return
+    _PENDING.append((h, piece))
+    if sum(len(p) for _, p in _PENDING) < AHEAD_BATCH:
         return
     if not _POOL or _POOL[0][0] != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
         _POOL[:] = [(os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="carryover-zstd"))]
-    _AHEAD[h] = _POOL[0][1].submit(_stored, piece)
+    batch = [p for _, p in _PENDING]
+    fut = _POOL[0][1].submit(lambda: [_stored(p) for p in batch])
+    for j, (hj, _) in enumerate(_PENDING):
+        _AHEAD[hj] = (fut, j)
+    del _PENDING[:]
 
 
 def forget_ahead():
     _AHEAD.clear()
+    del _PENDING[:]
 
 
 def _stored(piece):
@@ -154,7 +165,7 @@ def emit(outdir, made, h, piece, children):
     when small, else a spool file."""
     raw_len = len(piece)
     ahead = _AHEAD.pop(h, None)
-    codec, stored = ahead.result() if ahead is not None else _stored(piece)
+    codec, stored = ahead[0].result()[ahead[1]] if ahead is not None else _stored(piece)
     e = {"h": h, "c": codec, "n": raw_len, "s": len(stored)}
     if children:
         e["ch"] = children
