@@ -80,6 +80,24 @@ def nested_rows(n=N):
              "s": {i, -i}, "t": (i, "t"), "ft": frozenset((i,))} for i in range(n)]
 
 
+def irregular_rows(n=N):
+    """nested_rows whose records are not all alike, so the walk reads them by every path of its
+    dict tables (nested.py): some with another key, some with a key deleted (a hole in the table),
+    an int-keyed dict, a column holding None or a list."""
+    rows = nested_rows(n)
+    for i, r in enumerate(rows):
+        if i % 3 == 0:
+            r["x%d" % (i % 5)] = [i]
+        if i % 4 == 1:
+            r["tmp"] = 0
+            del r["tmp"]
+            del r["meta"]["deep"]["x"]
+            r["meta"]["deep"]["x"] = [i]
+        r["opt"] = None if i % 2 else [i, {"o": i}]
+        r["ints"] = {i: [i], -i - 1: "y"}
+    return rows
+
+
 # (label, mutation): each is applied to nested_rows() in turn and must be seen.
 MUTATIONS = [
     ("dict value", lambda r: r[5]["meta"].__setitem__("k", -5)),
@@ -115,9 +133,9 @@ class NestedTest(unittest.TestCase):
         if sliced._memory() is None:
             self.fail("the memory self-test failed on this CPython: slicing is off")
 
-    def run_mutations(self):
+    def run_mutations(self, make=nested_rows):
         """Applies MUTATIONS in turn; returns the labels of those the saved value missed."""
-        rows = nested_rows()
+        rows = make()
         s = Saver(rows)
         fresh, back = s.save()
         self.assertGreater(fresh, 0)
@@ -139,15 +157,19 @@ class NestedTest(unittest.TestCase):
     def test_mutation_at_every_depth_is_seen(self):
         self.assertEqual(self.run_mutations(), [])
 
+    def test_mutation_at_every_depth_of_irregular_records_is_seen(self):
+        self.assertEqual(self.run_mutations(irregular_rows), [])
+
     def test_detection_off_misses_them(self):
         """The switch turns the detection off: every mutation above must then be missed, which is
         what makes test_mutation_at_every_depth_is_seen a test of the detection."""
-        os.environ[nested.NO_DETECTION_ENV] = "1"
-        try:
-            missed = self.run_mutations()
-        finally:
-            del os.environ[nested.NO_DETECTION_ENV]
-        self.assertEqual(missed, [label for label, _ in MUTATIONS if not (label == "item appended" and self.append_fills)])
+        for make in (nested_rows, irregular_rows):
+            os.environ[nested.NO_DETECTION_ENV] = "1"
+            try:
+                missed = self.run_mutations(make)
+            finally:
+                del os.environ[nested.NO_DETECTION_ENV]
+            self.assertEqual(missed, [label for label, _ in MUTATIONS if not (label == "item appended" and self.append_fills)])
 
     def test_unchanged_pickles_nothing(self):
         rows = nested_rows()
@@ -252,6 +274,118 @@ class NestedTest(unittest.TestCase):
         self.assertIs(back[1], back[0][5]["meta"]["tags"])
         self.assertIs(back[2], back[0][N - 1]["meta"]["deep"])
         self.assertFalse(ids.isdisjoint({id(tags)}))  # the name's list joins the container's group
+
+
+def reference_walk(m, items, top_dicts):
+    """The fingerprint entries nested.walk must record, found by plain recursion: dicts (pointer,
+    tag, owner), lists (pointer, item pointers, owner), sets (pointer, mask, owner)."""
+    d, lst, s = [], [], []
+
+    def visit(x, own, top):
+        t = type(x)
+        if t is dict:
+            if not top or top_dicts:
+                d.append((id(x), m.word(id(x), m.DICT_TAG), own))
+            kids = [k for k in x if type(k) in (tuple, frozenset)] + list(x.values())
+        elif t in (list, tuple, set, frozenset):
+            kids = list(x)
+        else:
+            return
+        if t is list:
+            lst.append((id(x), tuple(map(id, x)), own))
+        elif t is set:
+            s.append((id(x), m.word(id(x), m.SET_MASK), own))
+        for k in kids:
+            visit(k, own, False)
+
+    for i, x in enumerate(items):
+        visit(x, i, True)
+    return sorted(d), sorted(lst), sorted(s)
+
+
+def walked(fp):
+    """fp's entries as reference_walk lists them."""
+    lists = [(int(p), tuple(fp.litems[o:o + n].tolist()), int(w))
+             for p, n, o, w in zip(fp.lptr, fp.lsize, fp.loff, fp.lown)]
+    return (sorted(zip(fp.dptr.tolist(), fp.dtag.tolist(), fp.down.tolist())), sorted(lists),
+            sorted(zip(fp.sptr.tolist(), fp.smask.tolist(), fp.sown.tolist())))
+
+
+class WalkTest(unittest.TestCase):
+    """nested.walk reads dict tables, sizes and items with numpy and fetches containers column by
+    column: it must record exactly what a plain recursion finds, whatever the records' shape."""
+
+    def setUp(self):
+        self.m = sliced._memory()
+        if self.m is None:
+            self.fail("the memory self-test failed on this CPython: slicing is off")
+
+    def check(self, items, top_dicts=True):
+        m = self.m
+        fp = nested.walk(m, items, m.list_ptrs(items), np.arange(len(items), dtype=np.int64), top_dicts)
+        self.assertEqual(walked(fp), reference_walk(m, items, top_dicts))
+        return fp
+
+    def test_shapes(self):
+        class Obj:
+            def __init__(self, i):
+                self.a, self.b = i, [i]
+
+        shared = [1, 2]
+        cases = {
+            "split tables": [{"o": vars(Obj(i)), "p": {"q": [i]}} for i in range(30)],
+            "records": nested_rows(500),
+            "irregular records": irregular_rows(500),
+            "tuple keys": [{(i, "k"): [i], "a": {frozenset((i,)): {i}}} for i in range(50)],
+            "mixed column": [{"v": [i] if i % 3 else ({"d": [i]} if i % 2 else None)} for i in range(60)],
+            "same keys, other order": [{"a": [i], "b": {}} if i % 2 else {"b": {}, "a": [i]} for i in range(40)],
+            "empty containers": [{}, [], (), set(), frozenset(), {"e": {}}, [[], {}]] * 5,
+            "atoms and containers": [i if i % 2 else [i, (i, [i])] for i in range(100)],
+            "shared list": [{"s": shared}, {"s": shared}, shared],
+            "deep": [[[[{"x": [[{"y": {1}}]]}]]]],
+        }
+        block = nested.BLOCK
+        try:
+            for label, items in cases.items():
+                for top, nested.BLOCK in ((True, block), (False, block), (True, 7)):  # 7: blocks end mid-shape
+                    with self.subTest(label, top_dicts=top, block=nested.BLOCK):
+                        self.check(items, top)
+        finally:
+            nested.BLOCK = block
+
+    def test_merge(self):
+        """A dirty item walked again and merged: written in place when its shape is kept, rebuilt
+        when not; either way the fingerprint is what a walk of the items finds now."""
+        m = self.m
+        for label, edit in (("same shape", lambda r: r[3]["meta"]["deep"].__setitem__("x", [-3])),
+                            ("list grown", lambda r: r[3]["v"].append(9)),
+                            ("set grown", lambda r: r[3]["s"].update(range(100, 140))),
+                            ("dict added", lambda r: r[3].__setitem__("new", {"a": [1]}))):
+            with self.subTest(label):
+                rows = irregular_rows(50)
+                owners = np.arange(50, dtype=np.int64)
+                fp = nested.walk(m, rows, m.list_ptrs(rows), owners)
+                edit(rows)
+                pos = np.arange(2, 5, dtype=np.int64)
+                dirty = [rows[i] for i in pos.tolist()]
+                fresh = nested.walk(m, dirty, m.list_ptrs(dirty), pos)
+                drop = np.zeros(50, bool)
+                drop[pos] = True
+                merged, gone, added = nested.merge(np, fp, fresh, drop)
+                self.assertEqual(merged is fp, label == "same shape")
+                self.assertEqual(walked(merged), reference_walk(m, rows, True))
+
+    def test_irregular_values(self):
+        class Thing:
+            pass
+
+        for items, why in (([{"a": [1, Thing()]}], "holds a Thing"), ([{"a": {Thing(): 1}}] * 2, "a key is a Thing"),
+                           ([{"a": 1}, {"b": {("t", Thing()): 1}}], "holds a Thing"),
+                           ([[[[[[[[[[[1]]]]]]]]]]], "nested deeper than %d levels" % nested.MAX_DEPTH)):
+            with self.subTest(why):
+                with self.assertRaises(nested.Irregular) as e:
+                    self.check(items)
+                self.assertEqual(e.exception.args[0], why)
 
 
 class JSONColumnTest(unittest.TestCase):

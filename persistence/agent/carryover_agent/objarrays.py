@@ -24,7 +24,7 @@ import sys
 
 from .common import PROTOCOL, _hash
 from . import nested
-from .sliced import REWALK, SLICE_MIN, STATS, IdArray, _memory, slice_len
+from .sliced import REWALK, SLICE_MIN, STATS, IdArray, _memory, early, slice_len
 
 _ENTRIES = {}  # id(array) -> _Entry
 _PRE = {}  # id(PickleBuffer) -> (PickleBuffer, [hash, len]) made by the pickle under way
@@ -33,7 +33,7 @@ NESTED_IDS = []  # the pickle under way's sliced arrays' nested lists, dicts and
 
 
 class _Entry:
-    __slots__ = ("arr", "shadow", "ptrs", "k", "slices", "fp", "ids")
+    __slots__ = ("arr", "shadow", "ptrs", "k", "slices", "fp", "ids", "pre")
 
 
 def _object_array(shape, k, slices, parts):
@@ -127,7 +127,7 @@ def _scan(m, np, a, e):
         return None  # a NULL item (an array a C extension left uninitialised): nothing to read there
     n = len(ptrs)
     new = _Entry()
-    new.arr, new.ptrs = a, ptrs
+    new.arr, new.ptrs, new.pre = a, ptrs, None
     try:
         if e is not None and len(e.ptrs) == n and e.fp is not None:
             new.k, new.slices = e.k, e.slices
@@ -153,8 +153,11 @@ def _scan(m, np, a, e):
             new.ids = e.ids.replaced(gone, added) if len(gone) or len(added) else e.ids
         else:
             new.shadow = a.reshape(-1).tolist()
-            new.k, new.slices, dirty = None, None, None
-            new.fp = nested.walk(m, new.shadow, ptrs, np.arange(n, dtype=np.int64))
+            new.k, new.slices, dirty = _first_k(new.shadow), None, None
+            after = None
+            if new.k is not None:
+                after, new.pre = early(new.k, n, lambda i: _pickle_slice(new, i))
+            new.fp = nested.walk(m, new.shadow, ptrs, np.arange(n, dtype=np.int64), after=after)
             new.ids = _nested_ids(np, new.fp)
     except nested.Irregular:
         return None
@@ -163,8 +166,22 @@ def _scan(m, np, a, e):
     return new, dirty
 
 
+def _first_k(shadow):
+    """Items per slice, known before the first walk so it can pickle slices as it goes (early); None
+    when the sample cannot be pickled (the walk will say why the array is not sliced)."""
+    try:
+        return slice_len(shadow)
+    except Exception:
+        return None
+
+
+def _pickle_slice(e, i):
+    return pickle.dumps(e.shadow[i * e.k:(i + 1) * e.k], PROTOCOL)
+
+
 def _nested_ids(np, fp):
-    return IdArray(np, np.sort(fp.mutable_ptrs(np)))
+    """Stable (timsort): the pointers come in long ascending runs (allocation order), merged in O(n)."""
+    return IdArray(np, np.sort(fp.mutable_ptrs(np), kind="stable"))
 
 
 def _args(e, dirty, shape):
@@ -178,7 +195,7 @@ def _args(e, dirty, shape):
         cl = e.slices[i] if dirty is not None and e.slices and i not in dirty else None
         data = b""
         if not cl or cl[0] not in known:
-            data = pickle.dumps(e.shadow[i * e.k:(i + 1) * e.k], PROTOCOL)
+            data = (e.pre.pop(i, None) if e.pre else None) or _pickle_slice(e, i)
             cl = [_hash(data), len(data)]
             STATS["sliced_repickled_bytes"] += len(data)
         STATS["sliced_bytes"] += cl[1]
@@ -186,5 +203,5 @@ def _args(e, dirty, shape):
         _PRE[id(pb)] = (pb, cl)
         slices.append(cl)
         bufs.append(pb)
-    e.slices = slices
+    e.slices, e.pre = slices, None
     return (shape, e.k, tuple(tuple(s) for s in slices), tuple(bufs))

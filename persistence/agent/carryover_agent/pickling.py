@@ -271,7 +271,10 @@ def _with_nested(ids, nested):
     if not nested:
         return frozenset(ids)
     np = sys.modules["numpy"]
-    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested)))
+    if len(nested) == 1:  # one sliced array (sorted already): the few other ids inserted
+        return IdArray(np, nested[0]).replaced(np.zeros(0, np.int64), np.fromiter(ids, np.int64, count=len(ids)))
+    # Stable (timsort): each nested array is sorted already, merged in O(n); quicksort sorted it again.
+    return IdArray(np, np.sort(np.concatenate([np.fromiter(ids, np.int64, count=len(ids))] + nested), kind="stable"))
 
 
 _PROBE_IDS = 10000

@@ -17,7 +17,7 @@ from .reducers import _library_dispatch
 from .objarrays import purge as purge_arrays
 from .sliced import purge, reset_stats
 from .sliced import timings as sliced_timings
-from .spool import describe, emit
+from .spool import describe, emit, forget_ahead
 from .verify import _verify
 
 
@@ -45,6 +45,7 @@ def op_snapshot(agent, a):
 
     t2 = time.perf_counter()
     chunks_out, saved, hash_t = _write(agent, results, new_groups, cur, prev, os.path.join(agent.spool, token), cs)
+    forget_ahead()  # slices compressed ahead that Go had already
     _carry_over(prev, cur, new_groups, skipped)
     write = time.perf_counter() - t2 - hash_t
     serialize += hash_t
