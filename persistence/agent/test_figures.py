@@ -82,14 +82,15 @@ class LiveIdsTest(unittest.TestCase):
 
         gc.disable()
         try:
-            self.assertTrue(liveids.young_begin())
+            before = liveids.young_begin()
+            self.assertIsNotNone(before)
             p = pickle.Pickler(io.BytesIO(), protocol=5)
             p.dump(value)
             keep = p.memo.copy()
             objs = [o for _, o in keep.values()]
             fix = liveids.temporaries(objs, 3)
             memo = set(keep)
-            cands = liveids.young_ids(memo)
+            cands = liveids.young_ids(memo, before)
             self.assertTrue(any(type(o) in _ATOMS and not gc.is_tracked(o) for o in objs))
             leaves = liveids.untracked(objs, list(map(type, objs)), tuple(_ATOMS))
             del objs, keep

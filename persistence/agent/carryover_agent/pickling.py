@@ -197,7 +197,7 @@ def pickle_one(agent, names, values):
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
-    young = young_begin()  # every tracked object the dump makes is young after it (liveids)
+    young = young_begin()  # every tracked object the dump makes is young after it, not before (liveids)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
@@ -247,17 +247,17 @@ def pickle_one(agent, names, values):
 def _memo_ids(r, p, obj, shared, young):
     """The ids the pickled graph shares by: the memo's objects (sharing_ids), less the temporaries
     of __getstate__ and __reduce__ (liveids): freed after the snapshot, their reused addresses glued
-    unrelated values. When young (young_begin ran before the dump), the temporaries are the objects
-    the dump made that die when the pickler's memo is released; else the fixpoint (temporaries)
-    counts the references each memo object has besides the C pickler's table, its copy and objs
-    (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo while groups
-    are formed, so ids are not reused."""
+    unrelated values. With young (young_begin's answer before the dump), the temporaries are the
+    objects the dump made that die when the pickler's memo is released; else (None) the fixpoint
+    (temporaries) counts the references each memo object has besides the C pickler's table, its
+    copy and objs (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo
+    while groups are formed, so ids are not reused."""
     objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
     types = list(map(type, objs))
     ids = sharing_ids(r.keep.keys(), objs, shared, obj, types)
-    if not young:
+    if young is None:
         return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
-    cands = young_ids(ids)  # the memo copy's tuples are young too, but never in ids
+    cands = young_ids(ids, young)  # the memo copy's tuples are young too, but never in ids
     leaves = untracked(objs, types, shared)
     del objs
     r.keep = None
