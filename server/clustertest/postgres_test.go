@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func run(t *testing.T, n *node, id, code string) *client.RunResult {
 	}
 	if err != nil {
 		var details map[string]any
-		if e, ok := err.(*client.Error); ok {
+		if e := (*client.Error)(nil); errors.As(err, &e) {
 			details = e.Details
 		}
 		t.Fatalf("run on %s in %s: %v (details %v; calls started %v, failed %s)", n.name, id, err, details, calls,

@@ -18,10 +18,10 @@ dropping a live object would lose aliasing, which this cannot do.
 ``young_begin``, ``young_ids`` and ``died`` find the same temporaries without the fixpoint, when the
 collector is off (the agent's ops): nothing leaves the young generation then, so every tracked
 object the dump made is young after it and was not young before it; the pickling's references are
-then released and the young objects that are gone are the temporaries (untracked ones, dicts of atoms and arrays, are
-counted after the release instead). Objects older than the dump are never temporaries (something
-held them before it). A figure's memo holds 75,000 temporaries among 132,000 objects: the fixpoint's
-waves cost more than the pickling."""
+then released and the young objects that are gone are the temporaries (untracked ones, dicts of
+atoms and arrays, are counted after the release instead). Objects older than the dump are never
+temporaries (something held them before it). A figure's memo holds 75,000 temporaries among 132,000
+objects: the fixpoint's waves cost more than the pickling."""
 
 import gc
 import sys

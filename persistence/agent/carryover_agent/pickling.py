@@ -197,7 +197,7 @@ def pickle_one(agent, names, values):
     del _SEEN[:], _NOTES[:]
     begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
     figures.begin()
-    young = young_begin()  # every tracked object the dump makes is young after it, not before (liveids)
+    before = young_begin()  # every tracked object the dump makes is young after it, not before (liveids)
     try:
         p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
@@ -210,7 +210,7 @@ def pickle_one(agent, names, values):
         buf = io.BytesIO()
         del _SEEN[:], _NOTES[:]
         figures.begin()
-        young = young_begin()
+        before = young_begin()
         p = _DillPickler(buf, agent, None, buffer_callback=_out_of_band(bufs))
         try:
             p.dump(obj)
@@ -227,7 +227,7 @@ def pickle_one(agent, names, values):
     shared = agent._shared
     if r.keep is not None:
         del _SEEN[:]  # it may hold an array the dump made: let it die with the memo
-        ids = _memo_ids(r, p, obj, shared, young)
+        ids = _memo_ids(r, p, obj, shared, before)
     else:
         # A huge object graph: copying the pickler memo costs more than pickling. Sharing is then
         # detected through the values and their direct children only (b = d[5] still groups with d).
@@ -244,10 +244,10 @@ def pickle_one(agent, names, values):
     return r
 
 
-def _memo_ids(r, p, obj, shared, young):
+def _memo_ids(r, p, obj, shared, before):
     """The ids the pickled graph shares by: the memo's objects (sharing_ids), less the temporaries
     of __getstate__ and __reduce__ (liveids): freed after the snapshot, their reused addresses glued
-    unrelated values. With young (young_begin's answer before the dump), the temporaries are the
+    unrelated values. With before (young_begin's answer before the dump), the temporaries are the
     objects the dump made that die when the pickler's memo is released; else (None) the fixpoint
     (temporaries) counts the references each memo object has besides the C pickler's table, its
     copy and objs (dill's dict, whose copy shares the entries, and objs), and r.keep holds the memo
@@ -255,9 +255,9 @@ def _memo_ids(r, p, obj, shared, young):
     objs = list(map(itemgetter(1), r.keep.values()))  # C-level: 100,000 entries for a figure
     types = list(map(type, objs))
     ids = sharing_ids(r.keep.keys(), objs, shared, obj, types)
-    if young is None:
+    if before is None:
         return ids - temporaries(objs, 3 if r.fmt == "p" else 2)
-    cands = young_ids(ids, young)  # the memo copy's tuples are young too, but never in ids
+    cands = young_ids(ids, before)  # the memo copy's tuples are young too, but never in ids
     leaves = untracked(objs, types, shared)
     del objs
     r.keep = None
