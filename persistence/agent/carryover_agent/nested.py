@@ -203,6 +203,17 @@ def _flatten(sel):
     return out
 
 
+def _items(m, sel, sp, size_word):
+    """The sizes (the word size_word of each container at sp) and the items, in order, of the
+    containers sel, checked against each other: a container that changed size between the two
+    reads raises Irregular."""
+    n = m.gather(sp, size_word)
+    got = _flatten(sel)
+    if len(got) != int(n.sum()):
+        raise Irregular("changed while it was saved")
+    return n, got
+
+
 def _seq_pick(np, got, so, n):
     """pick over the items got of containers whose owners are so and sizes n."""
     return lambda mask: (list(compress(got, mask.tolist())), np.repeat(so, n)[mask])
@@ -210,10 +221,7 @@ def _seq_pick(np, got, so, n):
 
 def _lists(m, parts, fp, sel, sp, so, tag):
     """A batch of lists: fingerprint (size, item pointers), items held."""
-    n = m.gather(sp, 2)  # ob_size
-    got = _flatten(sel)
-    if len(got) != int(n.sum()):
-        raise Irregular("changed while it was saved")
+    n, got = _items(m, sel, sp, 2)  # ob_size
     ip = m.list_ptrs(got)
     parts["lptr"].append(sp)
     parts["lsize"].append(n)
@@ -225,21 +233,14 @@ def _lists(m, parts, fp, sel, sp, so, tag):
 
 def _tuples(m, parts, fp, sel, sp, so, tag):
     """A batch of tuples: immutable, no fingerprint; what they hold is walked."""
-    n = m.gather(sp, 2)  # ob_size
-    got = _flatten(sel)
-    if len(got) != int(n.sum()):
-        raise Irregular("changed while it was saved")
-    ip = m.list_ptrs(got)
-    return len(got), _containers(m, ip, _seq_pick(m.np, got, so, n))
+    n, got = _items(m, sel, sp, 2)  # ob_size
+    return len(got), _containers(m, m.list_ptrs(got), _seq_pick(m.np, got, so, n))
 
 
 def _sets(m, parts, fp, sel, sp, so, tag):
     """A batch of sets or frozensets: a set's fingerprint is its mask and table key words (its
     members held); a frozenset is immutable."""
-    n = m.gather(sp, 3)  # used
-    got = _flatten(sel)
-    if len(got) != int(n.sum()):
-        raise Irregular("changed while it was saved")
+    n, got = _items(m, sel, sp, 3)  # used
     if type(sel[0]) is set:
         mask_ = m.gather(sp, m.SET_MASK)
         parts["sptr"].append(sp)
