@@ -38,7 +38,7 @@ class RunFlow(unittest.TestCase):
         self.assertEqual(r.error.ename, "ZeroDivisionError")
         self.assertEqual(r.error.value, "division by zero")
         self.assertIn("ZeroDivisionError", r.error.traceback)
-        self.assertEqual(r.logs.stdout, ["before\n"])
+        self.assertEqual("".join(r.logs.stdout), "before\n")
 
     def test_timeout_raises_with_the_partial_result(self):
         with self.assertRaises(Timeout) as cm:
@@ -84,8 +84,8 @@ class RunCode(unittest.TestCase):
                                "from IPython.display import HTML, display\n"
                                "display(HTML('<b>hi</b>'))\n'main'")
         self.assertIsNone(ex.error)
-        self.assertEqual(ex.logs.stdout, ["out\n"])
-        self.assertEqual(ex.logs.stderr, ["err\n"])
+        self.assertEqual("".join(ex.logs.stdout), "out\n")
+        self.assertEqual("".join(ex.logs.stderr), "err\n")
         self.assertEqual(len(ex.results), 2)
         self.assertIsInstance(ex.results[0], Result)
         self.assertEqual(ex.results[0].html, "<b>hi</b>")
