@@ -24,7 +24,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/carryover/carryover"
@@ -100,8 +102,7 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		bufs    [][]byte // reused between batches; some are kept in spoolBufs after the last
 		used    int
 		sdir    *spoolDirFD // opened at the first file chunk
-		scratch []byte      // decoded bytes of compressed chunks, for their check
-		err     error
+		pending []toVerify  // the batch's compressed chunks, checked before it is put
 	)
 	defer func() {
 		sdir.close()
@@ -113,6 +114,10 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		if len(batch) == 0 {
 			return nil
 		}
+		if err := verifyAll(pending); err != nil {
+			return err
+		}
+		pending = pending[:0]
 		n, err := w.PutChunks(ctx, batch)
 		if err != nil {
 			return err
@@ -155,9 +160,7 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 			return written, fmt.Errorf("spool: chunk %s has %d bytes, want %d", c.Hash, len(data), c.Stored)
 		}
 		if c.Codec == chunk.CodecZstd {
-			if scratch, err = verifyCompressed(c, data, scratch); err != nil {
-				return written, err
-			}
+			pending = append(pending, toVerify{c: c, data: data})
 		}
 		batch = append(batch, carryover.ChunkInput{Hash: c.Hash, Codec: c.Codec, RawLen: c.RawLen, Data: data, Children: c.Children})
 		size += len(data)
@@ -168,6 +171,48 @@ func ingestSpool(ctx context.Context, w carryover.ChunkWriter, dir string, chunk
 		}
 	}
 	return written, flush()
+}
+
+// toVerify is a compressed chunk of a batch and its stored bytes.
+type toVerify struct {
+	c    spoolChunk
+	data []byte
+}
+
+// verifyBufs keeps the decode buffers of verifyAll's workers between checkpoints (see spoolBufs).
+var verifyBufs = bufList{max: maxVerifyWorkers}
+
+// maxVerifyWorkers bounds the goroutines decoding one batch.
+const maxVerifyWorkers = 4
+
+// verifyAll checks a batch's compressed chunks (verifyCompressed) on up to one goroutine per CPU:
+// decoding is most of a first save's ingest (36.7 MiB of nested records compressed to 7.8 MiB:
+// ~30 ms on one core). The error is the first failing chunk's, in the batch's order.
+func verifyAll(vs []toVerify) error {
+	workers := min(runtime.GOMAXPROCS(0), len(vs), maxVerifyWorkers)
+	errs := make([]error, len(vs))
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			scratch := verifyBufs.get()
+			defer func() { verifyBufs.put(scratch) }()
+			for i := int(next.Add(1)) - 1; i < len(vs); i = int(next.Add(1)) - 1 {
+				scratch, errs[i] = verifyCompressed(vs[i].c, vs[i].data, scratch)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxSpooledRaw bounds the raw size a kernel may claim for one compressed chunk (chunks are cut at

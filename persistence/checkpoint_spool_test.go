@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -144,5 +145,48 @@ func TestIngestSpoolChecksCompressedChunks(t *testing.T) {
 	genuine.Hash = enc.Hash
 	if _, err := ingestSpool(ctx, w, dir, []spoolChunk{genuine}); err != nil {
 		t.Fatalf("a true compressed chunk: %v", err)
+	}
+}
+
+// TestIngestSpoolChecksEveryChunkOfABatch: a batch's compressed chunks are checked on several
+// goroutines; one forged chunk among many true ones fails the batch, named, and none of the batch
+// is stored (all or none), whichever worker met it.
+func TestIngestSpoolChecksEveryChunkOfABatch(t *testing.T) {
+	s := storeT(t)
+	w := writerT(t, s)
+	ctx := context.Background()
+	dir := t.TempDir()
+	var (
+		batch  []spoolChunk
+		hashes []string
+	)
+	for i := range 40 {
+		raw := []byte(strings.Repeat(fmt.Sprintf("record %d of the batch; ", i), 2000))
+		enc, err := chunk.Encode(raw, nil)
+		if err != nil || enc.Codec != chunk.CodecZstd {
+			t.Fatalf("encode: %v %s", err, enc.Codec)
+		}
+		name := fmt.Sprintf("c%d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), enc.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, spoolChunk{Hash: enc.Hash, Codec: enc.Codec, RawLen: enc.RawLen, Stored: int64(len(enc.Data)), File: name})
+		hashes = append(hashes, enc.Hash)
+	}
+	forged := batch[27].Hash
+	batch[27].Hash = batch[3].Hash // chunk 27's bytes under chunk 3's address
+	if _, err := ingestSpool(ctx, w, dir, batch); err == nil || !strings.Contains(err.Error(), "does not match its address") ||
+		!strings.Contains(err.Error(), batch[3].Hash) {
+		t.Fatalf("a batch with one forged chunk: %v", err)
+	}
+	if missing, err := s.MissingChunks(ctx, hashes); err != nil || len(missing) != len(hashes) {
+		t.Fatalf("%d of the forged batch's %d chunks were stored (%v)", len(hashes)-len(missing), len(hashes), err)
+	}
+	batch[27].Hash = forged
+	if _, err := ingestSpool(ctx, w, dir, batch); err != nil {
+		t.Fatalf("the true batch: %v", err)
+	}
+	if missing, err := s.MissingChunks(ctx, hashes); err != nil || len(missing) != 0 {
+		t.Fatalf("the true batch left %d chunks out (%v)", len(missing), err)
 	}
 }
