@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -23,6 +24,15 @@ type restoreGroup struct {
 	PickleFile string          `json:"pf,omitempty"`
 	PickleData *string         `json:"pd,omitempty"`
 	BufFiles   []string        `json:"bf,omitempty"`
+	BufParts   []bufPart       `json:"bp,omitempty"`
+}
+
+// bufPart is a later part of a buffer assembled as several files (splitBuffer): buffer J's bytes
+// from offset Off are in file Path, which the agent maps over that place of the first file's mapping.
+type bufPart struct {
+	J    int    `json:"j"`
+	Path string `json:"f"`
+	Off  int64  `json:"o"`
 }
 
 type restoreAnswer struct {
@@ -193,9 +203,47 @@ func argsFile(args map[string]any, hostDir, kernDir string) (map[string]any, err
 
 // assembleJob writes chunks, in order, into one spool file.
 type assembleJob struct {
-	path   string
-	chunks []descChunk
-	size   int64
+	path     string
+	chunks   []descChunk
+	size     int64 // the chunks' bytes, written from offset 0
+	fileSize int64 // the file's size when larger than size (the first part of a split buffer)
+}
+
+// splitBufferMin is the size from which a buffer is assembled as several files, one per assembly
+// worker. Writes into one tmpfs file hold its inode lock, and allocating its pages is most of their
+// cost (1 GiB: `fallocate` 0.25 s, the copy 0.09 s on the 2-core VM), so one file's pages are
+// allocated one at a time however many workers copy; two files are written in 0.19 s against 0.37 s.
+var splitBufferMin atomic.Int64
+
+func init() { splitBufferMin.Store(64 << 20) }
+
+// bufSplit is one part of a buffer: its chunks and where they start.
+type bufSplit struct {
+	off, size int64
+	chunks    []descChunk
+}
+
+// splitBuffer cuts a buffer of total bytes into up to assembleWorkers parts of about equal size, at
+// chunk boundaries that are multiples of pageSize (a part is mapped at its offset, which must be
+// page-aligned). A buffer under splitBufferMin, or with no such boundary, is one part.
+func splitBuffer(chunks []descChunk, total int64, pageSize int) []bufSplit {
+	parts := []bufSplit{{}}
+	if total < splitBufferMin.Load() || assembleWorkers < 2 {
+		return []bufSplit{{size: total, chunks: chunks}}
+	}
+	var off int64
+	for _, ch := range chunks {
+		cur := &parts[len(parts)-1]
+		due := total * int64(len(parts)) / assembleWorkers
+		if off >= due && len(cur.chunks) > 0 && off%int64(pageSize) == 0 && len(parts) < assembleWorkers {
+			parts = append(parts, bufSplit{off: off})
+			cur = &parts[len(parts)-1]
+		}
+		cur.chunks = append(cur.chunks, ch)
+		cur.size += ch.Len
+		off += ch.Len
+	}
+	return parts
 }
 
 // planRestore reads every group's descriptor and decides which spool files to assemble.
@@ -242,7 +290,15 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		rg.BufFiles = []string{}
 		for j, b := range d.Buffers {
 			name := fmt.Sprintf("g%d.b%d", i, j)
-			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: b.Chunks, size: b.Len})
+			for p, sp := range splitBuffer(b.Chunks, b.Len, os.Getpagesize()) {
+				job := assembleJob{path: filepath.Join(hostDir, name), chunks: sp.chunks, size: sp.size, fileSize: b.Len}
+				if p > 0 {
+					pn := fmt.Sprintf("%s.p%d", name, p)
+					job.path, job.fileSize = filepath.Join(hostDir, pn), 0
+					rg.BufParts = append(rg.BufParts, bufPart{J: j, Path: filepath.Join(kernDir, pn), Off: sp.off})
+				}
+				jobs = append(jobs, job)
+			}
 			rg.BufFiles = append(rg.BufFiles, filepath.Join(kernDir, name))
 		}
 		groups = append(groups, rg)
@@ -281,8 +337,8 @@ type piece struct {
 // it returns are the caller's to close, also on error.
 func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
 	var (
-		files  []*os.File
-		pieces []piece
+		files []*os.File
+		each  [][]piece
 	)
 	for _, j := range jobs {
 		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
@@ -290,19 +346,41 @@ func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
 			return nil, files, fmt.Errorf("spool: %w", err)
 		}
 		files = append(files, f)
-		if err := f.Truncate(j.size); err != nil {
+		if err := f.Truncate(max(j.size, j.fileSize)); err != nil {
 			return nil, files, fmt.Errorf("spool: %w", err)
 		}
-		var off int64
+		var (
+			off int64
+			ps  []piece
+		)
 		for _, ch := range j.chunks {
-			pieces = append(pieces, piece{f: f, hash: ch.Hash, off: off, n: ch.Len})
+			ps = append(ps, piece{f: f, hash: ch.Hash, off: off, n: ch.Len})
 			off += ch.Len
 		}
 		if off != j.size {
 			return nil, files, fmt.Errorf("spool: %s: chunks hold %d bytes, descriptor says %d", j.path, off, j.size)
 		}
+		each = append(each, ps)
 	}
-	return pieces, files, nil
+	return interleave(each), files, nil
+}
+
+// interleave lists the files' pieces in turns (the first of each file, then the second of each, ...),
+// so the workers, taking pieces in order, write different files at once: one file's writes hold its
+// inode lock.
+func interleave(each [][]piece) []piece {
+	var out []piece
+	for k := 0; ; k++ {
+		n := len(out)
+		for _, ps := range each {
+			if k < len(ps) {
+				out = append(out, ps[k])
+			}
+		}
+		if len(out) == n {
+			return out
+		}
+	}
 }
 
 // samePieces are the places of one chunk in the assembled files: a chunk that recurs (zeros, a

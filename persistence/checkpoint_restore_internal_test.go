@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,5 +60,103 @@ func TestAssemblyRepeatedChunks(t *testing.T) {
 	bad := []assembleJob{{path: filepath.Join(dir, "z"), chunks: []descChunk{missing, missing}, size: 24}}
 	if err := runAssembly(ctx, st, bad); err == nil {
 		t.Fatal("an assembly missing a chunk succeeded")
+	}
+}
+
+// TestSplitBuffer: a buffer from splitBufferMin is cut into assembleWorkers parts of about equal
+// size at page-aligned chunk boundaries (a part is mapped at its offset); a smaller one, or one
+// with no such boundary, stays whole; the parts hold every chunk once, in order.
+func TestSplitBuffer(t *testing.T) {
+	defer SetSplitBufferMin(1 << 20)()
+	mib := func(n int) []descChunk {
+		var cs []descChunk
+		for i := range n {
+			cs = append(cs, descChunk{Hash: fmt.Sprint(i), Len: 1 << 20})
+		}
+		return cs
+	}
+	total := func(cs []descChunk) (n int64) {
+		for _, c := range cs {
+			n += c.Len
+		}
+		return n
+	}
+	odd := append([]descChunk{{Hash: "odd", Len: 1000}}, mib(6)...) // no boundary is page-aligned
+	for _, tc := range []struct {
+		name   string
+		chunks []descChunk
+		offs   []int64
+	}{
+		{"under the minimum", []descChunk{{Hash: "a", Len: 4096}, {Hash: "b", Len: 4096}}, []int64{0}},
+		{"even", mib(8), []int64{0, 4 << 20}},
+		{"odd count", mib(7), []int64{0, 4 << 20}},
+		{"one chunk", mib(1), []int64{0}},
+		{"no aligned boundary", odd, []int64{0}},
+	} {
+		parts := splitBuffer(tc.chunks, total(tc.chunks), 4096)
+		var offs []int64
+		var all []descChunk
+		for _, p := range parts {
+			if p.size != total(p.chunks) || (len(offs) > 0 && p.off != offs[len(offs)-1]+parts[len(offs)-1].size) {
+				t.Errorf("%s: part at %d: size %d, chunks %d", tc.name, p.off, p.size, total(p.chunks))
+			}
+			offs = append(offs, p.off)
+			all = append(all, p.chunks...)
+		}
+		if fmt.Sprint(offs) != fmt.Sprint(tc.offs) || fmt.Sprint(all) != fmt.Sprint(tc.chunks) {
+			t.Errorf("%s: parts at %v holding %d chunks, want at %v holding %d", tc.name, offs, len(all), tc.offs, len(tc.chunks))
+		}
+	}
+}
+
+// TestAssemblySplitParts: the first part's file has the buffer's whole size (its tail a hole the
+// other parts are mapped over), the others their own bytes; the pieces alternate between files.
+func TestAssemblySplitParts(t *testing.T) {
+	ctx := context.Background()
+	st := storeT(t)
+	w := writerT(t, st)
+	var cs []descChunk
+	var raws [][]byte
+	for range 5 {
+		raw := randomBytes(t, 8192)
+		c, err := chunk.Encode(raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
+			t.Fatal(err)
+		}
+		cs, raws = append(cs, descChunk{Hash: c.Hash, Len: 8192}), append(raws, raw)
+	}
+	defer SetSplitBufferMin(1)()
+	parts := splitBuffer(cs, 5*8192, 4096)
+	if len(parts) != 2 || parts[1].off != 3*8192 {
+		t.Fatalf("parts %+v", parts)
+	}
+	dir := t.TempDir()
+	jobs := []assembleJob{
+		{path: filepath.Join(dir, "b"), chunks: parts[0].chunks, size: parts[0].size, fileSize: 5 * 8192},
+		{path: filepath.Join(dir, "b.p1"), chunks: parts[1].chunks, size: parts[1].size},
+	}
+	pieces, files, err := openAssembly(jobs)
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{0, 1, 0, 1, 0} {
+		if pieces[i].f != files[want] {
+			t.Fatalf("piece %d is of file %d's, want %d's: pieces do not alternate", i, 1-want, want)
+		}
+	}
+	if err := runAssembly(ctx, st, jobs); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(jobs[0].path)
+	second, _ := os.ReadFile(jobs[1].path)
+	wantFirst := append(bytes.Join(raws[:3], nil), make([]byte, 2*8192)...)
+	if !bytes.Equal(first, wantFirst) || !bytes.Equal(second, bytes.Join(raws[3:], nil)) {
+		t.Fatalf("files of %d and %d bytes differ from the chunks", len(first), len(second))
 	}
 }

@@ -11,10 +11,12 @@ package persistence
 //     batches (children before the descriptors that list them) and removes the directory. "committed" is
 //     the id of the last checkpoint Go committed: only then does the agent trust that Go holds the chunks
 //     of its previous snapshot, so a failed commit never makes it skip a chunk Go lacks.
-//   - Restore: Go reads each group's descriptor, writes the group's pickle stream as one file and EACH
-//     out-of-band buffer as ONE file assembled from its chunks (straight from the SQLite blob to the file,
-//     two workers), and calls __carryover__.call("restore", {...}). The agent maps buffer files
-//     copy-on-write (mmap ACCESS_COPY) and hands them to pickle.loads(buffers=...): no further copy.
+//   - Restore: Go reads each group's descriptor, writes the group's pickle stream as one file and each
+//     out-of-band buffer as one file assembled from its chunks (straight from the SQLite blob to the
+//     file, two workers), a large one as one file per worker (splitBuffer), and calls
+//     __carryover__.call("restore", {...}). The agent maps buffer files copy-on-write (mmap
+//     ACCESS_COPY; a buffer's later parts over their places in its first file's mapping) and hands
+//     them to pickle.loads(buffers=...): no further copy.
 
 import (
 	"context"

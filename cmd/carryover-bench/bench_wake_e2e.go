@@ -18,9 +18,10 @@ import (
 	"github.com/carryover/carryover/persistence/sqlite"
 )
 
-// The wake-e2e section wakes hibernated sessions through the API, end to end: the run that finds
-// no kernel claims one from the pool, restores the last checkpoint into it and runs the cell (its
-// own checkpoint included).
+// The wake-e2e section wakes hibernated sessions through the API, end to end, on the configured
+// sandbox (on by default, unlike the other server sections): the run that finds no kernel claims
+// one from the pool, restores the last checkpoint into it and runs the cell (its own checkpoint
+// included).
 //   - 1 GiB: a numpy array (random, so nothing dedups or compresses), beside reading the same chunks
 //     from the same SQLite file (decoded and verified, as a restore must), measured right before each
 //     wake so both find the same page cache.
@@ -35,6 +36,7 @@ func benchWakeE2E(ctx context.Context, env *benchEnv) (rows []benchRow, err erro
 	h, err := startBenchSrv(ctx, env, "wakee2e", func(c *configs.Config) {
 		c.Pool.Size = 1
 		c.Cull.IdleSeconds = 0
+		c.Sandbox.Enabled = env.Cfg.Sandbox.Enabled // the default config: sandbox on
 	})
 	if err != nil {
 		return nil, err
@@ -182,14 +184,22 @@ func benchWakeDS(ctx context.Context, env *benchEnv, h *benchSrv, reps int) (ben
 	if _, a, err := h.run(ctx, id, wakeDSSetup); err != nil || a.Status != "ok" {
 		return benchRow{}, fmt.Errorf("setup: %v %+v", err, a.Error)
 	}
+	// The kernel (sandboxed: it sees its workspace only) dumps into its workspace; the file is moved
+	// out before the wakes, so no checkpoint carries it.
 	dump := filepath.Join(env.Scratch, "wake-ns.dill")
-	if _, a, err := h.run(ctx, id, fmt.Sprintf(`def __dump():
+	if _, a, err := h.run(ctx, id, `def __dump():
     import dill
     ns = {k: v for k, v in __carryover__._user_names().items() if not k.startswith("__")}
-    with open(%q, "wb") as f:
+    with open("wake-ns.dill", "wb") as f:
         dill.dump(ns, f)
-__dump(); del __dump`, dump)); err != nil || a.Status != "ok" {
+__dump(); del __dump`); err != nil || a.Status != "ok" {
 		return benchRow{}, fmt.Errorf("dill dump: %v %+v", err, a.Error)
+	}
+	if err := copyFile(filepath.Join(env.Scratch, "server-wakee2e", "workspaces", id, "wake-ns.dill"), dump); err != nil {
+		return benchRow{}, fmt.Errorf("dill dump: %w", err)
+	}
+	if _, a, err := h.run(ctx, id, "import os; os.remove('wake-ns.dill'); del os"); err != nil || a.Status != "ok" {
+		return benchRow{}, fmt.Errorf("after the dill dump: %v %+v", err, a.Error)
 	}
 	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
 	if err != nil {

@@ -83,10 +83,13 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
 
 ``restore`` args {"args_file": path}: the arguments below, as JSON in a spool file (Go writes them there: sent
   inline, their megabytes went through IPython's transformers and compiler as a string literal);
-  args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files]}],
-  "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it as base64 ``pd``)
-  and each out-of-band buffer into ONE file of ``bf``; the agent maps buffers copy-on-write (mmap
-  ACCESS_COPY: no copy until written), unlinks the files and loads each group independently.
+  args {"clear", "groups": [{"k", "n", "r", "m", "a", "desc", "pf" | "pd", "bf": [files],
+  "bp": [{"j", "f", "o"}]}], "cwd", "env", "skipped"} ("skipped": the checkpoint's, so "saved, but
+  ..." entries stay named): Go assembles each group's pickle stream into file ``pf`` (or inlines it
+  as base64 ``pd``) and each out-of-band buffer into one file of ``bf``, a large one into several
+  (the first, of the buffer's whole size, in ``bf``; buffer ``j``'s part from offset ``o`` in file
+  ``f`` of ``bp``); the agent maps buffers copy-on-write (mmap ACCESS_COPY: no copy until written),
+  each part over its place, unlinks the files and loads each group independently.
   Answer: {"restored": [names], "failed": [{"name","type","reason"}], "cwd", "timings": {load_ms},
   "groups": [{"n": [names], "ms"}]}.
 

@@ -228,7 +228,10 @@ def _unpickle(g, desc, load):
     else:
         with open(g["pf"], "rb") as f:
             data = f.read()
-    bufs = [_map_file(p) for p in g.get("bf") or ()]
+    parts = {}
+    for p in g.get("bp") or ():
+        parts.setdefault(p["j"], []).append((p["f"], p["o"]))
+    bufs = [_map_file(p, parts.get(j, ())) for j, p in enumerate(g.get("bf") or ())]
     if desc["f"] == "d":
         u = dill.Unpickler(io.BytesIO(data), buffers=bufs)
     else:
@@ -297,23 +300,57 @@ def _loaded_ids(objs, obj, values, desc):
     return frozenset(ids)
 
 
-def _map_file(path):
-    """Maps a restored buffer copy-on-write (no copy until written) and unlinks its file."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            m = bytearray()
-        else:
-            m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+def _map_file(path, parts=()):
+    """Maps a restored buffer copy-on-write (no copy until written) and unlinks its files. parts are
+    (file, offset) of the later parts of a buffer Go assembled as several files (written in
+    parallel): the first file has the buffer's whole size, and each part is mapped over its place in
+    that mapping, so the buffer is one range of memory. A part that cannot be mapped fails the group
+    (its place would read as zeros)."""
     try:
-        os.unlink(path)
-    except OSError:
-        pass
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                m = bytearray()
+            else:
+                m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        for p, off in parts:
+            _map_over(m, p, off)
+    finally:
+        for p in [path] + [p for p, _ in parts]:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
     return m
 
 
+_MAP_FIXED = 0x10  # Linux; the mmap module does not name it
+
+
+def _map_over(m, path, off):
+    """Maps file path copy-on-write over m[off:off + its size] (MAP_FIXED replaces those pages)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    with open(path, "rb") as f:
+        n = os.fstat(f.fileno()).st_size
+        if off % mmap.PAGESIZE or off < 0 or n <= 0 or off + n > len(m):
+            raise ValueError("buffer part %s: %d bytes at %d do not fit a %d-byte buffer" % (path, n, off, len(m)))
+        view = ctypes.c_char.from_buffer(m)
+        try:
+            at = ctypes.addressof(view) + off
+        finally:
+            del view
+        got = libc.mmap(at, n, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | _MAP_FIXED, f.fileno(), 0)
+        if got != at:
+            e = ctypes.get_errno()
+            raise OSError(e, "mapping buffer part %s: %s" % (path, os.strerror(e)))
+
+
 def _cleanup(g):
-    for p in ([g["pf"]] if g.get("pf") else []) + list(g.get("bf") or ()):
+    for p in ([g["pf"]] if g.get("pf") else []) + list(g.get("bf") or ()) + [p["f"] for p in g.get("bp") or ()]:
         try:
             os.unlink(p)
         except OSError:
