@@ -225,12 +225,15 @@ type bufSplit struct {
 
 // splitBuffer cuts a buffer of total bytes into up to assembleWorkers parts of about equal size, at
 // chunk boundaries that are multiples of pageSize (a part is mapped at its offset, which must be
-// page-aligned). A buffer under splitBufferMin, or with no such boundary, is one part.
+// page-aligned). A buffer under splitBufferMin, or with no such boundary, is one part; so is one
+// whose chunks do not hold total bytes, which openAssembly then refuses (split, the first file's
+// tail would be a hole read as zeros).
 func splitBuffer(chunks []descChunk, total int64, pageSize int) []bufSplit {
-	parts := []bufSplit{{}}
-	if total < splitBufferMin.Load() || assembleWorkers < 2 {
-		return []bufSplit{{size: total, chunks: chunks}}
+	whole := []bufSplit{{size: total, chunks: chunks}}
+	if total < splitBufferMin.Load() || assembleWorkers < 2 || chunksLen(chunks) != total {
+		return whole
 	}
+	parts := []bufSplit{{}}
 	var off int64
 	for _, ch := range chunks {
 		cur := &parts[len(parts)-1]
@@ -244,6 +247,13 @@ func splitBuffer(chunks []descChunk, total int64, pageSize int) []bufSplit {
 		off += ch.Len
 	}
 	return parts
+}
+
+func chunksLen(chunks []descChunk) (n int64) {
+	for _, ch := range chunks {
+		n += ch.Len
+	}
+	return n
 }
 
 // planRestore reads every group's descriptor and decides which spool files to assemble.

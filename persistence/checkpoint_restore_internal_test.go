@@ -92,12 +92,20 @@ func TestSplitBuffer(t *testing.T) {
 		{"odd count", mib(7), []int64{0, 4 << 20}},
 		{"one chunk", mib(1), []int64{0}},
 		{"no aligned boundary", odd, []int64{0}},
+		{"chunks short of the length", mib(8), []int64{0}},
 	} {
-		parts := splitBuffer(tc.chunks, total(tc.chunks), 4096)
+		n := total(tc.chunks)
+		if tc.name == "chunks short of the length" {
+			n += 4096 // the descriptor says more than its chunks hold: one part, which openAssembly refuses
+		}
+		parts := splitBuffer(tc.chunks, n, 4096)
+		if len(parts) == 1 && parts[0].size != n {
+			t.Errorf("%s: one part of %d bytes, want the buffer's %d", tc.name, parts[0].size, n)
+		}
 		var offs []int64
 		var all []descChunk
 		for _, p := range parts {
-			if p.size != total(p.chunks) || (len(offs) > 0 && p.off != offs[len(offs)-1]+parts[len(offs)-1].size) {
+			if (len(parts) > 1 && p.size != total(p.chunks)) || (len(offs) > 0 && p.off != offs[len(offs)-1]+parts[len(offs)-1].size) {
 				t.Errorf("%s: part at %d: size %d, chunks %d", tc.name, p.off, p.size, total(p.chunks))
 			}
 			offs = append(offs, p.off)
