@@ -184,8 +184,8 @@ func benchWakeDS(ctx context.Context, env *benchEnv, h *benchSrv, reps int) (ben
 	if _, a, err := h.run(ctx, id, wakeDSSetup); err != nil || a.Status != "ok" {
 		return benchRow{}, fmt.Errorf("setup: %v %+v", err, a.Error)
 	}
-	// The kernel (sandboxed: it sees its workspace only) dumps into its workspace; the file is moved
-	// out before the wakes, so no checkpoint carries it.
+	// The kernel (sandboxed: it sees its workspace only) dumps into its workspace; the file is copied
+	// out and removed before the wakes, so no checkpoint carries it.
 	dump := filepath.Join(env.Scratch, "wake-ns.dill")
 	if _, a, err := h.run(ctx, id, `def __dump():
     import dill
