@@ -20,11 +20,16 @@ func TestSplitBufferRestore(t *testing.T) {
 	if _, err := c.Checkpoint(ctx, k, "sp", 1, ws); err != nil {
 		t.Fatal(err)
 	}
-	killKernel(t, k)
-	k = agentKernel(t, c, ws, spool)
-	if rr, err := c.Restore(ctx, k, "sp", "", ws, true); err != nil || len(rr.Failed) != 0 {
-		t.Fatalf("restore: %v %+v", err, rr)
+	// killAndRestore kills the kernel and restores the latest checkpoint into a new one.
+	killAndRestore := func(which string) {
+		t.Helper()
+		killKernel(t, k)
+		k = agentKernel(t, c, ws, spool)
+		if rr, err := c.Restore(ctx, k, "sp", "", ws, true); err != nil || len(rr.Failed) != 0 {
+			t.Fatalf("%s restore: %v %+v", which, err, rr)
+		}
 	}
+	killAndRestore("first")
 	check := "(float(big.sum()) == s0, big.flags.writeable, head.base is big or head.base is big.base, " +
 		"sum('.p1 (deleted)' in l for l in open('/proc/self/maps')))"
 	if got := eval(t, k, check); got != "(True, True, True, 1)" {
@@ -39,11 +44,7 @@ func TestSplitBufferRestore(t *testing.T) {
 	if res.BytesWritten > 4<<20 {
 		t.Errorf("two elements written, one in each part: %d bytes stored, want two 1 MiB chunks", res.BytesWritten)
 	}
-	killKernel(t, k)
-	k = agentKernel(t, c, ws, spool)
-	if rr, err := c.Restore(ctx, k, "sp", "", ws, true); err != nil || len(rr.Failed) != 0 {
-		t.Fatalf("second restore: %v %+v", err, rr)
-	}
+	killAndRestore("second")
 	if got := eval(t, k, "(float(big[0]), float(big[-1]), float(big.sum()) == s1, float(head[0]))"); got != "(-1.0, -2.0, True, -1.0)" {
 		t.Fatalf("after the second restore: %s", got)
 	}
