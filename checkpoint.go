@@ -138,11 +138,15 @@ func (r *RestoreResult) Report() *RestoreReport {
 }
 
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling
-// in the kernel), files (workspace files).
+// in the kernel), files (workspace files). LazyBytes are the bytes of large buffers mapped at once
+// and filled in the background after the restore returned (not in read_ms); LazyOff says why large
+// buffers that could have been were read eagerly instead.
 type RestoreTimings struct {
-	ReadMS  float64 `json:"read_ms"`
-	LoadMS  float64 `json:"load_ms"`
-	FilesMS float64 `json:"files_ms"`
+	ReadMS    float64 `json:"read_ms"`
+	LoadMS    float64 `json:"load_ms"`
+	FilesMS   float64 `json:"files_ms"`
+	LazyBytes int64   `json:"lazy_bytes,omitempty"`
+	LazyOff   string  `json:"lazy_off,omitempty"`
 }
 
 // GroupTiming is the load time of one variable group in the kernel.

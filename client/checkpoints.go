@@ -103,9 +103,11 @@ type RestoreReport struct {
 
 // RestoreTimings splits a restore's time.
 type RestoreTimings struct {
-	ReadMS  float64 `json:"read_ms"`
-	LoadMS  float64 `json:"load_ms"`
-	FilesMS float64 `json:"files_ms"`
+	ReadMS    float64 `json:"read_ms"`
+	LoadMS    float64 `json:"load_ms"`
+	FilesMS   float64 `json:"files_ms"`
+	LazyBytes int64   `json:"lazy_bytes,omitempty"` // large buffers filled in the background after the restore
+	LazyOff   string  `json:"lazy_off,omitempty"`   // why large buffers were read eagerly instead
 }
 
 // GroupTiming is the load time of one group of variables in the kernel.

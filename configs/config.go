@@ -64,6 +64,9 @@ type Config struct {
 		// made it, within ReplayBudgetSeconds of their recorded time per restore.
 		Replay              bool    `mapstructure:"replay"`
 		ReplayBudgetSeconds float64 `mapstructure:"replay_budget_seconds"`
+		// LazyRestore lets a wake map large buffers at once and fill them in the background
+		// (docs/persistence.md#lazy-restore); off, every buffer is read before the run starts.
+		LazyRestore bool `mapstructure:"lazy_restore"`
 	} `mapstructure:"persistence"`
 	Cull struct {
 		IdleSeconds     float64 `mapstructure:"idle_seconds"`

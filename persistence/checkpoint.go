@@ -39,6 +39,9 @@ type Checkpointer struct {
 	// Replay rebuilds, on restore, what the checkpoint could not save by running again the turns
 	// that made it (the agent's replay.py).
 	Replay ReplayOptions
+	// Lazy lets RestoreIntoNew (a wake) map large buffers at once and fill them in the background
+	// (lazy_restore.go); without it, or where the kernel cannot, every buffer is read first.
+	Lazy bool
 }
 
 // ReplayOptions: Off switches replay off; Budget bounds the recorded time of the turns one restore

@@ -25,6 +25,7 @@ type restoreGroup struct {
 	PickleData *string         `json:"pd,omitempty"`
 	BufFiles   []string        `json:"bf,omitempty"`
 	BufParts   []bufPart       `json:"bp,omitempty"`
+	LazyBufs   []lazyRef       `json:"lb,omitempty"`
 }
 
 // bufPart is a later part of a buffer assembled as several files (splitBuffer): buffer J's bytes
@@ -57,6 +58,17 @@ const inlinePickle = 64 << 10
 // its namespace into the kernel, replacing the kernel's user variables. Each group loads independently:
 // what fails is reported by name and reason in Failed, the rest is restored.
 func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files bool) (*carryover.RestoreResult, error) {
+	return c.restore(ctx, ex, sessionID, checkpointID, workspaceDir, files, false)
+}
+
+// RestoreIntoNew restores the session's latest checkpoint into a kernel no user code has run in (a
+// wake): large buffers may be restored lazily (lazy_restore.go), which lends the kernel the
+// userfaultfd device for the length of one call. Restore, into a kernel that ran user code, never is.
+func (c *Checkpointer) RestoreIntoNew(ctx context.Context, ex Executor, sessionID, workspaceDir string) (*carryover.RestoreResult, error) {
+	return c.restore(ctx, ex, sessionID, "", workspaceDir, false, c.Lazy)
+}
+
+func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files, lazy bool) (*carryover.RestoreResult, error) {
 	start := time.Now()
 	var (
 		cp  carryover.Checkpoint
@@ -86,7 +98,7 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 		res.Files = len(m.Files)
 		res.Timings.FilesMS = msSince(tf)
 	}
-	if err := c.restoreNamespace(ctx, ex, m, res); err != nil {
+	if err := c.restoreNamespace(ctx, ex, m, res, lazy); err != nil {
 		return nil, fmt.Errorf("restore: %w", damaged(err))
 	}
 	res.DurationMS = msSince(start)
@@ -136,7 +148,7 @@ func (c *Checkpointer) restoreWorkspace(ctx context.Context, m *Manifest, dir st
 }
 
 // restoreNamespace assembles the groups' spool files from the store and has the agent load them.
-func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult) error {
+func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, lazy bool) error {
 	var p agentPing
 	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
 		return err
@@ -153,9 +165,19 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 		return fmt.Errorf("spool: %w", err)
 	}
 	defer os.RemoveAll(hostDir)
-	groups, jobs, err := c.planRestore(ctx, m, hostDir, kernDir)
+	groups, jobs, lbufs, err := c.planRestore(ctx, m, hostDir, kernDir, lazy)
 	if err != nil {
 		return err
+	}
+	if len(lbufs) > 0 {
+		if err := c.startLazy(ctx, ex, hostDir, kernDir, lbufs); err != nil {
+			res.Timings.LazyOff = err.Error()
+		} else {
+			groups, jobs = useLazy(groups, jobs, lbufs)
+			for _, b := range lbufs {
+				res.Timings.LazyBytes += b.n
+			}
+		}
 	}
 	if err := runAssembly(ctx, c.Store, jobs); err != nil {
 		return err
@@ -207,6 +229,7 @@ type assembleJob struct {
 	chunks   []descChunk
 	size     int64 // the chunks' bytes, written from offset 0
 	fileSize int64 // the file's size when larger than size (the first part of a split buffer)
+	lazy     int   // 1 + the lazy buffer this job assembles instead, when the lazy restore cannot; 0: none
 }
 
 // splitBufferMin is the size from which a buffer is assembled as several files, one per assembly
@@ -257,10 +280,13 @@ func chunksLen(chunks []descChunk) (n int64) {
 }
 
 // planRestore reads every group's descriptor and decides which spool files to assemble.
-func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string) ([]restoreGroup, []assembleJob, error) {
+// Buffers eligible for a lazy restore (when lazy is set) are listed in lazy and planned as files
+// too, in case the kernel cannot map them lazily (useLazy drops those jobs when it can).
+func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string, lazy bool) ([]restoreGroup, []assembleJob, []lazyBuf, error) {
 	var (
 		groups []restoreGroup
 		jobs   []assembleJob
+		lbufs  []lazyBuf
 		buf    []byte
 	)
 	for i, g := range m.Groups {
@@ -272,11 +298,11 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		var err error
 		buf, err = c.Store.ReadChunk(ctx, g.Ref, buf[:0])
 		if err != nil {
-			return nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+			return nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
 		}
 		d, flat, err := expandDescriptor(ctx, c.Store, buf)
 		if err != nil {
-			return nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
+			return nil, nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
 		}
 		rg.Desc = append(json.RawMessage(nil), flat...)
 		var plen int64
@@ -287,7 +313,7 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 			var data []byte
 			for _, ch := range d.Pickle {
 				if data, err = c.Store.ReadChunk(ctx, ch.Hash, data); err != nil {
-					return nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+					return nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
 				}
 			}
 			s := base64.StdEncoding.EncodeToString(data)
@@ -300,8 +326,13 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		rg.BufFiles = []string{}
 		for j, b := range d.Buffers {
 			name := fmt.Sprintf("g%d.b%d", i, j)
+			tag := 0
+			if lazy && lazyEligible(b, os.Getpagesize()) {
+				lbufs = append(lbufs, lazyBuf{group: len(groups), j: j, n: b.Len, chunks: b.Chunks})
+				tag = len(lbufs)
+			}
 			for p, sp := range splitBuffer(b.Chunks, b.Len, os.Getpagesize()) {
-				job := assembleJob{path: filepath.Join(hostDir, name), chunks: sp.chunks, size: sp.size, fileSize: b.Len}
+				job := assembleJob{path: filepath.Join(hostDir, name), chunks: sp.chunks, size: sp.size, fileSize: b.Len, lazy: tag}
 				if p > 0 {
 					pn := fmt.Sprintf("%s.p%d", name, p)
 					job.path, job.fileSize = filepath.Join(hostDir, pn), 0
@@ -313,7 +344,31 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		}
 		groups = append(groups, rg)
 	}
-	return groups, jobs, nil
+	return groups, jobs, lbufs, nil
+}
+
+// useLazy points the groups at the lazily mapped buffers and drops the jobs that would have
+// assembled them.
+func useLazy(groups []restoreGroup, jobs []assembleJob, lbufs []lazyBuf) ([]restoreGroup, []assembleJob) {
+	for id, b := range lbufs {
+		g := &groups[b.group]
+		g.BufFiles[b.j] = ""
+		g.LazyBufs = append(g.LazyBufs, lazyRef{J: b.j, ID: id})
+		parts := g.BufParts[:0]
+		for _, p := range g.BufParts {
+			if p.J != b.j {
+				parts = append(parts, p)
+			}
+		}
+		g.BufParts = parts
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if j.lazy == 0 {
+			kept = append(kept, j)
+		}
+	}
+	return groups, kept
 }
 
 // assembleWorkers read chunks from the store and write them into spool files concurrently: on two cores

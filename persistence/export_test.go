@@ -6,3 +6,16 @@ func SetSplitBufferMin(n int64) func() {
 	old := splitBufferMin.Swap(n)
 	return func() { splitBufferMin.Store(old) }
 }
+
+// SetLazyBufferMin sets the size from which a buffer is restored lazily; the returned func puts it back.
+func SetLazyBufferMin(n int64) func() {
+	old := lazyBufferMin.Swap(n)
+	return func() { lazyBufferMin.Store(old) }
+}
+
+// SetLazyHold holds every lazy fill (only chunks a thread faults on are filled) while on; the
+// returned func releases it.
+func SetLazyHold() func() {
+	lazyHold.Store(true)
+	return func() { lazyHold.Store(false) }
+}

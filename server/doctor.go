@@ -10,7 +10,7 @@ import (
 
 // DoctorOptions says what cfg asks of the host, for `carryover doctor` and the summary serve logs.
 func DoctorOptions(cfg *configs.Config) doctor.Options {
-	o := doctor.Options{DataDir: cfg.DataDir, Sandbox: cfg.Sandbox.Enabled, Bwrap: cfg.Sandbox.Bwrap,
+	o := doctor.Options{DataDir: cfg.DataDir, Sandbox: cfg.Sandbox.Enabled, LazyRestore: cfg.Persistence.LazyRestore, Bwrap: cfg.Sandbox.Bwrap,
 		UIDBase: cfg.Sandbox.UIDBase, Python: cfg.Kernel.Python}
 	if cfg.Store.Driver == "postgres" {
 		o.PostgresDSN = cfg.Store.DSN

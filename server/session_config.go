@@ -41,6 +41,7 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		PreImport: cfg.Persistence.PreImport,
 		Replay: persistence.ReplayOptions{Off: !cfg.Persistence.Replay,
 			Budget: configs.Seconds(cfg.Persistence.ReplayBudgetSeconds)},
+		LazyRestore:       cfg.Persistence.LazyRestore,
 		SaveHiddenFiles:   cfg.Persistence.SaveHiddenFiles,
 		MaxFileBytes:      cfg.Persistence.MaxFileBytes,
 		MaxWorkspaceBytes: cfg.Persistence.MaxWorkspaceBytes,

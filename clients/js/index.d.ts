@@ -613,6 +613,10 @@ export declare namespace Schemas {
       read_ms?: number;
       load_ms?: number;
       files_ms?: number;
+      /** Bytes of large buffers mapped at once and filled in the background after the restore returned (a thread touching a page not filled yet waits for it); not in read_ms. */
+      lazy_bytes?: number;
+      /** Why large buffers that could have been restored lazily were read eagerly instead. */
+      lazy_off?: string;
     };
     groups?: {
       n?: string[];

@@ -44,7 +44,7 @@ func TestDoctorPassesHere(t *testing.T) {
 		t.Fatalf("doctor exited %d:\n%s", code, text)
 	}
 	for _, name := range []string{"root", "bubblewrap", "user namespaces", "network namespaces", "idmapped mounts", "cgroups",
-		"seccomp", "userfaultfd + PAGEMAP_SCAN", "/dev/shm", "disk space", "python + ipykernel"} {
+		"seccomp", "userfaultfd + PAGEMAP_SCAN", "lazy restore", "/dev/shm", "disk space", "python + ipykernel"} {
 		c, ok := checks[name]
 		if !ok {
 			t.Fatalf("no %q check in:\n%s", name, text)
@@ -52,6 +52,9 @@ func TestDoctorPassesHere(t *testing.T) {
 		if c.Status == doctor.Fail {
 			t.Errorf("%s failed: %s", name, c.Detail)
 		}
+	}
+	if checks["lazy restore"].Status != doctor.Pass {
+		t.Errorf("lazy restore as root: %+v", checks["lazy restore"])
 	}
 	if !regexp.MustCompile(`version \d+\.\d+`).MatchString(checks["bubblewrap"].Detail) {
 		t.Errorf("bubblewrap line names no version: %q", checks["bubblewrap"].Detail)

@@ -134,6 +134,20 @@ func checkDirtyPages(o Options) Check {
 	return c
 }
 
+func checkLazyRestore(o Options) Check {
+	c := Check{Name: "lazy restore"}
+	if !o.LazyRestore {
+		c.Status, c.Detail = Skip, "persistence.lazy_restore is off"
+		return c
+	}
+	if err := probeLazyRestore(); err != nil {
+		c.Status, c.Detail, c.Fix = Warn, err.Error()+": a wake reads every buffer before the run starts", uffdDeviceFixAccess
+		return c
+	}
+	c.Status, c.Detail = Pass, "/dev/userfaultfd: large buffers are filled in the background on a wake"
+	return c
+}
+
 func checkDevShm() Check {
 	c := Check{Name: "/dev/shm"}
 	var st unix.Statfs_t

@@ -98,3 +98,33 @@ func probePagemapScan(ufd int) error {
 	}
 	return nil
 }
+
+// A wake restores large buffers lazily with a userfaultfd the kernel makes from /dev/userfaultfd,
+// which the server opens and lends it (persistence/lazy_restore.go). probeLazyRestore opens the
+// device as the server does and makes one with the features the agent asks for.
+const (
+	uffdDevIocNew       = 0xAA00
+	uffdFeaturePoison   = 1 << 14
+	uffdLazyFeatures    = uffdFeatureWPAsync | uffdFeatureWPUnpop | uffdFeaturePoison
+	uffdDevicePath      = "/dev/userfaultfd"
+	uffdDeviceFixAccess = "run carryover as root, or give its user read-write access to /dev/userfaultfd (a udev rule: " +
+		`KERNEL=="userfaultfd", GROUP="carryover", MODE="0660"); Linux >= 6.7`
+)
+
+func probeLazyRestore() error {
+	dev, err := os.OpenFile(uffdDevicePath, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, dev.Fd(), uffdDevIocNew, uintptr(unix.O_CLOEXEC|unix.O_NONBLOCK))
+	if errno != 0 {
+		return fmt.Errorf("USERFAULTFD_IOC_NEW: %w", errno)
+	}
+	defer unix.Close(int(fd))
+	api := [3]uint64{uffdAPI, uffdLazyFeatures, 0}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
+		return fmt.Errorf("UFFDIO_API(WP_ASYNC, WP_UNPOPULATED, POISON): %w", errno)
+	}
+	return nil
+}

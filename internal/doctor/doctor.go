@@ -47,6 +47,7 @@ type Options struct {
 	SkipReachable bool   // leave out PostgreSQL and S3 (serve: opening the store checks them)
 	ReachTimeout  time.Duration
 	SkipPython    bool // leave out the kernel's Python (serve: the warm pool reports it)
+	LazyRestore   bool // persistence.lazy_restore
 }
 
 // S3 locates the chunk bucket.
@@ -110,7 +111,7 @@ func Run(ctx context.Context, o Options) Report {
 	}
 	var r Report
 	r = append(r, sandboxChecks(o)...)
-	r = append(r, checkDirtyPages(o), checkDevShm(), checkDisk(o))
+	r = append(r, checkDirtyPages(o), checkLazyRestore(o), checkDevShm(), checkDisk(o))
 	if !o.SkipPython {
 		r = append(r, checkPython(ctx, o))
 	}

@@ -46,6 +46,7 @@ type Config struct {
 	Retention         int                       // persistence.retention: checkpoints kept per session
 	PreImport         []string                  // persistence.pre_import: modules the pool's kernels import
 	Replay            persistence.ReplayOptions // persistence.replay, replay_budget_seconds
+	LazyRestore       bool                      // persistence.lazy_restore
 	SaveHiddenFiles   bool                      // persistence.save_hidden_files
 	MaxFileBytes      int64                     // persistence.max_file_bytes
 	MaxWorkspaceBytes int64                     // persistence.max_workspace_bytes

@@ -94,7 +94,7 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 	}
 	var restored *carryover.RestoreResult
 	if doc.LastCheckpoint != nil {
-		restored, err = s.ckpt.Restore(ctx, k, ls.id, "", s.workspace(ls.id), false)
+		restored, err = s.ckpt.RestoreIntoNew(ctx, k, ls.id, s.workspace(ls.id)) // no user code ran in k yet
 		if err != nil {
 			s.stopKernel(ctx, k)
 			// Nothing is lost: the checkpoint stays in the database and the next run tries again.

@@ -142,6 +142,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
 			PreImport: cfg.PreImport,
 			Replay:    cfg.Replay,
+			Lazy:      cfg.LazyRestore,
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.SaveHiddenFiles,
 				MaxFileBytes:  cfg.MaxFileBytes,

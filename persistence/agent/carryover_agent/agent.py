@@ -13,6 +13,7 @@ from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
 from .groups import _State
+from . import lazy
 from .restore import op_restore
 from .snapshot import op_snapshot
 
@@ -101,6 +102,9 @@ class Agent:
 
     def op_restore(self, a):
         return op_restore(self, a)
+
+    def op_lazy_map(self, a):
+        return lazy.op_lazy_map(self, a)
 
     # The session service's ops (kernelops.py): set-up, env, output guard, variable inspector.
     def op_setup(self, a):

@@ -5,6 +5,7 @@ import mmap
 import os
 import sys
 
+from . import lazy
 from .common import _hash, _reason
 
 # Dirty-page tracking: which pages of a large buffer a turn wrote, in time proportional to the pages
@@ -40,7 +41,7 @@ _SCAN_VEC = 256
 
 
 class _Tracked:
-    __slots__ = ("oid", "addr", "n", "start", "end", "cs", "hashes")
+    __slots__ = ("oid", "addr", "n", "start", "end", "cs", "hashes", "foreign")
 
 
 class _Uffd:
@@ -211,19 +212,25 @@ class _Tracker:
             # Two entries over one page: one scan would hide the other's writes. The old one is dropped
             # (its array, if alive, is hashed whole next time: dropping is always safe).
             self._drop(o)
-        if not self.k.private(start, end) or not self.k.register(start, end):
+        # A lazily restored buffer is registered already, by the server's userfaultfd (lazy.py): its
+        # pages are scanned the same way, and never unregistered from here.
+        foreign = lazy.covers(start, end)
+        if not self.k.private(start, end) or not (foreign or self.k.register(start, end)):
             return None
         if self.k.scan(start, end) is None:  # protects every page: from here on, writes are seen
-            self.k.unregister(start, end)
+            if not foreign:
+                self.k.unregister(start, end)
             return None
         e = _Tracked()
         e.oid, e.addr, e.n, e.start, e.end, e.cs, e.hashes = id(exporter), addr, n, start, end, cs, []
+        e.foreign = foreign
         self.entries[(addr, n)] = e
         return e
 
     def _drop(self, e):
         self.entries.pop((e.addr, e.n), None)
-        self.k.unregister(e.start, e.end)
+        if not e.foreign:
+            self.k.unregister(e.start, e.end)
 
     def seed(self, exporter, addr, n, cs, chunks):
         """Trusts chunks ([[hash, len], ...], what a restore just mapped at addr) as the hashes of

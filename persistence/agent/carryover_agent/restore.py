@@ -13,7 +13,7 @@ import pickle
 import sys
 import time
 
-from . import figures, history, replay
+from . import figures, history, lazy, replay
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
@@ -44,7 +44,8 @@ def op_restore(agent, a):
     try:
         _load(agent, r, groups)
     finally:
-        forget_rebuilt()  # the sliced containers rebuilt by the loads: held until now, on every path
+        forget_rebuilt()
+        lazy.release_untaken()  # the sliced containers rebuilt by the loads: held until now, on every path
     _restore_env(a)
     st = r.st
     cur = agent._user_names()
@@ -222,7 +223,7 @@ class _Restore:
 
 def _unpickle(g, desc, load):
     """(object, unpickler, buffers) of one group: the pickle stream from ``pd`` (inline) or ``pf``,
-    each out-of-band buffer mapped from its file of ``bf``."""
+    each out-of-band buffer mapped from its file of ``bf``, or lazily mapped (``lb``: lazy.py)."""
     if "pd" in g:
         data = base64.b64decode(g["pd"])
     else:
@@ -231,7 +232,9 @@ def _unpickle(g, desc, load):
     parts = {}
     for p in g.get("bp") or ():
         parts.setdefault(p["j"], []).append((p["f"], p["o"]))
-    bufs = [_map_file(p, parts.get(j, ())) for j, p in enumerate(g.get("bf") or ())]
+    lazy_at = {r["j"]: r["id"] for r in g.get("lb") or ()}
+    bufs = [lazy.take(lazy_at[j]) if j in lazy_at else _map_file(p, parts.get(j, ()))
+            for j, p in enumerate(g.get("bf") or ())]
     if desc["f"] == "d":
         u = dill.Unpickler(io.BytesIO(data), buffers=bufs)
     else:
@@ -350,7 +353,7 @@ def _map_over(m, path, off):
 
 
 def _cleanup(g):
-    for p in ([g["pf"]] if g.get("pf") else []) + list(g.get("bf") or ()) + [p["f"] for p in g.get("bp") or ()]:
+    for p in ([g["pf"]] if g.get("pf") else []) + [p for p in g.get("bf") or () if p] + [p["f"] for p in g.get("bp") or ()]:
         try:
             os.unlink(p)
         except OSError:

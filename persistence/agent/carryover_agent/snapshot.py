@@ -7,7 +7,7 @@ import struct
 import sys
 import time
 
-from . import figures, fingerprint, history
+from . import figures, fingerprint, history, lazy
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -26,6 +26,7 @@ def op_snapshot(agent, a):
     agent._tracker.reset_stats()
     reset_stats()
     agent._tracker.purge()
+    lazy.reap()
     agent._settle(a.get("committed") or "")
     token = a["token"]
     cs = int(a.get("chunk_size") or DEFAULT_CHUNK)

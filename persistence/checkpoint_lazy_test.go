@@ -1,0 +1,79 @@
+package persistence_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/carryover/carryover/persistence"
+)
+
+// TestLazyRestore restores a large array lazily, with a fill slowed down so the array is used before
+// it is filled: read (in user code and in a system call), written, forked and checkpointed half-way,
+// and every value comes back equal after two kill -9s.
+func TestLazyRestore(t *testing.T) {
+	defer persistence.SetLazyBufferMin(1 << 20)()
+	ctx := context.Background()
+	c, ws, spool := kernelSession(t, "lz")
+	c.Lazy = true
+	k := agentKernel(t, c, ws, spool)
+	run(t, k, "import numpy as np\nbig = np.random.default_rng(5).random(4 << 20)\nhead = big[:4]\nexp = big.copy()\ngone = np.ones(4 << 20)")
+	if _, err := c.Checkpoint(ctx, k, "lz", 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	wake := func(which string) {
+		t.Helper()
+		killKernel(t, k)
+		k = agentKernel(t, c, ws, spool)
+		rr, err := c.RestoreIntoNew(ctx, k, "lz", ws)
+		if err != nil || len(rr.Failed) != 0 {
+			t.Fatalf("%s restore: %v %+v", which, err, rr)
+		}
+		if rr.Timings.LazyBytes != 96<<20 || rr.Timings.LazyOff != "" {
+			t.Fatalf("%s restore: lazy bytes %d (%q), want the arrays' 96 MiB", which, rr.Timings.LazyBytes, rr.Timings.LazyOff)
+		}
+	}
+	release := persistence.SetLazyHold()
+	defer release()
+	wake("first")
+	// Before the fill is done: a read from user code, a write(2) of pages not filled yet (a fault
+	// inside a system call), a write, and a checkpoint that does not wait for the fill.
+	probe := "import os, carryover_agent.lazy as L\n" +
+		"p0 = L.pending()\n" +
+		"r, w = os.pipe()\n" +
+		"os.write(w, memoryview(big)[3 << 20:(3 << 20) + 4].cast('B')[:32])\n" +
+		"piped = os.read(r, 32) == exp[3 << 20:(3 << 20) + 4].tobytes()\n" +
+		"mid = float(big[2 << 20]) == float(exp[2 << 20])\n" +
+		"big[1] = -1.0\nbig[-1] = -2.0\nexp[1] = -1.0\nexp[-1] = -2.0\n" +
+		// An array freed before its fill: its memory must not be reused by one the fill copies into.
+		"del gone\nfresh = np.zeros(4 << 20)"
+	run(t, k, probe)
+	res, err := c.Checkpoint(ctx, k, "lz", 2, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eval(t, k, "(p0, L.pending(), piped, mid)"); !strings.HasPrefix(got, "(1, 1, True, True)") {
+		t.Fatalf("(fill pending at the probe, still pending after the checkpoint, write(2) right, read right): %s", got)
+	}
+	if res.Timings.DirtyMode != "uffd" || res.BytesWritten > 4<<20 {
+		t.Errorf("two elements written: mode %q (%q), %d bytes stored; want uffd and two 1 MiB chunks",
+			res.Timings.DirtyMode, res.Timings.DirtyFallback, res.BytesWritten)
+	}
+	release()
+	// A fork waits for the fill: the child sees the whole array.
+	fork := "pid = os.fork()\n" +
+		"if pid == 0:\n    os._exit(0 if bool((big == exp).all()) else 3)\n" +
+		"forked = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])"
+	run(t, k, fork)
+	if got := eval(t, k, "(forked, L.pending(), bool((big == exp).all()), head.base is big or head.base is big.base, bool((fresh == 0).all()))"); got != "(0, 0, True, True, True)" {
+		t.Fatalf("(child's exit, fills pending, equal, head a view of big, fresh still zeros): %s", got)
+	}
+	run(t, k, "big[7] = 7.0\nexp[7] = 7.0")
+	if _, err := c.Checkpoint(ctx, k, "lz", 3, ws); err != nil {
+		t.Fatal(err)
+	}
+	wake("second")
+	if got := eval(t, k, "(bool((big == exp).all()), float(big[1]), float(big[-1]), float(big[7]))"); got != "(True, -1.0, -2.0, 7.0)" {
+		t.Fatalf("after the second wake: %s", got)
+	}
+}
