@@ -2,9 +2,12 @@ package persistence_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence"
 )
 
@@ -75,5 +78,80 @@ func TestLazyRestore(t *testing.T) {
 	wake("second")
 	if got := eval(t, k, "(bool((big == exp).all()), float(big[1]), float(big[-1]), float(big[7]))"); got != "(True, -1.0, -2.0, 7.0)" {
 		t.Fatalf("after the second wake: %s", got)
+	}
+}
+
+// damagedChunks is the store with every 1 MiB chunk unreadable (the array's data, not descriptors).
+type damagedChunks struct{ carryover.CheckpointStore }
+
+func (d damagedChunks) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
+	out, err := d.CheckpointStore.ReadChunk(ctx, hash, buf)
+	if err == nil && len(out)-len(buf) == 1<<20 {
+		return buf, errors.New("chunk damaged (test)")
+	}
+	return out, err
+}
+
+// TestLazyRestoreDamagedChunkKillsNotZeros: a chunk the fill cannot read has the kernel that touches
+// it killed, instead of reading zeros where the data was or waiting for ever.
+func TestLazyRestoreDamagedChunkKillsNotZeros(t *testing.T) {
+	defer persistence.SetLazyBufferMin(1 << 20)()
+	ctx := context.Background()
+	c, ws, spool := kernelSession(t, "lzd")
+	c.Lazy = true
+	k := agentKernel(t, c, ws, spool)
+	run(t, k, "import numpy as np\nbig = np.random.default_rng(6).random(1 << 20)")
+	if _, err := c.Checkpoint(ctx, k, "lzd", 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	killKernel(t, k)
+	k = agentKernel(t, c, ws, spool)
+	c.Store = damagedChunks{c.Store}
+	rr, err := c.RestoreIntoNew(ctx, k, "lzd", ws)
+	if err != nil || rr.Timings.LazyBytes != 8<<20 {
+		t.Fatalf("restore: %v %+v", err, rr)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := k.Eval(tctx, "", "float(big.sum())")
+	if err == nil {
+		t.Fatalf("the array was read from damaged chunks: %s", got)
+	}
+	select {
+	case <-k.Dead():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the kernel touching a damaged chunk lives on (eval: %v)", err)
+	}
+}
+
+// TestLazyRestoreFallsBack: a kernel that cannot map lazily (here its lazy_map fails) is restored
+// eagerly, says why in lazy_off, and the values are equal; Restore (into a kernel that ran user
+// code) is never lazy.
+func TestLazyRestoreFallsBack(t *testing.T) {
+	defer persistence.SetLazyBufferMin(1 << 20)()
+	ctx := context.Background()
+	c, ws, spool := kernelSession(t, "lzf")
+	c.Lazy = true
+	k := agentKernel(t, c, ws, spool)
+	run(t, k, "import numpy as np\nbig = np.random.default_rng(7).random(1 << 20)\ns = float(big.sum())")
+	if _, err := c.Checkpoint(ctx, k, "lzf", 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	killKernel(t, k)
+	k = agentKernel(t, c, ws, spool)
+	if _, err := k.Eval(ctx, "import carryover_agent.lazy as L\ndef _no(agent, a):\n    raise OSError('no userfaultfd here')\nL.op_lazy_map = _no", "1"); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := c.RestoreIntoNew(ctx, k, "lzf", ws)
+	if err != nil || len(rr.Failed) != 0 || rr.Timings.LazyBytes != 0 || !strings.Contains(rr.Timings.LazyOff, "no userfaultfd here") {
+		t.Fatalf("restore: %v %+v", err, rr)
+	}
+	if got := eval(t, k, "float(big.sum()) == s"); got != "True" {
+		t.Fatalf("eager fallback: equal %s", got)
+	}
+	killKernel(t, k)
+	k = agentKernel(t, c, ws, spool)
+	if rr, err := c.Restore(ctx, k, "lzf", "", ws, false); err != nil || rr.Timings.LazyBytes != 0 || rr.Timings.LazyOff != "" {
+		t.Fatalf("Restore: %v %+v", err, rr)
 	}
 }

@@ -23,7 +23,8 @@ const (
 	chunkTodo int32 = iota
 	chunkFilling
 	chunkFilled
-	chunkLost // could not be read (poisoned) or its mapping is gone
+	chunkGone    // its mapping or the process is gone, or the fill was cancelled: nothing waits
+	chunkDamaged // could not be read or copied in: a thread touching it has the kernel killed
 )
 
 // lazyChunk is one chunk's place in the kernel process.
@@ -41,6 +42,7 @@ type lazyFill struct {
 	r        carryover.ChunkReader
 	uffd     *os.File
 	conn     *net.UnixConn
+	pidfd    int // the kernel process (the socket's peer), killed if it touches a damaged chunk; -1: none
 	page     int
 	chunks   []lazyChunk // in fill order: buffer by buffer
 	byAddr   []int       // chunk indexes sorted by address
@@ -60,7 +62,7 @@ const lazyWorkers = 2
 var lazyHold atomic.Bool
 
 func newLazyFill(r carryover.ChunkReader, uffd *os.File, conn *net.UnixConn, bufs []lazyBuf, mapped []lazyMapped, page int) *lazyFill {
-	f := &lazyFill{r: r, uffd: uffd, conn: conn, page: page, prio: make(chan int, 1024)}
+	f := &lazyFill{r: r, uffd: uffd, conn: conn, pidfd: peerPidfd(conn), page: page, prio: make(chan int, 1024)}
 	for i, b := range bufs {
 		addr := mapped[i].Addr
 		for _, ch := range b.chunks {
@@ -104,7 +106,7 @@ func (f *lazyFill) run(ctx context.Context) {
 	msg := "done\n"
 	if err := f.err(); err != nil {
 		msg = "fail: " + err.Error() + "\n"
-		slog.Error("lazy restore: a buffer could not be filled; its pages raise SIGBUS when touched", "err", err)
+		slog.Error("lazy restore: a buffer could not be filled; the kernel is killed if it touches that part", "err", err)
 	}
 	f.conn.Write([]byte(msg))
 }
@@ -113,6 +115,9 @@ func (f *lazyFill) stop() {
 	f.stopOnce.Do(func() {
 		f.uffd.Close()
 		f.conn.Close()
+		if f.pidfd >= 0 {
+			unix.Close(f.pidfd)
+		}
 	})
 }
 
@@ -176,7 +181,11 @@ func (f *lazyFill) fill(ctx context.Context, i int, buf []byte) []byte {
 		buf = append(buf, make([]byte, pad)...)
 	}
 	if err := f.copyIn(ch.addr, buf); err != nil {
-		f.lose(i, err, false)
+		// ENOENT: the mapping is gone (unmapped by hand: the fill holds the buffers); ESRCH: the
+		// process. Anything else (ENOMEM: the box's memory limit) is damage: nothing may wait for
+		// ever, nor read zeros.
+		gone := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrClosed)
+		f.lose(i, fmt.Errorf("chunk %s: copying it in: %w", ch.hash, err), !gone)
 		return buf
 	}
 	f.state[i].Store(chunkFilled)
@@ -195,11 +204,15 @@ func (f *lazyFill) copyIn(dst uintptr, src []byte) error {
 			n, err := uffdCopy(int(fd), dst+uintptr(off), src[off:])
 			off += int(n)
 			switch {
-			case err == nil, errors.Is(err, unix.EAGAIN):
+			case err == nil:
+			case errors.Is(err, unix.EAGAIN):
+				if n == 0 { // the process's mappings are changing
+					time.Sleep(time.Millisecond)
+				}
 			case errors.Is(err, unix.EEXIST):
 				off += f.page
 			default:
-				cerr = err // ENOENT: the mapping is gone (the array freed); ESRCH: the process
+				cerr = err
 				return
 			}
 		}
@@ -207,24 +220,24 @@ func (f *lazyFill) copyIn(dst uintptr, src []byte) error {
 	return errors.Join(ctlErr, cerr)
 }
 
-// lose marks chunk i lost: a chunk that could not be read is poisoned (its pages raise SIGBUS, never
-// read as zeros) and its error kept; a copy that failed because the mapping or the process is gone
-// is no error.
-func (f *lazyFill) lose(i int, err error, unreadable bool) {
-	f.state[i].Store(chunkLost)
-	if !unreadable {
+// lose marks chunk i gone, or damaged with its error kept.
+func (f *lazyFill) lose(i int, err error, damaged bool) {
+	if !damaged {
+		f.state[i].Store(chunkGone)
 		return
-	}
-	ch := f.chunks[i]
-	n := int(ch.n) + (-int(ch.n) & (f.page - 1))
-	if rc, e := f.uffd.SyscallConn(); e == nil {
-		rc.Control(func(fd uintptr) { err = errors.Join(err, uffdPoison(int(fd), ch.addr, n)) })
 	}
 	f.mu.Lock()
 	if f.firstErr == nil {
 		f.firstErr = err
 	}
 	f.mu.Unlock()
+	f.state[i].Store(chunkDamaged)
+	// A thread that faulted while the chunk was being filled waits for a copy that will not come:
+	// woken, it faults again and finds the chunk damaged.
+	ch := f.chunks[i]
+	if rc, e := f.uffd.SyscallConn(); e == nil {
+		rc.Control(func(fd uintptr) { uffdWake(int(fd), ch.addr, int(ch.n)+(-int(ch.n)&(f.page-1))) })
+	}
 }
 
 // faults reads the kernel's page faults until the userfaultfd is closed.
@@ -262,6 +275,18 @@ func (f *lazyFill) fault(addr uintptr) {
 		if rc, err := f.uffd.SyscallConn(); err == nil {
 			rc.Control(func(fd uintptr) { uffdZero(int(fd), addr, f.page) })
 		}
+	case chunkDamaged:
+		// The page cannot hold what was saved. Poisoning it (SIGBUS) is refused over the
+		// write-protect marker the page carries, and waking the thread would have it read zeros or
+		// fault again for ever: the kernel is killed, as a SIGBUS would, and the log says why.
+		if f.pidfd >= 0 {
+			unix.PidfdSendSignal(f.pidfd, unix.SIGKILL, nil, 0)
+		}
+		slog.Error("lazy restore: the kernel touched a chunk that could not be filled; killed", "err", f.err())
+	case chunkGone:
+		if rc, err := f.uffd.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { uffdWake(int(fd), addr, f.page) })
+		}
 	}
 }
 
@@ -279,4 +304,22 @@ func (f *lazyFill) find(addr uintptr) int {
 		return -1
 	}
 	return i
+}
+
+// peerPidfd is a pidfd of the process at the other end of conn (the kernel), or -1.
+func peerPidfd(conn *net.UnixConn) int {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	pidfd := -1
+	rc.Control(func(fd uintptr) {
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err == nil && cred.Pid > 0 {
+			if p, err := unix.PidfdOpen(int(cred.Pid), 0); err == nil {
+				pidfd = p
+			}
+		}
+	})
+	return pidfd
 }

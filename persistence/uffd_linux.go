@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -16,7 +17,6 @@ const (
 	uffdioCopy       = 0xC028AA03 // _IOWR(0xAA, 0x03, struct uffdio_copy)
 	uffdioZeropage   = 0xC020AA04 // _IOWR(0xAA, 0x04, struct uffdio_zeropage)
 	uffdioWake       = 0x8010AA02 // _IOR(0xAA, 0x02, struct uffdio_range)
-	uffdioPoison     = 0xC020AA08 // _IOWR(0xAA, 0x08, struct uffdio_poison)
 	uffdCopyModeWP   = 2          // the page is installed write-protected: its first write is marked
 	uffdEventFault   = 0x12
 	uffdMsgSize      = 32
@@ -68,6 +68,7 @@ func uffdIoctl(fd int, req uintptr, arg unsafe.Pointer) error {
 func uffdCopy(fd int, dst uintptr, src []byte) (int64, error) {
 	a := uffdioCopyArg{dst: uint64(dst), src: uint64(uintptr(unsafe.Pointer(&src[0]))), len: uint64(len(src)), mode: uffdCopyModeWP}
 	err := uffdIoctl(fd, uffdioCopy, unsafe.Pointer(&a))
+	runtime.KeepAlive(src)
 	if err != nil && a.copied > 0 {
 		return a.copied, err
 	}
@@ -83,15 +84,13 @@ func uffdZero(fd int, dst uintptr, n int) error {
 	a := uffdioModeArg{start: uint64(dst), len: uint64(n)}
 	err := uffdIoctl(fd, uffdioZeropage, unsafe.Pointer(&a))
 	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EAGAIN) {
-		r := uffdioRangeArg{start: uint64(dst), len: uint64(n)}
-		return uffdIoctl(fd, uffdioWake, unsafe.Pointer(&r))
+		return uffdWake(fd, dst, n)
 	}
 	return err
 }
 
-// uffdPoison marks [dst, dst+n) poisoned: a thread touching it gets SIGBUS. Used when a chunk cannot
-// be read back: the process must not read zeros where the data was.
-func uffdPoison(fd int, dst uintptr, n int) error {
-	a := uffdioModeArg{start: uint64(dst), len: uint64(n)}
-	return uffdIoctl(fd, uffdioPoison, unsafe.Pointer(&a))
+// uffdWake wakes the threads waiting on [dst, dst+n).
+func uffdWake(fd int, dst uintptr, n int) error {
+	r := uffdioRangeArg{start: uint64(dst), len: uint64(n)}
+	return uffdIoctl(fd, uffdioWake, unsafe.Pointer(&r))
 }

@@ -104,8 +104,7 @@ func probePagemapScan(ufd int) error {
 // device as the server does and makes one with the features the agent asks for.
 const (
 	uffdDevIocNew       = 0xAA00
-	uffdFeaturePoison   = 1 << 14
-	uffdLazyFeatures    = uffdFeatureWPAsync | uffdFeatureWPUnpop | uffdFeaturePoison
+	uffdLazyFeatures    = uffdFeatureWPAsync | uffdFeatureWPUnpop
 	uffdDevicePath      = "/dev/userfaultfd"
 	uffdDeviceFixAccess = "run carryover as root, or give its user read-write access to /dev/userfaultfd (a udev rule: " +
 		`KERNEL=="userfaultfd", GROUP="carryover", MODE="0660"); Linux >= 6.7`
@@ -124,7 +123,7 @@ func probeLazyRestore() error {
 	defer unix.Close(int(fd))
 	api := [3]uint64{uffdAPI, uffdLazyFeatures, 0}
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
-		return fmt.Errorf("UFFDIO_API(WP_ASYNC, WP_UNPOPULATED, POISON): %w", errno)
+		return fmt.Errorf("UFFDIO_API(WP_ASYNC, WP_UNPOPULATED): %w", errno)
 	}
 	return nil
 }

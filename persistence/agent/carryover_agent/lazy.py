@@ -19,7 +19,7 @@ _IOC_NEW = 0xAA00  # USERFAULTFD_IOC_NEW on /dev/userfaultfd
 _UFFDIO_API, _UFFDIO_REGISTER = 0xC018AA3F, 0xC020AA00
 _UFFD_API = 0xAA
 _MODE_MISSING, _MODE_WP = 1, 2
-_FEATURES = (1 << 15) | (1 << 13) | (1 << 14)  # WP_ASYNC, WP_UNPOPULATED, POISON
+_FEATURES = (1 << 15) | (1 << 13)  # WP_ASYNC, WP_UNPOPULATED
 _MADV_DONTFORK, _MADV_DOFORK = 10, 11
 
 _maps = {}  # id -> mmap of the restore in progress, taken by its groups
