@@ -16,7 +16,8 @@ package persistence
 //     file, two workers), a large one as one file per worker (splitBuffer), and calls
 //     __carryover__.call("restore", {...}). The agent maps buffer files copy-on-write (mmap
 //     ACCESS_COPY; a buffer's later parts over their places in its first file's mapping) and hands
-//     them to pickle.loads(buffers=...): no further copy.
+//     them to pickle.loads(buffers=...): no further copy. A wake's large buffers are not assembled:
+//     an agent call before the restore maps them and Go fills them in the background (lazy_restore.go).
 
 import (
 	"context"

@@ -50,6 +50,10 @@ def op_lazy_map(agent, a):
     """Maps a["bufs"] ([{id, n}]) and hands their userfaultfd to the server at a["sock"]."""
     global _hooked
     libc = _libc()
+    # Everything that may import runs before the device arrives: the kernel's cwd is the session's
+    # workspace, on sys.path, and a module imported from there is user code, which must never run
+    # while the device or the userfaultfd is open here.
+    scan = agent._tracker.k.scan if agent._tracker.k.setup() else None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(60)
     made, dev, uffd = [], -1, -1
@@ -65,7 +69,6 @@ def op_lazy_map(agent, a):
                       "USERFAULTFD_IOC_NEW")
         api = (ctypes.c_uint64 * 3)(_UFFD_API, _FEATURES, 0)
         _check(libc.ioctl(uffd, ctypes.c_ulong(_UFFDIO_API), api), "UFFDIO_API")
-        scan = agent._tracker.k.scan if agent._tracker.k.setup() else None
         for b in a["bufs"]:
             m = mmap.mmap(-1, b["n"], flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             made.append((b["id"], m))
