@@ -113,11 +113,8 @@ func (f *lazyFill) run(ctx context.Context) {
 
 func (f *lazyFill) stop() {
 	f.stopOnce.Do(func() {
-		f.uffd.Close()
+		f.uffd.Close() // ends faults, which closes the pidfd (its only user)
 		f.conn.Close()
-		if f.pidfd >= 0 {
-			unix.Close(f.pidfd)
-		}
 	})
 }
 
@@ -242,6 +239,11 @@ func (f *lazyFill) lose(i int, err error, damaged bool) {
 
 // faults reads the kernel's page faults until the userfaultfd is closed.
 func (f *lazyFill) faults() {
+	defer func() {
+		if f.pidfd >= 0 {
+			unix.Close(f.pidfd)
+		}
+	}()
 	msg := make([]byte, uffdMsgSize*64)
 	for {
 		n, err := f.uffd.Read(msg)
