@@ -147,7 +147,8 @@ func (c *Checkpointer) restoreWorkspace(ctx context.Context, m *Manifest, dir st
 	return RestoreFilesWith(ctx, c.Store, dir, m.Files, opt)
 }
 
-// restoreNamespace assembles the groups' spool files from the store and has the agent load them.
+// restoreNamespace assembles the groups' spool files from the store (a wake's large buffers: mapped
+// lazily instead, when the kernel can) and has the agent load them.
 func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, lazy bool) error {
 	var p agentPing
 	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
@@ -229,7 +230,7 @@ type assembleJob struct {
 	chunks   []descChunk
 	size     int64 // the chunks' bytes, written from offset 0
 	fileSize int64 // the file's size when larger than size (the first part of a split buffer)
-	lazy     int   // 1 + the lazy buffer this job assembles instead, when the lazy restore cannot; 0: none
+	lazy     int   // 1 + the index of the lazy buffer this job assembles (run when it cannot be mapped lazily); 0: none
 }
 
 // splitBufferMin is the size from which a buffer is assembled as several files, one per assembly
@@ -280,8 +281,8 @@ func chunksLen(chunks []descChunk) (n int64) {
 }
 
 // planRestore reads every group's descriptor and decides which spool files to assemble.
-// Buffers eligible for a lazy restore (when lazy is set) are listed in lazy and planned as files
-// too, in case the kernel cannot map them lazily (useLazy drops those jobs when it can).
+// Buffers eligible for a lazy restore (when lazy is set) are returned as lazyBufs and planned as
+// files too, in case the kernel cannot map them lazily (useLazy drops those jobs when it can).
 func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string, lazy bool) ([]restoreGroup, []assembleJob, []lazyBuf, error) {
 	var (
 		groups []restoreGroup

@@ -14,14 +14,13 @@ import (
 // userfaultfd (from the /dev/userfaultfd descriptor the server lends it) and hands it over; the
 // server fills its pages with UFFDIO_COPY, which copies into the kernel process's memory.
 const (
-	uffdioCopy       = 0xC028AA03 // _IOWR(0xAA, 0x03, struct uffdio_copy)
-	uffdioZeropage   = 0xC020AA04 // _IOWR(0xAA, 0x04, struct uffdio_zeropage)
-	uffdioWake       = 0x8010AA02 // _IOR(0xAA, 0x02, struct uffdio_range)
-	uffdCopyModeWP   = 2          // the page is installed write-protected: its first write is marked
-	uffdEventFault   = 0x12
-	uffdMsgSize      = 32
-	uffdDevicePath   = "/dev/userfaultfd"
-	uffdDeviceAccess = "open " + uffdDevicePath
+	uffdioCopy     = 0xC028AA03 // _IOWR(0xAA, 0x03, struct uffdio_copy)
+	uffdioZeropage = 0xC020AA04 // _IOWR(0xAA, 0x04, struct uffdio_zeropage)
+	uffdioWake     = 0x8010AA02 // _IOR(0xAA, 0x02, struct uffdio_range)
+	uffdCopyModeWP = 2          // the page is installed write-protected: its first write is marked
+	uffdEventFault = 0x12
+	uffdMsgSize    = 32
+	uffdDevicePath = "/dev/userfaultfd"
 )
 
 var uffdDev struct {

@@ -14,6 +14,7 @@ import json
 import mmap
 import os
 import socket
+import time
 
 _IOC_NEW = 0xAA00  # USERFAULTFD_IOC_NEW on /dev/userfaultfd
 _UFFDIO_API, _UFFDIO_REGISTER = 0xC018AA3F, 0xC020AA00
@@ -113,9 +114,8 @@ def take(i):
 
 
 def release_untaken():
-    """Unmaps what the restore did not take (a group that failed before its buffers)."""
-    for m in _maps.values():
-        m.close()
+    """Lets go of what the restore did not take (a group that failed before its buffers). Not
+    unmapped here: the fill holds them until it is done (reap), as it does a buffer freed mid-fill."""
     _maps.clear()
 
 
@@ -132,12 +132,9 @@ def _poll(f, block):
         got = f.sock.recv(4096, socket.MSG_PEEK | (0 if block else socket.MSG_DONTWAIT))
     except BlockingIOError:
         return
-    if block:
-        while got and not got.endswith(b"\n"):
-            more = f.sock.recv(4096, socket.MSG_PEEK)
-            if len(more) == len(got):
-                break
-            got = more
+    while block and got and not got.endswith(b"\n"):  # the rest of the line is on its way
+        time.sleep(0.001)
+        got = f.sock.recv(4096, socket.MSG_PEEK)
     if not got:
         f.state = "fail: the server closed the fill"
     elif got.endswith(b"\n"):
