@@ -42,6 +42,9 @@ type Checkpointer struct {
 	// Lazy lets RestoreIntoNew (a wake) map large buffers at once and fill them in the background
 	// (lazy_restore.go); without it, or where the kernel cannot, every buffer is read first.
 	Lazy bool
+	// Python runs the lazy restore's userfaultfd holder (lazy_holder.go): kernel.python;
+	// DefaultHolderPython when empty.
+	Python string
 }
 
 // ReplayOptions: Off switches replay off; Budget bounds the recorded time of the turns one restore

@@ -3,6 +3,7 @@ package persistence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,46 @@ func TestLazyRestoreFallsBack(t *testing.T) {
 	k = agentKernel(t, c, ws, spool)
 	if rr, err := c.Restore(ctx, k, "lzf", "", ws, false); err != nil || rr.Timings.LazyBytes != 0 || rr.Timings.LazyOff != "" {
 		t.Fatalf("Restore: %v %+v", err, rr)
+	}
+}
+
+// TestLazyRestoreOutlivesTheServersDescriptor: the server's userfaultfd closed mid-fill (what its
+// kill -9 does) leaves a thread waiting on an unfilled page waiting, because the holder keeps a
+// duplicate until the kernel exits; it never reads zeros. Then the kernel is killed, as the
+// server's death kills it.
+func TestLazyRestoreOutlivesTheServersDescriptor(t *testing.T) {
+	defer persistence.SetLazyBufferMin(1 << 20)()
+	ctx := context.Background()
+	c, ws, spool := kernelSession(t, "lzh")
+	c.Lazy = true
+	k := agentKernel(t, c, ws, spool)
+	run(t, k, "import numpy as np\nbig = np.random.default_rng(8).random(1 << 20)")
+	if _, err := c.Checkpoint(ctx, k, "lzh", 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	killKernel(t, k)
+	k = agentKernel(t, c, ws, spool)
+	release := persistence.SetLazyHold()
+	defer release()
+	answer := persistence.SetLazyDeaf()
+	defer answer()
+	if rr, err := c.RestoreIntoNew(ctx, k, "lzh", ws); err != nil || rr.Timings.LazyBytes != 8<<20 {
+		t.Fatalf("restore: %v %+v", err, rr)
+	}
+	got := make(chan string, 1)
+	go func() {
+		s, err := k.Eval(ctx, "", "float(big.sum())")
+		got <- fmt.Sprintf("%s %v", s, err)
+	}()
+	time.Sleep(300 * time.Millisecond) // the thread is waiting on its first page
+	persistence.StopLazyFills()
+	select {
+	case s := <-got:
+		t.Fatalf("the kernel went on after the server's userfaultfd was closed mid-fill: %s", s)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	killKernel(t, k)
+	if s := <-got; !strings.Contains(s, "kernel") {
+		t.Fatalf("eval of a killed kernel: %s", s)
 	}
 }

@@ -19,3 +19,17 @@ func SetLazyHold() func() {
 	lazyHold.Store(true)
 	return func() { lazyHold.Store(false) }
 }
+
+// SetLazyDeaf leaves every lazy fill's faults unanswered while on; the returned func answers them again.
+func SetLazyDeaf() func() {
+	lazyDeaf.Store(true)
+	return func() { lazyDeaf.Store(false) }
+}
+
+// StopLazyFills closes every running fill's userfaultfd and socket, as the server's exit would.
+func StopLazyFills() {
+	liveFills.Range(func(f, _ any) bool {
+		f.(*lazyFill).stop()
+		return true
+	})
+}

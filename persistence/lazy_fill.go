@@ -61,6 +61,12 @@ const lazyWorkers = 2
 // so a test catches a buffer half-filled for as long as it needs.
 var lazyHold atomic.Bool
 
+// lazyDeaf, while set (tests), leaves faults unanswered: a thread touching an unfilled page waits.
+var lazyDeaf atomic.Bool
+
+// liveFills are the fills running (tests stop them all, as the server's exit would).
+var liveFills sync.Map // *lazyFill -> struct{}
+
 func newLazyFill(r carryover.ChunkReader, uffd *os.File, conn *net.UnixConn, bufs []lazyBuf, mapped []lazyMapped, page int) *lazyFill {
 	f := &lazyFill{r: r, uffd: uffd, conn: conn, pidfd: peerPidfd(conn), page: page, prio: make(chan int, 1024)}
 	for i, b := range bufs {
@@ -83,6 +89,7 @@ func newLazyFill(r carryover.ChunkReader, uffd *os.File, conn *net.UnixConn, buf
 // kernel exits.
 func (f *lazyFill) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
+	liveFills.Store(f, struct{}{})
 	go f.faults()
 	go func() { // the kernel's exit (or the agent closing its end) ends the fill
 		var b [64]byte
@@ -113,6 +120,7 @@ func (f *lazyFill) run(ctx context.Context) {
 
 func (f *lazyFill) stop() {
 	f.stopOnce.Do(func() {
+		liveFills.Delete(f)
 		f.uffd.Close() // ends faults, which closes the pidfd (its only user)
 		f.conn.Close()
 	})
@@ -262,6 +270,9 @@ func (f *lazyFill) faults() {
 // fault answers a thread waiting on page addr: its chunk jumps the queue; a page of a chunk already
 // filled was discarded since (madvise) and reads as zeros; a chunk being filled wakes it when done.
 func (f *lazyFill) fault(addr uintptr) {
+	if lazyDeaf.Load() {
+		return
+	}
 	i := f.find(addr)
 	st := chunkFilled
 	if i >= 0 {

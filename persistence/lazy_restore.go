@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +25,8 @@ import (
 // touches a page not filled yet, from user code or inside a system call, waits for its chunk: a
 // value is never observed half-restored. Only a kernel no user code has run in is given the
 // device (a wake: a claimed kernel, before the restore), and it closes both descriptors before the
-// restore's first unpickle; the server holds the userfaultfd until the kernel exits.
+// restore's first unpickle; the server holds the userfaultfd until the kernel exits, and the holder
+// (lazy_holder.go) a duplicate, so not even a kill -9 of the server releases it under a live kernel.
 
 // lazyBufferMin is the size from which a buffer is restored lazily.
 var lazyBufferMin atomic.Int64
@@ -112,9 +115,18 @@ func (c *Checkpointer) startLazy(ctx context.Context, ex Executor, hostDir, kern
 		return fmt.Errorf("lazy restore: %w", err)
 	}
 	f := newLazyFill(c.Store, s.uffd, s.conn, bufs, s.mapped, os.Getpagesize())
+	if f.pidfd >= 0 {
+		if err := c.hold(s.uffd, f.pidfd); err != nil {
+			holderWarn.Do(func() {
+				slog.Warn("lazy restore without the userfaultfd holder: a kill -9 of the server mid-fill could show a dying kernel zeros", "err", err)
+			})
+		}
+	}
 	go f.run(context.WithoutCancel(ctx))
 	return nil
 }
+
+var holderWarn sync.Once
 
 // lendDevice accepts the agent's connection, lends it the device and reads back its userfaultfd
 // and where it mapped each buffer.

@@ -143,6 +143,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			PreImport: cfg.PreImport,
 			Replay:    cfg.Replay,
 			Lazy:      cfg.LazyRestore,
+			Python:    cfg.Python,
 			Files: persistence.FileLimits{
 				SaveHidden:    cfg.SaveHiddenFiles,
 				MaxFileBytes:  cfg.MaxFileBytes,
