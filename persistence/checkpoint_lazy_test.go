@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 )
 
@@ -96,17 +97,8 @@ func (d damagedChunks) ReadChunk(ctx context.Context, hash string, buf []byte) (
 // TestLazyRestoreDamagedChunkKillsNotZeros: a chunk the fill cannot read has the kernel that touches
 // it killed, instead of reading zeros where the data was or waiting for ever.
 func TestLazyRestoreDamagedChunkKillsNotZeros(t *testing.T) {
-	defer persistence.SetLazyBufferMin(1 << 20)()
 	ctx := context.Background()
-	c, ws, spool := kernelSession(t, "lzd")
-	c.Lazy = true
-	k := agentKernel(t, c, ws, spool)
-	run(t, k, "import numpy as np\nbig = np.random.default_rng(6).random(1 << 20)")
-	if _, err := c.Checkpoint(ctx, k, "lzd", 1, ws); err != nil {
-		t.Fatal(err)
-	}
-	killKernel(t, k)
-	k = agentKernel(t, c, ws, spool)
+	c, ws, _, k := lazySaved(t, "lzd", "import numpy as np\nbig = np.random.default_rng(6).random(1 << 20)")
 	c.Store = damagedChunks{c.Store}
 	rr, err := c.RestoreIntoNew(ctx, k, "lzd", ws)
 	if err != nil || rr.Timings.LazyBytes != 8<<20 {
@@ -129,17 +121,8 @@ func TestLazyRestoreDamagedChunkKillsNotZeros(t *testing.T) {
 // eagerly, says why in lazy_off, and the values are equal; Restore (into a kernel that ran user
 // code) is never lazy.
 func TestLazyRestoreFallsBack(t *testing.T) {
-	defer persistence.SetLazyBufferMin(1 << 20)()
 	ctx := context.Background()
-	c, ws, spool := kernelSession(t, "lzf")
-	c.Lazy = true
-	k := agentKernel(t, c, ws, spool)
-	run(t, k, "import numpy as np\nbig = np.random.default_rng(7).random(1 << 20)\ns = float(big.sum())")
-	if _, err := c.Checkpoint(ctx, k, "lzf", 1, ws); err != nil {
-		t.Fatal(err)
-	}
-	killKernel(t, k)
-	k = agentKernel(t, c, ws, spool)
+	c, ws, spool, k := lazySaved(t, "lzf", "import numpy as np\nbig = np.random.default_rng(7).random(1 << 20)\ns = float(big.sum())")
 	if _, err := k.Eval(ctx, "import carryover_agent.lazy as L\ndef _no(agent, a):\n    raise OSError('no userfaultfd here')\nL.op_lazy_map = _no", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -162,17 +145,8 @@ func TestLazyRestoreFallsBack(t *testing.T) {
 // duplicate until the kernel exits; it never reads zeros. Then the kernel is killed, as the
 // server's death kills it.
 func TestLazyRestoreOutlivesTheServersDescriptor(t *testing.T) {
-	defer persistence.SetLazyBufferMin(1 << 20)()
 	ctx := context.Background()
-	c, ws, spool := kernelSession(t, "lzh")
-	c.Lazy = true
-	k := agentKernel(t, c, ws, spool)
-	run(t, k, "import numpy as np\nbig = np.random.default_rng(8).random(1 << 20)")
-	if _, err := c.Checkpoint(ctx, k, "lzh", 1, ws); err != nil {
-		t.Fatal(err)
-	}
-	killKernel(t, k)
-	k = agentKernel(t, c, ws, spool)
+	c, ws, _, k := lazySaved(t, "lzh", "import numpy as np\nbig = np.random.default_rng(8).random(1 << 20)")
 	release := persistence.SetLazyHold()
 	defer release()
 	answer := persistence.SetLazyDeaf()
@@ -196,4 +170,20 @@ func TestLazyRestoreOutlivesTheServersDescriptor(t *testing.T) {
 	if s := <-got; !strings.Contains(s, "kernel") {
 		t.Fatalf("eval of a killed kernel: %s", s)
 	}
+}
+
+// lazySaved is what a wake finds: session id's checkpoint of what code made (buffers from 1 MiB are
+// lazy for the test), its kernel killed, and a new kernel to restore into, on a lazy checkpointer.
+func lazySaved(t *testing.T, id, code string) (c *persistence.Checkpointer, ws, spool string, k *kernel.Kernel) {
+	t.Helper()
+	t.Cleanup(persistence.SetLazyBufferMin(1 << 20))
+	c, ws, spool = kernelSession(t, id)
+	c.Lazy = true
+	k = agentKernel(t, c, ws, spool)
+	run(t, k, code)
+	if _, err := c.Checkpoint(context.Background(), k, id, 1, ws); err != nil {
+		t.Fatal(err)
+	}
+	killKernel(t, k)
+	return c, ws, spool, agentKernel(t, c, ws, spool)
 }
