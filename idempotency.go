@@ -44,12 +44,16 @@ type IdempotencyStore interface {
 	// expired record of the key is replaced. Under concurrent reservations of one key exactly one
 	// wins. CodeNotFound if the session does not exist.
 	ReserveIdempotencyKey(ctx context.Context, r IdempotencyRecord) (IdempotencyRecord, bool, error)
-	// FinishIdempotencyKey stores the answer of a pending key (state done); CodeNotFound if the
-	// session does not hold the key.
-	FinishIdempotencyKey(ctx context.Context, sessionID, key string, answer json.RawMessage) error
-	// ReleaseIdempotencyKey deletes a key whose turn never started (it was refused before its cell
-	// ran), so a retry runs it. Releasing a key that is not held is not an error.
-	ReleaseIdempotencyKey(ctx context.Context, sessionID, key string) error
+	// FinishIdempotencyKey stores the answer of a pending key reserved by attempt (state done);
+	// CodeNotFound if the session does not hold the key under that attempt. Matching the attempt
+	// keeps a stalled first attempt, whose record expired and was reserved anew by another, from
+	// answering for the new one.
+	FinishIdempotencyKey(ctx context.Context, sessionID, key, attempt string, answer json.RawMessage) error
+	// ReleaseIdempotencyKey deletes a key reserved by attempt whose turn never started (it was
+	// refused before its cell ran), so a retry runs it. Releasing a key that is not held, or is held
+	// by another attempt, changes nothing and is not an error: a stalled attempt's release never
+	// frees a key another attempt is running under.
+	ReleaseIdempotencyKey(ctx context.Context, sessionID, key, attempt string) error
 	// GetIdempotencyKey returns the record of a key (expired or not); CodeNotFound if there is none.
 	GetIdempotencyKey(ctx context.Context, sessionID, key string) (IdempotencyRecord, error)
 	// ExpireIdempotencyKeys deletes every record expired at now and returns how many went.

@@ -51,13 +51,13 @@ func (s *Store) ReserveIdempotencyKey(_ context.Context, r carryover.Idempotency
 	return r, true, nil
 }
 
-// FinishIdempotencyKey stores the answer of a held key.
-func (s *Store) FinishIdempotencyKey(_ context.Context, sessionID, key string, answer json.RawMessage) error {
+// FinishIdempotencyKey stores the answer of a key attempt holds.
+func (s *Store) FinishIdempotencyKey(_ context.Context, sessionID, key, attempt string, answer json.RawMessage) error {
 	k := &s.idem
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	r, ok := k.keys[sessionID][key]
-	if !ok {
+	if !ok || r.Attempt != attempt {
 		return notFound("idempotency key", key)
 	}
 	r.State, r.Answer = carryover.IdempotencyDone, append(json.RawMessage(nil), answer...)
@@ -65,12 +65,14 @@ func (s *Store) FinishIdempotencyKey(_ context.Context, sessionID, key string, a
 	return nil
 }
 
-// ReleaseIdempotencyKey deletes a key.
-func (s *Store) ReleaseIdempotencyKey(_ context.Context, sessionID, key string) error {
+// ReleaseIdempotencyKey deletes a key attempt holds.
+func (s *Store) ReleaseIdempotencyKey(_ context.Context, sessionID, key, attempt string) error {
 	k := &s.idem
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.keys[sessionID], key)
+	if r, ok := k.keys[sessionID][key]; ok && r.Attempt == attempt {
+		delete(k.keys[sessionID], key)
+	}
 	return nil
 }
 

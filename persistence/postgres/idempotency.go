@@ -81,13 +81,13 @@ func (s *Store) ReserveIdempotencyKey(ctx context.Context, r carryover.Idempoten
 
 // FinishIdempotencyKey stores the answer of a held key. Fenced: a node that lost the session leaves
 // the key pending (a retry then answers run_interrupted).
-func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key string, answer json.RawMessage) error {
+func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key, attempt string, answer json.RawMessage) error {
 	return s.tx(ctx, func(tx *sqlx.Tx) error {
 		if err := s.lockFenced(ctx, tx, sessionID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET state = $1, answer = $2 WHERE session_id = $3 AND key = $4`,
-			carryover.IdempotencyDone, jsonText(answer, "null"), sessionID, key)
+		res, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET state = $1, answer = $2 WHERE session_id = $3 AND key = $4 AND attempt = $5`,
+			carryover.IdempotencyDone, jsonText(answer, "null"), sessionID, key, attempt)
 		if err != nil {
 			return fmt.Errorf("store the answer of an idempotency key of session %q: %w", sessionID, err)
 		}
@@ -98,9 +98,12 @@ func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key string,
 	})
 }
 
-// ReleaseIdempotencyKey deletes a key whose turn never started.
-func (s *Store) ReleaseIdempotencyKey(ctx context.Context, sessionID, key string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE session_id = $1 AND key = $2`, sessionID, key); err != nil {
+// ReleaseIdempotencyKey deletes a key attempt holds whose turn never started. Matching the attempt,
+// not fencing, is what makes it safe: a node that lost the session never reserved the key anew
+// under the new owner's attempt.
+func (s *Store) ReleaseIdempotencyKey(ctx context.Context, sessionID, key, attempt string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE session_id = $1 AND key = $2 AND attempt = $3`,
+		sessionID, key, attempt); err != nil {
 		return fmt.Errorf("release idempotency key of session %q: %w", sessionID, err)
 	}
 	return nil

@@ -71,11 +71,11 @@ func (s *Store) ReserveIdempotencyKey(ctx context.Context, r carryover.Idempoten
 	return held, false, nil
 }
 
-// FinishIdempotencyKey stores the answer of a held key.
-func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key string, answer json.RawMessage) error {
+// FinishIdempotencyKey stores the answer of a key attempt holds.
+func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key, attempt string, answer json.RawMessage) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET state = ?, answer = ? WHERE session_id = ? AND key = ?`,
-			carryover.IdempotencyDone, jsonText(answer, "null"), sessionID, key)
+		res, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET state = ?, answer = ? WHERE session_id = ? AND key = ? AND attempt = ?`,
+			carryover.IdempotencyDone, jsonText(answer, "null"), sessionID, key, attempt)
 		if err != nil {
 			return fmt.Errorf("store the answer of an idempotency key of session %q: %w", sessionID, err)
 		}
@@ -86,10 +86,11 @@ func (s *Store) FinishIdempotencyKey(ctx context.Context, sessionID, key string,
 	})
 }
 
-// ReleaseIdempotencyKey deletes a key whose turn never started.
-func (s *Store) ReleaseIdempotencyKey(ctx context.Context, sessionID, key string) error {
+// ReleaseIdempotencyKey deletes a key attempt holds whose turn never started.
+func (s *Store) ReleaseIdempotencyKey(ctx context.Context, sessionID, key, attempt string) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE session_id = ? AND key = ?`, sessionID, key); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE session_id = ? AND key = ? AND attempt = ?`,
+			sessionID, key, attempt); err != nil {
 			return fmt.Errorf("release idempotency key of session %q: %w", sessionID, err)
 		}
 		return nil

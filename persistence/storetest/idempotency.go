@@ -37,7 +37,12 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 		t.Fatalf("the same key on another session: won=%v err=%v", won, err)
 	}
 	answer := json.RawMessage(`{"result":{"stdout":"hi\n"}}`)
-	if err := s.FinishIdempotencyKey(ctx, "a", "k1", answer); err != nil {
+	// Only the attempt that reserved a key settles it.
+	wantCode(t, "finish by another attempt", s.FinishIdempotencyKey(ctx, "a", "k1", "p2", answer), carryover.CodeNotFound)
+	if got, _ := s.GetIdempotencyKey(ctx, "a", "k1"); got.State != carryover.IdempotencyPending || got.Answer != nil {
+		t.Fatalf("after a finish by another attempt: %+v", got)
+	}
+	if err := s.FinishIdempotencyKey(ctx, "a", "k1", "p1", answer); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s.GetIdempotencyKey(ctx, "a", "k1")
@@ -48,17 +53,23 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 	if err != nil || won || got.State != carryover.IdempotencyDone || string(got.Answer) != string(answer) {
 		t.Fatalf("reservation of a finished key: %+v won=%v err=%v", got, won, err)
 	}
-	wantCode(t, "finish of an unknown key", s.FinishIdempotencyKey(ctx, "a", "nope", answer), carryover.CodeNotFound)
+	wantCode(t, "finish of an unknown key", s.FinishIdempotencyKey(ctx, "a", "nope", "p1", answer), carryover.CodeNotFound)
 	_, err = s.GetIdempotencyKey(ctx, "a", "nope")
 	wantCode(t, "get of an unknown key", err, carryover.CodeNotFound)
 	_, _, err = s.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "nope", Key: "k", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	wantCode(t, "reservation for a missing session", err, carryover.CodeNotFound)
 
-	// Released: the next reservation wins.
-	if err := s.ReleaseIdempotencyKey(ctx, "b", "k1"); err != nil {
+	// A release by another attempt changes nothing; by its own, the next reservation wins.
+	if err := s.ReleaseIdempotencyKey(ctx, "b", "k1", "p2"); err != nil {
+		t.Fatalf("release by another attempt: %v", err)
+	}
+	if got, err := s.GetIdempotencyKey(ctx, "b", "k1"); err != nil || got.Attempt != "p1" || got.State != carryover.IdempotencyPending {
+		t.Fatalf("after a release by another attempt: %+v err=%v", got, err)
+	}
+	if err := s.ReleaseIdempotencyKey(ctx, "b", "k1", "p1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseIdempotencyKey(ctx, "b", "never"); err != nil {
+	if err := s.ReleaseIdempotencyKey(ctx, "b", "never", "p1"); err != nil {
 		t.Fatalf("release of a key not held: %v", err)
 	}
 	if _, won, err := s.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "b", Key: "k1", Fingerprint: "f3", Attempt: "p2",

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,20 +37,22 @@ const DefaultIdempotencyTTL = 24 * time.Hour
 // idempotency is the service's in-process side of keys.
 type idempotency struct {
 	once     sync.Once
-	attempt  string // this process's attempt id, drawn at first use
+	process  string        // this process's id, drawn at first use
+	attempts atomic.Uint64 // reservations made by this process
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // session + NUL + key -> closed when its turn here is over
 	lastGC   time.Time
 }
 
-// attemptID names this server process in the records it reserves.
+// attemptID names one reservation: this server process and a count. Finishing or releasing a key
+// matches it, so an attempt only ever settles its own record.
 func (i *idempotency) attemptID() string {
 	i.once.Do(func() {
 		b := make([]byte, 12)
 		_, _ = rand.Read(b)
-		i.attempt = hex.EncodeToString(b)
+		i.process = hex.EncodeToString(b)
 	})
-	return i.attempt
+	return i.process + "-" + strconv.FormatUint(i.attempts.Add(1), 10)
 }
 
 // enter marks name in flight here and returns a leave func; when name is already in flight it
@@ -157,8 +160,9 @@ func runKeyed[T any](ctx context.Context, s *Service, id, kind, key string, req 
 		ttl = DefaultIdempotencyTTL
 	}
 	fp := fingerprint(kind, req)
+	attempt := s.idem.attemptID()
 	rec, won, err := s.store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: id, Key: key, Fingerprint: fp,
-		Attempt: s.idem.attemptID(), CreatedAt: now, ExpiresAt: now.Add(ttl)})
+		Attempt: attempt, CreatedAt: now, ExpiresAt: now.Add(ttl)})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +173,7 @@ func runKeyed[T any](ctx context.Context, s *Service, id, kind, key string, req 
 	res, runErr := do(context.WithValue(ctx, keyedCallKey{}, call))
 	bg := context.WithoutCancel(ctx)
 	if !call.started.Load() {
-		if err := s.store.ReleaseIdempotencyKey(bg, id, key); err != nil {
+		if err := s.store.ReleaseIdempotencyKey(bg, id, key, attempt); err != nil {
 			s.log.Error("idempotency key not released after a refused turn", "session", id, "err", err)
 		}
 		return res, runErr
@@ -182,7 +186,7 @@ func runKeyed[T any](ctx context.Context, s *Service, id, kind, key string, req 
 		answer.Error = carryover.ErrorOf(runErr)
 	}
 	body, _ := json.Marshal(answer)
-	if err := s.store.FinishIdempotencyKey(bg, id, key, body); err != nil {
+	if err := s.store.FinishIdempotencyKey(bg, id, key, attempt, body); err != nil {
 		// The key stays pending: a retry answers run_interrupted, never a second run.
 		s.log.Error("answer of an idempotency key not stored", "session", id, "err", err)
 	}
