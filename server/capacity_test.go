@@ -476,3 +476,51 @@ func TestKernelStartTimeoutAnswers429(t *testing.T) {
 		t.Errorf("status refusals = %v (%v)", st.Refusals, err)
 	}
 }
+
+// TestPausedSessionsMakeRoom: a paused session keeps its kernel, but not its slot for ever. On a node
+// of one live kernel, a paused session is hibernated (reason capacity) to let another session's turn
+// in; it stays paused (its turns still answer session_paused), and after Resume it wakes with its
+// variables. A paused session idle for cull.idle_seconds is hibernated too (reason idle). Before,
+// both skipped paused sessions: the second session waited out the queue time and got a 429.
+func TestPausedSessionsMakeRoom(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "", capacity(1, 20*time.Second))
+	paused, other := servertest.ID(t), servertest.ID(t)
+	ts.newSession(client.CreateRequest{SessionID: paused})
+	ts.newSession(client.CreateRequest{SessionID: other})
+	ts.run(paused, "me = 'paused'")
+	ts.act(ts.c.Pause, paused)
+	if got := resultOf(ts.run(other, "me = 'other'\nme")); got != "'other'" {
+		t.Fatalf("the other session's turn = %q", got)
+	}
+	evs := ts.events(paused, 0, 100, "session_hibernated")
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Payload), `"reason":"capacity"`) {
+		t.Fatalf("the paused session's hibernations = %s", dump(evs))
+	}
+	if s := ts.session(paused); s.State != client.StatePaused {
+		t.Fatalf("the hibernated session is %s, want paused", s.State)
+	}
+	errCode(t, errOf(ts.c.Run(ts.ctx(), paused, client.RunRequest{Code: "me"})), http.StatusConflict, "session_paused")
+	ts.act(ts.c.Resume, paused)
+	if got := resultOf(ts.run(paused, "me")); got != "'paused'" {
+		t.Fatalf("the resumed session woke with me = %q", got)
+	}
+	if evs := ts.events(other, 0, 100, "session_hibernated"); len(evs) != 1 {
+		t.Fatalf("the other session made room for the resumed one: %s", dump(evs))
+	}
+
+	// The idle cull.
+	cull := startServer(t, "", func(c *configs.Config) { c.Cull.IdleSeconds = 1 })
+	id := servertest.ID(t)
+	cull.newSession(client.CreateRequest{SessionID: id})
+	cull.run(id, "me = 'culled'")
+	cull.act(cull.c.Pause, id)
+	waitUntil(t, "the paused session culled", func() bool {
+		evs := cull.events(id, 0, 100, "session_hibernated")
+		return len(evs) == 1 && strings.Contains(string(evs[0].Payload), `"reason":"idle"`)
+	})
+	cull.act(cull.c.Resume, id)
+	if got := resultOf(cull.run(id, "me")); got != "'culled'" {
+		t.Fatalf("the culled paused session woke with me = %q", got)
+	}
+}

@@ -119,12 +119,12 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 }
 
 // cullIdle hibernates sessions idle for cull.idle_seconds: checkpoint, then stop the kernel. The
-// session stays running; its next run restores it transparently.
+// session keeps its state (running, or paused); its next run restores it transparently.
 func (s *Service) cullIdle(ctx context.Context) {
 	idle := s.cfg.CullIdle
 	for _, ls := range s.liveSessions() {
 		doc := ls.docCopy()
-		if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
+		if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
 			continue
 		}
 		if !ls.lock.TryLock() {
@@ -133,7 +133,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 		func() {
 			defer ls.lock.Unlock()
 			doc := ls.docCopy()
-			if doc.State != carryover.StateRunning || time.Since(doc.LastActivity) < idle {
+			if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle {
 				return
 			}
 			if err := s.hibernateLocked(ctx, ls, reasonIdle); err != nil {

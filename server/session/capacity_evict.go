@@ -88,9 +88,9 @@ func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 	return 0, false
 }
 
-// evictLocked hibernates ls if it still holds a kernel and runs. Caller holds ls.lock.
+// evictLocked hibernates ls if it still holds a kernel and is running or paused. Caller holds ls.lock.
 func (s *Service) evictLocked(ctx context.Context, ls *liveSession, reason string) (int64, bool) {
-	if ls.currentKernel() == nil || ls.docCopy().State != carryover.StateRunning {
+	if ls.currentKernel() == nil || !hibernatable(ls.docCopy().State) {
 		return 0, false
 	}
 	ls.mu.Lock()
@@ -102,6 +102,14 @@ func (s *Service) evictLocked(ctx context.Context, ls *liveSession, reason strin
 	}
 	s.log.Info("session hibernated to make room", "session", ls.id, "reason", reason, "rss_bytes", rss)
 	return rss, true
+}
+
+// hibernatable says whether the node may hibernate a session in state st to free room: a running
+// one, or a paused one. A paused session keeps its kernel until then, and would otherwise hold a
+// slot for as long as it stays paused. It stays paused (its turns answer session_paused); after
+// Resume its next turn wakes it with everything it had.
+func hibernatable(st string) bool {
+	return st == carryover.StateRunning || st == carryover.StatePaused
 }
 
 // countHibernation counts a hibernation by reason (the status endpoint and its metric).
