@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,6 +170,47 @@ func TestLazyRestoreOutlivesTheServersDescriptor(t *testing.T) {
 	killKernel(t, k)
 	if s := <-got; !strings.Contains(s, "kernel") {
 		t.Fatalf("eval of a killed kernel: %s", s)
+	}
+}
+
+// TestLazyRestoreKernelGoneMidCopy: a kernel that exits while a chunk is between its read and its
+// copy (a session hibernated right after its wake) ends the fill quietly. The copy then fails on the
+// closed userfaultfd; that is no damage (it was logged as "a buffer could not be filled").
+func TestLazyRestoreKernelGoneMidCopy(t *testing.T) {
+	ctx := context.Background()
+	c, ws, _, k := lazySaved(t, "lzg", "import numpy as np\nbig = np.random.default_rng(9).random(1 << 20)")
+	reached, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer persistence.SetLazyBeforeCopy(func() {
+		once.Do(func() {
+			close(reached)
+			<-proceed
+		})
+	})()
+	ended := make(chan error, 1)
+	defer persistence.SetLazyEnded(func(err error) { ended <- err })()
+	if rr, err := c.RestoreIntoNew(ctx, k, "lzg", ws); err != nil || rr.Timings.LazyBytes != 8<<20 {
+		t.Fatalf("restore: %v %+v", err, rr)
+	}
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no chunk was read")
+	}
+	killKernel(t, k)
+	for deadline := time.Now().Add(30 * time.Second); persistence.LazyFillsRunning() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fill did not end with its kernel")
+		}
+	}
+	close(proceed)
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the fill of an exited kernel reported damage: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fill's workers did not end")
 	}
 }
 

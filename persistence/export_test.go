@@ -33,3 +33,24 @@ func StopLazyFills() {
 		return true
 	})
 }
+
+// SetLazyBeforeCopy calls h in each fill worker between a chunk's read and its copy; the returned
+// func removes it.
+func SetLazyBeforeCopy(h func()) func() {
+	lazyBeforeCopy.Store(&h)
+	return func() { lazyBeforeCopy.Store(nil) }
+}
+
+// SetLazyEnded calls h with each fill's error (nil: none) when its workers are done; the returned
+// func removes it.
+func SetLazyEnded(h func(error)) func() {
+	lazyEnded.Store(&h)
+	return func() { lazyEnded.Store(nil) }
+}
+
+// LazyFillsRunning counts the fills whose userfaultfd is still open.
+func LazyFillsRunning() int {
+	n := 0
+	liveFills.Range(func(_, _ any) bool { n++; return true })
+	return n
+}

@@ -52,6 +52,7 @@ type lazyFill struct {
 	mu       sync.Mutex
 	firstErr error
 	stopOnce sync.Once
+	stopped  atomic.Bool // set before the userfaultfd is closed: a copy failing after it is no damage
 }
 
 // lazyWorkers copy chunks concurrently: a chunk's read (decode, verify) overlaps another's copy.
@@ -66,6 +67,12 @@ var lazyDeaf atomic.Bool
 
 // liveFills are the fills running (tests stop them all, as the server's exit would).
 var liveFills sync.Map // *lazyFill -> struct{}
+
+// lazyBeforeCopy, when set (tests), is called by a worker between reading a chunk and copying it in.
+var lazyBeforeCopy atomic.Pointer[func()]
+
+// lazyEnded, when set (tests), is called with a fill's error (nil: none) when its workers are done.
+var lazyEnded atomic.Pointer[func(error)]
 
 func newLazyFill(r carryover.ChunkReader, uffd *os.File, conn *net.UnixConn, bufs []lazyBuf, mapped []lazyMapped, page int) *lazyFill {
 	f := &lazyFill{r: r, uffd: uffd, conn: conn, pidfd: peerPidfd(conn), page: page, prio: make(chan int, 1024)}
@@ -110,6 +117,9 @@ func (f *lazyFill) run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	if h := lazyEnded.Load(); h != nil {
+		(*h)(f.err())
+	}
 	msg := "done\n"
 	if err := f.err(); err != nil {
 		msg = "fail: " + err.Error() + "\n"
@@ -120,6 +130,7 @@ func (f *lazyFill) run(ctx context.Context) {
 
 func (f *lazyFill) stop() {
 	f.stopOnce.Do(func() {
+		f.stopped.Store(true)
 		liveFills.Delete(f)
 		f.uffd.Close() // ends faults, which closes the pidfd (its only user)
 		f.conn.Close()
@@ -178,23 +189,33 @@ func (f *lazyFill) fill(ctx context.Context, i int, buf []byte) []byte {
 		err = fmt.Errorf("chunk %s: %d bytes, want %d", ch.hash, len(buf), ch.n)
 	}
 	if err != nil {
-		// Cancelled: the kernel exited (or the server is stopping), nothing waits for the chunk.
-		f.lose(i, fmt.Errorf("chunk %s: %w", ch.hash, err), ctx.Err() == nil)
+		// Ended: the kernel exited (or the server is stopping), nothing waits for the chunk.
+		f.lose(i, fmt.Errorf("chunk %s: %w", ch.hash, err), !f.ended(ctx))
 		return buf
 	}
 	if pad := -len(buf) & (f.page - 1); pad > 0 {
 		buf = append(buf, make([]byte, pad)...)
 	}
+	if h := lazyBeforeCopy.Load(); h != nil {
+		(*h)()
+	}
 	if err := f.copyIn(ch.addr, buf); err != nil {
 		// ENOENT: the mapping is gone (unmapped by hand: the fill holds the buffers); ESRCH: the
-		// process. Anything else (ENOMEM: the box's memory limit) is damage: nothing may wait for
-		// ever, nor read zeros.
-		gone := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrClosed)
+		// process; a closed userfaultfd: the fill ended (the kernel exited while this chunk was
+		// read, e.g. hibernated right after its wake). Anything else (ENOMEM: the box's memory
+		// limit) is damage: nothing may wait for ever, nor read zeros.
+		gone := f.ended(ctx) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
 		f.lose(i, fmt.Errorf("chunk %s: copying it in: %w", ch.hash, err), !gone)
 		return buf
 	}
 	f.state[i].Store(chunkFilled)
 	return buf
+}
+
+// ended says whether the fill is over: the kernel exited (ctx is cancelled first, then stop) or the
+// server closed the userfaultfd.
+func (f *lazyFill) ended(ctx context.Context) bool {
+	return ctx.Err() != nil || f.stopped.Load()
 }
 
 // copyIn copies src to dst, stepping over pages already present (EEXIST) and partial copies (EAGAIN).
