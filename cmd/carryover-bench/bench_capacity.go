@@ -72,6 +72,7 @@ func benchCapacityMemory(ctx context.Context, env *benchEnv) (rows []benchRow, e
 	_ = bare.Shutdown(context.Background())
 
 	h, err := startBenchSrv(ctx, env, "capacity-memory", func(c *configs.Config) {
+		c.Sandbox.Enabled = false          // kernelsRSS finds kernels as this process's children, beside a bare one
 		c.Pool.Size, c.Pool.MaxSize = 0, 0 // every kernel process is a session's
 		c.Persistence.PreImport = nil
 		c.Cull.IdleSeconds = 0
@@ -175,7 +176,8 @@ func benchCapacityBurst(ctx context.Context, env *benchEnv) (rows []benchRow, er
 // grown pool pays.
 func burstOnce(ctx context.Context, env *benchEnv, n int, name string, tweak func(*configs.Config), cold time.Duration) (rows []benchRow, err error) {
 	tag := fmt.Sprintf("capacity-burst-%d", time.Now().UnixNano())
-	h, err := startBenchSrv(ctx, env, tag, func(c *configs.Config) { c.Cull.IdleSeconds = 0; tweak(c) })
+	// Sandbox off: the bursts compare pool policies against a cold start measured unsandboxed.
+	h, err := startBenchSrv(ctx, env, tag, func(c *configs.Config) { c.Sandbox.Enabled = false; c.Cull.IdleSeconds = 0; tweak(c) })
 	if err != nil {
 		return nil, err
 	}

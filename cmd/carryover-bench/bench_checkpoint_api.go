@@ -31,7 +31,6 @@ func benchCheckpointAPI(ctx context.Context, env *benchEnv) (rows []benchRow, er
 	h, err := startBenchSrv(ctx, env, "ckptapi", func(c *configs.Config) {
 		c.Pool.Size = 1
 		c.Cull.IdleSeconds = 0
-		c.Sandbox.Enabled = env.Cfg.Sandbox.Enabled // the default config: sandbox on
 	})
 	if err != nil {
 		return nil, err
@@ -67,7 +66,7 @@ func benchCheckpointAPI(ctx context.Context, env *benchEnv) (rows []benchRow, er
 			[]string{"df.loc[7, 'doc']['tags'].append('c')"}, ""},
 	}
 	where := "sandbox off"
-	if env.Cfg.Sandbox.Enabled {
+	if h.sandbox {
 		where = "sandbox on"
 	}
 	for _, s := range shapes {

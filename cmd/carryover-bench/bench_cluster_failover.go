@@ -75,8 +75,8 @@ func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token str
 }
 
 // spawnBenchServer starts a server in a process of its own (this binary re-executed with
-// benchNodeEnv, in its own process group; the sandbox off, configured by CARRYOVER_* variables,
-// extra last) on a data dir named name under the scratch dir, and waits until it answers
+// benchNodeEnv, in its own process group; the sandbox as startBenchSrv sets it, configured by
+// CARRYOVER_* variables, extra last) on a data dir named name under the scratch dir, and waits until it answers
 // /healthz. Its own process: it can be SIGKILLed, and its memory is its own.
 func spawnBenchServer(ctx context.Context, env *benchEnv, name, token string, extra ...string) (*exec.Cmd, *client.Client, error) {
 	addr, err := freeAddr()
@@ -94,7 +94,9 @@ func spawnBenchServer(ctx context.Context, env *benchEnv, name, token string, ex
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), benchNodeEnv+"=1", "CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+dir,
-		"CARRYOVER_AUTH_TOKEN="+token, "CARRYOVER_SANDBOX_ENABLED=false", "CARRYOVER_KERNEL_PYTHON=/usr/bin/python3")
+		"CARRYOVER_AUTH_TOKEN="+token, "CARRYOVER_KERNEL_PYTHON=/usr/bin/python3",
+		"CARRYOVER_SANDBOX_ENABLED="+strconv.FormatBool(env.Cfg.Sandbox.Enabled && benchSandboxOK()),
+		"CARRYOVER_SANDBOX_UID_BASE="+strconv.Itoa(nextBenchUIDBase()), "CARRYOVER_SANDBOX_UID_COUNT=10000")
 	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

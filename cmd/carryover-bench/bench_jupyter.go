@@ -109,7 +109,7 @@ func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 		}
 	}
 	door, raw, jup := ds[0], ds[1], ds[2]
-	n := fmt.Sprintf("n=%d each, 3 paths round robin in batches of %d; %s", len(door), batch, sandboxNote)
+	n := fmt.Sprintf("n=%d each, 3 paths round robin in batches of %d; %s", len(door), batch, h.sandboxNote())
 	rows = append(rows,
 		benchRow{Name: "1+1 Jupyter channels ws incl. checkpoint (median)", Ours: fmtDur(srvMedian(door)), Peer: fmtDur(srvMedian(raw)) + " raw",
 			Ratio: ratio(srvMedian(door), srvMedian(raw)), Note: verdict(float64(srvMedian(door)) <= 1.2*float64(srvMedian(raw)), "<= 1.2x raw ZMQ") + "; " + n},

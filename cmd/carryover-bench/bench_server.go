@@ -25,8 +25,6 @@ func init() {
 	registerBench(benchSection{Order: 20, Name: "server", Run: benchServerSection})
 }
 
-const sandboxNote = "sandbox.enabled=false"
-
 func benchServerSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	python := env.Cfg.Kernel.Python
 	if python == "" {
@@ -287,7 +285,7 @@ func benchServerRoundTrips(ctx context.Context, env *benchEnv, python string) (r
 	n := fmt.Sprintf("n=%d each, 4 paths round robin in batches of %d", len(post), batch)
 	rows = append(rows,
 		benchRow{Name: "1+1 POST /run incl. checkpoint (median)", Ours: fmtDur(srvMedian(post)), Peer: fmtDur(srvMedian(raw)) + " raw",
-			Ratio: ratio(srvMedian(post), srvMedian(raw)), Note: target(srvMedian(post)) + "; " + n + "; " + sandboxNote},
+			Ratio: ratio(srvMedian(post), srvMedian(raw)), Note: target(srvMedian(post)) + "; " + n + "; " + h.sandboxNote()},
 		benchRow{Name: "1+1 POST /run incl. checkpoint (p99)", Ours: fmtDur(srvP99(post)), Peer: fmtDur(srvP99(raw)) + " raw",
 			Ratio: ratio(srvP99(post), srvP99(raw)), Note: tail(post)},
 		benchRow{Name: "  POST /run time split", Note: postSplit.note() + rawCPU},
@@ -313,11 +311,18 @@ func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow
 	if env.Quick {
 		nWarm, nCold = 3, 2
 	}
+	sbNote := ""
 	measure := func(name string, pool, n int) (tot, create, run []time.Duration, err error) {
-		h, err := startBenchSrv(ctx, env, name, func(c *configs.Config) { c.Pool.Size = pool })
+		h, err := startBenchSrv(ctx, env, name, func(c *configs.Config) {
+			c.Pool.Size = pool
+			if pool == 0 {
+				c.Pool.MaxSize = 0 // else the adaptive pool grows at the first cold claim, and the rest find a warm kernel
+			}
+		})
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		sbNote = h.sandboxNote()
 		defer func() {
 			if serr := stopSrv(h, name, &rows); err == nil && serr != nil {
 				err = serr
@@ -360,7 +365,7 @@ func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow
 		benchRow{Name: "session create -> first result, warm pool (median)", Ours: fmtDur(srvMedian(warm)),
 			Peer: fmtDur(srvMedian(cold)) + " cold", Ratio: ratio(srvMedian(warm), srvMedian(cold)),
 			Note: fmt.Sprintf("%s; n=%d/%d; create %s + first run %s (incl. checkpoint); peer: pool.size=0, the kernel spawns in the run; %s",
-				verdict(srvMedian(warm) <= 10*time.Millisecond, "<= 10 ms (issue 13)"), len(warm), len(cold), fmtDur(srvMedian(wc)), fmtDur(srvMedian(wr)), sandboxNote)},
+				verdict(srvMedian(warm) <= 10*time.Millisecond, "<= 10 ms (issue 13)"), len(warm), len(cold), fmtDur(srvMedian(wc)), fmtDur(srvMedian(wr)), sbNote)},
 		benchRow{Name: "session create -> first result, warm pool (max)", Ours: fmtDur(slices.Max(warm)), Peer: fmtDur(slices.Max(cold)) + " cold",
 			Ratio: ratio(slices.Max(warm), slices.Max(cold))},
 	)
@@ -531,7 +536,7 @@ func benchServerConcurrent(ctx context.Context, env *benchEnv) (rows []benchRow,
 		benchRow{Name: label + ": throughput", Ours: fmt.Sprintf("%.0f runs/s", float64(len(lats))/wall.Seconds()),
 			Note: fmt.Sprintf("%d runs in %s, all sessions at once, every run checkpointed; half POST /run, half websocket; "+
 				"kernels started beforehand (%d at a time: %s); %s", len(lats), wall.Round(time.Millisecond), warmPar,
-				warmDur.Round(time.Millisecond), sandboxNote)},
+				warmDur.Round(time.Millisecond), h.sandboxNote())},
 		benchRow{Name: label + ": latency (p99)", Ours: fmtDur(srvP99(lats)), Note: "median " + fmtDur(srvMedian(lats))},
 		benchRow{Name: label + ": outputs lost", Ours: fmt.Sprint(lost + failed), Ratio: verdict(lost+failed == 0 && recorded == total, "0 lost"),
 			Note: fmt.Sprintf("each answer must hold its own line (stdout, stream outputs / ws output frames): %d missing, %d runs failed; "+

@@ -19,6 +19,8 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/carryover/carryover/server"
 	"github.com/carryover/carryover/web"
 )
@@ -49,15 +52,37 @@ type benchSrv struct {
 	c       *client.Client // the typed client every call goes through
 	logf    *os.File
 	stopped bool
+	sandbox bool // the server's sandbox.enabled
 }
 
-// startBenchSrv starts a server as `carryover serve` would, sandbox off (see the row notes).
+// benchSrvSeq numbers the bench's servers (see nextBenchUIDBase).
+var benchSrvSeq atomic.Int32
+
+// nextBenchUIDBase is the first sandbox uid of the next server: each has its own range of 10,000,
+// so two at once never share a uid (a box's strays are found by uid).
+func nextBenchUIDBase() int { return 300000 + 20000*int(benchSrvSeq.Add(1)) }
+
+// benchSandboxOK says whether this host can run the sandbox (root, bubblewrap, namespaces).
+var benchSandboxOK = sync.OnceValue(func() bool { return os.Geteuid() == 0 && sandbox.Probe("") == nil })
+
+// sandboxNote says which sandbox setting a server's rows were measured with.
+func (h *benchSrv) sandboxNote() string {
+	if h.sandbox {
+		return "sandbox on (the default)"
+	}
+	return "sandbox off"
+}
+
+// startBenchSrv starts a server as `carryover serve` would: the configured sandbox (on by default,
+// as users run it) when this host can run it; tweak may turn it off (the row notes say).
 func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*configs.Config)) (*benchSrv, error) {
 	c := *env.Cfg
 	c.DataDir = filepath.Join(env.Scratch, "server-"+name)
 	c.Server.Addr = "127.0.0.1:0"
 	c.Auth.Token = benchRandHex(16)
-	c.Sandbox.Enabled = false
+	c.Sandbox.Enabled = env.Cfg.Sandbox.Enabled && benchSandboxOK()
+	c.Sandbox.UIDBase = nextBenchUIDBase()
+	c.Sandbox.UIDCount = 10000
 	if c.Kernel.Python == "" {
 		c.Kernel.Python = "/usr/bin/python3"
 	}
@@ -81,7 +106,7 @@ func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*
 		logf.Close()
 		return nil, err
 	}
-	h := &benchSrv{srv: srv, base: "http://" + srv.Addr(), token: c.Auth.Token, done: make(chan error, 1), logf: logf,
+	h := &benchSrv{srv: srv, base: "http://" + srv.Addr(), token: c.Auth.Token, done: make(chan error, 1), logf: logf, sandbox: c.Sandbox.Enabled,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}}}
 	h.c = client.New(h.base, h.token, client.WithHTTPClient(h.hc))
 	go func() { h.done <- srv.Serve() }()

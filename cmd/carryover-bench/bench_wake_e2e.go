@@ -19,7 +19,7 @@ import (
 )
 
 // The wake-e2e section wakes hibernated sessions through the API, end to end, on the configured
-// sandbox (on by default, unlike the other server sections): the run that finds no kernel claims
+// sandbox (on by default): the run that finds no kernel claims
 // one from the pool, restores the last checkpoint into it and runs the cell (its own checkpoint
 // included).
 //   - 1 GiB: a numpy array (random, so nothing dedups or compresses), beside reading the same chunks
@@ -36,7 +36,6 @@ func benchWakeE2E(ctx context.Context, env *benchEnv) (rows []benchRow, err erro
 	h, err := startBenchSrv(ctx, env, "wakee2e", func(c *configs.Config) {
 		c.Pool.Size = 1
 		c.Cull.IdleSeconds = 0
-		c.Sandbox.Enabled = env.Cfg.Sandbox.Enabled // the default config: sandbox on
 	})
 	if err != nil {
 		return nil, err
