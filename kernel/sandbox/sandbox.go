@@ -212,6 +212,7 @@ func New(cfg Config) (*Manager, error) {
 	if !cfg.NoCgroup {
 		m.cg = detectCgroups(fmt.Sprintf("carryover-%d-%d", os.Getpid(), instances.Add(1)), m.log)
 	}
+	m.sweepLeftovers()
 	return m, nil
 }
 

@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// sweepLeftovers kills the processes still running under a uid of the range that no server holds
+// (its lock file is not flock'ed): what a server that died left behind. A server killed while a box
+// was starting can leave one: bubblewrap's --die-with-parent is a parent-death signal its inner
+// process sets after it was cloned, so the outer one dying in between leaves the inner one (the pid
+// namespace's init, root) and the kernel under it running for ever. Killing the uid's processes
+// ends the kernel, and with it that init. Boxes of live servers (this process's other Managers
+// included: flocks are per open file) are skipped. Called once, when the Manager is made.
+func (m *Manager) sweepLeftovers() {
+	killed, uids := 0, 0
+	for uid, pids := range m.uidProcesses() {
+		f, err := os.OpenFile(filepath.Join(m.cfg.LockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			uids++
+			for _, p := range pids {
+				if unix.Kill(p, unix.SIGKILL) == nil {
+					killed++
+				}
+			}
+		}
+		f.Close() // drops the flock, if taken
+	}
+	if killed > 0 {
+		m.log.Warn("sandbox: killed processes a stopped server left running under sandbox uids", "processes", killed, "uids", uids)
+	}
+}
+
+// uidProcesses maps each uid of the range that runs processes to their pids (one scan of /proc).
+func (m *Manager) uidProcesses() map[int][]int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || !m.inRange(int(st.Uid)) {
+			continue
+		}
+		if uid := procUID(pid); m.inRange(uid) {
+			out[uid] = append(out[uid], pid)
+		}
+	}
+	return out
+}
+
+func (m *Manager) inRange(uid int) bool {
+	return uid >= m.cfg.UIDBase && uid < m.cfg.UIDBase+m.cfg.UIDCount
+}
