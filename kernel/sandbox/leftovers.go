@@ -10,9 +10,9 @@ import (
 
 // sweepLeftovers kills the processes still running under a uid of the range that no server holds
 // (its lock file is not flock'ed): what a server that died left behind. A server killed while a box
-// was starting can leave one: bubblewrap's --die-with-parent is a parent-death signal its inner
-// process sets after it was cloned, so the outer one dying in between leaves the inner one (the pid
-// namespace's init, root) and the kernel under it running for ever. Killing the uid's processes
+// was starting left one in `make bench`: bubblewrap's inner process (the pid namespace's init, root)
+// reparented to init, and the kernel under it, running for ever; most likely the window between
+// bubblewrap cloning that process and the process setting its parent-death signal. Killing the uid's processes
 // ends the kernel, and with it that init. Boxes of live servers (this process's other Managers
 // included: flocks are per open file) are skipped. Called once, when the Manager is made.
 func (m *Manager) sweepLeftovers() {
