@@ -54,6 +54,7 @@ func benchCmd() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(dir)
+			defer sweepBenchUIDs(dir)
 			env := &benchEnv{Cfg: cfg, Scratch: dir, Quick: quick}
 			sort.SliceStable(benchSections, func(i, j int) bool { return benchSections[i].Order < benchSections[j].Order })
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

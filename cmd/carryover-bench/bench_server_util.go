@@ -65,6 +65,21 @@ func nextBenchUIDBase() int { return 300000 + 20000*int(benchSrvSeq.Add(1)) }
 // benchSandboxOK says whether this host can run the sandbox (root, bubblewrap, namespaces).
 var benchSandboxOK = sync.OnceValue(func() bool { return os.Geteuid() == 0 && sandbox.Probe("") == nil })
 
+// sweepBenchUIDs kills what the bench's servers left under their sandbox uids (a node SIGKILLed by
+// the failover rows can leave a box behind): a sandbox Manager over all their ranges does that as
+// it starts (kernel/sandbox/leftovers.go). scratch holds its state dir.
+func sweepBenchUIDs(scratch string) {
+	n := int(benchSrvSeq.Load())
+	if n == 0 || !benchSandboxOK() {
+		return
+	}
+	m, err := sandbox.New(sandbox.Config{StateDir: filepath.Join(scratch, "sweep"), UIDBase: 300000, UIDCount: 20000 * (n + 1),
+		NoCgroup: true, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err == nil {
+		_ = m.Close()
+	}
+}
+
 // sandboxNote says which sandbox setting a server's rows were measured with.
 func (h *benchSrv) sandboxNote() string {
 	if h.sandbox {
