@@ -40,42 +40,91 @@ func (inst *instance) deadErrOr(fallback error) error {
 // leader moves from its own line into the leader's cutime, so nothing is counted twice. Children that
 // left the group (setsid) are not counted.
 func GroupStats(pgid int) (ProcStats, error) {
-	var st ProcStats
 	// The leader first: if it is gone, the figures are meaningless.
-	leader, err := readStat(pgid)
+	if _, err := readStat(pgid); err != nil {
+		return ProcStats{}, fmt.Errorf("stats of pid %d: %w", pgid, err)
+	}
+	t, err := ScanProcs()
 	if err != nil {
-		return st, fmt.Errorf("stats of pid %d: %w", pgid, err)
+		return ProcStats{}, err
+	}
+	return t.Group(pgid)
+}
+
+// ProcTable is one pass over /proc: the stat line of every live process, by pid. A caller needing
+// several groups' figures (a sandbox: the wrapper's group and the box's) reads /proc once, not once
+// per group: every turn's cost sample reads the whole table, so it is O(processes on the host).
+type ProcTable map[int]procStat
+
+// ScanProcs reads the stat line of every live process.
+func ScanProcs() (ProcTable, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	t := make(ProcTable, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if s, err := readStat(pid); err == nil { // else gone meanwhile
+			t[pid] = s
+		}
+	}
+	return t, nil
+}
+
+// ReadProcs reads the stat lines of pids (those gone meanwhile are left out).
+func ReadProcs(pids []int) ProcTable {
+	t := make(ProcTable, len(pids))
+	for _, pid := range pids {
+		if s, err := readStat(pid); err == nil {
+			t[pid] = s
+		}
+	}
+	return t
+}
+
+// Group sums the leader pgid and the other processes of its group; an error when the leader is not
+// in the table.
+func (t ProcTable) Group(pgid int) (ProcStats, error) {
+	var st ProcStats
+	leader, ok := t[pgid]
+	if !ok {
+		return st, fmt.Errorf("stats of pid %d: gone", pgid)
 	}
 	add := func(s procStat) {
 		st.CPUSeconds += float64(s.utime+s.stime+s.cutime+s.cstime) / clockTicks
 		st.RSSBytes += s.rss * pageSize
 	}
 	add(leader)
-	d, err := os.Open("/proc")
-	if err != nil {
-		return st, fmt.Errorf("stats: %w", err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return st, fmt.Errorf("stats: %w", err)
-	}
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == pgid {
-			continue
+	for pid, s := range t {
+		if pid != pgid && s.pgrp == pgid {
+			add(s)
 		}
-		s, err := readStat(pid)
-		if err != nil || s.pgrp != pgid {
-			continue // gone meanwhile, or another group
-		}
-		add(s)
 	}
 	return st, nil
 }
 
+// Children lists the pids whose parent is pid.
+func (t ProcTable) Children(pid int) []int {
+	var out []int
+	for p, s := range t {
+		if s.ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 type procStat struct {
-	pgrp                         int
+	ppid, pgrp                   int
 	utime, stime, cutime, cstime int64
 	rss                          int64 // pages
 }
@@ -101,7 +150,7 @@ func readStat(pid int) (procStat, error) {
 		v, _ := strconv.ParseInt(string(f[field-3]), 10, 64)
 		return v
 	}
-	s.pgrp = int(num(5))
+	s.ppid, s.pgrp = int(num(4)), int(num(5))
 	s.utime, s.stime, s.cutime, s.cstime = num(14), num(15), num(16), num(17)
 	s.rss = num(24)
 	return s, nil

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,22 +26,37 @@ func (p *boxProcess) Kill() {
 
 // Stats counts the wrapper's process group (bubblewrap outside the box) and the box's own: bubblewrap's
 // init inside the box starts a new session (--new-session), so the kernel and what it runs are in
-// init's process group, not in the wrapper's.
+// init's process group, not in the wrapper's. One table serves all three lookups: the box's cgroup
+// lists its processes, the wrapper included (it joins before it execs), so only those are read;
+// without a cgroup, one pass over /proc. Three passes over /proc per turn made a sandboxed turn's
+// cost sample 55% of the server's CPU under load (20 sessions on 2 cores).
 func (p *boxProcess) Stats() (kernel.ProcStats, error) {
-	st, err := p.LocalProcess.Stats()
+	t, err := p.box.statTable(p.PID())
+	if err != nil {
+		return kernel.ProcStats{}, err
+	}
+	st, err := t.Group(p.PID())
 	if err != nil {
 		return st, err
 	}
-	for _, pr := range scanProcs() {
-		if pr.ppid != p.PID() {
-			continue
-		}
-		if in, err := kernel.GroupStats(pr.pid); err == nil {
+	for _, child := range t.Children(p.PID()) {
+		if in, err := t.Group(child); err == nil {
 			st.CPUSeconds += in.CPUSeconds
 			st.RSSBytes += in.RSSBytes
 		}
 	}
 	return st, nil
+}
+
+// statTable reads the stat lines of the box's processes: those its cgroup lists when leader (the
+// wrapper) is among them, else every process on the host.
+func (b *Box) statTable(leader int) (kernel.ProcTable, error) {
+	if b.cg != nil {
+		if pids := b.cg.pids(); slices.Contains(pids, leader) {
+			return kernel.ReadProcs(pids), nil
+		}
+	}
+	return kernel.ScanProcs()
 }
 
 // commandProcess is a shell command in a box of its own.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,8 +97,29 @@ func TestProvisionerKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel itself is counted, not only bubblewrap outside the box.
-	if st, err := proc.Stats(); err != nil || st.CPUSeconds-before.CPUSeconds < 0.2 || st.RSSBytes < 20<<20 {
+	st, err := proc.Stats()
+	if err != nil || st.CPUSeconds-before.CPUSeconds < 0.2 || st.RSSBytes < 20<<20 {
 		t.Errorf("stats %+v -> %+v, %v", before, st, err)
+	}
+	// Read from the box's cgroup (when it has one), the figures are those of a pass over /proc.
+	if box.cg != nil {
+		if !slices.Contains(box.cg.pids(), proc.(*boxKernel).PID()) {
+			t.Error("the wrapper is not in the box's cgroup: Stats falls back to a pass over /proc")
+		}
+		all, err := kernel.ScanProcs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := all.Group(proc.(*boxKernel).PID())
+		for _, c := range all.Children(proc.(*boxKernel).PID()) {
+			if in, err := all.Group(c); err == nil {
+				whole.CPUSeconds += in.CPUSeconds
+				whole.RSSBytes += in.RSSBytes
+			}
+		}
+		if err != nil || math.Abs(whole.CPUSeconds-st.CPUSeconds) > 0.05 || abs64(whole.RSSBytes-st.RSSBytes) > 4<<20 {
+			t.Errorf("stats from the cgroup %+v, from /proc %+v (%v)", st, whole, err)
+		}
 	}
 
 	var le *kernel.LimitError
@@ -243,4 +266,11 @@ func TestProvisionerRestart(t *testing.T) {
 	if l := cur.box.Limits(); l.MemoryBytes != 1<<30 {
 		t.Errorf("limits after restart: %+v", l)
 	}
+}
+
+func abs64(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
