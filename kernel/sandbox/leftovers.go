@@ -12,9 +12,10 @@ import (
 // (its lock file is not flock'ed): what a server that died left behind. A server killed while a box
 // was starting left one in `make bench`: bubblewrap's inner process (the pid namespace's init, root)
 // reparented to init, and the kernel under it, running for ever; most likely the window between
-// bubblewrap cloning that process and the process setting its parent-death signal. Killing the uid's processes
-// ends the kernel, and with it that init. Boxes of live servers (this process's other Managers
-// included: flocks are per open file) are skipped. Called once, when the Manager is made.
+// bubblewrap cloning that process and the process setting its parent-death signal. Killing the
+// uid's processes ends the kernel, and with it that init. Boxes of live servers (this process's
+// other Managers included: flocks are per open file) are skipped. Called once, when the Manager is
+// made.
 func (m *Manager) sweepLeftovers() {
 	killed, uids := 0, 0
 	for uid, pids := range m.uidProcesses() {
