@@ -38,12 +38,8 @@ func (inst *instance) deadErrOr(fallback error) error {
 // GroupStats reads /proc: for each live process in the process group pgid, utime+stime+cutime+cstime
 // (so the leader, what it is running now, and what it ran and reaped) and RSS. A child reaped by the
 // leader moves from its own line into the leader's cutime, so nothing is counted twice. Children that
-// left the group (setsid) are not counted.
+// left the group (setsid) are not counted. Without the leader the figures are meaningless: an error.
 func GroupStats(pgid int) (ProcStats, error) {
-	// The leader first: if it is gone, the figures are meaningless.
-	if _, err := readStat(pgid); err != nil {
-		return ProcStats{}, fmt.Errorf("stats of pid %d: %w", pgid, err)
-	}
 	t, err := ScanProcs()
 	if err != nil {
 		return ProcStats{}, err

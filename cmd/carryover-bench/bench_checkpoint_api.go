@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/configs"
 )
 
 // The checkpoint-api section re-measures issue 25's table the way the issue measured it: through the
@@ -28,10 +27,7 @@ type apiShape struct {
 }
 
 func benchCheckpointAPI(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
-	h, err := startBenchSrv(ctx, env, "ckptapi", func(c *configs.Config) {
-		c.Pool.Size = 1
-		c.Cull.IdleSeconds = 0
-	})
+	h, err := startBenchSrv(ctx, env, "ckptapi", nil) // the default config
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 // made.
 func (m *Manager) sweepLeftovers() {
 	killed, uids := 0, 0
-	for uid, pids := range m.uidProcesses() {
+	for uid, pids := range pidsByUID(m.inRange) {
 		f, err := os.OpenFile(filepath.Join(m.cfg.LockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			continue
@@ -36,29 +36,6 @@ func (m *Manager) sweepLeftovers() {
 	if killed > 0 {
 		m.log.Warn("sandbox: killed processes a stopped server left running under sandbox uids", "processes", killed, "uids", uids)
 	}
-}
-
-// uidProcesses maps each uid of the range that runs processes to their pids (one scan of /proc).
-func (m *Manager) uidProcesses() map[int][]int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	out := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name(), &st) != nil || !m.inRange(int(st.Uid)) {
-			continue
-		}
-		if uid := procUID(pid); m.inRange(uid) {
-			out[uid] = append(out[uid], pid)
-		}
-	}
-	return out
 }
 
 func (m *Manager) inRange(uid int) bool {

@@ -979,11 +979,16 @@ func procUID(pid int) int {
 
 // pidsOfUID scans /proc for the processes whose real uid is uid.
 func pidsOfUID(uid int) []int {
+	return pidsByUID(func(u int) bool { return u == uid })[uid]
+}
+
+// pidsByUID scans /proc once for the processes whose real uid is one of want's, by uid.
+func pidsByUID(want func(uid int) bool) map[int][]int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []int
+	out := map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -991,11 +996,11 @@ func pidsOfUID(uid int) []int {
 		}
 		var st unix.Stat_t
 		// /proc/<pid> is owned by the process's effective uid; confirm with the real uid.
-		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || !want(int(st.Uid)) {
 			continue
 		}
-		if procUID(pid) == uid {
-			out = append(out, pid)
+		if uid := procUID(pid); want(uid) {
+			out[uid] = append(out[uid], pid)
 		}
 	}
 	return out
