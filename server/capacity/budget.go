@@ -1,0 +1,45 @@
+package capacity
+
+// Budget is the node's capacity as resolved at start: the configured values, or what the host's
+// memory allows (docs/capacity.md, "How the defaults are derived").
+type Budget struct {
+	Memory      int64  // bytes the kernels may hold together (capacity.memory_budget_bytes); <= 0: none
+	KernelBytes int64  // a live kernel's estimate (capacity.kernel_bytes)
+	MaxLive     int    // capacity.max_live_kernels; <= 0: unlimited
+	Source      string // "config" or "derived" (from the memory budget): where MaxLive came from
+}
+
+// BudgetConfig is what the configuration says of the node's capacity.
+type BudgetConfig struct {
+	MaxLiveKernels int   // 0: derived; < 0: no limit
+	MemoryBudget   int64 // 0: derived
+	MemoryReserve  int64
+	KernelBytes    int64 // 0: DefaultKernelBytes
+	PoolSize       int   // the warm pool's size and largest size: its kernels live too
+	PoolMaxSize    int
+}
+
+// DefaultKernelBytes is a live session with numpy and pandas imported (~113 MiB measured) plus room.
+const DefaultKernelBytes = 150 << 20
+
+// ResolveBudget derives what the config leaves at 0 from the host's room (MemAvailable, or the
+// cgroup's room when smaller): the memory budget is that room minus the reserve, and
+// max_live_kernels is the budget divided by kernel_bytes, less the warm pool's largest size, at
+// least 1. max_live_kernels < 0 means no limit.
+func ResolveBudget(c BudgetConfig, hostRoom int64) Budget {
+	b := Budget{Memory: c.MemoryBudget, KernelBytes: c.KernelBytes, MaxLive: c.MaxLiveKernels, Source: "config"}
+	if b.KernelBytes <= 0 {
+		b.KernelBytes = DefaultKernelBytes
+	}
+	if b.Memory == 0 && hostRoom > 0 {
+		b.Memory = max(hostRoom-c.MemoryReserve, b.KernelBytes)
+	}
+	switch {
+	case b.MaxLive < 0:
+		b.MaxLive = 0 // unlimited
+	case b.MaxLive == 0 && b.Memory > 0:
+		b.MaxLive = max(int(b.Memory/b.KernelBytes)-max(c.PoolMaxSize, c.PoolSize), 1)
+		b.Source = "derived"
+	}
+	return b
+}

@@ -1,0 +1,223 @@
+// Package idempotency runs a keyed request once (carryover.IdempotencyStore): a run or a shell
+// command sent with a key runs once; a retry with the key gets the first attempt's answer. The
+// order of a keyed request (Do):
+//  1. this process marks the key in flight (a local retry waits for it instead of racing it);
+//  2. the key is reserved in the store, pending, before the work starts: a retry reaching any node,
+//     or this one after a restart, finds it;
+//  3. the work runs, calling started just before its effect begins (a cell's code, a command);
+//  4. its answer is stored with the key (done).
+//
+// A retry that finds the key done gets the stored answer (replayed); one that finds it pending with
+// no attempt in flight in this process (the process that reserved it stopped, or lost the session
+// to another node, between 2 and 4) gets run_interrupted: the work may have run, so it is never run
+// again blindly. Work refused before it called started (paused, over budget, a kernel that would
+// not start) releases the key, so a retry runs it.
+//
+// It imports the domain package and the standard library only.
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/carryover/carryover"
+)
+
+// KeyMax is the longest key accepted.
+const KeyMax = 255
+
+// DefaultTTL is how long a key binds when New is given none.
+const DefaultTTL = 24 * time.Hour
+
+// Keys is a process's side of idempotency keys over a store; New makes one.
+type Keys struct {
+	store carryover.IdempotencyStore
+	ttl   time.Duration
+	log   *slog.Logger
+
+	process  string        // this process's id
+	attempts atomic.Uint64 // reservations made by this process
+	mu       sync.Mutex
+	inflight map[string]chan struct{} // scope + NUL + key -> closed when its attempt here is over
+	lastGC   time.Time
+}
+
+// New returns the keys of store, each binding for ttl (<= 0: DefaultTTL).
+func New(store carryover.IdempotencyStore, ttl time.Duration, log *slog.Logger) *Keys {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return &Keys{store: store, ttl: ttl, log: log, process: hex.EncodeToString(b), inflight: map[string]chan struct{}{}}
+}
+
+// Request is one keyed request.
+type Request struct {
+	Scope string // what the key belongs to: a session's id (the store's session id)
+	Key   string
+	Kind  string // what runs, named in errors: "run", "exec"
+	Body  any    // the request without its key: its fingerprint tells a retry from a reuse
+}
+
+// Validate checks a client's key: 1 to 255 printable ASCII characters.
+func Validate(key string) error {
+	if key == "" || len(key) > KeyMax {
+		return carryover.Errorf(carryover.CodeInvalid, "idempotency key must be 1 to %d characters", KeyMax).WithDetails("field", "idempotency_key")
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return carryover.Errorf(carryover.CodeInvalid, "idempotency key must be printable ASCII").WithDetails("field", "idempotency_key")
+		}
+	}
+	return nil
+}
+
+// Do runs do once for (r.Scope, r.Key): see the package's doc. do calls started just before its
+// effect begins; replayed is true when the answer is the stored one of an earlier attempt.
+func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Context, started func()) (*T, error)) (res *T, replayed bool, err error) {
+	if err := Validate(r.Key); err != nil {
+		return nil, false, err
+	}
+	leave, err := k.enter(ctx, r)
+	if err != nil {
+		return nil, false, err
+	}
+	defer leave()
+	now := time.Now().UTC()
+	fp := fingerprint(r.Kind, r.Body)
+	attempt := k.process + "-" + strconv.FormatUint(k.attempts.Add(1), 10)
+	rec, won, err := k.store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: r.Scope, Key: r.Key,
+		Fingerprint: fp, Attempt: attempt, CreatedAt: now, ExpiresAt: now.Add(k.ttl)})
+	if err != nil {
+		return nil, false, err
+	}
+	if !won {
+		return replay[T](rec, fp, r.Kind)
+	}
+	var began atomic.Bool
+	res, runErr := do(ctx, func() { began.Store(true) })
+	k.settle(context.WithoutCancel(ctx), r, attempt, began.Load(), res, runErr)
+	return res, false, runErr
+}
+
+// enter marks r's key in flight here; when it already is, it waits for that attempt to be over.
+func (k *Keys) enter(ctx context.Context, r Request) (leave func(), err error) {
+	name := r.Scope + "\x00" + r.Key
+	for {
+		k.mu.Lock()
+		busy, ok := k.inflight[name]
+		if !ok {
+			ch := make(chan struct{})
+			k.inflight[name] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.inflight, name)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select { // the first attempt is in flight here: its answer is the answer
+		case <-busy:
+		case <-ctx.Done():
+			return nil, carryover.Wrap(carryover.CodeTimeout, ctx.Err(), "gave up waiting for the first attempt with idempotency key %q", r.Key)
+		}
+	}
+}
+
+// storedAnswer is what a finished key keeps: the answer and the error its first attempt returned.
+type storedAnswer struct {
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *carryover.Error `json:"error,omitempty"`
+}
+
+// settle releases the key of work that never started, or stores the answer of work that did.
+func (k *Keys) settle(ctx context.Context, r Request, attempt string, began bool, res any, runErr error) {
+	if !began {
+		if err := k.store.ReleaseIdempotencyKey(ctx, r.Scope, r.Key, attempt); err != nil {
+			k.log.Error("idempotency key not released after a refused request", "scope", r.Scope, "err", err)
+		}
+		return
+	}
+	answer := storedAnswer{}
+	if res != nil {
+		answer.Result, _ = json.Marshal(res)
+	}
+	if runErr != nil {
+		answer.Error = carryover.ErrorOf(runErr)
+	}
+	body, _ := json.Marshal(answer)
+	if err := k.store.FinishIdempotencyKey(ctx, r.Scope, r.Key, attempt, body); err != nil {
+		// The key stays pending: a retry answers run_interrupted, never a second run.
+		k.log.Error("answer of an idempotency key not stored", "scope", r.Scope, "err", err)
+	}
+}
+
+// fingerprint identifies a request: its kind and body (the key itself left out by the caller).
+func fingerprint(kind string, req any) string {
+	b, _ := json.Marshal(req)
+	h := sha256.Sum256(append([]byte(kind+"\x00"), b...))
+	return hex.EncodeToString(h[:])
+}
+
+// replay answers a retry from the record its key holds; replayed when that is a stored answer.
+func replay[T any](rec carryover.IdempotencyRecord, fp, kind string) (res *T, replayed bool, err error) {
+	if rec.Fingerprint != fp {
+		return nil, false, carryover.Errorf(carryover.CodeIdempotencyKeyReused,
+			"idempotency key %q was first used with another request; a new request needs a new key", rec.Key).WithDetails("idempotency_key", rec.Key)
+	}
+	if rec.State != carryover.IdempotencyDone {
+		return nil, false, carryover.Errorf(carryover.CodeRunInterrupted,
+			"the first attempt with idempotency key %q was cut off (its server stopped or lost the session) before its answer was stored; "+
+				"the %s may have run, so it is not run again: see the session's executions, and send a new key to run it", rec.Key, kind).
+			WithDetails("idempotency_key", rec.Key, "reserved_at", rec.CreatedAt)
+	}
+	var a storedAnswer
+	if err := json.Unmarshal(rec.Answer, &a); err != nil {
+		return nil, false, carryover.Wrap(carryover.CodeInternal, err, "stored answer of idempotency key %q unreadable", rec.Key)
+	}
+	if len(a.Result) > 0 && string(a.Result) != "null" {
+		res = new(T)
+		if err := json.Unmarshal(a.Result, res); err != nil {
+			return nil, false, carryover.Wrap(carryover.CodeInternal, err, "stored answer of idempotency key %q unreadable", rec.Key)
+		}
+	}
+	if a.Error != nil {
+		if res != nil {
+			a.Error.Result = res
+		}
+		return res, true, a.Error
+	}
+	return res, true, nil
+}
+
+// Expire deletes expired keys, at most once every 10 minutes (a background loop calls it).
+func (k *Keys) Expire(ctx context.Context) {
+	k.mu.Lock()
+	due := time.Since(k.lastGC) >= 10*time.Minute
+	if due {
+		k.lastGC = time.Now()
+	}
+	k.mu.Unlock()
+	if !due {
+		return
+	}
+	if n, err := k.store.ExpireIdempotencyKeys(ctx, time.Now().UTC()); err != nil {
+		k.log.Warn("expired idempotency keys not deleted", "err", err)
+	} else if n > 0 {
+		k.log.Info("expired idempotency keys deleted", "count", n)
+	}
+}

@@ -1,0 +1,155 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/mock"
+)
+
+type answer struct{ N int32 }
+
+// newKeys is Keys over a mock store holding session "s".
+func newKeys(t *testing.T) (*Keys, *mock.Store) {
+	t.Helper()
+	store := mock.NewStore()
+	if err := store.CreateSession(context.Background(), carryover.SessionRecord{ID: "s", Doc: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	return New(store, time.Hour, nil), store
+}
+
+// counter is work that counts its runs, calling started first.
+func counter(n *atomic.Int32) func(context.Context, func()) (*answer, error) {
+	return func(_ context.Context, started func()) (*answer, error) {
+		started()
+		return &answer{N: n.Add(1)}, nil
+	}
+}
+
+func wantCode(t *testing.T, err error, code carryover.Code) {
+	t.Helper()
+	if e := carryover.ErrorOf(err); err == nil || e.Code != code {
+		t.Fatalf("err = %v, want code %s", err, code)
+	}
+}
+
+// TestRunsOnceThenReplays: the second attempt with a key gets the first answer, replayed; the key
+// with another body is refused; another key runs.
+func TestRunsOnceThenReplays(t *testing.T) {
+	t.Parallel()
+	k, _ := newKeys(t)
+	var n atomic.Int32
+	ctx := context.Background()
+	r := Request{Scope: "s", Key: "k", Kind: "run", Body: "1+1"}
+	first, replayed, err := Do(ctx, k, r, counter(&n))
+	if err != nil || replayed || first.N != 1 {
+		t.Fatalf("first: %+v %v %v", first, replayed, err)
+	}
+	second, replayed, err := Do(ctx, k, r, counter(&n))
+	if err != nil || !replayed || second.N != 1 || n.Load() != 1 {
+		t.Fatalf("retry: %+v replayed %v %v, ran %d times", second, replayed, err, n.Load())
+	}
+	_, replayed, err = Do(ctx, k, Request{Scope: "s", Key: "k", Kind: "run", Body: "2+2"}, counter(&n))
+	wantCode(t, err, carryover.CodeIdempotencyKeyReused)
+	if replayed {
+		t.Error("a refused reuse is not a replay")
+	}
+	if res, _, err := Do(ctx, k, Request{Scope: "s", Key: "k2", Kind: "run", Body: "1+1"}, counter(&n)); err != nil || res.N != 2 {
+		t.Fatalf("another key: %+v %v", res, err)
+	}
+}
+
+// TestUnstartedWorkReleasesItsKey: work refused before it called started leaves no key: a retry
+// runs. Work that started and failed keeps its answer, error and result both.
+func TestUnstartedWorkReleasesItsKey(t *testing.T) {
+	t.Parallel()
+	k, _ := newKeys(t)
+	ctx := context.Background()
+	r := Request{Scope: "s", Key: "k", Kind: "run"}
+	refused := errors.New("paused")
+	if _, _, err := Do(ctx, k, r, func(context.Context, func()) (*answer, error) { return nil, refused }); !errors.Is(err, refused) {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	if res, replayed, err := Do(ctx, k, r, counter(&n)); err != nil || replayed || res.N != 1 {
+		t.Fatalf("retry after a refusal: %+v %v %v", res, replayed, err)
+	}
+	r.Key = "failed"
+	timeout := carryover.Errorf(carryover.CodeTimeout, "too slow")
+	_, _, _ = Do(ctx, k, r, func(_ context.Context, started func()) (*answer, error) { started(); return &answer{N: 7}, timeout })
+	res, replayed, err := Do(ctx, k, r, counter(&n))
+	wantCode(t, err, carryover.CodeTimeout)
+	if !replayed || res == nil || res.N != 7 || carryover.ErrorOf(err).Result.(*answer).N != 7 || n.Load() != 1 {
+		t.Fatalf("replayed error answer: %+v %v %v", res, replayed, err)
+	}
+}
+
+// TestPendingKeyOfADeadAttempt: a key reserved by an attempt that is not in flight here (another
+// process's, cut off) is run_interrupted, never run again.
+func TestPendingKeyOfADeadAttempt(t *testing.T) {
+	t.Parallel()
+	k, store := newKeys(t)
+	ctx := context.Background()
+	r := Request{Scope: "s", Key: "k", Kind: "exec", Body: "true"}
+	now := time.Now().UTC()
+	if _, _, err := store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "s", Key: "k",
+		Fingerprint: fingerprint("exec", "true"), Attempt: "gone-1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	_, _, err := Do(ctx, k, r, counter(&n))
+	wantCode(t, err, carryover.CodeRunInterrupted)
+	if n.Load() != 0 || !strings.Contains(err.Error(), "exec may have run") {
+		t.Fatalf("ran %d times: %v", n.Load(), err)
+	}
+}
+
+// TestRetryWaitsForTheAttemptInFlight: a retry arriving while the first attempt runs here waits
+// for it and gets its answer; one whose context ends first gives up with timeout.
+func TestRetryWaitsForTheAttemptInFlight(t *testing.T) {
+	t.Parallel()
+	k, _ := newKeys(t)
+	r := Request{Scope: "s", Key: "k", Kind: "run"}
+	gate, inside := make(chan struct{}), make(chan struct{})
+	var n atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, _, _ = Do(context.Background(), k, r, func(_ context.Context, started func()) (*answer, error) {
+			started()
+			close(inside)
+			<-gate
+			return &answer{N: n.Add(1)}, nil
+		})
+	})
+	<-inside
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, _, err := Do(short, k, r, counter(&n))
+	wantCode(t, err, carryover.CodeTimeout)
+	done := make(chan *answer)
+	go func() { res, _, _ := Do(context.Background(), k, r, counter(&n)); done <- res }()
+	time.Sleep(20 * time.Millisecond) // the retry is waiting (nothing to observe: it blocks)
+	close(gate)
+	if res := <-done; res == nil || res.N != 1 || n.Load() != 1 {
+		t.Fatalf("the waiting retry got %+v, ran %d times", res, n.Load())
+	}
+	wg.Wait()
+}
+
+// TestValidate: 1 to 255 printable ASCII characters.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"", strings.Repeat("k", KeyMax+1), "a\nb", "caf\u00e9"} {
+		wantCode(t, Validate(key), carryover.CodeInvalid)
+	}
+	if err := Validate(strings.Repeat("k", KeyMax)); err != nil {
+		t.Fatal(err)
+	}
+}
