@@ -20,6 +20,7 @@ func TestEvictionOrder(t *testing.T) {
 		t.Errorf("order = %v, want [c a d]", ids)
 	}
 }
+
 // TestMemoryExcess: over the budget, under the reserve, PSI over its threshold.
 func TestMemoryExcess(t *testing.T) {
 	t.Parallel()
@@ -46,6 +47,7 @@ func TestMemoryExcess(t *testing.T) {
 		t.Errorf("psiFullAvg10 = %v", got)
 	}
 }
+
 // TestResolveBudget: configured values stand; zeros are derived from the host's room.
 func TestResolveBudget(t *testing.T) {
 	t.Parallel()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/prometheus/client_golang/prometheus"
-	)
+)
 
 // newLedger is a ledger of max slots, wait queue time and queueMax places, metrics nowhere.
 func newLedger(max int, wait time.Duration, queueMax int) *Ledger {
