@@ -25,6 +25,7 @@ import (
 	"github.com/carryover/carryover/server/jupyter"
 	"github.com/carryover/carryover/server/mcp"
 	"github.com/carryover/carryover/server/session"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Server is the running carryover: store, session service and HTTP API on a listener.
@@ -98,7 +99,8 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		p.Store = store
 	}
-	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log})
+	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log,
+		Metrics: prometheus.DefaultRegisterer}) // what GET /metrics serves (httpapi: promhttp.Handler)
 	if err != nil {
 		return fail(err)
 	}

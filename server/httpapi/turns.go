@@ -25,9 +25,9 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	ctx, replayed := session.WithReplayNotice(r.Context())
-	res, err := a.svc.Run(ctx, r.PathValue("id"), req, session.RunOptions{})
-	markReplayed(w, replayed.Load())
+	replayed := false
+	res, err := a.svc.Run(r.Context(), r.PathValue("id"), req, session.RunOptions{OnReplay: func() { replayed = true }})
+	markReplayed(w, replayed)
 	a.reply(w, r, 200, res, err)
 }
 
@@ -41,9 +41,9 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	ctx, replayed := session.WithReplayNotice(r.Context())
-	res, err := a.svc.RunCommand(ctx, r.PathValue("id"), req)
-	markReplayed(w, replayed.Load())
+	replayed := false
+	res, err := a.svc.RunCommand(r.Context(), r.PathValue("id"), req, session.CommandOptions{OnReplay: func() { replayed = true }})
+	markReplayed(w, replayed)
 	a.reply(w, r, 200, res, err)
 }
 

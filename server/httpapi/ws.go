@@ -226,9 +226,10 @@ func (c *wsClient) run(ctx context.Context, f wsFrame, queued func()) {
 		sent = true
 		c.sendErr(f.ID, err)
 	}}
-	ctx, replayed := session.WithReplayNotice(ctx)
+	replayed := false
+	opts.OnReplay = func() { replayed = true }
 	res, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
-	if replayed.Load() {
+	if replayed {
 		c.replay(f.ID, res, err)
 		return
 	}

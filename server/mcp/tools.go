@@ -365,7 +365,7 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
-	res, err := t.svc.RunCommand(ctx, in.SessionID, session.CommandRequest{Command: in.Command, WorkingDir: in.WorkingDir})
+	res, err := t.svc.RunCommand(ctx, in.SessionID, session.CommandRequest{Command: in.Command, WorkingDir: in.WorkingDir}, session.CommandOptions{})
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/capacity"
 )
 
 // The background loop keeps agent sessions healthy without babysitting: it rotates kernels before
@@ -37,7 +38,7 @@ func (s *Service) StartBackground() {
 			s.relieveMemory(ctx)
 			s.updateGauges()
 			s.rotateDue(ctx)
-			s.expireIdempotencyKeys(ctx)
+			s.idem.Expire(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)
@@ -136,7 +137,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 			if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle {
 				return
 			}
-			if err := s.hibernateLocked(ctx, ls, reasonIdle); err != nil {
+			if err := s.hibernateLocked(ctx, ls, capacity.ReasonIdle); err != nil {
 				// Never stop a kernel whose state is not saved.
 				s.log.Warn("hibernation skipped", "session", ls.id, "err", err)
 			}
@@ -158,7 +159,7 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 	if st := ls.docCopy().State; st != carryover.StateRunning {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
-	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, reasonRequested); err != nil {
+	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, capacity.ReasonRequested); err != nil {
 		return carryover.Session{}, err
 	}
 	return ls.docCopy(), nil

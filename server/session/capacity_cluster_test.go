@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/capacity"
 )
 
 // TestRefusalInAFullCluster: a claim the cluster router kept here because no node had room
@@ -15,16 +16,20 @@ import (
 // refusal is the node's own.
 func TestRefusalInAFullCluster(t *testing.T) {
 	t.Parallel()
-	sl := newSlots(1, 10*time.Millisecond, 4)
-	if err := sl.acquire(context.Background(), "t", nil); err != nil {
+	l := capacity.New(capacity.Config{Max: 1, Wait: 10 * time.Millisecond, QueueMax: 4})
+	if _, err := l.Acquire(context.Background(), capacity.Claim{Tenant: "t"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	plain := inFullCluster(context.Background(), sl.acquire(context.Background(), "t", nil))
+	acquire := func(ctx context.Context) error {
+		_, err := l.Acquire(ctx, capacity.Claim{Tenant: "t"}, nil)
+		return err
+	}
+	plain := inFullCluster(context.Background(), acquire(context.Background()))
 	if e := carryover.ErrorOf(plain); e.Details["reason"] != "busy" || strings.Contains(e.Message, "cluster") {
 		t.Fatalf("unmarked refusal: %v %v", e.Message, e.Details)
 	}
 	ctx := carryover.WithClusterFull(context.Background(), "2 of 2 kernels busy on 2 nodes and 0 requests queued")
-	e := carryover.ErrorOf(inFullCluster(ctx, sl.acquire(ctx, "t", nil)))
+	e := carryover.ErrorOf(inFullCluster(ctx, acquire(ctx)))
 	if e.Code != carryover.CodeCapacity || e.Details["reason"] != "cluster_full" || e.Details["live"] != 1 ||
 		!strings.HasPrefix(e.Message, "the cluster is at capacity (2 of 2 kernels busy on 2 nodes") {
 		t.Fatalf("refusal in a full cluster: %q %v", e.Message, e.Details)

@@ -71,13 +71,13 @@ func (s *Service) noteMemory(kernels int64, h HostMemory) {
 
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
 func (s *Service) Status() NodeStatus {
-	sl := s.slots.stats()
+	sl := s.ledger.Stats()
 	ps := s.pool.Stats()
 	st := NodeStatus{
 		NodeID: s.cfg.NodeID,
-		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.budget.source, LiveKernels: sl.Held,
+		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.budget.Source, LiveKernels: sl.Held,
 			Queued: sl.Queued, QueuedTotal: sl.QueuedTotal, QueueSeconds: s.cfg.QueueWait.Seconds(),
-			MemoryBudgetBytes: s.budget.memory, KernelBytes: s.budget.kernelBytes},
+			MemoryBudgetBytes: s.budget.Memory, KernelBytes: s.budget.KernelBytes},
 		Pool: PoolStatus{Idle: ps.Idle, Starting: ps.Starting, Target: ps.Target, Size: ps.Size, MaxSize: ps.MaxSize,
 			Claims: ps.Claims, Misses: ps.Misses, Grown: ps.Grown},
 		Refusals:  sl.Refused,

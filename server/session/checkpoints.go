@@ -72,7 +72,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		}
 	}
 	s.releaseKernel(ctx, ls, "checkpoint restore")
-	k, err := s.takeKernel(ctx, ls.docCopy(), nil) // pool, or a new kernel for another network setting
+	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy()}) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/mock"
+	"github.com/carryover/carryover/server/capacity"
 )
 
 // checkpointStore is a mock store that has one checkpoint for every session: enough for
@@ -31,13 +32,20 @@ func holdKernel(t *testing.T, s *Service, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := &kernel.Kernel{}
+	lease, err := s.ledger.Acquire(context.Background(), capacity.Claim{Tenant: ls.tenant()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.leases.Store(k, lease)
 	ls.mu.Lock()
-	ls.kern = &kernel.Kernel{}
+	ls.kern = k
 	ls.mu.Unlock()
 	t.Cleanup(func() { // before the service's Close: this kernel has no process to stop
 		ls.mu.Lock()
 		ls.kern = nil
 		ls.mu.Unlock()
+		s.releaseLease(k)
 	})
 }
 

@@ -94,11 +94,25 @@ func (r CommandRequest) argv() ([]string, error) {
 
 // RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
-func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest) (*CommandResult, error) {
+func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest, opts CommandOptions) (*CommandResult, error) {
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, s, id, "exec", key, req, func(ctx context.Context) (*CommandResult, error) { return s.RunCommand(ctx, id, req) })
+		return runKeyed(ctx, s, id, "exec", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*CommandResult, error) {
+			return s.runCommand(ctx, id, req, started)
+		})
 	}
+	return s.runCommand(ctx, id, req, func() {})
+}
+
+// CommandOptions connect a shell command to the front door that sent it.
+type CommandOptions struct {
+	// OnReplay is called when the answer is the stored one of an earlier attempt with the same
+	// idempotency key (the front doors say so: the Idempotent-Replayed header).
+	OnReplay func()
+}
+
+// runCommand is RunCommand without its key; started is called just before the command starts.
+func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest, started func()) (*CommandResult, error) {
 	ls, err := s.get(id)
 	if err != nil {
 		return nil, err
@@ -132,7 +146,7 @@ func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest)
 		return nil, err
 	}
 	start := time.Now()
-	markStarted(ctx) // a keyed command starts: its key is kept whatever happens next
+	started() // a keyed command starts: its key is kept whatever happens next
 	res, cpu, err := s.runInSandbox(ctx, ls, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err

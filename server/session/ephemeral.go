@@ -27,22 +27,17 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	}
 	id := randomID("eph_")
 	tenant := carryover.TenantFromContext(ctx)
-	release, err := s.admitEphemeral(ctx, tenant, id)
+	// Refused at the tenant's stored_bytes or cpu_seconds quota; its own CPU is not counted (no
+	// session records it). Its kernel is a live kernel of the tenant like any other (takeKernel).
+	if err := s.quota.CheckTurn(ctx, tenant); err != nil {
+		return nil, err
+	}
+	ls := &liveSession{id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
+		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting: a pooled kernel
+	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.doc})
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	if err := s.acquireSlot(ctx, tenant); err != nil { // a throwaway kernel is a live kernel too
-		return nil, err
-	}
-	k, err := s.pool.Get(ctx)
-	if err != nil {
-		s.slots.release(tenant)
-		return nil, err
-	}
-	s.kernelTaken(k, tenant)
-	ls := &liveSession{id: id, doc: carryover.Session{ID: id, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
-		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
 		_ = s.removeWorkspace(id)

@@ -35,27 +35,27 @@ func TestIdempotentExecRunsOnce(t *testing.T) {
 	prov.CommandFn = counting(&n, &mu, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	req := CommandRequest{Command: "true", IdempotencyKey: "k-1"}
-	first, err := s.RunCommand(context.Background(), "x", req)
+	first, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, replayed := WithReplayNotice(context.Background())
-	second, err := s.RunCommand(ctx, "x", req)
+	replayed := false
+	second, err := s.RunCommand(context.Background(), "x", req, CommandOptions{OnReplay: func() { replayed = true }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 || second.Stdout != "run 1" || second.Stdout != first.Stdout || !replayed.Load() {
-		t.Fatalf("ran %d times; answers %q then %q (replayed %v): want one run and its answer twice", n, first.Stdout, second.Stdout, replayed.Load())
+	if n != 1 || second.Stdout != "run 1" || second.Stdout != first.Stdout || !replayed {
+		t.Fatalf("ran %d times; answers %q then %q (replayed %v): want one run and its answer twice", n, first.Stdout, second.Stdout, replayed)
 	}
 	// The same key with another request is refused; another key runs.
-	_, err = s.RunCommand(context.Background(), "x", CommandRequest{Command: "false", IdempotencyKey: "k-1"})
+	_, err = s.RunCommand(context.Background(), "x", CommandRequest{Command: "false", IdempotencyKey: "k-1"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeIdempotencyKeyReused)
-	if _, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "k-2"}); err != nil || n != 2 {
+	if _, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "k-2"}, CommandOptions{}); err != nil || n != 2 {
 		t.Fatalf("another key: %v, %d runs", err, n)
 	}
 	// A key is the session's: the same key on another session runs there.
 	mustCreate(t, s, CreateRequest{SessionID: "y"})
-	if _, err := s.RunCommand(context.Background(), "y", req); err != nil || n != 3 {
+	if _, err := s.RunCommand(context.Background(), "y", req, CommandOptions{}); err != nil || n != 3 {
 		t.Fatalf("the key on another session: %v, %d runs", err, n)
 	}
 }
@@ -74,7 +74,7 @@ func TestIdempotentRetryWaitsForTheFirstAttempt(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := s.RunCommand(context.Background(), "x", req)
+			res, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -106,21 +106,14 @@ func TestIdempotentRetryWaitsForTheFirstAttempt(t *testing.T) {
 	// A waiting retry gives up with its caller.
 	gate2 := make(chan struct{})
 	prov.CommandFn = counting(&n, &mu, gate2)
+	before := len(prov.Commands())
 	go func() {
-		_, _ = s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "held"})
+		_, _ = s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
 	}()
-	for {
-		s.idem.mu.Lock()
-		_, busy := s.idem.inflight["x\x00held"]
-		s.idem.mu.Unlock()
-		if busy {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the first attempt's command started", func() bool { return len(prov.Commands()) > before })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "held"})
+	_, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
 	close(gate2)
 }
@@ -132,12 +125,12 @@ func TestIdempotentRefusedTurnReleasesItsKey(t *testing.T) {
 	var mu sync.Mutex
 	prov.CommandFn = counting(&n, &mu, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x", Budget: &carryover.Budget{IterationLimit: 1}})
-	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true"}); err != nil {
+	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	req := CommandRequest{Command: "true", IdempotencyKey: "k"}
 	for range 2 { // the retry is judged afresh (refused again), not answered run_interrupted
-		_, err := s.RunCommand(ctx, "x", req)
+		_, err := s.RunCommand(ctx, "x", req, CommandOptions{})
 		wantCode(t, err, carryover.CodeBudgetExceeded)
 		if _, err := store.GetIdempotencyKey(ctx, "x", "k"); err == nil {
 			t.Fatal("a refused turn kept its key: the retry could never run")
@@ -148,31 +141,6 @@ func TestIdempotentRefusedTurnReleasesItsKey(t *testing.T) {
 	}
 }
 
-func TestIdempotentKeyOfADeadAttemptIsNotRunAgain(t *testing.T) {
-	ctx := context.Background()
-	s, store, prov := testService(t, nil)
-	var n int
-	var mu sync.Mutex
-	prov.CommandFn = counting(&n, &mu, nil)
-	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	req := CommandRequest{Command: "true"}
-	now := time.Now().UTC()
-	// Reserved by a server process that stopped before it stored the answer.
-	if _, won, err := store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "x", Key: "k", Fingerprint: fingerprint("exec", req),
-		Attempt: "gone", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil || !won {
-		t.Fatal(won, err)
-	}
-	req.IdempotencyKey = "k"
-	_, err := s.RunCommand(ctx, "x", req)
-	wantCode(t, err, carryover.CodeRunInterrupted)
-	if n != 0 {
-		t.Fatalf("the command of a dead attempt ran again (%d runs)", n)
-	}
-	if !strings.Contains(carryover.ErrorOf(err).Message, "not run again") {
-		t.Fatalf("message %q does not say what happened", carryover.ErrorOf(err).Message)
-	}
-}
-
 func TestIdempotentErrorAnswerIsReplayed(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	p := mock.Hanging()
@@ -180,9 +148,9 @@ func TestIdempotentErrorAnswerIsReplayed(t *testing.T) {
 	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) { runs++; return p, nil }
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	req := CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05), IdempotencyKey: "t"}
-	first, err := s.RunCommand(context.Background(), "x", req)
+	first, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
-	second, err := s.RunCommand(context.Background(), "x", req)
+	second, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
 	if runs != 1 || second == nil || second.TimedOut != first.TimedOut || carryover.ErrorOf(err).Result != second {
 		t.Fatalf("runs %d; replayed answer %+v, error's result %v", runs, second, carryover.ErrorOf(err).Result)
@@ -193,10 +161,10 @@ func TestIdempotencyKeyValidation(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	for _, key := range []string{strings.Repeat("k", IdempotencyKeyMax+1), "a\nb", "caf\u00e9"} {
-		_, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: key})
+		_, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: key}, CommandOptions{})
 		wantCode(t, err, carryover.CodeInvalid)
 	}
-	_, err := s.RunCommand(context.Background(), "nope", CommandRequest{Command: "true", IdempotencyKey: "k"})
+	_, err := s.RunCommand(context.Background(), "nope", CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeNotFound)
 	if n := len(prov.Commands()); n != 0 {
 		t.Fatalf("%d commands ran for refused keys", n)
@@ -207,10 +175,10 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	s, store, _ := testService(t, func(c *Config) { c.IdempotencyTTL = time.Nanosecond })
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "k"}); err != nil {
+	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.expireIdempotencyKeys(ctx)
+	s.idem.Expire(ctx)
 	if _, err := store.GetIdempotencyKey(ctx, "x", "k"); err == nil {
 		t.Fatal("an expired key survived the GC")
 	}

@@ -25,14 +25,21 @@ func (s *Service) hostPath(id, p string) string {
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
 // or a server restart). The caller holds ls.lock.
 func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
-	return s.ensureKernelFor(ctx, ls, false, nil)
+	return s.ensureKernelWith(ctx, ls, ensureOpts{})
 }
 
-// ensureKernelFor is ensureKernel for a caller that sends a cell next: with firstCell, a brand-new
-// session's set-up is left pending, to ride on that cell (pendingSetup), instead of costing a round
-// trip of its own. Any other caller finds a set-up still pending sent first. runEnv is the cell's
-// per-run env, which a claim must know of too (claimKernel).
-func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCell bool, runEnv map[string]string) (*kernel.Kernel, error) {
+// ensureOpts say what the caller of ensureKernelWith does with the kernel.
+type ensureOpts struct {
+	// firstCell: the caller sends a cell next, so a brand-new session's set-up is left pending, to
+	// ride on that cell (pendingSetup), instead of costing a round trip of its own. Any other caller
+	// finds a set-up still pending sent first.
+	firstCell bool
+	runEnv    map[string]string // the cell's per-run env, which a claim must know of too (claimKernel)
+	replaces  *kernel.Kernel    // the kernel a rotation replaces (kernelClaim.replaces)
+}
+
+// ensureKernelWith is ensureKernel with the caller's options.
+func (s *Service) ensureKernelWith(ctx context.Context, ls *liveSession, o ensureOpts) (*kernel.Kernel, error) {
 	ls.mu.Lock()
 	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
@@ -44,84 +51,103 @@ func (s *Service) ensureKernelFor(ctx context.Context, ls *liveSession, firstCel
 		case <-k.Dead():
 			s.dropDeadKernel(ctx, ls, k)
 		default:
-			if !firstCell {
+			if !o.firstCell {
 				return k, s.flushSetup(ctx, ls, k)
 			}
 			return k, nil
 		}
 	}
-	// The tenant's live_kernels quota first (quota.go): a refusal must not hibernate anyone. Then a
-	// slot of the node (capacity.go): on a full node this hibernates an idle session or queues.
-	release, err := s.admitKernel(ls)
+	nk := newKernel{start: time.Now()}
+	k, err := s.takeKernelFor(ctx, ls, o)
 	if err != nil {
 		return nil, err
 	}
-	defer release() // once the kernel is attached it counts as live itself
-	tenant := ls.tenant()
-	if err := s.acquireSlot(ctx, tenant); err != nil {
+	nk.k, nk.baseline = k, costBaseline(k)
+	if err := s.startSession(ctx, ls, &nk, o.firstCell); err != nil {
+		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	start := time.Now()
-	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxStarting); err != nil {
-		s.slots.release(tenant)
-		return nil, err
-	}
-	k, err = s.claimKernel(ctx, ls.docCopy(), runEnv)
-	if err != nil {
-		s.slots.release(tenant)
+	s.attachNew(ctx, ls, nk)
+	return k, nil
+}
+
+// newKernel is a kernel being given to a session.
+type newKernel struct {
+	k        *kernel.Kernel
+	start    time.Time                // when the claim began
+	baseline costMeter                // its CPU and memory when claimed (costBaseline)
+	setup    *pendingSetup            // a brand-new session's set-up, to ride on its first cell
+	restored *carryover.RestoreResult // the last checkpoint restored into it
+}
+
+// takeKernelFor claims a kernel for the session (takeKernel: its tenant's limit, then a node slot,
+// which on a full node hibernates an idle session or queues), the session saying it is starting
+// once the lease is held.
+func (s *Service) takeKernelFor(ctx context.Context, ls *liveSession, o ensureOpts) (*kernel.Kernel, error) {
+	starting := false
+	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy(), runEnv: o.runEnv, replaces: o.replaces, leased: func() error {
+		starting = true
+		return s.setSandboxStatus(ctx, ls, carryover.SandboxStarting)
+	}})
+	if err != nil && starting {
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
-		return nil, s.startFailed(ctx, err) // capacity_start.go
 	}
-	s.kernelTaken(k, tenant)
-	baseline := costBaseline(k)
+	return k, err
+}
+
+// startSession gives a new kernel the session: its workspace (a missing one gets the checkpoint's
+// files first), its set-up (left pending for a brand-new session's first cell), and its last
+// checkpoint restored. On an error the caller stops the kernel.
+func (s *Service) startSession(ctx context.Context, ls *liveSession, nk *newKernel, firstCell bool) error {
 	doc := ls.docCopy()
-	// A missing workspace (a fork before its first use, lost workspaces) gets the checkpoint's files
-	// before the kernel is pointed at it.
 	if err := s.ensureWorkspace(ctx, ls); err != nil {
-		s.stopKernel(ctx, k)
 		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
-		return nil, err
+		return err
 	}
-	var setup *pendingSetup
+	var err error
 	if firstCell && doc.LastCheckpoint == nil && doc.ExecutionCount == 0 {
-		setup, err = s.deferSetup(ctx, ls.id, k, doc)
+		nk.setup, err = s.deferSetup(ctx, ls.id, nk.k, doc)
 	} else {
-		err = s.prepareKernel(ctx, ls.id, k, doc)
+		err = s.prepareKernel(ctx, ls.id, nk.k, doc)
 	}
 	if err != nil {
-		s.stopKernel(ctx, k)
-		return nil, fmt.Errorf("preparing kernel: %w", err)
+		return fmt.Errorf("preparing kernel: %w", err)
 	}
-	var restored *carryover.RestoreResult
-	if doc.LastCheckpoint != nil {
-		restored, err = s.ckpt.RestoreIntoNew(ctx, k, ls.id, s.workspace(ls.id)) // no user code ran in k yet
-		if err != nil {
-			s.stopKernel(ctx, k)
-			// Nothing is lost: the checkpoint stays in the database and the next run tries again.
-			return nil, (&carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
-				"the session's last checkpoint %s could not be restored into a new kernel (it is kept; the next run tries again): %v",
-				doc.LastCheckpoint.ID, err)}).WithDetails("checkpoint_id", doc.LastCheckpoint.ID)
-		}
+	if doc.LastCheckpoint == nil {
+		return nil
 	}
+	nk.restored, err = s.ckpt.RestoreIntoNew(ctx, nk.k, ls.id, s.workspace(ls.id)) // no user code ran in it yet
+	if err != nil {
+		// Nothing is lost: the checkpoint stays in the database and the next run tries again.
+		return (&carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
+			"the session's last checkpoint %s could not be restored into a new kernel (it is kept; the next run tries again): %v",
+			doc.LastCheckpoint.ID, err)}).WithDetails("checkpoint_id", doc.LastCheckpoint.ID)
+	}
+	return nil
+}
+
+// attachNew makes k the session's live kernel, saved and told to subscribers, and starts watching
+// it (its death, its comms).
+func (s *Service) attachNew(ctx context.Context, ls *liveSession, nk newKernel) {
+	k := nk.k
 	now := time.Now().UTC()
 	ls.mu.Lock()
-	ls.attachLocked(k, baseline)
-	ls.setup = setup
+	ls.attachLocked(k, nk.baseline)
+	ls.setup = nk.setup
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
-	err = s.saveLocked(ctx, ls)
+	err := s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
 	s.logSaveErr(ls, "live sandbox", err)
 	s.emit(ctx, ls, carryover.EventSandboxCreated, map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
-		"duration_ms": ms(time.Since(start))})
-	if restored != nil {
-		s.emit(ctx, ls, carryover.EventCheckpointRestored, restored)
-		ls.noteRestored(restored)
+		"duration_ms": ms(time.Since(nk.start))})
+	if nk.restored != nil {
+		s.emit(ctx, ls, carryover.EventCheckpointRestored, nk.restored)
+		ls.noteRestored(nk.restored)
 	}
 	go s.watchKernel(ls, k)
 	go s.relayComms(ls, k) // comms.go: the widgets' messages
-	return k, nil
 }
 
 // ensureWorkspace makes the session's workspace dir. When it does not exist and the session has a

@@ -233,7 +233,7 @@ func TestReadsWithoutKernel(t *testing.T) {
 	wantCode(t, err, carryover.CodeNotFound)
 
 	// The notebook is the recorded history.
-	if _, err := s.RunCommand(ctx, "v", CommandRequest{Command: "echo hi"}); err != nil {
+	if _, err := s.RunCommand(ctx, "v", CommandRequest{Command: "echo hi"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Notebook(ctx, "v")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover"
 )
@@ -53,29 +52,6 @@ func TestQuotaSessionsConcurrentCreates(t *testing.T) {
 	}
 }
 
-// TestQuotaCPUWindow: CPU counts from the start of the period (a session made before it from its
-// CPU then, one made in it from zero) and starts again at the next period.
-func TestQuotaCPUWindow(t *testing.T) {
-	var g quotaGate
-	start := time.Unix(7200, 0)
-	created := map[string]time.Time{"old": start.Add(-time.Minute), "new": start.Add(time.Second)}
-	used := g.cpuUsedLocked("t", time.Hour, start.Add(10*time.Second), map[string]float64{"old": 100, "new": 2}, created)
-	if used != 2 {
-		t.Fatalf("first look: %g, want 2 (the old session's 100 s are from before the period)", used)
-	}
-	used = g.cpuUsedLocked("t", time.Hour, start.Add(20*time.Second), map[string]float64{"old": 103, "new": 4}, created)
-	if used != 7 {
-		t.Fatalf("later: %g, want 3 + 4", used)
-	}
-	used = g.cpuUsedLocked("t", time.Hour, start.Add(time.Hour+time.Second), map[string]float64{"old": 104, "new": 5}, created)
-	if used != 0 {
-		t.Fatalf("next period: %g, want 0", used)
-	}
-	if used := g.cpuUsedLocked("u", time.Hour, start.Add(time.Hour+time.Second), map[string]float64{"x": 9}, map[string]time.Time{"x": start}); used != 0 {
-		t.Fatalf("another tenant shares the window: %g", used)
-	}
-}
-
 // TestQuotaRefusalTakesNoSlot: a turn refused for the tenant's live_kernels quota takes no slot of
 // the node (it held one for ever, and could hibernate another session to make room for nothing).
 func TestQuotaRefusalTakesNoSlot(t *testing.T) {
@@ -84,19 +60,17 @@ func TestQuotaRefusalTakesNoSlot(t *testing.T) {
 		c.Quotas = func(tenant string) carryover.Quotas { return carryover.Quotas{LiveKernels: 1} }
 	})
 	ctx := carryover.NewContextWithTenant(context.Background(), "small")
-	if _, err := s.Create(ctx, CreateRequest{SessionID: "q"}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"q", "another"} {
+		if _, err := s.Create(ctx, CreateRequest{SessionID: id}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	release, err := s.reserveKernel("small", "another") // the tenant's one live kernel, elsewhere
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	holdKernel(t, s, "another") // the tenant's one live kernel
 	for range 3 {
 		_, err := s.Run(ctx, "q", RunRequest{Code: "1+1"}, RunOptions{})
 		wantCode(t, err, carryover.CodeQuotaExceeded)
 	}
-	if held := s.slots.stats().Held; held != 0 {
-		t.Fatalf("%d slots held after three refusals, want 0", held)
+	if held := s.ledger.Stats().Held; held != 1 {
+		t.Fatalf("%d slots held after three refusals, want 1 (the other session's)", held)
 	}
 }

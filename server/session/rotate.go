@@ -50,13 +50,14 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 				return fail(err)
 			}
 			s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
-			// Detach the old kernel so ensureKernel claims and restores a new one.
+			// Detach the old kernel so ensureKernelWith claims and restores a new one (the old one
+			// not counted against the tenant's live_kernels while both live).
 			ls.mu.Lock()
 			ls.kern = nil
 			ls.mu.Unlock()
 		}
 	}
-	if _, err := s.ensureKernel(ctx, ls); err != nil {
+	if _, err := s.ensureKernelWith(ctx, ls, ensureOpts{replaces: old}); err != nil {
 		if old != nil {
 			ls.mu.Lock()
 			ls.kern = old // keep serving from the old kernel

@@ -67,6 +67,12 @@ type RunOptions struct {
 	// requests in the order it sent them (the websocket's run frames) waits for it, or for Run to
 	// return, before it starts the next.
 	Queued func()
+	// OnReplay is called when the answer is the stored one of an earlier attempt with the same
+	// idempotency key (the front doors say so: the Idempotent-Replayed header; the websocket sends
+	// the frames itself).
+	OnReplay func()
+
+	started func() // a keyed run's: called just before its code starts (idempotency.go)
 }
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
@@ -74,7 +80,10 @@ type RunOptions struct {
 func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOptions) (*RunResult, error) {
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, s, id, "run", key, req, func(ctx context.Context) (*RunResult, error) { return s.Run(ctx, id, req, opts) })
+		return runKeyed(ctx, s, id, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
+			opts.started = started
+			return s.Run(ctx, id, req, opts)
+		})
 	}
 	ls, err := s.get(id)
 	if err != nil {
@@ -97,7 +106,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	defer end()
 	// The cell can carry a new session's set-up unless a per-run env request goes first (or IPython
 	// would skip the hook: a blank cell).
-	k, err := s.ensureKernelFor(ctx, ls, len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", req.Env)
+	k, err := s.ensureKernelWith(ctx, ls, ensureOpts{firstCell: len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", runEnv: req.Env})
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +121,9 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 			return nil, err
 		}
 	}
-	markStarted(ctx) // a keyed run's code starts: its key is kept whatever happens next
+	if opts.started != nil {
+		opts.started() // a keyed run's code starts: its key is kept whatever happens next
+	}
 	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some

@@ -15,7 +15,11 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/capacity"
+	"github.com/carryover/carryover/server/idempotency"
+	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/skills"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Service is the session service: it owns the sessions, composes kernels (kernel/) with
@@ -34,18 +38,17 @@ type Service struct {
 	runSeq   int64
 	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
 	stopBG   context.CancelFunc
-	skills   *skills.Skills // the tenants' skills and this node's cache of them
-	quota    quotaGate      // the tenants' quotas (quota.go)
-	idem     idempotency    // idempotency keys in flight here (idempotency.go)
+	skills   *skills.Skills    // the tenants' skills and this node's cache of them
+	quota    *quota.Gate       // the tenants' quotas but live_kernels (quota.go)
+	idem     *idempotency.Keys // idempotency keys (idempotency.go)
 
-	slots *slots // the node's live-kernel slots (capacity.go)
-	// slotHolders maps each live kernel (*kernel.Kernel) to the tenant whose slot it holds, so
-	// stopKernel gives that tenant's slot back (capacity_share.go's counts).
-	slotHolders sync.Map
-	budget      capacityBudget   // the node's capacity as resolved at start (capacity_budget.go)
-	memory      MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
-	evictions   map[string]int64 // hibernations by reason, under mu
-	lastMem     memoryReading    // the last tick's reading, under mu (the status endpoint)
+	ledger *capacity.Ledger // the node's live kernels per tenant (capacity.go)
+	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
+	leases    sync.Map
+	budget    capacity.Budget  // the node's capacity as resolved at start
+	memory    MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
+	evictions map[string]int64 // hibernations by reason, under mu
+	lastMem   memoryReading    // the last tick's reading, under mu (the status endpoint)
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -89,6 +92,9 @@ type Options struct {
 	// Memory reads the host's memory for the pressure watch; nil: ProcMemory. A test passes its own
 	// to simulate pressure.
 	Memory MemorySource
+	// Metrics is where the service's metrics are registered (the assembly passes its registry);
+	// nil: nowhere (a unit test's).
+	Metrics prometheus.Registerer
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -125,12 +131,13 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if h, err := memory(); err == nil {
 		room = h.AvailableBytes
 	}
-	budget := resolveBudget(cfg, room)
-	log.Info("node capacity", "max_live_kernels", budget.maxLive, "from", budget.source,
-		"memory_budget_bytes", budget.memory, "kernel_bytes", budget.kernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
-	capacityMax.Set(float64(budget.maxLive))
+	budget := capacity.ResolveBudget(capacity.BudgetConfig{MaxLiveKernels: cfg.MaxLiveKernels, MemoryBudget: cfg.MemoryBudget,
+		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
+	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
+		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
 	s := &Service{
-		slots:  newSlots(budget.maxLive, cfg.QueueWait, cfg.QueueMax),
+		ledger: capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
+		idem:   idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 		budget: budget,
 		memory: memory,
 		cfg:    cfg,
@@ -155,6 +162,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		sessions: map[string]*liveSession{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
+	s.quota = quota.New(cfg.Quotas, quotaUsage{s})
 	s.kopts = kernel.Options{
 		Spec:              spec,
 		Transport:         cfg.Transport,
@@ -382,8 +390,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 	if err := k.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
-	kernelsLive.Dec()
-	s.releaseSlotOf(k) // after the process is gone: a slot is a kernel alive
+	s.releaseLease(k) // after the process is gone: a lease is a kernel alive
 }
 
 // isDied reports whether err says the kernel died.

@@ -52,7 +52,7 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession, queued func())
 		}
 	}
 	// The turn's end may leave an idle kernel a queued claim can hibernate (capacity.go).
-	return func() { ls.lock.Unlock(); s.slots.poke() }, nil
+	return func() { ls.lock.Unlock(); s.ledger.Poke() }, nil
 }
 
 // kernelProcess is k's process, nil without a kernel.
@@ -83,7 +83,7 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 		}
 		s.emit(ctx, ls, carryover.EventSessionStarted, map[string]any{"auto": true})
 	}
-	if err := s.checkTurnQuotas(ctx, ls); err != nil {
+	if err := s.quota.CheckTurn(ctx, ls.tenant()); err != nil {
 		return err
 	}
 	return s.checkBudget(ctx, ls)
