@@ -22,7 +22,6 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/server/session"
 )
 
 // pending is a client request waiting for its reply.
@@ -46,7 +45,7 @@ type bridge struct {
 	kern    *kernel.Kernel           // the kernel subscribed to
 	ready   chan struct{}            // closed (and replaced) when the bridge attaches a kernel
 	unsub   func()
-	comms   session.CommSet         // the comms open in the kernel, named to the clients when a new kernel lost them
+	comms   kernel.CommSet          // the comms open in the kernel, named to the clients when a new kernel lost them
 	notice  []kernel.RawMessage     // the lost comms' notice, sent ahead of the new kernel's first message (lostComms)
 	queue   []turnJob               // shell messages waiting for their turn, in arrival order
 	side    map[string]chan sideMsg // control and stdin messages waiting for a live kernel
@@ -300,9 +299,9 @@ func (b *bridge) attach(k *kernel.Kernel, parent json.RawMessage) {
 // managers drop models whose kernel side is gone instead of talking to nothing. They go out just
 // before the new kernel's first message, in its session (sendNotice): JupyterLab drops a comm
 // message whose session is not the one of the last message it received.
-func (b *bridge) lostComms(lost []session.Comm, parent json.RawMessage) {
+func (b *bridge) lostComms(lost []kernel.Comm, parent json.RawMessage) {
 	b.d.log.Info("jupyter: comms lost with the kernel they lived in", "kernel", b.id, "count", len(lost))
-	msgs := []kernel.RawMessage{iopubMsg(parent, "stream", map[string]any{"name": "stderr", "text": session.LostCommsText(lost)})}
+	msgs := []kernel.RawMessage{iopubMsg(parent, "stream", map[string]any{"name": "stderr", "text": kernel.LostCommsText(lost)})}
 	for _, cm := range lost {
 		msgs = append(msgs, iopubMsg(parent, "comm_close", map[string]any{"comm_id": cm.ID, "data": map[string]any{}}))
 	}

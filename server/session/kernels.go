@@ -325,8 +325,8 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 		}
 		answer = ""
 	}
-	// retryAborted: a snapshot the kernel aborted (see aborted.go) is taken again, not lost.
-	res, err := s.ckpt.Finish(ctx, retryAborted{k}, prep, turn, s.workspace(ls.id), answer)
+	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
+	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.workspace(ls.id), answer)
 	checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

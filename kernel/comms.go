@@ -1,4 +1,4 @@
-package session
+package kernel
 
 // comms.go: the comms (ipywidgets models, custom comm targets) open in a session's kernel, as a
 // front door sees them go by. A comm lives in the kernel process only: no checkpoint holds it, so
@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/carryover/carryover/kernel"
 )
 
 // Comm is one comm open in a kernel.
@@ -28,13 +27,13 @@ type Comm struct {
 // CommSet is the comms open in one kernel. The zero value is ready to use.
 type CommSet struct {
 	mu     sync.Mutex
-	kernel *kernel.Kernel
+	kernel *Kernel
 	open   map[string]Comm
 }
 
 // Observe records a comm_open or comm_close seen going either way (client to kernel on shell,
 // kernel to client on iopub); other messages are ignored.
-func (c *CommSet) Observe(m kernel.RawMessage) {
+func (c *CommSet) Observe(m RawMessage) {
 	typ := m.Type()
 	if typ != "comm_open" && typ != "comm_close" {
 		return
@@ -66,7 +65,7 @@ func (c *CommSet) Observe(m kernel.RawMessage) {
 // Switch tells the set which kernel the comms go to from now on. When that is a new kernel
 // replacing another, the comms open in the old one are lost: Switch returns them (sorted by id)
 // and forgets them. The first kernel a set sees loses nothing.
-func (c *CommSet) Switch(k *kernel.Kernel) []Comm {
+func (c *CommSet) Switch(k *Kernel) []Comm {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernel == k {

@@ -1,23 +1,21 @@
-package session
+package kernel
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/carryover/carryover/kernel"
 )
 
-// TestRetryAbortedRequest needs a real kernel (an exception to this package's mock-only tests):
-// the abort window is ipykernel's. A cell sent raw with stop_on_error raises while carryover's next
+// TestRetryAbortedRequest: the abort window is ipykernel's. A cell sent raw with stop_on_error raises while carryover's next
 // request waits in the kernel's queue; ipykernel aborts that request. kernel.Eval then fails with
-// an empty "ename: evalue" (the fault the checkpoints had); retryAborted sends it again and gets
+// an empty "ename: evalue" (the fault the checkpoints had); RetryAborted sends it again and gets
 // the answer.
 func TestRetryAbortedRequest(t *testing.T) {
-	spec, err := kernel.FindSpec("python3", "/usr/bin/python3")
+	spec, err := FindSpec("python3", "/usr/bin/python3")
 	if err != nil {
 		t.Fatalf("Debian's python3 kernelspec: %v", err)
 	}
@@ -28,7 +26,7 @@ func TestRetryAbortedRequest(t *testing.T) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, RuntimeDir: dir, StartupTimeout: 90 * time.Second})
+	k, err := Start(ctx, Options{Spec: spec, RuntimeDir: dir, StartupTimeout: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +36,7 @@ func TestRetryAbortedRequest(t *testing.T) {
 			"session": "test", "username": "test", "version": "5.3", "date": time.Now().UTC().Format(time.RFC3339)})
 		c, _ := json.Marshal(map[string]any{"code": "import time; time.sleep(0.3); 1/0", "silent": false, "store_history": true,
 			"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true})
-		if err := k.SendRaw(ctx, "shell", kernel.RawMessage{Channel: "shell", Header: h, Content: c}); err != nil {
+		if err := k.SendRaw(ctx, "shell", RawMessage{Channel: "shell", Header: h, Content: c}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +45,7 @@ func TestRetryAbortedRequest(t *testing.T) {
 		t.Fatalf("plain Eval behind a raising cell: %v, want the empty error of an aborted request", err)
 	}
 	raise(1)
-	if got, err := (retryAborted{k}).Eval(ctx, "", "1+1"); err != nil || got != "2" {
-		t.Fatalf("retryAborted behind a raising cell = %q, %v; want 2", got, err)
+	if got, err := (RetryAborted{Kernel: k, Interrupted: errors.New("interrupted")}).Eval(ctx, "", "1+1"); err != nil || got != "2" {
+		t.Fatalf("RetryAborted behind a raising cell = %q, %v; want 2", got, err)
 	}
 }
