@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -21,9 +21,6 @@ import (
 // websocket (each turn checkpointed, as always) beside raw kernel/ and beside Debian's Jupyter Server
 // websocket, interleaved; session create -> first result with the warm pool beside pool.size=0; and
 // many concurrent sessions, checking every output arrives.
-func init() {
-	registerBench(benchSection{Order: 20, Name: "server", Run: benchServerSection})
-}
 
 func benchServerSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	python := env.Cfg.Kernel.Python

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,9 +20,6 @@ import (
 // --quick): each checkpoint's wall time, bytes written and detect/serialize/write split, beside a naive
 // full dill dump of the same namespace measured in the same run; then a restore into a fresh kernel
 // beside a plain read of the same blobs from the same SQLite file.
-func init() {
-	registerBench(benchSection{Order: 30, Name: "checkpoint", Run: benchCheckpoint})
-}
 
 // ckptBench holds one run's kernel, store and workspace.
 type ckptBench struct {

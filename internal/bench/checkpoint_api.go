@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,9 +14,6 @@ import (
 // API (POST /run) on the default config, sandbox on, each checkpoint's own duration as the run's
 // answer reports it, beside pickle.dumps of the same value in the same kernel. checkpoint-nested
 // measures the engine alone (a kernel and a store, no server); this is what an agent loop sees.
-func init() {
-	registerBench(benchSection{Order: 31, Name: "checkpoint-api", Run: benchCheckpointAPI})
-}
 
 // apiShape is one value of the table: the code that makes it (with %[1]d, a fresh offset per
 // repetition) and the turns that follow its first save.

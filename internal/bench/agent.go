@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 // The agent section measures what an agent loop waits for after a pause in its work: the run that
 // wakes a hibernated session (new kernel from the pool + restore of its last checkpoint), for a small
 // namespace and for 1 GiB of state, beside the same run on a live kernel, and a forced rotation.
-func init() {
-	registerBench(benchSection{Order: 40, Name: "agent", Run: benchAgent})
-}
 
 func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	h, err := startBenchSrv(ctx, env, "agent", func(c *configs.Config) { c.Pool.Size = 2; c.Cull.IdleSeconds = 0 })

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,9 +17,6 @@ import (
 // kind (a boxplot per building year on f, ax = plt.subplots(figsize=(16, 8))): a turn that does not
 // touch it (it displays a frame) and a turn that changes it (set_title), each beside pickle.dumps
 // of the figure in the same kernel.
-func init() {
-	registerBench(benchSection{Order: 33, Name: "figures", Run: benchFigures})
-}
 
 const figureCells = `import matplotlib
 matplotlib.use("Agg")

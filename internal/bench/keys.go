@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,9 +17,6 @@ import (
 // within that), so most requests pay no store lookup; the lookup itself is measured too, as what
 // every request would pay without the cache.
 
-func init() {
-	registerBench(benchSection{Order: 65, Name: "keys", Run: benchKeysSection})
-}
 
 func benchKeysSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	n := 2000

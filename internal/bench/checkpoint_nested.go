@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,9 +19,6 @@ import (
 // does not touch them), the api shape (a small dict holding 200,000 items with a tag list and a meta
 // dict) and a DataFrame with a JSON column. Each row is beside pickle.dumps of the same object in
 // the same kernel, and says the bytes written. `carryover-bench --only nested` runs it alone.
-func init() {
-	registerBench(benchSection{Order: 30, Name: "checkpoint-nested", Run: benchNested})
-}
 
 func benchNested(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	b, done, err := newNestedBench(ctx, env)

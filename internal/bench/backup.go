@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,9 +23,6 @@ import (
 // beside cp + fsync of the file. The store holds checkpoints of 4 MiB chunks, half random (as float
 // arrays are), half compressible text.
 
-func init() {
-	registerBench(benchSection{Order: 66, Name: "backup", Run: benchBackup})
-}
 
 func benchBackup(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	dir, _, st, err := benchStore(ctx, env, "backup", "carryover.db", "b")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,9 +16,6 @@ import (
 // tests do). The figure is what routing costs: `1+1` through a node that does not own the session
 // (proxied to the owner) beside the same run sent to the owner, interleaved in one loop.
 
-func init() {
-	registerBench(benchSection{Order: 60, Name: "cluster", Run: benchClusterSection})
-}
 
 func benchClusterSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	pg, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
@@ -94,12 +91,12 @@ func benchClusterSection(ctx context.Context, env *benchEnv) ([]benchRow, error)
 		Ratio: ratio(mp, md),
 		Note:  fmt.Sprintf("added %s (target < 1 ms); %d runs each, checkpoint included, PostgreSQL fsync=off", fmtDur(mp-md), len(direct)),
 	}}
-	more, err := benchThroughput(ctx, env, nodes) // bench_cluster_load.go
+	more, err := benchThroughput(ctx, env, nodes) // cluster_load.go
 	rows = append(rows, more...)
 	if err != nil {
 		return rows, err
 	}
-	more, err = benchFailover(ctx, env, pg.DSN("bench"), other) // bench_cluster_failover.go
+	more, err = benchFailover(ctx, env, pg.DSN("bench"), other) // cluster_failover.go
 	return append(rows, more...), err
 }
 

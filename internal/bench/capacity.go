@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,10 +18,7 @@ import (
 // hibernated, beside a bare kernel; how fast a burst of sessions is served by the adaptive warm pool
 // beside a fixed pool of the old kind and one cold kernel start with its imports, all in this run;
 // whether a turn slows down with the number of live idle sessions; and an overload of twice the
-// node's capacity (bench_capacity_overload.go).
-func init() {
-	registerBench(benchSection{Order: 36, Name: "capacity", Run: benchCapacity})
-}
+// node's capacity (capacity_overload.go).
 
 const dsImports = "import numpy, pandas"
 

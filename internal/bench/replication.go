@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,9 +20,6 @@ import (
 // persistence/postgres TestFailoverSynchronous). The numbers left on the new primary must still be
 // gapless: a gap fails the section.
 
-func init() {
-	registerBench(benchSection{Order: 65, Name: "replication", Run: benchReplicationSection})
-}
 
 func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	primary, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root

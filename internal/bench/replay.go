@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,9 +15,6 @@ import (
 // kernel with replay on and off: what replay adds should be what the replayed cells cost when they
 // ran live, nothing more. Two notebooks: the torch example of issue 28 (output and loss inside an
 // autograd graph) and one whose generator is made by a cell that takes 1 s.
-func init() {
-	registerBench(benchSection{Order: 33, Name: "replay", Run: benchReplay})
-}
 
 var replayNotebooks = []struct {
 	name  string

@@ -1,6 +1,6 @@
-package main
+package bench
 
-// bench_ui.go: the browser UI with long sessions. Real executions are made through the API (each a
+// ui.go: the browser UI with long sessions. Real executions are made through the API (each a
 // checkpointed turn, outputs of a few kinds), then web/e2e/bench-history.mjs opens each session in
 // Debian's chromium and reports when its newest turns are on screen. The floor is a session of 40
 // turns (the screenful the page draws first) measured in the same run: the ratio is what the length
@@ -19,9 +19,6 @@ import (
 	"time"
 )
 
-func init() {
-	registerBench(benchSection{Order: 95, Name: "browser UI: long sessions", Run: benchUILongSessions})
-}
 
 // uiCells are the turns the long sessions repeat: text, a rich result, a stream and a table.
 var uiCells = []string{

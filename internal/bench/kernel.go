@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -22,12 +22,9 @@ import (
 
 // kernelPeerScript drives Debian's jupyter_client for the peer column (see its docstring).
 //
-//go:embed bench_kernel_peer.py
+//go:embed kernel_peer.py
 var kernelPeerScript []byte
 
-func init() {
-	registerBench(benchSection{Order: 10, Name: "kernel", Run: benchKernel})
-}
 
 // benchKernel measures kernel/ beside jupyter_client in one run: spawn -> ready, and the `1+1` round
 // trip (execute_request until both execute_reply and iopub idle) over ipc and tcp. Ours and the peer

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -21,9 +21,6 @@ import (
 // Server websocket, round robin in the same run. Both websockets speak the same legacy JSON framing
 // through the same client code (jupyterPeer.execute).
 
-func init() {
-	registerBench(benchSection{Order: 25, Name: "jupyter front door", Run: benchJupyterSection})
-}
 
 func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	python := env.Cfg.Kernel.Python

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,9 +14,6 @@ import (
 // seccomp on and off, measured alternately (A/B/A/B, so a busy moment of the shared machine hits
 // both) for session create -> first result (warm pool) and the 1+1 round trip of a live session.
 
-func init() {
-	registerBench(benchSection{Order: 25, Name: "sandbox", Run: benchSandboxSection})
-}
 
 func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	if os.Geteuid() != 0 || sandbox.Probe("") != nil {
