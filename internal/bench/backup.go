@@ -23,7 +23,6 @@ import (
 // beside cp + fsync of the file. The store holds checkpoints of 4 MiB chunks, half random (as float
 // arrays are), half compressible text.
 
-
 func benchBackup(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	dir, _, st, err := benchStore(ctx, env, "backup", "carryover.db", "b")
 	if err != nil {

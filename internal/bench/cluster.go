@@ -16,7 +16,6 @@ import (
 // tests do). The figure is what routing costs: `1+1` through a node that does not own the session
 // (proxied to the owner) beside the same run sent to the owner, interleaved in one loop.
 
-
 func benchClusterSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	pg, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
 	if err != nil {

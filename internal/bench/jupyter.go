@@ -21,7 +21,6 @@ import (
 // Server websocket, round robin in the same run. Both websockets speak the same legacy JSON framing
 // through the same client code (jupyterPeer.execute).
 
-
 func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	python := env.Cfg.Kernel.Python
 	if python == "" {

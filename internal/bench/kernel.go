@@ -25,7 +25,6 @@ import (
 //go:embed kernel_peer.py
 var kernelPeerScript []byte
 
-
 // benchKernel measures kernel/ beside jupyter_client in one run: spawn -> ready, and the `1+1` round
 // trip (execute_request until both execute_reply and iopub idle) over ipc and tcp. Ours and the peer
 // alternate in blocks, so load from anything else on the machine hits both alike.

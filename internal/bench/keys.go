@@ -17,7 +17,6 @@ import (
 // within that), so most requests pay no store lookup; the lookup itself is measured too, as what
 // every request would pay without the cache.
 
-
 func benchKeysSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	n := 2000
 	if env.Quick {

@@ -20,7 +20,6 @@ import (
 // persistence/postgres TestFailoverSynchronous). The numbers left on the new primary must still be
 // gapless: a gap fails the section.
 
-
 func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	primary, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 // seccomp on and off, measured alternately (A/B/A/B, so a busy moment of the shared machine hits
 // both) for session create -> first result (warm pool) and the 1+1 round trip of a live session.
 
-
 func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	if os.Geteuid() != 0 || sandbox.Probe("") != nil {
 		return []benchRow{{Name: "seccomp filter cost", Note: "skipped: the sandbox needs root and bubblewrap"}}, nil

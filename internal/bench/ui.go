@@ -19,7 +19,6 @@ import (
 	"time"
 )
 
-
 // uiCells are the turns the long sessions repeat: text, a rich result, a stream and a table.
 var uiCells = []string{
 	"x = %d\nprint('turn', x)",
