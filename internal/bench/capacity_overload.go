@@ -7,12 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/carryover/carryover/client"
@@ -50,27 +48,28 @@ func benchCapacityOverload(ctx context.Context, env *benchEnv) (rows []benchRow,
 		dur = time.Duration(s * float64(time.Second))
 	}
 	token := benchRandHex(16)
-	cmd, c, err := spawnBenchServer(ctx, env, "capacity-overload", token,
+	proc, c, err := spawnBenchServer(env, "capacity-overload", token,
 		"CARRYOVER_CAPACITY_MAX_LIVE_KERNELS="+strconv.Itoa(overloadSlots), "CARRYOVER_CAPACITY_QUEUE_SECONDS="+strconv.Itoa(overloadQueue),
 		"CARRYOVER_CULL_IDLE_SECONDS=0")
 	if err != nil {
 		return nil, err
 	}
-	defer stopBenchServer(cmd)
+	defer proc.Stop()
+	pid := proc.PID()
 	c = client.New(c.BaseURL(), token, client.WithRetry(client.RetryPolicy{MaxAttempts: 1})) // a 429 is counted, then waited out here
-	idle := procRSS(cmd.Process.Pid)
+	idle := procRSS(pid)
 	n := 2 * overloadSlots
 	ids := make([]string, n)
 	floor, err := overloadSetUp(ctx, c, ids)
 	if err != nil {
 		return nil, err
 	}
-	mem := overloadMem{idle: idle, start: procRSS(cmd.Process.Pid), heapStart: heapInUse(ctx, c.BaseURL()),
-		anonStart: procStatus(cmd.Process.Pid, "RssAnon"), fileStart: procStatus(cmd.Process.Pid, "RssFile")}
+	mem := overloadMem{idle: idle, start: procRSS(pid), heapStart: heapInUse(ctx, c.BaseURL()),
+		anonStart: procStatus(pid, "RssAnon"), fileStart: procStatus(pid, "RssFile")}
 	st := &overloadStats{}
-	mem.samples = overloadRun(ctx, c, ids, dur, st, cmd.Process.Pid)
-	mem.end, mem.heapEnd = procRSS(cmd.Process.Pid), heapInUse(ctx, c.BaseURL())
-	mem.anonEnd, mem.fileEnd = procStatus(cmd.Process.Pid, "RssAnon"), procStatus(cmd.Process.Pid, "RssFile")
+	mem.samples = overloadRun(ctx, c, ids, dur, st, pid)
+	mem.end, mem.heapEnd = procRSS(pid), heapInUse(ctx, c.BaseURL())
+	mem.anonEnd, mem.fileEnd = procStatus(pid, "RssAnon"), procStatus(pid, "RssFile")
 	mem.goSysEnd = goMetric(ctx, c.BaseURL(), "go_memstats_sys_bytes")
 	status, _ := client.New(c.BaseURL(), token).Status(ctx)
 	return overloadRows(st, n, dur, floor, mem, status), nil
@@ -292,19 +291,6 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-// stopBenchServer ends a spawnBenchServer process gracefully (SIGTERM, up to 30 s), then kills
-// what is left of its process group (its kernels).
-func stopBenchServer(cmd *exec.Cmd) {
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
-			break
-		}
-	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // resultText is a run's text/plain result ("" without one).

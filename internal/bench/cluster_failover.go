@@ -3,11 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,115 +11,52 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/configs"
-	"github.com/carryover/carryover/server"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
-// Failover time: a node that runs in its own process (this binary re-executed with benchNodeEnv,
-// configured by CARRYOVER_* variables, so it can be SIGKILLed) owns a session with a committed
-// turn; it is killed, and a surviving node is asked to run in the session until it answers. Beside
-// it: the victim's TTL and the restore time of the same session on the survivor (hibernate, then
-// the first run: kernel start + restore + run, the path a claim takes).
+// Failover time: a node that runs in its own process (the carryover binary, started by
+// internal/servertest and configured by CARRYOVER_* variables, so it can be SIGKILLed) owns a
+// session with a committed turn; it is killed, and a surviving node is asked to run in the session
+// until it answers. Beside it: the victim's TTL and the restore time of the same session on the
+// survivor (hibernate, then the first run: kernel start + restore + run, the path a claim takes).
 
-const (
-	benchNodeEnv     = "CARRYOVER_BENCH_NODE" // "1": this process is a cluster node of the bench
-	benchFailoverTTL = 3 * time.Second
-)
-
-func init() {
-	if os.Getenv(benchNodeEnv) == "1" {
-		os.Exit(runBenchNode())
-	}
-}
-
-// runBenchNode serves one node until SIGTERM (or until it is killed, which is the point).
-func runBenchNode() int {
-	cfg, err := configs.Load("", nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "config:", err)
-		return 2
-	}
-	srv, err := server.New(context.Background(), cfg, nil, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err == nil {
-		err = srv.Listen()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(); err != nil && err != http.ErrServerClosed {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		return 1
-	}
-	return 0
-}
+const benchFailoverTTL = 3 * time.Second
 
 // startBenchNodeProc starts a node process on dsn and waits until it answers /healthz.
-func startBenchNodeProc(ctx context.Context, env *benchEnv, name, dsn, token string) (*exec.Cmd, *client.Client, error) {
-	return spawnBenchServer(ctx, env, "node-"+name, token, "CARRYOVER_POOL_SIZE=0",
+func startBenchNodeProc(env *benchEnv, name, dsn, token string) (*servertest.Process, *client.Client, error) {
+	return spawnBenchServer(env, "node-"+name, token, "CARRYOVER_POOL_SIZE=0",
 		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn,
 		"CARRYOVER_CLUSTER_NODE_ID="+name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.5",
 		"CARRYOVER_CLUSTER_TTL_SECONDS="+strconv.FormatFloat(benchFailoverTTL.Seconds(), 'f', -1, 64))
 }
 
-// spawnBenchServer starts a server in a process of its own (this binary re-executed with
-// benchNodeEnv, in its own process group; the sandbox as startBenchSrv sets it, configured by
-// CARRYOVER_* variables, extra last) on a data dir named name under the scratch dir, and waits until it answers
-// /healthz. Its own process: it can be SIGKILLed, and its memory is its own.
-func spawnBenchServer(ctx context.Context, env *benchEnv, name, token string, extra ...string) (*exec.Cmd, *client.Client, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, nil, err
-	}
+// spawnBenchServer starts the carryover binary in a process of its own (servertest.Launch: in its
+// own process group; the sandbox as startBenchSrv sets it, the default pool growth, configured by
+// CARRYOVER_* variables, extra last) under the scratch dir's name/, and waits until it answers
+// /healthz. Its own process: it can be SIGKILLed, and its memory is its own. The caller stops it.
+func spawnBenchServer(env *benchEnv, name, token string, extra ...string) (*servertest.Process, *client.Client, error) {
 	dir := filepath.Join(env.Scratch, name)
-	logf, err := os.Create(dir + ".log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	vars := append([]string{"CARRYOVER_KERNEL_PYTHON=/usr/bin/python3",
+		"CARRYOVER_POOL_MAX_SIZE=" + strconv.Itoa(env.Cfg.Pool.MaxSize), // servertest's processes default to 0
+		"CARRYOVER_SANDBOX_ENABLED=" + strconv.FormatBool(env.Cfg.Sandbox.Enabled && benchSandboxOK()),
+		"CARRYOVER_SANDBOX_UID_BASE=" + strconv.Itoa(nextBenchUIDBase()), "CARRYOVER_SANDBOX_UID_COUNT=10000"}, extra...)
+	p, err := servertest.Launch(servertest.Options{Token: token, Env: vars, Dir: dir})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("server %s: %w", name, err)
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), benchNodeEnv+"=1", "CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+dir,
-		"CARRYOVER_AUTH_TOKEN="+token, "CARRYOVER_KERNEL_PYTHON=/usr/bin/python3",
-		"CARRYOVER_SANDBOX_ENABLED="+strconv.FormatBool(env.Cfg.Sandbox.Enabled && benchSandboxOK()),
-		"CARRYOVER_SANDBOX_UID_BASE="+strconv.Itoa(nextBenchUIDBase()), "CARRYOVER_SANDBOX_UID_COUNT=10000")
-	cmd.Env = append(cmd.Env, extra...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, nil, err
-	}
-	go func() { cmd.Wait(); logf.Close() }()
-	c := client.New("http://"+addr, token)
-	deadline := time.Now().Add(60 * time.Second)
-	for c.Health(ctx) != nil {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			return nil, nil, fmt.Errorf("server %s not healthy after 60 s (log %s.log)", name, dir)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cmd, c, nil
+	return p, client.New(p.Base, token), nil
 }
 
 // benchFailover measures SIGKILL -> first successful run through survivor.
 func benchFailover(ctx context.Context, env *benchEnv, dsn string, survivor *benchSrv) ([]benchRow, error) {
-	cmd, victim, err := startBenchNodeProc(ctx, env, "victim", dsn, survivor.token)
+	proc, victim, err := startBenchNodeProc(env, "victim", dsn, survivor.token)
 	if err != nil {
 		return nil, err
 	}
-	defer cmd.Process.Kill()
+	defer proc.Kill9()
 	s, err := victim.CreateSession(ctx, client.CreateRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("create on the victim: %w", err)
@@ -136,7 +69,7 @@ func benchFailover(ctx context.Context, env *benchEnv, dsn string, survivor *ben
 		defer syscall.Kill(pid, syscall.SIGKILL) // the victim's kernel outlives it (its own process group)
 	}
 	t0 := time.Now()
-	cmd.Process.Kill()
+	proc.Kill9()
 	var res *client.RunResult
 	for attempts := 0; ; attempts++ {
 		_, res, err = survivor.run(ctx, s.ID, "x + 1")
