@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
+	"golang.org/x/sync/errgroup"
 )
 
 // The capacity section (docs/capacity.md): what a session costs the node in memory, live and
@@ -210,25 +210,23 @@ func waitPoolFilled(ctx context.Context, h *benchSrv) error {
 // burst creates n sessions at once, each running dsImports, and reports the rate and latencies.
 func burst(ctx context.Context, h *benchSrv, n int, cold time.Duration) (benchRow, error) {
 	lat := make([]time.Duration, n)
-	errs := make([]error, n)
 	st0, _ := h.c.Status(ctx)
 	start := time.Now()
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			t := time.Now()
 			s, err := h.c.CreateSession(ctx, client.CreateRequest{})
 			if err == nil {
 				_, _, err = h.run(ctx, s.ID, dsImports)
 			}
-			lat[i], errs[i] = time.Since(t), err
-		}()
+			lat[i] = time.Since(t)
+			return err
+		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	total := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return benchRow{}, err
 	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)

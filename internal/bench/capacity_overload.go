@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/client"
+	"golang.org/x/sync/errgroup"
 )
 
 // Overload (docs/capacity.md): twice as many sessions as the node has live-kernel slots run turns
@@ -151,13 +152,12 @@ func overloadSetUp(ctx context.Context, c *client.Client, ids []string) (time.Du
 func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.Duration, st *overloadStats, pid int) []int64 {
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			overloadLoop(ctx, c, id, i == 0, st)
-		}()
+			return nil
+		})
 	}
 	var samples []int64
 	for tick := time.NewTicker(time.Second); ctx.Err() == nil; {
@@ -168,7 +168,7 @@ func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.D
 			tick.Stop()
 		}
 	}
-	wg.Wait()
+	_ = g.Wait() // the loops count their failures in st
 	return samples
 }
 
