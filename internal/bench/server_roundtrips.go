@@ -56,7 +56,13 @@ func benchServerRoundTrips(ctx context.Context, env *benchEnv, python string) (r
 		return nil, err
 	}
 	r.measuring = true
-	if err := rtMeasure(paths, runs, batch); err != nil {
+	stopProfile, err := startServerProfile("rt", true)
+	if err != nil {
+		return nil, err
+	}
+	err = rtMeasure(paths, runs, batch)
+	stopProfile()
+	if err != nil {
 		return nil, err
 	}
 	return r.rows(paths, batch), nil
@@ -78,20 +84,9 @@ func (r *rtRig) setUp(ctx context.Context, env *benchEnv, python string) error {
 	if r.ws, err = r.h.dialWS(ctx, wsID); err != nil {
 		return err
 	}
-	spec, err := kernel.FindSpec("python", python)
-	if err != nil {
+	// MPLBACKEND as the server's kernels have it.
+	if r.k, err = rawKernel(ctx, env, python, map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"}); err != nil {
 		return err
-	}
-	r.k, err = kernel.Start(ctx, kernel.Options{
-		Spec: spec, Transport: env.Cfg.Kernel.Transport, WorkDir: env.Scratch,
-		StartupTimeout:    configs.Seconds(max(env.Cfg.Kernel.StartupTimeoutSeconds, 60)),
-		ShutdownGrace:     configs.Seconds(env.Cfg.Kernel.ShutdownGraceSeconds),
-		HeartbeatInterval: time.Duration(env.Cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
-		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"}, // as the server's
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		return fmt.Errorf("raw kernel: %w", err)
 	}
 	r.jp, err = startJupyterPeer(ctx, env.Scratch, python)
 	return err
@@ -188,11 +183,6 @@ func rtWarm(paths []*rtPath, warm int) error {
 
 // rtMeasure times the paths in batches, rotating which goes first.
 func rtMeasure(paths []*rtPath, runs, batch int) error {
-	stopProfile, err := startServerProfile("rt", true)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	for round := 0; round*batch < runs; round++ {
 		for i := range paths {
 			p := paths[(round+i)%len(paths)]
@@ -242,4 +232,25 @@ func (r *rtRig) rows(paths []*rtPath, batch int) []benchRow {
 		{Name: "1+1 websocket vs Jupyter Server ws (p99)", Ours: fmtDur(srvP99(wsd)), Peer: fmtDur(srvP99(jup)),
 			Ratio: ratio(srvP99(wsd), srvP99(jup))},
 	}
+}
+
+// rawKernel starts a kernel of python through kernel/ alone (the raw peer), with the config's
+// transport and timings and env.
+func rawKernel(ctx context.Context, env *benchEnv, python string, kenv map[string]string) (*kernel.Kernel, error) {
+	spec, err := kernel.FindSpec("python", python)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kernel.Start(ctx, kernel.Options{
+		Spec: spec, Transport: env.Cfg.Kernel.Transport, WorkDir: env.Scratch,
+		StartupTimeout:    configs.Seconds(max(env.Cfg.Kernel.StartupTimeoutSeconds, 60)),
+		ShutdownGrace:     configs.Seconds(env.Cfg.Kernel.ShutdownGraceSeconds),
+		HeartbeatInterval: time.Duration(env.Cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
+		Env:               kenv,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raw kernel: %w", err)
+	}
+	return k, nil
 }
