@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/servertest"
 )
 
 // benchRow is one line of the `carryover-bench` table: our figure beside the peer measured in the same run.
@@ -69,7 +70,8 @@ func SectionNames() []string {
 type benchEnv struct {
 	Cfg     *configs.Config
 	Scratch string
-	Quick   bool // fewer iterations and smaller data: a smoke test of the bench code, not figures
+	Root    string // the repository's root (web/ holds the UI section's script)
+	Quick   bool   // fewer iterations and smaller data: a smoke test of the bench code, not figures
 }
 
 // Options say what Run measures.
@@ -104,7 +106,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) ([]Result, error) {
 	}
 	defer os.RemoveAll(dir)
 	defer sweepBenchUIDs(dir)
-	env := &benchEnv{Cfg: cfg, Scratch: dir, Quick: opts.Quick}
+	root, rerr := servertest.ModuleRoot()
+	if rerr != nil {
+		root = "." // outside a checkout: the UI section says it is skipped
+	}
+	env := &benchEnv{Cfg: cfg, Scratch: dir, Root: root, Quick: opts.Quick}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tcarryover\tpeer\tratio\tnote")
 	var results []Result
