@@ -24,7 +24,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 	}()
 	reps := 5
 	if env.Quick {
-		reps = 2
+		reps = 1
 	}
 	cases := []struct {
 		name, setup, probe string
@@ -50,7 +50,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 			if _, err := h.c.Hibernate(ctx, id); err != nil {
 				return rows, err
 			}
-			time.Sleep(600 * time.Millisecond) // let the pool refill, as it would between an agent's turns
+			h.settle(600 * time.Millisecond) // let the pool refill, as it would between an agent's turns
 			d, a, err = h.run(ctx, id, cs.probe)
 			if err != nil || a.Status != "ok" {
 				return rows, fmt.Errorf("%s wake: %v", cs.name, err)
@@ -63,7 +63,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 				return rows, err
 			}
 			rotate = append(rotate, d)
-			time.Sleep(600 * time.Millisecond)
+			h.settle(600 * time.Millisecond)
 		}
 		lm, wm, rm := percentile(live, 50), percentile(wake, 50), percentile(rotate, 50)
 		rows = append(rows,

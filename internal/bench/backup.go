@@ -30,7 +30,7 @@ func benchBackup(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	chunks, reps := 64, 5
 	if env.Quick {
-		chunks, reps = 8, 2
+		chunks, reps = 4, 1
 	}
 	err = fillBackupStore(ctx, st, "b", chunks)
 	if cerr := st.Close(); err == nil {

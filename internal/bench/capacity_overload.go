@@ -43,7 +43,7 @@ type overloadStats struct {
 func benchCapacityOverload(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	dur := time.Minute
 	if env.Quick {
-		dur = 10 * time.Second
+		dur = 3 * time.Second
 	}
 	if s, err := strconv.ParseFloat(os.Getenv("CARRYOVER_BENCH_OVERLOAD_SECONDS"), 64); err == nil && s > 0 {
 		dur = time.Duration(s * float64(time.Second))

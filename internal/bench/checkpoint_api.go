@@ -40,7 +40,7 @@ func benchCheckpointAPI(ctx context.Context, env *benchEnv) (rows []benchRow, er
 	defer func() { _ = h.c.DeleteSession(ctx, id) }()
 	n, items, reps := 1_000_000, 200_000, 3
 	if env.Quick {
-		n, items, reps = 100_000, 50_000, 1
+		n, items, reps = 10_000, 5_000, 1
 	}
 	shapes := []apiShape{
 		{"rows", fmt.Sprintf("%d nested records", n),

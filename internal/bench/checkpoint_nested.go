@@ -28,7 +28,7 @@ func benchNested(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	defer done()
 	n, items, reps := 1_000_000, 200_000, 5
 	if env.Quick {
-		n, items, reps = 100_000, 50_000, 1
+		n, items, reps = 10_000, 5_000, 1
 	}
 	// Each shape's code takes an offset (%[1]d), so every repetition's value is new to the store.
 	rows, err := b.nestedRows("rows", fmt.Sprintf("rows = [{'id': i + %%[1]d, 'name': 'n%%%%d' %%%% i, 'v': [i, i + 1]} for i in range(%d)]", n),

@@ -94,12 +94,12 @@ func proxiedRows(ctx context.Context, env *benchEnv, owner, other *benchSrv) ([]
 	if err != nil {
 		return nil, err
 	}
-	iters := 200
+	iters, warm := 200, 10 // the first runs start the kernel and warm the connections
 	if env.Quick {
-		iters = 40
+		iters, warm = 4, 2
 	}
 	var direct, proxied []time.Duration
-	for i := range iters + 10 {
+	for i := range iters + warm {
 		d1, _, err := owner.run(ctx, id, "1+1")
 		if err != nil {
 			return nil, fmt.Errorf("run on the owner: %w", err)
@@ -108,7 +108,7 @@ func proxiedRows(ctx context.Context, env *benchEnv, owner, other *benchSrv) ([]
 		if err != nil {
 			return nil, fmt.Errorf("run through the other node: %w", err)
 		}
-		if i >= 10 { // the first runs start the kernel and warm the connections
+		if i >= warm {
 			direct, proxied = append(direct, d1), append(proxied, d2)
 		}
 	}

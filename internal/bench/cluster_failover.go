@@ -87,7 +87,7 @@ func benchFailover(ctx context.Context, env *benchEnv, dsn string, survivor *ben
 	}
 	// The failover's kernel came from the survivor's warm pool: let it refill, so the restore
 	// beside it starts from the same place.
-	time.Sleep(5 * time.Second)
+	survivor.settle(5 * time.Second)
 	if _, err := survivor.c.Hibernate(ctx, s.ID); err != nil {
 		return nil, fmt.Errorf("hibernate on the survivor: %w", err)
 	}

@@ -31,7 +31,7 @@ type loadResult struct {
 func loadSize(env *benchEnv) (sessions, runs int) {
 	sessions, runs = 50, 20
 	if env.Quick {
-		sessions, runs = 4, 5
+		sessions, runs = 2, 2
 	}
 	if n, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_CLUSTER_SESSIONS")); err == nil && n > 0 {
 		sessions = n

@@ -58,7 +58,7 @@ func benchFigures(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	reps := 7
 	if env.Quick {
-		reps = 2
+		reps = 1
 	}
 	measure := func(code func(i int) string, changed bool) (time.Duration, time.Duration, *carryover.CheckpointResult, error) {
 		var ours, peer []time.Duration

@@ -31,7 +31,7 @@ var kernelPeerScript []byte
 func benchKernel(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	spawns, blocks, block := 10, 6, 50
 	if env.Quick {
-		spawns, blocks, block = 3, 2, 20
+		spawns, blocks, block = 1, 2, 3
 	}
 	python := env.Cfg.Kernel.Python
 	if python == "" {

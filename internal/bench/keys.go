@@ -20,7 +20,7 @@ import (
 func benchKeysSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	n := 2000
 	if env.Quick {
-		n = 100
+		n = 10
 	}
 	lite, err := startBenchSrv(ctx, env, "keys-sqlite", func(c *configs.Config) { c.Pool.Size = 0 })
 	if err != nil {

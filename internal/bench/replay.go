@@ -77,7 +77,11 @@ func replayRow(ctx context.Context, env *benchEnv, spec *kernel.Spec, id, name s
 	// ms on this machine): medians.
 	var runs [2][]time.Duration
 	var res *carryover.RestoreResult
-	for rep := 0; rep < 3; rep++ {
+	reps := 3
+	if env.Quick {
+		reps = 1
+	}
+	for rep := 0; rep < reps; rep++ {
 		for i, c := range []*persistence.Checkpointer{off, on} {
 			rb := &ckptBench{ctx: ctx, cp: c, spec: spec, ws: ws}
 			k, err := rb.start(filepath.Join(dir, fmt.Sprintf("spool%d-%d", rep, i)))

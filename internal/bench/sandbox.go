@@ -20,7 +20,7 @@ func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 	}
 	nFirst, nRound := 10, 60
 	if env.Quick {
-		nFirst, nRound = 3, 15
+		nFirst, nRound = 1, 3
 	}
 	srv := map[bool]*benchSrv{}
 	for i, on := range []bool{false, true} {
@@ -44,7 +44,7 @@ func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 	round := map[bool][]time.Duration{}
 	ids := map[bool]string{}
 	for i := range nFirst + 1 { // the first one warms the server's code paths and is not counted
-		time.Sleep(3 * time.Second) // the pools refill (a sandboxed kernel start plus the agent)
+		srv[true].settle(3 * time.Second) // the pools refill (a sandboxed kernel start plus the agent)
 		for _, on := range []bool{false, true} {
 			h := srv[on]
 			t0 := time.Now()

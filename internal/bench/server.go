@@ -124,7 +124,7 @@ func (s *turnSplit) note() string {
 func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	nWarm, nCold := 10, 5
 	if env.Quick {
-		nWarm, nCold = 3, 2
+		nWarm, nCold = 1, 1
 	}
 	sbNote := ""
 	measure := func(name string, pool, n int) (tot, create, run []time.Duration, err error) {
@@ -145,7 +145,7 @@ func benchServerFirstResult(ctx context.Context, env *benchEnv) (rows []benchRow
 		}()
 		for i := range n + 1 { // the first one warms the server's code paths and is not counted
 			// Let the pool fill (a kernel start plus the agent: ~0.5 s each, one at a time).
-			time.Sleep(time.Duration(max(pool, 1)) * 1500 * time.Millisecond)
+			h.settle(time.Duration(max(pool, 1)) * 1500 * time.Millisecond)
 			t0 := time.Now()
 			id, dc, err := h.createSession(ctx)
 			if err != nil {

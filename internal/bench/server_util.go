@@ -53,6 +53,16 @@ type benchSrv struct {
 	logf    *os.File
 	stopped bool
 	sandbox bool // the server's sandbox.enabled
+	quick   bool // the run's quick mode: settle waits a tenth
+}
+
+// settle waits d for the server to settle between measurements (a pool refill, kernels' starts);
+// in quick mode, where the figures mean little, a tenth of it.
+func (h *benchSrv) settle(d time.Duration) {
+	if h.quick {
+		d /= 10
+	}
+	time.Sleep(d)
 }
 
 // benchSrvSeq numbers the bench's servers (see nextBenchUIDBase).
@@ -117,7 +127,7 @@ func startBenchSrv(_ context.Context, env *benchEnv, name string, tweak func(*co
 		logf.Close()
 		return nil, err
 	}
-	h := &benchSrv{srv: srv, base: srv.Base, token: c.Auth.Token, logf: logf, sandbox: c.Sandbox.Enabled,
+	h := &benchSrv{srv: srv, base: srv.Base, token: c.Auth.Token, logf: logf, sandbox: c.Sandbox.Enabled, quick: env.Quick,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}}}
 	h.c = client.New(h.base, h.token, client.WithHTTPClient(h.hc))
 	return h, nil

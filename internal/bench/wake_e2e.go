@@ -63,7 +63,7 @@ func wakeRun(ctx context.Context, h *benchSrv, id, probe string, before func() e
 	if _, err := h.c.Hibernate(ctx, id); err != nil {
 		return 0, "", err
 	}
-	time.Sleep(1500 * time.Millisecond) // the pool refills, as between an agent's turns
+	h.settle(1500 * time.Millisecond) // the pool refills, as between an agent's turns
 	if before != nil {
 		if err := before(); err != nil {
 			return 0, "", err
