@@ -72,27 +72,8 @@ type Config struct {
 		IdleSeconds     float64 `mapstructure:"idle_seconds"`
 		IntervalSeconds float64 `mapstructure:"interval_seconds"`
 	} `mapstructure:"cull"`
-	Sandbox struct {
-		Enabled        bool     `mapstructure:"enabled"`
-		TimeoutSeconds float64  `mapstructure:"timeout_seconds"`
-		Network        bool     `mapstructure:"network"`
-		CPUs           string   `mapstructure:"cpus"`
-		Memory         string   `mapstructure:"memory"`
-		MaxCPUs        string   `mapstructure:"max_cpus"`
-		MaxMemory      string   `mapstructure:"max_memory"`
-		MaxProcesses   int      `mapstructure:"max_processes"`
-		TmpSize        string   `mapstructure:"tmp_size"`
-		TmpInodes      int      `mapstructure:"tmp_inodes"`
-		UIDBase        int      `mapstructure:"uid_base"`
-		UIDCount       int      `mapstructure:"uid_count"`
-		Bwrap          string   `mapstructure:"bwrap"`
-		ROBinds        []string `mapstructure:"ro_binds"`
-		Seccomp        bool     `mapstructure:"seccomp"`
-		Disk           string   `mapstructure:"disk"`
-		DiskInodes     int      `mapstructure:"disk_inodes"`
-		MaxDisk        string   `mapstructure:"max_disk"`
-	} `mapstructure:"sandbox"`
-	Cost struct {
+	Sandbox SandboxConfig `mapstructure:"sandbox"`
+	Cost    struct {
 		CPUSecondCents float64 `mapstructure:"cpu_second_cents"`
 		GiBHourCents   float64 `mapstructure:"gib_hour_cents"`
 	} `mapstructure:"cost"`
@@ -103,6 +84,28 @@ type Config struct {
 		RestartRestores bool `mapstructure:"restart_restores"`
 	} `mapstructure:"jupyter"`
 	Backup BackupConfig `mapstructure:"backup"`
+}
+
+// SandboxConfig is the sandbox section: bubblewrap boxes, their limits and disks (kernel/sandbox).
+type SandboxConfig struct {
+	Enabled        bool     `mapstructure:"enabled"`
+	TimeoutSeconds float64  `mapstructure:"timeout_seconds"`
+	Network        bool     `mapstructure:"network"`
+	CPUs           string   `mapstructure:"cpus"`
+	Memory         string   `mapstructure:"memory"`
+	MaxCPUs        string   `mapstructure:"max_cpus"`
+	MaxMemory      string   `mapstructure:"max_memory"`
+	MaxProcesses   int      `mapstructure:"max_processes"`
+	TmpSize        string   `mapstructure:"tmp_size"`
+	TmpInodes      int      `mapstructure:"tmp_inodes"`
+	UIDBase        int      `mapstructure:"uid_base"`
+	UIDCount       int      `mapstructure:"uid_count"`
+	Bwrap          string   `mapstructure:"bwrap"`
+	ROBinds        []string `mapstructure:"ro_binds"`
+	Seccomp        bool     `mapstructure:"seccomp"`
+	Disk           string   `mapstructure:"disk"`
+	DiskInodes     int      `mapstructure:"disk_inodes"`
+	MaxDisk        string   `mapstructure:"max_disk"`
 }
 
 // BackupConfig replicates the SQLite store to a directory or an S3 bucket (persistence/backup).

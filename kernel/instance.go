@@ -85,28 +85,8 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 	go inst.watchExit()
 	inst.socks = newSockets(inst.sess.id, k.log)
 
-	fail := func(err error) (*instance, error) {
-		exitedEarly := exited(proc)
-		inst.die(&DiedError{PID: proc.PID(), ExitCode: -1, Reason: "start failed"})
-		proc.Kill()
-		inst.teardown()
-		// A restart shares what the previous process holds (a sandbox's box, the spool dir): only a
-		// first start releases it; the kernel's Shutdown does it otherwise.
-		if prev == nil {
-			if cerr := proc.Cleanup(); cerr != nil {
-				k.log.Warn("start failed: cleanup", "err", cerr)
-			}
-		}
-		detail := ""
-		if st := proc.ExitStatus(); exitedEarly && st.Signal != 0 {
-			detail = fmt.Sprintf(" (signal %s)", st.SignalName())
-		} else if exitedEarly {
-			detail = fmt.Sprintf(" (exit code %d)", st.Code)
-		}
-		return nil, fmt.Errorf("start kernel %s (pid %d)%s: %w; log tail:\n%s", k.opts.Spec.Name, proc.PID(), detail, err, logTail(k.opts.LogPath))
-	}
 	if err := inst.socks.dial(ctx, ci, proc.Exited()); err != nil {
-		return fail(err)
+		return nil, inst.failStart(prev, err)
 	}
 	for ch := range numChannels {
 		inst.wg.Add(1)
@@ -116,7 +96,7 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 		}()
 	}
 	if err := inst.waitReady(ctx); err != nil {
-		return fail(err)
+		return nil, inst.failStart(prev, err)
 	}
 	inst.startHeartbeat(k.opts.HeartbeatInterval)
 	// Ready: the sandbox's wrapper has forked the kernel by now, so the whole tree gets the score.
@@ -125,6 +105,30 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 	}
 	k.log.Debug("kernel ready", "pid", proc.PID(), "transport", ci.Transport, "took", time.Since(started))
 	return inst, nil
+}
+
+// failStart undoes a start that failed after the launch (prev: the process a restart replaces) and
+// returns err with the process's exit and the kernel log's tail.
+func (inst *instance) failStart(prev KernelProcess, err error) error {
+	k, proc := inst.k, inst.proc
+	exitedEarly := exited(proc)
+	inst.die(&DiedError{PID: proc.PID(), ExitCode: -1, Reason: "start failed"})
+	proc.Kill()
+	inst.teardown()
+	// A restart shares what the previous process holds (a sandbox's box, the spool dir): only a
+	// first start releases it; the kernel's Shutdown does it otherwise.
+	if prev == nil {
+		if cerr := proc.Cleanup(); cerr != nil {
+			k.log.Warn("start failed: cleanup", "err", cerr)
+		}
+	}
+	detail := ""
+	if st := proc.ExitStatus(); exitedEarly && st.Signal != 0 {
+		detail = fmt.Sprintf(" (signal %s)", st.SignalName())
+	} else if exitedEarly {
+		detail = fmt.Sprintf(" (exit code %d)", st.Code)
+	}
+	return fmt.Errorf("start kernel %s (pid %d)%s: %w; log tail:\n%s", k.opts.Spec.Name, proc.PID(), detail, err, logTail(k.opts.LogPath))
 }
 
 var errExitedEarly = errors.New("kernel process exited during startup")

@@ -85,19 +85,8 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	if err != nil {
 		return fail(err)
 	}
-	if p.Provisioner == nil {
-		prov, err := newProvisioner(cfg, log)
-		if err != nil {
-			return fail(err)
-		}
-		p.Provisioner = prov
-	}
-	if p.Store == nil {
-		store, err := openStore(ctx, cfg)
-		if err != nil {
-			return fail(err)
-		}
-		p.Store = store
+	if err := p.fill(ctx, cfg, log); err != nil {
+		return fail(err)
 	}
 	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log,
 		Metrics: prometheus.DefaultRegisterer}) // what GET /metrics serves (httpapi: promhttp.Handler)
@@ -115,11 +104,39 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock,
 		fatal: make(chan error, 1)}
-	// Front doors: the MCP server at /mcp (same tokens and tenants), the API and UI everywhere else.
+	if err := s.mountFrontDoors(ctx); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// fill makes the parts p was not given: the configured provisioner and store.
+func (p *Parts) fill(ctx context.Context, cfg *configs.Config, log *slog.Logger) error {
+	if p.Provisioner == nil {
+		prov, err := newProvisioner(cfg, log)
+		if err != nil {
+			return err
+		}
+		p.Provisioner = prov
+	}
+	if p.Store == nil {
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		p.Store = store
+	}
+	return nil
+}
+
+// mountFrontDoors builds the front doors on s.Svc and s.API (the MCP server at /mcp and Jupyter's
+// at /jupyter/, same tokens and tenants; the API and UI everywhere else), joins the cluster when
+// configured, starts the replication, and sets s.http's handler.
+func (s *Server) mountFrontDoors(ctx context.Context) error {
+	cfg, svc, api, log := s.cfg, s.Svc, s.API, s.log
 	// Not a ServeMux: it would clean (redirect) paths before httpapi can refuse their ".." segments.
 	var mcpHandler http.Handler // built once the cluster node exists: its tool calls route through it
 	apiHandler := api.Handler()
-	// The Jupyter front door at /jupyter/ (same tokens and tenants).
 	s.Jupyter = jupyter.New(svc, jupyter.Options{Authenticate: api.AuthenticateRun, StatusOf: httpapi.StatusOf, RestartRestores: cfg.Jupyter.RestartRestores,
 		Python: cfg.Kernel.Python, Logger: log})
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -133,14 +150,14 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	node, handler, err := joinCluster(ctx, cfg, p.Store, svc, api.Authenticate, front, log, s.stop)
+	node, handler, err := joinCluster(ctx, cfg, s.Store, svc, api.Authenticate, front, log, s.stop)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	// Last of the parts that can fail: a replicator started before a failure would outlive the store.
 	// (backup.to is SQLite only, so there is no cluster node to stop here.)
-	if s.repl, err = startReplication(ctx, cfg, p.Store, log); err != nil {
-		return fail(err)
+	if s.repl, err = startReplication(ctx, cfg, s.Store, log); err != nil {
+		return err
 	}
 	s.node = node
 	mcpOpts := mcp.Options{Authenticate: api.AuthenticateRun, MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: log}
@@ -150,7 +167,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	}
 	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	return s, nil
+	return nil
 }
 
 // tokens maps every API token to its tenant: token to the default one, auth.tenants to theirs.

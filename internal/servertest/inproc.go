@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -39,7 +40,13 @@ type Server struct {
 // New assembles cfg's server (log: nil for the default), listens and serves it; the caller stops it
 // (Stop). For TestMain; a test calls Start.
 func New(cfg *configs.Config, log *slog.Logger) (*Server, error) {
-	srv, err := server.New(context.Background(), cfg, nil, log)
+	return NewWithUI(cfg, nil, log)
+}
+
+// NewWithUI is New with ui served at /, as `carryover serve` serves the web UI (the benchmark's
+// servers, internal/bench).
+func NewWithUI(cfg *configs.Config, ui http.Handler, log *slog.Logger) (*Server, error) {
+	srv, err := server.New(context.Background(), cfg, ui, log)
 	if err != nil {
 		return nil, fmt.Errorf("server.New: %w", err)
 	}

@@ -135,7 +135,7 @@ func TestAttachPropagates(t *testing.T) {
 func TestLimits(t *testing.T) {
 	m := newManager(t)
 	if m.cg == nil {
-		t.Skip("no cgroups here")
+		sandboxtest.Missing(t, "no cgroups here: the limits are cgroup limits")
 	}
 	b, err := m.NewBox(BoxOptions{Name: "lim", Limits: Limits{MemoryBytes: 64 << 20, Pids: 32}})
 	if err != nil {

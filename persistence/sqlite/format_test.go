@@ -79,9 +79,10 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(dir, "carryover.db")
 	openClose(t, path)
 	bump(t, path, `INSERT INTO schema_migrations (name, applied_at) VALUES ('migrations/0999_future.sql', '2030-01-01T00:00:00Z')`)
+	bin := servertest.MustBinary(t) // built first: the build is not the serve's minute
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, servertest.MustBinary(t), "serve", "--data_dir", dir, "--server.addr", "127.0.0.1:0", "--pool.size", "0")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--data_dir", dir, "--server.addr", "127.0.0.1:0", "--pool.size", "0")
 	cmd.Env = append(os.Environ(), "CARRYOVER_SANDBOX_ENABLED=false")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "schema version 999 (0999_future.sql), newer than this carryover knows (schema version") {

@@ -19,6 +19,24 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 	session(t, s, "a")
 	session(t, s, "b")
 	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	idempotencyReserveFinish(t, s, now)
+	idempotencyRelease(t, s, now)
+	idempotencyExpire(t, s, now)
+	// A deleted session takes its keys along.
+	if err := s.DeleteSession(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	session(t, s, "a")
+	if _, err := s.GetIdempotencyKey(ctx, "a", "k1"); err == nil {
+		t.Fatal("a deleted session's key survived it")
+	}
+}
+
+// idempotencyReserveFinish: a key is reserved once, per session; only the attempt that reserved it
+// finishes it; a finished key answers a reservation with its answer; unknown keys and sessions are
+// not found.
+func idempotencyReserveFinish(t *testing.T, s carryover.Store, now time.Time) {
+	ctx := context.Background()
 	r := carryover.IdempotencyRecord{SessionID: "a", Key: "k1", Fingerprint: "f1", Attempt: "p1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	got, won, err := s.ReserveIdempotencyKey(ctx, r)
 	if err != nil || !won || got.State != carryover.IdempotencyPending || got.Fingerprint != "f1" {
@@ -58,8 +76,12 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 	wantCode(t, "get of an unknown key", err, carryover.CodeNotFound)
 	_, _, err = s.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "nope", Key: "k", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	wantCode(t, "reservation for a missing session", err, carryover.CodeNotFound)
+}
 
-	// A release by another attempt changes nothing; by its own, the next reservation wins.
+// idempotencyRelease: a release by another attempt changes nothing; by its own, the next
+// reservation wins.
+func idempotencyRelease(t *testing.T, s carryover.Store, now time.Time) {
+	ctx := context.Background()
 	if err := s.ReleaseIdempotencyKey(ctx, "b", "k1", "p2"); err != nil {
 		t.Fatalf("release by another attempt: %v", err)
 	}
@@ -76,10 +98,13 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil || !won {
 		t.Fatalf("reservation after release: won=%v err=%v", won, err)
 	}
+}
 
-	// Expired: a reservation replaces it, and the GC deletes it.
+// idempotencyExpire: an expired key is replaced by a reservation, and the GC deletes it.
+func idempotencyExpire(t *testing.T, s carryover.Store, now time.Time) {
+	ctx := context.Background()
 	late := now.Add(2 * time.Hour)
-	got, won, err = s.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "a", Key: "k1", Fingerprint: "f4", Attempt: "p3",
+	got, won, err := s.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: "a", Key: "k1", Fingerprint: "f4", Attempt: "p3",
 		CreatedAt: late, ExpiresAt: late.Add(time.Hour)})
 	if err != nil || !won || got.State != carryover.IdempotencyPending || got.Answer != nil {
 		t.Fatalf("reservation of an expired key: %+v won=%v err=%v", got, won, err)
@@ -96,15 +121,6 @@ func testIdempotencyKeys(t *testing.T, s carryover.Store) {
 	}
 	if _, err := s.GetIdempotencyKey(ctx, "a", "k1"); err != nil {
 		t.Fatalf("a live key went with the GC: %v", err)
-	}
-
-	// A deleted session takes its keys along.
-	if err := s.DeleteSession(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	session(t, s, "a")
-	if _, err := s.GetIdempotencyKey(ctx, "a", "k1"); err == nil {
-		t.Fatal("a deleted session's key survived it")
 	}
 }
 

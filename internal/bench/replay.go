@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,9 +15,6 @@ import (
 // kernel with replay on and off: what replay adds should be what the replayed cells cost when they
 // ran live, nothing more. Two notebooks: the torch example of issue 28 (output and loss inside an
 // autograd graph) and one whose generator is made by a cell that takes 1 s.
-func init() {
-	registerBench(benchSection{Order: 33, Name: "replay", Run: benchReplay})
-}
 
 var replayNotebooks = []struct {
 	name  string
@@ -80,7 +77,11 @@ func replayRow(ctx context.Context, env *benchEnv, spec *kernel.Spec, id, name s
 	// ms on this machine): medians.
 	var runs [2][]time.Duration
 	var res *carryover.RestoreResult
-	for rep := 0; rep < 3; rep++ {
+	reps := 3
+	if env.Quick {
+		reps = 1
+	}
+	for rep := 0; rep < reps; rep++ {
 		for i, c := range []*persistence.Checkpointer{off, on} {
 			rb := &ckptBench{ctx: ctx, cp: c, spec: spec, ws: ws}
 			k, err := rb.start(filepath.Join(dir, fmt.Sprintf("spool%d-%d", rep, i)))

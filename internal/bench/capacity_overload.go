@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,15 +7,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/carryover/carryover/client"
+	"golang.org/x/sync/errgroup"
 )
 
 // Overload (docs/capacity.md): twice as many sessions as the node has live-kernel slots run turns
@@ -44,33 +43,34 @@ type overloadStats struct {
 func benchCapacityOverload(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	dur := time.Minute
 	if env.Quick {
-		dur = 10 * time.Second
+		dur = 3 * time.Second
 	}
 	if s, err := strconv.ParseFloat(os.Getenv("CARRYOVER_BENCH_OVERLOAD_SECONDS"), 64); err == nil && s > 0 {
 		dur = time.Duration(s * float64(time.Second))
 	}
 	token := benchRandHex(16)
-	cmd, c, err := spawnBenchServer(ctx, env, "capacity-overload", token,
+	proc, c, err := spawnBenchServer(env, "capacity-overload", token,
 		"CARRYOVER_CAPACITY_MAX_LIVE_KERNELS="+strconv.Itoa(overloadSlots), "CARRYOVER_CAPACITY_QUEUE_SECONDS="+strconv.Itoa(overloadQueue),
 		"CARRYOVER_CULL_IDLE_SECONDS=0")
 	if err != nil {
 		return nil, err
 	}
-	defer stopBenchServer(cmd)
+	defer proc.Stop()
+	pid := proc.PID()
 	c = client.New(c.BaseURL(), token, client.WithRetry(client.RetryPolicy{MaxAttempts: 1})) // a 429 is counted, then waited out here
-	idle := procRSS(cmd.Process.Pid)
+	idle := procRSS(pid)
 	n := 2 * overloadSlots
 	ids := make([]string, n)
 	floor, err := overloadSetUp(ctx, c, ids)
 	if err != nil {
 		return nil, err
 	}
-	mem := overloadMem{idle: idle, start: procRSS(cmd.Process.Pid), heapStart: heapInUse(ctx, c.BaseURL()),
-		anonStart: procStatus(cmd.Process.Pid, "RssAnon"), fileStart: procStatus(cmd.Process.Pid, "RssFile")}
+	mem := overloadMem{idle: idle, start: procRSS(pid), heapStart: heapInUse(ctx, c.BaseURL()),
+		anonStart: procStatus(pid, "RssAnon"), fileStart: procStatus(pid, "RssFile")}
 	st := &overloadStats{}
-	mem.samples = overloadRun(ctx, c, ids, dur, st, cmd.Process.Pid)
-	mem.end, mem.heapEnd = procRSS(cmd.Process.Pid), heapInUse(ctx, c.BaseURL())
-	mem.anonEnd, mem.fileEnd = procStatus(cmd.Process.Pid, "RssAnon"), procStatus(cmd.Process.Pid, "RssFile")
+	mem.samples = overloadRun(ctx, c, ids, dur, st, pid)
+	mem.end, mem.heapEnd = procRSS(pid), heapInUse(ctx, c.BaseURL())
+	mem.anonEnd, mem.fileEnd = procStatus(pid, "RssAnon"), procStatus(pid, "RssFile")
 	mem.goSysEnd = goMetric(ctx, c.BaseURL(), "go_memstats_sys_bytes")
 	status, _ := client.New(c.BaseURL(), token).Status(ctx)
 	return overloadRows(st, n, dur, floor, mem, status), nil
@@ -152,13 +152,12 @@ func overloadSetUp(ctx context.Context, c *client.Client, ids []string) (time.Du
 func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.Duration, st *overloadStats, pid int) []int64 {
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			overloadLoop(ctx, c, id, i == 0, st)
-		}()
+			return nil
+		})
 	}
 	var samples []int64
 	for tick := time.NewTicker(time.Second); ctx.Err() == nil; {
@@ -169,7 +168,7 @@ func overloadRun(ctx context.Context, c *client.Client, ids []string, dur time.D
 			tick.Stop()
 		}
 	}
-	wg.Wait()
+	_ = g.Wait() // the loops count their failures in st
 	return samples
 }
 
@@ -292,19 +291,6 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-// stopBenchServer ends a spawnBenchServer process gracefully (SIGTERM, up to 30 s), then kills
-// what is left of its process group (its kernels).
-func stopBenchServer(cmd *exec.Cmd) {
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
-			break
-		}
-	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // resultText is a run's text/plain result ("" without one).

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -22,12 +22,8 @@ import (
 
 // kernelPeerScript drives Debian's jupyter_client for the peer column (see its docstring).
 //
-//go:embed bench_kernel_peer.py
+//go:embed kernel_peer.py
 var kernelPeerScript []byte
-
-func init() {
-	registerBench(benchSection{Order: 10, Name: "kernel", Run: benchKernel})
-}
 
 // benchKernel measures kernel/ beside jupyter_client in one run: spawn -> ready, and the `1+1` round
 // trip (execute_request until both execute_reply and iopub idle) over ipc and tcp. Ours and the peer
@@ -35,7 +31,7 @@ func init() {
 func benchKernel(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	spawns, blocks, block := 10, 6, 50
 	if env.Quick {
-		spawns, blocks, block = 3, 2, 20
+		spawns, blocks, block = 1, 2, 3
 	}
 	python := env.Cfg.Kernel.Python
 	if python == "" {

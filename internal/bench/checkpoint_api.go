@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,9 +14,6 @@ import (
 // API (POST /run) on the default config, sandbox on, each checkpoint's own duration as the run's
 // answer reports it, beside pickle.dumps of the same value in the same kernel. checkpoint-nested
 // measures the engine alone (a kernel and a store, no server); this is what an agent loop sees.
-func init() {
-	registerBench(benchSection{Order: 31, Name: "checkpoint-api", Run: benchCheckpointAPI})
-}
 
 // apiShape is one value of the table: the code that makes it (with %[1]d, a fresh offset per
 // repetition) and the turns that follow its first save.
@@ -43,7 +40,7 @@ func benchCheckpointAPI(ctx context.Context, env *benchEnv) (rows []benchRow, er
 	defer func() { _ = h.c.DeleteSession(ctx, id) }()
 	n, items, reps := 1_000_000, 200_000, 3
 	if env.Quick {
-		n, items, reps = 100_000, 50_000, 1
+		n, items, reps = 10_000, 5_000, 1
 	}
 	shapes := []apiShape{
 		{"rows", fmt.Sprintf("%d nested records", n),

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,14 +17,10 @@ import (
 // within that), so most requests pay no store lookup; the lookup itself is measured too, as what
 // every request would pay without the cache.
 
-func init() {
-	registerBench(benchSection{Order: 65, Name: "keys", Run: benchKeysSection})
-}
-
 func benchKeysSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	n := 2000
 	if env.Quick {
-		n = 100
+		n = 10
 	}
 	lite, err := startBenchSrv(ctx, env, "keys-sqlite", func(c *configs.Config) { c.Pool.Size = 0 })
 	if err != nil {

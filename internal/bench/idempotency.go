@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,9 +13,6 @@ import (
 // reservation before the cell, the answer after the turn) beside the turn's own. The peer is the
 // same run without a key, interleaved with the keyed ones in one session so both see the same
 // machine; a replay (a retry of a finished key) is beside it too, as what a retry costs.
-func init() {
-	registerBench(benchSection{Order: 21, Name: "idempotency", Run: benchIdempotency})
-}
 
 func benchIdempotency(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	h, err := startBenchSrv(ctx, env, "idempotency", nil)

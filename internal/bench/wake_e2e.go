@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -28,9 +28,6 @@ import (
 //   - a data-science namespace (pandas frames, a fitted sklearn model, seaborn figures), beside dill
 //     loading the same variables (dumped by the session's kernel) into a fresh kernel that imported
 //     the same persistence.pre_import modules, as the pool's kernels do, plus the same cell.
-func init() {
-	registerBench(benchSection{Order: 32, Name: "wake-e2e", Run: benchWakeE2E})
-}
 
 func benchWakeE2E(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	h, err := startBenchSrv(ctx, env, "wakee2e", func(c *configs.Config) {
@@ -66,7 +63,7 @@ func wakeRun(ctx context.Context, h *benchSrv, id, probe string, before func() e
 	if _, err := h.c.Hibernate(ctx, id); err != nil {
 		return 0, "", err
 	}
-	time.Sleep(1500 * time.Millisecond) // the pool refills, as between an agent's turns
+	h.settle(1500 * time.Millisecond) // the pool refills, as between an agent's turns
 	if before != nil {
 		if err := before(); err != nil {
 			return 0, "", err
@@ -187,7 +184,7 @@ func wakeSplit(ctx context.Context, h *benchSrv, id string, a *client.RunResult)
 		r.Timings.LoadMS, lazy, a.DurationMS, ck)
 }
 
-//go:embed bench_wake_ds.py
+//go:embed wake_ds.py
 var wakeDSSetup string
 
 const wakeDSProbe = "(df_train.shape, round(float(model.predict(X_te[:1])[0]), 3), len(ax2.collections))"

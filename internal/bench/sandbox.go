@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,17 +14,13 @@ import (
 // seccomp on and off, measured alternately (A/B/A/B, so a busy moment of the shared machine hits
 // both) for session create -> first result (warm pool) and the 1+1 round trip of a live session.
 
-func init() {
-	registerBench(benchSection{Order: 25, Name: "sandbox", Run: benchSandboxSection})
-}
-
 func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	if os.Geteuid() != 0 || sandbox.Probe("") != nil {
 		return []benchRow{{Name: "seccomp filter cost", Note: "skipped: the sandbox needs root and bubblewrap"}}, nil
 	}
 	nFirst, nRound := 10, 60
 	if env.Quick {
-		nFirst, nRound = 3, 15
+		nFirst, nRound = 1, 3
 	}
 	srv := map[bool]*benchSrv{}
 	for i, on := range []bool{false, true} {
@@ -48,7 +44,7 @@ func benchSandboxSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 	round := map[bool][]time.Duration{}
 	ids := map[bool]string{}
 	for i := range nFirst + 1 { // the first one warms the server's code paths and is not counted
-		time.Sleep(3 * time.Second) // the pools refill (a sandboxed kernel start plus the agent)
+		srv[true].settle(3 * time.Second) // the pools refill (a sandboxed kernel start plus the agent)
 		for _, on := range []bool{false, true} {
 			h := srv[on]
 			t0 := time.Now()

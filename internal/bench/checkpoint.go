@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,9 +20,6 @@ import (
 // --quick): each checkpoint's wall time, bytes written and detect/serialize/write split, beside a naive
 // full dill dump of the same namespace measured in the same run; then a restore into a fresh kernel
 // beside a plain read of the same blobs from the same SQLite file.
-func init() {
-	registerBench(benchSection{Order: 30, Name: "checkpoint", Run: benchCheckpoint})
-}
 
 // ckptBench holds one run's kernel, store and workspace.
 type ckptBench struct {
@@ -212,47 +209,81 @@ func verdict(ok bool, target string) string {
 	return "MISS " + target
 }
 
-// It is long on purpose: a benchmark scenario reads top to bottom as the steps it measures, with
-// its setup, its timed loop and its rows side by side; split up, the figures lose their context.
-func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
+// benchCheckpoint runs the scenarios in order on one kernel: the array's (first, S1-S3), its
+// restore, the dicts' and the data frame's (S4), the workspace file's (S5).
+func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
+	b, dir, spoolBase, done, err := ckptSetUp(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	size, label, reps, n := int64(1<<30), "1 GiB", 5, 1_000_000
+	if env.Quick {
+		size, label, reps, n = 8<<20, "8 MiB", 2, 10_000
+	}
+	steps := []func() ([]benchRow, error){
+		func() ([]benchRow, error) { return b.arrayRows(dir, size, label, reps) },
+		func() ([]benchRow, error) { return b.benchRestore(spoolBase, label) },
+		func() ([]benchRow, error) { return b.dictRows(dir, n) },
+		func() ([]benchRow, error) { return b.fileRows(dir, size, label) },
+	}
+	for _, step := range steps {
+		more, err := step()
+		rows = append(rows, more...)
+		if err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// ckptSetUp opens the store with its session and starts the kernel with the agent, its spool on
+// tmpfs when there is one: the spool only holds state in transit, so there it costs no disk
+// writeback (the server should put it there too). done stops and removes all that.
+func ckptSetUp(ctx context.Context, env *benchEnv) (b *ckptBench, dir, spoolBase string, done func(), err error) {
 	python := "/usr/bin/python3"
 	if env.Cfg != nil && env.Cfg.Kernel.Python != "" {
 		python = env.Cfg.Kernel.Python
 	}
 	spec, err := kernel.FindSpec("python", python)
 	if err != nil {
-		return nil, err
+		return nil, "", "", nil, err
 	}
 	dir, ws, st, err := benchStore(ctx, env, "checkpoint", "bench.sqlite", "bench")
 	if err != nil {
-		return nil, err
+		return nil, "", "", nil, err
 	}
-	defer st.Close()
-	// The spool only holds state in transit: on tmpfs it costs no disk writeback (the server should put
-	// it there too).
-	spoolBase := dir
+	spoolBase = dir
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		if d, err := os.MkdirTemp("/dev/shm", "carryover-bench-"); err == nil {
 			spoolBase = d
-			defer os.RemoveAll(d)
 		}
 	}
-	b := &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, db: filepath.Join(dir, "bench.sqlite"), spec: spec, ws: ws,
+	done = func() {
+		st.Close()
+		if spoolBase != dir {
+			os.RemoveAll(spoolBase)
+		}
+	}
+	b = &ckptBench{ctx: ctx, cp: &persistence.Checkpointer{Store: st, Retention: 3}, db: filepath.Join(dir, "bench.sqlite"), spec: spec, ws: ws,
 		spool: filepath.Join(spoolBase, "spool")}
-	b.k, err = b.start(b.spool)
-	if err != nil {
-		return nil, err
+	if b.k, err = b.start(b.spool); err != nil {
+		done()
+		return nil, "", "", nil, err
 	}
-	defer func() { _ = b.k.Shutdown(context.Background()) }()
+	closeStore := done
+	done = func() {
+		_ = b.k.Shutdown(context.Background())
+		closeStore()
+	}
+	return b, dir, spoolBase, done, nil
+}
 
-	size := int64(1 << 30)
-	label := "1 GiB"
-	reps := 5
-	if env.Quick {
-		size, label, reps = 64<<20, "64 MiB", 2
-	}
+// arrayRows: the first checkpoint of a new array beside a durable write of its bytes, then S1 (the
+// array untouched while a scalar changes), S2 (read, not changed) and S3 (one element changed),
+// beside a naive dump of the namespace and xxh3 of the array.
+func (b *ckptBench) arrayRows(dir string, size int64, label string, reps int) ([]benchRow, error) {
 	var rows []benchRow
-	// initial: the array is new, so it is written once
 	r, d, err := b.checkpoint(fmt.Sprintf("import numpy as np\na = np.random.default_rng(1).random(%d)\nx = 0", size/8))
 	if err != nil {
 		return rows, err
@@ -268,74 +299,63 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		return rows, err
 	}
 	peer := fmt.Sprintf("%s (%s)", fmtDur(peerDur), fmtBytes(peerBytes))
-
-	// S1: the array untouched while a scalar changes (median of reps)
-	var ds []time.Duration
-	var last *carryover.CheckpointResult
-	for i := 0; i < reps; i++ {
-		r, d, err := b.checkpoint("x += 1")
-		if err != nil {
-			return rows, err
-		}
-		ds = append(ds, d)
-		last = r
+	ds, last, err := b.repeat(reps, func(int) string { return "x += 1" })
+	if err != nil {
+		return rows, err
 	}
 	s1 := percentile(ds, 50)
 	rows = append(rows, benchRow{Name: "S1 " + label + " array untouched, scalar changes", Ours: fmtDur(s1), Peer: peer,
 		Ratio: verdict(s1 <= 2*time.Millisecond && last.BytesWritten < 1024, "<= 2 ms, < 1 KB"), Note: ckptNote(last, "median of "+fmt.Sprint(reps)+"; riding on the turn")})
-
-	// S2: the array read, not changed; beside the floor of hashing every byte of it (xxh3, in the kernel)
 	floor, err := b.xxh3Floor("a")
 	if err != nil {
 		return rows, err
 	}
 	floorPeer := fmtDur(floor) + " (xxh3 of the array)"
-	r, d, err = b.checkpoint("s = float(a.sum())")
-	if err != nil {
+	if r, d, err = b.checkpoint("s = float(a.sum())"); err != nil {
 		return rows, err
 	}
 	rows = append(rows, benchRow{Name: "S2 array read, not changed", Ours: fmtDur(d), Peer: floorPeer,
 		Ratio: fmt.Sprintf("%s; %s", ratio(d, floor), verdict(d <= 5*time.Millisecond, "<= 5 ms")), Note: ckptNote(r, "naive dump "+peer)})
-
-	// S3: one element changed, in a different chunk each turn (median of reps)
-	ds = ds[:0]
-	for i := 0; i < reps; i++ {
-		r, d, err = b.checkpoint(fmt.Sprintf("a[%d] = -1.0", 12345+i*(1<<19)))
-		if err != nil {
-			return rows, err
-		}
-		ds = append(ds, d)
+	// S3: in a different chunk each turn
+	ds, r, err = b.repeat(reps, func(i int) string { return fmt.Sprintf("a[%d] = -1.0", 12345+i*(1<<19)) })
+	if err != nil {
+		return rows, err
 	}
 	d = percentile(ds, 50)
 	chunk := int64(persistence.DefaultChunkSize)
-	rows = append(rows, benchRow{Name: "S3 one element changed", Ours: fmtDur(d), Peer: floorPeer,
+	return append(rows, benchRow{Name: "S3 one element changed", Ours: fmtDur(d), Peer: floorPeer,
 		Ratio: fmt.Sprintf("%s; %s", ratio(d, floor), verdict(r.BytesWritten < chunk+64<<10 && d <= 10*time.Millisecond, "<= 10 ms, only the changed chunk")),
-		Note:  ckptNote(r, fmt.Sprintf("median of %d; range %s-%s", reps, fmtDur(percentile(ds, 0)), fmtDur(percentile(ds, 100))))})
+		Note:  ckptNote(r, fmt.Sprintf("median of %d; range %s-%s", reps, fmtDur(percentile(ds, 0)), fmtDur(percentile(ds, 100))))}), nil
+}
 
-	// restore of the array state into a fresh kernel, beside a plain read of its blobs
-	restoreRows, err := b.benchRestore(spoolBase, label)
-	rows = append(rows, restoreRows...)
-	if err != nil {
-		return rows, err
+// repeat checkpoints code(i) reps times and returns the times and the last result.
+func (b *ckptBench) repeat(reps int, code func(i int) string) ([]time.Duration, *carryover.CheckpointResult, error) {
+	var ds []time.Duration
+	var last *carryover.CheckpointResult
+	for i := 0; i < reps; i++ {
+		r, d, err := b.checkpoint(code(i))
+		if err != nil {
+			return nil, nil, err
+		}
+		ds, last = append(ds, d), r
 	}
+	return ds, last, nil
+}
 
-	// S4: a dict of 1M small dicts
-	n := 1_000_000
-	if env.Quick {
-		n = 100_000
-	}
-	r, d, err = b.checkpoint(fmt.Sprintf("d = {i: {'id': i, 'name': str(i), 'ok': i %% 2 == 0} for i in range(%d)}", n))
+// dictRows: S4, a dict of n small dicts, new (beside a naive dump) and with one inner dict changed
+// (S4b); then the data frame's rows.
+func (b *ckptBench) dictRows(dir string, n int) ([]benchRow, error) {
+	r, d, err := b.checkpoint(fmt.Sprintf("d = {i: {'id': i, 'name': str(i), 'ok': i %% 2 == 0} for i in range(%d)}", n))
 	if err != nil {
-		return rows, err
+		return nil, err
 	}
 	pd, pb, err := b.naiveDump(filepath.Join(dir, "naive.pkl"))
 	if err != nil {
-		return rows, err
+		return nil, err
 	}
-	rows = append(rows, benchRow{Name: fmt.Sprintf("S4 dict of %d small dicts (new)", n), Ours: fmtDur(d),
-		Peer: fmt.Sprintf("%s (%s)", fmtDur(pd), fmtBytes(pb)), Ratio: ratio(d, pd), Note: ckptNote(r, "peer dumps the whole namespace")})
-	r, d, err = b.checkpoint("d[7]['name'] = 'seven'")
-	if err != nil {
+	rows := []benchRow{{Name: fmt.Sprintf("S4 dict of %d small dicts (new)", n), Ours: fmtDur(d),
+		Peer: fmt.Sprintf("%s (%s)", fmtDur(pd), fmtBytes(pb)), Ratio: ratio(d, pd), Note: ckptNote(r, "peer dumps the whole namespace")}}
+	if r, d, err = b.checkpoint("d[7]['name'] = 'seven'"); err != nil {
 		return rows, err
 	}
 	rows = append(rows, s4bRow(r, d))
@@ -343,26 +363,24 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		return rows, err
 	}
 	dfRows, err := b.benchFrame(n)
-	rows = append(rows, dfRows...)
-	if err != nil {
-		return rows, err
-	}
+	return append(rows, dfRows...), err
+}
 
-	// S5: 1 MB appended to a 1 GiB workspace file
-	big := filepath.Join(ws, "big.bin")
+// fileRows: S5, 1 MB appended to a workspace file of size, beside a full copy of it.
+func (b *ckptBench) fileRows(dir string, size int64, label string) ([]benchRow, error) {
+	big := filepath.Join(b.ws, "big.bin")
 	if err := writeRandomFile(big, size); err != nil {
-		return rows, err
+		return nil, err
 	}
-	r, d, err = b.checkpoint("")
+	r, d, err := b.checkpoint("")
 	if err != nil {
-		return rows, err
+		return nil, err
 	}
-	rows = append(rows, benchRow{Name: "workspace file " + label + " new", Ours: fmtDur(d), Note: ckptNote(r, "")})
+	rows := []benchRow{{Name: "workspace file " + label + " new", Ours: fmtDur(d), Note: ckptNote(r, "")}}
 	if err := appendRandom(big, 1<<20); err != nil {
 		return rows, err
 	}
-	r, d, err = b.checkpoint("")
-	if err != nil {
+	if r, d, err = b.checkpoint(""); err != nil {
 		return rows, err
 	}
 	tc := time.Now()
@@ -371,9 +389,8 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	cd := time.Since(tc)
 	_ = os.Remove(filepath.Join(dir, "naive.bin"))
-	rows = append(rows, benchRow{Name: "S5 1 MB appended to " + label + " file", Ours: fmtDur(d), Peer: fmtDur(cd) + " (full copy)",
-		Ratio: verdict(r.BytesWritten < 3<<20, "~1 MB written"), Note: ckptNote(r, "")})
-	return rows, nil
+	return append(rows, benchRow{Name: "S5 1 MB appended to " + label + " file", Ours: fmtDur(d), Peer: fmtDur(cd) + " (full copy)",
+		Ratio: verdict(r.BytesWritten < 3<<20, "~1 MB written"), Note: ckptNote(r, "")}), nil
 }
 
 // benchRestore restores the latest checkpoint into a fresh kernel and reads the same blobs plainly.

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,10 +23,6 @@ import (
 // beside cp + fsync of the file. The store holds checkpoints of 4 MiB chunks, half random (as float
 // arrays are), half compressible text.
 
-func init() {
-	registerBench(benchSection{Order: 66, Name: "backup", Run: benchBackup})
-}
-
 func benchBackup(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	dir, _, st, err := benchStore(ctx, env, "backup", "carryover.db", "b")
 	if err != nil {
@@ -34,7 +30,7 @@ func benchBackup(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	chunks, reps := 64, 5
 	if env.Quick {
-		chunks, reps = 8, 2
+		chunks, reps = 4, 1
 	}
 	err = fillBackupStore(ctx, st, "b", chunks)
 	if cerr := st.Close(); err == nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 // The agent section measures what an agent loop waits for after a pause in its work: the run that
 // wakes a hibernated session (new kernel from the pool + restore of its last checkpoint), for a small
 // namespace and for 1 GiB of state, beside the same run on a live kernel, and a forced rotation.
-func init() {
-	registerBench(benchSection{Order: 40, Name: "agent", Run: benchAgent})
-}
 
 func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	h, err := startBenchSrv(ctx, env, "agent", func(c *configs.Config) { c.Pool.Size = 2; c.Cull.IdleSeconds = 0 })
@@ -27,7 +24,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 	}()
 	reps := 5
 	if env.Quick {
-		reps = 2
+		reps = 1
 	}
 	cases := []struct {
 		name, setup, probe string
@@ -53,7 +50,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 			if _, err := h.c.Hibernate(ctx, id); err != nil {
 				return rows, err
 			}
-			time.Sleep(600 * time.Millisecond) // let the pool refill, as it would between an agent's turns
+			h.settle(600 * time.Millisecond) // let the pool refill, as it would between an agent's turns
 			d, a, err = h.run(ctx, id, cs.probe)
 			if err != nil || a.Status != "ok" {
 				return rows, fmt.Errorf("%s wake: %v", cs.name, err)
@@ -66,7 +63,7 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 				return rows, err
 			}
 			rotate = append(rotate, d)
-			time.Sleep(600 * time.Millisecond)
+			h.settle(600 * time.Millisecond)
 		}
 		lm, wm, rm := percentile(live, 50), percentile(wake, 50), percentile(rotate, 50)
 		rows = append(rows,

@@ -1,10 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -21,10 +19,6 @@ import (
 // Server websocket, round robin in the same run. Both websockets speak the same legacy JSON framing
 // through the same client code (jupyterPeer.execute).
 
-func init() {
-	registerBench(benchSection{Order: 25, Name: "jupyter front door", Run: benchJupyterSection})
-}
-
 func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	python := env.Cfg.Kernel.Python
 	if python == "" {
@@ -32,7 +26,7 @@ func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 	}
 	runs, batch, warm := 300, 25, 30
 	if env.Quick {
-		runs, batch, warm = 60, 10, 10
+		runs, batch, warm = 6, 3, 2
 	}
 	h, err := startBenchSrv(ctx, env, "jupyter", func(c *configs.Config) { c.Pool.Size = 1 })
 	if err != nil {
@@ -43,32 +37,48 @@ func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 			err = serr
 		}
 	}()
+	paths, jp, done, err := jupyterSetUp(ctx, env, h, python)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := rtWarm(paths, warm); err != nil {
+		return nil, err
+	}
+	if err := rtMeasure(paths, runs, batch); err != nil {
+		return nil, err
+	}
+	return jupyterRows(paths, batch, h.sandboxNote(), jp.Version), nil
+}
+
+// jupyterSetUp opens carryover's /jupyter/ channels, a raw kernel and Jupyter Server, and returns
+// the three paths of `1+1` through them (done stops the three).
+func jupyterSetUp(ctx context.Context, env *benchEnv, h *benchSrv, python string) (paths []*rtPath, jp *jupyterPeer, done func(), err error) {
+	var stops []func()
+	done = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
 	ours, err := dialJupyterDoor(ctx, h)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	defer ours.ws.Close()
-	spec, err := kernel.FindSpec("python", python)
+	stops = append(stops, func() { ours.ws.Close() })
+	k, err := rawKernel(ctx, env, python, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	k, err := kernel.Start(ctx, kernel.Options{
-		Spec: spec, Transport: env.Cfg.Kernel.Transport, WorkDir: env.Scratch,
-		StartupTimeout:    configs.Seconds(max(env.Cfg.Kernel.StartupTimeoutSeconds, 60)),
-		ShutdownGrace:     configs.Seconds(env.Cfg.Kernel.ShutdownGraceSeconds),
-		HeartbeatInterval: time.Duration(env.Cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("raw kernel: %w", err)
+	stops = append(stops, func() { _ = k.Shutdown(context.Background()) })
+	if jp, err = startJupyterPeer(ctx, filepath.Join(env.Scratch, "jupyter-front-door"), python); err != nil {
+		return nil, nil, nil, err
 	}
-	defer k.Shutdown(context.Background())
-	jp, err := startJupyterPeer(ctx, filepath.Join(env.Scratch, "jupyter-front-door"), python)
-	if err != nil {
-		return nil, err
-	}
-	defer jp.close()
-
+	stops = append(stops, jp.close)
 	wsOne := func(p *jupyterPeer) func() (time.Duration, error) {
 		return func() (time.Duration, error) {
 			d, result, err := p.execute("1+1")
@@ -86,42 +96,25 @@ func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 		}
 		return time.Since(t0), err
 	}
-	names := []string{"carryover /jupyter", "raw kernel/", "Jupyter Server"}
-	ones := []func() (time.Duration, error){wsOne(ours), rawOne, wsOne(jp)}
-	ds := make([][]time.Duration, len(ones))
-	for i, one := range ones {
-		for range warm {
-			if _, err := one(); err != nil {
-				return nil, fmt.Errorf("warm-up %s: %w", names[i], err)
-			}
-		}
-	}
-	for round := 0; round*batch < runs; round++ {
-		for j := range ones {
-			i := (round + j) % len(ones) // rotate who goes first
-			for range batch {
-				d, err := ones[i]()
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", names[i], err)
-				}
-				ds[i] = append(ds[i], d)
-			}
-		}
-	}
-	door, raw, jup := ds[0], ds[1], ds[2]
-	n := fmt.Sprintf("n=%d each, 3 paths round robin in batches of %d; %s", len(door), batch, h.sandboxNote())
-	rows = append(rows,
-		benchRow{Name: "1+1 Jupyter channels ws incl. checkpoint (median)", Ours: fmtDur(srvMedian(door)), Peer: fmtDur(srvMedian(raw)) + " raw",
+	return []*rtPath{{name: "carryover /jupyter", one: wsOne(ours)}, {name: "raw kernel/", one: rawOne},
+		{name: "Jupyter Server", one: wsOne(jp)}}, jp, done, nil
+}
+
+// jupyterRows are the front door's figures beside raw ZMQ and Jupyter Server.
+func jupyterRows(paths []*rtPath, batch int, sandboxNote, jupyterVersion string) []benchRow {
+	door, raw, jup := paths[0].ds, paths[1].ds, paths[2].ds
+	n := fmt.Sprintf("n=%d each, 3 paths round robin in batches of %d; %s", len(door), batch, sandboxNote)
+	return []benchRow{
+		{Name: "1+1 Jupyter channels ws incl. checkpoint (median)", Ours: fmtDur(srvMedian(door)), Peer: fmtDur(srvMedian(raw)) + " raw",
 			Ratio: ratio(srvMedian(door), srvMedian(raw)), Note: verdict(float64(srvMedian(door)) <= 1.2*float64(srvMedian(raw)), "<= 1.2x raw ZMQ") + "; " + n},
-		benchRow{Name: "1+1 Jupyter channels ws incl. checkpoint (p99)", Ours: fmtDur(srvP99(door)), Peer: fmtDur(srvP99(raw)) + " raw",
+		{Name: "1+1 Jupyter channels ws incl. checkpoint (p99)", Ours: fmtDur(srvP99(door)), Peer: fmtDur(srvP99(raw)) + " raw",
 			Ratio: ratio(srvP99(door), srvP99(raw))},
-		benchRow{Name: "1+1 Jupyter channels ws vs Jupyter Server ws (median)", Ours: fmtDur(srvMedian(door)), Peer: fmtDur(srvMedian(jup)),
+		{Name: "1+1 Jupyter channels ws vs Jupyter Server ws (median)", Ours: fmtDur(srvMedian(door)), Peer: fmtDur(srvMedian(jup)),
 			Ratio: ratio(srvMedian(door), srvMedian(jup)), Note: verdict(8*float64(srvMedian(door)) <= float64(srvMedian(jup)), ">= 8x faster than Jupyter Server") +
-				fmt.Sprintf("; Jupyter Server %s, same client code, until execute_reply and iopub idle", jp.Version)},
-		benchRow{Name: "1+1 Jupyter channels ws vs Jupyter Server ws (p99)", Ours: fmtDur(srvP99(door)), Peer: fmtDur(srvP99(jup)),
+				fmt.Sprintf("; Jupyter Server %s, same client code, until execute_reply and iopub idle", jupyterVersion)},
+		{Name: "1+1 Jupyter channels ws vs Jupyter Server ws (p99)", Ours: fmtDur(srvP99(door)), Peer: fmtDur(srvP99(jup)),
 			Ratio: ratio(srvP99(door), srvP99(jup))},
-	)
-	return rows, nil
+	}
 }
 
 // dialJupyterDoor starts a kernel through carryover's /jupyter/api/kernels and opens its channels

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,57 +20,92 @@ import (
 // persistence/postgres TestFailoverSynchronous). The numbers left on the new primary must still be
 // gapless: a gap fails the section.
 
-func init() {
-	registerBench(benchSection{Order: 65, Name: "replication", Run: benchReplicationSection})
-}
-
 func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	primary, err := pgtest.Init("") // not under the scratch dir: PostgreSQL runs as nobody when we are root
+	before, after := 200, 300
+	if env.Quick {
+		before, after = 20, 40
+	}
+	primary, replica, s, done, err := replSetUp(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer primary.Remove()
-	if err := primary.Start("synchronous_commit=on"); err != nil {
+	defer done()
+	evs, back, err := replFailover(ctx, s, primary, replica, before, after)
+	if err != nil {
 		return nil, err
+	}
+	got, err := s.ListEvents(ctx, "f", 0, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	return replRows(got, evs, back)
+}
+
+// replSetUp starts a primary (not under the scratch dir: PostgreSQL runs as nobody when we are
+// root) with an asynchronous streaming replica, and opens the store on both with one session; done
+// closes and removes all that.
+func replSetUp(ctx context.Context) (primary, replica *pgtest.Server, s *postgres.Store, done func(), err error) {
+	var stops []func()
+	done = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	if primary, err = pgtest.Init(""); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	stops = append(stops, func() { primary.Remove() })
+	if err = primary.Start("synchronous_commit=on"); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	admin, err := sql.Open("pgx", primary.DSN("postgres"))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer admin.Close()
-	if _, err := admin.Exec(`CREATE DATABASE carryover`); err != nil {
-		return nil, err
+	if _, err = admin.Exec(`CREATE DATABASE carryover`); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	replica, err := primary.Replica()
-	if err != nil {
-		return nil, err
+	if replica, err = primary.Replica(); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	defer replica.Remove()
+	stops = append(stops, func() { replica.Remove() })
+	if err = waitAsyncStreaming(admin); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/carryover?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		primary.Port, replica.Port)
+	if s, err = postgres.Open(ctx, dsn, postgres.Options{}); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	stops = append(stops, func() { s.Close() })
+	err = s.CreateSession(ctx, carryover.SessionRecord{ID: "f", State: "running"})
+	return primary, replica, s, done, err
+}
+
+// waitAsyncStreaming waits up to 30 s until the primary streams to its replica asynchronously.
+func waitAsyncStreaming(admin *sql.DB) error {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var state string
 		admin.QueryRow(`SELECT sync_state FROM pg_stat_replication`).Scan(&state)
 		if state == "async" {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("replica not streaming (state %q)", state)
+			return fmt.Errorf("replica not streaming (state %q)", state)
 		}
 	}
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/carryover?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
-		primary.Port, replica.Port)
-	s, err := postgres.Open(ctx, dsn, postgres.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "f", State: "running"}); err != nil {
-		return nil, err
-	}
+}
 
-	before, after := 200, 300
-	if env.Quick {
-		before, after = 50, 100
-	}
+// replFailover appends events until before were acknowledged, SIGKILLs the primary, promotes the
+// replica and appends until after were; it returns the acknowledged events and the time from the
+// kill to the appends acknowledged again.
+func replFailover(ctx context.Context, s *postgres.Store, primary, replica *pgtest.Server, before, after int) ([]carryover.Event, time.Duration, error) {
 	stop, acked := make(chan struct{}), make(chan int, 1)
 	var evs []carryover.Event
 	var wg sync.WaitGroup
@@ -80,29 +115,30 @@ func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, er
 	halt := func() { once.Do(func() { close(stop) }); wg.Wait() } // the appends end, on every path
 	defer halt()
 	if err := waitEventsAcked(acked, before); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	killed := time.Now()
 	primary.Kill()
 	rdb, err := sql.Open("pgx", replica.DSN("postgres"))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	_, err = rdb.Exec(`SELECT pg_promote(true, 60)`)
 	rdb.Close()
 	if err != nil {
-		return nil, fmt.Errorf("promote: %w", err)
+		return nil, 0, fmt.Errorf("promote: %w", err)
 	}
 	if err := waitEventsAcked(acked, after); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	back := time.Since(killed)
 	halt()
+	return evs, back, nil
+}
 
-	got, err := s.ListEvents(ctx, "f", 0, 0, "")
-	if err != nil {
-		return nil, err
-	}
+// replRows counts the acknowledged events missing on the new primary (lost) and the numbers it
+// handed out again for other events (reused); a gap in what is left fails the section.
+func replRows(got, evs []carryover.Event, back time.Duration) ([]benchRow, error) {
 	bySeq := map[int64]string{}
 	gaps := 0
 	for i, e := range got {

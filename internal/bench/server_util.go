@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -28,8 +28,8 @@ import (
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/servertest"
 	"github.com/carryover/carryover/kernel/sandbox"
-	"github.com/carryover/carryover/server"
 	"github.com/carryover/carryover/web"
 )
 
@@ -42,17 +42,27 @@ func benchRandHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// benchSrv is a real carryover server on a loopback port, with its own data dir under the scratch dir.
+// benchSrv is a real carryover server on a loopback port (internal/servertest's, in this process),
+// with its own data dir under the scratch dir.
 type benchSrv struct {
-	srv     *server.Server
+	srv     *servertest.Server
 	base    string
 	token   string
-	done    chan error
 	hc      *http.Client
 	c       *client.Client // the typed client every call goes through
 	logf    *os.File
 	stopped bool
 	sandbox bool // the server's sandbox.enabled
+	quick   bool // the run's quick mode: settle waits a tenth
+}
+
+// settle waits d for the server to settle between measurements (a pool refill, kernels' starts);
+// in quick mode, where the figures mean little, a tenth of it.
+func (h *benchSrv) settle(d time.Duration) {
+	if h.quick {
+		d /= 10
+	}
+	time.Sleep(d)
 }
 
 // benchSrvSeq numbers the bench's servers (see nextBenchUIDBase).
@@ -90,7 +100,7 @@ func (h *benchSrv) sandboxNote() string {
 
 // startBenchSrv starts a server as `carryover serve` would: the configured sandbox (on by default,
 // as users run it) when this host can run it; tweak may turn it off (the row notes say).
-func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*configs.Config)) (*benchSrv, error) {
+func startBenchSrv(_ context.Context, env *benchEnv, name string, tweak func(*configs.Config)) (*benchSrv, error) {
 	c := *env.Cfg
 	c.DataDir = filepath.Join(env.Scratch, "server-"+name)
 	c.Server.Addr = "127.0.0.1:0"
@@ -112,19 +122,14 @@ func startBenchSrv(ctx context.Context, env *benchEnv, name string, tweak func(*
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(ctx, &c, web.Handler(), log) // the UI too, as `carryover serve`
+	srv, err := servertest.NewWithUI(&c, web.Handler(), log) // the UI too, as `carryover serve`
 	if err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("server.New: %w", err)
-	}
-	if err := srv.Listen(); err != nil {
 		logf.Close()
 		return nil, err
 	}
-	h := &benchSrv{srv: srv, base: "http://" + srv.Addr(), token: c.Auth.Token, done: make(chan error, 1), logf: logf, sandbox: c.Sandbox.Enabled,
+	h := &benchSrv{srv: srv, base: srv.Base, token: c.Auth.Token, logf: logf, sandbox: c.Sandbox.Enabled, quick: env.Quick,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}}}
 	h.c = client.New(h.base, h.token, client.WithHTTPClient(h.hc))
-	go func() { h.done <- srv.Serve() }()
 	return h, nil
 }
 
@@ -134,12 +139,7 @@ func (h *benchSrv) stop() (errLines []string, err error) {
 		return nil, nil
 	}
 	h.stopped = true
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err = h.srv.Shutdown(ctx)
-	if serr := <-h.done; err == nil {
-		err = serr
-	}
+	err = h.srv.Stop()
 	h.hc.CloseIdleConnections()
 	h.logf.Close()
 	b, _ := os.ReadFile(h.logf.Name())

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Throughput under load: S sessions, each a client running R turns of `1+1` one after the other,
@@ -29,7 +31,7 @@ type loadResult struct {
 func loadSize(env *benchEnv) (sessions, runs int) {
 	sessions, runs = 50, 20
 	if env.Quick {
-		sessions, runs = 4, 5
+		sessions, runs = 2, 2
 	}
 	if n, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_CLUSTER_SESSIONS")); err == nil && n > 0 {
 		sessions = n
@@ -50,38 +52,28 @@ func benchLoad(ctx context.Context, nodes []*benchSrv, sessions, runs int) (load
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	errs := make(chan error, sessions)
-	starting := make(chan struct{}, 4) // 50 kernels starting at once on 2 cores outlast the startup timeout
-	for i := range ids {               // create and start every kernel first (not timed)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			starting <- struct{}{}
-			defer func() { <-starting }()
+	var start errgroup.Group
+	start.SetLimit(4)    // 50 kernels starting at once on 2 cores outlast the startup timeout
+	for i := range ids { // create and start every kernel first (not timed)
+		start.Go(func() error {
 			n := nodes[i%len(nodes)]
 			id, _, err := n.createSession(ctx)
 			if err == nil {
 				ids[i] = id
 				_, _, err = n.run(ctx, id, "1+1")
 			}
-			if err != nil {
-				errs <- err
-			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := start.Wait(); err != nil {
 		return loadResult{}, fmt.Errorf("starting %d sessions: %w", sessions, err)
 	}
 	var mu sync.Mutex
 	res := loadResult{runs: sessions * runs}
 	t0 := time.Now()
+	var load errgroup.Group
 	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		load.Go(func() error {
 			for j := range runs {
 				n := nodes[(i+j)%len(nodes)]
 				tag := fmt.Sprintf("%s/%d", id, j)
@@ -109,9 +101,10 @@ func benchLoad(ctx context.Context, nodes []*benchSrv, sessions, runs int) (load
 				}
 				mu.Unlock()
 			}
-		}()
+			return nil // counted in res
+		})
 	}
-	wg.Wait()
+	_ = load.Wait()
 	res.dur = time.Since(t0)
 	return res, nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,9 +17,6 @@ import (
 // kind (a boxplot per building year on f, ax = plt.subplots(figsize=(16, 8))): a turn that does not
 // touch it (it displays a frame) and a turn that changes it (set_title), each beside pickle.dumps
 // of the figure in the same kernel.
-func init() {
-	registerBench(benchSection{Order: 33, Name: "figures", Run: benchFigures})
-}
 
 const figureCells = `import matplotlib
 matplotlib.use("Agg")
@@ -61,7 +58,7 @@ func benchFigures(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	}
 	reps := 7
 	if env.Quick {
-		reps = 2
+		reps = 1
 	}
 	measure := func(code func(i int) string, changed bool) (time.Duration, time.Duration, *carryover.CheckpointResult, error) {
 		var ours, peer []time.Duration

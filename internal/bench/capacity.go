@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -6,22 +6,19 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
+	"golang.org/x/sync/errgroup"
 )
 
 // The capacity section (docs/capacity.md): what a session costs the node in memory, live and
 // hibernated, beside a bare kernel; how fast a burst of sessions is served by the adaptive warm pool
 // beside a fixed pool of the old kind and one cold kernel start with its imports, all in this run;
 // whether a turn slows down with the number of live idle sessions; and an overload of twice the
-// node's capacity (bench_capacity_overload.go).
-func init() {
-	registerBench(benchSection{Order: 36, Name: "capacity", Run: benchCapacity})
-}
+// node's capacity (capacity_overload.go).
 
 const dsImports = "import numpy, pandas"
 
@@ -55,7 +52,7 @@ func kernelsRSS() (int64, int) {
 func benchCapacityMemory(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	n := 10
 	if env.Quick {
-		n = 3
+		n = 2
 	}
 	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
 	if err != nil {
@@ -138,7 +135,7 @@ func dirBytes(dir string) int64 {
 func benchCapacityBurst(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	n := 20 // the issue asks for 50: scaled down for a shared 2-core machine
 	if env.Quick {
-		n = 4
+		n = 2
 	}
 	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
 	if err != nil {
@@ -213,25 +210,23 @@ func waitPoolFilled(ctx context.Context, h *benchSrv) error {
 // burst creates n sessions at once, each running dsImports, and reports the rate and latencies.
 func burst(ctx context.Context, h *benchSrv, n int, cold time.Duration) (benchRow, error) {
 	lat := make([]time.Duration, n)
-	errs := make([]error, n)
 	st0, _ := h.c.Status(ctx)
 	start := time.Now()
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			t := time.Now()
 			s, err := h.c.CreateSession(ctx, client.CreateRequest{})
 			if err == nil {
 				_, _, err = h.run(ctx, s.ID, dsImports)
 			}
-			lat[i], errs[i] = time.Since(t), err
-		}()
+			lat[i] = time.Since(t)
+			return err
+		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	total := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return benchRow{}, err
 	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
@@ -250,7 +245,7 @@ func burst(ctx context.Context, h *benchSrv, n int, cold time.Duration) (benchRo
 func benchCapacityTurns(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
 	counts, iters := []int{1, 10, 30}, 200
 	if env.Quick {
-		counts, iters = []int{1, 3}, 20
+		counts, iters = []int{1, 2}, 3
 	}
 	h, err := startBenchSrv(ctx, env, "capacity-turns", func(c *configs.Config) {
 		c.Persistence.PreImport = nil
@@ -274,7 +269,7 @@ func benchCapacityTurns(ctx context.Context, env *benchEnv) (rows []benchRow, er
 			}
 			ids = append(ids, id)
 		}
-		time.Sleep(2 * time.Second) // the kernels' starts are over
+		h.settle(2 * time.Second) // the kernels' starts are over
 		ds := make([]time.Duration, iters)
 		for i := range ds {
 			if ds[i], _, err = h.run(ctx, ids[0], "1+1"); err != nil {
@@ -295,7 +290,7 @@ func benchCapacityTurns(ctx context.Context, env *benchEnv) (rows []benchRow, er
 			return rows, err
 		}
 	}
-	time.Sleep(2 * time.Second)
+	h.settle(2 * time.Second)
 	ds := make([]time.Duration, iters)
 	for i := range ds {
 		if ds[i], _, err = h.run(ctx, ids[0], "1+1"); err != nil {

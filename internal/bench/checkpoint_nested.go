@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,9 +19,6 @@ import (
 // does not touch them), the api shape (a small dict holding 200,000 items with a tag list and a meta
 // dict) and a DataFrame with a JSON column. Each row is beside pickle.dumps of the same object in
 // the same kernel, and says the bytes written. `carryover-bench --only nested` runs it alone.
-func init() {
-	registerBench(benchSection{Order: 30, Name: "checkpoint-nested", Run: benchNested})
-}
 
 func benchNested(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	b, done, err := newNestedBench(ctx, env)
@@ -31,7 +28,7 @@ func benchNested(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	defer done()
 	n, items, reps := 1_000_000, 200_000, 5
 	if env.Quick {
-		n, items, reps = 100_000, 50_000, 1
+		n, items, reps = 10_000, 5_000, 1
 	}
 	// Each shape's code takes an offset (%[1]d), so every repetition's value is new to the store.
 	rows, err := b.nestedRows("rows", fmt.Sprintf("rows = [{'id': i + %%[1]d, 'name': 'n%%%%d' %%%% i, 'v': [i, i + 1]} for i in range(%d)]", n),

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"cmp"
@@ -18,9 +18,6 @@ import (
 // ~10 MB of data, a figure) into a fresh kernel twice: a cold one, and a warm one that imported
 // persistence.pre_import (the configured default: numpy, pandas, matplotlib.pyplot) before the wake,
 // as a pooled kernel has. The floor is the plain read of the same chunks, which the restore reports as read_ms.
-func init() {
-	registerBench(benchSection{Order: 31, Name: "wake", Run: benchWake})
-}
 
 const wakeCells = `import numpy as np, pandas as pd, matplotlib
 matplotlib.use("Agg")

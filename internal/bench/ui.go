@@ -1,6 +1,6 @@
-package main
+package bench
 
-// bench_ui.go: the browser UI with long sessions. Real executions are made through the API (each a
+// ui.go: the browser UI with long sessions. Real executions are made through the API (each a
 // checkpointed turn, outputs of a few kinds), then web/e2e/bench-history.mjs opens each session in
 // Debian's chromium and reports when its newest turns are on screen. The floor is a session of 40
 // turns (the screenful the page draws first) measured in the same run: the ratio is what the length
@@ -18,10 +18,6 @@ import (
 	"strings"
 	"time"
 )
-
-func init() {
-	registerBench(benchSection{Order: 95, Name: "browser UI: long sessions", Run: benchUILongSessions})
-}
 
 // uiCells are the turns the long sessions repeat: text, a rich result, a stream and a table.
 var uiCells = []string{
@@ -41,42 +37,57 @@ type uiHistoryMarks struct {
 }
 
 func benchUILongSessions(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	script, err := filepath.Abs(filepath.Join("web", "e2e", "bench-history.mjs"))
-	if err != nil {
-		return nil, err
-	}
+	script := filepath.Join(env.Root, "web", "e2e", "bench-history.mjs")
 	node, nerr := exec.LookPath("node")
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil || nerr != nil {
 		return []benchRow{{Name: "newest turns on screen", Note: "skipped: needs node and /usr/bin/chromium (make deps)"}}, nil
 	}
-	if _, err := os.Stat(filepath.Join("web", "node_modules", "playwright-core")); err != nil {
-		return []benchRow{{Name: "newest turns on screen", Note: "skipped: run from the repository root after make web-deps"}}, nil
+	if _, err := os.Stat(filepath.Join(env.Root, "web", "node_modules", "playwright-core")); err != nil {
+		return []benchRow{{Name: "newest turns on screen", Note: "skipped: needs web/node_modules (make web-deps)"}}, nil
 	}
 	sizes := []int{40, 2000, 20000}
 	if env.Quick {
-		sizes = []int{40, 400}
+		sizes = []int{40, 60}
 	}
 	h, err := startBenchSrv(ctx, env, "ui", nil)
 	if err != nil {
 		return nil, err
 	}
 	defer h.stop()
+	ids, made, err := uiSessions(ctx, h, sizes)
+	if err != nil {
+		return nil, err
+	}
+	marks, err := uiLoad(ctx, h, node, script, ids)
+	if err != nil {
+		return nil, err
+	}
+	return uiRows(marks, ids, sizes, made)
+}
+
+// uiSessions makes a session per size with that many real executions, and how long each took.
+func uiSessions(ctx context.Context, h *benchSrv, sizes []int) ([]string, []time.Duration, error) {
 	ids := make([]string, len(sizes))
 	made := make([]time.Duration, len(sizes))
 	for i, n := range sizes {
 		id, _, err := h.createSession(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ids[i] = id
 		t0 := time.Now()
 		for k := 1; k <= n; k++ {
 			if _, _, err := h.run(ctx, id, fmt.Sprintf(uiCells[k%len(uiCells)], k)); err != nil {
-				return nil, fmt.Errorf("execution %d of %d: %w", k, n, err)
+				return nil, nil, fmt.Errorf("execution %d of %d: %w", k, n, err)
 			}
 		}
 		made[i] = time.Since(t0)
 	}
+	return ids, made, nil
+}
+
+// uiLoad has bench-history.mjs open each session in chromium and returns its marks by session.
+func uiLoad(ctx context.Context, h *benchSrv, node, script string, ids []string) (map[string]uiHistoryMarks, error) {
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), "CARRYOVER_URL="+h.base, "CARRYOVER_TOKEN="+h.token, "SESSIONS="+strings.Join(ids, ","), "RELOADS=5")
 	var out, stderr bytes.Buffer
@@ -92,10 +103,16 @@ func benchUILongSessions(ctx context.Context, env *benchEnv) ([]benchRow, error)
 			marks[m.Session] = m
 		}
 	}
-	floor, ok := marks[ids[0]]
-	if !ok {
+	if _, ok := marks[ids[0]]; !ok {
 		return nil, fmt.Errorf("bench-history.mjs printed nothing for the floor session:\n%s", benchClip(out.String(), 2000))
 	}
+	return marks, nil
+}
+
+// uiRows are each long session's time to its newest turns on screen beside the floor's (the first
+// size), with its target.
+func uiRows(marks map[string]uiHistoryMarks, ids []string, sizes []int, made []time.Duration) ([]benchRow, error) {
+	floor := marks[ids[0]]
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	var rows []benchRow
 	for i, n := range sizes[1:] {
