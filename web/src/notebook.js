@@ -7,10 +7,16 @@ import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
 import { replayNote } from './checkpoints.js';
-import { WidgetHub } from './widgets.js';
+import { WidgetHub, renderWidget, WIDGET_MIME } from './widgets.js';
+import { registry as renderers } from './renderers.js';
 import { openDataViewer, tableName } from './dataviewer.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
+
+// The session view owns the widget hub (one per view), so it registers the widget-view renderer, as
+// the owner of JupyterLab's widget manager adds its renderer to rendermime; renderers.js imports no
+// widget code (outputs -> renderers -> widgets -> widget-manager -> outputs was a circle).
+renderers.add({ mimeTypes: [WIDGET_MIME], rank: 4, render: renderWidget });
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
 const HISTORY_LIMIT = 1000; // the most GET /executions answers in one call

@@ -7,8 +7,6 @@
 import { ansiToHtml } from './ansi.js';
 import { renderMarkdown, fillPlaceholders, renderMath, PLACEHOLDERS } from './markdown.js';
 import { sanitize } from './sanitize.js';
-import { renderPlotly, renderVega, VEGA_TYPES } from './charts.js';
-import { renderWidget, WIDGET_MIME } from './widgets.js';
 import { h } from './util.js';
 
 const join = (v) => (Array.isArray(v) ? v.join('') : v);
@@ -89,9 +87,6 @@ function html(raw, ns) {
 export const registry = new RendererRegistry();
 
 registry.add({ mimeTypes: ['application/javascript', 'text/javascript'], rank: 0, safe: false, render: () => h('div') });
-registry.add({ mimeTypes: [WIDGET_MIME], rank: 4, render: renderWidget });
-registry.add({ mimeTypes: ['application/vnd.plotly.v1+json'], rank: 5, render: renderPlotly });
-registry.add({ mimeTypes: VEGA_TYPES, rank: 6, render: renderVega });
 registry.add({ mimeTypes: ['text/html'], rank: 10, render: (v, c) => html(join(v), c.ns) });
 registry.add({
   mimeTypes: ['text/markdown'], rank: 20,
