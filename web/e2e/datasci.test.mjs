@@ -219,6 +219,25 @@ try {
     await shot('charts-webgl');
   });
 
+  await step('a pandas Styler keeps its colours: background_gradient over 12 cells shows 12 distinct backgrounds, scoped to its output', async () => {
+    const cell = await run('import pandas as pd\n' +
+      'sdf = pd.DataFrame([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]], columns=list("abc"))\n' +
+      'st = sdf.style.background_gradient(axis=None)\nst');
+    const table = cell.locator('.out-html table');
+    await table.waitFor();
+    const bgs = await table.locator('td').evaluateAll((tds) => tds.map((td) => getComputedStyle(td).backgroundColor));
+    assert.equal(bgs.length, 12);
+    assert.equal(new Set(bgs).size, 12, `12 distinct backgrounds: ${bgs}`);
+    assert.ok(!bgs.includes('rgba(0, 0, 0, 0)'), 'every cell is coloured');
+    // the rules reach no other output: the same table (the same ids) without its style sheet stays plain
+    const other = await run('from IPython.display import HTML\nHTML(st.to_html().split("</style>", 1)[1])');
+    assert.match(await other.locator('.out-html td').first().getAttribute('id'), /^o\d+-T_/);
+    const plainBgs = await other.locator('.out-html td').evaluateAll((tds) => tds.map((td) => getComputedStyle(td).backgroundColor));
+    assert.deepEqual([...new Set(plainBgs)], ['rgba(0, 0, 0, 0)'], 'the first output\'s rules do not style another output');
+    await table.scrollIntoViewIfNeeded();
+    await shot('styler');
+  });
+
   await step('an HTML output that is only a script says so instead of an empty box', async () => {
     const cell = await run('import altair as alt\nalt.renderers.enable("html")\n' +
       'alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x")');

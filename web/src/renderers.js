@@ -77,8 +77,9 @@ export const SCRIPT_NOTE = 'This output is a script, which the page does not run
 
 /** html draws sanitized HTML; HTML that was nothing but a script (and blank markup) gets a note. */
 function html(raw, ns) {
-  const el = h('div.out-html.rendered', sanitize(raw, { ns }));
-  if (/<script/i.test(raw) && !el.textContent.trim() && !el.querySelector('img,svg,table,video,audio,canvas')) {
+  const el = h('div.out-html.rendered', { 'data-ns': ns }, sanitize(raw, { ns })); // data-ns: its styles' scope
+  const text = [...el.childNodes].filter((n) => n.localName !== 'style').map((n) => n.textContent).join('');
+  if (/<script/i.test(raw) && !text.trim() && !el.querySelector('img,svg,table,video,audio,canvas')) {
     el.append(h('p.out-note.muted', { role: 'note' }, SCRIPT_NOTE));
   }
   return el;
@@ -91,7 +92,7 @@ registry.add({ mimeTypes: ['text/html'], rank: 10, render: (v, c) => html(join(v
 registry.add({
   mimeTypes: ['text/markdown'], rank: 20,
   render: (v, c) => {
-    const el = h('div.out-markdown.rendered', sanitize(renderMarkdown(join(v)), { ns: c.ns, keepClasses: PLACEHOLDERS }));
+    const el = h('div.out-markdown.rendered', { 'data-ns': c.ns }, sanitize(renderMarkdown(join(v)), { ns: c.ns, keepClasses: PLACEHOLDERS }));
     fillPlaceholders(el);
     return el;
   },
