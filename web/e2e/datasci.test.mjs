@@ -238,6 +238,39 @@ try {
     await shot('styler');
   });
 
+  await step('after a kernel kill, "restored" is said only once the restore is done, with what the restore report says', async () => {
+    await run('kept_a = 41\nkept_b = "still here"');
+    // the order in which the browser got the restore's event and showed the toast
+    const seen = [];
+    const onWs = (ws) => ws.on('framereceived', ({ payload }) => {
+      if (typeof payload === 'string' && payload.includes('"checkpoint_restored"')) seen.push('checkpoint_restored frame');
+    });
+    page.on('websocket', onWs);
+    await page.exposeFunction('__toastShown', (text) => seen.push(`toast: ${text}`)).catch(() => {});
+    // the websocket frames are watched from here on: reconnect so the page's socket is a new one
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+    await page.evaluate(() => new MutationObserver((ms) => {
+      for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('toast')) window.__toastShown(n.innerText);
+    }).observe(document.getElementById('toasts'), { childList: true }));
+    await run('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)', { expect: null });
+    const restored = page.locator('.toast', { hasText: 'restored from its last checkpoint' });
+    await restored.waitFor({ timeout: 60_000 });
+    const text = await restored.innerText();
+    assert.equal(await page.locator('.toast', { hasText: 'Restoring the session' }).count(), 0, 'the death\'s toast no longer says it is restoring');
+    page.off('websocket', onWs);
+    const iToast = seen.findIndex((x) => x.startsWith('toast:') && x.includes('restored from its last checkpoint'));
+    const iFrame = seen.indexOf('checkpoint_restored frame');
+    assert.ok(iFrame >= 0 && iFrame < iToast, `the restore's event came before the toast: ${JSON.stringify(seen)}`);
+    assert.ok(seen.some((x, i) => i < iFrame && /The kernel died/.test(x) && /Restoring/.test(x)), `the death was told first: ${JSON.stringify(seen)}`);
+    assert.match(text, /kept_a/);
+    assert.match(text, /kept_b/);
+    const back = await run('print(kept_a + 1, kept_b)');
+    assert.match(await back.locator('.outputs').innerText(), /42 still here/);
+    await shot('restored-toast');
+  });
+
   await step('an HTML output that is only a script says so instead of an empty box', async () => {
     const cell = await run('import altair as alt\nalt.renderers.enable("html")\n' +
       'alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x")');
