@@ -15,7 +15,8 @@ const outdir = path.resolve(process.argv[2] || path.join(here, 'static', 'dist')
 fs.rmSync(outdir, { recursive: true, force: true }); // no stale chunk may stay behind
 await esbuild.build({
   absWorkingDir: here,
-  entryPoints: { app: 'src/main.js' },
+  // sandbox: the isolated chart frame's code (static/sandbox.html); it shares plotly.js's chunk
+  entryPoints: { app: 'src/main.js', sandbox: 'src/sandbox.js' },
   bundle: true,
   format: 'esm',
   splitting: true, // KaTeX is a chunk of its own, loaded when the first math is drawn

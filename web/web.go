@@ -46,6 +46,18 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 	"img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// sandboxPage is the isolated chart frame (static/sandbox.html, src/isolated.js): charts whose library
+// needs eval (plotly.js's WebGL traces) are drawn there instead of relaxing csp.
+const sandboxPage = "sandbox.html"
+
+// sandboxCSP is the frame's own policy: `sandbox allow-scripts` gives it an opaque origin however it
+// is opened (no access to the page, its storage or its token; no popups, forms or top navigation);
+// scripts only from this server, eval allowed here alone; no connections at all; images from data:
+// and blob: only; and only this server's pages may frame it.
+const sandboxCSP = "sandbox allow-scripts; default-src 'none'; script-src 'self' 'unsafe-eval'; " +
+	"style-src 'self' 'unsafe-inline'; img-src data: blob:; font-src 'self'; connect-src 'none'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+
 type asset struct {
 	body  []byte
 	ctype string
@@ -164,10 +176,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No hashed file names: let browsers keep the files but revalidate each time (a cheap 304).
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	if a.ctype == h.index.ctype {
+	switch {
+	case p == "/"+sandboxPage:
+		hd.Set("Content-Security-Policy", sandboxCSP)
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "SAMEORIGIN")
+	case a.ctype == h.index.ctype:
 		hd.Set("Content-Security-Policy", csp)
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Frame-Options", "DENY")
+	case strings.HasPrefix(p, "/dist/") && path.Ext(p) == ".js":
+		// the sandboxed frame's origin is opaque, so its module scripts are cross-origin requests
+		// (CORS, without credentials): the bundle is the same public code for every origin
+		hd.Set("Access-Control-Allow-Origin", "*")
 	}
 	body := a.body
 	if a.gz != nil {

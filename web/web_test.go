@@ -82,6 +82,37 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 	}
 }
 
+// The isolated chart frame has a policy of its own: an opaque origin (CSP sandbox), eval there only,
+// no connections, framed by this server's pages only; the page keeps refusing eval and every frame
+// from elsewhere. The bundle's scripts answer CORS (the frame's module requests come from origin null).
+func TestSandboxPagePolicy(t *testing.T) {
+	h := Handler()
+	w := get(t, h, "GET", "/sandbox.html", nil)
+	csp := w.Header().Get("Content-Security-Policy")
+	for _, want := range []string{"sandbox allow-scripts;", "script-src 'self' 'unsafe-eval';", "connect-src 'none'",
+		"default-src 'none'", "frame-ancestors 'self'", "img-src data: blob:;"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("sandbox CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "allow-same-origin") || strings.Contains(csp, "allow-top-navigation") || strings.Contains(csp, "allow-popups") {
+		t.Errorf("sandbox CSP %q gives the frame more than scripts", csp)
+	}
+	if !strings.Contains(w.Body.String(), `src="dist/sandbox.js"`) || w.Header().Get("X-Frame-Options") != "SAMEORIGIN" {
+		t.Errorf("sandbox page: %v %q", w.Header(), w.Body.String())
+	}
+	page := get(t, h, "GET", "/", nil).Header()
+	if p := page.Get("Content-Security-Policy"); strings.Contains(p, "unsafe-eval") || strings.Contains(p, "sandbox") || page.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the page's own policy changed: %q", p)
+	}
+	if got := get(t, h, "GET", "/dist/sandbox.js", nil).Header().Get("Access-Control-Allow-Origin"); got != "*" {
+		t.Errorf("dist/sandbox.js: Access-Control-Allow-Origin %q, want *", got)
+	}
+	if got := get(t, h, "GET", "/index.html", nil).Header().Get("Access-Control-Allow-Origin"); got != "" {
+		t.Errorf("the page answers CORS: %q", got)
+	}
+}
+
 // Text assets are served gzipped to clients that accept it (same bytes after decoding, own ETag,
 // Vary set), and as they are to clients that do not.
 func TestGzip(t *testing.T) {

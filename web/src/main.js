@@ -3,8 +3,14 @@
 import 'katex/dist/katex.min.css';
 import { api, initToken, getToken, setToken, onUnauthorized, sessionPath } from './api.js';
 import { SessionView } from './notebook.js';
+import { registry } from './renderers.js';
+import { chartRenderers } from './charts.js';
 import { h, relTime, localTime, isTyping } from './util.js';
 import { toast, showError, confirmDialog, openHelp, closeOverlays, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
+
+// The chart renderers plug into the registry here, as JupyterLab's extensions add their renderer
+// factories to rendermime: the registry itself imports no renderer beyond the standard ones.
+for (const r of chartRenderers) registry.add(r);
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 

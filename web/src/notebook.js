@@ -6,11 +6,17 @@ import { api, sessionPath, SessionSocket, ApiError } from './api.js';
 import { Editor } from './editor.js';
 import { OutputArea, DisplayRegistry } from './outputs.js';
 import { Panels } from './panels.js';
-import { replayNote } from './checkpoints.js';
-import { WidgetHub } from './widgets.js';
+import { replayNote, restoreSummary } from './checkpoints.js';
+import { WidgetHub, renderWidget, WIDGET_MIME } from './widgets.js';
+import { registry as renderers } from './renderers.js';
 import { openDataViewer, tableName } from './dataviewer.js';
 import { h, fill, icon, formatBytes, formatMs, localTime, newId, isTyping } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge } from './ui.js';
+
+// The session view owns the widget hub (one per view), so it registers the widget-view renderer, as
+// the owner of JupyterLab's widget manager adds its renderer to rendermime; renderers.js imports no
+// widget code (outputs -> renderers -> widgets -> widget-manager -> outputs was a circle).
+renderers.add({ mimeTypes: [WIDGET_MIME], rank: 4, render: renderWidget });
 
 const CLOSED_STATES = new Set(['completed', 'failed', 'cancelled']);
 const HISTORY_LIMIT = 1000; // the most GET /executions answers in one call
@@ -687,7 +693,21 @@ export class SessionView {
     const t = ev.event_type || '';
     if (/^(session_|sandbox_|rotation_|budget_|kernel_died|checkpoint_restored|checkpoint_created)/.test(t)) this.refreshSessionSoon();
     if (t === 'checkpoint_created' || t === 'checkpoint_restored') this.panels.refreshCheckpointsSoon();
-    if (t === 'kernel_died') toast('error', 'The kernel died', 'The session was restored from its last checkpoint.', ev.payload);
+    // A death is followed by a new kernel (sandbox_created) and, when there is a checkpoint, its
+    // restore (checkpoint_restored): only the restore's own event may say the session is restored.
+    if (t === 'kernel_died') {
+      this.restoring = toast('error', 'The kernel died', 'Restoring the session from its last checkpoint…', ev.payload);
+    }
+    if (t === 'checkpoint_restored' && this.restoring) {
+      this.restoring.querySelector('.toast-msg').textContent = 'A new kernel took its place.';
+      this.restoring = null;
+      toast('info', 'The session was restored from its last checkpoint', restoreSummary(ev.payload), ev.payload);
+    }
+    if (t === 'sandbox_created' && this.restoring && !this.session?.last_checkpoint) {
+      this.restoring.querySelector('.toast-msg').textContent = 'A new kernel took its place.';
+      this.restoring = null;
+      toast('info', 'A new kernel started', 'There was no checkpoint yet: it starts with no variables.');
+    }
     if (t === 'checkpoint_restored') {
       const n = replayNote(ev.payload);
       if (n && n.rebuilt) this.addMarker(n.rebuilt);

@@ -7,8 +7,6 @@
 import { ansiToHtml } from './ansi.js';
 import { renderMarkdown, fillPlaceholders, renderMath, PLACEHOLDERS } from './markdown.js';
 import { sanitize } from './sanitize.js';
-import { renderPlotly, renderVega, VEGA_TYPES } from './charts.js';
-import { renderWidget, WIDGET_MIME } from './widgets.js';
 import { h } from './util.js';
 
 const join = (v) => (Array.isArray(v) ? v.join('') : v);
@@ -79,8 +77,9 @@ export const SCRIPT_NOTE = 'This output is a script, which the page does not run
 
 /** html draws sanitized HTML; HTML that was nothing but a script (and blank markup) gets a note. */
 function html(raw, ns) {
-  const el = h('div.out-html.rendered', sanitize(raw, { ns }));
-  if (/<script/i.test(raw) && !el.textContent.trim() && !el.querySelector('img,svg,table,video,audio,canvas')) {
+  const el = h('div.out-html.rendered', { 'data-ns': ns }, sanitize(raw, { ns })); // data-ns: its styles' scope
+  const text = [...el.childNodes].filter((n) => n.localName !== 'style').map((n) => n.textContent).join('');
+  if (/<script/i.test(raw) && !text.trim() && !el.querySelector('img,svg,table,video,audio,canvas')) {
     el.append(h('p.out-note.muted', { role: 'note' }, SCRIPT_NOTE));
   }
   return el;
@@ -89,14 +88,11 @@ function html(raw, ns) {
 export const registry = new RendererRegistry();
 
 registry.add({ mimeTypes: ['application/javascript', 'text/javascript'], rank: 0, safe: false, render: () => h('div') });
-registry.add({ mimeTypes: [WIDGET_MIME], rank: 4, render: renderWidget });
-registry.add({ mimeTypes: ['application/vnd.plotly.v1+json'], rank: 5, render: renderPlotly });
-registry.add({ mimeTypes: VEGA_TYPES, rank: 6, render: renderVega });
 registry.add({ mimeTypes: ['text/html'], rank: 10, render: (v, c) => html(join(v), c.ns) });
 registry.add({
   mimeTypes: ['text/markdown'], rank: 20,
   render: (v, c) => {
-    const el = h('div.out-markdown.rendered', sanitize(renderMarkdown(join(v)), { ns: c.ns, keepClasses: PLACEHOLDERS }));
+    const el = h('div.out-markdown.rendered', { 'data-ns': c.ns }, sanitize(renderMarkdown(join(v)), { ns: c.ns, keepClasses: PLACEHOLDERS }));
     fillPlaceholders(el);
     return el;
   },

@@ -13,9 +13,13 @@
 // - every class becomes "user-<class>" (except the few a caller allows, e.g. math placeholders), so
 //   the page's own CSS (.overlay, .toast, ...) never styles output markup;
 // - the box an output is drawn in has `contain: layout paint` (app.css): nothing in it, not even
-//   position:fixed, paints outside it.
+//   position:fixed, paints outside it;
+// - a <style> (pandas' Styler) is taken out before DOMPurify drops it, cleaned by css.js (nothing that
+//   fetches or runs; selectors renamed into the namespace and scoped under [data-ns="<ns>"], which the
+//   caller sets on the output's box) and put back as a <style> of ours at the top of the fragment.
 import DOMPurify from 'dompurify';
 import { renameHandlers } from './handlers.js';
+import { sanitizeCSS } from './css.js';
 
 let seq = 0;
 /** newNamespace returns a fresh prefix for one output's ids ("o12"). */
@@ -35,7 +39,7 @@ const FORBID_ATTR = ['formaction', 'action', 'srcset', 'ping', 'background', 'po
   'tabindex', 'accesskey', 'contenteditable', 'draggable'];
 
 let purifier = null; // made on first use (a DOM is needed; node unit tests import this module without one)
-let current = null; // {ns, keep} of the sanitize() call in progress (DOMPurify is synchronous)
+let current = null; // {ns, keep, styles} of the sanitize() call in progress (DOMPurify is synchronous)
 
 const nsId = (v) => `${current.ns}-${v}`;
 const safeSrc = (v) => /^(data:image\/(png|jpe?g|gif|webp|svg\+xml)[;,]|blob:)/i.test(v.trim());
@@ -75,9 +79,26 @@ function afterAttributes(node) {
   }
 }
 
+// onElement keeps the text of each <style> (HTML or SVG) for css.js; DOMPurify then removes the element
+// and its text (style is forbidden here and among the elements whose content is never kept).
+function onElement(node, ev) {
+  if (current && ev.tagName === 'style') current.styles.push(node.textContent || '');
+}
+
+// headStyles returns the text of the <style> elements HTML parsing puts into <head> (those before any
+// body content, as in Styler's output), which DOMPurify never walks (it sanitizes the body). A parse
+// of its own in an inert document; DOMPurify's FORCE_BODY would walk them too, but it moves a leading
+// <base> into the body, where Chromium checks (and reports) it against the page's base-uri.
+function headStyles(html) {
+  if (!/<style/i.test(html)) return [];
+  const doc = new DOMParser().parseFromString(html, 'text/html');
+  return [...doc.head.querySelectorAll('style')].map((s) => s.textContent || '');
+}
+
 function getPurifier() {
   if (!purifier) {
     purifier = DOMPurify(window);
+    purifier.addHook('uponSanitizeElement', onElement);
     purifier.addHook('uponSanitizeAttribute', onAttribute);
     purifier.addHook('afterSanitizeAttributes', afterAttributes);
   }
@@ -104,11 +125,20 @@ const CONFIG = {
  * are (placeholders that trusted renderers fill in afterwards).
  */
 export function sanitize(html, opts = {}) {
-  current = { ns: opts.ns || newNamespace(), keep: opts.keepClasses || null };
+  const ns = opts.ns || newNamespace();
+  current = { ns, keep: opts.keepClasses || null, styles: [] };
   try {
     // Chromium reports a CSP violation (script-src-attr) for every on* attribute even in DOMPurify's
     // inert document; renaming them first keeps those reports meaningful (handlers.js says why and how)
-    return getPurifier().sanitize(renameHandlers(html), CONFIG);
+    const clean = renameHandlers(html);
+    const frag = getPurifier().sanitize(clean, CONFIG);
+    const css = [...headStyles(clean), ...current.styles].map((t) => sanitizeCSS(t, ns)).filter(Boolean).join('\n');
+    if (css) {
+      const style = document.createElement('style');
+      style.textContent = css; // text of a node made here: never parsed as markup
+      frag.prepend(style);
+    }
+    return frag;
   } finally {
     current = null;
   }

@@ -65,3 +65,11 @@ test('a restore that replayed says what it rebuilt and what it could not', async
   assert.equal(n.rebuilt, 'recomputed by replaying their turns: output (turn 3, 4 ms, matched the saved type, shape, dtype, requires_grad, grad_fn, data), loss (turn 4, 4 ms)');
   assert.equal(n.missed, 'not rebuilt: conn: turn 7 is not safe to run again: it uses the network (imports socket)');
 });
+
+test('restoreSummary: what the toast after a restore says, from the restore report', async () => {
+  const { restoreSummary } = await import('../src/checkpoints.js');
+  assert.equal(restoreSummary({ turn: 4, restored: ['a', 'b'], files: 1, failed: [{ name: 'conn', reason: 'socket' }], skipped: [{ name: 'gen' }] }),
+    'Checkpoint of turn 4: 2 variables back (a, b); 1 file; not restored: conn (socket); never saved: gen.');
+  assert.equal(restoreSummary({ restore: { turn: 1, restored: [], files: 0 } }), 'Checkpoint of turn 1: no variables; 0 files.');
+  assert.match(restoreSummary({ turn: 2, restored: ['x'], recomputed: [{ name: 'm', turn: 2, ms: 3 }] }), /recomputed by replaying their turns: m \(turn 2, 3 ms\)/);
+});
