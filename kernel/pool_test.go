@@ -86,6 +86,41 @@ func TestPoolGrowsUnderABurstAndShrinks(t *testing.T) {
 	}
 }
 
+// TestPoolClaimDoesNotWaitForRefillsWarming: a claim on a pool whose refills fill Parallel and are
+// still warming (a server just started: its pool fills from empty) gets a kernel of its own, not
+// one of theirs after its imports. The warm-ups here block until the test ends, so a claim that
+// waits for them never returns.
+func TestPoolClaimDoesNotWaitForRefillsWarming(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	warming := make(chan struct{}, 2)
+	p := NewPoolWith(PoolConfig{Size: 2, MaxSize: 2, Parallel: 2}, testOptions(t, "ipc"), nil,
+		func(ctx context.Context, k *Kernel) error {
+			warming <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	ctx := context.Background()
+	defer p.Close(ctx)
+	defer close(release)
+	for range 2 { // both refills are warming: every start slot is theirs
+		<-warming
+	}
+	claim, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	k, err := p.Get(claim)
+	if err != nil {
+		t.Fatalf("a claim behind two warming refills got no kernel: %v (%+v)", err, p.Stats())
+	}
+	defer k.Shutdown(ctx)
+	if st := p.Stats(); st.Idle != 0 || st.Starting != 2 {
+		t.Errorf("the refills were diverted: %+v, want both still warming", st)
+	}
+}
+
 // TestKernelOOMScore: a kernel's processes carry KernelOOMScoreAdj; the server's own is untouched.
 func TestKernelOOMScore(t *testing.T) {
 	t.Parallel()

@@ -58,6 +58,9 @@ type bridge struct {
 
 	lostChecked bool // failLost ran
 
+	answers     []answer // the executes answered lately, oldest first (answered.go)
+	kernSession string   // header.session of the kernel's last message: what carryover writes carries it (stamp)
+
 	inflightDirty   chan struct{} // saveInflightLater's request to inflightRecorder
 	inflightWritten *string       // the in-flight record last written (guarded by saveMu), nil before the first
 }
@@ -149,6 +152,9 @@ func (b *bridge) fromClient(c *conn, m kernel.RawMessage) {
 	}
 	if err := json.Unmarshal(m.Header, &h); err != nil || h.MsgID == "" {
 		b.d.log.Warn("jupyter: message without header.msg_id dropped", "kernel", b.id)
+		return
+	}
+	if m.Channel == "shell" && h.MsgType == "execute_request" && b.duplicate(c, m, h.MsgID) {
 		return
 	}
 	b.mu.Lock()
@@ -360,7 +366,11 @@ func (b *bridge) watch(k *kernel.Kernel) {
 func (b *bridge) fromKernel(m kernel.RawMessage) {
 	pid := m.ParentID()
 	typ := m.Type()
+	sess := headerSession(m.Header)
 	b.mu.Lock()
+	if sess != "" {
+		b.kernSession = sess
+	}
 	if len(b.notice) > 0 {
 		b.sendNoticeLocked(m)
 	}
@@ -408,6 +418,7 @@ func (b *bridge) hasConn(c *conn) bool {
 // broadcast sends m to every connection.
 func (b *bridge) broadcast(m kernel.RawMessage) {
 	b.mu.Lock()
+	m = b.stampLocked(m)
 	all := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
 		all = append(all, c)
@@ -441,6 +452,28 @@ func (b *bridge) failPending(k *kernel.Kernel, ename, evalue string) {
 		b.deliver(p.c, errorReply(req, strings.TrimSuffix(p.msgType, "_request")+"_reply", ename, evalue))
 		b.broadcast(statusMsg(p.header, "idle"))
 	}
+}
+
+// stampLocked gives a message carryover wrote itself (header session "carryover") the session of
+// the kernel's messages, when one is known. JupyterLab's KernelConnection takes the session of
+// every message it receives as the kernel's, and cancels the handling of a comm message, and the
+// iopub signal of any message, whose session is no longer that one by the time it is handled: a
+// notice of carryover's between two comm messages of the kernel lost the first. The caller holds
+// b.mu.
+func (b *bridge) stampLocked(m kernel.RawMessage) kernel.RawMessage {
+	if b.kernSession != "" && headerSession(m.Header) == ownSession {
+		m.Header = inSession(m.Header, b.kernSession)
+	}
+	return m
+}
+
+// headerSession is h's session.
+func headerSession(h json.RawMessage) string {
+	var v struct {
+		Session string `json:"session"`
+	}
+	_ = json.Unmarshal(h, &v)
+	return v.Session
 }
 
 // msgID is m's header.msg_id.

@@ -100,7 +100,7 @@ func (b *bridge) sendInLine(j turnJob) {
 func (b *bridge) runTurn(j turnJob) {
 	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: func(k *kernel.Kernel) {
 		b.attach(k, j.msg.Header)
-	}})
+	}, Record: b.recordTurn(j.msgID)})
 	switch {
 	case err != nil:
 		e := carryover.ErrorOf(err)
@@ -223,27 +223,40 @@ func (b *bridge) failLost() {
 	if err != nil {
 		return
 	}
+	b.loadRecord(doc.Data)
 	list, _ := doc.Data[inflightKey].([]any)
 	if len(list) == 0 {
 		return
 	}
+	const lost = "carryover was restarted while this cell was running or queued; its result is lost and the session is at its last checkpoint"
 	for _, h := range list {
 		hs, _ := h.(string)
 		req := kernel.RawMessage{Channel: "shell", Header: json.RawMessage(hs)}
-		if !json.Valid(req.Header) {
+		id := msgID(req)
+		b.mu.Lock()
+		_, done := b.answeredLocked(id)
+		if !done && id != "" { // answered before the kill: the record of its turn says so
+			b.noteAnswerLocked(answer{MsgID: id, Status: "error", EName: "CarryoverRestarted", EValue: lost})
+		}
+		b.mu.Unlock()
+		if done || !json.Valid(req.Header) {
 			continue
 		}
-		b.broadcast(errorReply(req, "execute_reply", "CarryoverRestarted",
-			"carryover was restarted while this cell was running or queued; its result is lost and the session is at its last checkpoint"))
+		b.broadcast(errorReply(req, "execute_reply", "CarryoverRestarted", lost))
 		b.broadcast(statusMsg(req.Header, "idle"))
 	}
+	b.saveAnswers()  // sent again, a lost request is answered as lost, not run
 	b.saveInflight() // what this process runs or queues now, if anything, replaces the old record
 }
 
 // deliver sends a reply to the connection that asked, or, when it is gone (the client reconnected),
 // to every connection: clients ignore replies to requests that are not theirs.
 func (b *bridge) deliver(c *conn, m kernel.RawMessage) {
-	if b.hasConn(c) {
+	b.mu.Lock()
+	m = b.stampLocked(m)
+	here := b.conns[c]
+	b.mu.Unlock()
+	if here {
 		c.send(m)
 		return
 	}
@@ -327,10 +340,14 @@ func replyFields(content json.RawMessage) (status string, count int) {
 	return c.Status, c.ExecutionCount
 }
 
-// header builds a header for a message carryover synthesizes, in the kernel's session.
+// ownSession is the session of the messages carryover writes itself, until the bridge gives them
+// the kernel's (stampLocked).
+const ownSession = "carryover"
+
+// header builds a header for a message carryover synthesizes.
 func header(msgType string) json.RawMessage {
 	h, _ := json.Marshal(map[string]any{"msg_id": newUUID(), "msg_type": msgType, "username": "carryover",
-		"session": "carryover", "date": time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), "version": "5.3"})
+		"session": ownSession, "date": time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), "version": "5.3"})
 	return h
 }
 

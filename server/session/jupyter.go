@@ -36,6 +36,11 @@ type RawTurnOptions struct {
 	// OnKernel gets the kernel the request goes to before it is sent, so the front door can
 	// subscribe to its channels first (a new kernel after a death, hibernation or rotation).
 	OnKernel func(*kernel.Kernel)
+	// Record, when set, gets the turn's end before it is recorded and returns what to merge into the
+	// session's data in the same write as the turn (nil: nothing). The front door keeps there which
+	// requests were answered: a record written after the reply could be lost to a kill -9 between
+	// the two, and the next process would take an answered request for a lost one.
+	Record func(*RawTurn) map[string]any
 }
 
 // executeContent is what a turn reads of an execute_request's content.
@@ -129,13 +134,17 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
+	var data map[string]any
+	if opts.Record != nil {
+		data = opts.Record(turn)
+	}
 	status := res.Status
 	if runErr != nil {
 		status = string(carryover.CodeKernelDied)
 	}
 	runsTotal.WithLabelValues(status).Inc()
 	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
-		status: status, answer: res, durationMS: res.DurationMS}); err != nil {
+		status: status, answer: res, durationMS: res.DurationMS, updateData: data}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
 	}
 	s.endRawTurn(ls, shown, res)
