@@ -72,7 +72,8 @@ func (c *Client) BaseURL() string { return c.baseURL }
 //
 // path is relative to the base URL and may carry a query ("/api/sessions?x=1"). body is sent as
 // JSON, except nil (no body), []byte and io.Reader (sent raw). out receives the answer: nil
-// discards it, a *[]byte gets the raw bytes, anything else is JSON-decoded. A non-2xx answer is
+// discards it, a *[]byte gets the raw bytes, an io.Writer has them copied in, anything else is
+// JSON-decoded. A non-2xx answer is
 // returned as an *Error. Failures of the connection and 421/503/429 answers are retried as
 // retry.go says (an io.Reader body is sent once).
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
@@ -156,6 +157,9 @@ func decodeBody(resp *http.Response, out any) error {
 	case *[]byte:
 		data, err := io.ReadAll(resp.Body)
 		*o = data
+		return err
+	case io.Writer: // streamed: a session archive
+		_, err := io.Copy(o, resp.Body)
 		return err
 	}
 	if resp.StatusCode == http.StatusNoContent {

@@ -29,6 +29,7 @@ type Config struct {
 		AllowedOrigins       []string `mapstructure:"allowed_origins"`
 		ShutdownGraceSeconds int      `mapstructure:"shutdown_grace_seconds"`
 		WebDir               string   `mapstructure:"web_dir"`
+		MaxImportBytes       int64    `mapstructure:"max_import_bytes"`
 	} `mapstructure:"server"`
 	Auth struct {
 		Token     string            `mapstructure:"token"`
@@ -238,6 +239,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: persistence.retention must be >= 1")
 	case c.Server.MaxBodyBytes <= 0:
 		return fmt.Errorf("configs: server.max_body_bytes must be > 0")
+	case c.Server.MaxImportBytes <= 0:
+		return fmt.Errorf("configs: server.max_import_bytes must be > 0")
 	case c.DataDir == "":
 		return fmt.Errorf("configs: data_dir must not be empty")
 	case c.Store.Driver != "sqlite" && c.Store.Driver != "postgres":

@@ -165,6 +165,7 @@ type fuzzer struct {
 	frames   int
 	statuses map[int]int
 	hc       *http.Client
+	archive  []byte // the running fixture's export, for import cases (fuzzimport_test.go)
 }
 
 func newFuzzer(t *testing.T, ts *testServer, seed int64, outside string) *fuzzer {
@@ -457,6 +458,8 @@ func (f *fuzzer) makeCase(op *apiOp, gen *schemaGen, i int, valid bool) fuzzCase
 	case op.bodySchema != nil:
 		c.body = mustJSON(gen.valid(op.bodySchema, "", 0))
 		bodyDesc = "valid body"
+	case op.rawBody && op.id == "importSession" && r.IntN(3) > 0:
+		c.body, bodyDesc = f.importBody(r)
 	case op.rawBody:
 		switch r.IntN(4) {
 		case 0:

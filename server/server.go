@@ -101,7 +101,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	}
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), AdminToken: token, Keys: p.Store,
 		RateLimit:    httpapi.RateLimit{PerSecond: cfg.Auth.RateLimit.RequestsPerSecond, Burst: cfg.Auth.RateLimit.Burst},
-		MaxBodyBytes: cfg.Server.MaxBodyBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxImportBytes: cfg.Server.MaxImportBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock,
 		fatal: make(chan error, 1)}
 	if err := s.mountFrontDoors(ctx); err != nil {

@@ -77,6 +77,7 @@ var mirrors = map[string]string{
 	"FileInfo":            "FileInfo",
 	"FileRequest":         "FileWriteRequest",
 	"NotebookRun":         "NotebookRun",
+	"ImportResult":        "ImportResult",
 	"ErrorBody":           "ErrorObject",
 	"errorAnswer":         "Error",
 	"healthAnswer":        "Health",
@@ -99,6 +100,7 @@ var mirrors = map[string]string{
 var inline = map[string]string{
 	"CheckpointTimings": "CheckpointResult.timings",
 	"RestoreTimings":    "RestoreResult.timings",
+	"ArchiveSource":     "ImportResult.source",
 	"GroupTiming":       "RestoreResult.groups[]",
 	"EndedProcess":      "RunResult.processes_ended[]",
 	"NotebookCellRun":   "NotebookRun.cells[]",
@@ -196,6 +198,8 @@ var endpoints = []endpoint{
 	{"DELETE", "/api/sessions/{id}/files/{path}", "", ""},
 	{"GET", "/api/sessions/{id}/ws", "", ""}, // frames: checked by the frame roots
 	{"POST", "/api/sessions/{id}/fork", "ForkRequest", "sessionAnswer"},
+	{"GET", "/api/sessions/{id}/export", "", ""},                    // the archive, streamed to an io.Writer
+	{"POST", "/api/sessions/import", "", "ImportResult"},            // the body is the caller's archive
 	{"GET", "/api/sessions/{id}/notebook", "", ""},                  // the .ipynb, as bytes
 	{"POST", "/api/sessions/{id}/notebook", rawJSON, "NotebookRun"}, // the caller's .ipynb
 	{"GET", "/api/skills", "", "skillsAnswer"},

@@ -14,7 +14,7 @@ import (
 )
 
 func (c *cli) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List, show, fork and remove sessions; show what one used"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, show, fork, export, import and remove sessions; show what one used"}
 	ls := &cobra.Command{
 		Use: "ls", Short: "List the sessions (id, state, sandbox status, execution count, updated)",
 		Args: cobra.NoArgs,
@@ -60,7 +60,7 @@ func (c *cli) sessionsCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(ls, show, rm, c.forkCmd(), c.notebookCmd(), c.usageCmd())
+	cmd.AddCommand(ls, show, rm, c.forkCmd(), c.notebookCmd(), c.usageCmd(), c.exportCmd(), c.importCmd())
 	return cmd
 }
 

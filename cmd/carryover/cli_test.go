@@ -430,3 +430,26 @@ func TestCLIRunNotebook(t *testing.T) {
 		t.Fatalf("notebook run, continue on error: %+v", r)
 	}
 }
+
+func TestCLIExportImport(t *testing.T) {
+	id := sessionID(t)
+	moved := id + "-imported"
+	t.Cleanup(func() { carry(t, "", "sessions", "rm", moved) })
+	must(t, "run", "-s", id, "-c", "ys = {'a': [1, 2]}\nopen('note.txt', 'w').write('hi')")
+	arch := filepath.Join(t.TempDir(), "s.carryover.tar")
+	must(t, "sessions", "export", id, "-o", arch)
+	if r := must(t, "sessions", "import", arch, "--to", moved); !strings.Contains(r.stdout, "imported "+moved+" (from "+id) {
+		t.Fatalf("import: %+v", r)
+	}
+	if r := must(t, "run", "-s", moved, "-c", "print(ys, open('note.txt').read())"); strings.TrimSpace(r.stdout) != "{'a': [1, 2]} hi" {
+		t.Errorf("the imported session: %q", r.stdout)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.tar")
+	b, _ := os.ReadFile(arch)
+	if err := os.WriteFile(bad, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := carry(t, "", "sessions", "import", bad); r.code != 2 || !strings.Contains(r.stderr, "archive refused: the archive ends inside") {
+		t.Errorf("a truncated archive: %+v", r)
+	}
+}

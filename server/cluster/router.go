@@ -213,14 +213,14 @@ func notOwner(id string, o carryover.Owner) *carryover.Error {
 		WithDetails("session_id", id, "owner_node", o.Node, "owner_addr", o.Addr)
 }
 
-// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths and "reattach").
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, "reattach" and "import").
 func sessionIDOf(p string) string {
 	rest, ok := strings.CutPrefix(p, "/api/sessions/")
 	if !ok {
 		return ""
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	if id == "reattach" {
+	if id == "reattach" || id == "import" {
 		return ""
 	}
 	return id

@@ -24,6 +24,7 @@ type Options struct {
 	Keys           carryover.KeyStore // the API keys (nil: config tokens only)
 	RateLimit      RateLimit          // every credential's token bucket (zero: none)
 	MaxBodyBytes   int64              // request bodies (and uploaded files) above this answer 413
+	MaxImportBytes int64              // session archives above this answer 413 (0: DefaultMaxImportBytes)
 	AllowedOrigins []string           // websocket origins allowed besides the server's own host
 	UI             http.Handler       // served at / when not nil
 	Logger         *slog.Logger
@@ -42,11 +43,13 @@ type API struct {
 	limiter *limiter
 	// clusterView is the cluster's loads for GET /api/status (nil on a single node: status.go).
 	clusterView func() []carryover.NodeState
+	// maxImport bounds an imported archive (portable.go).
+	maxImport int64
 }
 
 // New builds the API over svc.
 func New(svc *session.Service, o Options) *API {
-	a := &API{svc: svc, maxBody: o.MaxBodyBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens,
+	a := &API{svc: svc, maxBody: o.MaxBodyBytes, maxImport: o.MaxImportBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens,
 		admin: o.AdminToken, limiter: newLimiter(o.RateLimit, time.Now)}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -80,6 +83,7 @@ func (a *API) routes() []route {
 	rs = append(rs, a.skillRoutes()...)
 	rs = append(rs, a.keyRoutes()...)
 	rs = append(rs, a.statusRoutes()...)
+	rs = append(rs, a.portableRoutes()...)
 	return append(rs,
 		route{"GET /api/sessions/{id}/files", http.HandlerFunc(a.listFiles)},
 		route{"POST /api/sessions/{id}/files", http.HandlerFunc(a.postFile)},

@@ -140,14 +140,14 @@ func (a *API) auth(next http.Handler) http.Handler {
 	})
 }
 
-// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths and "reattach").
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, "reattach" and "import").
 func sessionIDOf(p string) string {
 	rest, ok := strings.CutPrefix(p, "/api/sessions/")
 	if !ok {
 		return ""
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	if id == "reattach" {
+	if id == "reattach" || id == "import" {
 		return ""
 	}
 	return id

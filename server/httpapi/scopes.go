@@ -62,6 +62,8 @@ var routeScopes = map[string]carryover.Scope{
 	"POST /api/sessions/{id}/stop":                      carryover.ScopeTenant,
 	"POST /api/sessions/{id}/cancel":                    carryover.ScopeTenant,
 	"POST /api/sessions/{id}/fork":                      carryover.ScopeTenant,
+	"GET /api/sessions/{id}/export":                     carryover.ScopeTenant, // all of a session's state, out
+	"POST /api/sessions/import":                         carryover.ScopeTenant,
 	"POST /api/sessions/{id}/checkpoints/{cid}/restore": carryover.ScopeTenant,
 	"PUT /api/skills/{path...}":                         carryover.ScopeTenant,
 	"DELETE /api/skills/{path...}":                      carryover.ScopeTenant,

@@ -1,0 +1,231 @@
+package archive
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/persistence/chunk"
+)
+
+// Export is what Write needs: the checkpoint to export, the store holding its chunks, the session's
+// settings (the session.json member), and the source's workspace path as its kernel saw it.
+type Export struct {
+	Store      carryover.ChunkReader
+	Checkpoint carryover.Checkpoint
+	SessionID  string
+	Settings   Settings
+	Workspace  string
+	Producer   string
+}
+
+// Stats is what an export or an import moved.
+type Stats struct {
+	Chunks      int   `json:"chunks"`
+	RawBytes    int64 `json:"raw_bytes"`
+	StoredBytes int64 `json:"stored_bytes"` // chunk bytes in the archive (zstd where it pays)
+}
+
+// Write streams the archive of e to w: the index, the manifest, the settings, every chunk the
+// manifest reaches (once, parents first, each compressed with zstd when that pays) and the trailer.
+// It reads the structural chunks (descriptors, index chunks: small) once to list the graph, then
+// every chunk once more to write it; one chunk is in memory at a time.
+func Write(ctx context.Context, w io.Writer, e Export) (Stats, error) {
+	m, err := persistence.ParseManifest(e.Checkpoint)
+	if err != nil {
+		return Stats{}, fmt.Errorf("export: %w", err)
+	}
+	chunks, err := walk(ctx, e.Store, m)
+	if err != nil {
+		return Stats{}, fmt.Errorf("export: %w", err)
+	}
+	settings := e.Settings
+	if len(settings) == 0 {
+		settings = json.RawMessage("{}")
+	}
+	idx := Index{Format: Format, Version: Version, CreatedAt: time.Now().UTC(), Producer: e.Producer,
+		Source: Source{SessionID: e.SessionID, CheckpointID: e.Checkpoint.ID, Turn: e.Checkpoint.Turn,
+			CreatedAt: e.Checkpoint.CreatedAt.UTC(), Workspace: e.Workspace, ManifestFormat: m.V},
+		Parts: []Part{part(ManifestName, e.Checkpoint.Manifest), part(SessionName, settings)}, Chunks: chunks}
+	ib, err := json.Marshal(idx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("export: index: %w", err)
+	}
+	aw := &writer{tw: tar.NewWriter(w), sum: sha256.New()}
+	for _, p := range []struct {
+		name string
+		b    []byte
+	}{{IndexName, ib}, {ManifestName, e.Checkpoint.Manifest}, {SessionName, settings}} {
+		if err := aw.member(p.name, p.b, nil); err != nil {
+			return Stats{}, err
+		}
+	}
+	var st Stats
+	var raw []byte
+	for _, c := range chunks {
+		if raw, err = e.Store.ReadChunk(ctx, c.Hash, raw[:0]); err != nil {
+			return st, fmt.Errorf("export: chunk %s: %w", c.Hash, err)
+		}
+		enc, err := chunk.EncodeHashed(raw, c.Hash, nil)
+		if err != nil {
+			return st, fmt.Errorf("export: chunk %s: %w", c.Hash, err)
+		}
+		name := chunkDir + c.Hash
+		if enc.Codec == chunk.CodecZstd {
+			name += zstdSuffix
+		}
+		if err := aw.member(name, enc.Data, map[string]string{paxRawLen: strconv.Itoa(len(raw))}); err != nil {
+			return st, err
+		}
+		st.Chunks++
+		st.RawBytes += int64(len(raw))
+		st.StoredBytes += int64(len(enc.Data))
+	}
+	if err := aw.member(TrailerName, []byte(hex.EncodeToString(aw.sum.Sum(nil))+"\n"), nil); err != nil {
+		return st, err
+	}
+	if err := aw.tw.Close(); err != nil {
+		return st, fmt.Errorf("export: %w", err)
+	}
+	return st, nil
+}
+
+// paxRawLen is the PAX record of a chunk member giving the chunk's raw length.
+const paxRawLen = "CARRYOVER.raw_len"
+
+func part(name string, b []byte) Part {
+	s := sha256.Sum256(b)
+	return Part{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(s[:])}
+}
+
+// writer writes members and keeps the trailer's running digest.
+type writer struct {
+	tw  *tar.Writer
+	sum hash.Hash
+}
+
+func (a *writer) member(name string, b []byte, pax map[string]string) error {
+	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(b)), Mode: 0o644, Format: tar.FormatPAX,
+		ModTime: time.Unix(0, 0), PAXRecords: pax}
+	if pax == nil {
+		h.Format = tar.FormatUSTAR
+	}
+	if err := a.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("export: %s: %w", name, err)
+	}
+	if _, err := a.tw.Write(b); err != nil {
+		return fmt.Errorf("export: %s: %w", name, err)
+	}
+	digestMember(a.sum, name, b)
+	return nil
+}
+
+// digestMember adds one member to the trailer's digest: its name, a NUL, its size as 8 bytes
+// big-endian, its bytes.
+func digestMember(h hash.Hash, name string, b []byte) {
+	var n [8]byte
+	size := uint64(len(b))
+	for i := 7; i >= 0; i-- {
+		n[i] = byte(size)
+		size >>= 8
+	}
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// walk lists every chunk manifest m reaches, each once, with the children each lists, in an order
+// where every chunk comes after all the chunks that list it (Kahn's order from the roots): a reader
+// then knows what each chunk is (a descriptor, an index, data) before it arrives. Only structural
+// chunks are read.
+func walk(ctx context.Context, r carryover.ChunkReader, m *persistence.Manifest) ([]ChunkEntry, error) {
+	g, order, err := discover(ctx, r, m)
+	if err != nil {
+		return nil, err
+	}
+	indeg := make(map[string]int, len(order))
+	for _, h := range order {
+		for _, c := range g[h] {
+			indeg[c]++
+		}
+	}
+	var queue, sorted []string
+	for _, h := range order {
+		if indeg[h] == 0 {
+			queue = append(queue, h)
+		}
+	}
+	for len(queue) > 0 {
+		h := queue[0]
+		queue = queue[1:]
+		sorted = append(sorted, h)
+		for _, c := range g[h] {
+			if indeg[c]--; indeg[c] == 0 {
+				queue = append(queue, c)
+			}
+		}
+	}
+	if len(sorted) != len(order) {
+		return nil, fmt.Errorf("the chunk graph has a cycle")
+	}
+	out := make([]ChunkEntry, len(sorted))
+	for i, h := range sorted {
+		out[i] = ChunkEntry{Hash: h, Children: g[h]}
+	}
+	return out, nil
+}
+
+// discover reads the structural chunks m reaches and returns each chunk's children (sorted, each
+// once) and the chunks in the order first reached. A chunk reached in a new structural role is read
+// again for it.
+func discover(ctx context.Context, r carryover.ChunkReader, m *persistence.Manifest) (map[string][]string, []string, error) {
+	roles := map[string]role{}
+	kids := map[string][]child{}
+	var order []string
+	stack := roots(m)
+	slices.Reverse(stack)
+	var buf []byte
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		had, seen := roles[c.hash]
+		if !seen {
+			order = append(order, c.hash)
+		}
+		roles[c.hash] = had | c.role
+		add := c.role & structural &^ had
+		if add == 0 {
+			continue
+		}
+		var err error
+		if buf, err = r.ReadChunk(ctx, c.hash, buf[:0]); err != nil {
+			return nil, nil, fmt.Errorf("chunk %s: %w", c.hash, err)
+		}
+		cs, err := childrenAs(add, buf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("chunk %s: %w", c.hash, err)
+		}
+		kids[c.hash] = append(kids[c.hash], cs...)
+		for j := len(cs) - 1; j >= 0; j-- {
+			stack = append(stack, cs[j])
+		}
+	}
+	g := make(map[string][]string, len(order))
+	for _, h := range order {
+		if cs := kids[h]; len(cs) > 0 {
+			g[h] = hashSet(cs)
+		}
+	}
+	return g, order, nil
+}
