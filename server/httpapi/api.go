@@ -42,6 +42,8 @@ type API struct {
 	limiter *limiter
 	// clusterView is the cluster's loads for GET /api/status (nil on a single node: status.go).
 	clusterView func() []carryover.NodeState
+	// diskView is data_dir's filesystem room for GET /api/status (nil: not shown; status_disk.go).
+	diskView func() (DiskStatus, error)
 }
 
 // New builds the API over svc.
