@@ -19,7 +19,7 @@ DEBS += python3-plotly python3-altair python3-ipywidgets python3-tqdm
 DEBS += python3-seaborn
 STAMP := .deps.stamp
 
-.PHONY: all deps build run test bench vet fmt clean web-deps web-bundle tools
+.PHONY: all deps build run test chaos bench vet fmt clean web-deps web-bundle tools
 
 all: build
 
@@ -78,6 +78,12 @@ LONGEST = ./server/ ./persistence/ ./server/clustertest/ ./web/ ./clients/js/ ./
 test: deps web-deps tools
 	$(GO) vet ./...
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 $(LONGEST) ./...
+
+# chaos runs the fault tests at full length (docs/chaos.md): 100 power cuts with the durable setting,
+# 20 with normal for the record, and the chaos harness's faults; CARRYOVER_CHAOS_SEED picks the moments.
+chaos: deps tools
+	CARRYOVER_TEST_SANDBOX_REQUIRED=1 CARRYOVER_POWERCUT_ROUNDS=100 CARRYOVER_POWERCUT_NORMAL=20 \
+		$(GO) test -count=1 -timeout 120m -p 1 -v -run 'TestPowerCut' ./persistence/sqlite/ ./internal/chaos/
 
 bench: deps
 	$(GO) build -o $(BENCH) ./cmd/carryover-bench

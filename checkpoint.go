@@ -98,13 +98,17 @@ type RestoreResult struct {
 	Skipped      []VarSkip `json:"skipped"` // not saved in the first place (reported at checkpoint time)
 	// Recomputed: skipped variables rebuilt by replaying the turns that made them; NotReplayed: the
 	// skipped variables replay could not rebuild, each with why ("not replayed: turn 7 writes files").
-	Recomputed  []Recomputed   `json:"recomputed"`
-	NotReplayed []VarSkip      `json:"not_replayed"`
-	Files       int            `json:"files"`
-	Cwd         string         `json:"cwd"`
-	DurationMS  float64        `json:"duration_ms"`
-	Timings     RestoreTimings `json:"timings"`
-	Groups      []GroupTiming  `json:"groups,omitempty"`
+	Recomputed  []Recomputed `json:"recomputed"`
+	NotReplayed []VarSkip    `json:"not_replayed"`
+	Files       int          `json:"files"`
+	// FilesAhead: a wake keeps the workspace on disk as the live copy (it restores no files), so
+	// files that differ from the checkpoint (written, added or deleted since it, e.g. by a turn that
+	// was never answered because the server died) are named here rather than silently kept.
+	FilesAhead []string       `json:"files_ahead,omitempty"`
+	Cwd        string         `json:"cwd"`
+	DurationMS float64        `json:"duration_ms"`
+	Timings    RestoreTimings `json:"timings"`
+	Groups     []GroupTiming  `json:"groups,omitempty"`
 }
 
 // Recomputed is a variable a restore rebuilt by replaying turns: the turn that bound it, every turn
@@ -129,12 +133,13 @@ type RestoreReport struct {
 	NotReplayed  []VarSkip    `json:"not_replayed"`
 	Skipped      []VarSkip    `json:"skipped"`
 	Failed       []VarSkip    `json:"failed"`
+	FilesAhead   []string     `json:"files_ahead,omitempty"`
 }
 
 // Report is the RestoreReport of r.
 func (r *RestoreResult) Report() *RestoreReport {
 	return &RestoreReport{CheckpointID: r.CheckpointID, Turn: r.Turn, Recomputed: r.Recomputed, NotReplayed: r.NotReplayed,
-		Skipped: r.Skipped, Failed: r.Failed}
+		Skipped: r.Skipped, Failed: r.Failed, FilesAhead: r.FilesAhead}
 }
 
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling

@@ -99,6 +99,9 @@ type RestoreReport struct {
 	NotReplayed  []VarSkip    `json:"not_replayed"`
 	Skipped      []VarSkip    `json:"skipped"`
 	Failed       []VarSkip    `json:"failed"`
+	// FilesAhead names workspace files a wake kept that differ from the checkpoint restored
+	// (changed, added or deleted since it, e.g. by a turn never answered).
+	FilesAhead []string `json:"files_ahead,omitempty"`
 }
 
 // RestoreTimings splits a restore's time.

@@ -45,6 +45,19 @@ type NodeStatus struct {
 	// Cluster is, on a cluster node, every live node's load as this node last read it (placement
 	// weighs it when this node is full).
 	Cluster []ClusterNode `json:"cluster,omitempty"`
+	// Disk is the room on data_dir's filesystem; Level warns ("warn", then "fail") before it is
+	// full, which would fail every checkpoint.
+	Disk *DiskStatus `json:"disk,omitempty"`
+}
+
+// DiskStatus is NodeStatus.Disk.
+type DiskStatus struct {
+	Dir        string `json:"dir"`
+	FreeBytes  int64  `json:"free_bytes"`
+	TotalBytes int64  `json:"total_bytes"`
+	Level      string `json:"level"` // ok | warn | fail
+	Warning    string `json:"warning,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // ClusterNode is one live node's published load.

@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,6 +156,10 @@ type ChunksConfig struct {
 type StoreConfig struct {
 	Driver string `mapstructure:"driver"` // "sqlite" | "postgres"
 	DSN    string `mapstructure:"dsn"`    // postgres only
+	// SQLiteSynchronous is what a SQLite commit waits for: "full" (an answered turn is on disk and
+	// survives a power cut) or "normal" (an fsync only at WAL checkpoints; a power cut may lose the
+	// last moments of answered turns). sqlite only.
+	SQLiteSynchronous string `mapstructure:"sqlite_synchronous"`
 }
 
 // KernelConfig is the part of the configuration the kernel package needs.
@@ -245,6 +250,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: data_dir must not be empty")
 	case c.Store.Driver != "sqlite" && c.Store.Driver != "postgres":
 		return fmt.Errorf("configs: store.driver must be sqlite or postgres, got %q", c.Store.Driver)
+	case !slices.Contains([]string{"", "full", "normal"}, strings.ToLower(c.Store.SQLiteSynchronous)):
+		return fmt.Errorf("configs: store.sqlite_synchronous must be full or normal, got %q", c.Store.SQLiteSynchronous)
 	case c.Store.Driver == "postgres" && c.Store.DSN == "":
 		return fmt.Errorf("configs: store.dsn must name the PostgreSQL database when store.driver is postgres")
 	case c.Chunks.S3.Bucket != "" && c.Store.Driver != "postgres":

@@ -97,6 +97,10 @@ func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, chec
 		}
 		res.Files = len(m.Files)
 		res.Timings.FilesMS = msSince(tf)
+	} else if workspaceDir != "" {
+		if res.FilesAhead, err = workspaceAhead(workspaceDir, m.Files, c.Files); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
 	}
 	if err := c.restoreNamespace(ctx, ex, m, res, lazy); err != nil {
 		return nil, fmt.Errorf("restore: %w", damaged(err))

@@ -30,6 +30,11 @@ type FileLimits struct {
 	SaveHidden                  bool
 	MaxFileBytes, MaxTotalBytes int64
 	ChunkSize                   int
+	// Sync makes a snapshot that saw a change (a file read, created, renamed or deleted) syncfs the
+	// workspace's filesystem before it returns, so the files an answered turn left are on disk when
+	// its checkpoint commits: after a power cut the workspace, which a wake trusts as the live copy,
+	// is not older than the checkpoint (internal/chaos TestPowerCutTurns).
+	Sync bool
 }
 
 // FilesResult is what SnapshotFiles found and wrote.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"golang.org/x/sys/unix"
 )
 
 // SnapshotFiles walks dir (not following symlinks; a hidden directory is skipped as one entry), reuses
@@ -77,6 +78,11 @@ func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, pre
 		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
 	}
 	res.BytesWritten = b.written
+	if lim.Sync && (res.Saved > 0 || len(res.Files) != len(prev) || changedPaths(res.Files, prev)) {
+		if err := syncRoot(root); err != nil {
+			return res, fmt.Errorf("snapshot files of %s: sync: %w", dir, err)
+		}
+	}
 	for _, e := range res.Files {
 		res.Roots = append(res.Roots, e.Ref)
 	}
@@ -246,4 +252,29 @@ func dedupe(hs []string) []string {
 		}
 	}
 	return out
+}
+
+// changedPaths tells whether files names a path prev does not (a rename onto an unchanged size and
+// mtime reuses the entry without reading it, so Saved does not count it).
+func changedPaths(files, prev []FileEntry) bool {
+	had := make(map[string]bool, len(prev))
+	for _, e := range prev {
+		had[e.Path] = true
+	}
+	for _, e := range files {
+		if !had[e.Path] {
+			return true
+		}
+	}
+	return false
+}
+
+// syncRoot commits the filesystem holding root (data, names, deletions: syncfs(2)).
+func syncRoot(root *os.Root) error {
+	d, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Syncfs(int(d.Fd()))
 }

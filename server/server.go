@@ -18,6 +18,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/doctor"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence/backup"
 	"github.com/carryover/carryover/server/cluster"
@@ -165,6 +166,10 @@ func (s *Server) mountFrontDoors(ctx context.Context) error {
 		mcpOpts.Router = node
 		api.ShowCluster(node.View)
 	}
+	api.ShowDisk(func() (httpapi.DiskStatus, error) {
+		sp, err := doctor.DataDirSpace(cfg.DataDir, 0)
+		return httpapi.DiskStatus{Dir: sp.Dir, FreeBytes: sp.FreeBytes, TotalBytes: sp.TotalBytes, Level: sp.Level, Warning: sp.Warning}, err
+	})
 	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return nil

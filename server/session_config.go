@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -43,6 +44,7 @@ func sessionConfig(cfg *configs.Config) session.Config {
 			Budget: configs.Seconds(cfg.Persistence.ReplayBudgetSeconds)},
 		LazyRestore:       cfg.Persistence.LazyRestore,
 		SaveHiddenFiles:   cfg.Persistence.SaveHiddenFiles,
+		SyncFiles:         !(cfg.Store.Driver == "sqlite" && strings.EqualFold(cfg.Store.SQLiteSynchronous, "normal")),
 		MaxFileBytes:      cfg.Persistence.MaxFileBytes,
 		MaxWorkspaceBytes: cfg.Persistence.MaxWorkspaceBytes,
 

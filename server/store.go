@@ -25,7 +25,11 @@ var _ persistence.FormatStore = (*postgres.Store)(nil)
 func openStore(ctx context.Context, cfg *configs.Config) (carryover.Store, error) {
 	switch cfg.Store.Driver {
 	case "sqlite":
-		return sqlite.Open(filepath.Join(cfg.DataDir, "carryover.db"))
+		sync, err := sqlite.ParseSynchronous(cfg.Store.SQLiteSynchronous)
+		if err != nil {
+			return nil, err
+		}
+		return sqlite.OpenWith(filepath.Join(cfg.DataDir, "carryover.db"), sqlite.Options{Synchronous: sync})
 	case "postgres":
 		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, Node: nodeInfo(cfg), MaxFormat: cfg.Cluster.TestMaxFormat}
 		if o := cfg.Chunks.S3; o.Bucket != "" {

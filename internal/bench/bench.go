@@ -39,6 +39,7 @@ var sections = []section{
 	{"kernel", benchKernel},
 	{"server", benchServerSection},
 	{"idempotency", benchIdempotency},
+	{"durability", benchDurability},
 	{"jupyter front door", benchJupyterSection},
 	{"sandbox", benchSandboxSection},
 	{"checkpoint", benchCheckpoint},

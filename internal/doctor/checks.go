@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -166,25 +165,20 @@ func checkDevShm() Check {
 
 func checkDisk(o Options) Check {
 	c := Check{Name: "disk space"}
-	dir := o.DataDir
-	for dir != "/" && dir != "." {
-		if _, err := os.Stat(dir); err == nil {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	sp, err := DataDirSpace(o.DataDir, o.MinFreeBytes)
+	if err != nil {
 		c.Status, c.Detail, c.Fix = Fail, err.Error(), "make data_dir a writable directory"
 		return c
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	c.Detail = fmt.Sprintf("%s free on %s's filesystem (%s)", bytesText(free), o.DataDir, fsType(dir))
-	if free < o.MinFreeBytes {
+	c.Detail = fmt.Sprintf("%s free of %s on %s's filesystem (%s)", bytesText(sp.FreeBytes), bytesText(sp.TotalBytes), o.DataDir, fsType(nearestDir(o.DataDir)))
+	switch sp.Level {
+	case "fail":
 		c.Status, c.Fix = Fail, fmt.Sprintf("free at least %s under data_dir (checkpoints and workspaces live there)", bytesText(o.MinFreeBytes))
-		return c
+	case "warn":
+		c.Status, c.Fix = Warn, "free space under data_dir before it fills: a full data dir fails every checkpoint"
+	default:
+		c.Status = Pass
 	}
-	c.Status = Pass
 	return c
 }
 

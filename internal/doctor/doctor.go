@@ -104,7 +104,7 @@ func (r Report) Print(w io.Writer) {
 // Run runs every check that applies to o.
 func Run(ctx context.Context, o Options) Report {
 	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = 1 << 30
+		o.MinFreeBytes = DefaultMinFreeBytes
 	}
 	if o.ReachTimeout == 0 {
 		o.ReachTimeout = 5 * time.Second

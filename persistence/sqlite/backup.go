@@ -103,7 +103,7 @@ type ChangeWatch struct {
 
 // WatchChanges opens a connection of its own (not one of the store's pool) until Close.
 func (s *Store) WatchChanges(ctx context.Context) (*ChangeWatch, error) {
-	db, err := sql.Open("sqlite3", dsn(s.path, true))
+	db, err := sql.Open("sqlite3", dsn(s.path, true, SyncFull))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/carryover/carryover"
@@ -39,12 +40,50 @@ type Store struct {
 
 var _ carryover.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the SQLite database at path and brings its schema up to date.
-func Open(path string) (*Store, error) {
+// Synchronous is SQLite's synchronous mode for the store's connections: what a commit waits for.
+type Synchronous string
+
+const (
+	// SyncFull fsyncs the WAL at every commit: once a turn is answered its checkpoint and record are on
+	// disk and survive a power cut (persistence/sqlite/powercut_test.go). Each commit pays an fsync.
+	SyncFull Synchronous = "full"
+	// SyncNormal fsyncs only at WAL checkpoints: a crash or kill -9 loses nothing, but a power cut
+	// may lose the commits since the last WAL checkpoint (at most ~walCheckpointDelay plus its run).
+	SyncNormal Synchronous = "normal"
+)
+
+// Options are the choices Open leaves to the operator.
+type Options struct {
+	// Synchronous is the durability of a commit; "" is SyncFull.
+	Synchronous Synchronous
+}
+
+// ParseSynchronous reads the config's spelling of a synchronous mode ("full" or "normal", any case;
+// "" is full). Anything else is an error naming the choices.
+func ParseSynchronous(s string) (Synchronous, error) {
+	switch Synchronous(strings.ToLower(s)) {
+	case "", SyncFull:
+		return SyncFull, nil
+	case SyncNormal:
+		return SyncNormal, nil
+	}
+	return "", fmt.Errorf("sqlite synchronous must be full or normal, got %q", s)
+}
+
+// Open opens (creating if needed) the SQLite database at path with the default Options (synchronous
+// FULL) and brings its schema up to date.
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with the operator's Options.
+func OpenWith(path string, o Options) (*Store, error) {
+	mode, err := ParseSynchronous(string(o.Synchronous))
+	if err != nil {
+		return nil, err
+	}
 	if err := prepareNewFile(path); err != nil {
 		return nil, err
 	}
-	db, err := sqlx.Open(driverName, dsn(path, false))
+	db, err := sqlx.Open(driverName, dsn(path, false, mode))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -76,13 +115,14 @@ func Open(path string) (*Store, error) {
 // dsn builds the go-sqlite3 connection string. _txlock=immediate makes every transaction take the write
 // lock at BEGIN, so a transaction never fails half-way when it upgrades from reading to writing (it can
 // only wait, up to busy_timeout, for a writer of another process such as the sqlite3 shell).
-func dsn(path string, bootstrap bool) string {
+// _synchronous is the operator's durability choice (Options.Synchronous).
+func dsn(path string, bootstrap bool, mode Synchronous) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", "5000")
 	if !bootstrap {
 		q.Set("_journal_mode", "WAL")
 		q.Set("_foreign_keys", "on")
-		q.Set("_synchronous", "NORMAL")
+		q.Set("_synchronous", strings.ToUpper(string(mode)))
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
@@ -97,7 +137,7 @@ func prepareNewFile(path string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite3", dsn(path, true))
+	db, err := sql.Open("sqlite3", dsn(path, true, SyncFull))
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}

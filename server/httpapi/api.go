@@ -45,6 +45,8 @@ type API struct {
 	clusterView func() []carryover.NodeState
 	// maxImport bounds an imported archive (portable.go).
 	maxImport int64
+	// diskView is data_dir's filesystem room for GET /api/status (nil: not shown; status_disk.go).
+	diskView func() (DiskStatus, error)
 }
 
 // New builds the API over svc.

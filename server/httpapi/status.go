@@ -18,6 +18,7 @@ func (a *API) statusRoutes() []route {
 type statusAnswer struct {
 	session.NodeStatus
 	Cluster []clusterNode `json:"cluster,omitempty"`
+	Disk    *DiskStatus   `json:"disk,omitempty"`
 }
 
 // clusterNode is one live node's load as this node last read it from the shared store.
@@ -45,5 +46,6 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 				MaxLiveKernels: n.Load.Capacity, Queued: n.Load.Queued, IdleKernels: n.Load.Idle})
 		}
 	}
+	out.Disk = a.disk()
 	writeJSON(w, http.StatusOK, out)
 }

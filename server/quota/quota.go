@@ -113,6 +113,23 @@ func (g *Gate) CheckTurn(ctx context.Context, tenant string) error {
 	return nil
 }
 
+// CheckStore refuses to store extra more bytes for tenant (an imported archive's new chunks) when
+// they would take it past its stored_bytes quota.
+func (g *Gate) CheckStore(ctx context.Context, tenant string, extra int64) error {
+	q := g.Of(tenant)
+	if q.StoredBytes <= 0 {
+		return nil
+	}
+	stored, _, err := g.usageOf(ctx, tenant, carryover.Quotas{StoredBytes: q.StoredBytes})
+	if err != nil {
+		return err
+	}
+	if stored+extra > q.StoredBytes {
+		return carryover.QuotaError(tenant, carryover.QuotaStoredBytes, q.StoredBytes, stored+extra)
+	}
+	return nil
+}
+
 // usageOf counts tenant's stored bytes and CPU seconds this period, from its sessions. A session's
 // checkpoint bytes are counted again only when its last checkpoint changed since they were last
 // counted (a turn's checkpoint, a restore, a prune), so a turn costs one listing of the sessions,

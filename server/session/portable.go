@@ -110,7 +110,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if _, err := s.get(newID); err == nil {
 		return ImportResult{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
 	}
-	release, err := s.admitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
+	release, err := s.quota.AdmitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
 	if err != nil {
 		return ImportResult{}, err
 	}
@@ -124,7 +124,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err != nil {
 		return ImportResult{}, err
 	}
-	if err := s.checkImportQuota(ctx, tenant, staged.Written); err != nil {
+	if err := s.quota.CheckStore(ctx, tenant, staged.Written); err != nil {
 		return ImportResult{}, err
 	}
 	ls, err := s.reserveFork(ctx, doc)
@@ -141,22 +141,6 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	}
 	return ImportResult{Session: ls.docCopy().View(), CheckpointID: cid, Source: staged.Index.Source, Chunks: staged.Stats.Chunks,
 		ChunksPresent: staged.Present, BytesWritten: staged.Written, Warnings: warnings}, nil
-}
-
-// checkImportQuota refuses an import whose new bytes would take tenant past its stored_bytes quota.
-func (s *Service) checkImportQuota(ctx context.Context, tenant string, written int64) error {
-	q := s.quotasOf(tenant)
-	if q.StoredBytes <= 0 {
-		return nil
-	}
-	u, err := s.tenantUsage(ctx, tenant, q)
-	if err != nil {
-		return err
-	}
-	if u.stored+written > q.StoredBytes {
-		return carryover.QuotaError(tenant, carryover.QuotaStoredBytes, q.StoredBytes, u.stored+written)
-	}
-	return nil
 }
 
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from

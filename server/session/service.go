@@ -156,6 +156,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 				MaxFileBytes:  cfg.MaxFileBytes,
 				MaxTotalBytes: cfg.MaxWorkspaceBytes,
 				ChunkSize:     cfg.ChunkSize,
+				Sync:          cfg.SyncFiles,
 			},
 		},
 		log:      log,

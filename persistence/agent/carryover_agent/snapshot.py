@@ -3,6 +3,7 @@ cut it into chunks and hand Go the ones it does not have (write), and keep the n
 until Go says it committed it. See the package docstring for the protocol."""
 
 import os
+import shutil
 import struct
 import sys
 import time
@@ -45,7 +46,15 @@ def op_snapshot(agent, a):
     serialize = time.perf_counter() - t1
 
     t2 = time.perf_counter()
-    chunks_out, saved, hash_t = _write(agent, results, new_groups, cur, prev, os.path.join(agent.spool, token), cs)
+    outdir = os.path.join(agent.spool, token)
+    try:
+        chunks_out, saved, hash_t = _write(agent, results, new_groups, cur, prev, outdir, cs)
+    except BaseException:
+        # A write that failed (a full disk: ENOSPC) leaves no partial spool files behind: Go never
+        # reads a failed snapshot's, so nothing else would remove them before the kernel ends, and
+        # on a full disk they would hold the space the next checkpoint needs.
+        shutil.rmtree(outdir, ignore_errors=True)
+        raise
     forget_ahead()  # slices compressed ahead that Go had already
     _carry_over(prev, cur, new_groups, skipped)
     write = time.perf_counter() - t2 - hash_t
