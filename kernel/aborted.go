@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
 )
 
 // abortRetries bounds the retries of an aborted request: the window lasts one pass of the

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
 )
 
 // Comm is one comm open in a kernel.

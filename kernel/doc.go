@@ -5,7 +5,8 @@
 // signed wire format (wire.go), the five channels (channels.go), one process's lifetime and message
 // routing (instance.go), execute (execute.go), interrupt/restart/shutdown (control.go), heartbeat
 // (heartbeat.go), complete/inspect (requests.go), the raw message path for proxies (raw.go), /proc
-// figures (stats.go) and a pool of warm kernels (pool.go).
+// figures (stats.go), a pool of warm kernels (pool.go), the comms open in a kernel as a front door
+// sees them go by (comms.go) and a request the kernel answered "aborted" sent again (aborted.go).
 //
 // It knows nothing of sessions, SQLite or HTTP.
 //

@@ -89,8 +89,11 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	if err := p.fill(ctx, cfg, log); err != nil {
 		return fail(err)
 	}
+	// This server's own metrics (its service's, its node ledger's) on its own registry; GET /metrics
+	// serves them beside the process's (Go runtime, process, the cluster's placements).
+	metrics := prometheus.NewRegistry()
 	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log,
-		Metrics: prometheus.DefaultRegisterer}) // what GET /metrics serves (httpapi: promhttp.Handler)
+		Metrics: metrics})
 	if err != nil {
 		return fail(err)
 	}
@@ -102,7 +105,8 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	}
 	api := httpapi.New(svc, httpapi.Options{Tokens: tokens(token, cfg.Auth.Tenants), AdminToken: token, Keys: p.Store,
 		RateLimit:    httpapi.RateLimit{PerSecond: cfg.Auth.RateLimit.RequestsPerSecond, Burst: cfg.Auth.RateLimit.Burst},
-		MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxImportBytes: cfg.Server.MaxImportBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log})
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxImportBytes: cfg.Server.MaxImportBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log,
+		Metrics: prometheus.Gatherers{prometheus.DefaultGatherer, metrics}})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock,
 		fatal: make(chan error, 1)}
 	if err := s.mountFrontDoors(ctx); err != nil {

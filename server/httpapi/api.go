@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/carryover/carryover"
@@ -28,6 +29,9 @@ type Options struct {
 	AllowedOrigins []string           // websocket origins allowed besides the server's own host
 	UI             http.Handler       // served at / when not nil
 	Logger         *slog.Logger
+	// Metrics is what GET /metrics serves (the assembly's: the server's registry and the
+	// process's); nil: the process's default registry.
+	Metrics prometheus.Gatherer
 }
 
 // API is the HTTP + websocket surface over a session service.
@@ -37,6 +41,7 @@ type API struct {
 	origins map[string]bool
 	log     *slog.Logger
 	ui      http.Handler
+	metrics http.Handler      // GET /metrics
 	tenants map[string]string // token -> tenant
 	admin   string            // the admin token
 	keys    *keyVerifier
@@ -57,6 +62,10 @@ func New(svc *session.Service, o Options) *API {
 		a.log = slog.Default()
 	}
 	a.keys = newKeyVerifier(o.Keys, a.log)
+	a.metrics = promhttp.Handler()
+	if o.Metrics != nil { // as promhttp.Handler, on the given gatherer
+		a.metrics = promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer, promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
+	}
 	for _, origin := range o.AllowedOrigins {
 		a.origins[strings.TrimRight(origin, "/")] = true
 	}
@@ -74,7 +83,7 @@ type route struct {
 func (a *API) routes() []route {
 	rs := []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
-		{"GET /metrics", promhttp.Handler()},
+		{"GET /metrics", a.metrics},
 		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
 	}
 	rs = append(rs, a.sessionRoutes()...)

@@ -15,16 +15,16 @@ import (
 // startBackground starts the loop; Close stops it.
 func (s *Service) StartBackground() {
 	s.mu.Lock()
-	if s.stopBG != nil {
+	if s.bg.stop != nil {
 		s.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopBG = cancel
+	s.bg.stop = cancel
 	s.mu.Unlock()
-	s.wg.Add(1)
+	s.bg.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer s.bg.wg.Done()
 		tick := time.NewTicker(s.tickEvery())
 		defer tick.Stop()
 		lastCull := time.Now()
@@ -38,7 +38,7 @@ func (s *Service) StartBackground() {
 			s.relieveMemory(ctx)
 			s.updateGauges()
 			s.rotateDue(ctx)
-			s.idem.Expire(ctx)
+			s.adm.idem.Expire(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)
@@ -88,9 +88,9 @@ func (s *Service) rotateDue(ctx context.Context) {
 		if !due {
 			continue
 		}
-		s.wg.Add(1)
+		s.bg.wg.Add(1)
 		go func(ls *liveSession) {
-			defer s.wg.Done()
+			defer s.bg.wg.Done()
 			defer func() { ls.mu.Lock(); ls.rotating = false; ls.mu.Unlock() }()
 			// Queue behind a run in progress: rotation waits for it, later runs wait for rotation.
 			if err := ls.lock.Lock(ctx); err != nil {

@@ -15,7 +15,7 @@ import (
 // hibernated one's wake, a rotation's, a checkpoint restore's, an ephemeral run's) is claimed by
 // takeKernel: a lease of the node's ledger (server/capacity: the tenant's limit, then a slot,
 // hibernating the least recently used idle session on a full node, else a queue by fair share),
-// then a kernel; stopKernel gives the lease back. A lease is held exactly while kernelsLive counts
+// then a kernel; stopKernel gives the lease back. A lease is held exactly while carryover_kernels_live counts
 // the kernel.
 
 // kernelClaim is one claim of a kernel.
@@ -34,7 +34,7 @@ type kernelClaim struct {
 // kernel (claimKernel), counted live. A refusal or a failed start leaves nothing held.
 func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel, error) {
 	tenant := c.doc.TenantName()
-	lease, err := s.ledger.Acquire(ctx, capacity.Claim{Tenant: tenant, Limit: s.quota.Of(tenant).LiveKernels,
+	lease, err := s.adm.ledger.Acquire(ctx, capacity.Claim{Tenant: tenant, Limit: s.adm.quota.Of(tenant).LiveKernels,
 		Replaces: s.leaseOf(c.replaces)}, s.evictForClaim)
 	if err != nil {
 		return nil, inFullCluster(ctx, err)
@@ -50,8 +50,8 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 		lease.Release()
 		return nil, s.startFailed(ctx, err)
 	}
-	s.leases.Store(k, lease)
-	kernelsLive.Inc()
+	s.adm.leases.Store(k, lease)
+	s.m.kernelsLive.Inc()
 	return k, nil
 }
 
@@ -67,16 +67,16 @@ func (s *Service) leaseOf(k *kernel.Kernel) *capacity.Lease {
 	if k == nil {
 		return nil
 	}
-	le, _ := s.leases.Load(k)
+	le, _ := s.adm.leases.Load(k)
 	lease, _ := le.(*capacity.Lease)
 	return lease
 }
 
 // releaseLease gives back the lease k held (takeKernel), once its process is gone.
 func (s *Service) releaseLease(k *kernel.Kernel) {
-	if le, ok := s.leases.LoadAndDelete(k); ok {
+	if le, ok := s.adm.leases.LoadAndDelete(k); ok {
 		le.(*capacity.Lease).Release()
-		kernelsLive.Dec()
+		s.m.kernelsLive.Dec()
 	}
 }
 
@@ -85,7 +85,7 @@ func (s *Service) releaseLease(k *kernel.Kernel) {
 // overloaded node: a 429 capacity answer with Retry-After, counted with the other refusals.
 func (s *Service) startFailed(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return s.ledger.RefuseStart(s.cfg.StartupTimeout, err)
+		return s.adm.ledger.RefuseStart(s.cfg.StartupTimeout, err)
 	}
 	return &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 }

@@ -13,7 +13,7 @@ import (
 // it takes a new session (docs/capacity.md, "Cluster placement"): its slots, its queue, and its idle
 // live kernels (what it could hibernate to make room).
 func (s *Service) Load() carryover.NodeLoad {
-	sl := s.ledger.Stats()
+	sl := s.adm.ledger.Stats()
 	s.mu.Lock()
 	all := make([]*liveSession, 0, len(s.sessions))
 	for _, ls := range s.sessions {

@@ -32,7 +32,7 @@ func (s *Service) evictionCandidates() []capacity.Candidate[*liveSession] {
 // was hibernated.
 func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
-	for _, ls := range capacity.EvictionOrder(s.evictionCandidates(), s.ledger.OverShare()) {
+	for _, ls := range capacity.EvictionOrder(s.evictionCandidates(), s.adm.ledger.OverShare()) {
 		if !ls.lock.TryLock() {
 			continue // a turn started meanwhile
 		}
@@ -71,11 +71,11 @@ func hibernatable(st string) bool {
 
 // countHibernation counts a hibernation by reason (the status endpoint and its metric).
 func (s *Service) countHibernation(reason string) {
-	hibernations.WithLabelValues(reason).Inc()
+	s.m.hibernations.WithLabelValues(reason).Inc()
 	s.mu.Lock()
-	if s.evictions == nil {
-		s.evictions = map[string]int64{}
+	if s.watch.evictions == nil {
+		s.watch.evictions = map[string]int64{}
 	}
-	s.evictions[reason]++
+	s.watch.evictions[reason]++
 	s.mu.Unlock()
 }

@@ -38,13 +38,13 @@ func (s *Service) kernelMemory() int64 {
 // relieveMemory hibernates idle sessions, least recently used first, while memory is short (the
 // background loop calls it every tick, after sampling the kernels).
 func (s *Service) relieveMemory(ctx context.Context) {
-	h, err := s.memory()
+	h, err := s.watch.read()
 	if err != nil {
 		h = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}
 	}
 	used := s.kernelMemory()
 	s.noteMemory(used, h)
-	excess := capacity.MemoryExcess(used, s.budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.budget.KernelBytes)
+	excess := capacity.MemoryExcess(used, s.watch.budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.watch.budget.KernelBytes)
 	for excess > 0 {
 		freed, ok := s.evictIdle(ctx, capacity.ReasonMemory)
 		if !ok {

@@ -64,20 +64,20 @@ type memoryReading struct {
 // noteMemory keeps the tick's reading for Status and the metrics.
 func (s *Service) noteMemory(kernels int64, h HostMemory) {
 	s.mu.Lock()
-	s.lastMem = memoryReading{kernels: kernels, host: h, read: true}
+	s.watch.last = memoryReading{kernels: kernels, host: h, read: true}
 	s.mu.Unlock()
-	kernelMemoryBytes.Set(float64(kernels))
+	s.m.kernelMemory.Set(float64(kernels))
 }
 
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
 func (s *Service) Status() NodeStatus {
-	sl := s.ledger.Stats()
+	sl := s.adm.ledger.Stats()
 	ps := s.pool.Stats()
 	st := NodeStatus{
 		NodeID: s.cfg.NodeID,
-		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.budget.Source, LiveKernels: sl.Held,
+		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.watch.budget.Source, LiveKernels: sl.Held,
 			Queued: sl.Queued, QueuedTotal: sl.QueuedTotal, QueueSeconds: s.cfg.QueueWait.Seconds(),
-			MemoryBudgetBytes: s.budget.Memory, KernelBytes: s.budget.KernelBytes},
+			MemoryBudgetBytes: s.watch.budget.Memory, KernelBytes: s.watch.budget.KernelBytes},
 		Pool: PoolStatus{Idle: ps.Idle, Starting: ps.Starting, Target: ps.Target, Size: ps.Size, MaxSize: ps.MaxSize,
 			Claims: ps.Claims, Misses: ps.Misses, Grown: ps.Grown},
 		Refusals:  sl.Refused,
@@ -88,10 +88,10 @@ func (s *Service) Status() NodeStatus {
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}
-	for k, v := range s.evictions {
+	for k, v := range s.watch.evictions {
 		st.Evictions[k] = v
 	}
-	mem := s.lastMem
+	mem := s.watch.last
 	s.mu.Unlock()
 	st.Sessions = countSessions(all)
 	if !mem.read {
@@ -129,10 +129,10 @@ func (s *Service) updateGauges() {
 		all = append(all, ls)
 	}
 	s.mu.Unlock()
-	sessionsHibernated.Set(float64(countSessions(all).Hibernated))
+	s.m.sessionsHibernated.Set(float64(countSessions(all).Hibernated))
 	series := tenantSeriesOf(all)
-	tenantMetrics.last.Store(&series)
+	s.m.tenants.last.Store(&series)
 	ps := s.pool.Stats()
-	poolIdle.Set(float64(ps.Idle))
-	poolTarget.Set(float64(ps.Target))
+	s.m.poolIdle.Set(float64(ps.Idle))
+	s.m.poolTarget.Set(float64(ps.Target))
 }

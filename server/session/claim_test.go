@@ -33,11 +33,11 @@ func holdKernel(t *testing.T, s *Service, id string) {
 		t.Fatal(err)
 	}
 	k := &kernel.Kernel{}
-	lease, err := s.ledger.Acquire(context.Background(), capacity.Claim{Tenant: ls.tenant()}, nil)
+	lease, err := s.adm.ledger.Acquire(context.Background(), capacity.Claim{Tenant: ls.tenant()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.leases.Store(k, lease)
+	s.adm.leases.Store(k, lease)
 	ls.mu.Lock()
 	ls.kern = k
 	ls.mu.Unlock()

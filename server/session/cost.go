@@ -96,7 +96,7 @@ func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours fl
 		return nil
 	}); err != nil {
 		s.log.Error("cost not recorded", "session", ls.id, "err", err)
-		recordFailures.Inc()
+		s.m.recordFailures.Inc()
 	}
 }
 

@@ -18,13 +18,13 @@
 // stream.go/hub.go/frames.go (what subscribers receive), records.go (events, executions and tools
 // for front doors), cluster.go and list_cluster.go (a node of a cluster), jupyter.go (a Jupyter
 // client's execute_request as a turn, RunRaw, and its other shell messages in the same line,
-// SendInLine), comms.go (the comms a replaced kernel lost, named for any front door that relays
-// them), comm_relay.go (the UI's widgets: comm messages relayed over the session's stream),
-// aborted.go (a request the kernel answered "aborted" sent again), capacity.go (the node's
-// live-kernel slots and their queue), capacity_evict.go (hibernating the least recently used idle
-// session), capacity_memory.go (the memory pressure watch), capacity_budget.go (the derived
-// defaults) and capacity_status.go (GET /api/status).
+// SendInLine), comm_relay.go (the UI's widgets: comm messages relayed over the session's stream;
+// kernel.CommSet names the comms a replaced kernel lost), capacity.go (the one claim of a kernel,
+// takeKernel, on a lease of the node's ledger, package capacity), capacity_evict.go (hibernating
+// the least recently used idle session), capacity_memory.go (the memory pressure watch),
+// capacity_status.go (GET /api/status), capacity_cluster.go (a cluster node's load), quota.go (what
+// package quota counts from), idempotency.go (keyed turns on package idempotency), metrics.go and
+// metrics_tenant.go (the metrics, on the registry Options.Metrics gives).
 //
-// Unit tests run without a kernel on the fakes of package mock (service_helper_test.go), except
-// aborted_test.go: the abort window it checks is ipykernel's.
+// Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session

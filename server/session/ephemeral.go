@@ -29,7 +29,7 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	tenant := carryover.TenantFromContext(ctx)
 	// Refused at the tenant's stored_bytes or cpu_seconds quota; its own CPU is not counted (no
 	// session records it). Its kernel is a live kernel of the tenant like any other (takeKernel).
-	if err := s.quota.CheckTurn(ctx, tenant); err != nil {
+	if err := s.adm.quota.CheckTurn(ctx, tenant); err != nil {
 		return nil, err
 	}
 	ls := &liveSession{id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},

@@ -116,7 +116,7 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 // reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
 // ensureKernel refuse a deleted session), and stores its document.
 func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*liveSession, error) {
-	release, err := s.quota.AdmitCreate(ctx, doc.TenantName()) // a fork is one more session of the tenant
+	release, err := s.adm.quota.AdmitCreate(ctx, doc.TenantName()) // a fork is one more session of the tenant
 	if err != nil {
 		return nil, err
 	}

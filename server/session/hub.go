@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/carryover/carryover"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Subscriber is one client of a session's stream (a websocket today). Frames go through a bounded
@@ -13,10 +14,11 @@ import (
 // queue is full the frame is dropped for this client only, and a notice tells it how many it missed.
 type Subscriber struct {
 	out     chan []byte
-	events  atomic.Bool  // subscribed to events
-	comms   atomic.Bool  // gets the comm relay's frames (comms.go)
-	afterEv atomic.Int64 // highest event sequence delivered
-	dropped atomic.Int64 // frames dropped since the last notice
+	events  atomic.Bool                        // subscribed to events
+	comms   atomic.Bool                        // gets the comm relay's frames (comms.go)
+	afterEv atomic.Int64                       // highest event sequence delivered
+	dropped atomic.Int64                       // frames dropped since the last notice
+	dropM   atomic.Pointer[prometheus.Counter] // the service's carryover_ws_dropped_frames_total (Attach)
 	closed  chan struct{}
 	once    sync.Once
 }
@@ -64,7 +66,9 @@ func (s *Subscriber) send(frame []byte) bool {
 		return true
 	default:
 		s.dropped.Add(1)
-		droppedFrames.Inc()
+		if c := s.dropM.Load(); c != nil {
+			(*c).Inc()
+		}
 		return false
 	}
 }

@@ -31,7 +31,7 @@ func runKeyed[T any](ctx context.Context, s *Service, id, kind, key string, req 
 	if _, err := s.get(id); err != nil {
 		return nil, err
 	}
-	res, replayed, err := idempotency.Do(ctx, s.idem, idempotency.Request{Scope: id, Key: key, Kind: kind, Body: req}, do)
+	res, replayed, err := idempotency.Do(ctx, s.adm.idem, idempotency.Request{Scope: id, Key: key, Kind: kind, Body: req}, do)
 	if replayed && onReplay != nil {
 		onReplay()
 	}

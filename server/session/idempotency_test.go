@@ -178,7 +178,7 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.idem.Expire(ctx)
+	s.adm.idem.Expire(ctx)
 	if _, err := store.GetIdempotencyKey(ctx, "x", "k"); err == nil {
 		t.Fatal("an expired key survived the GC")
 	}

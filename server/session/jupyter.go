@@ -58,25 +58,9 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	var c executeContent
-	if req.Content, err = normalizeExecute(req.Content); err != nil {
+	c, msgID, err := parseExecute(&req)
+	if err != nil {
 		return nil, err
-	}
-	// The kernel never aborts on its own: after a cell that ended in an error, ipykernel's
-	// stop_on_error aborts every execute_request that reaches it for a moment, carryover's own
-	// snapshot of this very turn included (a raised cell skips user expressions, so that snapshot
-	// is a request of its own). The front door aborts the client's queued cells itself instead
-	// (server/jupyter turns.go), which are the only ones the kernel would have aborted: it gets the
-	// client's executes one at a time.
-	if req.Content, err = withField(req.Content, "stop_on_error", false); err != nil {
-		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
-	}
-	_ = json.Unmarshal(req.Content, &c)
-	var hdr struct {
-		MsgID string `json:"msg_id"`
-	}
-	if err := json.Unmarshal(req.Header, &hdr); err != nil || hdr.MsgID == "" {
-		return nil, carryover.Errorf(carryover.CodeInvalid, "execute_request header has no msg_id")
 	}
 	ctx = context.WithoutCancel(ctx) // a client that goes away does not undo its turn
 	end, err := s.beginTurn(ctx, ls, nil)
@@ -102,8 +86,8 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
 	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
-	shown := s.showRawTurn(ls, hdr.MsgID, c)
-	turn, durationMS := s.sendAndWait(ctx, k, hdr.MsgID, req, func(o kernel.Output) {
+	shown := s.showRawTurn(ls, msgID, c)
+	turn, durationMS := s.sendAndWait(ctx, k, msgID, req, func(o kernel.Output) {
 		if col.add(o) && shown != nil {
 			shown.output(&ls.hub, o)
 		}
@@ -111,26 +95,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	col.finish()
 	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
-	var runErr error
-	switch {
-	case turn.Died:
-		res.ExecutionCount = ls.docCopy().ExecutionCount
-		if advance {
-			res.ExecutionCount++
-		}
-		runErr = &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint"}
-		ride.prep = nil
-	case turn.ReplyLost: // the cell ran; the checkpoint takes its own snapshot (no answer rode back)
-		res.ExecutionCount = ls.docCopy().ExecutionCount
-		if advance {
-			res.ExecutionCount++
-		}
-		res.Error = &RunError{EName: "KeyboardInterrupt", EValue: kernel.LostReplyMessage}
-	default:
-		res.Status, res.ExecutionCount = replyStatus(turn.Reply)
-		ride.answer = stripUserExpression(turn.Reply, snapshotKey)
-	}
-	turn.ExecutionCount = res.ExecutionCount
+	runErr := rawOutcome(turn, res, ls.docCopy().ExecutionCount, advance)
 	s.checkpointTurn(ctx, ls, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
@@ -142,13 +107,64 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	if runErr != nil {
 		status = string(carryover.CodeKernelDied)
 	}
-	runsTotal.WithLabelValues(status).Inc()
+	s.m.runs.WithLabelValues(status).Inc()
 	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: data}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
 	}
 	s.endRawTurn(ls, shown, res)
 	return turn, nil
+}
+
+// parseExecute reads a Jupyter execute_request: its content (normalized, stop_on_error off) and its
+// msg_id.
+func parseExecute(req *kernel.RawMessage) (c executeContent, msgID string, err error) {
+	if req.Content, err = normalizeExecute(req.Content); err != nil {
+		return c, "", err
+	}
+	// The kernel never aborts on its own: after a cell that ended in an error, ipykernel's
+	// stop_on_error aborts every execute_request that reaches it for a moment, carryover's own
+	// snapshot of this very turn included (a raised cell skips user expressions, so that snapshot
+	// is a request of its own). The front door aborts the client's queued cells itself instead
+	// (server/jupyter turns.go), which are the only ones the kernel would have aborted: it gets the
+	// client's executes one at a time.
+	if req.Content, err = withField(req.Content, "stop_on_error", false); err != nil {
+		return c, "", carryover.Errorf(carryover.CodeInvalid, "execute_request content: %v", err)
+	}
+	_ = json.Unmarshal(req.Content, &c)
+	var hdr struct {
+		MsgID string `json:"msg_id"`
+	}
+	if err := json.Unmarshal(req.Header, &hdr); err != nil || hdr.MsgID == "" {
+		return c, "", carryover.Errorf(carryover.CodeInvalid, "execute_request header has no msg_id")
+	}
+	return c, hdr.MsgID, nil
+}
+
+// rawOutcome fills res from how a Jupyter turn ended (count: the session's execution count before
+// it); its error is the turn's when the kernel died.
+func rawOutcome(turn *RawTurn, res *RunResult, count int, advance bool) error {
+	var runErr error
+	switch {
+	case turn.Died:
+		res.ExecutionCount = count
+		if advance {
+			res.ExecutionCount++
+		}
+		runErr = &carryover.Error{Code: carryover.CodeKernelDied, Message: "the kernel died during the run; the session is restored from its last checkpoint"}
+		res.ride.prep = nil
+	case turn.ReplyLost: // the cell ran; the checkpoint takes its own snapshot (no answer rode back)
+		res.ExecutionCount = count
+		if advance {
+			res.ExecutionCount++
+		}
+		res.Error = &RunError{EName: "KeyboardInterrupt", EValue: kernel.LostReplyMessage}
+	default:
+		res.Status, res.ExecutionCount = replyStatus(turn.Reply)
+		res.ride.answer = stripUserExpression(turn.Reply, snapshotKey)
+	}
+	turn.ExecutionCount = res.ExecutionCount
+	return runErr
 }
 
 // showRawTurn makes a Jupyter client's visible (not silent) turn a run the session's own clients see

@@ -273,7 +273,7 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	err := s.saveLocked(ctx, ls)
 	ls.mu.Unlock()
 	s.logSaveErr(ls, "kernel death", err)
-	kernelDeaths.Inc()
+	s.m.kernelDeaths.Inc()
 	reason := ""
 	if err := k.Err(); err != nil {
 		reason = err.Error()
@@ -327,11 +327,11 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 	}
 	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
 	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.workspace(ls.id), answer)
-	checkpointSeconds.Observe(time.Since(start).Seconds())
+	s.m.checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
-	checkpointBytes.Add(float64(res.BytesWritten))
+	s.m.checkpointBytes.Add(float64(res.BytesWritten))
 	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
 		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil

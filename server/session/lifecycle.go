@@ -95,7 +95,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Rotation != nil {
 		doc.Rotation = *req.Rotation
 	}
-	release, err := s.quota.AdmitCreate(ctx, doc.TenantName())
+	release, err := s.adm.quota.AdmitCreate(ctx, doc.TenantName())
 	if err != nil {
 		return carryover.Session{}, err
 	}

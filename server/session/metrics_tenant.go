@@ -33,10 +33,6 @@ type tenantCollector struct {
 	sessions, live, hibernated, busy, cpu *prometheus.Desc
 }
 
-var tenantMetrics = newTenantCollector()
-
-func init() { prometheus.MustRegister(tenantMetrics) }
-
 func newTenantCollector() *tenantCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help+" Per tenant: the 20 largest, the rest summed as _other.", []string{"tenant"}, nil)

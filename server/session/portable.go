@@ -110,7 +110,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if _, err := s.get(newID); err == nil {
 		return ImportResult{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
 	}
-	release, err := s.quota.AdmitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
+	release, err := s.adm.quota.AdmitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
 	if err != nil {
 		return ImportResult{}, err
 	}
@@ -124,7 +124,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err != nil {
 		return ImportResult{}, err
 	}
-	if err := s.quota.CheckStore(ctx, tenant, staged.Written); err != nil {
+	if err := s.adm.quota.CheckStore(ctx, tenant, staged.Written); err != nil {
 		return ImportResult{}, err
 	}
 	ls, err := s.reserveFork(ctx, doc)

@@ -70,7 +70,7 @@ func TestQuotaRefusalTakesNoSlot(t *testing.T) {
 		_, err := s.Run(ctx, "q", RunRequest{Code: "1+1"}, RunOptions{})
 		wantCode(t, err, carryover.CodeQuotaExceeded)
 	}
-	if held := s.ledger.Stats().Held; held != 1 {
+	if held := s.adm.ledger.Stats().Held; held != 1 {
 		t.Fatalf("%d slots held after three refusals, want 1 (the other session's)", held)
 	}
 }

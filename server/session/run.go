@@ -135,8 +135,8 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
 	}
-	runsTotal.WithLabelValues(status).Inc()
-	runSeconds.Observe(res.DurationMS / 1000)
+	s.m.runs.WithLabelValues(status).Inc()
+	s.m.runSeconds.Observe(res.DurationMS / 1000)
 	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()

@@ -12,8 +12,6 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // claimKernel hands out a kernel for the session: a warm one from the pool, or a new one started for
@@ -91,7 +89,7 @@ func limitErr(err error) error {
 // sandboxEvent logs a limit hit and records it as a sandbox_limit_exceeded event of the session.
 func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit) {
 	s.log.Warn("sandbox limit hit", "session", id, "kernel", k.ID(), "limit", hit.Kind, "limits", hit.Summary, "action", hit.Message)
-	sandboxLimitHits.WithLabelValues(hit.Kind).Inc()
+	s.m.limitHits.WithLabelValues(hit.Kind).Inc()
 	ls, err := s.get(id)
 	if err != nil {
 		return // an ephemeral /api/execute session
@@ -100,7 +98,3 @@ func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit)
 		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
 	s.emit(context.Background(), ls, carryover.EventSandboxLimitExceeded, payload)
 }
-
-var sandboxLimitHits = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "carryover_sandbox_limit_hits_total", Help: "Sandbox limit hits by limit (memory: OOM kills, pids: fork refusals).",
-}, []string{"limit"})

@@ -31,24 +31,39 @@ type Service struct {
 	pool  *kernel.Pool
 	kopts kernel.Options // kopts.Provisioner runs kernels and exec commands (sandbox.go)
 	log   *slog.Logger
+	m     *metrics
 
 	mu       sync.Mutex
 	sessions map[string]*liveSession
 	closing  bool
 	runSeq   int64
-	wg       sync.WaitGroup // background work (restores after a death, rotations, the loop)
-	stopBG   context.CancelFunc
-	skills   *skills.Skills    // the tenants' skills and this node's cache of them
-	quota    *quota.Gate       // the tenants' quotas but live_kernels (quota.go)
-	idem     *idempotency.Keys // idempotency keys (idempotency.go)
+	bg       background     // restores after a death, rotations, the loop (background.go)
+	skills   *skills.Skills // the tenants' skills and this node's cache of them
+	adm      admission      // what a turn and a claim of a kernel pass (capacity.go)
+	watch    nodeWatch      // the node's capacity and memory as the status endpoint shows them
+}
 
-	ledger *capacity.Ledger // the node's live kernels per tenant (capacity.go)
+// admission is the node's admission of turns and kernels, each part a package of its own.
+type admission struct {
+	quota  *quota.Gate       // the tenants' quotas but live_kernels (quota.go)
+	idem   *idempotency.Keys // idempotency keys (idempotency.go)
+	ledger *capacity.Ledger  // the node's live kernels per tenant, live_kernels included
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
-	leases    sync.Map
-	budget    capacity.Budget  // the node's capacity as resolved at start
-	memory    MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
-	evictions map[string]int64 // hibernations by reason, under mu
-	lastMem   memoryReading    // the last tick's reading, under mu (the status endpoint)
+	leases sync.Map
+}
+
+// nodeWatch is the node's capacity as resolved at start and its memory as last read.
+type nodeWatch struct {
+	budget    capacity.Budget
+	read      MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
+	evictions map[string]int64 // hibernations by reason, under Service.mu
+	last      memoryReading    // the last tick's reading, under Service.mu (the status endpoint)
+}
+
+// background is the service's work in the background.
+type background struct {
+	wg   sync.WaitGroup     // restores after a death, rotations, the loop
+	stop context.CancelFunc // stops the loop; under Service.mu
 }
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
@@ -104,22 +119,10 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	spec := o.Spec
-	if spec == nil {
-		found, err := kernel.FindSpec("python", cfg.Python)
-		if err != nil {
-			return nil, fmt.Errorf("server: kernelspec: %w", err)
-		}
-		spec = found
+	spec, err := ownSpec(o.Spec, cfg.Python)
+	if err != nil {
+		return nil, err
 	}
-	// Each kernel keeps its IPython history in memory: a shared ~/.ipython history.sqlite lets one
-	// session's %history see another's code and, under load, its "database is locked" message lands in
-	// other users' output and stalls kernels for seconds.
-	// On a copy: the caller's Spec is not ours to change (parallel tests share one; writing to it
-	// raced, and a second service on it got the flag twice).
-	own := *spec
-	own.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
-	spec = &own
 	if err := makeDirs(cfg); err != nil {
 		return nil, err
 	}
@@ -136,34 +139,20 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
 	s := &Service{
-		ledger: capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
-		idem:   idempotency.New(o.Store, cfg.IdempotencyTTL, log),
-		budget: budget,
-		memory: memory,
-		cfg:    cfg,
-		store:  o.Store,
-		ckpt: &persistence.Checkpointer{
-			Store:     o.Store,
-			ChunkSize: cfg.ChunkSize,
-			Retention: cfg.Retention,
-			SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
-			PreImport: cfg.PreImport,
-			Replay:    cfg.Replay,
-			Lazy:      cfg.LazyRestore,
-			Python:    cfg.Python,
-			Files: persistence.FileLimits{
-				SaveHidden:    cfg.SaveHiddenFiles,
-				MaxFileBytes:  cfg.MaxFileBytes,
-				MaxTotalBytes: cfg.MaxWorkspaceBytes,
-				ChunkSize:     cfg.ChunkSize,
-				Sync:          cfg.SyncFiles,
-			},
+		m: newMetrics(o.Metrics),
+		adm: admission{
+			ledger: capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
+			idem:   idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 		},
+		watch:    nodeWatch{budget: budget, read: memory},
+		cfg:      cfg,
+		store:    o.Store,
+		ckpt:     newCheckpointer(cfg, o.Store),
 		log:      log,
 		sessions: map[string]*liveSession{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
-	s.quota = quota.New(cfg.Quotas, quotaUsage{s})
+	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
 	s.kopts = kernel.Options{
 		Spec:              spec,
 		Transport:         cfg.Transport,
@@ -184,6 +173,46 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	s.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
 		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kopts, s.installAgent, s.warmKernel)
 	return s, nil
+}
+
+// ownSpec is a copy of spec (nil: the "python" kernelspec found on this machine, pointed at python)
+// whose kernels keep their IPython history in memory: a shared ~/.ipython history.sqlite lets one
+// session's %history see another's code and, under load, its "database is locked" message lands in
+// other users' output and stalls kernels for seconds. On a copy: the caller's Spec is not ours to
+// change (parallel tests share one; writing to it raced, and a second service on it got the flag
+// twice).
+func ownSpec(spec *kernel.Spec, python string) (*kernel.Spec, error) {
+	if spec == nil {
+		found, err := kernel.FindSpec("python", python)
+		if err != nil {
+			return nil, fmt.Errorf("server: kernelspec: %w", err)
+		}
+		spec = found
+	}
+	own := *spec
+	own.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
+	return &own, nil
+}
+
+// newCheckpointer is the checkpoint engine the service's configuration asks for.
+func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointer {
+	return &persistence.Checkpointer{
+		Store:     store,
+		ChunkSize: cfg.ChunkSize,
+		Retention: cfg.Retention,
+		SpoolRoot: cfg.Spool(), // kernels name their spool dir; only these are believed
+		PreImport: cfg.PreImport,
+		Replay:    cfg.Replay,
+		Lazy:      cfg.LazyRestore,
+		Python:    cfg.Python,
+		Files: persistence.FileLimits{
+			SaveHidden:    cfg.SaveHiddenFiles,
+			MaxFileBytes:  cfg.MaxFileBytes,
+			MaxTotalBytes: cfg.MaxWorkspaceBytes,
+			ChunkSize:     cfg.ChunkSize,
+			Sync:          cfg.SyncFiles,
+		},
+	}
 }
 
 // useProvisioner points the kernel options at p (local processes when nil).
@@ -301,7 +330,7 @@ func (s *Service) setSandboxStatus(ctx context.Context, ls *liveSession, status 
 func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
-		recordFailures.Inc()
+		s.m.recordFailures.Inc()
 	}
 }
 
@@ -343,8 +372,8 @@ func (s *Service) Get(id string) (carryover.Session, error) {
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	if s.stopBG != nil {
-		s.stopBG()
+	if s.bg.stop != nil {
+		s.bg.stop()
 	}
 	all := make([]*liveSession, 0, len(s.sessions))
 	for _, ls := range s.sessions {
@@ -370,7 +399,7 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	s.wg.Wait()
+	s.bg.wg.Wait()
 	var err error
 	if s.pool != nil {
 		err = s.pool.Close(ctx)

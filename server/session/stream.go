@@ -17,6 +17,7 @@ func (s *Service) Attach(id string, sub *Subscriber) (detach func(), err error) 
 	if err != nil {
 		return nil, err
 	}
+	sub.dropM.Store(&s.m.droppedFrames)
 	ls.mu.Lock()
 	if act := ls.running; act != nil {
 		act.mu.Lock()

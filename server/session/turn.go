@@ -52,7 +52,7 @@ func (s *Service) beginTurn(ctx context.Context, ls *liveSession, queued func())
 		}
 	}
 	// The turn's end may leave an idle kernel a queued claim can hibernate (capacity.go).
-	return func() { ls.lock.Unlock(); s.ledger.Poke() }, nil
+	return func() { ls.lock.Unlock(); s.adm.ledger.Poke() }, nil
 }
 
 // kernelProcess is k's process, nil without a kernel.
@@ -83,7 +83,7 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 		}
 		s.emit(ctx, ls, carryover.EventSessionStarted, map[string]any{"auto": true})
 	}
-	if err := s.quota.CheckTurn(ctx, ls.tenant()); err != nil {
+	if err := s.adm.quota.CheckTurn(ctx, ls.tenant()); err != nil {
 		return err
 	}
 	return s.checkBudget(ctx, ls)
@@ -127,7 +127,7 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 	err := errors.Join(errs...)
 	if err != nil {
 		s.log.Error("turn not fully recorded", "session", ls.id, "kind", t.kind, "err", err)
-		recordFailures.Inc()
+		s.m.recordFailures.Inc()
 	}
 	return err
 }
