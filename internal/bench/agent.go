@@ -26,11 +26,12 @@ func benchAgent(ctx context.Context, env *benchEnv) (rows []benchRow, err error)
 	if env.Quick {
 		reps = 1
 	}
+	elems, label := env.bigArray()
 	cases := []struct {
 		name, setup, probe string
 	}{
 		{"small namespace", "import json, math\nitems = list(range(1000))\nconf = {'a': 1, 'b': [1, 2, 3]}\ndef f(x):\n    return x * 2\nclass C:\n    pass\nc = C()", "len(items) + f(conf['a'])"},
-		{"1 GiB numpy array", "import numpy as np\nbig = np.ones(1 << 27)\nlabel = 'x'", "big[:10].sum()"},
+		{label + " numpy array", fmt.Sprintf("import numpy as np\nbig = np.ones(%d)\nlabel = 'x'", elems), "big[:10].sum()"},
 	}
 	for _, cs := range cases {
 		id, _, err := h.createSession(ctx)

@@ -75,6 +75,15 @@ type benchEnv struct {
 	Quick   bool   // fewer iterations and smaller data: a smoke test of the bench code, not figures
 }
 
+// bigArray is the length of the sections' large float64 array and its size's label: 1 GiB, or 8 MiB
+// in quick mode.
+func (e *benchEnv) bigArray() (elems int, label string) {
+	if e.Quick {
+		return 1 << 20, "8 MiB"
+	}
+	return 1 << 27, "1 GiB"
+}
+
 // Options say what Run measures.
 type Options struct {
 	Only  string // run only the sections whose name contains this ("" for all)
@@ -100,6 +109,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) ([]Result, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		cfg = configs.Default()
+	}
+	if opts.Quick {
+		c := *cfg
+		c.Persistence.PreImport = nil // ~1 s of CPU per pool kernel: quick checks the code, not warm starts
+		cfg = &c
 	}
 	dir, err := os.MkdirTemp(opts.Scratch, "carryover-bench-")
 	if err != nil {

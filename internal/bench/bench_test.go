@@ -17,7 +17,7 @@ func TestSectionsSmoke(t *testing.T) {
 		t.Skip("runs every benchmark section (minutes under load); make test runs it")
 	}
 	var out bytes.Buffer
-	results, err := Run(t.Context(), &out, Options{Quick: true, Scratch: t.TempDir()})
+	results, err := Run(t.Context(), &out, Options{Quick: true, Scratch: t.TempDir(), Log: logWriter{t}})
 	t.Logf("the table:\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -52,4 +52,12 @@ func TestSectionsDistinct(t *testing.T) {
 		}
 		seen[s.Name] = true
 	}
+}
+
+// logWriter logs each section's time as the run goes (go test -v shows them live).
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

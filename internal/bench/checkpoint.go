@@ -16,7 +16,7 @@ import (
 	"github.com/carryover/carryover/persistence"
 )
 
-// The checkpoint section measures the scenarios on one kernel holding a 1 GiB array (64 MiB with
+// The checkpoint section measures the scenarios on one kernel holding a 1 GiB array (8 MiB with
 // --quick): each checkpoint's wall time, bytes written and detect/serialize/write split, beside a naive
 // full dill dump of the same namespace measured in the same run; then a restore into a fresh kernel
 // beside a plain read of the same blobs from the same SQLite file.

@@ -87,7 +87,8 @@ func benchWakeBig(ctx context.Context, env *benchEnv, h *benchSrv, reps int) ([]
 		return nil, err
 	}
 	defer func() { _ = h.c.DeleteSession(ctx, id) }()
-	if _, a, err := h.run(ctx, id, "import numpy as np\nbig = np.random.default_rng(0).random(1 << 27)\nlabel = 'x'"); err != nil || a.Status != "ok" {
+	elems, size := env.bigArray()
+	if _, a, err := h.run(ctx, id, fmt.Sprintf("import numpy as np\nbig = np.random.default_rng(0).random(%d)\nlabel = 'x'", elems)); err != nil || a.Status != "ok" {
 		return nil, fmt.Errorf("setup: %v %+v", err, a.Error)
 	}
 	var wakes, floors, fullWakes, fullPeers []time.Duration
@@ -118,10 +119,10 @@ func benchWakeBig(ctx context.Context, env *benchEnv, h *benchSrv, reps int) ([]
 	}
 	w, f := percentile(wakes, 50), percentile(floors, 50)
 	fw, fp := percentile(fullWakes, 50), percentile(fullPeers, 50)
-	return []benchRow{{Name: "wake of 1 GiB, end to end (median)", Ours: fmtDur(w), Peer: fmtDur(f) + " (SQLite chunk read)",
+	return []benchRow{{Name: "wake of " + size + ", end to end (median)", Ours: fmtDur(w), Peer: fmtDur(f) + " (SQLite chunk read)",
 		Ratio: fmt.Sprintf("%s; %s", ratio(w, f), verdict(float64(w) <= 1.5*float64(f), "<= 1.5x the read")),
 		Note:  fmt.Sprintf("n=%d; claim + restore + the cell `float(big[:4].sum())` (its checkpoint included); last: %s", reps, last)},
-		{Name: "wake of 1 GiB, a cell reading all of it (median)", Ours: fmtDur(fw), Peer: fmtDur(fp) + " (read + the live cell)",
+		{Name: "wake of " + size + ", a cell reading all of it (median)", Ours: fmtDur(fw), Peer: fmtDur(fp) + " (read + the live cell)",
 			Ratio: fmt.Sprintf("%s; %s", ratio(fw, fp), verdict(float64(fw) <= 1.5*float64(fp), "<= 1.5x read + cell")),
 			Note:  fmt.Sprintf("n=%d; `float(big.sum())`: every page must be in before the cell ends; last: %s", reps, lastFull)}}, nil
 }
