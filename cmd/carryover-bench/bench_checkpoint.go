@@ -284,6 +284,13 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	rows = append(rows, benchRow{Name: "S1 " + label + " array untouched, scalar changes", Ours: fmtDur(s1), Peer: peer,
 		Ratio: verdict(s1 <= 2*time.Millisecond && last.BytesWritten < 1024, "<= 2 ms, < 1 KB"), Note: ckptNote(last, "median of "+fmt.Sprint(reps)+"; riding on the turn")})
 
+	// A turn that changes no library setting, settings saved or not (issue 41).
+	lib, err := benchSettingsTurn(ctx, env, spec, reps)
+	if err != nil {
+		return rows, fmt.Errorf("settings turn: %w", err)
+	}
+	rows = append(rows, lib...)
+
 	// S2: the array read, not changed; beside the floor of hashing every byte of it (xxh3, in the kernel)
 	floor, err := b.xxh3Floor("a")
 	if err != nil {
