@@ -3,20 +3,8 @@
 Loaded by the Go server (persistence.AgentBootstrap) as the package ``carryover_agent`` and bound in the
 user namespace as ``__carryover__`` (the only name it adds). Only stdlib, dill, xxhash and zstandard.
 
-Modules, by concern
--------------------
-common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
-numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
-verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
-in slices), nested (fingerprints of nested records), holders (small dicts holding large containers),
-objarrays (object arrays of atoms and JSON-like values in slices), figures (which live matplotlib
-figures changed), liveids (the ids a group shares by), interp (@random & co.), libstate (the
-libraries' settings: pandas options, log levels, ...), owners (a module's objects by reference), history, safety,
-fingerprint and replay (rebuilding on restore what a checkpoint skipped, checked against the
-skipped values' fingerprints), groups (state
-between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
-session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
-__carryover__ and install()).
+Modules, by concern: each says what it holds in its docstring, and docs/persistence.md ("The agent
+package") lists them all (a Go test checks that list against the package).
 
 Compatibility: checkpoints written while the agent was the single module ``carryover_agent`` name its
 rebuild functions (``carryover_agent._reopen_file``, ``_bytes_from``, ...) in their pickles. They are
