@@ -95,3 +95,43 @@ print(json.dumps({"mods": mods, "files": files, "ping": ping, "saved": snap["sav
 		}
 	}
 }
+
+// TestAgentModulesListed: docs/persistence.md's "The agent package" is the one list of the agent's
+// modules; every module of the package must be named there (as `name`), and nothing else.
+func TestAgentModulesListed(t *testing.T) {
+	b, err := os.ReadFile("../docs/persistence.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "## The agent package")
+	if i < 0 {
+		t.Fatal("docs/persistence.md has no section The agent package")
+	}
+	sec := doc[i:]
+	if j := strings.Index(sec, "\nThe package docstring"); j > 0 {
+		sec = sec[:j]
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(sec, "\n") {
+		if !strings.HasPrefix(line, "- `") {
+			continue
+		}
+		head, _, _ := strings.Cut(line, ":")
+		for k, part := range strings.Split(head, "`") {
+			if k%2 == 1 { // inside backticks
+				listed[part] = true
+			}
+		}
+	}
+	for _, m := range agentModules[1:] {
+		stem := strings.TrimPrefix(m.name, agentPackage+".")
+		if !listed[stem] {
+			t.Errorf("module %s is not in docs/persistence.md's list of the agent's modules", stem)
+		}
+		delete(listed, stem)
+	}
+	for name := range listed {
+		t.Errorf("docs/persistence.md lists %s, which is no module of the agent", name)
+	}
+}

@@ -35,6 +35,10 @@ type ManifestGroup struct {
 	Ref    string   `json:"r,omitempty"`
 	Module string   `json:"m,omitempty"`
 	Attr   string   `json:"a,omitempty"`
+	// Owners, on a "data" group whose every name was bound to an object a module exposes
+	// (`from scipy.stats import norm`): name -> "module:attribute". The restore binds that attribute
+	// instead of the saved copy when the two pickle alike (the agent's owners.py).
+	Owners map[string]string `json:"o,omitempty"`
 }
 
 // GroupState is the kind of a group holding interpreter state, not variables (see ManifestGroup).

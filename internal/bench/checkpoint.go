@@ -223,6 +223,8 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 	}
 	steps := []func() ([]benchRow, error){
 		func() ([]benchRow, error) { return b.arrayRows(dir, size, label, reps) },
+		// a turn that changes no library setting, settings saved or not (issue 41)
+		func() ([]benchRow, error) { return benchSettingsTurn(ctx, env, b.spec, reps) },
 		func() ([]benchRow, error) { return b.benchRestore(spoolBase, label) },
 		func() ([]benchRow, error) { return b.dictRows(dir, n) },
 		func() ([]benchRow, error) { return b.fileRows(dir, size, label) },

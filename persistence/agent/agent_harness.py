@@ -133,7 +133,8 @@ def main():
     plan["manifest"], sets the execution counter to plan["execution_count"] when given (as the server
     sets a new kernel's to the session's), then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
     {"checkpoint": true} (its result, manifest and bytes written; with "interrupt": true, stopped half way
-    by a KeyboardInterrupt: interrupted_checkpoint). Prints the step results as JSON."""
+    by a KeyboardInterrupt: interrupted_checkpoint), {"restore": N} (the checkpoint of step N restored
+    into this kernel, as a checkpoint restore does; its answer). Prints the step results as JSON."""
     spool, store, ppath = sys.argv[1:4]
     with open(ppath) as f:
         plan = json.load(f)
@@ -149,6 +150,8 @@ def main():
             res = sh.run_cell(step["run"], store_history=True)
             err = res.error_in_exec or res.error_before_exec
             out["steps"].append("ERROR %s: %s" % (type(err).__name__, err) if err is not None else repr(res.result))
+        elif "restore" in step:  # a checkpoint restore into this live kernel: the manifest of step N
+            out["steps"].append(restore(agent, spool, store, out["steps"][step["restore"]]["manifest"]))
         elif "checkpoint" in step and step.get("interrupt"):
             out["steps"].append(interrupted_checkpoint(agent, spool, store, "t%d" % i, committed))
         elif "checkpoint" in step:

@@ -3,19 +3,8 @@
 Loaded by the Go server (persistence.AgentBootstrap) as the package ``carryover_agent`` and bound in the
 user namespace as ``__carryover__`` (the only name it adds). Only stdlib, dill, xxhash and zstandard.
 
-Modules, by concern
--------------------
-common (constants, hashing), analysis (which names a cell may touch), reducers (files, bytes, locks,
-numpy, torch), classes (session classes by value), pickling (groups, dill fallback, sharing ids),
-verify (the re-pickle detector), dirty (dirty-page tracking), sliced (large containers of records
-in slices), nested (fingerprints of nested records), holders (small dicts holding large containers),
-objarrays (object arrays of atoms and JSON-like values in slices), figures (which live matplotlib
-figures changed), liveids (the ids a group shares by), interp (@random & co.), history, safety,
-fingerprint and replay (rebuilding on restore what a checkpoint skipped, checked against the
-skipped values' fingerprints), groups (state
-between turns), spool (chunks and descriptors), snapshot and restore (the two big ops), kernelops (the
-session service's other ops: set-up, env, output guard, variable list), agent (the object bound as
-__carryover__ and install()).
+Modules, by concern: each says what it holds in its docstring, and docs/persistence.md ("The agent
+package") lists them all (a Go test checks that list against the package).
 
 Compatibility: checkpoints written while the agent was the single module ``carryover_agent`` name its
 rebuild functions (``carryover_agent._reopen_file``, ``_bytes_from``, ...) in their pickles. They are
@@ -35,7 +24,8 @@ Why it looks like this
   modified one writes only its changed chunks. dill is the fallback for what pickle cannot do; classes
   and functions defined in the session are pickled by value (classes through a skeleton + state, which
   also works for Enum and ABC), and restored before the data that refers to them as ``__main__.Name``.
-* Modules and objects imported from modules are recorded by reference and re-imported.
+* Modules and objects imported from modules are recorded by reference and re-imported; an object a
+  module owns (``from scipy.stats import norm``) comes back as that module's attribute (owners.py).
 * What restores differently is restored faithfully or named (checkpoint "skipped"): interpreter state
   that is no variable (global random generators, rcParams, session magics) travels as "state" groups;
   library reducers keep views as views, dtypes as numpy's singletons, tensors' .grad, memmaps on their
@@ -69,8 +59,11 @@ the user expression ``__carryover__.take()`` (a str whose repr is the raw JSON).
     "ch": [children]}], "cwd", "env": {"set": {}, "unset": []}, "timings": {detect_ms, serialize_ms,
     write_ms, dirty_mode: "uffd"|"hash"|"mixed"|"", dirty_fallback, tracked_bytes, rehashed_bytes,
     hashed_bytes, sliced_bytes, sliced_repickled_bytes, unsliced: [{"name","type","reason"}]}}.
-    "state" groups are named "@random", "@numpy.random", "@torch.random", "@matplotlib.rcParams",
-    "@magics", "@extensions": not variables (never in "saved"), restored after the data.
+    "state" groups are named "@random", "@numpy.random", "@torch.random", "@magics", "@extensions"
+    and, for the libraries' settings (libstate.py), "@sys", "@pandas.options", "@matplotlib.rcParams",
+    ...: not variables (never in "saved"); the settings are restored before the data, the rest after.
+    A "data" group whose every name is bound to a module's object has "o": {name: "module:attribute"}
+    (owners.py).
 Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (pickle) | "d" (dill),
   "p": [[hash, len], ...] (the pickle stream), "b": [[readonly, len, [[hash, len], ...]], ...]
   (out-of-band buffers in pickle order), "d": [names of session classes/functions it needs first]}.
@@ -112,6 +105,7 @@ from .reducers import (  # noqa: F401
     _DISPATCH, _OOBBytes, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
     _tensor_with_grad, _torch_generator)
 from .objarrays import _object_array  # noqa: F401
+from .owners import _module_attr  # noqa: F401
 from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
 from . import holders, nested  # noqa: F401,E402  (sliced imports holders lazily: holders imports sliced)
 from .verify import _verify  # noqa: F401
@@ -119,7 +113,7 @@ from .verify import _verify  # noqa: F401
 # What pickles reference by name: kept at the module path they had when the agent was one module.
 PICKLED_BY_NAME = (_bytes_from, _reopen_file, _array_from_buffer, _reopen_memmap, _make_view, _tensor_with_grad,
                    _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate, _rebuild_sliced,
-                   _object_array)
+                   _object_array, _module_attr)
 for _f in PICKLED_BY_NAME:
     _f.__module__ = __name__
 del _f

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from . import history, kernelops
+from . import history, kernelops, libstate, owners
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -36,7 +36,7 @@ class Agent:
         self._warned = {}
         self._tracker = _Tracker()
         self.setups = 0
-        self._state_cache = {}  # state group name -> (value, its _Pickled): snapshot._pickle_state
+        self._state_cache = {}  # state group name -> (value, its _Pickled, compared key): snapshot._pickle_state
         self._fingerprints = {}  # skipped name -> its fingerprint (fingerprint.py), for replay
         self._sliced = {}  # name -> sliced._Cache of a large container saved in slices
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
@@ -95,6 +95,7 @@ class Agent:
                 loaded.append(m)
             except Exception:
                 missing.append(m)
+        owners.index()  # their objects, indexed before a session's first turn needs them
         return {"ok": True, "modules": loaded, "missing": missing, "ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
     def op_snapshot(self, a):
@@ -203,7 +204,10 @@ def install(spool_dir, shell=None, spool_host=None):
                 shell.events.unregister(ev, getattr(old, ev))
             except (ValueError, AttributeError):
                 pass
+    # The kernel's own settings, before any cell: kept from the agent replaced, which may have run cells.
+    libstate.baseline(getattr(old, "libbase", None))
     agent = Agent(shell, spool_dir)
+    agent.libbase = libstate.base()
     agent.spool_host = spool_host or spool_dir
     shell.events.register("pre_run_cell", agent.pre_run_cell)
     shell.events.register("post_run_cell", agent.post_run_cell)

@@ -8,7 +8,7 @@ _KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
 class _Group:
     """One unit of saving: names sharing objects (or one session definition under several names)."""
 
-    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn", "figs")
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn", "figs", "owners")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -22,6 +22,7 @@ class _Group:
         self.attr = None
         self.warn = None  # _verify's findings: None = not verified, () = restores as itself
         self.figs = ()  # the matplotlib figures its pickle holds, as figures.take() noted them
+        self.owners = None  # name -> "module:attribute" its value is (owners.py), when all its names are
 
     def entry(self):
         e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}
@@ -31,6 +32,8 @@ class _Group:
                 e["a"] = self.attr
         else:
             e["r"] = self.ref
+        if self.owners:
+            e["o"] = dict(self.owners)
         return e
 
 

@@ -1,15 +1,16 @@
 """Interpreter state that is not a variable: the global random generators (a notebook seeds once and
-draws in later cells), matplotlib's rcParams, magics and extensions of the session. Each is one
-"state" group named "@...", captured at every snapshot (small: unchanged state hashes to a known
-chunk and writes nothing) and applied after the data groups on restore."""
+draws in later cells), the libraries' settings (libstate.py: rcParams, pandas options, log levels,
+...), magics and extensions of the session. Each is one
+"state" group named "@...", captured at every snapshot (small: unchanged state reuses its last
+pickle and writes nothing). On restore the libraries' settings are applied before the data groups
+(restore.py), the rest after them."""
 
 import importlib
 import sys
 import types
 
-from . import fingerprint, history
+from . import fingerprint, history, libstate
 from .common import _reason
-from .reducers import _OOBBytes
 
 
 
@@ -25,16 +26,6 @@ def _capture_state(shell, skipped):
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_rng_state"):
         out.append(("@torch.random", bytes(torch.get_rng_state().numpy().tobytes())))
-    mpl = sys.modules.get("matplotlib")
-    if mpl is not None and hasattr(mpl, "rcParamsOrig"):
-        orig, get, missing = mpl.rcParamsOrig, dict.get, _OOBBytes  # dict's own methods: no validation
-        diff = {}
-        for k, v in dict.items(mpl.rcParams):
-            o = get(orig, k, missing)
-            if v is not o and k != "backend" and (o is missing or _differs(v, o)):
-                diff[k] = v
-        if diff:
-            out.append(("@matplotlib.rcParams", dict(sorted(diff.items()))))
     mm = getattr(shell, "magics_manager", None)
     magics = []
     for kind in ("line", "cell"):
@@ -47,18 +38,12 @@ def _capture_state(shell, skipped):
                               "session is not saved: run its register_magics again after a restore"}
     if magics:
         out.append(("@magics", magics))
+    out.extend(libstate.capture(skipped))
     em = getattr(shell, "extension_manager", None)
     loaded = sorted(getattr(em, "loaded", None) or ())
     if loaded:  # %load_ext: their magics and hooks come back by loading them again
         out.append(("@extensions", loaded))
     return out
-
-
-def _differs(a, b):
-    try:
-        return bool(a != b)
-    except Exception:
-        return True
 
 
 def _apply_state(shell, name, value):
@@ -70,20 +55,10 @@ def _apply_state(shell, name, value):
     elif name == "@torch.random":
         torch = importlib.import_module("torch")
         torch.set_rng_state(torch.tensor(list(value), dtype=torch.uint8))
-    elif name == "@matplotlib.rcParams":
-        import warnings
-
-        rc = importlib.import_module("matplotlib").rcParams
-        bad = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for k, v in value.items():
-                try:
-                    rc[k] = v
-                except Exception as e:
-                    bad.append("%s: %s" % (k, _reason(e)))
-        if bad:
-            raise ValueError("rcParams not restored: " + "; ".join(bad))
+    elif name in libstate.BY_NAME:
+        setting = libstate.BY_NAME[name]
+        importlib.import_module(setting.module)  # the checkpoint had it imported
+        setting.apply(value)
     elif name == "@magics":
         for kind, magic, fn in value:
             shell.register_magic_function(fn, kind, magic)

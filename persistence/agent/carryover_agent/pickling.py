@@ -22,6 +22,7 @@ from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, 
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .objarrays import begin as begin_arrays
 from .objarrays import is_pre, take_nested_ids, take_pre
+from .owners import carried_ids
 from .sliced import IdArray, pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
@@ -147,7 +148,7 @@ class _MissingDep(Exception):
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -161,6 +162,7 @@ class _Pickled:
         self.notes = ()  # what the reducers saved differently from the live object (_NOTES)
         self.pre = None  # sliced containers: [hash, len] of each buffer (its bytes empty when Go has it)
         self.figs = ()  # matplotlib figures in the pickle (figures.take)
+        self.owners = None  # name -> "module:attribute" (owners.py), set by the snapshot
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -240,7 +242,7 @@ def pickle_one(agent, names, values):
     del _NOTES[:]
     if len(values) > 1 or obj is values[0]:
         ids.update(id(v) for v in values if not isinstance(v, shared))
-    r.ids = _with_nested(ids, take_nested_ids())
+    r.ids = _with_nested(ids - carried_ids(), take_nested_ids())
     return r
 
 

@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 
+from . import owners
 from .common import PROTOCOL
 from .objarrays import reduce_object_array
 
@@ -127,7 +128,8 @@ _DISPATCH_TYPES = {}  # "ndarray"/"tensor" -> the type, once its library is load
 
 
 def _library_dispatch():
-    """Adds the reducers of numpy and torch to _DISPATCH once each is imported (cheap when done)."""
+    """Adds the reducers of numpy and torch to _DISPATCH once each is imported, and those of the
+    library state objects (owners.CARRIED) once theirs is (cheap when done)."""
     np = sys.modules.get("numpy")
     if np is not None and "numpy" not in _LIB:
         _LIB.add("numpy")
@@ -146,6 +148,7 @@ def _library_dispatch():
         _DISPATCH[torch.nn.Parameter] = _reduce_tensor
         _DISPATCH[torch.Generator] = _reduce_torch_generator
         _DISPATCH_TYPES["tensor"] = torch.Tensor
+    owners.dispatch(_DISPATCH)  # library state objects by reference, wherever they are
 
 
 def _reduce_dtype(d):

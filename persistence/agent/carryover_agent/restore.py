@@ -13,13 +13,13 @@ import pickle
 import sys
 import time
 
-from . import figures, history, lazy, replay
+from . import figures, history, lazy, libstate, owners, replay
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
 from .interp import _apply_state
 from .liveids import sharing_ids, temporaries
-from .pickling import _MissingDep, _persistent_load
+from .pickling import _MissingDep, _persistent_load, pickle_one
 from .reducers import _DISPATCH_TYPES, _library_dispatch
 from .sliced import forget_rebuilt, seed
 
@@ -64,17 +64,36 @@ def op_restore(agent, a):
 
 
 def _load(agent, r, groups):
-    """Loads the checkpoint's groups: imports, then definitions, data, and state last."""
+    """Loads the checkpoint's groups: sys.path first (imports may need it), imports, definitions,
+    the libraries' settings (a value's module object is compared with the module's after them),
+    data, and the rest of the state last. A library imported here whose settings the checkpoint
+    does not hold goes back to its defaults."""
+    def apply(names, obj):
+        _apply_state(agent.shell, names[0], obj)
+
+    def setting(g, early):
+        s = libstate.BY_NAME.get(g["n"][0])
+        return g["k"] == "state" and s is not None and s.early == early
+
+    for g in groups:
+        if setting(g, True):
+            r.load_into(g, retry=False, apply=apply)
     for g in groups:
         if g["k"] == "imp":
             r.load_import(g)
     r.load_defs([g for g in groups if g["k"] == "def"])
     for g in groups:
+        if setting(g, False):
+            r.load_into(g, retry=False, apply=apply)
+    present = {g["n"][0] for g in groups if g["k"] == "state"}
+    for name, reason in libstate.reset_absent(present):
+        r.failed.append({"name": name, "type": "state", "reason": reason})
+    for g in groups:
         if g["k"] == "data":
             r.load_into(g, retry=False)
     for g in groups:
-        if g["k"] == "state":
-            r.load_into(g, retry=False, apply=lambda names, obj: _apply_state(agent.shell, names[0], obj))
+        if g["k"] == "state" and g["n"][0] not in libstate.BY_NAME:
+            r.load_into(g, retry=False, apply=apply)
 
 
 def _replay(agent, a, r):
@@ -172,6 +191,7 @@ class _Restore:
         needs a session definition not restored yet and retry is set."""
         t = time.perf_counter()
         names = g["n"]
+        live = None
         try:
             desc = g["desc"]
             obj, u, bufs = _unpickle(g, desc, self.load)
@@ -191,18 +211,42 @@ class _Restore:
                 return False
         else:
             values = [obj] * len(names) if g["k"] == "def" or len(names) == 1 else list(obj)
-            for n, v in zip(names, values):
+            live = self._owned(g, values) if g.get("o") else None
+            for n, v in zip(names, live or values):
                 self.ns[n] = v
             self.restored.extend(names)
-            sliced = _seed_sliced(self.agent, names, values, desc) if g["k"] == "data" else None
+            sliced = _seed_sliced(self.agent, names, values, desc) if g["k"] == "data" and live is None else None
             objs = _memo_objects(u)
-            grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, values, desc)
+            grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, live or values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
         self.timings.append({"n": names, "ms": _ms(t)})
         grp = self._record(g, desc, grp_ids if apply is None and g["k"] == "data" else None)
         if apply is None and g["k"] == "data":
             grp.figs = figures.loaded(objs)
+            grp.owners = g["o"] if live is not None else None
         return True
+
+    def _owned(self, g, copies):
+        """The module objects the group's names were bound to (its "o": name -> "module:attribute"),
+        when each pickles to the same bytes as the restored copy (the library's settings are back by
+        now); else None, and the copies stay, each named in failed with the reason."""
+        names, refs = g["n"], g["o"]
+        try:
+            if set(refs) != set(names):
+                raise ValueError("the group holds other values too")
+            live = [owners.resolve(refs[n]) for n in names]
+            mine = pickle_one(self.agent, names, live)
+            saved = pickle_one(self.agent, names, copies)
+            if not _same_pickle(mine, saved):
+                raise ValueError("the module's object differs from the saved value (the session changed it, "
+                                 "and that state is not carried)")
+            return live
+        except Exception as e:
+            types = g.get("t") or ["?"] * len(names)
+            self.failed.extend({"name": n, "type": types[i], "reason": "restored as a copy, not as %s: %s"
+                                % (refs.get(n, "?").replace(":", "."), _reason(e))}
+                               for i, n in enumerate(names) if n in refs)
+            return None
 
     def _record(self, g, desc, ids):
         """The loaded group as the agent's state. Its ids (from the unpickler's memo) let a later
@@ -219,6 +263,12 @@ class _Restore:
         grp.size = sum(c[1] for c in desc["p"]) + sum(b[1] for b in desc["b"])
         self.st.groups[frozenset(names)] = grp
         return grp
+
+
+def _same_pickle(a, b):
+    """Whether two _Pickled hold the same bytes: stream and out-of-band buffers."""
+    return (a.fmt == b.fmt and a.data == b.data and len(a.buffers) == len(b.buffers)
+            and all(memoryview(x).tobytes() == memoryview(y).tobytes() for x, y in zip(a.buffers, b.buffers)))
 
 
 def _unpickle(g, desc, load):
@@ -300,7 +350,7 @@ def _loaded_ids(objs, obj, values, desc):
         if arrays:
             ids.update(id(o) for o in objs if isinstance(o, arrays))
     ids.update(id(v) for v in values if not isinstance(v, shared))
-    return frozenset(ids)
+    return frozenset(ids - owners.carried_ids())
 
 
 def _map_file(path, parts=()):

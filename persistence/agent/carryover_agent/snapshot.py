@@ -4,11 +4,13 @@ until Go says it committed it. See the package docstring for the protocol."""
 
 import os
 import shutil
+import re
 import struct
 import sys
 import time
+import types
 
-from . import figures, fingerprint, history, lazy
+from . import figures, fingerprint, history, lazy, libstate, owners
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -16,6 +18,7 @@ from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _library_dispatch
 from .objarrays import purge as purge_arrays
+from .owners import owner_of
 from .sliced import purge, reset_stats
 from .sliced import timings as sliced_timings
 from .spool import describe, emit, forget_ahead
@@ -138,6 +141,7 @@ def _serialize(agent, cand, cur, prev, t1):
         if pk is not None:
             results.append(pk)
     results.extend(pickle_data(agent, data_names, cur, prev, prev.name2group(), skipped))
+    _by_reference(data_names, cur, new_groups, skipped)
     # Small unchanged groups: re-pickle within a budget (mutations through aliases).
     picked = {n for r in results for n in r.names} | set(skipped)
     results.extend(_recheck(agent, prev, cur, picked, skipped, t1))
@@ -156,11 +160,14 @@ def _write(agent, results, new_groups, cur, prev, outdir, cs):
     made_dir = [False]
     for r in results:
         th = time.perf_counter()
+        if r.kind == "data":
+            r.owners = {n: "%s:%s" % ref for n in r.names for ref in (owner_of(cur[n]),) if ref is not None} or None
         g, pieces = describe(agent._tracker, r, cs, cur)
         hash_t += time.perf_counter() - th
         old = prev.groups.get(frozenset(g.names))
         if g.kind == "data":
-            g.warn = _warnings(r, g, old, cur, prev)
+            g.warn = tuple(_warnings(r, g, old, cur, prev))
+            g.warn += _owned(g, r, cur)
         if old is not None and old.ref == g.ref:
             g.size = old.size if not g.size else g.size
         elif g.kind != "state":
@@ -173,6 +180,34 @@ def _write(agent, results, new_groups, cur, prev, outdir, cs):
             chunks_out.append(emit(outdir, made_dir, h, piece, children))
         r.keep = None
     return chunks_out, saved, hash_t
+
+
+def _owned(g, r, cur):
+    """Keeps the group's module objects (owners.py) when all its names are and it is small enough to
+    be compared at a restore. Otherwise they are saved by value in their group, as any value: a
+    module's object shared with the session's values (model.dist = norm; a sympy Symbol, which is
+    also a module's attribute through sympy's cache, inside an expression) keeps that sharing."""
+    own = g.owners
+    if own and (len(own) != len(g.names) or not owners.small(r)):
+        g.owners = None
+    return ()
+
+
+def _by_reference(names, cur, new_groups, skipped):
+    """A module's object that cannot be pickled (sys.stdout, a module's lock) is saved as a reference
+    to its module attribute, as a function is, and named: its own state is not saved."""
+    for n in names:
+        s = skipped.get(n)
+        ref = owner_of(cur[n]) if s is not None else None
+        if ref is None:
+            continue
+        g = _Group([n], "imp")
+        g.mod, g.attr = ref
+        g.types = (_typename(cur[n]),)
+        g.warn = ({"name": n, "type": g.types[0], "reason": "saved, but as a reference to %s.%s, which it is: its "
+                   "own state is not saved (%s)" % (ref[0], ref[1], s["reason"])},)
+        new_groups[frozenset(g.names)] = g
+        del skipped[n]
 
 
 def _warnings(r, g, old, cur, prev):
@@ -242,8 +277,9 @@ def _env_diff(agent):
 # State captured as fresh copies of plain data (tuples, ints, floats, arrays, bytes): when it equals
 # the last capture, the last pickle of it is reused. A kernel with numpy loaded (every warm pool
 # kernel) otherwise pickled and hashed numpy's generator state on every turn: 0.15 ms of a 0.5 ms
-# snapshot. Magics, rcParams and extensions hold live objects that can change in place: always pickled.
-_REUSABLE_STATE = ("@random", "@numpy.random", "@torch.random")
+# snapshot. The libraries' settings (libstate.py) are captured so too. Magics and extensions hold
+# live objects that can change in place: always pickled.
+_REUSABLE_STATE = frozenset(("@random", "@numpy.random", "@torch.random") + tuple(libstate.BY_NAME))
 
 
 def _still_skipped(prev, cur, new_groups, results, skipped):
@@ -272,7 +308,8 @@ def _pickle_state(agent, skipped, all_skipped=None):
     cache = agent._state_cache
     for name, value in items:
         hit = cache.get(name)
-        if hit is not None and (hit[0] is value or _same(hit[0], value)):
+        key = _freeze(value) if name in libstate.BY_NAME else value
+        if hit is not None and (hit[0] is value or _same(hit[2], key)):
             out.append(hit[1])
             continue
         try:
@@ -283,11 +320,24 @@ def _pickle_state(agent, skipped, all_skipped=None):
         r.kind, r.ids, r.keep = "state", frozenset(), None
         out.append(r)
         if name in _REUSABLE_STATE or name.startswith((history.PREFIX, history.RNG_PREFIX, fingerprint.PREFIX)):
-            cache[name] = (value, r)  # history groups never change: the same tuple at every later turn
+            cache[name] = (value, r, key)  # history groups never change: the same tuple at every later turn
     return out
 
 
-_EXACT = {int, str, bytes, type(None)}  # for these, == means the same value of the same type
+def _freeze(v):
+    """A copy of a setting's capture that _same can compare and nothing can change later: its dicts
+    and lists as tagged tuples (the capture may hold a library's own list)."""
+    t = type(v)
+    if t is dict:
+        return ("<dict>",) + tuple((k, _freeze(x)) for k, x in v.items())
+    if t is list or t is tuple:
+        return ("<list>" if t is list else "<tuple>",) + tuple(map(_freeze, v))
+    return v
+
+
+_EXACT = {int, str, bytes, type(None), bool}  # for these, == means the same value of the same type
+# The same object of these pickles to the same bytes (by reference, or immutable).
+_BY_IDENTITY = (type, re.Pattern, types.FunctionType, types.BuiltinFunctionType)
 
 
 def _same(a, b):
@@ -296,6 +346,8 @@ def _same(a, b):
     again, never stale."""
     if type(a) is not type(b):
         return False
+    if a is b and isinstance(a, _BY_IDENTITY):
+        return True
     if type(a) is tuple:
         if len(a) != len(b):
             return False

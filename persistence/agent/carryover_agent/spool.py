@@ -52,6 +52,7 @@ def describe(tracker, r, cs, cur):
     g.size = size
     g.ids = r.ids
     g.figs = r.figs
+    g.owners = r.owners
     g.chunks = tuple(sorted({h for h, _, _ in pieces} | known))
     pieces.append((ref, dj, sorted(direct)))
     g.types = tuple(_typename(cur[n]) if n in cur else "state" for n in r.names)
