@@ -134,6 +134,9 @@ export declare class Carryover {
   /** the .ipynb (nbformat 4.5), parsed */
   getNotebook(sessionId: string): Promise<any>;
   runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<A['POST /api/sessions/{id}/notebook']>;
+  /** the archive (docs/export-format.md), in memory */
+  exportSession(sessionId: string, opts?: { checkpointId?: string }): Promise<Uint8Array>;
+  importSession(archive: Uint8Array | ArrayBuffer | Blob, opts?: { sessionId?: string }): Promise<A['POST /api/sessions/import']>;
 
   listFiles(sessionId: string): Promise<A['GET /api/sessions/{id}/files']>;
   getFile(sessionId: string, path: string): Promise<Uint8Array>;
@@ -962,6 +965,29 @@ export declare namespace Schemas {
     files_skipped: FileSkip[];
   }
 
+  export interface ImportResult {
+    session: Session;
+    /** the new session's checkpoint (a new id; the archive's is in source) */
+    checkpoint_id: string;
+    /** where the archive was made */
+    source: {
+      session_id?: string;
+      checkpoint_id?: string;
+      turn?: number;
+      checkpoint_created_at?: string;
+      workspace?: string;
+      manifest_format?: number;
+    };
+    /** chunks in the archive */
+    chunks: number;
+    /** chunks the store already held: verified, not written again */
+    chunks_present: number;
+    /** stored bytes newly written (what the stored_bytes quota counts) */
+    bytes_written: number;
+    /** settings this server could not apply, each named */
+    warnings: string[];
+  }
+
   /** The JSON answer (2xx) of each operation. */
   export interface Answers {
     "POST /api/admin/keys": CreatedKey;
@@ -1029,6 +1055,7 @@ export declare namespace Schemas {
     "POST /api/sessions/{id}/fork": {
       session: Session;
     };
+    "POST /api/sessions/import": ImportResult;
     "POST /api/sessions/{id}/notebook": NotebookRun;
     "GET /api/sessions/{id}/variables": Variables;
     "GET /api/sessions/{id}/variables/{name}/rows": RowsPage;

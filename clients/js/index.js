@@ -564,6 +564,34 @@ export class Carryover {
     });
   }
 
+  /**
+   * GET /api/sessions/{id}/export: the session's archive (its namespace, files, packages and
+   * settings; docs/export-format.md), of a checkpoint or of its current state. Held in memory: for
+   * archives of gigabytes, use the CLI (`carryover sessions export`), which streams to a file.
+   * @param {string} sessionId
+   * @param {{checkpointId?: string}} [opts]
+   * @returns {Promise<Uint8Array>}
+   */
+  exportSession(sessionId, { checkpointId } = {}) {
+    return this.request('GET', this._s(sessionId, 'export'), {
+      raw: true, query: checkpointId ? { checkpoint_id: checkpointId } : undefined,
+    });
+  }
+
+  /**
+   * POST /api/sessions/import: a new session of this tenant from an archive of exportSession.
+   * A refused archive rejects with code invalid_request (payload_too_large for a limit) and
+   * details.reason (truncated, corrupt, digest, path, ...).
+   * @param {Uint8Array | ArrayBuffer | Blob} archive
+   * @param {{sessionId?: string}} [opts]
+   * @returns {Promise<any>} {session, checkpoint_id, source, chunks, chunks_present, bytes_written, warnings}
+   */
+  importSession(archive, { sessionId } = {}) {
+    return this.request('POST', '/api/sessions/import', {
+      body: archive, query: sessionId ? { session_id: sessionId } : undefined,
+    });
+  }
+
   // ---- files -------------------------------------------------------------------------------
 
   /** GET /api/sessions/{id}/files. @param {string} sessionId @returns {Promise<{files: any[]}>} */

@@ -55,6 +55,7 @@ var sections = []section{
 	{"keys", benchKeysSection},
 	{"replication", benchReplicationSection},
 	{"backup", benchBackup},
+	{"portable", benchPortable},
 	{"browser UI: long sessions", benchUILongSessions},
 }
 

@@ -53,6 +53,7 @@ type reader struct {
 	missing map[string]bool
 	batch   []carryover.ChunkInput
 	batchN  int64
+	putter  *putter
 	defer_  []carryover.ChunkInput // structural chunks, put last (after the children they list)
 	deferN  int64
 	st      *Staged
@@ -197,17 +198,15 @@ func (rd *reader) body() error {
 		rd.missing[h] = true
 	}
 	g := newGraphCheck(idx, rd.st.Manifest)
-	for i := range idx.Chunks {
-		if err := rd.chunk(g, i); err != nil {
-			return err
-		}
+	rd.putter = newPutter(rd.ctx, rd.w)
+	err = rd.chunks(g)
+	if werr := rd.putter.wait(); err == nil {
+		err = werr
 	}
-	if err := rd.trailer(); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := rd.flush(); err != nil {
-		return err
-	}
+	rd.st.Written += rd.putter.written
 	if len(rd.defer_) > 0 {
 		n, err := rd.w.PutChunks(rd.ctx, rd.defer_)
 		if err != nil {
@@ -216,6 +215,19 @@ func (rd *reader) body() error {
 		rd.st.Written += n
 	}
 	return nil
+}
+
+// chunks reads every chunk member and the trailer, handing full batches to the putter.
+func (rd *reader) chunks(g *graphCheck) error {
+	for i := range rd.st.Index.Chunks {
+		if err := rd.chunk(g, i); err != nil {
+			return err
+		}
+	}
+	if err := rd.trailer(); err != nil {
+		return err
+	}
+	return rd.flush()
 }
 
 // trailer checks the whole archive's digest and that nothing follows it.
@@ -236,18 +248,59 @@ func (rd *reader) trailer() error {
 	return nil
 }
 
-// flush puts the batched data chunks.
+// flush hands the batched data chunks to the putter (a put that failed before is its error).
 func (rd *reader) flush() error {
 	if len(rd.batch) == 0 {
 		return nil
 	}
-	n, err := rd.w.PutChunks(rd.ctx, rd.batch)
-	if err != nil {
+	if err := rd.putter.put(rd.batch); err != nil {
 		return err
 	}
-	rd.st.Written += n
-	rd.batch, rd.batchN = rd.batch[:0], 0
+	rd.batch, rd.batchN = nil, 0
 	return nil
+}
+
+// putter puts batches of verified chunks through the writer on a goroutine of its own, so the
+// store's writes (an S3 upload, a database transaction) overlap reading the next batch. One batch
+// waits while one is put: at most 2 x putBatchBytes in memory.
+type putter struct {
+	ch      chan []carryover.ChunkInput
+	done    chan struct{}
+	written int64
+	err     error
+}
+
+func newPutter(ctx context.Context, w carryover.ChunkWriter) *putter {
+	p := &putter{ch: make(chan []carryover.ChunkInput), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for b := range p.ch {
+			if p.err != nil {
+				continue // drained: the reader sees the error at its next put or at wait
+			}
+			n, err := w.PutChunks(ctx, b)
+			p.written += n
+			p.err = err
+		}
+	}()
+	return p
+}
+
+// put hands b to the goroutine; it answers a failure of an earlier put, once it is known.
+func (p *putter) put(b []carryover.ChunkInput) error {
+	select {
+	case p.ch <- b:
+		return nil
+	case <-p.done:
+		return p.err
+	}
+}
+
+// wait ends the goroutine once its last batch is put, and answers the first put's error.
+func (p *putter) wait() error {
+	close(p.ch)
+	<-p.done
+	return p.err
 }
 
 // Commit makes the staged checkpoint session's newest, in one transaction, with a new id. cwd, when

@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -39,7 +40,7 @@ type Stats struct {
 // Write streams the archive of e to w: the index, the manifest, the settings, every chunk the
 // manifest reaches (once, parents first, each compressed with zstd when that pays) and the trailer.
 // It reads the structural chunks (descriptors, index chunks: small) once to list the graph, then
-// every chunk once more to write it; one chunk is in memory at a time.
+// every chunk once more to write it; a few chunks are in memory at a time (readAhead).
 func Write(ctx context.Context, w io.Writer, e Export) (Stats, error) {
 	m, err := persistence.ParseManifest(e.Checkpoint)
 	if err != nil {
@@ -70,26 +71,9 @@ func Write(ctx context.Context, w io.Writer, e Export) (Stats, error) {
 			return Stats{}, err
 		}
 	}
-	var st Stats
-	var raw []byte
-	for _, c := range chunks {
-		if raw, err = e.Store.ReadChunk(ctx, c.Hash, raw[:0]); err != nil {
-			return st, fmt.Errorf("export: chunk %s: %w", c.Hash, err)
-		}
-		enc, err := chunk.EncodeHashed(raw, c.Hash, nil)
-		if err != nil {
-			return st, fmt.Errorf("export: chunk %s: %w", c.Hash, err)
-		}
-		name := chunkDir + c.Hash
-		if enc.Codec == chunk.CodecZstd {
-			name += zstdSuffix
-		}
-		if err := aw.member(name, enc.Data, map[string]string{paxRawLen: strconv.Itoa(len(raw))}); err != nil {
-			return st, err
-		}
-		st.Chunks++
-		st.RawBytes += int64(len(raw))
-		st.StoredBytes += int64(len(enc.Data))
+	st, err := aw.chunks(ctx, e.Store, chunks)
+	if err != nil {
+		return st, err
 	}
 	if err := aw.member(TrailerName, []byte(hex.EncodeToString(aw.sum.Sum(nil))+"\n"), nil); err != nil {
 		return st, err
@@ -131,7 +115,9 @@ func (a *writer) member(name string, b []byte, pax map[string]string) error {
 }
 
 // digestMember adds one member to the trailer's digest: its name, a NUL, its size as 8 bytes
-// big-endian, its bytes.
+// big-endian, and its bytes, except a chunk's: a chunk is verified by its address (the xxh3-128 of
+// its raw bytes, in its name), and hashing 1 GiB of chunks again with SHA-256 would cost more
+// than the rest of an import.
 func digestMember(h hash.Hash, name string, b []byte) {
 	var n [8]byte
 	size := uint64(len(b))
@@ -142,7 +128,9 @@ func digestMember(h hash.Hash, name string, b []byte) {
 	h.Write([]byte(name))
 	h.Write([]byte{0})
 	h.Write(n[:])
-	h.Write(b)
+	if !strings.HasPrefix(name, chunkDir) {
+		h.Write(b)
+	}
 }
 
 // walk lists every chunk manifest m reaches, each once, with the children each lists, in an order
@@ -228,4 +216,81 @@ func discover(ctx context.Context, r carryover.ChunkReader, m *persistence.Manif
 		}
 	}
 	return g, order, nil
+}
+
+// readAhead is how many chunks the export reads and encodes ahead of the one being written: the
+// store's reads and the compression overlap the writes to the client.
+const readAhead = 3
+
+// encoded is one chunk read and encoded for the archive.
+type encoded struct {
+	name string
+	data []byte
+	raw  int
+	buf  []byte // to hand back to the reader for reuse
+	err  error
+}
+
+// chunks writes the chunk members, in order, each read and encoded by a goroutine running up to
+// readAhead chunks ahead.
+func (a *writer) chunks(ctx context.Context, r carryover.ChunkReader, chunks []ChunkEntry) (Stats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan encoded, readAhead)
+	free := make(chan []byte, readAhead+2)
+	for range readAhead + 2 {
+		free <- nil
+	}
+	go func() {
+		defer close(out)
+		for _, c := range chunks {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-ctx.Done():
+				return
+			}
+			e := encoded{}
+			raw, err := r.ReadChunk(ctx, c.Hash, buf[:0])
+			if err == nil {
+				var enc carryover.ChunkInput
+				enc, err = chunk.EncodeHashed(raw, c.Hash, nil)
+				e = encoded{name: chunkDir + c.Hash, data: enc.Data, raw: len(raw), buf: raw}
+				if enc.Codec == chunk.CodecZstd {
+					e.name += zstdSuffix
+				}
+			}
+			if err != nil {
+				e.err = fmt.Errorf("export: chunk %s: %w", c.Hash, err)
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var st Stats
+	for e := range out {
+		if e.err != nil {
+			return st, e.err
+		}
+		if err := a.member(e.name, e.data, map[string]string{paxRawLen: strconv.Itoa(e.raw)}); err != nil {
+			return st, err
+		}
+		st.Chunks++
+		st.RawBytes += int64(e.raw)
+		st.StoredBytes += int64(len(e.data))
+		free <- e.buf
+	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if st.Chunks != len(chunks) {
+		return st, fmt.Errorf("export: %d chunks of %d written", st.Chunks, len(chunks))
+	}
+	return st, nil
 }

@@ -246,7 +246,9 @@ func resealed(t *testing.T, arch []byte, fn func(map[string]any)) []byte {
 			n[i] = byte(size)
 		}
 		sum.Write(append(append([]byte(x.h.Name), 0), n[:]...))
-		sum.Write(x.b)
+		if !strings.HasPrefix(x.h.Name, "carryover/chunks/") { // a chunk is verified by its address
+			sum.Write(x.b)
+		}
 	}
 	ms[len(ms)-1].b = []byte(hex.EncodeToString(sum.Sum(nil)) + "\n")
 	var out bytes.Buffer

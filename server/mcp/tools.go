@@ -214,6 +214,7 @@ func (t *tools) register(s *sdk.Server) {
 	add(t, s, &sdk.Tool{Name: "checkpoints", Description: "The session's checkpoints, newest first, with their variables.", Annotations: ro}, t.checkpoints)
 	add(t, s, &sdk.Tool{Name: "restore_checkpoint", Description: "Put the session back to a checkpoint: a fresh kernel with that namespace and those files."}, t.restore)
 	add(t, s, &sdk.Tool{Name: "fork_session", Description: "Make a new session holding the variables and files of a session (its current state, or one of its checkpoints)."}, t.fork)
+	t.registerPortable(s) // portable.go
 }
 
 // ---- handlers ----

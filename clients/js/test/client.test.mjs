@@ -302,6 +302,21 @@ test('files: put, list, get, writeAgentSessionFile, read from Python, delete', a
   assert.equal(gone.status, 404);
 });
 
+test('exportSession and importSession: the state in a new session; a damaged archive refused with its reason', async () => {
+  const src = sid('port-src');
+  await client.createAgentSession({ session_id: src });
+  await client.run(src, 'm = {"k": [1, 2]}\nopen("g.txt", "w").write("moved")');
+  const archive = await client.exportSession(src);
+  const res = await client.importSession(archive, { sessionId: `${src}-in` });
+  assert.equal(res.session.id, `${src}-in`);
+  assert.equal(res.source.session_id, src);
+  assert.equal((await client.run(`${src}-in`, 'm')).result, "{'k': [1, 2]}");
+  assert.equal(await client.getFile(`${src}-in`, 'g.txt', { encoding: 'utf-8' }), 'moved');
+  const bad = await rejection(() => client.importSession(archive.slice(0, archive.length >> 1)));
+  assert.equal(bad.code, 'invalid_request');
+  assert.equal(bad.details.reason, 'truncated');
+});
+
 test('fork: same variables and files, independent afterwards; checkpoints list and restore', async () => {
   const src = sid('fork-src');
   const dst = sid('fork-dst');

@@ -48,6 +48,11 @@ async function uses(c: Carryover) {
   const size: number = file.size;
   const { tool } = await c.registerAgentTool(id, { name: 't', input_schema: { type: 'object' } });
   const nb = await c.runNotebook(id, {}, { continueOnError: true });
+  const arch: Uint8Array = await c.exportSession(id, { checkpointId: 'ckpt_x' });
+  const imp = await c.importSession(arch, { sessionId: 'copy' });
+  const importedId: string = imp.session.id;
+  const present: number = imp.chunks_present;
+  void importedId; void present;
   const ran: number = nb.ran;
   const streamed = await c.runStream(id, 'print(1)', { onOutput: (o: Output) => o.type, onStatus: (s) => s === 'busy' });
   assert<Equal<typeof streamed, RunResult>>();

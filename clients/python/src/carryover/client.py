@@ -461,6 +461,65 @@ class Carryover:
         return self.request("POST", self._session_path(session_id, "notebook"), raw=raw, query=query,
                             timeout=self._run_timeout(3600))
 
+    # ---- portable sessions (docs/export-format.md) ------------------------------------------
+
+    def export_session(self, session_id: str, path: Optional[str] = None,
+                       checkpoint_id: Optional[str] = None) -> Union[str, bytes]:
+        """Streams the session's archive (its namespace, files, packages and settings; a checkpoint
+        of it with ``checkpoint_id``, else its current state) into the file ``path``, written beside
+        it and renamed once whole, and returns ``path``; without ``path`` returns the bytes."""
+        url = self.base_url + self._session_path(session_id, "export")
+        if checkpoint_id:
+            url += "?" + urllib.parse.urlencode({"checkpoint_id": checkpoint_id})
+        req = urllib.request.Request(url, method="GET", headers=self._headers())
+        try:
+            resp = urllib.request.urlopen(req, timeout=self._run_timeout(3600))
+        except urllib.error.HTTPError as e:
+            raise self._decode_error(e.code, e.read()) from None
+        with resp:
+            if path is None:
+                return resp.read()
+            tmp = "%s.%d.part" % (path, os.getpid())
+            try:
+                with open(tmp, "wb") as f:
+                    while True:
+                        block = resp.read(1 << 20)
+                        if not block:
+                            break
+                        f.write(block)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return path
+
+    def import_session(self, archive: Union[str, bytes], new_session_id: Optional[str] = None) -> Dict[str, Any]:
+        """Makes a new session of this tenant from an archive (a file path, streamed, or its bytes).
+        Returns ``{"session", "checkpoint_id", "source", "chunks", "chunks_present", "bytes_written",
+        "warnings"}``; a refused archive raises InvalidRequest (or PayloadTooLarge) whose
+        ``details["reason"]`` says why (truncated, corrupt, digest, path, ...)."""
+        url = self.base_url + "/api/sessions/import"
+        if new_session_id:
+            url += "?" + urllib.parse.urlencode({"session_id": new_session_id})
+        headers = {"Content-Type": "application/x-tar"}
+        f = None
+        if isinstance(archive, (bytes, bytearray)):
+            data: Any = bytes(archive)
+        else:
+            f = open(archive, "rb")
+            data = f
+            headers["Content-Length"] = str(os.fstat(f.fileno()).st_size)
+        try:
+            req = urllib.request.Request(url, data=data, method="POST", headers=self._headers(headers))
+            try:
+                with urllib.request.urlopen(req, timeout=self._run_timeout(3600)) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as e:
+                raise self._decode_error(e.code, e.read()) from None
+        finally:
+            if f is not None:
+                f.close()
+
     # ---- events (plain name) ----------------------------------------------------------------
 
     def events(self, session_id: str, after_sequence: Optional[int] = None,

@@ -1,0 +1,33 @@
+"""Export and import of a session through the SDK."""
+
+import os
+import tempfile
+import unittest
+
+import support
+from carryover import InvalidRequest
+
+
+class Portable(unittest.TestCase):
+    def test_export_then_import(self):
+        c = support.client()
+        sid = c.create_session().id
+        c.run(sid, "rows = [{'a': i} for i in range(3)]\nopen('f.txt', 'w').write('kept')")
+        with tempfile.TemporaryDirectory() as d:
+            path = c.export_session(sid, os.path.join(d, "s.carryover.tar"))
+            res = c.import_session(path, new_session_id=sid + "-imported")
+            self.assertEqual(res["session"]["id"], sid + "-imported")
+            self.assertEqual(res["source"]["session_id"], sid)
+            self.assertEqual(c.run(res["session"]["id"], "print(rows[2], open('f.txt').read())").stdout,
+                             "{'a': 2} kept\n")
+            with open(path, "rb") as f:
+                data = f.read()
+        with self.assertRaises(InvalidRequest) as e:
+            c.import_session(data[: len(data) // 2])
+        self.assertEqual(e.exception.details["reason"], "truncated")
+        self.assertEqual(c.export_session(sid)[:len("carryover/index.json")], b"carryover/index.json")
+        c.delete_session(res["session"]["id"])
+
+
+if __name__ == "__main__":
+    unittest.main()
