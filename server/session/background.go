@@ -27,6 +27,7 @@ func (s *Service) StartBackground() {
 		tick := time.NewTicker(s.tickEvery())
 		defer tick.Stop()
 		lastCull := time.Now()
+		var lastEphemeralGC time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -38,6 +39,7 @@ func (s *Service) StartBackground() {
 			s.updateGauges()
 			s.rotateDue(ctx)
 			s.expireIdempotencyKeys(ctx)
+			s.expireEphemeralKeys(ctx, &lastEphemeralGC)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)
