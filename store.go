@@ -130,5 +130,6 @@ type Store interface {
 	SkillStore
 	KeyStore
 	IdempotencyStore
+	EphemeralKeyStore
 	Close() error
 }

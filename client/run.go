@@ -68,6 +68,9 @@ type ExecuteRequest struct {
 	Language       string   `json:"language,omitempty"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header; empty: Execute draws one per call, so
+	// its retries (a reset connection, a restarted server) never run the code twice.
+	IdempotencyKey string `json:"-"`
 }
 
 // CompleteReply is the kernel's completion of code at a cursor.
@@ -104,10 +107,11 @@ func keyHeader(key string) http.Header {
 	return http.Header{IdempotencyKeyHeader: {key}}
 }
 
-// Execute runs code in a throwaway session destroyed at once (POST /api/execute).
+// Execute runs code in a throwaway session destroyed at once (POST /api/execute), exactly once
+// under the client's retries (an idempotency key per call, or req's).
 func (c *Client) Execute(ctx context.Context, req ExecuteRequest) (*RunResult, error) {
 	var res RunResult
-	err := c.Do(ctx, http.MethodPost, "/api/execute", req, &res)
+	err := c.DoWithHeader(ctx, http.MethodPost, "/api/execute", keyHeader(req.IdempotencyKey), req, &res)
 	return withPartial(&res, err)
 }
 

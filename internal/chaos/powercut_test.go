@@ -79,7 +79,7 @@ func powerCutTurns(t *testing.T, sync string, seed uint64, rounds int) (lost int
 	}
 	answered := 0
 	for round := range rounds {
-		n, before := powerCutRound(t, c, p, d, rng, round, answered)
+		n, before := powerCutRound(t, c, p, d, rng, sync, round, answered)
 		if n < before {
 			lost += before - n
 		}
@@ -91,7 +91,7 @@ func powerCutTurns(t *testing.T, sync string, seed uint64, rounds int) (lost int
 // powerCutRound runs turns until a cut at a random moment, brings the server back on the disk and
 // checks the session against the last answered turn, returning the session's turn after the cut and
 // the last one answered before it (an earlier turn after the cut: answered turns lost).
-func powerCutRound(t *testing.T, c *client.Client, p *servertest.Process, d *powercut.Disk, rng *rand.Rand, round, answered int) (n, before int) {
+func powerCutRound(t *testing.T, c *client.Client, p *servertest.Process, d *powercut.Disk, rng *rand.Rand, sync string, round, answered int) (n, before int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var last atomic.Int64
@@ -161,8 +161,15 @@ func powerCutRound(t *testing.T, c *client.Client, p *servertest.Process, d *pow
 		// which the restore must name (files_ahead); a file behind the checkpoint is a loss.
 		t.Fatalf("round %d: turns.txt has %d lines, the variables say turn %d, and the restore report does not name it: %+v",
 			round, f, n, res.Restore)
-	case f != n && f != n+1:
+	case f > n+1:
 		t.Fatalf("round %d: turns.txt has %d lines at turn %d: more than the one turn in flight wrote", round, f, n)
+	case f < n:
+		// The file is behind the variables (named in files_ahead, or the case above failed): with
+		// normal the workspace is not synced with the checkpoint (logged: a loss normal allows).
+		if sync == "full" {
+			t.Fatalf("round %d: with full the workspace fell behind the checkpoint: turns.txt has %d lines at turn %d", round, f, n)
+		}
+		t.Logf("round %d: turns.txt has %d lines at turn %d: behind the checkpoint, named in files_ahead", round, f, n)
 	}
 	t.Logf("round %d: %d answered before the cut, the session came back at %d (cut+unmount+mount %v, restart %v, first turn %v)",
 		round, before, n, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))

@@ -164,9 +164,20 @@ func (d *Disk) teardown() error {
 		d.loop = ""
 	}
 	if d.fuse != nil {
-		if err := d.fuse.Unmount(); err != nil {
-			syscall.Unmount(filepath.Join(d.work, "fuse"), syscall.MNT_DETACH)
+		// The loop driver lets go of its backing file a moment after losetup -d returns (the
+		// detach finishes in a work queue): retry the unmount a little before forcing it. Not
+		// go-fuse's Unmount, whose fallback is a fusermount binary this host may not have.
+		mnt := filepath.Join(d.work, "fuse")
+		err := syscall.Unmount(mnt, 0)
+		for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			err = syscall.Unmount(mnt, 0)
+		}
+		if err != nil {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
 			errs = append(errs, fmt.Errorf("powercut: fuse unmount: %w", err))
+		} else {
+			d.fuse.Wait() // its serving loop ends with the mount
 		}
 		d.fuse = nil
 	}

@@ -65,6 +65,7 @@ func recordTests() []storeTest {
 		{"Keys", testKeys},
 		{"IdempotencyKeys", testIdempotencyKeys},
 		{"IdempotencyConcurrentReservations", testIdempotencyConcurrentReservations},
+		{"EphemeralKeys", testEphemeralKeys},
 	}
 }
 

@@ -71,6 +71,13 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if key := r.Header.Get(IdempotencyKeyHeader); key != "" {
+		// Exactly once under retries: the key belongs to the caller's tenant.
+		res, replayed, err := a.svc.RunEphemeralKeyed(r.Context(), key, req)
+		markReplayed(w, replayed)
+		a.reply(w, r, 200, res, err)
+		return
+	}
 	res, err := a.svc.RunEphemeral(r.Context(), req)
 	a.reply(w, r, 200, res, err)
 }

@@ -37,9 +37,18 @@ const KeyMax = 255
 // DefaultTTL is how long a key binds when New is given none.
 const DefaultTTL = 24 * time.Hour
 
+// Store is what Keys needs of a key table: carryover.IdempotencyStore (a session's keys) or
+// TenantStore over carryover.EphemeralKeyStore (a tenant's keys of throwaway runs).
+type Store interface {
+	ReserveIdempotencyKey(ctx context.Context, r carryover.IdempotencyRecord) (carryover.IdempotencyRecord, bool, error)
+	FinishIdempotencyKey(ctx context.Context, scope, key, attempt string, answer json.RawMessage) error
+	ReleaseIdempotencyKey(ctx context.Context, scope, key, attempt string) error
+	ExpireIdempotencyKeys(ctx context.Context, now time.Time) (int, error)
+}
+
 // Keys is a process's side of idempotency keys over a store; New makes one.
 type Keys struct {
-	store carryover.IdempotencyStore
+	store Store
 	ttl   time.Duration
 	log   *slog.Logger
 
@@ -51,7 +60,7 @@ type Keys struct {
 }
 
 // New returns the keys of store, each binding for ttl (<= 0: DefaultTTL).
-func New(store carryover.IdempotencyStore, ttl time.Duration, log *slog.Logger) *Keys {
+func New(store Store, ttl time.Duration, log *slog.Logger) *Keys {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
@@ -65,7 +74,7 @@ func New(store carryover.IdempotencyStore, ttl time.Duration, log *slog.Logger) 
 
 // Request is one keyed request.
 type Request struct {
-	Scope string // what the key belongs to: a session's id (the store's session id)
+	Scope string // what the key belongs to: a session's id, or a tenant's name (TenantStore)
 	Key   string
 	Kind  string // what runs, named in errors: "run", "exec"
 	Body  any    // the request without its key: its fingerprint tells a retry from a reuse

@@ -39,6 +39,7 @@ func (s *Service) StartBackground() {
 			s.updateGauges()
 			s.rotateDue(ctx)
 			s.adm.idem.Expire(ctx)
+			s.adm.ephemeral.Expire(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
 				s.cullIdle(ctx)

@@ -15,6 +15,12 @@ type EphemeralRequest struct {
 
 // RunEphemeral runs code (POST /api/execute) in a throwaway session destroyed at once: nothing is saved or kept.
 func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunResult, error) {
+	return s.runEphemeral(ctx, req, func() {})
+}
+
+// runEphemeral is RunEphemeral calling started just before the cell's code starts (a keyed run's
+// key is kept from there on: ephemeral_keyed.go).
+func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, started func()) (*RunResult, error) {
 	if err := carryover.ValidateLanguage(req.Language); err != nil {
 		return nil, err
 	}
@@ -45,6 +51,7 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
+	started()
 	res, err := s.runCode(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {

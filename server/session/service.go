@@ -45,9 +45,11 @@ type Service struct {
 
 // admission is the node's admission of turns and kernels, each part a package of its own.
 type admission struct {
-	quota  *quota.Gate       // the tenants' quotas but live_kernels (quota.go)
-	idem   *idempotency.Keys // idempotency keys (idempotency.go)
-	ledger *capacity.Ledger  // the node's live kernels per tenant, live_kernels included
+	quota *quota.Gate       // the tenants' quotas but live_kernels (quota.go)
+	idem  *idempotency.Keys // idempotency keys (idempotency.go)
+	// ephemeral is the tenants' idempotency keys of POST /api/execute (ephemeral_keyed.go).
+	ephemeral *idempotency.Keys
+	ledger    *capacity.Ledger // the node's live kernels per tenant, live_kernels included
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
 }
@@ -141,8 +143,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		m: newMetrics(o.Metrics),
 		adm: admission{
-			ledger: capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
-			idem:   idempotency.New(o.Store, cfg.IdempotencyTTL, log),
+			ledger:    capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
+			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
+			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
 		},
 		watch:    nodeWatch{budget: budget, read: memory},
 		cfg:      cfg,

@@ -130,6 +130,14 @@ class IdempotencyKeys(unittest.TestCase):
         with self.assertRaises(IdempotencyKeyReused):
             c.run(sid, "print('other')", idempotency_key=key)
         self.assertEqual(c.run(sid, "print(L)").stdout, "[0]\n")
+        xkey = new_idempotency_key()  # POST /api/execute: a throwaway session, the key the tenant's
+        x1 = c.execute("import random; print(random.random())", idempotency_key=xkey)
+        x2 = c.execute("import random; print(random.random())", idempotency_key=xkey)
+        self.assertEqual(x1.stdout, x2.stdout)
+        self.assertNotEqual(c.execute("import random; print(random.random())").stdout,
+                            c.execute("import random; print(random.random())").stdout)
+        with self.assertRaises(IdempotencyKeyReused):
+            c.execute("print('other')", idempotency_key=xkey)
         ekey = new_idempotency_key()
         e1 = c.execute_in_agent_session(sid, "date +%s%N", idempotency_key=ekey)
         e2 = c.execute_in_agent_session(sid, {"command": "date +%s%N", "idempotency_key": ekey})
