@@ -36,7 +36,7 @@ func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 		if !ls.lock.TryLock() {
 			continue // a turn started meanwhile
 		}
-		rss, ok := s.evictLocked(ctx, ls, reason)
+		rss, ok := ls.evictLocked(ctx, reason)
 		ls.lock.Unlock()
 		if ok {
 			return rss, true
@@ -46,14 +46,15 @@ func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 }
 
 // evictLocked hibernates ls if it still holds a kernel and is running or paused. Caller holds ls.lock.
-func (s *Service) evictLocked(ctx context.Context, ls *liveSession, reason string) (int64, bool) {
+func (ls *liveSession) evictLocked(ctx context.Context, reason string) (int64, bool) {
+	s := ls.svc
 	if ls.currentKernel() == nil || !hibernatable(ls.docCopy().State) {
 		return 0, false
 	}
 	ls.mu.Lock()
 	rss := ls.cost.rss
 	ls.mu.Unlock()
-	if err := s.hibernateLocked(ctx, ls, reason); err != nil {
+	if err := ls.hibernateLocked(ctx, reason); err != nil {
 		s.log.Warn("eviction skipped: the session could not be saved", "session", ls.id, "reason", reason, "err", err)
 		return 0, false
 	}

@@ -25,11 +25,11 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.Chec
 		return nil, carryover.Errorf(carryover.CodeConflict, "session has no live kernel; its last checkpoint is current").
 			WithDetails("last_checkpoint", ls.docCopy().LastCheckpoint)
 	}
-	res, err := s.checkpoint(ctx, ls, k)
+	res, err := ls.checkpoint(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
+	ls.emit(ctx, carryover.EventCheckpointCreated, res)
 	return res, nil
 }
 
@@ -67,11 +67,11 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, carryover.Errorf(carryover.CodeConflict, "cannot restore a %s session", doc.State)
 	}
 	if ls.docCopy().State == carryover.StatePending {
-		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+		if _, _, err := ls.transition(ctx, carryover.StateRunning, nil); err != nil {
 			return nil, err
 		}
 	}
-	s.releaseKernel(ctx, ls, "checkpoint restore")
+	ls.releaseKernel(ctx, "checkpoint restore")
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy()}) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
@@ -93,15 +93,15 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
-	go s.watchKernel(ls, k)
-	go s.relayComms(ls, k) // comms.go: the widgets' messages
+	go ls.watchKernel(k)
+	go ls.relayComms(k) // comms.go: the widgets' messages
 	ls.noteRestored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
-	cpRes, err := s.checkpoint(ctx, ls, k)
+	cpRes, err := ls.checkpoint(ctx, k)
 	if err != nil {
 		return res, err
 	}
-	s.emit(ctx, ls, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
+	ls.emit(ctx, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
 	return res, nil
 }
 

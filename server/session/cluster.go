@@ -64,7 +64,7 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 	doc.OwnerNode = s.ownerNode()
 	s.Evict(id)
 	s.mu.Lock()
-	s.sessions[id] = &liveSession{id: id, doc: doc}
+	s.sessions[id] = &liveSession{svc: s, id: id, doc: doc}
 	s.mu.Unlock()
 	return nil
 }

@@ -35,7 +35,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		}
 		// Made (or refused: a name too long, a file in the way) before it is saved: a working_dir
 		// the kernel cannot enter, once saved, made every later PATCH of the context answer 500.
-		if err := s.mkdirWorkspace(ctx, ls, rel); err != nil {
+		if err := ls.mkdirWorkspace(ctx, rel); err != nil {
 			return carryover.Session{}, err
 		}
 	}
@@ -46,7 +46,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	doc, err := ls.update(ctx, func(d *carryover.Session) error {
 		if req.WorkingDir != nil {
 			d.AgentContext.WorkingDir = wd
 		}

@@ -32,7 +32,7 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	if err := s.adm.quota.CheckTurn(ctx, tenant); err != nil {
 		return nil, err
 	}
-	ls := &liveSession{id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
+	ls := &liveSession{svc: s, id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
 		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting: a pooled kernel
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.doc})
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	res, err := s.runCode(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
+	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

@@ -29,7 +29,7 @@ func (s *Service) openRoot(id string) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureWorkspace(context.Background(), ls); err != nil {
+	if err := ls.ensureWorkspace(context.Background()); err != nil {
 		return nil, err
 	}
 	return os.OpenRoot(s.workspace(id))

@@ -315,7 +315,7 @@ func TestRecoverFromStore(t *testing.T) {
 	first := testServiceOn(t, store, prov, nil)
 	mustCreate(t, first, CreateRequest{SessionID: "r", Data: map[string]any{"x": 1.0}})
 	// As a crash would leave it: mid-rotation with a live kernel.
-	if _, err := first.update(ctx, mustLive(t, first, "r"), func(d *carryover.Session) error {
+	if _, err := mustLive(t, first, "r").update(ctx, func(d *carryover.Session) error {
 		d.State, d.Sandbox.Status = carryover.StateRotating, carryover.SandboxLive
 		return nil
 	}); err != nil {
@@ -391,8 +391,8 @@ func TestAddCostRecomputesCents(t *testing.T) {
 	s, _, _ := testService(t, func(c *Config) { c.CPUSecondCents = 0.5; c.GiBHourCents = 10 })
 	mustCreate(t, s, CreateRequest{SessionID: "c"})
 	ls := mustLive(t, s, "c")
-	s.addCost(context.Background(), ls, 4, 0.25, 0)
-	s.addCost(context.Background(), ls, 2, 0, 0)
+	ls.addCost(context.Background(), 4, 0.25, 0)
+	ls.addCost(context.Background(), 2, 0, 0)
 	c := ls.docCopy().BudgetConsumed
 	if c.CPUSeconds != 6 || c.MemoryGiBHours != 0.25 || c.CostCents != 6*0.5+0.25*10 {
 		t.Fatalf("consumed = %+v", c)

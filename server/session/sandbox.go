@@ -96,5 +96,5 @@ func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit)
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "limit": hit.Kind, "message": hit.Message,
 		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
-	s.emit(context.Background(), ls, carryover.EventSandboxLimitExceeded, payload)
+	ls.emit(context.Background(), carryover.EventSandboxLimitExceeded, payload)
 }

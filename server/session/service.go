@@ -68,6 +68,7 @@ type background struct {
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
 type liveSession struct {
+	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
 	lock        fifoLock // one execution at a time, in arrival order
 	hub         hub
@@ -257,7 +258,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc.Recovered()}
+		s.sessions[r.ID] = &liveSession{svc: s, id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))
@@ -284,7 +285,8 @@ func (ls *liveSession) docCopy() carryover.Session {
 }
 
 // save persists the session document (the caller holds ls.mu).
-func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
+func (ls *liveSession) saveLocked(ctx context.Context) error {
+	s := ls.svc
 	ls.doc.UpdatedAt = time.Now().UTC()
 	b, err := json.Marshal(ls.doc)
 	if err != nil {
@@ -300,7 +302,7 @@ func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
 var errUnchanged = errors.New("unchanged")
 
 // update applies fn to the session document under its lock and persists it.
-func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryover.Session) error) (carryover.Session, error) {
+func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	before := ls.doc
@@ -311,7 +313,7 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryove
 		}
 		return before, err
 	}
-	if err := s.saveLocked(ctx, ls); err != nil {
+	if err := ls.saveLocked(ctx); err != nil {
 		ls.doc = before
 		return before, fmt.Errorf("saving session: %w", err)
 	}
@@ -319,14 +321,15 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryove
 }
 
 // setSandboxStatus saves the session's sandbox status.
-func (s *Service) setSandboxStatus(ctx context.Context, ls *liveSession, status string) error {
-	_, err := s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
+func (ls *liveSession) setSandboxStatus(ctx context.Context, status string) error {
+	_, err := ls.update(ctx, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
 	return err
 }
 
 // logSaveErr reports a session write that failed where nobody waits for an answer (a kernel's
 // death, a background status change): logged and counted, never silent.
-func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
+func (ls *liveSession) logSaveErr(what string, err error) {
+	s := ls.svc
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
 		s.m.recordFailures.Inc()
@@ -334,7 +337,8 @@ func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
 }
 
 // emit appends an event to the session's log and pushes it to subscribed websockets.
-func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload any) {
+func (ls *liveSession) emit(ctx context.Context, typ string, payload any) {
+	s := ls.svc
 	if payload == nil {
 		payload = map[string]any{}
 	}
@@ -386,7 +390,7 @@ func (s *Service) Close(ctx context.Context) error {
 		ls.kern = nil
 		if k != nil && ls.doc.Sandbox.Status == carryover.SandboxLive {
 			ls.doc.Sandbox.Status = carryover.SandboxHibernated
-			s.logSaveErr(ls, "hibernated at close", s.saveLocked(ctx, ls))
+			ls.logSaveErr("hibernated at close", ls.saveLocked(ctx))
 		}
 		ls.mu.Unlock()
 		if k != nil {

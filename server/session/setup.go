@@ -58,7 +58,7 @@ func (ls *liveSession) forgetSetup(k *kernel.Kernel) {
 
 // flushSetup sends k's pending set-up with a request of its own: for any use of the kernel other
 // than a cell that carries it.
-func (s *Service) flushSetup(ctx context.Context, ls *liveSession, k *kernel.Kernel) error {
+func (ls *liveSession) flushSetup(ctx context.Context, k *kernel.Kernel) error {
 	ls.mu.Lock()
 	p := ls.setup
 	ls.mu.Unlock()
