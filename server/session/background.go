@@ -25,7 +25,7 @@ func (s *Service) StartBackground() {
 	s.bg.wg.Add(1)
 	go func() {
 		defer s.bg.wg.Done()
-		tick := time.NewTicker(s.tickEvery())
+		tick := time.NewTicker(s.cfg.tickEvery())
 		defer tick.Stop()
 		lastCull := time.Now()
 		for {
@@ -48,9 +48,9 @@ func (s *Service) StartBackground() {
 }
 
 // tickEvery is the loop period: fine enough for second-level rotation deadlines.
-func (s *Service) tickEvery() time.Duration {
+func (c Config) tickEvery() time.Duration {
 	d := 500 * time.Millisecond
-	if iv := s.cfg.CullInterval; iv > 0 && iv < d {
+	if iv := c.CullInterval; iv > 0 && iv < d {
 		d = iv
 	}
 	return d
@@ -180,7 +180,7 @@ func (ls *liveSession) hibernateLocked(ctx context.Context, reason string) error
 	if err := ls.setSandboxStatus(ctx, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.countHibernation(reason)
+	s.watch.countHibernation(reason)
 	ls.emit(ctx, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

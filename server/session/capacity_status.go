@@ -62,11 +62,11 @@ type memoryReading struct {
 }
 
 // noteMemory keeps the tick's reading for Status and the metrics.
-func (s *Service) noteMemory(kernels int64, h HostMemory) {
-	s.mu.Lock()
-	s.watch.last = memoryReading{kernels: kernels, host: h, read: true}
-	s.mu.Unlock()
-	s.m.kernelMemory.Set(float64(kernels))
+func (w *nodeWatch) noteMemory(kernels int64, h HostMemory) {
+	w.mu.Lock()
+	w.last = memoryReading{kernels: kernels, host: h, read: true}
+	w.mu.Unlock()
+	w.kernelMemory.Set(float64(kernels))
 }
 
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
@@ -88,11 +88,13 @@ func (s *Service) Status() NodeStatus {
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}
+	s.mu.Unlock()
+	s.watch.mu.Lock()
 	for k, v := range s.watch.evictions {
 		st.Evictions[k] = v
 	}
 	mem := s.watch.last
-	s.mu.Unlock()
+	s.watch.mu.Unlock()
 	st.Sessions = countSessions(all)
 	if !mem.read {
 		mem.host = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}

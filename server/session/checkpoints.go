@@ -55,7 +55,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	if err != nil {
 		return nil, err
 	}
-	cp, err := s.checkpointByID(ctx, id, cid)
+	cp, err := checkpointByID(ctx, s.store, id, cid)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.workspace(id), true)
+	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.cfg.workspace(id), true)
 	if err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
@@ -106,8 +106,8 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 }
 
 // checkpointByID is session id's checkpoint cid, or not_found naming it.
-func (s *Service) checkpointByID(ctx context.Context, id, cid string) (carryover.Checkpoint, error) {
-	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+func checkpointByID(ctx context.Context, store carryover.Store, id, cid string) (carryover.Checkpoint, error) {
+	cp, err := store.GetCheckpoint(ctx, id, cid)
 	if errors.Is(err, carryover.ErrNotFound) {
 		return cp, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
 	}

@@ -45,7 +45,7 @@ func holdKernel(t *testing.T, s *Service, id string) {
 		ls.mu.Lock()
 		ls.kern = nil
 		ls.mu.Unlock()
-		s.releaseLease(k)
+		s.adm.releaseLease(k)
 	})
 }
 

@@ -121,7 +121,7 @@ func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest,
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,8 @@ func (ls *liveSession) runInSandbox(ctx context.Context, doc carryover.Session, 
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
-		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
+	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
+		Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
 	if err != nil && !errors.As(err, &startErr) {
@@ -240,7 +240,7 @@ func waitCommand(p kernel.Process, timeout time.Duration, res *CommandResult) ke
 // kernel left in its workspace cannot make the server, root, create directories elsewhere.
 func (ls *liveSession) mkdirWorkspace(ctx context.Context, rel string) error {
 	s := ls.svc
-	ws := s.workspace(ls.id)
+	ws := s.cfg.workspace(ls.id)
 	if err := ls.ensureWorkspace(ctx); err != nil {
 		return err
 	}

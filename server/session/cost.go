@@ -92,7 +92,7 @@ func (ls *liveSession) sampleCost(ctx context.Context, k *kernel.Kernel) {
 func (ls *liveSession) addCost(ctx context.Context, cpu, gibHours float64, rss int64) {
 	s := ls.svc
 	if _, err := ls.update(ctx, func(d *carryover.Session) error {
-		s.chargeLocked(d, cpu, gibHours)
+		s.cfg.chargeLocked(d, cpu, gibHours)
 		d.MemoryPeakBytes = max(d.MemoryPeakBytes, rss)
 		return nil
 	}); err != nil {
@@ -102,11 +102,11 @@ func (ls *liveSession) addCost(ctx context.Context, cpu, gibHours float64, rss i
 }
 
 // chargeLocked adds use to the document and recomputes cost_cents (the caller is inside update).
-func (s *Service) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
-	c := &d.BudgetConsumed
-	c.CPUSeconds += cpu
-	c.MemoryGiBHours += gibHours
-	c.CostCents = carryover.CostCents(*c, s.cfg.CPUSecondCents, s.cfg.GiBHourCents)
+func (c Config) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
+	b := &d.BudgetConsumed
+	b.CPUSeconds += cpu
+	b.MemoryGiBHours += gibHours
+	b.CostCents = carryover.CostCents(*b, c.CPUSecondCents, c.GiBHourCents)
 }
 
 // sampleCosts samples every live kernel (the background loop).

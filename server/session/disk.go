@@ -106,7 +106,7 @@ func (s *Service) checkDiskless(id string) error {
 
 // removeWorkspace deletes a session's workspace and its disk.
 func (s *Service) removeWorkspace(id string) error {
-	ws := s.workspace(id)
+	ws := s.cfg.workspace(id)
 	if s.disks() == nil { // an image left by a sandboxed run of the server goes with its session
 		_ = os.Remove(filepath.Join(s.cfg.DataDir, "disks", id+".img"))
 	}

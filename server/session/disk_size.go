@@ -31,7 +31,7 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 	if size < minDisk {
 		return bad("%q is below the smallest disk, %s", req.Disk, kernel.FormatMemory(minDisk))
 	}
-	if max := s.maxDisk(); max > 0 && size > max {
+	if max := s.cfg.maxDisk(); max > 0 && size > max {
 		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", s.cfg.MaxDisk)
 	}
 	sb.Disk = req.Disk
@@ -40,8 +40,8 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 
 // maxDisk is sandbox.max_disk in bytes (0: no ceiling; a bad value is refused at start-up by Validate
 // of the provisioner's config, and counts as no ceiling here).
-func (s *Service) maxDisk() int64 {
-	n, err := kernel.ParseMemory(s.cfg.MaxDisk)
+func (c Config) maxDisk() int64 {
+	n, err := kernel.ParseMemory(c.MaxDisk)
 	if err != nil {
 		return 0
 	}

@@ -18,7 +18,7 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	if err := carryover.ValidateLanguage(req.Language); err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (s *Service) openRoot(id string) (*os.Root, error) {
 	if err := ls.ensureWorkspace(context.Background()); err != nil {
 		return nil, err
 	}
-	return os.OpenRoot(s.workspace(id))
+	return os.OpenRoot(s.cfg.workspace(id))
 }
 
 func fileErr(p string, err error) error {

@@ -156,7 +156,7 @@ func (ls *liveSession) commitFork(ctx context.Context, srcID, cid string) error 
 	_ = s.removeWorkspace(ls.id)
 	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
 	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
-	srcWS, dstWS := s.workspace(srcID), s.workspace(ls.id)
+	srcWS, dstWS := s.cfg.workspace(srcID), s.cfg.workspace(ls.id)
 	cwd := func(c string) string {
 		if c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator)) {
 			return dstWS + c[len(srcWS):]

@@ -15,8 +15,8 @@ import (
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
-func (s *Service) hostPath(id, p string) string {
-	ws := s.workspace(id)
+func (c Config) hostPath(id, p string) string {
+	ws := c.workspace(id)
 	p = strings.TrimPrefix(p, "/workspace")
 	return filepath.Join(ws, filepath.FromSlash(strings.TrimPrefix(p, "/")))
 }
@@ -119,7 +119,7 @@ func (ls *liveSession) startSession(ctx context.Context, nk *newKernel, firstCel
 	if doc.LastCheckpoint == nil {
 		return nil
 	}
-	nk.restored, err = s.ckpt.RestoreIntoNew(ctx, nk.k, ls.id, s.workspace(ls.id)) // no user code ran in it yet
+	nk.restored, err = s.ckpt.RestoreIntoNew(ctx, nk.k, ls.id, s.cfg.workspace(ls.id)) // no user code ran in it yet
 	if err != nil {
 		// Nothing is lost: the checkpoint stays in the database and the next run tries again.
 		return (&carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
@@ -160,7 +160,7 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 	s := ls.svc
 	ls.workspaceMu.Lock()
 	defer ls.workspaceMu.Unlock()
-	ws := s.workspace(ls.id)
+	ws := s.cfg.workspace(ls.id)
 	if err := s.checkDiskless(ls.id); err != nil {
 		return err
 	}
@@ -197,12 +197,12 @@ func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	return sendSetup(ctx, k, s.setupOf(id, k, doc, true))
+	return sendSetup(ctx, k, s.cfg.setupOf(id, k, doc, true))
 }
 
 // attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
 func (s *Service) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.workspace(id), 0o755); err != nil {
 		return err
 	}
 	return s.attachKernel(ctx, id, k, doc)
@@ -216,10 +216,10 @@ type kernelSetup struct {
 }
 
 // setupOf is the session's set-up for kernel k; withCount sets the kernel's counter too.
-func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
+func (c Config) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
 	st := kernelSetup{
 		// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
-		Cwd: k.Process().KernelPath(s.hostPath(id, doc.AgentContext.WorkingDir)),
+		Cwd: k.Process().KernelPath(c.hostPath(id, doc.AgentContext.WorkingDir)),
 		Env: doc.AgentContext.EnvVars,
 	}
 	if st.Env == nil {
@@ -334,7 +334,7 @@ func (ls *liveSession) checkpointWith(ctx context.Context, k *kernel.Kernel, tur
 		answer = ""
 	}
 	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
-	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.workspace(ls.id), answer)
+	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.cfg.workspace(ls.id), answer)
 	s.m.checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,
 		Tenant:       carryover.TenantFromContext(ctx),
-		OwnerNode:    s.ownerNode(), // the node that creates a session owns it (cluster.go)
+		OwnerNode:    s.cfg.ownerNode(), // the node that creates a session owns it (cluster.go)
 		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
@@ -126,7 +126,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		return carryover.Session{}, err
 	}
 	release()
-	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.workspace(id), 0o755); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Start {

@@ -35,7 +35,7 @@ func TestCreateDefaults(t *testing.T) {
 	if err != nil || rec.ClientID != "c1" || rec.State != carryover.StatePending {
 		t.Errorf("stored record %+v, %v", rec, err)
 	}
-	if st, err := os.Stat(s.workspace(doc.ID)); err != nil || !st.IsDir() {
+	if st, err := os.Stat(s.cfg.workspace(doc.ID)); err != nil || !st.IsDir() {
 		t.Errorf("workspace not made: %v", err)
 	}
 	if got, err := s.Get(doc.ID); err != nil || got.Data["k"] != "v" {
@@ -276,7 +276,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	if _, err := store.GetSession(ctx, "d"); !errors.Is(err, carryover.ErrNotFound) {
 		t.Errorf("store still has the session: %v", err)
 	}
-	if _, err := os.Stat(s.workspace("d")); !os.IsNotExist(err) {
+	if _, err := os.Stat(s.cfg.workspace("d")); !os.IsNotExist(err) {
 		t.Errorf("workspace still there: %v", err)
 	}
 	// The id is free again.

@@ -89,7 +89,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
-		if err := s.setEnv(ctx, k, req.Env); err != nil {
+		if err := setEnv(ctx, k, req.Env); err != nil {
 			return nil, err
 		}
 	}
@@ -166,7 +166,7 @@ func (ls *liveSession) runCell(ctx context.Context, k *kernel.Kernel, req RunReq
 	res.SessionID = ls.id
 	res.ride = ride
 	if len(req.Env) > 0 && runErr == nil {
-		if err := s.unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
+		if err := unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
 			s.log.Warn("per-run env vars not reset", "session", ls.id, "err", err)
 		}
 	}
@@ -230,12 +230,12 @@ func (ls *liveSession) currentKernel() *kernel.Kernel {
 }
 
 // runTimeout validates timeout_seconds.
-func (s *Service) runTimeout(t *float64) (time.Duration, error) {
+func (c Config) runTimeout(t *float64) (time.Duration, error) {
 	if t == nil {
-		return s.cfg.DefaultRunTimeout, nil
+		return c.DefaultRunTimeout, nil
 	}
-	if *t <= 0 || *t > s.cfg.MaxRunTimeoutSeconds {
-		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.MaxRunTimeoutSeconds).WithDetails("field", "timeout_seconds")
+	if *t <= 0 || *t > c.MaxRunTimeoutSeconds {
+		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", c.MaxRunTimeoutSeconds).WithDetails("field", "timeout_seconds")
 	}
 	return secs(*t), nil
 }

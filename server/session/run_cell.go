@@ -44,7 +44,7 @@ func (ls *liveSession) runCode(ctx context.Context, k *kernel.Kernel, code strin
 	out := ls.runWithDeadline(ctx, k, code, opts, timeout)
 	res.DurationMS = ms(time.Since(start))
 	col.finish()
-	return res, s.runOutcome(res, out, ride, timeout)
+	return res, runOutcome(res, out, ride, timeout)
 }
 
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
@@ -127,7 +127,7 @@ func (ls *liveSession) runWithDeadline(ctx context.Context, k *kernel.Kernel, co
 
 // runOutcome fills the answer's status and error from how the execution ended, and keeps the
 // snapshot answer that rode on it; it returns the run's error (kernel death, timeout), if any.
-func (s *Service) runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout time.Duration) error {
+func runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout time.Duration) error {
 	if out.err != nil {
 		res.Status = "error"
 		if isDied(out.err) && !out.restarted { // our own restart of a run that ignored the interrupt is a timeout

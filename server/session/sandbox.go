@@ -67,7 +67,7 @@ func (s *Service) attachKernel(ctx context.Context, id string, k *kernel.Kernel,
 	if err := p.SetLimits(kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}); err != nil {
 		return limitErr(err)
 	}
-	if err := p.AttachWorkspace(s.workspace(id)); err != nil {
+	if err := p.AttachWorkspace(s.cfg.workspace(id)); err != nil {
 		return err
 	}
 	if err := s.attachSkills(ctx, p, doc); err != nil {

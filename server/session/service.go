@@ -50,14 +50,20 @@ type admission struct {
 	ledger *capacity.Ledger  // the node's live kernels per tenant, live_kernels included
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
+	live   prometheus.Gauge // carryover_kernels_live: the leases held
 }
 
-// nodeWatch is the node's capacity as resolved at start and its memory as last read.
+// nodeWatch is the node's capacity as resolved at start, its memory as last read and its
+// hibernations, as the status endpoint and the metrics show them.
 type nodeWatch struct {
-	budget    capacity.Budget
-	read      MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
-	evictions map[string]int64 // hibernations by reason, under Service.mu
-	last      memoryReading    // the last tick's reading, under Service.mu (the status endpoint)
+	budget       capacity.Budget
+	read         MemorySource // the host's memory, read every loop tick (capacity_memory.go)
+	hibernations *prometheus.CounterVec
+	kernelMemory prometheus.Gauge
+
+	mu        sync.Mutex
+	evictions map[string]int64 // hibernations by reason
+	last      memoryReading    // the last tick's reading
 }
 
 // background is the service's work in the background.
@@ -139,13 +145,15 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
+	m := newMetrics(o.Metrics)
 	s := &Service{
-		m: newMetrics(o.Metrics),
+		m: m,
 		adm: admission{
 			ledger: capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
 			idem:   idempotency.New(o.Store, cfg.IdempotencyTTL, log),
+			live:   m.kernelsLive,
 		},
-		watch:    nodeWatch{budget: budget, read: memory},
+		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.hibernations, kernelMemory: m.kernelMemory},
 		cfg:      cfg,
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
@@ -230,7 +238,7 @@ func (s *Service) useProvisioner(p kernel.Provisioner) {
 }
 
 // workspace is the host directory that is a session's /workspace.
-func (s *Service) workspace(id string) string { return filepath.Join(s.cfg.workspacesDir(), id) }
+func (c Config) workspace(id string) string { return filepath.Join(c.workspacesDir(), id) }
 
 // installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
 // pool's onStart hook).
@@ -239,7 +247,7 @@ func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	if err := s.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	return s.installOutputGuard(ctx, k)
+	return installOutputGuard(ctx, k, s.cfg.MaxOutputBytes)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
@@ -423,7 +431,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 	if err := k.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
-	s.releaseLease(k) // after the process is gone: a lease is a kernel alive
+	s.adm.releaseLease(k) // after the process is gone: a lease is a kernel alive
 }
 
 // isDied reports whether err says the kernel died.

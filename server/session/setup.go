@@ -30,7 +30,7 @@ func (s *Service) deferSetup(ctx context.Context, id string, k *kernel.Kernel, d
 	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
 		return nil, err
 	}
-	return &pendingSetup{k: k, setup: s.setupOf(id, k, doc, false)}, nil
+	return &pendingSetup{k: k, setup: s.cfg.setupOf(id, k, doc, false)}, nil
 }
 
 // setupMetadata is the metadata for a cell about to run on k: the pending set-up, if any (nil when

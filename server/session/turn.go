@@ -150,7 +150,7 @@ func (ls *liveSession) accountTurn(ctx context.Context, t turnRecord) error {
 			d.Data = mergedData(d.Data, t.updateData)
 		}
 		if t.cpuSeconds > 0 {
-			s.chargeLocked(d, t.cpuSeconds, 0)
+			s.cfg.chargeLocked(d, t.cpuSeconds, 0)
 		}
 		return nil
 	})

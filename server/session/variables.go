@@ -116,7 +116,7 @@ func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persis
 	if _, err := s.get(id); err != nil {
 		return nil, err
 	}
-	cp, err := s.checkpointByID(ctx, id, cid)
+	cp, err := checkpointByID(ctx, s.store, id, cid)
 	if err != nil {
 		return nil, err
 	}
