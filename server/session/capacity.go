@@ -46,7 +46,7 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 			return nil, err
 		}
 	}
-	k, err := s.claimKernel(ctx, c.doc, c.runEnv)
+	k, err := s.kern.claimKernel(ctx, c.doc, c.runEnv)
 	if err != nil {
 		lease.Release()
 		return nil, s.adm.startFailed(ctx, s.cfg.StartupTimeout, err)

@@ -72,7 +72,7 @@ func (w *nodeWatch) noteMemory(kernels int64, h HostMemory) {
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
 func (s *Service) Status() NodeStatus {
 	sl := s.adm.ledger.Stats()
-	ps := s.pool.Stats()
+	ps := s.kern.pool.Stats()
 	st := NodeStatus{
 		NodeID: s.cfg.NodeID,
 		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.watch.budget.Source, LiveKernels: sl.Held,
@@ -134,7 +134,7 @@ func (s *Service) updateGauges() {
 	s.m.sessionsHibernated.Set(float64(countSessions(all).Hibernated))
 	series := tenantSeriesOf(all)
 	s.m.tenants.last.Store(&series)
-	ps := s.pool.Stats()
+	ps := s.kern.pool.Stats()
 	s.m.poolIdle.Set(float64(ps.Idle))
 	s.m.poolTarget.Set(float64(ps.Target))
 }

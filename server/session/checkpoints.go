@@ -79,7 +79,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
-	if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+	if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}

@@ -180,7 +180,7 @@ func (ls *liveSession) runInSandbox(ctx context.Context, doc carryover.Session, 
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
+	p, err := s.kern.opts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
 		Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError

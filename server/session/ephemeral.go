@@ -40,9 +40,9 @@ func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunR
 	}
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
-		_ = s.removeWorkspace(id)
+		_ = s.kern.removeWorkspace(id)
 	}()
-	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
+	if err := s.kern.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
 	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)

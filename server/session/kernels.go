@@ -109,9 +109,9 @@ func (ls *liveSession) startSession(ctx context.Context, nk *newKernel, firstCel
 	}
 	var err error
 	if firstCell && doc.LastCheckpoint == nil && doc.ExecutionCount == 0 {
-		nk.setup, err = s.deferSetup(ctx, ls.id, nk.k, doc)
+		nk.setup, err = s.kern.deferSetup(ctx, ls.id, nk.k, doc)
 	} else {
-		err = s.prepareKernel(ctx, ls.id, nk.k, doc)
+		err = s.kern.prepareKernel(ctx, ls.id, nk.k, doc)
 	}
 	if err != nil {
 		return fmt.Errorf("preparing kernel: %w", err)
@@ -161,7 +161,7 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 	ls.workspaceMu.Lock()
 	defer ls.workspaceMu.Unlock()
 	ws := s.cfg.workspace(ls.id)
-	if err := s.checkDiskless(ls.id); err != nil {
+	if err := s.kern.checkDiskless(ls.id); err != nil {
 		return err
 	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
@@ -172,7 +172,7 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 	}
 	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
-		if s.disks() != nil {
+		if s.kern.disks() != nil {
 			materialize = s.materializeOnDisk
 		}
 		n, err := materialize(ctx, ls.id, ws)
@@ -193,19 +193,19 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
-func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
+func (f *kernels) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	return sendSetup(ctx, k, s.cfg.setupOf(id, k, doc, true))
+	return sendSetup(ctx, k, f.cfg.setupOf(id, k, doc, true))
 }
 
 // attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
-func (s *Service) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := os.MkdirAll(s.cfg.workspace(id), 0o755); err != nil {
+func (f *kernels) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+	if err := os.MkdirAll(f.cfg.workspace(id), 0o755); err != nil {
 		return err
 	}
-	return s.attachKernel(ctx, id, k, doc)
+	return f.attachKernel(ctx, id, k, doc)
 }
 
 // kernelSetup is what points a kernel at its session. Its JSON is the agent's carryover_setup.

@@ -89,7 +89,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
 		return carryover.Session{}, err
 	}
-	if err := s.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
+	if err := s.kern.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Rotation != nil {
@@ -235,7 +235,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return s.removeWorkspace(id)
+	return s.kern.removeWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.

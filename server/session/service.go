@@ -28,8 +28,7 @@ type Service struct {
 	cfg   Config
 	store carryover.Store
 	ckpt  *persistence.Checkpointer
-	pool  *kernel.Pool
-	kopts kernel.Options // kopts.Provisioner runs kernels and exec commands (sandbox.go)
+	kern  kernels // the pool, the launch options, a kernel attached to its session (kernel_factory.go)
 	log   *slog.Logger
 	m     *metrics
 
@@ -162,7 +161,8 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
-	s.kopts = kernel.Options{
+	s.kern = kernels{cfg: cfg, ckpt: s.ckpt, skills: s.skills, log: log, onLimit: s.sandboxEvent}
+	s.kern.opts = kernel.Options{
 		Spec:              spec,
 		Transport:         cfg.Transport,
 		WorkDir:           cfg.workspacesDir(),
@@ -178,9 +178,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
-	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
-		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kopts, s.installAgent, s.warmKernel)
+	s.kern.useProvisioner(o.Provisioner)
+	s.kern.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
+		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kern.opts, s.kern.installAgent, s.kern.warmKernel)
 	return s, nil
 }
 
@@ -224,16 +224,16 @@ func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointe
 }
 
 // useProvisioner points the kernel options at p (local processes when nil).
-func (s *Service) useProvisioner(p kernel.Provisioner) {
+func (f *kernels) useProvisioner(p kernel.Provisioner) {
 	if p == nil {
-		p = &kernel.LocalProvisioner{SpoolRoot: s.cfg.Spool()}
+		p = &kernel.LocalProvisioner{SpoolRoot: f.cfg.Spool()}
 	}
-	s.kopts.Provisioner = p
-	s.kopts.Network = s.cfg.Network
-	if kernel.IsolatesNetwork(p) && s.kopts.Transport == "tcp" {
+	f.opts.Provisioner = p
+	f.opts.Network = f.cfg.Network
+	if kernel.IsolatesNetwork(p) && f.opts.Transport == "tcp" {
 		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
-		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
-		s.kopts.Transport = "ipc"
+		f.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
+		f.opts.Transport = "ipc"
 	}
 }
 
@@ -242,16 +242,16 @@ func (c Config) workspace(id string) string { return filepath.Join(c.workspacesD
 
 // installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
 // pool's onStart hook).
-func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
+func (f *kernels) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	if err := s.ckpt.Install(ctx, k, host, inside); err != nil {
+	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	return installOutputGuard(ctx, k, s.cfg.MaxOutputBytes)
+	return installOutputGuard(ctx, k, f.cfg.MaxOutputBytes)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
-func (s *Service) warmKernel(ctx context.Context, k *kernel.Kernel) error { return s.ckpt.Warm(ctx, k) }
+func (f *kernels) warmKernel(ctx context.Context, k *kernel.Kernel) error { return f.ckpt.Warm(ctx, k) }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
 // each gets a new kernel and its last checkpoint lazily, on its next run.
@@ -412,8 +412,8 @@ func (s *Service) Close(ctx context.Context) error {
 	wg.Wait()
 	s.bg.wg.Wait()
 	var err error
-	if s.pool != nil {
-		err = s.pool.Close(ctx)
+	if s.kern.pool != nil {
+		err = s.kern.pool.Close(ctx)
 	}
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
 	if s.cfg.SpoolDir == "" {

@@ -26,11 +26,11 @@ type pendingSetup struct {
 
 // deferSetup attaches a just-claimed kernel to the session and returns its set-up, to ride on the
 // first cell.
-func (s *Service) deferSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
-	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
+func (f *kernels) deferSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
+	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return nil, err
 	}
-	return &pendingSetup{k: k, setup: s.cfg.setupOf(id, k, doc, false)}, nil
+	return &pendingSetup{k: k, setup: f.cfg.setupOf(id, k, doc, false)}, nil
 }
 
 // setupMetadata is the metadata for a cell about to run on k: the pending set-up, if any (nil when
