@@ -72,8 +72,9 @@ run: build
 # server 507 s, persistence 337, clustertest 188, web 185, clients/js 146, kernel 82, clients/python
 # 80, backup 76, ...), so the long ones never start last: named in the order of ./..., persistence
 # and clustertest started after 20-odd short packages and the run ended with one package going and
-# a core idle (727 s, 1.55 cores busy on average).
-LONGEST = ./server/ ./persistence/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
+# a core idle (727 s, 1.55 cores busy on average). internal/bench (its smoke test runs every
+# benchmark section in quick mode, one after the other) goes early too: it is minutes long.
+LONGEST = ./server/ ./persistence/ ./internal/bench/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
 	./clients/python/ ./persistence/backup/ ./persistence/postgres/ ./cmd/carryover/ ./client/
 test: deps web-deps tools
 	$(GO) vet ./...
