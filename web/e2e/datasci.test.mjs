@@ -295,6 +295,12 @@ try {
       const seen = await chartsSeen(again);
       assertSpread(seen, SIZED.map(([n]) => `${n} after a reload`));
     }
+    const gl = cells().filter({ has: page.locator('.out-isolated') }).first();
+    if (await gl.count()) {
+      const seen = await chartsSeen(gl);
+      assertSpread(seen.slice(0, 1), ['scattergl after a reload']);
+      assertSpread(seen.slice(1, 2), ['scatter3d after a reload'], 0.25);
+    }
   });
 
   await step('the XSS corpus through the chart renderers: Plotly titles and hover templates, Vega titles, tooltips and links', async () => {
