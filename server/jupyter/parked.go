@@ -19,11 +19,13 @@ import (
 const (
 	parkTTL = 2 * time.Minute // a client away longer is taken for gone: its messages are dropped
 	parkCap = 1 << 14         // messages kept per client session (a connection's queue holds as many)
+	parkMax = 64 << 20        // bytes kept per client session: a cell's output can be 50 MB
 )
 
 // parkedBuf is what a client session missed since its last socket closed.
 type parkedBuf struct {
 	msgs  []kernel.RawMessage
+	size  int
 	until time.Time
 }
 
@@ -43,7 +45,11 @@ func (b *bridge) parkLocked(c *conn) {
 	if b.parked == nil {
 		b.parked = map[string]*parkedBuf{}
 	}
-	b.parked[c.sid] = &parkedBuf{msgs: unsent, until: time.Now().Add(parkTTL)}
+	p := &parkedBuf{msgs: unsent, until: time.Now().Add(parkTTL)}
+	for _, m := range unsent {
+		p.size += msgSize(m)
+	}
+	b.parked[c.sid] = p
 }
 
 // keepLocked adds m, a message that goes to every connection, to what each away client session
@@ -52,13 +58,23 @@ func (b *bridge) parkLocked(c *conn) {
 func (b *bridge) keepLocked(m kernel.RawMessage) {
 	now := time.Now()
 	for sid, p := range b.parked {
-		if now.After(p.until) || len(p.msgs) >= parkCap {
+		if now.After(p.until) || len(p.msgs) >= parkCap || p.size+msgSize(m) > parkMax {
 			b.d.log.Info("jupyter: a client session away too long; what it missed is dropped", "kernel", b.id, "messages", len(p.msgs))
 			delete(b.parked, sid)
 			continue
 		}
 		p.msgs = append(p.msgs, m)
+		p.size += msgSize(m)
 	}
+}
+
+// msgSize is about what m holds in memory.
+func msgSize(m kernel.RawMessage) int {
+	n := len(m.Header) + len(m.ParentHeader) + len(m.Metadata) + len(m.Content)
+	for _, b := range m.Buffers {
+		n += len(b)
+	}
+	return n
 }
 
 // unparkLocked gives a socket of a client session that was away what it missed, before anything
