@@ -108,3 +108,15 @@ func TestSessionsNamedLikeRoutes(t *testing.T) {
 		t.Fatalf("POST /api/sessions/import: %v, want 400", err)
 	}
 }
+
+// TestExportNeverRan: a session with no checkpoint has nothing to export: 409 saying so.
+func TestExportNeverRan(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	id := servertest.ID(t)
+	ts.newSession(client.CreateRequest{SessionID: id})
+	var e *client.Error
+	if err := ts.c.ExportSession(t.Context(), id, "", &bytes.Buffer{}); !errors.As(err, &e) || e.Status != 409 || !strings.Contains(e.Message, "no checkpoint to export") {
+		t.Fatalf("export of a session that never ran: %v", err)
+	}
+}
