@@ -62,7 +62,9 @@ func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (ar
 		return archive.Export{}, err
 	}
 	cid, err := s.forkCheckpointID(ctx, ls, checkpointID)
-	if err != nil {
+	if e := carryover.ErrorOf(err); err != nil && e.Code == carryover.CodeConflict && checkpointID == "" && ls.docCopy().LastCheckpoint == nil {
+		return archive.Export{}, carryover.Errorf(carryover.CodeConflict, "session %q has no checkpoint to export yet; run something first", id)
+	} else if err != nil {
 		return archive.Export{}, err
 	}
 	cp, err := s.store.GetCheckpoint(ctx, id, cid)
