@@ -48,6 +48,7 @@ type model struct {
 type tally struct{ injected, exact, named, silent, hung, damaged int }
 
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	faults := envInt("CARRYOVER_CHAOS_FAULTS", 6)
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	rng := rand.New(rand.NewPCG(seed, 2))

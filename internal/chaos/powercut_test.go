@@ -39,6 +39,7 @@ func TestPowerCutTurns(t *testing.T) {
 		}
 		t.Skip(why)
 	}
+	t.Parallel()
 	rounds := envInt("CARRYOVER_POWERCUT_ROUNDS", 2)
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	t.Logf("seed %d, %d cuts", seed, rounds)
