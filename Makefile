@@ -81,10 +81,12 @@ test: deps web-deps tools
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 $(LONGEST) ./...
 
 # chaos runs the fault tests at full length (docs/chaos.md): 100 power cuts with the durable setting,
-# 20 with normal for the record, and the chaos harness's faults; CARRYOVER_CHAOS_SEED picks the moments.
+# 20 with normal for the record, a full disk, and 100 faults of the chaos harness (its table in
+# chaos-table.md); CARRYOVER_CHAOS_SEED picks the faults and their moments.
 chaos: deps tools
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 CARRYOVER_POWERCUT_ROUNDS=100 CARRYOVER_POWERCUT_NORMAL=20 \
-		$(GO) test -count=1 -timeout 120m -p 1 -v -run 'TestPowerCut' ./persistence/sqlite/ ./internal/chaos/
+		CARRYOVER_CHAOS_FAULTS=100 CARRYOVER_CHAOS_TABLE=chaos-table.md \
+		$(GO) test -count=1 -timeout 180m -p 1 -v -run 'TestPowerCut|TestChaos|TestFullDisk' ./persistence/sqlite/ ./internal/chaos/
 
 bench: deps
 	$(GO) build -o $(BENCH) ./cmd/carryover-bench
