@@ -138,16 +138,35 @@ func (c *Client) PatchContext(ctx context.Context, id string, req ContextRequest
 	return c.sessionCall(ctx, http.MethodPatch, sessionPath(id, "context"), req)
 }
 
-// ForkRequest is the body of Fork; both fields are optional.
+// ForkRequest is the body of Fork and ForkMany; every field is optional.
 type ForkRequest struct {
-	SessionID    string `json:"session_id,omitempty"`    // the new session's id; generated when empty
+	SessionID    string `json:"session_id,omitempty"`    // the new session's id (with Count > 1, the children's prefix: ID-1 .. ID-N); generated when empty
 	CheckpointID string `json:"checkpoint_id,omitempty"` // the source checkpoint; empty: the latest (taken now when the source has a live kernel)
+	Count        int    `json:"count,omitempty"`         // how many children, 1..100 (0: one); all or none
+}
+
+// forkAnswer is the answer of POST /api/sessions/{id}/fork.
+type forkAnswer struct {
+	Session  Session   `json:"session"`  // the first child
+	Sessions []Session `json:"sessions"` // every child, in order
 }
 
 // Fork makes a new session holding the namespace and files of a checkpoint of session id
-// (POST /api/sessions/{id}/fork). The two share the checkpoint's chunks and are independent afterwards.
+// (POST /api/sessions/{id}/fork). The two share the checkpoint's chunks and are independent
+// afterwards. With req.Count above 1 it answers the first child; ForkMany answers them all.
 func (c *Client) Fork(ctx context.Context, id string, req ForkRequest) (*Session, error) {
 	return c.action(ctx, id, "fork", req)
+}
+
+// ForkMany makes req.Count children (1..100) of one checkpoint of session id and answers them all,
+// in order. It is all or none: over the tenant's sessions quota (429 quota_exceeded), a bad count
+// (400) or a taken id (409), no session is made.
+func (c *Client) ForkMany(ctx context.Context, id string, req ForkRequest) ([]Session, error) {
+	var a forkAnswer
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "fork"), req, &a); err != nil {
+		return nil, err
+	}
+	return a.Sessions, nil
 }
 
 // Notebook downloads the session's history as an nbformat 4.5 notebook (.ipynb JSON).

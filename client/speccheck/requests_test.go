@@ -53,7 +53,7 @@ func TestClientRequestsValidate(t *testing.T) {
 		{"execute", "ExecuteRequest", client.ExecuteRequest{Language: "python", Code: "1", TimeoutSeconds: sec}},
 		{"tool", "Tool", client.ToolRequest{Name: "t", ToolType: "custom", Description: "d", InputSchema: map[string]any{"type": "object"}}},
 		{"file", "FileWriteRequest", client.FileRequest{Path: "a.txt", Content: "aGk=", Encoding: "base64"}},
-		{"fork", fork, client.ForkRequest{SessionID: "s2", CheckpointID: "c1"}},
+		{"fork", fork, client.ForkRequest{SessionID: "s2", CheckpointID: "c1", Count: 5}},
 		{"create key", "CreateKeyRequest", client.CreateKeyRequest{Tenant: "acme", Scope: client.ScopeRun, Name: "ci", ExpiresAt: new(time.Now().UTC())}},
 	}
 	for _, tc := range cases {

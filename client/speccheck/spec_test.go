@@ -105,6 +105,7 @@ var inline = map[string]string{
 	"EndedProcess":      "RunResult.processes_ended[]",
 	"NotebookCellRun":   "NotebookRun.cells[]",
 	"ForkRequest":       "POST /api/sessions/{id}/fork request",
+	"forkAnswer":        "POST /api/sessions/{id}/fork answer",
 	"sessionsAnswer":    "GET /api/sessions answer",
 	"eventsAnswer":      "GET /api/sessions/{id}/events answer",
 	"executionsAnswer":  "GET /api/sessions/{id}/executions answer",
@@ -197,7 +198,7 @@ var endpoints = []endpoint{
 	{"PUT", "/api/sessions/{id}/files/{path}", "", "fileAnswer"},
 	{"DELETE", "/api/sessions/{id}/files/{path}", "", ""},
 	{"GET", "/api/sessions/{id}/ws", "", ""}, // frames: checked by the frame roots
-	{"POST", "/api/sessions/{id}/fork", "ForkRequest", "sessionAnswer"},
+	{"POST", "/api/sessions/{id}/fork", "ForkRequest", "forkAnswer"},
 	{"GET", "/api/sessions/{id}/export", "", ""},                    // the archive, streamed to an io.Writer
 	{"POST", "/api/sessions/import", "", "ImportResult"},            // the body is the caller's archive
 	{"GET", "/api/sessions/{id}/notebook", "", ""},                  // the .ipynb, as bytes

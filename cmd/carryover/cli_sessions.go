@@ -64,25 +64,28 @@ func (c *cli) sessionsCmd() *cobra.Command {
 	return cmd
 }
 
-// forkCmd branches a session: a new one with its namespace and files, sharing its stored data.
+// forkCmd branches a session: new ones with its namespace and files, sharing its stored data.
 func (c *cli) forkCmd() *cobra.Command {
 	var req client.ForkRequest
 	fork := &cobra.Command{
-		Use: "fork ID [--to NEW_ID] [--checkpoint CID]", Short: "Branch a session: a new one with its state (or a checkpoint's)",
+		Use: "fork ID [--to NEW_ID] [--checkpoint CID] [--count N]", Short: "Branch a session: new ones with its state (or a checkpoint's)",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			var out struct {
-				Session client.Session `json:"session"`
+				Sessions []client.Session `json:"sessions"`
 			}
 			if err := c.call(cmd, http.MethodPost, apiPath(args[0], "fork"), req, &out); err != nil || c.json {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "forked %s -> %s\n", args[0], out.Session.ID)
+			for _, s := range out.Sessions {
+				fmt.Fprintf(cmd.OutOrStdout(), "forked %s -> %s\n", args[0], s.ID)
+			}
 			return nil
 		}),
 	}
-	fork.Flags().StringVar(&req.SessionID, "to", "", "the new session's id (generated when empty)")
+	fork.Flags().StringVar(&req.SessionID, "to", "", "the new session's id (generated when empty); with --count above 1, the children are NEW_ID-1 .. NEW_ID-N")
 	fork.Flags().StringVar(&req.CheckpointID, "checkpoint", "", "fork this checkpoint (default: the session's current state)")
+	fork.Flags().IntVar(&req.Count, "count", 0, "how many children (1..100, default 1), all or none")
 	return fork
 }
 

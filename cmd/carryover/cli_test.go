@@ -396,6 +396,19 @@ func TestCLIForkAndNotebook(t *testing.T) {
 	if r := carry(t, "", "sessions", "fork", "no-such-session"); r.code != 2 || !strings.Contains(r.stderr, "not_found") {
 		t.Errorf("fork of an unknown session: %+v", r)
 	}
+	kids := id + "-k"
+	t.Cleanup(func() {
+		for i := 1; i <= 3; i++ {
+			carry(t, "", "sessions", "rm", fmt.Sprintf("%s-%d", kids, i))
+		}
+	})
+	if r := must(t, "sessions", "fork", id, "--to", kids, "--count", "3"); strings.Count(r.stdout, "forked "+id+" -> "+kids+"-") != 3 ||
+		!strings.Contains(r.stdout, kids+"-3\n") {
+		t.Errorf("fork --count 3: %+v", r)
+	}
+	if r := carry(t, "", "sessions", "fork", id, "--count", "101"); r.code != 2 || !strings.Contains(r.stderr, "invalid_request") {
+		t.Errorf("fork --count 101: %+v", r)
+	}
 	out := filepath.Join(t.TempDir(), "nb.ipynb")
 	must(t, "sessions", "notebook", id, "-o", out)
 	var nb struct {

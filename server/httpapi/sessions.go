@@ -31,15 +31,25 @@ func (a *API) sessionRoutes() []route {
 	}
 }
 
-// forkSession answers 201 with the new session: an optional {"session_id", "checkpoint_id"} body.
+// forkSession answers 201 with the children: an optional {"session_id", "checkpoint_id", "count"}
+// body. "session" is the first child (a fork of one answers it as it always did), "sessions" every
+// child in order.
 func (a *API) forkSession(w http.ResponseWriter, r *http.Request) {
 	var req session.ForkRequest
 	if err := a.decode(w, r, &req, true); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	s, err := a.svc.Fork(r.Context(), r.PathValue("id"), req)
-	a.reply(w, r, http.StatusCreated, sessionBody(s), err)
+	docs, err := a.svc.ForkMany(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	views := make([]any, len(docs))
+	for i, d := range docs {
+		views[i] = d.View()
+	}
+	a.reply(w, r, http.StatusCreated, map[string]any{"session": views[0], "sessions": views}, nil)
 }
 
 func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }

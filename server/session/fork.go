@@ -16,8 +16,9 @@ import (
 
 // ForkRequest is the body of POST /api/sessions/{id}/fork; every field is optional.
 type ForkRequest struct {
-	SessionID    string `json:"session_id"`    // the new session's id; generated when empty
-	CheckpointID string `json:"checkpoint_id"` // the source checkpoint; empty: the source's latest
+	SessionID    string `json:"session_id"`      // the new session's id (with count > 1, the children's id prefix); generated when empty
+	CheckpointID string `json:"checkpoint_id"`   // the source checkpoint; empty: the source's latest
+	Count        *int   `json:"count,omitempty"` // how many children (1..MaxForkCount); absent: 1 (fork_many.go)
 }
 
 // Fork makes a new session whose namespace and files are those of a checkpoint of session id (its
@@ -32,42 +33,16 @@ type ForkRequest struct {
 //
 // No chunk is written: the fork's checkpoint is a new record with the source checkpoint's manifest
 // and roots, so both sessions share the chunks, and GC keeps them while any checkpoint reaches them.
-// Afterwards the two sessions are independent.
+// Afterwards the two sessions are independent. Fork makes one child whatever req.Count says;
+// ForkMany makes several at once.
 func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryover.Session, error) {
-	src, err := s.get(id)
+	one := 1
+	req.Count = &one
+	docs, err := s.ForkMany(ctx, id, req)
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	newID := req.SessionID
-	if newID == "" {
-		newID = randomID("sess_")
-	}
-	if err := carryover.ValidateSessionID(newID); err != nil {
-		return carryover.Session{}, err
-	}
-	if _, err := s.get(newID); err == nil {
-		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
-	}
-	cid, err := s.forkCheckpointID(ctx, src, req.CheckpointID)
-	if err != nil {
-		return carryover.Session{}, err
-	}
-	ls, err := s.reserveFork(ctx, forkDoc(src.docCopy(), newID, time.Now().UTC()))
-	if err != nil {
-		return carryover.Session{}, err
-	}
-	if err := ls.commitFork(ctx, id, cid); err != nil {
-		s.mu.Lock()
-		delete(s.sessions, newID)
-		s.mu.Unlock()
-		_ = s.store.DeleteSession(context.WithoutCancel(ctx), newID)
-		return carryover.Session{}, err
-	}
-	src.emit(ctx, carryover.EventSessionForked, map[string]any{"session_id": newID, "checkpoint_id": cid,
-		"role": "source"})
-	ls.emit(ctx, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
-		"role": "fork", "new_checkpoint_id": ls.docCopy().LastCheckpoint.ID})
-	return ls.docCopy(), nil
+	return docs[0], nil
 }
 
 // forkCheckpointID is the checkpoint to fork: the one asked for (which must be the source's), or
@@ -114,13 +89,9 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 }
 
 // reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
-// ensureKernel refuse a deleted session), and stores its document.
+// ensureKernel refuse a deleted session), and stores its document. The caller has admitted it
+// against the tenant's sessions quota (ForkMany, all children at once).
 func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*liveSession, error) {
-	release, err := s.adm.quota.AdmitCreate(ctx, doc.TenantName()) // a fork is one more session of the tenant
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -134,7 +105,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 	s.sessions[doc.ID] = ls
 	s.mu.Unlock()
 	b, _ := json.Marshal(doc)
-	err = s.store.CreateSession(ctx, carryover.SessionRecord{ID: doc.ID, ClientID: doc.ClientID, State: doc.State, Doc: b,
+	err := s.store.CreateSession(ctx, carryover.SessionRecord{ID: doc.ID, ClientID: doc.ClientID, State: doc.State, Doc: b,
 		CreatedAt: doc.CreatedAt, UpdatedAt: doc.UpdatedAt})
 	if err != nil {
 		s.mu.Lock()
