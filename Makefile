@@ -41,7 +41,8 @@ $(STAMP): Makefile
 MCP_NODE := server/mcp/testdata/node
 web-deps:
 	@if [ -f web/package.json ]; then cd web && { cmp -s package-lock.json node_modules/.carryover-lock || \
-	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }; fi
+	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; \
+	  [ -f node_modules/go.mod ] || npm run --silent postinstall; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
 	@cd server/jupyter/testdata/node && { [ -d node_modules/@jupyterlab/services ] || npm install --no-audit --no-fund --silent; }
 	@cd clients/js/typecheck && { cmp -s package-lock.json node_modules/.carryover-lock || \
