@@ -34,7 +34,9 @@ func (s *Service) StartBackground() {
 				return
 			case <-tick.C:
 			}
-			s.sampleCosts(ctx)
+			for _, ls := range s.liveSessions() {
+				ls.sampleLiveCost(ctx)
+			}
 			s.relieveMemory(ctx)
 			s.updateGauges()
 			s.rotateDue(ctx)
@@ -42,7 +44,9 @@ func (s *Service) StartBackground() {
 			s.adm.ephemeral.Expire(ctx)
 			if iv := s.cfg.CullInterval; s.cfg.CullIdle > 0 && time.Since(lastCull) >= iv {
 				lastCull = time.Now()
-				s.cullIdle(ctx)
+				for _, ls := range s.liveSessions() {
+					ls.hibernateIfIdle(ctx, s.cfg.CullIdle)
+				}
 			}
 		}
 	}()
@@ -120,29 +124,25 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 	return age
 }
 
-// cullIdle hibernates sessions idle for cull.idle_seconds: checkpoint, then stop the kernel. The
-// session keeps its state (running, or paused); its next run restores it transparently.
-func (s *Service) cullIdle(ctx context.Context) {
-	idle := s.cfg.CullIdle
-	for _, ls := range s.liveSessions() {
-		doc := ls.docCopy()
-		if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
-			continue
-		}
-		if !ls.lock.TryLock() {
-			continue
-		}
-		func() {
-			defer ls.lock.Unlock()
-			doc := ls.docCopy()
-			if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle {
-				return
-			}
-			if err := ls.hibernateLocked(ctx, capacity.ReasonIdle); err != nil {
-				// Never stop a kernel whose state is not saved.
-				s.log.Warn("hibernation skipped", "session", ls.id, "err", err)
-			}
-		}()
+// hibernateIfIdle hibernates the session when it has been idle for cull.idle_seconds (idle):
+// checkpoint, then stop the kernel. The session keeps its state (running, or paused); its next run
+// restores it transparently.
+func (ls *liveSession) hibernateIfIdle(ctx context.Context, idle time.Duration) {
+	doc := ls.docCopy()
+	if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
+		return
+	}
+	if !ls.lock.TryLock() {
+		return
+	}
+	defer ls.lock.Unlock()
+	doc = ls.docCopy()
+	if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle {
+		return
+	}
+	if err := ls.hibernateLocked(ctx, capacity.ReasonIdle); err != nil {
+		// Never stop a kernel whose state is not saved.
+		ls.svc.log.Warn("hibernation skipped", "session", ls.id, "err", err)
 	}
 }
 

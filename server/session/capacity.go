@@ -36,7 +36,11 @@ type kernelClaim struct {
 func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel, error) {
 	tenant := c.doc.TenantName()
 	lease, err := s.adm.ledger.Acquire(ctx, capacity.Claim{Tenant: tenant, Limit: s.adm.quota.Of(tenant).LiveKernels,
-		Replaces: s.adm.leaseOf(c.replaces)}, s.evictForClaim)
+		Replaces: s.adm.leaseOf(c.replaces)}, func(ctx context.Context) bool {
+		// A full node: hibernate the best idle victim (a tenant over its fair share first).
+		_, ok := s.evictIdle(ctx, capacity.ReasonCapacity)
+		return ok
+	})
 	if err != nil {
 		return nil, inFullCluster(ctx, err)
 	}
@@ -54,13 +58,6 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 	s.adm.leases.Store(k, lease)
 	s.adm.live.Inc()
 	return k, nil
-}
-
-// evictForClaim frees a slot for a claim on a full node by hibernating the best idle victim (a
-// tenant over its fair share first).
-func (s *Service) evictForClaim(ctx context.Context) bool {
-	_, ok := s.evictIdle(ctx, capacity.ReasonCapacity)
-	return ok
 }
 
 // leaseOf is the lease k holds (nil for nil or a kernel that holds none).

@@ -109,12 +109,10 @@ func (c Config) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
 	b.CostCents = carryover.CostCents(*b, c.CPUSecondCents, c.GiBHourCents)
 }
 
-// sampleCosts samples every live kernel (the background loop).
-func (s *Service) sampleCosts(ctx context.Context) {
-	for _, ls := range s.liveSessions() {
-		if k := ls.currentKernel(); k != nil {
-			ls.sampleCostIfStale(ctx, k)
-		}
+// sampleLiveCost samples the session's live kernel, if it has one (the background loop, each session).
+func (ls *liveSession) sampleLiveCost(ctx context.Context) {
+	if k := ls.currentKernel(); k != nil {
+		ls.sampleCostIfStale(ctx, k)
 	}
 }
 

@@ -31,25 +31,25 @@ func (f *kernels) disks() WorkspaceDisks {
 
 // mountDisk gives ws its disk; a workspace that cannot have one keeps working without a cap
 // (logged), since refusing the session its files would be worse.
-func (s *Service) mountDisk(id, ws string) {
-	if d := s.kern.disks(); d != nil {
-		if err := d.EnsureWorkspaceDisk(ws, s.diskSize(id)); err != nil {
-			s.log.Warn("workspace without a disk quota", "session", id, "err", err)
+func (f *kernels) mountDisk(id, ws string, size int64) {
+	if d := f.disks(); d != nil {
+		if err := d.EnsureWorkspaceDisk(ws, size); err != nil {
+			f.log.Warn("workspace without a disk quota", "session", id, "err", err)
 		}
 	}
 }
 
 // materializeOnDisk restores the last checkpoint's files into ws on its disk: restored beside it
 // first (the restore renames its directory into place), then copied in.
-func (s *Service) materializeOnDisk(ctx context.Context, id, ws string) (int, error) {
+func (f *kernels) materializeOnDisk(ctx context.Context, id, ws string, size int64) (int, error) {
 	stage := ws + ".stage"
 	_ = os.RemoveAll(stage)
 	defer os.RemoveAll(stage)
-	n, err := s.ckpt.MaterializeWorkspace(ctx, id, stage)
+	n, err := f.ckpt.MaterializeWorkspace(ctx, id, stage)
 	if err != nil {
 		return n, err
 	}
-	s.mountDisk(id, ws)
+	f.mountDisk(id, ws, size)
 	return n, copyTree(stage, ws)
 }
 

@@ -19,8 +19,10 @@
 // for front doors), cluster.go and list_cluster.go (a node of a cluster), jupyter.go (a Jupyter
 // client's execute_request as a turn, RunRaw, and its other shell messages in the same line,
 // SendInLine), comm_relay.go (the UI's widgets: comm messages relayed over the session's stream;
-// kernel.CommSet names the comms a replaced kernel lost), capacity.go (the one claim of a kernel,
-// takeKernel, on a lease of the node's ledger, package capacity), capacity_evict.go (hibernating
+// kernel.CommSet names the comms a replaced kernel lost), kernel_factory.go (kernels: the pool,
+// the launch options, a kernel attached to its session, the workspaces' disks), capacity.go (the
+// one claim of a kernel, takeKernel, on a lease of the node's ledger, package capacity),
+// capacity_evict.go (hibernating
 // the least recently used idle session), capacity_memory.go (the memory pressure watch),
 // capacity_status.go (GET /api/status), capacity_cluster.go (a cluster node's load), quota.go (what
 // package quota counts from), idempotency.go (keyed turns on package idempotency), metrics.go and

@@ -47,9 +47,10 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 
 // forkCheckpointID is the checkpoint to fork: the one asked for (which must be the source's), or
 // the source's current state (forkPoint).
-func (s *Service) forkCheckpointID(ctx context.Context, src *liveSession, cid string) (string, error) {
+func (src *liveSession) forkCheckpointID(ctx context.Context, cid string) (string, error) {
+	s := src.svc
 	if cid == "" {
-		return s.forkPoint(ctx, src)
+		return src.forkPoint(ctx)
 	}
 	if _, err := s.store.GetCheckpoint(ctx, src.id, cid); errors.Is(err, carryover.ErrNotFound) {
 		return "", carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, src.id).WithDetails("checkpoint_id", cid)
@@ -155,7 +156,8 @@ func (ls *liveSession) commitFork(ctx context.Context, srcID, cid string) error 
 // forkPoint is the checkpoint a fork without checkpoint_id starts from: a new one when the source
 // holds a live kernel (under its run lock, so after a run in flight), else its latest. A source that
 // never checkpointed cannot be forked (conflict).
-func (s *Service) forkPoint(ctx context.Context, src *liveSession) (string, error) {
+func (src *liveSession) forkPoint(ctx context.Context) (string, error) {
+	s := src.svc
 	if src.currentKernel() != nil {
 		if err := src.lock.Lock(ctx); err != nil {
 			return "", err

@@ -43,7 +43,7 @@ func (s *Service) ForkMany(ctx context.Context, id string, req ForkRequest) ([]c
 		return nil, err
 	}
 	release()
-	cid, err := s.forkCheckpointID(ctx, src, req.CheckpointID)
+	cid, err := src.forkCheckpointID(ctx, req.CheckpointID)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -87,7 +88,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	// does, so the history and the notebook export show what the cell printed.
 	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
 	shown := ls.showRawTurn(msgID, c)
-	turn, durationMS := s.sendAndWait(ctx, k, msgID, req, func(o kernel.Output) {
+	turn, durationMS := sendAndWait(ctx, s.log, k, msgID, req, func(o kernel.Output) {
 		if col.add(o) && shown != nil {
 			shown.output(&ls.hub, o)
 		}
@@ -200,7 +201,7 @@ func (ls *liveSession) endRawTurn(act *activeRun, res *RunResult) {
 
 // sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death,
 // handing each of its outputs to onOutput.
-func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID string, req kernel.RawMessage, onOutput func(kernel.Output)) (*RawTurn, float64) {
+func sendAndWait(ctx context.Context, log *slog.Logger, k *kernel.Kernel, msgID string, req kernel.RawMessage, onOutput func(kernel.Output)) (*RawTurn, float64) {
 	turn := &RawTurn{}
 	shell, cancelShell, err1 := k.Subscribe("shell")
 	iopub, cancelIOPub, err2 := k.Subscribe("iopub")
@@ -213,7 +214,7 @@ func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID strin
 	start := time.Now()
 	interrupts := k.Interrupts()
 	if err := k.SendRaw(ctx, "shell", req); err != nil {
-		s.log.Warn("jupyter execute_request not sent", "kernel", k.ID(), "err", err)
+		log.Warn("jupyter execute_request not sent", "kernel", k.ID(), "err", err)
 		turn.Died = true
 		return turn, 0
 	}
@@ -225,7 +226,7 @@ func (s *Service) sendAndWait(ctx context.Context, k *kernel.Kernel, msgID strin
 		select {
 		case <-lost:
 			turn.ReplyLost = true
-			s.log.Warn("jupyter execute_reply lost to an interrupt; answered as interrupted", "kernel", k.ID())
+			log.Warn("jupyter execute_reply lost to an interrupt; answered as interrupted", "kernel", k.ID())
 			return turn, ms(time.Now().Sub(start))
 		case m := <-shell:
 			if m.ParentID() == msgID && m.Type() == "execute_reply" {

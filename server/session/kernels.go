@@ -166,14 +166,16 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
 		if err == nil {
-			s.mountDisk(ls.id, ws) // after a restart: the image is there, its mount is not
+			s.kern.mountDisk(ls.id, ws, ls.diskSize()) // after a restart: the image is there, its mount is not
 		}
 		return err
 	}
 	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
 		if s.kern.disks() != nil {
-			materialize = s.materializeOnDisk
+			materialize = func(ctx context.Context, id, ws string) (int, error) {
+				return s.kern.materializeOnDisk(ctx, id, ws, ls.diskSize())
+			}
 		}
 		n, err := materialize(ctx, ls.id, ws)
 		switch {
@@ -188,7 +190,7 @@ func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	s.mountDisk(ls.id, ws)
+	s.kern.mountDisk(ls.id, ws, ls.diskSize())
 	return nil
 }
 

@@ -61,7 +61,7 @@ func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (ar
 	if err != nil {
 		return archive.Export{}, err
 	}
-	cid, err := s.forkCheckpointID(ctx, ls, checkpointID)
+	cid, err := ls.forkCheckpointID(ctx, checkpointID)
 	if e := carryover.ErrorOf(err); err != nil && e.Code == carryover.CodeConflict && checkpointID == "" && ls.docCopy().LastCheckpoint == nil {
 		return archive.Export{}, carryover.Errorf(carryover.CodeConflict, "session %q has no checkpoint to export yet; run something first", id)
 	} else if err != nil {

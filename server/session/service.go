@@ -73,7 +73,10 @@ type background struct {
 	stop context.CancelFunc // stops the loop; under Service.mu
 }
 
-// liveSession is a session as the server holds it: its document, its kernel and its run lock.
+// liveSession is a session as the server holds it, the handle of one session as jupyter_client's
+// KernelManager is of one kernel under its MultiKernelManager (the Service: the registry,
+// lifecycle, recovery, cluster adoption): its document, its kernel, its run lock, and the steps of
+// its turns (ensureKernel, checkpoint, hibernateLocked, ...) as its methods.
 type liveSession struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
