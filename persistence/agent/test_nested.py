@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 import carryover_agent as ca
-from carryover_agent import nested, sliced
+from carryover_agent import holders, nested, sliced
 from test_agent import Harness
 from test_sliced import _ArraySaver, _Shell, rebuild
 
@@ -60,7 +60,7 @@ class Saver:
         obj = self.agent.ns["x"]
         self.agent.state.known = set(self.store)
         sliced.reset_stats()
-        out = sliced.pickle_sliced(self.agent, "x", obj)
+        out = sliced.pickle_sliced(self.agent, "x", obj, holders.pickle_holder)
         if out is None:
             return None, None
         data, bufs, pre, ids = out

@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 import carryover_agent as ca
-from carryover_agent import sliced
+from carryover_agent import holders, sliced
 from test_agent import Harness
 
 N = ca.SLICE_MIN * 3
@@ -54,7 +54,7 @@ class _Saver:
         the chunks rebuild a container equal to the live one."""
         obj = self.agent.ns["x"] if obj is None else obj
         self.agent.state.known = set(self.store)
-        out = sliced.pickle_sliced(self.agent, "x", obj)
+        out = sliced.pickle_sliced(self.agent, "x", obj, holders.pickle_holder)
         if out is None:
             return None
         data, bufs, pre, ids = out

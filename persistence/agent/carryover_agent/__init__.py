@@ -107,7 +107,7 @@ from .reducers import (  # noqa: F401
 from .objarrays import _object_array  # noqa: F401
 from .owners import _module_attr  # noqa: F401
 from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
-from . import holders, nested  # noqa: F401,E402  (sliced imports holders lazily: holders imports sliced)
+from . import holders, nested  # noqa: F401,E402
 from .verify import _verify  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.

@@ -89,6 +89,9 @@ def _sys_capture(skipped):
 
 
 def _sys_apply(v):
+    """Makes sys.path and the recursion limit the saved ones; what the group does not hold was at
+    the kernel's own then."""
+    _sys_reset()
     if "path" in v:
         saved, saved_base = v["path"]
         here = _BASE.get("path", ())
@@ -129,8 +132,11 @@ def _pd_capture(skipped):
     out = {}
     for key, opt in cfg._registered_options.items():
         cur = cfg._global_config
-        for part in key.split("."):
-            cur = cur[part]
+        try:
+            for part in key.split("."):
+                cur = cur[part]
+        except (KeyError, TypeError):
+            continue  # registered, not set (a deprecated option's remains)
         if cur is not opt.defval and _differs(cur, opt.defval):
             out[key] = cur
     return dict(sorted(out.items())) or None
@@ -303,7 +309,9 @@ def _warn_capture(skipped):
 def _warn_apply(v):
     w = sys.modules["warnings"]
     w.filters[:] = list(v)
-    w._filters_mutated()
+    mutated = getattr(w, "_filters_mutated", None) or getattr(w, "_filters_mutated_lock_held", None)
+    if mutated is not None:
+        mutated()  # the C module caches the list's version
 
 
 def _warn_reset():

@@ -15,7 +15,7 @@ import pickle
 import sys
 import types
 
-from . import figures
+from . import figures, holders
 from .classes import _reduce_class
 from .liveids import died, sharing_ids, temporaries, untracked, young_begin, young_ids
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
@@ -187,7 +187,8 @@ def pickle_one(agent, names, values):
     """Pickles values (one name: the value; several: a tuple) with the C pickler, else dill.
     Returns _Pickled or raises."""
     r = _Pickled(names, "data")
-    s = pickle_sliced(agent, names[0], values[0]) if len(values) == 1 else pickle_sliced_group(agent, names, values)
+    s = (pickle_sliced(agent, names[0], values[0], holders.pickle_holder) if len(values) == 1
+         else pickle_sliced_group(agent, names, values))
     if s is not None:
         r.data, r.buffers, r.pre, r.ids = s
         return r

@@ -13,7 +13,7 @@ import pickle
 import sys
 import time
 
-from . import figures, history, lazy, libstate, owners, replay
+from . import figures, history, holders, lazy, libstate, owners, replay
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
@@ -296,7 +296,7 @@ def _unpickle(g, desc, load):
 def _seed_sliced(agent, names, values, desc):
     """The ids of the group's container rebuilt from slices (its cache seeded), or None."""
     for n, v in zip(names, values):
-        ids = seed(agent, n, v, desc)
+        ids = seed(agent, n, v, desc, holders.seed_holder)
         if ids is not None:
             return ids
     return None

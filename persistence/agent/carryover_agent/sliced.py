@@ -40,6 +40,7 @@ import sys
 
 from . import nested
 from .common import _ATOMS, PROTOCOL, _hash
+from .spool import compress_ahead
 
 SLICE_MIN = 16384  # containers with fewer items are pickled whole
 SLICE_BYTES = 64 << 10  # target pickled size of a slice
@@ -61,17 +62,16 @@ def _rebuild_sliced(kind, k, parts):
 _REBUILT = {}  # id -> (container, k) rebuilt by the restore under way (seed() takes them)
 
 
-def seed(agent, name, obj, desc):
+def seed(agent, name, obj, desc, holder=None):
     """After a restore: the cache of a container rebuilt from slices, from the slices' chunks in its
     descriptor, so the next snapshot re-pickles only the slices a turn changes. Returns the ids the
     restored group shares by, or None when obj is not such a container (nor a small dict holding
-    such containers, holders.py)."""
+    such containers: holder, holders.seed_holder, which the caller passes, as holders builds on
+    this module)."""
     hit = _REBUILT.get(id(obj))
     if hit is None or hit[0] is not obj:
-        if type(obj) is dict and len(obj) < SLICE_MIN:
-            from .holders import seed_holder
-
-            return seed_holder(agent, name, obj, desc)
+        if holder is not None and type(obj) is dict and len(obj) < SLICE_MIN:
+            return holder(agent, name, obj, desc)
         return None
     slices = [b[2][0] for b in desc["b"] if len(b[2]) == 1]
     c = seed_one(agent, name, obj, slices)
@@ -286,16 +286,15 @@ def _report(key, v, reason):
     STATS["unsliced"].append({"name": name, "type": type(v).__name__, "reason": "pickled whole: " + reason})
 
 
-def pickle_sliced(agent, name, v):
+def pickle_sliced(agent, name, v, holder=None):
     """(in-band pickle, buffers, [[hash, len]] per buffer, ids) of container v bound to name, or None
     when v is to be pickled whole. A clean slice whose chunk Go may not have (not referenced by the
     committed state) is pickled again. A small dict holding large containers (``api['items']``) has
-    them sliced (holders.py)."""
+    them sliced by holder (holders.pickle_holder, which the caller passes: holders builds on this
+    module)."""
     if not _sliceable(agent, name, v):
-        if type(v) is dict and len(v) < SLICE_MIN:
-            from .holders import pickle_holder
-
-            return pickle_holder(agent, name, v)
+        if holder is not None and type(v) is dict and len(v) < SLICE_MIN:
+            return holder(agent, name, v)
         return None
     c = _slice(agent, name, v)
     return None if c is None else _in_band(c, c.parts)
@@ -651,8 +650,6 @@ def early(k, n, pickle_slice):
     as the walk has passed it, into pre (index -> pickle), and has it compressed meanwhile
     (spool.compress_ahead). Its objects are then still in the CPU cache: a first save of 200,000
     records took ~15% less than walking all, then pickling all."""
-    from .spool import compress_ahead
-
     pre = {}
 
     def after(end):
