@@ -47,25 +47,21 @@ func benchDurability(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 	if env.Quick {
 		n = 8
 	}
-	took := map[string][]time.Duration{}
-	for i := range n {
-		order := []string{"full", "normal"}
-		if i%2 == 1 { // neither always goes first
-			order[0], order[1] = order[1], order[0]
+	for _, turn := range []struct{ name, code string }{
+		{"run `x = i`", "x = %d"},
+		// A changed workspace file: with full the turn syncs the workspace before its checkpoint.
+		{"run appending a line to a workspace file", "with open('log.txt', 'a') as f: f.write('%d\\n')"},
+	} {
+		took, err := durabilityTurns(ctx, srvs, turn.code, n)
+		if err != nil {
+			return nil, err
 		}
-		for _, mode := range order {
-			start := time.Now()
-			if _, err := srvs[mode].c.Run(ctx, "dur", client.RunRequest{Code: fmt.Sprintf("x = %d", i)}); err != nil {
-				return nil, fmt.Errorf("%s: %w", mode, err)
-			}
-			took[mode] = append(took[mode], time.Since(start))
+		for _, p := range []float64{50, 99} {
+			f, nm := percentile(took["full"], p), percentile(took["normal"], p)
+			rows = append(rows, benchRow{Name: fmt.Sprintf("%s with sqlite_synchronous full (p%g)", turn.name, p),
+				Ours: fmtDur(f), Peer: fmtDur(nm), Ratio: ratio(f, nm),
+				Note: fmt.Sprintf("peer: normal, a second server on the same disk, interleaved, %d turns each", n)})
 		}
-	}
-	for _, p := range []float64{50, 99} {
-		f, nm := percentile(took["full"], p), percentile(took["normal"], p)
-		rows = append(rows, benchRow{Name: fmt.Sprintf("run `x = i` with sqlite_synchronous full (p%g)", p),
-			Ours: fmtDur(f), Peer: fmtDur(nm), Ratio: ratio(f, nm),
-			Note: fmt.Sprintf("peer: normal, a second server on the same disk, interleaved, %d turns each", n)})
 	}
 	commit, err := benchCommitCost(ctx, env, n*5)
 	if err != nil {
@@ -109,4 +105,24 @@ func benchCommitCost(ctx context.Context, env *benchEnv, n int) ([]benchRow, err
 	f, nm := percentile(took[sqlite.SyncFull], 50), percentile(took[sqlite.SyncNormal], 50)
 	return []benchRow{{Name: "one SQLite commit (a session created) with full (median)", Ours: fmtDur(f), Peer: fmtDur(nm),
 		Ratio: ratio(f, nm), Note: fmt.Sprintf("peer: normal, a second store file on the same disk, interleaved, %d each", n)}}, nil
+}
+
+// durabilityTurns runs code (with %d for the turn's number) n times on each server, interleaved,
+// the order alternating so neither always goes first, and returns each mode's turn times.
+func durabilityTurns(ctx context.Context, srvs map[string]*benchSrv, code string, n int) (map[string][]time.Duration, error) {
+	took := map[string][]time.Duration{}
+	for i := range n {
+		order := []string{"full", "normal"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, mode := range order {
+			start := time.Now()
+			if _, err := srvs[mode].c.Run(ctx, "dur", client.RunRequest{Code: fmt.Sprintf(code, i)}); err != nil {
+				return nil, fmt.Errorf("%s: %w", mode, err)
+			}
+			took[mode] = append(took[mode], time.Since(start))
+		}
+	}
+	return took, nil
 }

@@ -42,17 +42,18 @@ type Config struct {
 	SandboxTimeoutSeconds float64 // sandbox.timeout_seconds: a new session's rotation timeout
 	MaxDisk               string  // sandbox.max_disk: the largest sandbox.disk a session may ask for
 
-	ChunkSize       int                       // persistence.chunk_size
-	Retention       int                       // persistence.retention: checkpoints kept per session
-	PreImport       []string                  // persistence.pre_import: modules the pool's kernels import
-	Replay          persistence.ReplayOptions // persistence.replay, replay_budget_seconds
-	LazyRestore     bool                      // persistence.lazy_restore
-	SaveHiddenFiles bool                      // persistence.save_hidden_files
+	ChunkSize         int                       // persistence.chunk_size
+	Retention         int                       // persistence.retention: checkpoints kept per session
+	PreImport         []string                  // persistence.pre_import: modules the pool's kernels import
+	Replay            persistence.ReplayOptions // persistence.replay, replay_budget_seconds
+	LazyRestore       bool                      // persistence.lazy_restore
+	SaveHiddenFiles   bool                      // persistence.save_hidden_files
+	MaxFileBytes      int64                     // persistence.max_file_bytes
+	MaxWorkspaceBytes int64                     // persistence.max_workspace_bytes
+
 	// SyncFiles: a turn's changed workspace files are synced before its checkpoint commits (not with
 	// store.sqlite_synchronous normal, whose answers do not promise a power cut's survival anyway).
-	SyncFiles         bool
-	MaxFileBytes      int64 // persistence.max_file_bytes
-	MaxWorkspaceBytes int64 // persistence.max_workspace_bytes
+	SyncFiles bool
 
 	CullIdle     time.Duration // cull.idle_seconds: hibernate a session idle this long (0: never)
 	CullInterval time.Duration // cull.interval_seconds: how often to look
