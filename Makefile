@@ -41,7 +41,8 @@ $(STAMP): Makefile
 MCP_NODE := server/mcp/testdata/node
 web-deps:
 	@if [ -f web/package.json ]; then cd web && { cmp -s package-lock.json node_modules/.carryover-lock || \
-	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; }; fi
+	  { npm ci --no-audit --no-fund --silent && cp package-lock.json node_modules/.carryover-lock; }; \
+	  [ -f node_modules/go.mod ] || npm run --silent postinstall; }; fi
 	@cd $(MCP_NODE) && { [ -d node_modules/@modelcontextprotocol/sdk ] || npm install --no-audit --no-fund --silent; }
 	@cd server/jupyter/testdata/node && { [ -d node_modules/@jupyterlab/services ] || npm install --no-audit --no-fund --silent; }
 	@cd clients/js/typecheck && { cmp -s package-lock.json node_modules/.carryover-lock || \
@@ -72,18 +73,21 @@ run: build
 # server 507 s, persistence 337, clustertest 188, web 185, clients/js 146, kernel 82, clients/python
 # 80, backup 76, ...), so the long ones never start last: named in the order of ./..., persistence
 # and clustertest started after 20-odd short packages and the run ended with one package going and
-# a core idle (727 s, 1.55 cores busy on average).
-LONGEST = ./server/ ./persistence/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
+# a core idle (727 s, 1.55 cores busy on average). internal/bench (its smoke test runs every
+# benchmark section in quick mode, one after the other) goes early too: it is minutes long.
+LONGEST = ./server/ ./persistence/ ./internal/bench/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
 	./clients/python/ ./persistence/backup/ ./persistence/postgres/ ./cmd/carryover/ ./client/
 test: deps web-deps tools
 	$(GO) vet ./...
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m -p 3 -parallel 4 $(LONGEST) ./...
 
 # chaos runs the fault tests at full length (docs/chaos.md): 100 power cuts with the durable setting,
-# 20 with normal for the record, and the chaos harness's faults; CARRYOVER_CHAOS_SEED picks the moments.
+# 20 with normal for the record, a full disk, and 100 faults of the chaos harness (its table in
+# chaos-table.md); CARRYOVER_CHAOS_SEED picks the faults and their moments.
 chaos: deps tools
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 CARRYOVER_POWERCUT_ROUNDS=100 CARRYOVER_POWERCUT_NORMAL=20 \
-		$(GO) test -count=1 -timeout 120m -p 1 -v -run 'TestPowerCut' ./persistence/sqlite/ ./internal/chaos/
+		CARRYOVER_CHAOS_FAULTS=100 CARRYOVER_CHAOS_TABLE=chaos-table.md \
+		$(GO) test -count=1 -timeout 180m -p 1 -v -run 'TestPowerCut|TestChaos|TestFullDisk' ./persistence/sqlite/ ./internal/chaos/
 
 bench: deps
 	$(GO) build -o $(BENCH) ./cmd/carryover-bench

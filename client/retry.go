@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -72,6 +73,12 @@ func sendFailed(err error) (unsent, connection bool) {
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) {
+		return false, true
+	}
+	// net/http's errServerClosedIdle (unexported): the pooled connection the request went out on had
+	// been closed by the server (killed, restarted) before any answer. A connection failure like the
+	// ones above; found by the chaos harness (a kill -9 of the server under a keyed run).
+	if strings.Contains(err.Error(), "http: server closed idle connection") {
 		return false, true
 	}
 	return false, false

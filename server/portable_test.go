@@ -80,3 +80,43 @@ func TestExportImportQuotasAndTenants(t *testing.T) {
 		t.Fatalf("a taken id: %v, want 409", err)
 	}
 }
+
+// TestSessionsNamedLikeRoutes: sessions named "import" and "reattach" are sessions like any other:
+// their routes are scoped to their tenant (another tenant's GET answers 404), while POST
+// /api/sessions/import and /reattach stay the routes that name no session.
+func TestSessionsNamedLikeRoutes(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "", func(c *configs.Config) { c.Auth.Tenants = map[string]string{"a": "a-token", "b": "b-token"} })
+	a, b := newClient(ts.base, "a-token"), newClient(ts.base, "b-token")
+	for _, id := range []string{"import", "reattach"} {
+		if _, err := a.CreateSession(t.Context(), client.CreateRequest{SessionID: id, Name: "secret"}); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := a.GetSession(t.Context(), id); err != nil || s.Name != "secret" {
+			t.Fatalf("the owner's GET of %s: %v", id, err)
+		}
+		var e *client.Error
+		if _, err := b.GetSession(t.Context(), id); !errors.As(err, &e) || e.Status != 404 {
+			t.Fatalf("another tenant's GET of the session %q: %v, want 404", id, err)
+		}
+	}
+	if _, err := b.Reattach(t.Context(), "nobody"); !errors.As(err, new(*client.Error)) {
+		t.Fatalf("reattach: %v", err)
+	}
+	var e *client.Error
+	if _, err := b.ImportSession(t.Context(), strings.NewReader("not an archive"), ""); !errors.As(err, &e) || e.Status != 400 {
+		t.Fatalf("POST /api/sessions/import: %v, want 400", err)
+	}
+}
+
+// TestExportNeverRan: a session with no checkpoint has nothing to export: 409 saying so.
+func TestExportNeverRan(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	id := servertest.ID(t)
+	ts.newSession(client.CreateRequest{SessionID: id})
+	var e *client.Error
+	if err := ts.c.ExportSession(t.Context(), id, "", &bytes.Buffer{}); !errors.As(err, &e) || e.Status != 409 || !strings.Contains(e.Message, "no checkpoint to export") {
+		t.Fatalf("export of a session that never ran: %v", err)
+	}
+}

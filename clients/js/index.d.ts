@@ -128,7 +128,7 @@ export declare class Carryover {
 
   // carryover
   run(sessionId: string, code: string, opts?: RunOptions): Promise<A['POST /api/sessions/{id}/run']>;
-  execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number }): Promise<A['POST /api/execute']>;
+  execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number; idempotencyKey?: string }): Promise<A['POST /api/execute']>;
   runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<Schemas.WSResultFrame['result']>;
   fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string; count?: number }): Promise<A['POST /api/sessions/{id}/fork']>;
   /** the .ipynb (nbformat 4.5), parsed */

@@ -379,11 +379,16 @@ export class Carryover {
   }
 
   /**
-   * POST /api/execute: code in a throwaway session destroyed at once (no checkpoint).
-   * @param {string} code @param {{language?: string, timeout?: number}} [opts]
+   * POST /api/execute: code in a throwaway session destroyed at once (no checkpoint), once:
+   * idempotencyKey (default: a new one per call) makes the call's retries answer the first
+   * attempt's result instead of running the code again.
+   * @param {string} code @param {{language?: string, timeout?: number, idempotencyKey?: string}} [opts]
    */
-  execute(code, { language, timeout } = {}) {
-    return this.request('POST', '/api/execute', { json: compact({ code, language, timeout_seconds: timeout }) });
+  execute(code, { language, timeout, idempotencyKey } = {}) {
+    return this.request('POST', '/api/execute', {
+      json: compact({ code, language, timeout_seconds: timeout }),
+      headers: { 'Idempotency-Key': idempotencyKey ?? newIdempotencyKey() },
+    });
   }
 
   /**

@@ -14,11 +14,14 @@ import (
 // written beside its final name and renamed once whole, so an interrupted export never leaves a
 // truncated archive under the name asked for.
 func (c *cli) exportCmd() *cobra.Command {
-	var outFile, checkpoint string
+	var outFile, checkpoint, dir string
 	cmd := &cobra.Command{
-		Use: "export ID [-o FILE] [--checkpoint CID]", Short: "Export a session's state (namespace, files, packages, settings) to one archive",
+		Use: "export ID [-o FILE | --dir DIR] [--checkpoint CID]", Short: "Export a session's state (namespace, files, packages, settings) to one archive",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if dir != "" {
+				return c.exportToDir(cmd, args[0], checkpoint, dir)
+			}
 			if outFile == "" || outFile == "-" {
 				return c.client().ExportSession(cmd.Context(), args[0], checkpoint, cmd.OutOrStdout())
 			}
@@ -44,18 +47,46 @@ func (c *cli) exportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&outFile, "output", "o", "", "write to FILE instead of stdout")
 	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "export this checkpoint (default: the session's current state)")
+	cmd.Flags().StringVar(&dir, "dir", "", "keep the archive as a directory: exporting again into it writes only the chunks that changed")
 	return cmd
+}
+
+// exportToDir exports session id into dir (cli_portable_dir.go), the archive streamed through.
+func (c *cli) exportToDir(cmd *cobra.Command, id, checkpoint, dir string) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := c.client().ExportSession(cmd.Context(), id, checkpoint, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	st, err := unpackArchive(pr, dir)
+	pr.CloseWithError(err)
+	xerr := <-done
+	if err != nil {
+		return err
+	}
+	if xerr != nil {
+		return xerr
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d chunks written (%d bytes), %d unchanged, %d removed\n", dir, st.written, st.bytes, st.kept, st.removed)
+	return nil
 }
 
 // importCmd makes a new session from an archive (a file, or stdin for "-").
 func (c *cli) importCmd() *cobra.Command {
 	var to string
 	cmd := &cobra.Command{
-		Use: "import FILE [--to NEW_ID]", Short: "Make a new session from an exported archive (its first run restores the state)",
+		Use: "import FILE|DIR [--to NEW_ID]", Short: "Make a new session from an exported archive (its first run restores the state)",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = cmd.InOrStdin()
-			if args[0] != "-" {
+			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+				pr, pw := io.Pipe()
+				go func() { pw.CloseWithError(packDir(args[0], pw)) }()
+				defer pr.Close()
+				in = pr
+			} else if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
 					return err

@@ -466,3 +466,30 @@ func TestCLIExportImport(t *testing.T) {
 		t.Errorf("a truncated archive: %+v", r)
 	}
 }
+
+// TestCLIExportDir: exporting again into the directory of an earlier export writes only the chunks
+// that changed, and the directory imports as the archive it holds.
+func TestCLIExportDir(t *testing.T) {
+	id := sessionID(t)
+	moved := id + "-fromdir"
+	t.Cleanup(func() { carry(t, "", "sessions", "rm", moved) })
+	must(t, "run", "-s", id, "-c", "import os\nbig = os.urandom(3 << 20)\nsmall = 1")
+	dir := filepath.Join(t.TempDir(), "arch")
+	first := must(t, "sessions", "export", id, "--dir", dir)
+	if !strings.Contains(first.stderr, " 0 unchanged") {
+		t.Fatalf("first export: %+v", first)
+	}
+	if r := must(t, "sessions", "export", id, "--dir", dir); !strings.Contains(r.stderr, ": 0 chunks written") {
+		t.Fatalf("an unchanged session exported again: %+v", r)
+	}
+	must(t, "run", "-s", id, "-c", "small = 2")
+	r := must(t, "sessions", "export", id, "--dir", dir)
+	var written, size int
+	if _, err := fmt.Sscanf(r.stderr[strings.Index(r.stderr, ": ")+2:], "%d chunks written (%d bytes)", &written, &size); err != nil || written == 0 || size > 1<<20 {
+		t.Fatalf("after one small change: %+v (%d chunks, %d bytes)", r, written, size)
+	}
+	must(t, "sessions", "import", dir, "--to", moved)
+	if r := must(t, "run", "-s", moved, "-c", "print(small, len(big))"); strings.TrimSpace(r.stdout) != "2 3145728" {
+		t.Errorf("imported from the directory: %q", r.stdout)
+	}
+}

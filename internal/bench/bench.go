@@ -121,7 +121,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer removeScratch(dir)
 	defer sweepBenchUIDs(dir)
 	root, rerr := servertest.ModuleRoot()
 	if rerr != nil {

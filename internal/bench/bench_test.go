@@ -61,3 +61,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// TestUnescapeMountPath: mountinfo's octal escapes are undone, so a scratch dir with a space in its
+// path still has its mounts found.
+func TestUnescapeMountPath(t *testing.T) {
+	for in, want := range map[string]string{`/tmp/a\040b/c`: "/tmp/a b/c", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`} {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

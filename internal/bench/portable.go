@@ -37,37 +37,11 @@ a = np.random.rand(7_000_000)
 df = pd.DataFrame({"x": np.random.rand(3_000_000), "k": np.random.randint(0, 1000, 3_000_000)})`
 
 func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	pg, err := pgtest.Init("")
+	src, dst, stop, err := portableServers(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	defer pg.Remove()
-	if err := pg.Start(); err != nil {
-		return nil, err
-	}
-	if err := createBenchDB(pg.DSN("postgres"), "portable"); err != nil {
-		return nil, err
-	}
-	gw, err := s3test.Start("")
-	if err != nil {
-		return nil, err
-	}
-	defer gw.Stop()
-	src, err := startBenchSrv(ctx, env, "portable-src", func(c *configs.Config) { c.Pool.Size = 1 })
-	if err != nil {
-		return nil, err
-	}
-	defer src.stop()
-	dst, err := startBenchSrv(ctx, env, "portable-dst", func(c *configs.Config) {
-		c.Pool.Size = 1
-		c.Store.Driver, c.Store.DSN = "postgres", pg.DSN("portable")
-		c.Chunks.S3.Endpoint, c.Chunks.S3.Bucket = gw.Endpoint, "portable"
-		c.Chunks.S3.AccessKey, c.Chunks.S3.SecretKey, c.Chunks.S3.PathStyle = s3test.AccessKey, s3test.SecretKey, true
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer dst.stop()
+	defer stop()
 	id, _, err := src.createSession(ctx)
 	if err != nil {
 		return nil, err
@@ -119,6 +93,53 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data; archive %s; last round %s; %s",
 			rounds, fmtBytes(size), split, src.sandboxNote()),
 	}}, nil
+}
+
+// portableServers starts PostgreSQL, an S3 gateway (Versity) and the two servers: src on SQLite,
+// dst on PostgreSQL + S3. stop ends them all.
+func portableServers(ctx context.Context, env *benchEnv) (src, dst *benchSrv, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	pg, err := pgtest.Init("")
+	if err != nil {
+		return nil, nil, stop, err
+	}
+	stops = append(stops, func() { pg.Remove() })
+	if err := pg.Start(); err != nil {
+		return nil, nil, stop, err
+	}
+	if err := createBenchDB(pg.DSN("postgres"), "portable"); err != nil {
+		return nil, nil, stop, err
+	}
+	gw, err := s3test.Start("")
+	if err != nil {
+		return nil, nil, stop, err
+	}
+	stops = append(stops, gw.Stop)
+	if src, err = startBenchSrv(ctx, env, "portable-src", func(c *configs.Config) { c.Pool.Size = 1 }); err != nil {
+		return nil, nil, stop, err
+	}
+	stops = append(stops, func() { src.stop() })
+	dst, err = startBenchSrv(ctx, env, "portable-dst", func(c *configs.Config) {
+		c.Pool.Size = 1
+		c.Store.Driver, c.Store.DSN = "postgres", pg.DSN("portable")
+		c.Chunks.S3.Endpoint, c.Chunks.S3.Bucket = gw.Endpoint, "portable"
+		c.Chunks.S3.AccessKey, c.Chunks.S3.SecretKey, c.Chunks.S3.PathStyle = s3test.AccessKey, s3test.SecretKey, true
+	})
+	if err != nil {
+		return nil, nil, stop, err
+	}
+	stops = append(stops, func() { dst.stop() })
+	return src, dst, stop, nil
 }
 
 // warmPool waits until h's warm pool holds an idle kernel, so a first run claims one as it would on

@@ -18,8 +18,9 @@ import (
 	"github.com/carryover/carryover/persistence"
 )
 
-// putBatchBytes bounds the data chunk bytes held for one PutChunks.
-const putBatchBytes = 32 << 20
+// putBatchBytes bounds the data chunk bytes held for one PutChunks (two batches are in memory at
+// once: one being put, one being filled).
+const putBatchBytes = 16 << 20
 
 // Staged is an archive read and verified whole, its missing chunks put through one CheckpointWriter
 // (safe from GC, reachable from nothing) and nothing committed. Commit makes its checkpoint; Close

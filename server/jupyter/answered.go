@@ -21,7 +21,7 @@ import (
 const (
 	answeredKey      = "jupyter_answered"       // the executes answered lately, oldest first
 	kernelSessionKey = "jupyter_kernel_session" // header.session of the kernel's messages
-	answeredCap      = 256                      // answers kept: a client sends again what it sent lately
+	answeredCap      = 64                       // answers kept: a client sends again what it sent lately (~6 KB written with each turn)
 )
 
 // answer is how an execute_request ended, as its execute_reply said.

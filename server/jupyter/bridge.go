@@ -58,8 +58,9 @@ type bridge struct {
 
 	lostChecked bool // failLost ran
 
-	answers     []answer // the executes answered lately, oldest first (answered.go)
-	kernSession string   // header.session of the kernel's last message: what carryover writes carries it (stamp)
+	parked      map[string]*parkedBuf // client sessions with no socket: what they missed (parked.go)
+	answers     []answer              // the executes answered lately, oldest first (answered.go)
+	kernSession string                // header.session of the kernel's last message: what carryover writes carries it (stamp)
 
 	inflightDirty   chan struct{} // saveInflightLater's request to inflightRecorder
 	inflightWritten *string       // the in-flight record last written (guarded by saveMu), nil before the first
@@ -80,15 +81,18 @@ func newBridge(d *Door, id string) *bridge {
 
 func (b *bridge) add(c *conn) {
 	b.mu.Lock()
+	b.unparkLocked(c)
 	b.conns[c] = true
 	b.mu.Unlock()
 }
 
-// remove forgets a closed connection. Its pending requests stay: their replies go to every
-// connection (deliver), so a client that reconnected gets them on its new socket.
+// remove forgets a closed connection. Its pending requests stay: their replies go to the client's
+// other sockets, or to every connection and are kept for the client until it is back (deliver,
+// parkLocked), so a client that reconnected gets them on its new socket.
 func (b *bridge) remove(c *conn) {
 	b.mu.Lock()
 	delete(b.conns, c)
+	b.parkLocked(c)
 	b.mu.Unlock()
 }
 
@@ -327,6 +331,7 @@ func (b *bridge) sendNoticeLocked(m kernel.RawMessage) {
 		if h.Session != "" {
 			n.Header = inSession(n.Header, h.Session)
 		}
+		b.keepLocked(n)
 		for c := range b.conns {
 			c.send(n)
 		}
@@ -389,6 +394,7 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 	}
 	if m.Channel == "iopub" {
 		b.comms.Observe(m)
+		b.keepLocked(m)
 		all := make([]*conn, 0, len(b.conns))
 		for c := range b.conns {
 			all = append(all, c)
@@ -409,16 +415,11 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 	}
 }
 
-func (b *bridge) hasConn(c *conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.conns[c]
-}
-
 // broadcast sends m to every connection.
 func (b *bridge) broadcast(m kernel.RawMessage) {
 	b.mu.Lock()
 	m = b.stampLocked(m)
+	b.keepLocked(m)
 	all := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
 		all = append(all, c)

@@ -22,6 +22,7 @@ const (
 
 // conn is one channels websocket.
 type conn struct {
+	sid  string // the client's session_id (channels?session_id=): its sockets across reconnects
 	ws   *websocket.Conn
 	v1   bool
 	out  chan kernel.RawMessage
@@ -52,7 +53,8 @@ func (d *Door) channels(w http.ResponseWriter, r *http.Request) {
 	// The client joins the kernel's bridge before the handshake is answered: once its dial returned
 	// it gets every iopub message, even of a cell another client sends at once (the messages wait
 	// in its queue until the writer starts).
-	c := &conn{v1: slices.Contains(websocket.Subprotocols(r), subprotocolV1), out: make(chan kernel.RawMessage, queueCap), done: make(chan struct{})}
+	c := &conn{sid: r.URL.Query().Get("session_id"), v1: slices.Contains(websocket.Subprotocols(r), subprotocolV1),
+		out: make(chan kernel.RawMessage, queueCap), done: make(chan struct{})}
 	b := d.bridgeFor(id)
 	b.add(c)
 	defer b.remove(c)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/server/session"
 )
 
 // Path is where the assembly mounts the handler (everything under it is ours).
@@ -41,7 +40,7 @@ type Options struct {
 
 // Door is the Jupyter front door.
 type Door struct {
-	svc     *session.Service
+	svc     Sessions
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -54,7 +53,7 @@ type Door struct {
 }
 
 // New makes the front door over svc.
-func New(svc *session.Service, opts Options) *Door {
+func New(svc Sessions, opts Options) *Door {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -249,18 +249,27 @@ func (b *bridge) failLost() {
 	b.saveInflight() // what this process runs or queues now, if anything, replaces the old record
 }
 
-// deliver sends a reply to the connection that asked, or, when it is gone (the client reconnected),
-// to every connection: clients ignore replies to requests that are not theirs.
+// deliver sends a reply to the client that asked: its sockets (the one that asked may be a dead
+// one the client has just replaced), or, when it has none (it is reconnecting), to every
+// connection, kept for it until it is back (parkLocked): clients ignore replies to requests that
+// are not theirs.
 func (b *bridge) deliver(c *conn, m kernel.RawMessage) {
 	b.mu.Lock()
 	m = b.stampLocked(m)
-	here := b.conns[c]
+	var to []*conn
+	for o := range b.conns {
+		if o == c || (c.sid != "" && o.sid == c.sid) {
+			to = append(to, o)
+		}
+	}
 	b.mu.Unlock()
-	if here {
-		c.send(m)
+	if len(to) == 0 {
+		b.broadcast(m)
 		return
 	}
-	b.broadcast(m)
+	for _, o := range to {
+		o.send(m)
+	}
 }
 
 // failExecute answers an execute_request that could not run, or whose kernel died, with an error

@@ -18,7 +18,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/server/session"
 )
 
 // Path is where the assembly mounts the handler.
@@ -41,7 +40,7 @@ type Options struct {
 }
 
 // Handler is the MCP endpoint over svc.
-func Handler(svc *session.Service, o Options) http.Handler {
+func Handler(svc Sessions, o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

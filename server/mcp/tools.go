@@ -24,7 +24,7 @@ import (
 const maxReadBytes = 1 << 20
 
 type tools struct {
-	svc    *session.Service
+	svc    Sessions
 	log    *slog.Logger
 	router Router // nil on one node
 }

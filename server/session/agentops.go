@@ -27,8 +27,8 @@ func callAgent(ctx context.Context, k *kernel.Kernel, op string, args any) error
 // what a cell prints past run.max_output_bytes inside the kernel (the agent's op_output_guard says
 // why). The kernel's cap is a little under the server's own, so its notice still fits in what the
 // server keeps.
-func (s *Service) installOutputGuard(ctx context.Context, k *kernel.Kernel) error {
-	kcap := max(s.cfg.MaxOutputBytes-4096, 1024)
+func installOutputGuard(ctx context.Context, k *kernel.Kernel, maxOutput int64) error {
+	kcap := max(maxOutput-4096, 1024)
 	if err := callAgent(ctx, k, "output_guard", map[string]any{"cap": kcap}); err != nil {
 		return fmt.Errorf("output guard: %w", err)
 	}
@@ -41,7 +41,7 @@ func sendSetup(ctx context.Context, k *kernel.Kernel, st kernelSetup) error {
 }
 
 // setEnv applies per-run env vars; unsetEnv puts the session's own back afterwards.
-func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
+func setEnv(ctx context.Context, k *kernel.Kernel, env map[string]string) error {
 	vars := make(map[string]*string, len(env))
 	for key, v := range env {
 		vars[key] = &v
@@ -51,7 +51,7 @@ func (s *Service) setEnv(ctx context.Context, k *kernel.Kernel, env map[string]s
 
 // unsetEnv removes the run's env vars from the kernel, or gives back the session's value (keep) of
 // those the session has.
-func (s *Service) unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[string]string) error {
+func unsetEnv(ctx context.Context, k *kernel.Kernel, env, keep map[string]string) error {
 	vars := make(map[string]*string, len(env))
 	for key := range env {
 		if v, ok := keep[key]; ok {

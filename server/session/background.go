@@ -25,7 +25,7 @@ func (s *Service) StartBackground() {
 	s.bg.wg.Add(1)
 	go func() {
 		defer s.bg.wg.Done()
-		tick := time.NewTicker(s.tickEvery())
+		tick := time.NewTicker(s.cfg.tickEvery())
 		defer tick.Stop()
 		lastCull := time.Now()
 		for {
@@ -49,9 +49,9 @@ func (s *Service) StartBackground() {
 }
 
 // tickEvery is the loop period: fine enough for second-level rotation deadlines.
-func (s *Service) tickEvery() time.Duration {
+func (c Config) tickEvery() time.Duration {
 	d := 500 * time.Millisecond
-	if iv := s.cfg.CullInterval; iv > 0 && iv < d {
+	if iv := c.CullInterval; iv > 0 && iv < d {
 		d = iv
 	}
 	return d
@@ -101,7 +101,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 			if st := ls.docCopy().State; st != carryover.StateRunning || ls.currentKernel() == nil {
 				return
 			}
-			if _, err := s.rotateLocked(ctx, ls, "sandbox timeout"); err != nil {
+			if _, err := ls.rotateLocked(ctx, "sandbox timeout"); err != nil {
 				s.log.Warn("rotation failed", "session", ls.id, "err", err)
 			}
 		}(ls)
@@ -138,7 +138,7 @@ func (s *Service) cullIdle(ctx context.Context) {
 			if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle {
 				return
 			}
-			if err := s.hibernateLocked(ctx, ls, capacity.ReasonIdle); err != nil {
+			if err := ls.hibernateLocked(ctx, capacity.ReasonIdle); err != nil {
 				// Never stop a kernel whose state is not saved.
 				s.log.Warn("hibernation skipped", "session", ls.id, "err", err)
 			}
@@ -160,27 +160,28 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 	if st := ls.docCopy().State; st != carryover.StateRunning {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "only a running session can hibernate; this one is %s", st).WithDetails("state", st)
 	}
-	if err := s.hibernateLocked(context.WithoutCancel(ctx), ls, capacity.ReasonRequested); err != nil {
+	if err := ls.hibernateLocked(context.WithoutCancel(ctx), capacity.ReasonRequested); err != nil {
 		return carryover.Session{}, err
 	}
 	return ls.docCopy(), nil
 }
 
 // hibernateLocked saves the session and stops its kernel. Caller holds ls.lock.
-func (s *Service) hibernateLocked(ctx context.Context, ls *liveSession, reason string) error {
+func (ls *liveSession) hibernateLocked(ctx context.Context, reason string) error {
+	s := ls.svc
 	k := ls.currentKernel()
 	if k == nil {
 		return nil
 	}
-	res, err := s.checkpoint(ctx, ls, k)
+	res, err := ls.checkpoint(ctx, k)
 	if err != nil {
 		return fmt.Errorf("checkpoint before hibernation: %w", err)
 	}
-	s.releaseKernel(ctx, ls, reason)
-	if err := s.setSandboxStatus(ctx, ls, carryover.SandboxHibernated); err != nil {
+	ls.releaseKernel(ctx, reason)
+	if err := ls.setSandboxStatus(ctx, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.countHibernation(reason)
-	s.emit(ctx, ls, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
+	s.watch.countHibernation(reason)
+	ls.emit(ctx, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

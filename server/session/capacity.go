@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
@@ -35,7 +36,7 @@ type kernelClaim struct {
 func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel, error) {
 	tenant := c.doc.TenantName()
 	lease, err := s.adm.ledger.Acquire(ctx, capacity.Claim{Tenant: tenant, Limit: s.adm.quota.Of(tenant).LiveKernels,
-		Replaces: s.leaseOf(c.replaces)}, s.evictForClaim)
+		Replaces: s.adm.leaseOf(c.replaces)}, s.evictForClaim)
 	if err != nil {
 		return nil, inFullCluster(ctx, err)
 	}
@@ -45,13 +46,13 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 			return nil, err
 		}
 	}
-	k, err := s.claimKernel(ctx, c.doc, c.runEnv)
+	k, err := s.kern.claimKernel(ctx, c.doc, c.runEnv)
 	if err != nil {
 		lease.Release()
-		return nil, s.startFailed(ctx, err)
+		return nil, s.adm.startFailed(ctx, s.cfg.StartupTimeout, err)
 	}
 	s.adm.leases.Store(k, lease)
-	s.m.kernelsLive.Inc()
+	s.adm.live.Inc()
 	return k, nil
 }
 
@@ -63,29 +64,29 @@ func (s *Service) evictForClaim(ctx context.Context) bool {
 }
 
 // leaseOf is the lease k holds (nil for nil or a kernel that holds none).
-func (s *Service) leaseOf(k *kernel.Kernel) *capacity.Lease {
+func (a *admission) leaseOf(k *kernel.Kernel) *capacity.Lease {
 	if k == nil {
 		return nil
 	}
-	le, _ := s.adm.leases.Load(k)
+	le, _ := a.leases.Load(k)
 	lease, _ := le.(*capacity.Lease)
 	return lease
 }
 
 // releaseLease gives back the lease k held (takeKernel), once its process is gone.
-func (s *Service) releaseLease(k *kernel.Kernel) {
-	if le, ok := s.adm.leases.LoadAndDelete(k); ok {
+func (a *admission) releaseLease(k *kernel.Kernel) {
+	if le, ok := a.leases.LoadAndDelete(k); ok {
 		le.(*capacity.Lease).Release()
-		s.m.kernelsLive.Dec()
+		a.live.Dec()
 	}
 }
 
 // startFailed is the error of a kernel that could not be started for a session. A start that ran
-// out of its own time (kernel.startup_timeout_seconds) while the request still had time is an
+// out of its own time (timeout: kernel.startup_timeout_seconds) while the request still had time is an
 // overloaded node: a 429 capacity answer with Retry-After, counted with the other refusals.
-func (s *Service) startFailed(ctx context.Context, err error) error {
+func (a *admission) startFailed(ctx context.Context, timeout time.Duration, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return s.adm.ledger.RefuseStart(s.cfg.StartupTimeout, err)
+		return a.ledger.RefuseStart(timeout, err)
 	}
 	return &carryover.Error{Code: carryover.CodeInternal, Message: fmt.Sprintf("no kernel could be started for the session: %v", err), Err: err}
 }

@@ -13,8 +13,7 @@ import (
 // candidate; one whose checkpoint fails is skipped (its kernel is never stopped unsaved).
 
 // evictionCandidates lists the sessions holding a kernel now.
-func (s *Service) evictionCandidates() []capacity.Candidate[*liveSession] {
-	live := s.liveSessions()
+func evictionCandidates(live []*liveSession) []capacity.Candidate[*liveSession] {
 	out := make([]capacity.Candidate[*liveSession], 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
@@ -32,11 +31,11 @@ func (s *Service) evictionCandidates() []capacity.Candidate[*liveSession] {
 // was hibernated.
 func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
-	for _, ls := range capacity.EvictionOrder(s.evictionCandidates(), s.adm.ledger.OverShare()) {
+	for _, ls := range capacity.EvictionOrder(evictionCandidates(s.liveSessions()), s.adm.ledger.OverShare()) {
 		if !ls.lock.TryLock() {
 			continue // a turn started meanwhile
 		}
-		rss, ok := s.evictLocked(ctx, ls, reason)
+		rss, ok := ls.evictLocked(ctx, reason)
 		ls.lock.Unlock()
 		if ok {
 			return rss, true
@@ -46,14 +45,15 @@ func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 }
 
 // evictLocked hibernates ls if it still holds a kernel and is running or paused. Caller holds ls.lock.
-func (s *Service) evictLocked(ctx context.Context, ls *liveSession, reason string) (int64, bool) {
+func (ls *liveSession) evictLocked(ctx context.Context, reason string) (int64, bool) {
+	s := ls.svc
 	if ls.currentKernel() == nil || !hibernatable(ls.docCopy().State) {
 		return 0, false
 	}
 	ls.mu.Lock()
 	rss := ls.cost.rss
 	ls.mu.Unlock()
-	if err := s.hibernateLocked(ctx, ls, reason); err != nil {
+	if err := ls.hibernateLocked(ctx, reason); err != nil {
 		s.log.Warn("eviction skipped: the session could not be saved", "session", ls.id, "reason", reason, "err", err)
 		return 0, false
 	}
@@ -70,12 +70,12 @@ func hibernatable(st string) bool {
 }
 
 // countHibernation counts a hibernation by reason (the status endpoint and its metric).
-func (s *Service) countHibernation(reason string) {
-	s.m.hibernations.WithLabelValues(reason).Inc()
-	s.mu.Lock()
-	if s.watch.evictions == nil {
-		s.watch.evictions = map[string]int64{}
+func (w *nodeWatch) countHibernation(reason string) {
+	w.hibernations.WithLabelValues(reason).Inc()
+	w.mu.Lock()
+	if w.evictions == nil {
+		w.evictions = map[string]int64{}
 	}
-	s.watch.evictions[reason]++
-	s.mu.Unlock()
+	w.evictions[reason]++
+	w.mu.Unlock()
 }

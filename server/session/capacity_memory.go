@@ -25,9 +25,9 @@ type (
 var ProcMemory = capacity.ProcMemory
 
 // kernelMemory is the resident memory of every live kernel at its last sample.
-func (s *Service) kernelMemory() int64 {
+func kernelMemory(live []*liveSession) int64 {
 	var sum int64
-	for _, ls := range s.liveSessions() {
+	for _, ls := range live {
 		ls.mu.Lock()
 		sum += ls.cost.rss
 		ls.mu.Unlock()
@@ -42,8 +42,8 @@ func (s *Service) relieveMemory(ctx context.Context) {
 	if err != nil {
 		h = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}
 	}
-	used := s.kernelMemory()
-	s.noteMemory(used, h)
+	used := kernelMemory(s.liveSessions())
+	s.watch.noteMemory(used, h)
 	excess := capacity.MemoryExcess(used, s.watch.budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.watch.budget.KernelBytes)
 	for excess > 0 {
 		freed, ok := s.evictIdle(ctx, capacity.ReasonMemory)

@@ -62,17 +62,17 @@ type memoryReading struct {
 }
 
 // noteMemory keeps the tick's reading for Status and the metrics.
-func (s *Service) noteMemory(kernels int64, h HostMemory) {
-	s.mu.Lock()
-	s.watch.last = memoryReading{kernels: kernels, host: h, read: true}
-	s.mu.Unlock()
-	s.m.kernelMemory.Set(float64(kernels))
+func (w *nodeWatch) noteMemory(kernels int64, h HostMemory) {
+	w.mu.Lock()
+	w.last = memoryReading{kernels: kernels, host: h, read: true}
+	w.mu.Unlock()
+	w.kernelMemory.Set(float64(kernels))
 }
 
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
 func (s *Service) Status() NodeStatus {
 	sl := s.adm.ledger.Stats()
-	ps := s.pool.Stats()
+	ps := s.kern.pool.Stats()
 	st := NodeStatus{
 		NodeID: s.cfg.NodeID,
 		Capacity: CapacityStatus{MaxLiveKernels: sl.Max, Source: s.watch.budget.Source, LiveKernels: sl.Held,
@@ -88,11 +88,13 @@ func (s *Service) Status() NodeStatus {
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}
+	s.mu.Unlock()
+	s.watch.mu.Lock()
 	for k, v := range s.watch.evictions {
 		st.Evictions[k] = v
 	}
 	mem := s.watch.last
-	s.mu.Unlock()
+	s.watch.mu.Unlock()
 	st.Sessions = countSessions(all)
 	if !mem.read {
 		mem.host = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}
@@ -132,7 +134,7 @@ func (s *Service) updateGauges() {
 	s.m.sessionsHibernated.Set(float64(countSessions(all).Hibernated))
 	series := tenantSeriesOf(all)
 	s.m.tenants.last.Store(&series)
-	ps := s.pool.Stats()
+	ps := s.kern.pool.Stats()
 	s.m.poolIdle.Set(float64(ps.Idle))
 	s.m.poolTarget.Set(float64(ps.Target))
 }

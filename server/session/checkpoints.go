@@ -25,11 +25,11 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.Chec
 		return nil, carryover.Errorf(carryover.CodeConflict, "session has no live kernel; its last checkpoint is current").
 			WithDetails("last_checkpoint", ls.docCopy().LastCheckpoint)
 	}
-	res, err := s.checkpoint(ctx, ls, k)
+	res, err := ls.checkpoint(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
+	ls.emit(ctx, carryover.EventCheckpointCreated, res)
 	return res, nil
 }
 
@@ -55,7 +55,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	if err != nil {
 		return nil, err
 	}
-	cp, err := s.checkpointByID(ctx, id, cid)
+	cp, err := checkpointByID(ctx, s.store, id, cid)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +67,11 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 		return nil, carryover.Errorf(carryover.CodeConflict, "cannot restore a %s session", doc.State)
 	}
 	if ls.docCopy().State == carryover.StatePending {
-		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+		if _, _, err := ls.transition(ctx, carryover.StateRunning, nil); err != nil {
 			return nil, err
 		}
 	}
-	s.releaseKernel(ctx, ls, "checkpoint restore")
+	ls.releaseKernel(ctx, "checkpoint restore")
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy()}) // pool, or a new kernel for another network setting
 	if err != nil {
 		return nil, err
@@ -79,11 +79,11 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
-	if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+	if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.workspace(id), true)
+	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.cfg.workspace(id), true)
 	if err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
@@ -93,21 +93,21 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
-	go s.watchKernel(ls, k)
-	go s.relayComms(ls, k) // comms.go: the widgets' messages
+	go ls.watchKernel(k)
+	go ls.relayComms(k) // comms.go: the widgets' messages
 	ls.noteRestored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
-	cpRes, err := s.checkpoint(ctx, ls, k)
+	cpRes, err := ls.checkpoint(ctx, k)
 	if err != nil {
 		return res, err
 	}
-	s.emit(ctx, ls, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
+	ls.emit(ctx, carryover.EventCheckpointRestored, map[string]any{"checkpoint_id": cp.ID, "turn": cp.Turn, "restore": res, "new_checkpoint_id": cpRes.ID})
 	return res, nil
 }
 
 // checkpointByID is session id's checkpoint cid, or not_found naming it.
-func (s *Service) checkpointByID(ctx context.Context, id, cid string) (carryover.Checkpoint, error) {
-	cp, err := s.store.GetCheckpoint(ctx, id, cid)
+func checkpointByID(ctx context.Context, store carryover.Store, id, cid string) (carryover.Checkpoint, error) {
+	cp, err := store.GetCheckpoint(ctx, id, cid)
 	if errors.Is(err, carryover.ErrNotFound) {
 		return cp, carryover.Errorf(carryover.CodeNotFound, "checkpoint %q not found", cid)
 	}

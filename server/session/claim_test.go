@@ -45,7 +45,7 @@ func holdKernel(t *testing.T, s *Service, id string) {
 		ls.mu.Lock()
 		ls.kern = nil
 		ls.mu.Unlock()
-		s.releaseLease(k)
+		s.adm.releaseLease(k)
 	})
 }
 
@@ -78,7 +78,7 @@ func TestEveryClaimPathChecksTheTenantLimit(t *testing.T) {
 	holdKernel(t, s, "holder")
 	for _, id := range []string{"wake", "rotate", "restore"} { // running, their kernel hibernated
 		ls, _ := s.get(id)
-		if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
+		if _, err := ls.update(ctx, func(d *carryover.Session) error {
 			d.State = carryover.StateRunning
 			d.Sandbox.Status = carryover.SandboxHibernated
 			d.ExecutionCount = 1

@@ -61,10 +61,10 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 		return fmt.Errorf("session %q: document unreadable: %w", id, err)
 	}
 	doc = doc.Recovered()
-	doc.OwnerNode = s.ownerNode()
+	doc.OwnerNode = s.cfg.ownerNode()
 	s.Evict(id)
 	s.mu.Lock()
-	s.sessions[id] = &liveSession{id: id, doc: doc}
+	s.sessions[id] = &liveSession{svc: s, id: id, doc: doc}
 	s.mu.Unlock()
 	return nil
 }
@@ -118,8 +118,8 @@ func lostDuring(ls *liveSession, res *RunResult) error {
 
 // ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is
 // then left out of the session JSON).
-func (s *Service) ownerNode() *string {
-	if id := s.cfg.NodeID; id != "" {
+func (c Config) ownerNode() *string {
+	if id := c.NodeID; id != "" {
 		return &id
 	}
 	return nil

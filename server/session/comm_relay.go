@@ -159,7 +159,8 @@ func (s *Service) SendComm(ctx context.Context, id string, req CommRequest) (msg
 
 // relayComms forwards k's comm traffic to ls's subscribers until k dies. It runs once per kernel
 // attached to the session (ensureKernelWith), and first tells clients that earlier widgets are gone.
-func (s *Service) relayComms(ls *liveSession, k *kernel.Kernel) {
+func (ls *liveSession) relayComms(k *kernel.Kernel) {
+	s := ls.svc
 	msgs, cancel, err := k.Subscribe("iopub")
 	if err != nil {
 		s.log.Warn("comm relay", "session", ls.id, "err", err)

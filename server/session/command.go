@@ -121,14 +121,14 @@ func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest,
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := s.beginTurn(ctx, ls, nil)
+	end, err := ls.beginTurn(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -142,23 +142,23 @@ func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mkdirWorkspace(ctx, ls, rel); err != nil { // never through a symlink the kernel made
+	if err := ls.mkdirWorkspace(ctx, rel); err != nil { // never through a symlink the kernel made
 		return nil, err
 	}
 	start := time.Now()
 	started() // a keyed command starts: its key is kept whatever happens next
-	res, cpu, err := s.runInSandbox(ctx, ls, doc, req, argv, wd, rel, timeout)
+	res, cpu, err := ls.runInSandbox(ctx, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err
 	}
-	s.emit(ctx, ls, carryover.EventExecCompleted, map[string]any{"command": argv, "exit_code": res.ExitCode,
+	ls.emit(ctx, carryover.EventExecCompleted, map[string]any{"command": argv, "exit_code": res.ExitCode,
 		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
 	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
 	status := "ok"
 	if res.ExitCode != 0 || res.TimedOut {
 		status = "error"
 	}
-	if err := s.endTurn(ctx, ls, turnRecord{kind: "exec", code: commandText(req.Command, argv), count: doc.ExecutionCount,
+	if err := ls.endTurn(ctx, turnRecord{kind: "exec", code: commandText(req.Command, argv), count: doc.ExecutionCount,
 		status: status, answer: res, startedAt: start.UTC(), durationMS: res.DurationMS, cpuSeconds: cpu}); err != nil {
 		res.RecordError = err.Error()
 	}
@@ -171,7 +171,8 @@ func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest,
 // runInSandbox runs argv through the provisioner (sandbox.go: a box of its own with the session's
 // workspace, network setting and limits, or a plain process in its own process group) in the
 // workspace dir rel, and returns its answer and the CPU seconds it used.
-func (s *Service) runInSandbox(ctx context.Context, ls *liveSession, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
+func (ls *liveSession) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
+	s := ls.svc
 	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	start := time.Now()
@@ -179,14 +180,14 @@ func (s *Service) runInSandbox(ctx context.Context, ls *liveSession, doc carryov
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kopts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.hostPath(ls.id, rel), Env: execEnv(doc, req),
-		Workspace: s.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
+	p, err := s.kern.opts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
+		Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
 	if err != nil && !errors.As(err, &startErr) {
 		return nil, 0, limitErr(err)
 	}
-	s.emit(ctx, ls, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
+	ls.emit(ctx, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
 	res := &CommandResult{}
 	var cpu float64
 	if startErr != nil {
@@ -237,9 +238,10 @@ func waitCommand(p kernel.Process, timeout time.Duration, res *CommandResult) ke
 
 // mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
 // kernel left in its workspace cannot make the server, root, create directories elsewhere.
-func (s *Service) mkdirWorkspace(ctx context.Context, ls *liveSession, rel string) error {
-	ws := s.workspace(ls.id)
-	if err := s.ensureWorkspace(ctx, ls); err != nil {
+func (ls *liveSession) mkdirWorkspace(ctx context.Context, rel string) error {
+	s := ls.svc
+	ws := s.cfg.workspace(ls.id)
+	if err := ls.ensureWorkspace(ctx); err != nil {
 		return err
 	}
 	if rel == "" {

@@ -111,7 +111,7 @@ func TestExecRunsAndRecords(t *testing.T) {
 		t.Errorf("answer = %+v", res)
 	}
 	spec := prov.Commands()[0]
-	if spec.Dir != s.hostPath("x", "sub") || spec.Workspace != s.workspace("x") || spec.Env["S"] != "1" || spec.Env["R"] != "2" {
+	if spec.Dir != s.cfg.hostPath("x", "sub") || spec.Workspace != s.cfg.workspace("x") || spec.Env["S"] != "1" || spec.Env["R"] != "2" {
 		t.Errorf("command spec: dir %q workspace %q env %v", spec.Dir, spec.Workspace, spec.Env)
 	}
 	doc, _ := s.Get("x")

@@ -35,7 +35,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		}
 		// Made (or refused: a name too long, a file in the way) before it is saved: a working_dir
 		// the kernel cannot enter, once saved, made every later PATCH of the context answer 500.
-		if err := s.mkdirWorkspace(ctx, ls, rel); err != nil {
+		if err := ls.mkdirWorkspace(ctx, rel); err != nil {
 			return carryover.Session{}, err
 		}
 	}
@@ -46,7 +46,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	doc, err := ls.update(ctx, func(d *carryover.Session) error {
 		if req.WorkingDir != nil {
 			d.AgentContext.WorkingDir = wd
 		}
@@ -63,7 +63,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 	}
 	if k := ls.currentKernel(); k != nil {
 		// Env vars that were removed from the context leave the kernel too.
-		if err := s.prepareKernel(ctx, id, k, doc); err != nil {
+		if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
 			return doc, fmt.Errorf("applying context to the kernel: %w", err)
 		}
 		ls.forgetSetup(k) // a set-up pending from the claim holds the old context

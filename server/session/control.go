@@ -37,8 +37,8 @@ func (s *Service) Restart(ctx context.Context, id string) (carryover.Session, er
 	if doc := ls.docCopy(); doc.Closed() {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State)
 	}
-	s.releaseKernel(ctx, ls, "restart requested")
-	if _, err := s.ensureKernel(ctx, ls); err != nil {
+	ls.releaseKernel(ctx, "restart requested")
+	if _, err := ls.ensureKernel(ctx); err != nil {
 		return carryover.Session{}, err
 	}
 	return ls.docCopy(), nil

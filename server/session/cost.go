@@ -46,7 +46,7 @@ func costBaseline(k *kernel.Kernel) costMeter {
 
 // sampleCost adds the kernel's use since the last sample to the session's consumption.
 // Caller must not hold ls.mu.
-func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+func (ls *liveSession) sampleCost(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
 	base := ls.cost.base
 	ls.mu.Unlock()
@@ -84,14 +84,15 @@ func (s *Service) sampleCost(ctx context.Context, ls *liveSession, k *kernel.Ker
 	if dCPU == 0 && dGiBh == 0 && !newPeak {
 		return
 	}
-	s.addCost(ctx, ls, dCPU, dGiBh, st.RSSBytes)
+	ls.addCost(ctx, dCPU, dGiBh, st.RSSBytes)
 }
 
 // addCost records CPU seconds and GiB-hours, recomputes cost_cents, and raises the session's
 // memory peak to rss if rss is above it.
-func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours float64, rss int64) {
-	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
-		s.chargeLocked(d, cpu, gibHours)
+func (ls *liveSession) addCost(ctx context.Context, cpu, gibHours float64, rss int64) {
+	s := ls.svc
+	if _, err := ls.update(ctx, func(d *carryover.Session) error {
+		s.cfg.chargeLocked(d, cpu, gibHours)
 		d.MemoryPeakBytes = max(d.MemoryPeakBytes, rss)
 		return nil
 	}); err != nil {
@@ -101,29 +102,29 @@ func (s *Service) addCost(ctx context.Context, ls *liveSession, cpu, gibHours fl
 }
 
 // chargeLocked adds use to the document and recomputes cost_cents (the caller is inside update).
-func (s *Service) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
-	c := &d.BudgetConsumed
-	c.CPUSeconds += cpu
-	c.MemoryGiBHours += gibHours
-	c.CostCents = carryover.CostCents(*c, s.cfg.CPUSecondCents, s.cfg.GiBHourCents)
+func (c Config) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
+	b := &d.BudgetConsumed
+	b.CPUSeconds += cpu
+	b.MemoryGiBHours += gibHours
+	b.CostCents = carryover.CostCents(*b, c.CPUSecondCents, c.GiBHourCents)
 }
 
 // sampleCosts samples every live kernel (the background loop).
 func (s *Service) sampleCosts(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
 		if k := ls.currentKernel(); k != nil {
-			s.sampleCostIfStale(ctx, ls, k)
+			ls.sampleCostIfStale(ctx, k)
 		}
 	}
 }
 
 // sampleCostIfStale samples at most once a second per session: reading /proc costs about a
 // millisecond, too much for every turn of a fast loop, and a second is fine-grained for a budget.
-func (s *Service) sampleCostIfStale(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+func (ls *liveSession) sampleCostIfStale(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
 	fresh := time.Since(ls.cost.lastAt) < time.Second
 	ls.mu.Unlock()
 	if !fresh {
-		s.sampleCost(ctx, ls, k)
+		ls.sampleCost(ctx, k)
 	}
 }

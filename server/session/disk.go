@@ -22,8 +22,8 @@ type WorkspaceDisks interface {
 	RemoveWorkspaceDisk(dir string) error             // unmount and delete (the session is gone)
 }
 
-func (s *Service) disks() WorkspaceDisks {
-	if d, ok := s.kopts.Provisioner.(WorkspaceDisks); ok && d.DisksEnabled() {
+func (f *kernels) disks() WorkspaceDisks {
+	if d, ok := f.opts.Provisioner.(WorkspaceDisks); ok && d.DisksEnabled() {
 		return d
 	}
 	return nil
@@ -32,7 +32,7 @@ func (s *Service) disks() WorkspaceDisks {
 // mountDisk gives ws its disk; a workspace that cannot have one keeps working without a cap
 // (logged), since refusing the session its files would be worse.
 func (s *Service) mountDisk(id, ws string) {
-	if d := s.disks(); d != nil {
+	if d := s.kern.disks(); d != nil {
 		if err := d.EnsureWorkspaceDisk(ws, s.diskSize(id)); err != nil {
 			s.log.Warn("workspace without a disk quota", "session", id, "err", err)
 		}
@@ -92,11 +92,11 @@ func copyTree(src, dst string) error {
 // checkDiskless refuses a workspace whose files live in a disk image this server cannot mount
 // (the sandbox off or unavailable since): shown as an empty dir it would be filled anew and its
 // files pruned from the next checkpoint.
-func (s *Service) checkDiskless(id string) error {
-	if s.disks() != nil {
+func (f *kernels) checkDiskless(id string) error {
+	if f.disks() != nil {
 		return nil
 	}
-	img := filepath.Join(s.cfg.DataDir, "disks", id+".img")
+	img := filepath.Join(f.cfg.DataDir, "disks", id+".img")
 	if _, err := os.Stat(img); err != nil {
 		return nil
 	}
@@ -105,14 +105,14 @@ func (s *Service) checkDiskless(id string) error {
 }
 
 // removeWorkspace deletes a session's workspace and its disk.
-func (s *Service) removeWorkspace(id string) error {
-	ws := s.workspace(id)
-	if s.disks() == nil { // an image left by a sandboxed run of the server goes with its session
-		_ = os.Remove(filepath.Join(s.cfg.DataDir, "disks", id+".img"))
+func (f *kernels) removeWorkspace(id string) error {
+	ws := f.cfg.workspace(id)
+	if f.disks() == nil { // an image left by a sandboxed run of the server goes with its session
+		_ = os.Remove(filepath.Join(f.cfg.DataDir, "disks", id+".img"))
 	}
-	if d := s.disks(); d != nil {
+	if d := f.disks(); d != nil {
 		if err := d.RemoveWorkspaceDisk(ws); err != nil {
-			s.log.Warn("workspace disk not removed", "session", id, "err", err)
+			f.log.Warn("workspace disk not removed", "session", id, "err", err)
 		}
 	}
 	return os.RemoveAll(ws)

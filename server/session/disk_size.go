@@ -14,7 +14,7 @@ import (
 const minDisk = 8 << 20
 
 // applyDiskRequest validates req.Disk and records it in sb.
-func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
+func (f *kernels) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 	if req == nil || req.Disk == "" {
 		return nil
 	}
@@ -25,14 +25,14 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 	if err != nil {
 		return bad("%q: want a size like 512Mi or 20Gi", req.Disk)
 	}
-	if s.disks() == nil {
+	if f.disks() == nil {
 		return bad("this server gives workspaces no disk of their own (sandbox.enabled and sandbox.disk in its config)")
 	}
 	if size < minDisk {
 		return bad("%q is below the smallest disk, %s", req.Disk, kernel.FormatMemory(minDisk))
 	}
-	if max := s.maxDisk(); max > 0 && size > max {
-		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", s.cfg.MaxDisk)
+	if max := f.cfg.maxDisk(); max > 0 && size > max {
+		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", f.cfg.MaxDisk)
 	}
 	sb.Disk = req.Disk
 	return nil
@@ -40,8 +40,8 @@ func (s *Service) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) e
 
 // maxDisk is sandbox.max_disk in bytes (0: no ceiling; a bad value is refused at start-up by Validate
 // of the provisioner's config, and counts as no ceiling here).
-func (s *Service) maxDisk() int64 {
-	n, err := kernel.ParseMemory(s.cfg.MaxDisk)
+func (c Config) maxDisk() int64 {
+	n, err := kernel.ParseMemory(c.MaxDisk)
 	if err != nil {
 		return 0
 	}

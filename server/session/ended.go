@@ -8,7 +8,8 @@ import (
 // noteEnded names procs, the background processes of kernel k that end with it (a server, a
 // subprocess.Popen the session started: they cannot survive it), in the event payload as
 // processes_ended, and keeps them for the next run's answer, so they never vanish silently.
-func (s *Service) noteEnded(ls *liveSession, k *kernel.Kernel, procs []kernel.BackgroundProcess, payload map[string]any) {
+func (ls *liveSession) noteEnded(k *kernel.Kernel, procs []kernel.BackgroundProcess, payload map[string]any) {
+	s := ls.svc
 	if len(procs) == 0 {
 		return
 	}

@@ -24,7 +24,7 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	if err := carryover.ValidateLanguage(req.Language); err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	if err := s.adm.quota.CheckTurn(ctx, tenant); err != nil {
 		return nil, err
 	}
-	ls := &liveSession{id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
+	ls := &liveSession{svc: s, id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
 		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting: a pooled kernel
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.doc})
 	if err != nil {
@@ -46,13 +46,13 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	}
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
-		_ = s.removeWorkspace(id)
+		_ = s.kern.removeWorkspace(id)
 	}()
-	if err := s.prepareKernel(ctx, id, k, ls.doc); err != nil {
+	if err := s.kern.prepareKernel(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
 	started()
-	res, err := s.runCode(ctx, ls, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
+	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

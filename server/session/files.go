@@ -29,10 +29,10 @@ func (s *Service) openRoot(id string) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureWorkspace(context.Background(), ls); err != nil {
+	if err := ls.ensureWorkspace(context.Background()); err != nil {
 		return nil, err
 	}
-	return os.OpenRoot(s.workspace(id))
+	return os.OpenRoot(s.cfg.workspace(id))
 }
 
 func fileErr(p string, err error) error {

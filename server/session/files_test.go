@@ -53,10 +53,10 @@ func TestWorkspaceFilesStayInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A kernel may leave a symlink pointing out of its workspace: it is never followed.
-	if err := os.Symlink(outside, filepath.Join(s.workspace("f"), "link")); err != nil {
+	if err := os.Symlink(outside, filepath.Join(s.cfg.workspace("f"), "link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Dir(outside), filepath.Join(s.workspace("f"), "dirlink")); err != nil {
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(s.cfg.workspace("f"), "dirlink")); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"link", "/etc/passwd", "../x", "", "/workspace"} {

@@ -101,7 +101,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 		s.mu.Unlock()
 		return nil, carryover.Errorf(carryover.CodeConflict, "session %q already exists", doc.ID).WithDetails("session_id", doc.ID)
 	}
-	ls := &liveSession{id: doc.ID, doc: doc, deleted: true}
+	ls := &liveSession{svc: s, id: doc.ID, doc: doc, deleted: true}
 	s.sessions[doc.ID] = ls
 	s.mu.Unlock()
 	b, _ := json.Marshal(doc)
@@ -120,13 +120,14 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 }
 
 // commitFork gives the fork its checkpoint (the source's, sharing every chunk) and makes it usable.
-func (s *Service) commitFork(ctx context.Context, ls *liveSession, srcID, cid string) error {
+func (ls *liveSession) commitFork(ctx context.Context, srcID, cid string) error {
+	s := ls.svc
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
-	_ = s.removeWorkspace(ls.id)
+	_ = s.kern.removeWorkspace(ls.id)
 	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
 	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
-	srcWS, dstWS := s.workspace(srcID), s.workspace(ls.id)
+	srcWS, dstWS := s.cfg.workspace(srcID), s.cfg.workspace(ls.id)
 	cwd := func(c string) string {
 		if c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator)) {
 			return dstWS + c[len(srcWS):]
@@ -144,7 +145,7 @@ func (s *Service) commitFork(ctx context.Context, ls *liveSession, srcID, cid st
 	ls.deleted = false
 	ls.doc.ExecutionCount = cp.Turn
 	ls.doc.LastCheckpoint = &carryover.CheckpointRef{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt}
-	if err := s.saveLocked(ctx, ls); err != nil {
+	if err := ls.saveLocked(ctx); err != nil {
 		ls.deleted = true
 		return fmt.Errorf("fork: saving session: %w", err)
 	}
@@ -161,11 +162,11 @@ func (s *Service) forkPoint(ctx context.Context, src *liveSession) (string, erro
 		}
 		defer src.lock.Unlock()
 		if k := src.currentKernel(); k != nil {
-			res, err := s.checkpoint(ctx, src, k)
+			res, err := src.checkpoint(ctx, k)
 			if err != nil {
 				return "", fmt.Errorf("fork: checkpointing the source: %w", err)
 			}
-			s.emit(ctx, src, carryover.EventCheckpointCreated, res)
+			src.emit(ctx, carryover.EventCheckpointCreated, res)
 			return res.ID, nil
 		}
 	}

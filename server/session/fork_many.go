@@ -59,9 +59,9 @@ func (s *Service) ForkMany(ctx context.Context, id string, req ForkRequest) ([]c
 	docs := make([]carryover.Session, len(made))
 	for i, ls := range made {
 		docs[i] = ls.docCopy()
-		s.emit(ctx, src, carryover.EventSessionForked, map[string]any{"session_id": ls.id, "checkpoint_id": cid,
+		src.emit(ctx, carryover.EventSessionForked, map[string]any{"session_id": ls.id, "checkpoint_id": cid,
 			"role": "source"})
-		s.emit(ctx, ls, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
+		ls.emit(ctx, carryover.EventSessionForked, map[string]any{"session_id": id, "checkpoint_id": cid,
 			"role": "fork", "new_checkpoint_id": docs[i].LastCheckpoint.ID})
 	}
 	return docs, nil
@@ -111,7 +111,7 @@ func (s *Service) makeForks(ctx context.Context, src *liveSession, ids []string,
 		ls, err := s.reserveFork(ctx, forkDoc(from, newID, now))
 		if err == nil {
 			made = append(made, ls)
-			err = s.commitFork(ctx, ls, src.id, cid)
+			err = ls.commitFork(ctx, src.id, cid)
 		}
 		if err != nil {
 			s.unmakeForks(ctx, made)
@@ -133,6 +133,6 @@ func (s *Service) unmakeForks(ctx context.Context, made []*liveSession) {
 		delete(s.sessions, ls.id)
 		s.mu.Unlock()
 		_ = s.store.DeleteSession(ctx, ls.id)
-		_ = s.removeWorkspace(ls.id)
+		_ = s.kern.removeWorkspace(ls.id)
 	}
 }

@@ -63,12 +63,12 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx) // a client that goes away does not undo its turn
-	end, err := s.beginTurn(ctx, ls, nil)
+	end, err := ls.beginTurn(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	k, err := s.ensureKernel(ctx, ls)
+	k, err := ls.ensureKernel(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
 	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
-	shown := s.showRawTurn(ls, msgID, c)
+	shown := ls.showRawTurn(msgID, c)
 	turn, durationMS := s.sendAndWait(ctx, k, msgID, req, func(o kernel.Output) {
 		if col.add(o) && shown != nil {
 			shown.output(&ls.hub, o)
@@ -96,7 +96,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
 	runErr := rawOutcome(turn, res, ls.docCopy().ExecutionCount, advance)
-	s.checkpointTurn(ctx, ls, k, res, runErr)
+	ls.checkpointTurn(ctx, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
 	var data map[string]any
@@ -108,11 +108,11 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 		status = string(carryover.CodeKernelDied)
 	}
 	s.m.runs.WithLabelValues(status).Inc()
-	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
+	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: data}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
 	}
-	s.endRawTurn(ls, shown, res)
+	ls.endRawTurn(shown, res)
 	return turn, nil
 }
 
@@ -172,7 +172,7 @@ func rawOutcome(turn *RawTurn, res *RunResult, count int, advance bool) error {
 // under the run id "jupyter-<msg_id>"; a client joining mid-turn gets it in its "running" frame. So
 // the UI shows a JupyterLab user's cells as they run. Nil for a silent request (JupyterLab's own
 // inspections), which stays between the Jupyter client and the kernel.
-func (s *Service) showRawTurn(ls *liveSession, msgID string, c executeContent) *activeRun {
+func (ls *liveSession) showRawTurn(msgID string, c executeContent) *activeRun {
 	if c.Silent {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (s *Service) showRawTurn(ls *liveSession, msgID string, c executeContent) *
 }
 
 // endRawTurn ends what showRawTurn began: the result, then idle (the turn, checkpoint included, is over).
-func (s *Service) endRawTurn(ls *liveSession, act *activeRun, res *RunResult) {
+func (ls *liveSession) endRawTurn(act *activeRun, res *RunResult) {
 	if act == nil {
 		return
 	}
@@ -262,12 +262,12 @@ func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error)
 			return k, nil
 		}
 	}
-	end, err := s.beginTurn(ctx, ls, nil)
+	end, err := ls.beginTurn(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	return s.ensureKernel(ctx, ls)
+	return ls.ensureKernel(ctx)
 }
 
 // LiveKernel returns session id's kernel when it has a live one, nil otherwise (none yet, dead, or
@@ -308,10 +308,10 @@ func (s *Service) SendInLine(ctx context.Context, id string, msg kernel.RawMessa
 	defer ls.lock.Unlock()
 	k := s.LiveKernel(id)
 	if k == nil {
-		if err := s.admit(ctx, ls); err != nil {
+		if err := ls.admit(ctx); err != nil {
 			return err
 		}
-		if k, err = s.ensureKernel(ctx, ls); err != nil {
+		if k, err = ls.ensureKernel(ctx); err != nil {
 			return err
 		}
 	}
@@ -332,28 +332,28 @@ func (s *Service) RestartFresh(ctx context.Context, id string) error {
 	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
 		_ = k.Interrupt(ctx)
 	}
-	end, err := s.beginTurn(ctx, ls, nil)
+	end, err := ls.beginTurn(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer end()
-	s.releaseKernel(ctx, ls, "jupyter restart")
+	ls.releaseKernel(ctx, "jupyter restart")
 	last := ls.docCopy().LastCheckpoint
-	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		d.ExecutionCount, d.LastCheckpoint = 0, nil // no restore into the new kernel
 		return nil
 	}); err != nil {
 		return err
 	}
-	k, err := s.ensureKernel(ctx, ls)
+	k, err := ls.ensureKernel(ctx)
 	if err != nil {
-		_, _ = s.update(ctx, ls, func(d *carryover.Session) error { d.LastCheckpoint = last; return nil })
+		_, _ = ls.update(ctx, func(d *carryover.Session) error { d.LastCheckpoint = last; return nil })
 		return err
 	}
-	if _, err := s.checkpoint(ctx, ls, k); err != nil {
+	if _, err := ls.checkpoint(ctx, k); err != nil {
 		return fmt.Errorf("checkpoint of the restarted kernel: %w", err)
 	}
-	s.emit(ctx, ls, carryover.EventKernelRestarted, map[string]any{"fresh": true})
+	ls.emit(ctx, carryover.EventKernelRestarted, map[string]any{"fresh": true})
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
-func (s *Service) hostPath(id, p string) string {
-	ws := s.workspace(id)
+func (c Config) hostPath(id, p string) string {
+	ws := c.workspace(id)
 	p = strings.TrimPrefix(p, "/workspace")
 	return filepath.Join(ws, filepath.FromSlash(strings.TrimPrefix(p, "/")))
 }
@@ -24,8 +24,8 @@ func (s *Service) hostPath(id, p string) string {
 // ensureKernel returns the session's live kernel, claiming one from the warm pool and restoring
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
 // or a server restart). The caller holds ls.lock.
-func (s *Service) ensureKernel(ctx context.Context, ls *liveSession) (*kernel.Kernel, error) {
-	return s.ensureKernelWith(ctx, ls, ensureOpts{})
+func (ls *liveSession) ensureKernel(ctx context.Context) (*kernel.Kernel, error) {
+	return ls.ensureKernelWith(ctx, ensureOpts{})
 }
 
 // ensureOpts say what the caller of ensureKernelWith does with the kernel.
@@ -39,7 +39,8 @@ type ensureOpts struct {
 }
 
 // ensureKernelWith is ensureKernel with the caller's options.
-func (s *Service) ensureKernelWith(ctx context.Context, ls *liveSession, o ensureOpts) (*kernel.Kernel, error) {
+func (ls *liveSession) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
+	s := ls.svc
 	ls.mu.Lock()
 	k, deleted := ls.kern, ls.deleted
 	ls.mu.Unlock()
@@ -49,25 +50,25 @@ func (s *Service) ensureKernelWith(ctx context.Context, ls *liveSession, o ensur
 	if k != nil {
 		select {
 		case <-k.Dead():
-			s.dropDeadKernel(ctx, ls, k)
+			ls.dropDeadKernel(ctx, k)
 		default:
 			if !o.firstCell {
-				return k, s.flushSetup(ctx, ls, k)
+				return k, ls.flushSetup(ctx, k)
 			}
 			return k, nil
 		}
 	}
 	nk := newKernel{start: time.Now()}
-	k, err := s.takeKernelFor(ctx, ls, o)
+	k, err := ls.takeKernelFor(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	nk.k, nk.baseline = k, costBaseline(k)
-	if err := s.startSession(ctx, ls, &nk, o.firstCell); err != nil {
+	if err := ls.startSession(ctx, &nk, o.firstCell); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	s.attachNew(ctx, ls, nk)
+	ls.attachNew(ctx, nk)
 	return k, nil
 }
 
@@ -83,14 +84,15 @@ type newKernel struct {
 // takeKernelFor claims a kernel for the session (takeKernel: its tenant's limit, then a node slot,
 // which on a full node hibernates an idle session or queues), the session saying it is starting
 // once the lease is held.
-func (s *Service) takeKernelFor(ctx context.Context, ls *liveSession, o ensureOpts) (*kernel.Kernel, error) {
+func (ls *liveSession) takeKernelFor(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
+	s := ls.svc
 	starting := false
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy(), runEnv: o.runEnv, replaces: o.replaces, leased: func() error {
 		starting = true
-		return s.setSandboxStatus(ctx, ls, carryover.SandboxStarting)
+		return ls.setSandboxStatus(ctx, carryover.SandboxStarting)
 	}})
 	if err != nil && starting {
-		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
+		ls.logSaveErr("sandbox status", ls.setSandboxStatus(ctx, carryover.SandboxNone))
 	}
 	return k, err
 }
@@ -98,17 +100,18 @@ func (s *Service) takeKernelFor(ctx context.Context, ls *liveSession, o ensureOp
 // startSession gives a new kernel the session: its workspace (a missing one gets the checkpoint's
 // files first), its set-up (left pending for a brand-new session's first cell), and its last
 // checkpoint restored. On an error the caller stops the kernel.
-func (s *Service) startSession(ctx context.Context, ls *liveSession, nk *newKernel, firstCell bool) error {
+func (ls *liveSession) startSession(ctx context.Context, nk *newKernel, firstCell bool) error {
+	s := ls.svc
 	doc := ls.docCopy()
-	if err := s.ensureWorkspace(ctx, ls); err != nil {
-		s.logSaveErr(ls, "sandbox status", s.setSandboxStatus(ctx, ls, carryover.SandboxNone))
+	if err := ls.ensureWorkspace(ctx); err != nil {
+		ls.logSaveErr("sandbox status", ls.setSandboxStatus(ctx, carryover.SandboxNone))
 		return err
 	}
 	var err error
 	if firstCell && doc.LastCheckpoint == nil && doc.ExecutionCount == 0 {
-		nk.setup, err = s.deferSetup(ctx, ls.id, nk.k, doc)
+		nk.setup, err = s.kern.deferSetup(ctx, ls.id, nk.k, doc)
 	} else {
-		err = s.prepareKernel(ctx, ls.id, nk.k, doc)
+		err = s.kern.prepareKernel(ctx, ls.id, nk.k, doc)
 	}
 	if err != nil {
 		return fmt.Errorf("preparing kernel: %w", err)
@@ -116,7 +119,7 @@ func (s *Service) startSession(ctx context.Context, ls *liveSession, nk *newKern
 	if doc.LastCheckpoint == nil {
 		return nil
 	}
-	nk.restored, err = s.ckpt.RestoreIntoNew(ctx, nk.k, ls.id, s.workspace(ls.id)) // no user code ran in it yet
+	nk.restored, err = s.ckpt.RestoreIntoNew(ctx, nk.k, ls.id, s.cfg.workspace(ls.id)) // no user code ran in it yet
 	if err != nil {
 		// Nothing is lost: the checkpoint stays in the database and the next run tries again.
 		return (&carryover.Error{Code: carryover.CodeInternal, Err: err, Message: fmt.Sprintf(
@@ -128,7 +131,7 @@ func (s *Service) startSession(ctx context.Context, ls *liveSession, nk *newKern
 
 // attachNew makes k the session's live kernel, saved and told to subscribers, and starts watching
 // it (its death, its comms).
-func (s *Service) attachNew(ctx context.Context, ls *liveSession, nk newKernel) {
+func (ls *liveSession) attachNew(ctx context.Context, nk newKernel) {
 	k := nk.k
 	now := time.Now().UTC()
 	ls.mu.Lock()
@@ -137,27 +140,28 @@ func (s *Service) attachNew(ctx context.Context, ls *liveSession, nk newKernel) 
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.doc.Sandbox.StartedAt = &now
-	err := s.saveLocked(ctx, ls)
+	err := ls.saveLocked(ctx)
 	ls.mu.Unlock()
-	s.logSaveErr(ls, "live sandbox", err)
-	s.emit(ctx, ls, carryover.EventSandboxCreated, map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
+	ls.logSaveErr("live sandbox", err)
+	ls.emit(ctx, carryover.EventSandboxCreated, map[string]any{"sandbox_id": "sbx_" + k.ID(), "pid": k.PID(),
 		"duration_ms": ms(time.Since(nk.start))})
 	if nk.restored != nil {
-		s.emit(ctx, ls, carryover.EventCheckpointRestored, nk.restored)
+		ls.emit(ctx, carryover.EventCheckpointRestored, nk.restored)
 		ls.noteRestored(nk.restored)
 	}
-	go s.watchKernel(ls, k)
-	go s.relayComms(ls, k) // comms.go: the widgets' messages
+	go ls.watchKernel(k)
+	go ls.relayComms(k) // comms.go: the widgets' messages
 }
 
 // ensureWorkspace makes the session's workspace dir. When it does not exist and the session has a
 // checkpoint (a fork before its first use, or a data dir whose workspaces were lost), the files of
 // its latest checkpoint come back into it first, so the first run, exec or file request finds them.
-func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
+func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
+	s := ls.svc
 	ls.workspaceMu.Lock()
 	defer ls.workspaceMu.Unlock()
-	ws := s.workspace(ls.id)
-	if err := s.checkDiskless(ls.id); err != nil {
+	ws := s.cfg.workspace(ls.id)
+	if err := s.kern.checkDiskless(ls.id); err != nil {
 		return err
 	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
@@ -168,7 +172,7 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 	}
 	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
-		if s.disks() != nil {
+		if s.kern.disks() != nil {
 			materialize = s.materializeOnDisk
 		}
 		n, err := materialize(ctx, ls.id, ws)
@@ -189,19 +193,19 @@ func (s *Service) ensureWorkspace(ctx context.Context, ls *liveSession) error {
 }
 
 // prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
-func (s *Service) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
+func (f *kernels) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	return sendSetup(ctx, k, s.setupOf(id, k, doc, true))
+	return sendSetup(ctx, k, f.cfg.setupOf(id, k, doc, true))
 }
 
 // attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
-func (s *Service) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+func (f *kernels) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+	if err := os.MkdirAll(f.cfg.workspace(id), 0o755); err != nil {
 		return err
 	}
-	return s.attachKernel(ctx, id, k, doc)
+	return f.attachKernel(ctx, id, k, doc)
 }
 
 // kernelSetup is what points a kernel at its session. Its JSON is the agent's carryover_setup.
@@ -212,10 +216,10 @@ type kernelSetup struct {
 }
 
 // setupOf is the session's set-up for kernel k; withCount sets the kernel's counter too.
-func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
+func (c Config) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
 	st := kernelSetup{
 		// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
-		Cwd: k.Process().KernelPath(s.hostPath(id, doc.AgentContext.WorkingDir)),
+		Cwd: k.Process().KernelPath(c.hostPath(id, doc.AgentContext.WorkingDir)),
 		Env: doc.AgentContext.EnvVars,
 	}
 	if st.Env == nil {
@@ -228,7 +232,8 @@ func (s *Service) setupOf(id string, k *kernel.Kernel, doc carryover.Session, wi
 }
 
 // watchKernel notices a kernel's death between runs, records it and restores the session eagerly.
-func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
+func (ls *liveSession) watchKernel(k *kernel.Kernel) {
+	s := ls.svc
 	<-k.Dead()
 	ls.mu.Lock()
 	current := ls.kern == k
@@ -253,16 +258,17 @@ func (s *Service) watchKernel(ls *liveSession, k *kernel.Kernel) {
 	if !current {
 		return // the run that saw the death dealt with it
 	}
-	s.dropDeadKernel(ctx, ls, k)
+	ls.dropDeadKernel(ctx, k)
 	if st := ls.docCopy().State; st == carryover.StateRunning {
-		if _, err := s.ensureKernel(ctx, ls); err != nil {
+		if _, err := ls.ensureKernel(ctx); err != nil {
 			s.log.Error("restore after kernel death failed", "session", ls.id, "err", err)
 		}
 	}
 }
 
 // dropDeadKernel forgets a dead kernel and records the death. The caller holds ls.lock.
-func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel.Kernel) {
+func (ls *liveSession) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
+	s := ls.svc
 	ls.mu.Lock()
 	if ls.kern != k {
 		ls.mu.Unlock()
@@ -270,26 +276,27 @@ func (s *Service) dropDeadKernel(ctx context.Context, ls *liveSession, k *kernel
 	}
 	ls.kern = nil
 	ls.doc.Sandbox.Status = carryover.SandboxNone
-	err := s.saveLocked(ctx, ls)
+	err := ls.saveLocked(ctx)
 	ls.mu.Unlock()
-	s.logSaveErr(ls, "kernel death", err)
+	ls.logSaveErr("kernel death", err)
 	s.m.kernelDeaths.Inc()
 	reason := ""
 	if err := k.Err(); err != nil {
 		reason = err.Error()
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
-	s.noteEnded(ls, k, ls.endedByDeath(k), payload)
-	s.emit(ctx, ls, carryover.EventKernelDied, payload)
+	ls.noteEnded(k, ls.endedByDeath(k), payload)
+	ls.emit(ctx, carryover.EventKernelDied, payload)
 	s.stopKernel(ctx, k)
 }
 
 // releaseKernel stops the session's kernel on purpose (stop, cancel, hibernate, rotate).
-func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason string) {
+func (ls *liveSession) releaseKernel(ctx context.Context, reason string) {
+	s := ls.svc
 	if k := ls.currentKernel(); k != nil {
 		// The kernel's last use (a hibernation's checkpoint, the last second of a turn) is the
 		// session's: sampled before the kernel and its figures are gone.
-		s.sampleCost(ctx, ls, k)
+		ls.sampleCost(ctx, k)
 	}
 	ls.mu.Lock()
 	k := ls.kern
@@ -299,25 +306,26 @@ func (s *Service) releaseKernel(ctx context.Context, ls *liveSession, reason str
 		return
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
-	s.noteEnded(ls, k, k.Background(), payload)
+	ls.noteEnded(k, k.Background(), payload)
 	s.stopKernel(ctx, k)
-	s.emit(ctx, ls, carryover.EventSandboxTerminated, payload)
+	ls.emit(ctx, carryover.EventSandboxTerminated, payload)
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
-func (s *Service) checkpoint(ctx context.Context, ls *liveSession, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
-	return s.checkpointWith(ctx, ls, k, ls.docCopy().ExecutionCount, nil, "")
+func (ls *liveSession) checkpoint(ctx context.Context, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
+	return ls.checkpointWith(ctx, k, ls.docCopy().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
 // execute_request (prep and its answer); otherwise the agent is asked now.
-func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
+func (ls *liveSession) checkpointWith(ctx context.Context, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
+	s := ls.svc
 	start := time.Now()
 	var err error
 	if prep == nil {
 		// A set-up still pending (its cell never reached the kernel) goes first: the snapshot
 		// records the kernel's cwd and env.
-		if err := s.flushSetup(ctx, ls, k); err != nil {
+		if err := ls.flushSetup(ctx, k); err != nil {
 			return nil, err
 		}
 		if prep, err = s.ckpt.Prepare(ctx, ls.id); err != nil {
@@ -326,13 +334,13 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 		answer = ""
 	}
 	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
-	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.workspace(ls.id), answer)
+	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.cfg.workspace(ls.id), answer)
 	s.m.checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
 	s.m.checkpointBytes.Add(float64(res.BytesWritten))
-	if _, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil
 	}); err != nil {
@@ -348,7 +356,7 @@ func (s *Service) checkpointWith(ctx context.Context, ls *liveSession, k *kernel
 	ls.lastSkipped = key
 	ls.mu.Unlock()
 	if changed && key != "" {
-		s.emit(ctx, ls, carryover.EventVariablesSkipped, map[string]any{"checkpoint_id": res.ID,
+		ls.emit(ctx, carryover.EventVariablesSkipped, map[string]any{"checkpoint_id": res.ID,
 			"skipped": res.Skipped, "files_skipped": res.FilesSkipped})
 	}
 	return res, nil

@@ -77,7 +77,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
 		ClientID:     req.ClientID,
 		Tenant:       carryover.TenantFromContext(ctx),
-		OwnerNode:    s.ownerNode(), // the node that creates a session owns it (cluster.go)
+		OwnerNode:    s.cfg.ownerNode(), // the node that creates a session owns it (cluster.go)
 		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
 	}
 	if doc.Data == nil {
@@ -89,7 +89,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
 		return carryover.Session{}, err
 	}
-	if err := s.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
+	if err := s.kern.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Rotation != nil {
@@ -110,7 +110,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		s.mu.Unlock()
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id).WithDetails("session_id", id)
 	}
-	ls := &liveSession{id: id, doc: doc}
+	ls := &liveSession{svc: s, id: id, doc: doc}
 	s.sessions[id] = ls
 	s.mu.Unlock()
 
@@ -126,7 +126,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		return carryover.Session{}, err
 	}
 	release()
-	if err := os.MkdirAll(s.workspace(id), 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.workspace(id), 0o755); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Start {
@@ -182,7 +182,7 @@ func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (ca
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	return s.update(ctx, ls, func(d *carryover.Session) error {
+	return ls.update(ctx, func(d *carryover.Session) error {
 		d.Data = mergedData(d.Data, data)
 		return nil
 	})
@@ -235,13 +235,13 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return s.removeWorkspace(id)
+	return s.kern.removeWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.
-func (s *Service) transition(ctx context.Context, ls *liveSession, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
+func (ls *liveSession) transition(ctx context.Context, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
 	var from string
-	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	doc, err := ls.update(ctx, func(d *carryover.Session) error {
 		from = d.State
 		if !carryover.CanMove(d.State, to) {
 			return carryover.MoveError(d.State, to)
@@ -266,11 +266,11 @@ func (s *Service) Start(ctx context.Context, id string) (carryover.Session, erro
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+	if _, _, err := ls.transition(ctx, carryover.StateRunning, nil); err != nil {
 		return carryover.Session{}, err
 	}
-	s.emit(ctx, ls, carryover.EventSessionStarted, nil)
-	if _, err := s.ensureKernel(ctx, ls); err != nil {
+	ls.emit(ctx, carryover.EventSessionStarted, nil)
+	if _, err := ls.ensureKernel(ctx); err != nil {
 		return ls.docCopy(), err
 	}
 	return ls.docCopy(), nil
@@ -282,12 +282,12 @@ func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, erro
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	doc, _, err := s.transition(ctx, ls, carryover.StatePaused, nil)
+	doc, _, err := ls.transition(ctx, carryover.StatePaused, nil)
 	if err == nil {
 		ls.mu.Lock()
 		ls.pausedAt = time.Now()
 		ls.mu.Unlock()
-		s.emit(ctx, ls, carryover.EventSessionPaused, nil)
+		ls.emit(ctx, carryover.EventSessionPaused, nil)
 	}
 	return doc, err
 }
@@ -301,7 +301,7 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 	if st := ls.docCopy().State; st != carryover.StatePaused {
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session is %s, not paused", st).WithDetails("state", st)
 	}
-	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
+	doc, _, err := ls.transition(ctx, carryover.StateRunning, nil)
 	if err == nil {
 		ls.mu.Lock()
 		if !ls.pausedAt.IsZero() {
@@ -309,7 +309,7 @@ func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, err
 			ls.pausedAt = time.Time{}
 		}
 		ls.mu.Unlock()
-		s.emit(ctx, ls, carryover.EventSessionResumed, nil)
+		ls.emit(ctx, carryover.EventSessionResumed, nil)
 	}
 	return doc, err
 }
@@ -352,7 +352,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 	}
 	payload := map[string]any{"reason": reason}
 	if k := ls.currentKernel(); checkpoint && k != nil {
-		res, err := s.checkpoint(ctx, ls, k)
+		res, err := ls.checkpoint(ctx, k)
 		if err != nil {
 			// Stopping now would lose what changed since the last turn's checkpoint: refuse, and say how
 			// to force it.
@@ -361,15 +361,15 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 		}
 		payload["checkpoint_id"] = res.ID
 	}
-	doc, _, err := s.transition(ctx, ls, to, func(d *carryover.Session) {
+	doc, _, err := ls.transition(ctx, to, func(d *carryover.Session) {
 		d.StopReason = reason
 		d.Sandbox.Status = carryover.SandboxNone
 	})
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	s.releaseKernel(ctx, ls, "session "+to)
-	s.emit(ctx, ls, event, payload)
+	ls.releaseKernel(ctx, "session "+to)
+	ls.emit(ctx, event, payload)
 	return doc, nil
 }
 
@@ -379,12 +379,12 @@ func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, 
 	if err != nil {
 		return carryover.Session{}, err
 	}
-	doc, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	doc, err := ls.update(ctx, func(d *carryover.Session) error {
 		d.LastActivity = time.Now().UTC()
 		return nil
 	})
 	if err == nil {
-		s.emit(ctx, ls, carryover.EventHeartbeat, nil)
+		ls.emit(ctx, carryover.EventHeartbeat, nil)
 	}
 	return doc, err
 }

@@ -35,7 +35,7 @@ func TestCreateDefaults(t *testing.T) {
 	if err != nil || rec.ClientID != "c1" || rec.State != carryover.StatePending {
 		t.Errorf("stored record %+v, %v", rec, err)
 	}
-	if st, err := os.Stat(s.workspace(doc.ID)); err != nil || !st.IsDir() {
+	if st, err := os.Stat(s.cfg.workspace(doc.ID)); err != nil || !st.IsDir() {
 		t.Errorf("workspace not made: %v", err)
 	}
 	if got, err := s.Get(doc.ID); err != nil || got.Data["k"] != "v" {
@@ -276,7 +276,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	if _, err := store.GetSession(ctx, "d"); !errors.Is(err, carryover.ErrNotFound) {
 		t.Errorf("store still has the session: %v", err)
 	}
-	if _, err := os.Stat(s.workspace("d")); !os.IsNotExist(err) {
+	if _, err := os.Stat(s.cfg.workspace("d")); !os.IsNotExist(err) {
 		t.Errorf("workspace still there: %v", err)
 	}
 	// The id is free again.
@@ -315,7 +315,7 @@ func TestRecoverFromStore(t *testing.T) {
 	first := testServiceOn(t, store, prov, nil)
 	mustCreate(t, first, CreateRequest{SessionID: "r", Data: map[string]any{"x": 1.0}})
 	// As a crash would leave it: mid-rotation with a live kernel.
-	if _, err := first.update(ctx, mustLive(t, first, "r"), func(d *carryover.Session) error {
+	if _, err := mustLive(t, first, "r").update(ctx, func(d *carryover.Session) error {
 		d.State, d.Sandbox.Status = carryover.StateRotating, carryover.SandboxLive
 		return nil
 	}); err != nil {
@@ -391,8 +391,8 @@ func TestAddCostRecomputesCents(t *testing.T) {
 	s, _, _ := testService(t, func(c *Config) { c.CPUSecondCents = 0.5; c.GiBHourCents = 10 })
 	mustCreate(t, s, CreateRequest{SessionID: "c"})
 	ls := mustLive(t, s, "c")
-	s.addCost(context.Background(), ls, 4, 0.25, 0)
-	s.addCost(context.Background(), ls, 2, 0, 0)
+	ls.addCost(context.Background(), 4, 0.25, 0)
+	ls.addCost(context.Background(), 2, 0, 0)
 	c := ls.docCopy().BudgetConsumed
 	if c.CPUSeconds != 6 || c.MemoryGiBHours != 0.25 || c.CostCents != 6*0.5+0.25*10 {
 		t.Fatalf("consumed = %+v", c)

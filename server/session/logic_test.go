@@ -124,14 +124,14 @@ func TestSkippedKey(t *testing.T) {
 
 func TestRunTimeout(t *testing.T) {
 	s, _, _ := testService(t, func(c *Config) { c.DefaultRunTimeout = 7 * time.Second; c.MaxRunTimeoutSeconds = 60 })
-	if d, err := s.runTimeout(nil); d != 7*time.Second || err != nil {
+	if d, err := s.cfg.runTimeout(nil); d != 7*time.Second || err != nil {
 		t.Errorf("default = %v, %v", d, err)
 	}
-	if d, err := s.runTimeout(ptr(1.5)); d != 1500*time.Millisecond || err != nil {
+	if d, err := s.cfg.runTimeout(ptr(1.5)); d != 1500*time.Millisecond || err != nil {
 		t.Errorf("1.5 = %v, %v", d, err)
 	}
 	for _, v := range []float64{0, -1, 60.5} {
-		if _, err := s.runTimeout(&v); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		if _, err := s.cfg.runTimeout(&v); carryover.ErrorCode(err) != carryover.CodeInvalid {
 			t.Errorf("%g: %v", v, err)
 		}
 	}
@@ -196,7 +196,7 @@ func TestPatchContextWithoutKernel(t *testing.T) {
 	if doc.AgentContext.WorkingDir != "/workspace/data/in" || doc.AgentContext.EnvVars["A"] != "1" || doc.AgentContext.CustomState["step"] != 2.0 {
 		t.Fatalf("context = %+v", doc.AgentContext)
 	}
-	if st, err := os.Stat(s.hostPath("c", "/workspace/data/in")); err != nil || !st.IsDir() {
+	if st, err := os.Stat(s.cfg.hostPath("c", "/workspace/data/in")); err != nil || !st.IsDir() {
 		t.Errorf("working dir not made in the workspace: %v", err)
 	}
 	bad := "../x"

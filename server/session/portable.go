@@ -62,7 +62,9 @@ func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (ar
 		return archive.Export{}, err
 	}
 	cid, err := s.forkCheckpointID(ctx, ls, checkpointID)
-	if err != nil {
+	if e := carryover.ErrorOf(err); err != nil && e.Code == carryover.CodeConflict && checkpointID == "" && ls.docCopy().LastCheckpoint == nil {
+		return archive.Export{}, carryover.Errorf(carryover.CodeConflict, "session %q has no checkpoint to export yet; run something first", id)
+	} else if err != nil {
 		return archive.Export{}, err
 	}
 	cp, err := s.store.GetCheckpoint(ctx, id, cid)
@@ -74,7 +76,7 @@ func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (ar
 		return archive.Export{}, fmt.Errorf("export: settings: %w", err)
 	}
 	return archive.Export{Store: s.store, Checkpoint: cp, SessionID: id, Settings: settings,
-		Workspace: s.workspace(id), Producer: "carryover " + carryover.Version}, nil
+		Workspace: s.cfg.workspace(id), Producer: "carryover " + carryover.Version}, nil
 }
 
 // ImportRequest is what POST /api/sessions/import takes beside the archive.
@@ -146,8 +148,8 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from
 // the source's workspace to this one's) and makes the session usable.
 func (s *Service) commitImport(ctx context.Context, ls *liveSession, staged *archive.Staged) (string, error) {
-	_ = s.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
-	srcWS, dstWS := staged.Index.Source.Workspace, s.workspace(ls.id)
+	_ = s.kern.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
+	srcWS, dstWS := staged.Index.Source.Workspace, s.cfg.workspace(ls.id)
 	cwd := func(c string) string {
 		if srcWS != "" && srcWS != "/workspace" && (c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator))) {
 			return dstWS + c[len(srcWS):]
@@ -163,7 +165,7 @@ func (s *Service) commitImport(ctx context.Context, ls *liveSession, staged *arc
 	ls.deleted = false
 	ls.doc.ExecutionCount = max(ls.doc.ExecutionCount, cp.Turn)
 	ls.doc.LastCheckpoint = &carryover.CheckpointRef{ID: cp.ID, Turn: cp.Turn, CreatedAt: cp.CreatedAt}
-	if err := s.saveLocked(ctx, ls); err != nil {
+	if err := ls.saveLocked(ctx); err != nil {
 		ls.deleted = true
 		return "", fmt.Errorf("import: saving session: %w", err)
 	}
@@ -179,7 +181,7 @@ func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) 
 			WithDetails("reason", archive.ReasonCorrupt, "member", archive.SessionName)
 	}
 	warnings := []string{}
-	if ps.Sandbox != nil && ps.Sandbox.Disk != "" && s.disks() == nil {
+	if ps.Sandbox != nil && ps.Sandbox.Disk != "" && s.kern.disks() == nil {
 		warnings = append(warnings, fmt.Sprintf("sandbox.disk %s not applied: this server gives workspaces no disk of their own", ps.Sandbox.Disk))
 		ps.Sandbox.Disk = ""
 	}
@@ -194,7 +196,7 @@ func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) 
 	doc := carryover.Session{ID: id, Name: ps.Name, Language: ps.Language, State: carryover.StatePending,
 		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.SandboxTimeoutSeconds, Network: s.cfg.Network},
 		Data:    ps.Data, AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
-		Tenant: tenant, OwnerNode: s.ownerNode(), ExecutionCount: max(ps.ExecutionCount, 0),
+		Tenant: tenant, OwnerNode: s.cfg.ownerNode(), ExecutionCount: max(ps.ExecutionCount, 0),
 		CreatedAt: now, UpdatedAt: now, LastActivity: now}
 	if doc.Data == nil {
 		doc.Data = map[string]any{}
@@ -208,7 +210,7 @@ func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) 
 	if err := applySandboxRequest(&doc.Sandbox, ps.Sandbox); err != nil {
 		return carryover.Session{}, nil, err
 	}
-	if err := s.applyDiskRequest(&doc.Sandbox, ps.Sandbox); err != nil {
+	if err := s.kern.applyDiskRequest(&doc.Sandbox, ps.Sandbox); err != nil {
 		return carryover.Session{}, nil, err
 	}
 	if err := importContext(&doc.AgentContext, ps.AgentContext); err != nil {

@@ -19,20 +19,21 @@ func (s *Service) Rotate(ctx context.Context, id string) (carryover.Session, err
 		return carryover.Session{}, err
 	}
 	defer ls.lock.Unlock()
-	return s.rotateLocked(context.WithoutCancel(ctx), ls, "requested")
+	return ls.rotateLocked(context.WithoutCancel(ctx), "requested")
 }
 
-func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason string) (carryover.Session, error) {
-	if _, _, err := s.transition(ctx, ls, carryover.StateRotating, nil); err != nil {
+func (ls *liveSession) rotateLocked(ctx context.Context, reason string) (carryover.Session, error) {
+	s := ls.svc
+	if _, _, err := ls.transition(ctx, carryover.StateRotating, nil); err != nil {
 		return carryover.Session{}, err
 	}
 	start := time.Now()
-	s.emit(ctx, ls, carryover.EventRotationStarted, map[string]any{"reason": reason})
+	ls.emit(ctx, carryover.EventRotationStarted, map[string]any{"reason": reason})
 	fail := func(err error) (carryover.Session, error) {
-		s.emit(ctx, ls, carryover.EventRotationFailed, map[string]any{"error": err.Error()})
+		ls.emit(ctx, carryover.EventRotationFailed, map[string]any{"error": err.Error()})
 		// The session stays usable: back to running, with whatever kernel it has (or a fresh one
 		// restored from its last checkpoint on the next run).
-		doc, _, terr := s.transition(ctx, ls, carryover.StateRunning, nil)
+		doc, _, terr := ls.transition(ctx, carryover.StateRunning, nil)
 		if terr != nil {
 			return doc, terr
 		}
@@ -42,14 +43,14 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 	if old != nil {
 		select {
 		case <-old.Dead():
-			s.dropDeadKernel(ctx, ls, old)
+			ls.dropDeadKernel(ctx, old)
 			old = nil
 		default:
-			res, err := s.checkpoint(ctx, ls, old)
+			res, err := ls.checkpoint(ctx, old)
 			if err != nil {
 				return fail(err)
 			}
-			s.emit(ctx, ls, carryover.EventCheckpointCreated, res)
+			ls.emit(ctx, carryover.EventCheckpointCreated, res)
 			// Detach the old kernel so ensureKernelWith claims and restores a new one (the old one
 			// not counted against the tenant's live_kernels while both live).
 			ls.mu.Lock()
@@ -57,7 +58,7 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 			ls.mu.Unlock()
 		}
 	}
-	if _, err := s.ensureKernelWith(ctx, ls, ensureOpts{replaces: old}); err != nil {
+	if _, err := ls.ensureKernelWith(ctx, ensureOpts{replaces: old}); err != nil {
 		if old != nil {
 			ls.mu.Lock()
 			ls.kern = old // keep serving from the old kernel
@@ -67,14 +68,14 @@ func (s *Service) rotateLocked(ctx context.Context, ls *liveSession, reason stri
 	}
 	if old != nil {
 		payload := map[string]any{"sandbox_id": "sbx_" + old.ID(), "reason": "rotation"}
-		s.noteEnded(ls, old, old.Background(), payload)
+		ls.noteEnded(old, old.Background(), payload)
 		s.stopKernel(ctx, old)
-		s.emit(ctx, ls, carryover.EventSandboxTerminated, payload)
+		ls.emit(ctx, carryover.EventSandboxTerminated, payload)
 	}
-	doc, _, err := s.transition(ctx, ls, carryover.StateRunning, nil)
+	doc, _, err := ls.transition(ctx, carryover.StateRunning, nil)
 	if err != nil {
 		return doc, err
 	}
-	s.emit(ctx, ls, carryover.EventRotationCompleted, map[string]any{"duration_ms": ms(time.Since(start))})
+	ls.emit(ctx, carryover.EventRotationCompleted, map[string]any{"duration_ms": ms(time.Since(start))})
 	return doc, nil
 }

@@ -89,7 +89,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := s.runTimeout(req.TimeoutSeconds)
+	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +99,14 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := s.beginTurn(ctx, ls, opts.Queued)
+	end, err := ls.beginTurn(ctx, opts.Queued)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
 	// The cell can carry a new session's set-up unless a per-run env request goes first (or IPython
 	// would skip the hook: a blank cell).
-	k, err := s.ensureKernelWith(ctx, ls, ensureOpts{firstCell: len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", runEnv: req.Env})
+	k, err := ls.ensureKernelWith(ctx, ensureOpts{firstCell: len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", runEnv: req.Env})
 	if err != nil {
 		return nil, err
 	}
@@ -117,15 +117,15 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
-		if err := s.setEnv(ctx, k, req.Env); err != nil {
+		if err := setEnv(ctx, k, req.Env); err != nil {
 			return nil, err
 		}
 	}
 	if opts.started != nil {
 		opts.started() // a keyed run's code starts: its key is kept whatever happens next
 	}
-	res, runErr := s.runCell(ctx, ls, k, req, timeout, opts)
-	s.checkpointTurn(ctx, ls, k, res, runErr)
+	res, runErr := ls.runCell(ctx, k, req, timeout, opts)
+	ls.checkpointTurn(ctx, k, res, runErr)
 	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some
 	res.Restore = ls.takeRestored()
 	if runErr == nil {
@@ -137,7 +137,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	}
 	s.m.runs.WithLabelValues(status).Inc()
 	s.m.runSeconds.Observe(res.DurationMS / 1000)
-	if err := s.endTurn(ctx, ls, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
+	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()
 	}
@@ -151,7 +151,8 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 
 // runCell executes the cell with the turn's snapshot riding on it; per-run env vars (set by the
 // caller) are put back afterwards.
-func (s *Service) runCell(ctx context.Context, ls *liveSession, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
+func (ls *liveSession) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
+	s := ls.svc
 	turn := ls.docCopy().ExecutionCount + 1
 	ride := &snapshotRide{}
 	if len(req.Env) == 0 { // with per-run env the snapshot must come after the env is put back
@@ -161,11 +162,11 @@ func (s *Service) runCell(ctx context.Context, ls *liveSession, k *kernel.Kernel
 			s.log.Warn("checkpoint not prepared; it will be taken separately", "session", ls.id, "err", err)
 		}
 	}
-	res, runErr := s.runCode(ctx, ls, k, req.Code, timeout, opts, turn, ride)
+	res, runErr := ls.runCode(ctx, k, req.Code, timeout, opts, turn, ride)
 	res.SessionID = ls.id
 	res.ride = ride
 	if len(req.Env) > 0 && runErr == nil {
-		if err := s.unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
+		if err := unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
 			s.log.Warn("per-run env vars not reset", "session", ls.id, "err", err)
 		}
 	}
@@ -186,22 +187,23 @@ const snapshotKey = "__carryover_snapshot__"
 // checkpointTurn saves the turn's namespace and files, or, when the kernel died or was replaced,
 // brings the session back from its last checkpoint. A failed checkpoint is in the answer
 // (checkpoint_error) and the event log; the run itself stands.
-func (s *Service) checkpointTurn(ctx context.Context, ls *liveSession, k *kernel.Kernel, res *RunResult, runErr error) {
+func (ls *liveSession) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *RunResult, runErr error) {
+	s := ls.svc
 	ctx = context.WithoutCancel(ctx)
 	died := runErr != nil && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied
 	if died || ls.currentKernel() == nil {
 		// Counted before the new kernel is prepared, so its execution counter continues from here.
-		if _, err := s.update(ctx, ls, func(d *carryover.Session) error { d.ExecutionCount = res.ExecutionCount; return nil }); err != nil {
+		if _, err := ls.update(ctx, func(d *carryover.Session) error { d.ExecutionCount = res.ExecutionCount; return nil }); err != nil {
 			s.log.Error("execution count not saved", "session", ls.id, "err", err)
 		}
 	}
 	if died {
-		s.dropDeadKernel(ctx, ls, k)
+		ls.dropDeadKernel(ctx, k)
 	}
 	cur := ls.currentKernel()
 	if cur == nil {
 		// Died, or restarted after ignoring an interrupt: restore the last checkpoint now.
-		if _, err := s.ensureKernel(ctx, ls); err != nil {
+		if _, err := ls.ensureKernel(ctx); err != nil {
 			s.log.Error("restore after the kernel's loss failed", "session", ls.id, "err", err)
 		}
 		return
@@ -210,12 +212,12 @@ func (s *Service) checkpointTurn(ctx context.Context, ls *liveSession, k *kernel
 	if cur != k || ride == nil {
 		ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 	}
-	cp, err := s.checkpointWith(ctx, ls, cur, res.ExecutionCount, ride.prep, ride.answer)
+	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer)
 	if err != nil {
 		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()
 		s.log.Error("checkpoint failed", "session", ls.id, "err", err)
-		s.emit(ctx, ls, carryover.EventCheckpointFailed, map[string]any{"turn": res.ExecutionCount, "error": err.Error()})
+		ls.emit(ctx, carryover.EventCheckpointFailed, map[string]any{"turn": res.ExecutionCount, "error": err.Error()})
 	}
 	res.Checkpoint = cp
 }
@@ -228,12 +230,12 @@ func (ls *liveSession) currentKernel() *kernel.Kernel {
 }
 
 // runTimeout validates timeout_seconds.
-func (s *Service) runTimeout(t *float64) (time.Duration, error) {
+func (c Config) runTimeout(t *float64) (time.Duration, error) {
 	if t == nil {
-		return s.cfg.DefaultRunTimeout, nil
+		return c.DefaultRunTimeout, nil
 	}
-	if *t <= 0 || *t > s.cfg.MaxRunTimeoutSeconds {
-		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", s.cfg.MaxRunTimeoutSeconds).WithDetails("field", "timeout_seconds")
+	if *t <= 0 || *t > c.MaxRunTimeoutSeconds {
+		return 0, carryover.Errorf(carryover.CodeInvalid, "timeout_seconds must be > 0 and <= %g", c.MaxRunTimeoutSeconds).WithDetails("field", "timeout_seconds")
 	}
 	return secs(*t), nil
 }

@@ -16,7 +16,8 @@ import (
 // runCode runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
 // not stop within a grace period, restarted from the last checkpoint. ride, when it holds a prepared
 // checkpoint, sends its snapshot request along and keeps the answer.
-func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
+func (ls *liveSession) runCode(ctx context.Context, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
+	s := ls.svc
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
 	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
 	act := &activeRun{id: hooks.ID, code: code}
@@ -28,7 +29,7 @@ func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		ls.running = nil
 		ls.mu.Unlock()
 	}()
-	opts := s.cellOptions(ls, act, col, code, hooks, ride)
+	opts := ls.cellOptions(act, col, code, hooks, ride)
 	if md := ls.setupMetadata(k, code); md != nil {
 		opts.Metadata = md
 		status := opts.OnStatus
@@ -40,15 +41,15 @@ func (s *Service) runCode(ctx context.Context, ls *liveSession, k *kernel.Kernel
 		}
 	}
 	start := time.Now()
-	out := s.runWithDeadline(ctx, ls, k, code, opts, timeout)
+	out := ls.runWithDeadline(ctx, k, code, opts, timeout)
 	res.DurationMS = ms(time.Since(start))
 	col.finish()
-	return res, s.runOutcome(res, out, ride, timeout)
+	return res, runOutcome(res, out, ride, timeout)
 }
 
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
-func (s *Service) cellOptions(ls *liveSession, act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
+func (ls *liveSession) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
 	captures := outputCaptures{when: ls.hub.hasComms} // comms.go: what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
@@ -91,7 +92,8 @@ type cellOutcome struct {
 
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
 // ignores the interrupt for 5 s.
-func (s *Service) runWithDeadline(ctx context.Context, ls *liveSession, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
+func (ls *liveSession) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
+	s := ls.svc
 	done := make(chan cellOutcome, 1)
 	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
 	// with the run, which also releases an input() prompt nobody answered.
@@ -117,7 +119,7 @@ func (s *Service) runWithDeadline(ctx context.Context, ls *liveSession, k *kerne
 	}
 	// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
 	s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
-	s.releaseKernel(ctx, ls, "run timeout ignored interrupt")
+	ls.releaseKernel(ctx, "run timeout ignored interrupt")
 	out := <-done
 	out.timedOut, out.restarted = true, true
 	return out
@@ -125,7 +127,7 @@ func (s *Service) runWithDeadline(ctx context.Context, ls *liveSession, k *kerne
 
 // runOutcome fills the answer's status and error from how the execution ended, and keeps the
 // snapshot answer that rode on it; it returns the run's error (kernel death, timeout), if any.
-func (s *Service) runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout time.Duration) error {
+func runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout time.Duration) error {
 	if out.err != nil {
 		res.Status = "error"
 		if isDied(out.err) && !out.restarted { // our own restart of a run that ignored the interrupt is a timeout

@@ -19,13 +19,13 @@ import (
 // pool's and the provisioner can tell them apart (a network namespace cannot be swapped under a
 // running process), or its context or the env of the run that claims it (runEnv) sets env vars that
 // the pool's pre-imported libraries read only when imported (setsImportTimeEnv).
-func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
-	otherNet := (doc.Sandbox.Network != s.kopts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(s.kopts.Provisioner)
+func (f *kernels) claimKernel(ctx context.Context, doc carryover.Session, runEnv map[string]string) (*kernel.Kernel, error) {
+	otherNet := (doc.Sandbox.Network != f.opts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(f.opts.Provisioner)
 	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
-	if !otherNet && !(len(s.cfg.PreImport) > 0 && importEnv) {
-		return s.pool.Get(ctx)
+	if !otherNet && !(len(f.cfg.PreImport) > 0 && importEnv) {
+		return f.pool.Get(ctx)
 	}
-	opts := s.kopts
+	opts := f.opts
 	if otherNet {
 		opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
 	}
@@ -33,7 +33,7 @@ func (s *Service) claimKernel(ctx context.Context, doc carryover.Session, runEnv
 	if err != nil {
 		return nil, err
 	}
-	if err := s.installAgent(ctx, k); err != nil {
+	if err := f.installAgent(ctx, k); err != nil {
 		_ = k.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -62,18 +62,18 @@ func setsImportTimeEnv(env map[string]string) bool {
 // attachKernel gives a claimed kernel the session's limits and workspace, and reports its limit hits
 // as the session's events (prepareKernel calls it on every claim and context change; attaching again
 // is a no-op).
-func (s *Service) attachKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
+func (f *kernels) attachKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
 	p := k.Process()
 	if err := p.SetLimits(kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}); err != nil {
 		return limitErr(err)
 	}
-	if err := p.AttachWorkspace(s.workspace(id)); err != nil {
+	if err := p.AttachWorkspace(f.cfg.workspace(id)); err != nil {
 		return err
 	}
-	if err := s.attachSkills(ctx, p, doc); err != nil {
+	if err := f.attachSkills(ctx, p, doc); err != nil {
 		return err
 	}
-	p.OnLimit(func(hit kernel.LimitHit) { s.sandboxEvent(id, k, hit) })
+	p.OnLimit(func(hit kernel.LimitHit) { f.onLimit(id, k, hit) })
 	return nil
 }
 
@@ -96,5 +96,5 @@ func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit)
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "limit": hit.Kind, "message": hit.Message,
 		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
-	s.emit(context.Background(), ls, carryover.EventSandboxLimitExceeded, payload)
+	ls.emit(context.Background(), carryover.EventSandboxLimitExceeded, payload)
 }

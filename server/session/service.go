@@ -28,8 +28,7 @@ type Service struct {
 	cfg   Config
 	store carryover.Store
 	ckpt  *persistence.Checkpointer
-	pool  *kernel.Pool
-	kopts kernel.Options // kopts.Provisioner runs kernels and exec commands (sandbox.go)
+	kern  kernels // the pool, the launch options, a kernel attached to its session (kernel_factory.go)
 	log   *slog.Logger
 	m     *metrics
 
@@ -52,14 +51,20 @@ type admission struct {
 	ledger    *capacity.Ledger // the node's live kernels per tenant, live_kernels included
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
+	live   prometheus.Gauge // carryover_kernels_live: the leases held
 }
 
-// nodeWatch is the node's capacity as resolved at start and its memory as last read.
+// nodeWatch is the node's capacity as resolved at start, its memory as last read and its
+// hibernations, as the status endpoint and the metrics show them.
 type nodeWatch struct {
-	budget    capacity.Budget
-	read      MemorySource     // the host's memory, read every loop tick (capacity_memory.go)
-	evictions map[string]int64 // hibernations by reason, under Service.mu
-	last      memoryReading    // the last tick's reading, under Service.mu (the status endpoint)
+	budget       capacity.Budget
+	read         MemorySource // the host's memory, read every loop tick (capacity_memory.go)
+	hibernations *prometheus.CounterVec
+	kernelMemory prometheus.Gauge
+
+	mu        sync.Mutex
+	evictions map[string]int64 // hibernations by reason
+	last      memoryReading    // the last tick's reading
 }
 
 // background is the service's work in the background.
@@ -70,6 +75,7 @@ type background struct {
 
 // liveSession is a session as the server holds it: its document, its kernel and its run lock.
 type liveSession struct {
+	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
 	lock        fifoLock // one execution at a time, in arrival order
 	hub         hub
@@ -140,14 +146,16 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
+	m := newMetrics(o.Metrics)
 	s := &Service{
-		m: newMetrics(o.Metrics),
+		m: m,
 		adm: admission{
 			ledger:    capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
 			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
+			live:      m.kernelsLive,
 		},
-		watch:    nodeWatch{budget: budget, read: memory},
+		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.hibernations, kernelMemory: m.kernelMemory},
 		cfg:      cfg,
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
@@ -156,7 +164,8 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
-	s.kopts = kernel.Options{
+	s.kern = kernels{cfg: cfg, ckpt: s.ckpt, skills: s.skills, log: log, onLimit: s.sandboxEvent}
+	s.kern.opts = kernel.Options{
 		Spec:              spec,
 		Transport:         cfg.Transport,
 		WorkDir:           cfg.workspacesDir(),
@@ -172,9 +181,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
-	s.useProvisioner(o.Provisioner)
-	s.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
-		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kopts, s.installAgent, s.warmKernel)
+	s.kern.useProvisioner(o.Provisioner)
+	s.kern.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
+		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kern.opts, s.kern.installAgent, s.kern.warmKernel)
 	return s, nil
 }
 
@@ -219,34 +228,34 @@ func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointe
 }
 
 // useProvisioner points the kernel options at p (local processes when nil).
-func (s *Service) useProvisioner(p kernel.Provisioner) {
+func (f *kernels) useProvisioner(p kernel.Provisioner) {
 	if p == nil {
-		p = &kernel.LocalProvisioner{SpoolRoot: s.cfg.Spool()}
+		p = &kernel.LocalProvisioner{SpoolRoot: f.cfg.Spool()}
 	}
-	s.kopts.Provisioner = p
-	s.kopts.Network = s.cfg.Network
-	if kernel.IsolatesNetwork(p) && s.kopts.Transport == "tcp" {
+	f.opts.Provisioner = p
+	f.opts.Network = f.cfg.Network
+	if kernel.IsolatesNetwork(p) && f.opts.Transport == "tcp" {
 		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
-		s.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
-		s.kopts.Transport = "ipc"
+		f.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
+		f.opts.Transport = "ipc"
 	}
 }
 
 // workspace is the host directory that is a session's /workspace.
-func (s *Service) workspace(id string) string { return filepath.Join(s.cfg.workspacesDir(), id) }
+func (c Config) workspace(id string) string { return filepath.Join(c.workspacesDir(), id) }
 
 // installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
 // pool's onStart hook).
-func (s *Service) installAgent(ctx context.Context, k *kernel.Kernel) error {
+func (f *kernels) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	if err := s.ckpt.Install(ctx, k, host, inside); err != nil {
+	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	return s.installOutputGuard(ctx, k)
+	return installOutputGuard(ctx, k, f.cfg.MaxOutputBytes)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
-func (s *Service) warmKernel(ctx context.Context, k *kernel.Kernel) error { return s.ckpt.Warm(ctx, k) }
+func (f *kernels) warmKernel(ctx context.Context, k *kernel.Kernel) error { return f.ckpt.Warm(ctx, k) }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
 // each gets a new kernel and its last checkpoint lazily, on its next run.
@@ -261,7 +270,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		s.sessions[r.ID] = &liveSession{id: r.ID, doc: doc.Recovered()}
+		s.sessions[r.ID] = &liveSession{svc: s, id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))
@@ -288,7 +297,8 @@ func (ls *liveSession) docCopy() carryover.Session {
 }
 
 // save persists the session document (the caller holds ls.mu).
-func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
+func (ls *liveSession) saveLocked(ctx context.Context) error {
+	s := ls.svc
 	ls.doc.UpdatedAt = time.Now().UTC()
 	b, err := json.Marshal(ls.doc)
 	if err != nil {
@@ -304,7 +314,7 @@ func (s *Service) saveLocked(ctx context.Context, ls *liveSession) error {
 var errUnchanged = errors.New("unchanged")
 
 // update applies fn to the session document under its lock and persists it.
-func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryover.Session) error) (carryover.Session, error) {
+func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	before := ls.doc
@@ -315,7 +325,7 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryove
 		}
 		return before, err
 	}
-	if err := s.saveLocked(ctx, ls); err != nil {
+	if err := ls.saveLocked(ctx); err != nil {
 		ls.doc = before
 		return before, fmt.Errorf("saving session: %w", err)
 	}
@@ -323,14 +333,15 @@ func (s *Service) update(ctx context.Context, ls *liveSession, fn func(*carryove
 }
 
 // setSandboxStatus saves the session's sandbox status.
-func (s *Service) setSandboxStatus(ctx context.Context, ls *liveSession, status string) error {
-	_, err := s.update(ctx, ls, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
+func (ls *liveSession) setSandboxStatus(ctx context.Context, status string) error {
+	_, err := ls.update(ctx, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
 	return err
 }
 
 // logSaveErr reports a session write that failed where nobody waits for an answer (a kernel's
 // death, a background status change): logged and counted, never silent.
-func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
+func (ls *liveSession) logSaveErr(what string, err error) {
+	s := ls.svc
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
 		s.m.recordFailures.Inc()
@@ -338,7 +349,8 @@ func (s *Service) logSaveErr(ls *liveSession, what string, err error) {
 }
 
 // emit appends an event to the session's log and pushes it to subscribed websockets.
-func (s *Service) emit(ctx context.Context, ls *liveSession, typ string, payload any) {
+func (ls *liveSession) emit(ctx context.Context, typ string, payload any) {
+	s := ls.svc
 	if payload == nil {
 		payload = map[string]any{}
 	}
@@ -390,7 +402,7 @@ func (s *Service) Close(ctx context.Context) error {
 		ls.kern = nil
 		if k != nil && ls.doc.Sandbox.Status == carryover.SandboxLive {
 			ls.doc.Sandbox.Status = carryover.SandboxHibernated
-			s.logSaveErr(ls, "hibernated at close", s.saveLocked(ctx, ls))
+			ls.logSaveErr("hibernated at close", ls.saveLocked(ctx))
 		}
 		ls.mu.Unlock()
 		if k != nil {
@@ -404,8 +416,8 @@ func (s *Service) Close(ctx context.Context) error {
 	wg.Wait()
 	s.bg.wg.Wait()
 	var err error
-	if s.pool != nil {
-		err = s.pool.Close(ctx)
+	if s.kern.pool != nil {
+		err = s.kern.pool.Close(ctx)
 	}
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
 	if s.cfg.SpoolDir == "" {
@@ -423,7 +435,7 @@ func (s *Service) stopKernel(ctx context.Context, k *kernel.Kernel) {
 	if err := k.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("kernel shutdown", "kernel", k.ID(), "err", err)
 	}
-	s.releaseLease(k) // after the process is gone: a lease is a kernel alive
+	s.adm.releaseLease(k) // after the process is gone: a lease is a kernel alive
 }
 
 // isDied reports whether err says the kernel died.

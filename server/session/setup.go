@@ -26,11 +26,11 @@ type pendingSetup struct {
 
 // deferSetup attaches a just-claimed kernel to the session and returns its set-up, to ride on the
 // first cell.
-func (s *Service) deferSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
-	if err := s.attachForSetup(ctx, id, k, doc); err != nil {
+func (f *kernels) deferSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
+	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return nil, err
 	}
-	return &pendingSetup{k: k, setup: s.setupOf(id, k, doc, false)}, nil
+	return &pendingSetup{k: k, setup: f.cfg.setupOf(id, k, doc, false)}, nil
 }
 
 // setupMetadata is the metadata for a cell about to run on k: the pending set-up, if any (nil when
@@ -58,7 +58,7 @@ func (ls *liveSession) forgetSetup(k *kernel.Kernel) {
 
 // flushSetup sends k's pending set-up with a request of its own: for any use of the kernel other
 // than a cell that carries it.
-func (s *Service) flushSetup(ctx context.Context, ls *liveSession, k *kernel.Kernel) error {
+func (ls *liveSession) flushSetup(ctx context.Context, k *kernel.Kernel) error {
 	ls.mu.Lock()
 	p := ls.setup
 	ls.mu.Unlock()

@@ -60,12 +60,12 @@ type SkillsAttacher interface {
 
 // attachSkills brings this node's cache of the session's tenant's skills up to date with the store
 // and mounts it into a claimed kernel's box.
-func (s *Service) attachSkills(ctx context.Context, p kernel.KernelProcess, doc carryover.Session) error {
+func (f *kernels) attachSkills(ctx context.Context, p kernel.KernelProcess, doc carryover.Session) error {
 	sa, ok := p.(SkillsAttacher)
 	if !ok {
 		return nil
 	}
-	d, err := s.skills.Dir(ctx, doc.TenantName())
+	d, err := f.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
 		return err
 	}

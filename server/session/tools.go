@@ -24,7 +24,7 @@ func (s *Service) RegisterTool(ctx context.Context, id string, t carryover.Tool)
 	if err := s.store.PutTool(ctx, t); err != nil {
 		return t, err
 	}
-	s.emit(ctx, ls, carryover.EventToolRegistered, map[string]any{"name": t.Name, "tool_type": t.ToolType})
+	ls.emit(ctx, carryover.EventToolRegistered, map[string]any{"name": t.Name, "tool_type": t.ToolType})
 	// The answer shows the tool as stored (its created_at is the first registration's).
 	if ts, err := s.store.ListTools(ctx, id); err == nil {
 		for _, st := range ts {

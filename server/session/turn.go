@@ -32,11 +32,12 @@ type turnRecord struct {
 
 // beginTurn takes the session's run lock and admits the turn; end releases the lock. queued, when
 // not nil, is called as soon as the turn has its place in the lock's line (fifoLock.LockQueued).
-func (s *Service) beginTurn(ctx context.Context, ls *liveSession, queued func()) (end func(), err error) {
+func (ls *liveSession) beginTurn(ctx context.Context, queued func()) (end func(), err error) {
+	s := ls.svc
 	if err := ls.lock.LockQueued(ctx, queued); err != nil {
 		return nil, err
 	}
-	if err := s.admit(ctx, ls); err != nil {
+	if err := ls.admit(ctx); err != nil {
 		ls.lock.Unlock()
 		return nil, err
 	}
@@ -64,7 +65,8 @@ func kernelProcess(k *kernel.Kernel) kernel.KernelProcess {
 }
 
 // admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
-func (s *Service) admit(ctx context.Context, ls *liveSession) error {
+func (ls *liveSession) admit(ctx context.Context) error {
+	s := ls.svc
 	ls.mu.Lock()
 	deleted := ls.deleted
 	ls.mu.Unlock()
@@ -78,23 +80,24 @@ func (s *Service) admit(ctx context.Context, ls *liveSession) error {
 	case doc.Closed():
 		return carryover.Errorf(carryover.CodeSessionClosed, "session is %s", doc.State).WithDetails("state", doc.State)
 	case doc.State == carryover.StatePending:
-		if _, _, err := s.transition(ctx, ls, carryover.StateRunning, nil); err != nil {
+		if _, _, err := ls.transition(ctx, carryover.StateRunning, nil); err != nil {
 			return err
 		}
-		s.emit(ctx, ls, carryover.EventSessionStarted, map[string]any{"auto": true})
+		ls.emit(ctx, carryover.EventSessionStarted, map[string]any{"auto": true})
 	}
 	if err := s.adm.quota.CheckTurn(ctx, ls.tenant()); err != nil {
 		return err
 	}
-	return s.checkBudget(ctx, ls)
+	return ls.checkBudget(ctx)
 }
 
 // endTurn records a finished turn. What fails to be recorded is returned (and logged), never
 // dropped: the turn itself happened, its answer says what did not stick.
-func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) error {
+func (ls *liveSession) endTurn(ctx context.Context, t turnRecord) error {
+	s := ls.svc
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
-	if err := s.accountTurn(ctx, ls, t); err != nil {
+	if err := ls.accountTurn(ctx, t); err != nil {
 		errs = append(errs, fmt.Errorf("saving the session after the turn: %w", err))
 	}
 	if t.startedAt.IsZero() {
@@ -111,12 +114,12 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 		// A long turn is sampled at once so the next budget check sees it; short ones wait for the
 		// once-a-second sampling.
 		if t.durationMS > 100 {
-			s.sampleCost(ctx, ls, k)
+			ls.sampleCost(ctx, k)
 		} else {
-			s.sampleCostIfStale(ctx, ls, k)
+			ls.sampleCostIfStale(ctx, k)
 		}
 	}
-	if err := s.afterTurn(ctx, ls); err != nil {
+	if err := ls.afterTurn(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if doc := ls.docCopy(); doc.Sandbox.Skills == carryover.SkillsReadWrite {
@@ -134,9 +137,10 @@ func (s *Service) endTurn(ctx context.Context, ls *liveSession, t turnRecord) er
 
 // accountTurn is the turn's one session write: the iteration, the activity, the counter, the data
 // and (for an exec) its CPU cost.
-func (s *Service) accountTurn(ctx context.Context, ls *liveSession, t turnRecord) error {
+func (ls *liveSession) accountTurn(ctx context.Context, t turnRecord) error {
+	s := ls.svc
 	now := time.Now().UTC()
-	_, err := s.update(ctx, ls, func(d *carryover.Session) error {
+	_, err := ls.update(ctx, func(d *carryover.Session) error {
 		if t.advance {
 			d.ExecutionCount = t.count
 		}
@@ -146,7 +150,7 @@ func (s *Service) accountTurn(ctx context.Context, ls *liveSession, t turnRecord
 			d.Data = mergedData(d.Data, t.updateData)
 		}
 		if t.cpuSeconds > 0 {
-			s.chargeLocked(d, t.cpuSeconds, 0)
+			s.cfg.chargeLocked(d, t.cpuSeconds, 0)
 		}
 		return nil
 	})

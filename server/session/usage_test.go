@@ -26,8 +26,8 @@ func TestUsageKeepsThePeakAndAddsUp(t *testing.T) {
 	s := testServiceOn(t, store, prov, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "u"})
 	ls := mustLive(t, s, "u")
-	s.addCost(ctx, ls, 2, 0.5, 300<<20)
-	s.addCost(ctx, ls, 1.5, 0, 100<<20) // a later, smaller sample: the peak stands
+	ls.addCost(ctx, 2, 0.5, 300<<20)
+	ls.addCost(ctx, 1.5, 0, 100<<20) // a later, smaller sample: the peak stands
 
 	again := testServiceOn(t, store, prov, nil) // the server started again: no kernel, the store's document
 	u, err := again.Usage(ctx, "u")

@@ -62,7 +62,7 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 	} else if !errors.Is(err, carryover.ErrNotFound) {
 		return nil, err
 	}
-	live, note := s.probeVariables(ctx, ls)
+	live, note := ls.probeVariables(ctx)
 	out.Note = note
 	if live != nil {
 		out.Live = true
@@ -92,7 +92,7 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 }
 
 // probeVariables asks an idle kernel; nil and a note when it cannot.
-func (s *Service) probeVariables(ctx context.Context, ls *liveSession) ([]VariableInfo, string) {
+func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, string) {
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, "no kernel is running: the list comes from the latest checkpoint"
@@ -116,7 +116,7 @@ func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persis
 	if _, err := s.get(id); err != nil {
 		return nil, err
 	}
-	cp, err := s.checkpointByID(ctx, id, cid)
+	cp, err := checkpointByID(ctx, s.store, id, cid)
 	if err != nil {
 		return nil, err
 	}

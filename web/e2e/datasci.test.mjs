@@ -242,8 +242,11 @@ try {
     await run('kept_a = 41\nkept_b = "still here"');
     // the order in which the browser got the restore's event and showed the toast
     const seen = [];
+    let report = null; // the restore report, as the checkpoint_restored frame carried it
     const onWs = (ws) => ws.on('framereceived', ({ payload }) => {
-      if (typeof payload === 'string' && payload.includes('"checkpoint_restored"')) seen.push('checkpoint_restored frame');
+      if (typeof payload !== 'string' || !payload.includes('"checkpoint_restored"')) return;
+      seen.push('checkpoint_restored frame');
+      report = JSON.parse(payload).event?.payload;
     });
     page.on('websocket', onWs);
     await page.exposeFunction('__toastShown', (text) => seen.push(`toast: ${text}`)).catch(() => {});
@@ -264,8 +267,10 @@ try {
     const iFrame = seen.indexOf('checkpoint_restored frame');
     assert.ok(iFrame >= 0 && iFrame < iToast, `the restore's event came before the toast: ${JSON.stringify(seen)}`);
     assert.ok(seen.some((x, i) => i < iFrame && /The kernel died/.test(x) && /Restoring/.test(x)), `the death was told first: ${JSON.stringify(seen)}`);
-    assert.match(text, /kept_a/);
-    assert.match(text, /kept_b/);
+    // what the toast says is the restore report's: its turn, how many variables came back, the first names
+    assert.ok(report?.restored?.includes('kept_a') && report.restored.includes('kept_b'), JSON.stringify(report));
+    assert.ok(text.includes(`Checkpoint of turn ${report.turn}: ${report.restored.length} variables back (${report.restored.slice(0, 3).join(', ')}`), text);
+    assert.match(await restored.locator('details pre').textContent(), /"kept_a"/);
     const back = await run('print(kept_a + 1, kept_b)');
     assert.match(await back.locator('.outputs').innerText(), /42 still here/);
     await shot('restored-toast');
@@ -294,6 +299,12 @@ try {
       const again = cells().filter({ has: page.locator('.out-plotly') }).filter({ hasText: 'display(px.scatter' }).first();
       const seen = await chartsSeen(again);
       assertSpread(seen, SIZED.map(([n]) => `${n} after a reload`));
+    }
+    const gl = cells().filter({ has: page.locator('.out-isolated') }).first();
+    if (await gl.count()) {
+      const seen = await chartsSeen(gl);
+      assertSpread(seen.slice(0, 1), ['scattergl after a reload']);
+      assertSpread(seen.slice(1, 2), ['scatter3d after a reload'], 0.25);
     }
   });
 

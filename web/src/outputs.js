@@ -113,7 +113,10 @@ export class OutputArea {
       el = h('pre.out-error');
       el.innerHTML = ansiToHtml(tb.trim() ? tb : `${o.ename || 'Error'}: ${o.evalue || ''}`);
     } else if (type === 'display_data' || type === 'execute_result') {
-      const body = h('div.out-body', renderData(o.data || {}, o.metadata || {}));
+      const rendered = renderData(o.data || {}, o.metadata || {});
+      // boxes that scroll sideways (wide math, long JSON lines) must take focus to be scrolled by keyboard
+      if (rendered.matches('.out-latex, .out-json, .out-plain')) scrollWatch.observe(rendered);
+      const body = h('div.out-body', rendered);
       el = h(`div.out-rich${type === 'execute_result' ? '.out-result' : ''}`,
         type === 'execute_result' && o.execution_count != null ? h('span.out-prompt', { title: 'Result of this cell' }, `Out[${o.execution_count}]`) : null,
         body);
@@ -158,7 +161,7 @@ export class OutputArea {
 // scrollable region that cannot take focus cannot be scrolled without a mouse (axe's
 // scrollable-region-focusable). Only scrolling ones become tab stops.
 function focusableIfScrolling(el) {
-  if (el.scrollHeight > el.clientHeight) el.tabIndex = 0;
+  if (el.scrollHeight > el.clientHeight || el.scrollWidth > el.clientWidth) el.tabIndex = 0;
   else el.removeAttribute('tabindex');
 }
 

@@ -2,8 +2,10 @@
 // JupyterLab, each renderer names its MIME types, a rank (lower wins when a bundle has several) and
 // whether it is safe for untrusted data. Outputs here are never trusted (anyone's kernel may print
 // anything), so unsafe renderers (application/javascript, a future widget manager that runs code) are
-// never picked. New types plug in with registry.add({...}); the chart renderers (charts.js) rank above
-// text/html, whose copy from Plotly and Altair is only a <script> we do not run.
+// never picked. This module holds the standard renderers only; as with JupyterLab's rendermime, the
+// owner of a renderer's machinery adds it with registry.add({...}): main.js the charts (charts.js,
+// ranked above text/html, whose copy from Plotly and Altair is only a <script> we do not run), the
+// session view the widget view (it owns the widget hub). So this module imports no chart or widget code.
 import { ansiToHtml } from './ansi.js';
 import { renderMarkdown, fillPlaceholders, renderMath, PLACEHOLDERS } from './markdown.js';
 import { sanitize } from './sanitize.js';

@@ -408,4 +408,8 @@ test('a run or exec repeated with its idempotency key answers the first result a
   const restreamed = await client.runStream(id, 'L.append(len(L)); print(L)', { idempotencyKey: 'js-s1' });
   assert.equal(restreamed.stdout, streamed.stdout);
   assert.equal((await client.run(id, 'print(L)')).stdout, '[0, 1]\n');
+  // POST /api/execute: a throwaway session, the key the tenant's.
+  const x1 = await client.execute('import random; print(random.random())', { idempotencyKey: `js-x-${id}` });
+  const x2 = await client.execute('import random; print(random.random())', { idempotencyKey: `js-x-${id}` });
+  assert.equal(x2.stdout, x1.stdout);
 });

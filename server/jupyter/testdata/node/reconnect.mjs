@@ -3,7 +3,8 @@
 // waits for a line on stdin; meanwhile the test stops this process (SIGSTOP), kills carryover, starts
 // it again on the same port and data dir and lets this process go on (SIGCONT), so the connection
 // reconnects by itself at once, as it does when a server comes back before the client noticed it
-// went. Then, on the same connection: the counting request sent again with its own msg_id is answered
+// went. Before the rounds, a cell is answered while the client is between two sockets (what it
+// missed is given back). Then, on the same connection: the counting request sent again with its own msg_id is answered
 // from carryover's record and not run again (issue 39: exactly once per msg_id), and the next cell
 // sees the state of before the kill. No message carryover writes itself may carry another session
 // than the kernel's (JupyterLab takes every message's session as the kernel's). Run by
@@ -61,6 +62,23 @@ kernel.connectionStatusChanged.connect((_, s) => {
 
 let r = await run(kernel, 'n = 0\nx = 2');
 check(r.reply.content.status === 'ok', 'x = 2: ' + JSON.stringify(r.reply.content));
+
+// A cell whose output and reply come while the client is between two sockets: the library's own
+// reconnect after its deferred kernel-model check (10-30 s after a failed attempt) drops a working
+// socket and opens the next 0-1 s later (here ~1 s, its back-off's random number pinned). What the
+// client missed is given back on its next socket.
+for (let i = 0; i < 3; i++) {
+  const away = run(kernel, 'import time\ntime.sleep(0.5)\ny = 7\nprint(y)');
+  await new Promise((res) => setTimeout(res, 100));
+  const random = Math.random;
+  Math.random = () => 0.999;
+  kernel._reconnectAttempt = 1;
+  kernel._reconnect();
+  Math.random = random;
+  r = await away;
+  check(r.reply.content.status === 'ok' && r.stdout === '7\n', 'a cell answered while the client had no socket: ' + JSON.stringify(r.stdout));
+}
+console.log('away ok');
 const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 for (let i = 1; i <= rounds; i++) {
   const counted = await run(kernel, 'n += 1');

@@ -1,0 +1,288 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/client"
+	"github.com/carryover/carryover/internal/faultproxy"
+	"github.com/carryover/carryover/internal/servertest"
+)
+
+// The chaos harness: one real server (the binary, SQLite, the sandbox on where it can run) and
+// sessions driven by the Go client through a fault proxy, with faults injected at random moments
+// of a turn from a seed. A model of each session (the last answered turn, and whether a turn was
+// left unanswered) checks every session after each recovery: its state must be the last answered
+// turn's, or differ only as the product said (a retry answered run_interrupted, or the restore
+// report named the file in files_ahead). CARRYOVER_CHAOS_FAULTS sets the number of faults
+// (make test: 6; make chaos: more), CARRYOVER_CHAOS_SEED the seed.
+
+// faultKinds are the faults the harness injects, each with its own recovery.
+var faultKinds = []string{"kill9-server", "sigstop-server", "kill9-kernel", "sigstop-kernel", "hibernate", "cut-connection"}
+
+// chaosTurn is one turn of a chaos session: turnCode with a pause inside, so a fault lands in it.
+const chaosTurn = "n = globals().get('n', 0) + 1\nlog = globals().get('log', []) + [n]\n" +
+	"with open('turns.txt', 'a') as f: f.write(f'{n}\\n')\nimport time; time.sleep(0.3)\nprint(n)"
+
+// model is what the harness knows of one session.
+type model struct {
+	id        string
+	answered  int  // n of the last answered turn
+	uncertain bool // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
+	fileLag   int  // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
+	named     bool // a restore report named turns.txt since the last check
+}
+
+// tally counts one fault kind's outcomes.
+type tally struct{ injected, exact, named, silent, hung, damaged int }
+
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	faults := envInt("CARRYOVER_CHAOS_FAULTS", 6)
+	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
+	rng := rand.New(rand.NewPCG(seed, 2))
+	env := []string{"CARRYOVER_PERSISTENCE_PRE_IMPORT="}
+	sandbox := os.Geteuid() == 0 && lookPath("bwrap")
+	if !sandbox {
+		env = append(env, "CARRYOVER_SANDBOX_ENABLED=false")
+	}
+	t.Logf("seed %d, %d faults, sandbox %v", seed, faults, sandbox)
+	p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: []string{"--pool.size", "1"}, Env: env})
+	proxy, err := faultproxy.Start(strings.TrimPrefix(p.Base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	c := client.New("http://"+proxy.Addr(), p.Token)
+	h := &harness{t: t, p: p, proxy: proxy, c: c, rng: rng, tallies: map[string]*tally{}}
+	for i := range 2 {
+		m := &model{id: fmt.Sprintf("chaos%d", i)}
+		if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: m.id}); err != nil {
+			t.Fatal(err)
+		}
+		h.models = append(h.models, m)
+		h.turn(m) // each session has a kernel and a checkpoint before the first fault
+	}
+	for i := range faults {
+		kind := faultKinds[rng.IntN(len(faultKinds))]
+		h.fault(i, kind, h.models[rng.IntN(len(h.models))])
+	}
+	h.report(seed, faults)
+}
+
+type harness struct {
+	t       *testing.T
+	p       *servertest.Process
+	proxy   *faultproxy.Proxy
+	c       *client.Client
+	rng     *rand.Rand
+	models  []*model
+	tallies map[string]*tally
+}
+
+// turn runs one chaos turn on m and updates the model from its answer; false when it hung.
+func (h *harness) turn(m *model) bool {
+	ctx, cancel := context.WithTimeout(h.t.Context(), 150*time.Second)
+	defer cancel()
+	res, err := h.c.Run(ctx, m.id, client.RunRequest{Code: chaosTurn})
+	h.noteRestore(m, res)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		m.uncertain = true
+		return false
+	case err != nil || res.Status != "ok" || res.CheckpointError != "":
+		h.t.Logf("%s: a turn not answered cleanly: %v (%+v)", m.id, err, res)
+		m.uncertain = true
+		return true
+	}
+	n, perr := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if perr != nil {
+		h.t.Fatalf("%s: the turn printed %q", m.id, res.Stdout)
+	}
+	m.answered, m.uncertain = n, false
+	return true
+}
+
+// noteRestore remembers a restore report that named the session's file.
+func (h *harness) noteRestore(m *model, res *client.RunResult) {
+	if res != nil && res.Restore != nil && slices.Contains(res.Restore.FilesAhead, "turns.txt") {
+		m.named = true
+	}
+}
+
+// fault injects kind at a random moment of a turn of m, recovers, and checks every session.
+func (h *harness) fault(i int, kind string, m *model) {
+	tl := h.tallies[kind]
+	if tl == nil {
+		tl = &tally{}
+		h.tallies[kind] = tl
+	}
+	tl.injected++
+	done := make(chan bool, 1)
+	go func() { done <- h.turn(m) }()
+	time.Sleep(time.Duration(50+h.rng.IntN(400)) * time.Millisecond)
+	h.inject(kind, m)
+	if !<-done {
+		tl.hung++
+	}
+	outcome := "exact"
+	for _, s := range h.models {
+		switch h.check(s) {
+		case "silent":
+			outcome = "silent"
+		case "named":
+			if outcome == "exact" {
+				outcome = "named"
+			}
+		}
+	}
+	if !h.integrityOK() {
+		tl.damaged++
+	}
+	switch outcome {
+	case "exact":
+		tl.exact++
+	case "named":
+		tl.named++
+	default:
+		tl.silent++
+	}
+	h.t.Logf("fault %d: %s on %s: %s", i, kind, m.id, outcome)
+}
+
+// inject makes the fault and its recovery (a restart, a SIGCONT).
+func (h *harness) inject(kind string, m *model) {
+	switch kind {
+	case "kill9-server":
+		h.p.Kill9()
+		h.p.Restart(h.t)
+	case "sigstop-server":
+		pid := h.p.PID()
+		syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(time.Duration(500+h.rng.IntN(2000)) * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGCONT)
+	case "kill9-kernel", "sigstop-kernel":
+		pids := h.kernelPIDs(m)
+		sig := syscall.SIGKILL
+		if kind == "sigstop-kernel" {
+			sig = syscall.SIGSTOP
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, sig)
+		}
+		if sig == syscall.SIGSTOP {
+			time.Sleep(time.Duration(500+h.rng.IntN(2000)) * time.Millisecond)
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+	case "hibernate":
+		if _, err := h.c.Hibernate(h.t.Context(), m.id); err != nil {
+			h.t.Logf("hibernate %s: %v", m.id, err) // refused while busy, say: named by its error
+		}
+	case "cut-connection":
+		h.proxy.ResetAll()
+	}
+}
+
+// kernelPIDs are the session's live kernel process (the pid of its last sandbox_created event) and
+// every process below it (inside a sandbox the kernel is bwrap's child).
+func (h *harness) kernelPIDs(m *model) []int {
+	evs, err := h.c.Events(h.t.Context(), m.id, 0, 1000, "sandbox_created")
+	if err != nil || len(evs) == 0 {
+		h.t.Logf("%s: no sandbox_created event: %v", m.id, err)
+		return nil
+	}
+	var pl struct {
+		PID int `json:"pid"`
+	}
+	if err := jsonUnmarshal(evs[len(evs)-1].Payload, &pl); err != nil || pl.PID <= 0 {
+		return nil
+	}
+	return append([]int{pl.PID}, descendants(pl.PID)...)
+}
+
+// check compares a session with its model: "exact", "named" (differs as the product said) or
+// "silent". It reads n, len(log) and the file's lines in one run.
+func (h *harness) check(m *model) string {
+	ctx, cancel := context.WithTimeout(h.t.Context(), 150*time.Second)
+	defer cancel()
+	res, err := h.c.Run(ctx, m.id, client.RunRequest{Code: checkCode})
+	h.noteRestore(m, res)
+	if err != nil || res.Status != "ok" {
+		h.t.Logf("%s: the check did not run: %v %+v", m.id, err, res)
+		return "silent"
+	}
+	var n, l, f int
+	if _, err := fmt.Sscan(res.Stdout, &n, &l, &f); err != nil {
+		h.t.Fatalf("%s: the check printed %q", m.id, res.Stdout)
+	}
+	verdict := "exact"
+	switch {
+	case l != n:
+		verdict = "silent"
+	case n == m.answered:
+	case n == m.answered+1 && m.uncertain:
+		verdict = "named" // the unanswered turn ran: its answer said so (run_interrupted, an error)
+	default:
+		h.t.Logf("%s: at turn %d, the last answered was %d (unanswered: %v)", m.id, n, m.answered, m.uncertain)
+		verdict = "silent"
+	}
+	switch lag := f - n; {
+	case lag == m.fileLag:
+	case lag == m.fileLag+1 && m.named:
+		m.fileLag = lag
+		if verdict == "exact" {
+			verdict = "named"
+		}
+	default:
+		h.t.Logf("%s: turns.txt has %d lines at turn %d (lag %d, named %v)", m.id, f, n, m.fileLag, m.named)
+		verdict = "silent"
+	}
+	m.answered, m.uncertain, m.named = n, false, false
+	return verdict
+}
+
+// integrityOK runs SQLite's integrity_check on the server's store, beside it.
+func (h *harness) integrityOK() bool {
+	out, err := exec.Command("sqlite3", "-readonly", filepath.Join(h.p.Dir, "data", "carryover.db"), "PRAGMA integrity_check").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		h.t.Logf("integrity_check: %s %v", out, err)
+		return false
+	}
+	return true
+}
+
+// report prints the table per fault kind and fails the test on any silent loss, hang or damage.
+func (h *harness) report(seed uint64, faults int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos: seed %d, %d faults, one SQLite node\n", seed, faults)
+	fmt.Fprintf(&b, "| fault | injected | recovered exact | recovered, difference named | silent loss | hung requests | store damaged |\n|---|---|---|---|---|---|---|\n")
+	bad := 0
+	for _, k := range faultKinds {
+		tl := h.tallies[k]
+		if tl == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d |\n", k, tl.injected, tl.exact, tl.named, tl.silent, tl.hung, tl.damaged)
+		bad += tl.silent + tl.hung + tl.damaged
+	}
+	h.t.Log("\n" + b.String())
+	if path := os.Getenv("CARRYOVER_CHAOS_TABLE"); path != "" {
+		os.WriteFile(path, []byte(b.String()), 0o644)
+	}
+	if bad > 0 {
+		h.t.Fatalf("%d faults ended in a silent loss, a hung request or a damaged store (seed %d reproduces the sequence)", bad, seed)
+	}
+}

@@ -1,0 +1,31 @@
+package mcp
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/archive"
+	"github.com/carryover/carryover/server/session"
+)
+
+// Sessions is what the MCP front door asks of the session service (*session.Service): one tool per
+// call.
+type Sessions interface {
+	Create(ctx context.Context, req session.CreateRequest) (carryover.Session, error)
+	Fork(ctx context.Context, id string, req session.ForkRequest) (carryover.Session, error)
+	Visible(id, tenant string) bool
+	Run(ctx context.Context, id string, req session.RunRequest, opts session.RunOptions) (*session.RunResult, error)
+	RunCommand(ctx context.Context, id string, req session.CommandRequest, opts session.CommandOptions) (*session.CommandResult, error)
+	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
+	RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error)
+	ListFiles(id string) ([]session.FileInfo, error)
+	ReadFile(id, p string) (*os.File, fs.FileInfo, error)
+	WriteFile(id, p string, r io.Reader) (session.FileInfo, error)
+	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
+	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
+}
+
+var _ Sessions = (*session.Service)(nil)
