@@ -193,6 +193,13 @@ func TestMCPTools(t *testing.T) {
 	if a = callTool(t, cs, "fork_session", map[string]any{"session_id": id, "new_session_id": "mcp-fork"}); !a.isError || !strings.HasPrefix(a.text, "conflict") {
 		t.Fatalf("fork onto an existing id: %+v", a)
 	}
+	a = okTool(t, cs, "fork_session", map[string]any{"session_id": id, "new_session_id": "mcp-kids", "count": 2})
+	if ids, _ := a.out["session_ids"].([]any); len(ids) != 2 || ids[0] != "mcp-kids-1" || ids[1] != "mcp-kids-2" || a.out["session_id"] != "mcp-kids-1" {
+		t.Fatalf("fork of 2: %+v", a)
+	}
+	if a = callTool(t, cs, "fork_session", map[string]any{"session_id": id, "count": 101}); !a.isError || !strings.HasPrefix(a.text, "invalid_request") {
+		t.Fatalf("fork of 101: %+v", a)
+	}
 
 	// Tenancy: another tenant's token does not see the session, and cannot use this MCP session.
 	other := mcpConnect(t, ts, "Bearer other-token", "")

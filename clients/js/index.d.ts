@@ -130,7 +130,7 @@ export declare class Carryover {
   run(sessionId: string, code: string, opts?: RunOptions): Promise<A['POST /api/sessions/{id}/run']>;
   execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number; idempotencyKey?: string }): Promise<A['POST /api/execute']>;
   runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<Schemas.WSResultFrame['result']>;
-  fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string }): Promise<A['POST /api/sessions/{id}/fork']>;
+  fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string; count?: number }): Promise<A['POST /api/sessions/{id}/fork']>;
   /** the .ipynb (nbformat 4.5), parsed */
   getNotebook(sessionId: string): Promise<any>;
   runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<A['POST /api/sessions/{id}/notebook']>;
@@ -438,6 +438,8 @@ export declare namespace Schemas {
     skipped: VarSkip[];
     /** variables that failed to load */
     failed: VarSkip[];
+    /** a wake keeps the workspace on disk as the live copy: workspace files that differ from the checkpoint restored (changed, added or deleted since it, e.g. by a turn never answered because the server died), kept as they are and named here */
+    files_ahead?: string[];
   }
 
   export interface FileSkip {
@@ -939,6 +941,16 @@ export declare namespace Schemas {
       /** live kernels whose session runs no turn: what the node may hibernate to make room */
       idle_kernels: number;
     }[];
+    /** the room on data_dir's filesystem: a full data dir fails every checkpoint (turns answer checkpoint_error and keep their live state), so level warns before it is full (warn: below twice doctor's minimum free space or a tenth of the filesystem; fail: below the minimum, 1 GiB) */
+    disk?: {
+      dir: string;
+      free_bytes: number;
+      total_bytes: number;
+      level: "ok" | "warn" | "fail";
+      warning?: string;
+      /** the measure failed (level fail) */
+      error?: string;
+    };
   }
 
   /** extension: one checkpoint's content, for the UI's checkpoint diff */
@@ -1054,6 +1066,8 @@ export declare namespace Schemas {
     };
     "POST /api/sessions/{id}/fork": {
       session: Session;
+      /** every child, in order (session is the first) */
+      sessions?: Session[];
     };
     "POST /api/sessions/import": ImportResult;
     "POST /api/sessions/{id}/notebook": NotebookRun;
@@ -1091,6 +1105,8 @@ export declare namespace Schemas {
       session_id?: string;
       /** the checkpoint to fork from (default: the latest, taken now when the session has a live kernel) */
       checkpoint_id?: string;
+      /** how many children to make from that one checkpoint (default 1), all or none: with session_id and a count above 1 they are named session_id-1 .. session_id-N; the tenant's sessions quota must hold them all (else 429 quota_exceeded and none is made) */
+      count?: number;
     };
     "POST /api/sessions/{id}/notebook": {
       nbformat: 4;

@@ -532,15 +532,18 @@ export class Carryover {
   }
 
   /**
-   * POST /api/sessions/{id}/fork: a new session holding the namespace and files of a checkpoint
-   * of this one (default the latest, taken now when the kernel is live).
+   * POST /api/sessions/{id}/fork: new sessions holding the namespace and files of a checkpoint
+   * of this one (default the latest, taken now when the kernel is live). With `count` (1..100)
+   * that many children of the one checkpoint, all or none (named `sessionId-1` .. `-N` when
+   * `sessionId` is given); the answer's `sessions` lists them all, `session` is the first.
    * @param {string} sessionId
-   * @param {{sessionId?: string, checkpointId?: string}} [opts] the new id; the source checkpoint
-   * @returns {Promise<{session: any}>}
+   * @param {{sessionId?: string, checkpointId?: string, count?: number}} [opts] the new id (or
+   * the children's prefix); the source checkpoint; how many children
+   * @returns {Promise<{session: any, sessions?: any[]}>}
    */
-  fork(sessionId, { sessionId: newId, checkpointId } = {}) {
+  fork(sessionId, { sessionId: newId, checkpointId, count } = {}) {
     return this.request('POST', this._s(sessionId, 'fork'), {
-      json: compact({ session_id: newId, checkpoint_id: checkpointId }),
+      json: compact({ session_id: newId, checkpoint_id: checkpointId, count }),
     });
   }
 

@@ -56,6 +56,7 @@ var sections = []section{
 	{"replication", benchReplicationSection},
 	{"backup", benchBackup},
 	{"portable", benchPortable},
+	{"fork fan-out", benchFanout},
 	{"browser UI: long sessions", benchUILongSessions},
 }
 

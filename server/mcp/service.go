@@ -16,6 +16,7 @@ import (
 type Sessions interface {
 	Create(ctx context.Context, req session.CreateRequest) (carryover.Session, error)
 	Fork(ctx context.Context, id string, req session.ForkRequest) (carryover.Session, error)
+	ForkMany(ctx context.Context, id string, req session.ForkRequest) ([]carryover.Session, error)
 	Visible(id, tenant string) bool
 	Run(ctx context.Context, id string, req session.RunRequest, opts session.RunOptions) (*session.RunResult, error)
 	RunCommand(ctx context.Context, id string, req session.CommandRequest, opts session.CommandOptions) (*session.CommandResult, error)

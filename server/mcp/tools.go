@@ -190,12 +190,14 @@ type forkIn struct {
 	SessionID    string `json:"session_id" jsonschema:"the source session"`
 	NewSessionID string `json:"new_session_id,omitempty" jsonschema:"the fork's id (generated when omitted)"`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema:"the source checkpoint (default: the source's current state)"`
+	Count        int    `json:"count,omitempty" jsonschema:"how many children of that one checkpoint (1..100, default 1), all or none; with new_session_id they are new_session_id-1 .. -N"`
 }
 
 type forkOut struct {
-	SessionID       string `json:"session_id" jsonschema:"the new session"`
-	SourceSessionID string `json:"source_session_id"`
-	CheckpointID    string `json:"checkpoint_id,omitempty"`
+	SessionID       string   `json:"session_id" jsonschema:"the new session (the first child)"`
+	SessionIDs      []string `json:"session_ids" jsonschema:"every child, in order"`
+	SourceSessionID string   `json:"source_session_id"`
+	CheckpointID    string   `json:"checkpoint_id,omitempty"`
 }
 
 // ---- registration ----
@@ -511,13 +513,20 @@ func (t *tools) fork(ctx context.Context, req *sdk.CallToolRequest, in forkIn) (
 	if err != nil {
 		return nil, forkOut{}, t.fail(req, err)
 	}
-	s, err := t.svc.Fork(ctx, in.SessionID, session.ForkRequest{SessionID: in.NewSessionID, CheckpointID: in.CheckpointID})
+	fr := session.ForkRequest{SessionID: in.NewSessionID, CheckpointID: in.CheckpointID}
+	if in.Count != 0 {
+		fr.Count = &in.Count
+	}
+	docs, err := t.svc.ForkMany(ctx, in.SessionID, fr)
 	if err != nil {
 		return nil, forkOut{}, t.fail(req, err)
 	}
-	out := forkOut{SessionID: s.ID, SourceSessionID: in.SessionID}
-	if s.LastCheckpoint != nil {
-		out.CheckpointID = s.LastCheckpoint.ID
+	out := forkOut{SessionID: docs[0].ID, SourceSessionID: in.SessionID}
+	for _, d := range docs {
+		out.SessionIDs = append(out.SessionIDs, d.ID)
 	}
-	return textResult(fmt.Sprintf("forked %s into session_id %s", in.SessionID, s.ID)), out, nil
+	if docs[0].LastCheckpoint != nil {
+		out.CheckpointID = docs[0].LastCheckpoint.ID
+	}
+	return textResult(fmt.Sprintf("forked %s into session_id %s", in.SessionID, strings.Join(out.SessionIDs, ", "))), out, nil
 }

@@ -346,6 +346,14 @@ test('fork: same variables and files, independent afterwards; checkpoints list a
   const nf = await rejection(() => client.fork(`${run}-missing`));
   assert.equal(nf.status, 404);
 
+  // Fan-out: three children of one checkpoint in one call; a count out of range makes none.
+  const { sessions } = await client.fork(src, { sessionId: `${dst}-k`, count: 3 });
+  assert.deepEqual(sessions.map((s) => s.id), [1, 2, 3].map((i) => `${dst}-k-${i}`));
+  assert.equal((await client.run(sessions[2].id, 'a')).result, '[1]');
+  const bad = await rejection(() => client.fork(src, { sessionId: `${dst}-z`, count: 101 }));
+  assert.equal(bad.status, 400);
+  assert.equal(bad.code, 'invalid_request');
+
   // The source's usage: its checkpoints' bytes as listed, CPU from every kernel it had.
   const { usage } = await client.getUsage(src);
   const listed = (await client.listCheckpoints(src)).checkpoints;

@@ -3,7 +3,7 @@
 import unittest
 
 import support
-from carryover import NotFound
+from carryover import InvalidRequest, NotFound
 
 
 class ForkAndNotebook(unittest.TestCase):
@@ -24,6 +24,19 @@ class ForkAndNotebook(unittest.TestCase):
         with self.assertRaises(NotFound):
             c.fork("no-such-session")
         c.delete_session(fork.id)
+
+    def test_fork_many(self):
+        c = self.client
+        src = c.create_session().id
+        c.run(src, "base = 7")
+        with self.assertRaises(InvalidRequest):
+            c.fork_many(src, 101)
+        kids = c.fork_many(src, 3, new_session_id=src + "-k")
+        self.assertEqual([k.id for k in kids], [src + "-k-1", src + "-k-2", src + "-k-3"])
+        c.run(kids[0].id, "base = 8")
+        self.assertEqual(c.run(kids[1].id, "base").result, "7")
+        for sid in [k.id for k in kids] + [src]:
+            c.delete_session(sid)
 
     def test_notebook_out_and_in(self):
         c = self.client

@@ -445,6 +445,17 @@ class Carryover:
         body = {k: v for k, v in (("session_id", new_session_id), ("checkpoint_id", checkpoint_id)) if v}
         return self._session("POST", self._session_path(session_id, "fork"), body)
 
+    def fork_many(self, session_id: str, count: int, new_session_id: Optional[str] = None,
+                  checkpoint_id: Optional[str] = None) -> List[Session]:
+        """``count`` (1..100) new sessions from one checkpoint of this one, as ``fork`` makes one,
+        all or none: over the tenant's sessions quota (a CarryoverError of code quota_exceeded),
+        a bad count (InvalidRequest) or a taken id (Conflict),
+        none is made. With ``new_session_id`` they are named ``new_session_id-1`` .. ``-count``."""
+        body = {k: v for k, v in (("session_id", new_session_id), ("checkpoint_id", checkpoint_id)) if v}
+        body["count"] = count
+        out = self.request("POST", self._session_path(session_id, "fork"), body)
+        return [Session.from_dict(d) for d in out["sessions"]]
+
     def get_notebook(self, session_id: str) -> Dict[str, Any]:
         """The session's history as an nbformat 4.5 notebook (a dict; ``json.dump`` it to a .ipynb)."""
         return json.loads(self.request("GET", self._session_path(session_id, "notebook"), binary=True))
