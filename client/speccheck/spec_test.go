@@ -121,6 +121,7 @@ var inline = map[string]string{
 	"skillAnswer":       "PUT /api/skills/{path} answer",
 	"keysAnswer":        "GET /api/admin/keys answer",
 	"ClusterNode":       "NodeStatus.cluster[]",
+	"DiskStatus":        "NodeStatus.disk",
 }
 
 // notMirrored lists the schemas no Go type mirrors, with why.
