@@ -14,10 +14,6 @@ import (
 // hides a helper with a name that would say what it does.
 const maxFuncLines = 80
 
-// longFuncExempt are the folders the check skips for now. server/session is being taken apart by
-// the admission work (its long functions go with it): drop it from this list when that lands.
-var longFuncExempt = []string{"server/session"}
-
 // TestNoLongFunctions: no shipped Go function (a declaration or a literal, tests excluded) is longer
 // than maxFuncLines, from its func keyword to its closing brace.
 func TestNoLongFunctions(t *testing.T) {
@@ -27,7 +23,7 @@ func TestNoLongFunctions(t *testing.T) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != "." && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" || exemptDir(path)) {
+			if path != "." && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -43,15 +39,6 @@ func TestNoLongFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func exemptDir(path string) bool {
-	for _, e := range longFuncExempt {
-		if filepath.ToSlash(path) == e {
-			return true
-		}
-	}
-	return false
 }
 
 type longFunc struct {
