@@ -88,8 +88,9 @@ func (e *benchEnv) bigArray() (elems int, label string) {
 
 // Options say what Run measures.
 type Options struct {
-	Only  string // run only the sections whose name contains this ("" for all)
-	Quick bool   // fewer iterations and smaller data (the smoke test's mode; the figures mean little)
+	Only    string // run only the sections whose name contains this ("" for all)
+	Section string // run only the section of exactly this name ("" for all; the smoke test's subtests)
+	Quick   bool   // fewer iterations and smaller data (the smoke test's mode; the figures mean little)
 	// Config is the servers' config before each section's tweaks; nil: configs.Default().
 	Config *configs.Config
 	// Scratch is the parent of the run's scratch dir (removed afterwards); "": the system's temp dir.
@@ -132,7 +133,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) ([]Result, error) {
 	fmt.Fprintln(tw, "measure\tcarryover\tpeer\tratio\tnote")
 	var results []Result
 	for _, s := range sections {
-		if opts.Only != "" && !strings.Contains(s.Name, opts.Only) {
+		if opts.Only != "" && !strings.Contains(s.Name, opts.Only) || opts.Section != "" && s.Name != opts.Section {
 			continue
 		}
 		fmt.Fprintf(tw, "== %s ==\t\t\t\t\n", s.Name)

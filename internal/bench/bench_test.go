@@ -7,38 +7,35 @@ import (
 )
 
 // TestSectionsSmoke runs every section of the table in quick mode (tiny sizes, few repetitions,
-// short settling waits): a section that no longer compiles, panics, fails its own checks (outputs
-// lost, a gap in the events, a wrong answer) or prints no row is caught here, before a release
-// measurement. The figures of a quick run mean nothing and are not checked; `make bench` measures.
-// Not parallel: the sections start servers, kernels, PostgreSQL and chromium one after the other,
-// as `make bench` does.
+// short settling waits), one subtest each (go test -run 'TestSectionsSmoke/^keys$' runs one): a
+// section that no longer compiles, panics, fails its own checks (outputs lost, a gap in the events,
+// a wrong answer) or prints no row is caught here, before a release measurement. The figures of a
+// quick run mean nothing and are not checked; `make bench` measures. The subtests are not parallel:
+// sections count this process's kernels (none may be left, memory per session), as `make bench`
+// runs them, one after the other.
 func TestSectionsSmoke(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs every benchmark section (minutes under load); make test runs it")
-	}
-	var out bytes.Buffer
-	results, err := Run(t.Context(), &out, Options{Quick: true, Scratch: t.TempDir(), Log: logWriter{t}})
-	t.Logf("the table:\n%s", out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := map[string]Result{}
-	for _, r := range results {
-		ran[r.Name] = r
+		t.Skip("runs every benchmark section (minutes); make test runs it")
 	}
 	for _, name := range SectionNames() {
-		r, ok := ran[name]
-		switch {
-		case !ok:
-			t.Errorf("section %q did not run", name)
-		case r.Err != nil:
-			t.Errorf("section %q failed: %v", name, r.Err)
-		case r.Rows == 0:
-			t.Errorf("section %q printed no row", name)
-		}
-		if !strings.Contains(out.String(), "== "+name+" ==") {
-			t.Errorf("the table has no header for section %q", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			results, err := Run(t.Context(), &out, Options{Quick: true, Section: name, Scratch: t.TempDir(), Log: logWriter{t}})
+			t.Logf("the table:\n%s", out.String())
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case len(results) != 1 || results[0].Name != name:
+				t.Fatalf("ran %+v, want the section %q alone", results, name)
+			case results[0].Err != nil:
+				t.Errorf("the section failed: %v", results[0].Err)
+			case results[0].Rows == 0:
+				t.Error("the section printed no row")
+			}
+			if !strings.Contains(out.String(), "== "+name+" ==") {
+				t.Error("the table has no header for the section")
+			}
+		})
 	}
 }
 
