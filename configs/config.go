@@ -157,8 +157,8 @@ type StoreConfig struct {
 	Driver string `mapstructure:"driver"` // "sqlite" | "postgres"
 	DSN    string `mapstructure:"dsn"`    // postgres only
 	// SQLiteSynchronous is what a SQLite commit waits for: "full" (an answered turn is on disk and
-	// survives a power cut) or "normal" (an fsync only at WAL checkpoints; a power cut may lose the
-	// last moments of answered turns). sqlite only.
+	// survives a power cut) or "normal" (an fsync only at WAL checkpoints; a power cut loses answered
+	// turns, docs/chaos.md). sqlite only.
 	SQLiteSynchronous string `mapstructure:"sqlite_synchronous"`
 }
 

@@ -48,7 +48,7 @@ const (
 	// disk and survive a power cut (persistence/sqlite/powercut_test.go). Each commit pays an fsync.
 	SyncFull Synchronous = "full"
 	// SyncNormal fsyncs only at WAL checkpoints: a crash or kill -9 loses nothing, but a power cut
-	// may lose the commits since the last WAL checkpoint (at most ~walCheckpointDelay plus its run).
+	// loses the commits no WAL checkpoint has synced yet (measured: docs/chaos.md#a-power-cut).
 	SyncNormal Synchronous = "normal"
 )
 
