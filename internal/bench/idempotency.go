@@ -66,7 +66,7 @@ func benchIdempotency(ctx context.Context, env *benchEnv) (rows []benchRow, err 
 			return nil, err
 		}
 	}
-	p, k, r := percentile(tp, 0.5), percentile(tk, 0.5), percentile(tr, 0.5)
+	p, k, r := percentile(tp, 50), percentile(tk, 50), percentile(tr, 50)
 	rows = append(rows,
 		benchRow{Name: "run `x = 1` with an Idempotency-Key (median)", Ours: fmtDur(k), Peer: fmtDur(p), Ratio: ratio(k, p),
 			Note: fmt.Sprintf("peer: the same run without a key, interleaved, %d each; SQLite store", n)},
