@@ -13,39 +13,50 @@ import (
 // inside the binary (not installed into the kernel's Python) so a kernel on any interpreter, sandboxed
 // or not, runs exactly the agent this server speaks the spool protocol with.
 //
-//go:embed agent/carryover_agent/*.py
+//go:embed agent/carryover_agent/*.py agent/carryover_agent/containers/*.py
 var agentFS embed.FS
 
 const agentPackage = "carryover_agent"
 
-// agentModule is one module of the agent package: its dotted name and its source.
-type agentModule struct{ name, src string }
+// agentModule is one module of the agent package: its dotted name, its source, and whether it is a
+// package (an __init__.py).
+type agentModule struct {
+	name, src string
+	pkg       bool
+}
 
-// agentModules lists the package's modules, __init__ first, the rest sorted by name.
+// agentModules lists the package's modules, __init__ first, the rest sorted by name (a subpackage's
+// modules under their dotted names: carryover_agent.containers.sliced).
 var agentModules = loadAgentModules()
 
 func loadAgentModules() []agentModule {
-	dir := "agent/" + agentPackage
-	files, err := fs.Glob(agentFS, dir+"/*.py")
-	if err != nil || len(files) == 0 {
+	var files []string
+	for _, pat := range []string{"agent/" + agentPackage + "/*.py", "agent/" + agentPackage + "/*/*.py"} {
+		f, err := fs.Glob(agentFS, pat)
+		if err != nil {
+			panic(err)
+		}
+		files = append(files, f...)
+	}
+	if len(files) == 0 {
 		panic("persistence: agent package not embedded")
 	}
-	sort.Strings(files)
 	var out []agentModule
 	for _, f := range files {
 		b, err := agentFS.ReadFile(f)
 		if err != nil {
 			panic(err)
 		}
-		stem := strings.TrimSuffix(path.Base(f), ".py")
-		m := agentModule{name: agentPackage + "." + stem, src: string(b)}
-		if stem == "__init__" {
-			m.name = agentPackage
-			out = append([]agentModule{m}, out...)
-			continue
-		}
+		name := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(f, "agent/"), ".py"), "/", ".")
+		m := agentModule{name: strings.TrimSuffix(name, ".__init__"), src: string(b), pkg: path.Base(f) == "__init__.py"}
 		out = append(out, m)
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].name == agentPackage) != (out[j].name == agentPackage) {
+			return out[i].name == agentPackage
+		}
+		return out[i].name < out[j].name
+	})
 	return out
 }
 
@@ -80,7 +91,13 @@ func agentBootstrap(spoolKernel, spoolHost string) string {
 		}
 		b.WriteString(pyString(m.name) + ": " + pyString(m.src))
 	}
-	b.WriteString("}, ")
+	b.WriteString("}, [")
+	for _, m := range agentModules {
+		if m.pkg {
+			b.WriteString(pyString(m.name) + ", ")
+		}
+	}
+	b.WriteString("], ")
 	b.WriteString(pyString(spoolKernel))
 	b.WriteString(", ")
 	b.WriteString(pyString(spoolHost))
@@ -88,10 +105,10 @@ func agentBootstrap(spoolKernel, spoolHost string) string {
 	return b.String()
 }
 
-// agentBootCode defines __carryover_boot(srcs, spool, host): srcs maps module name -> source. The
-// modules get a filename "carryover_agent/<name>.py" and a loader with get_source, so tracebacks
-// through the agent show its lines.
-const agentBootCode = `def __carryover_boot(srcs, spool, host):
+// agentBootCode defines __carryover_boot(srcs, pkgs, spool, host): srcs maps module name -> source,
+// pkgs names the packages among them. The modules get a filename "carryover_agent/<path>.py" and a
+// loader with get_source, so tracebacks through the agent show its lines.
+const agentBootCode = `def __carryover_boot(srcs, pkgs, spool, host):
     import importlib, importlib.abc, importlib.util, sys
 
     class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -100,9 +117,9 @@ const agentBootCode = `def __carryover_boot(srcs, spool, host):
         def find_spec(self, name, path=None, target=None):
             if name not in srcs:
                 return None
-            pkg = name == "carryover_agent"
+            pkg = name in pkgs
             spec = importlib.util.spec_from_loader(name, self, is_package=pkg)
-            spec.origin = "carryover_agent/" + ("__init__" if pkg else name.rsplit(".", 1)[1]) + ".py"
+            spec.origin = name.replace(".", "/") + ("/__init__" if pkg else "") + ".py"
             return spec
 
         def create_module(self, spec):

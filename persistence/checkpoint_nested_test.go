@@ -10,7 +10,7 @@ import (
 	"github.com/carryover/carryover/persistence"
 )
 
-// noDetection is the agent's test-only switch (carryover_agent/nested.py NO_DETECTION_ENV): with it
+// noDetection is the agent's test-only switch (carryover_agent/containers/nested.py NO_DETECTION_ENV): with it
 // set in this process, every kernel these tests start takes every slice as unchanged, and
 // TestNestedMutationsSurviveKill must fail. That is how it shows it tests the change detection:
 //

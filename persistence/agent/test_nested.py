@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 import carryover_agent as ca
-from carryover_agent import holders, nested, sliced
+from carryover_agent.containers import holders, nested, sliced
 from test_agent import Harness
 from test_sliced import _ArraySaver, _Shell, rebuild
 

@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 import carryover_agent as ca
-from carryover_agent import holders, sliced
+from carryover_agent.containers import holders, sliced
 from test_agent import Harness
 
 N = ca.SLICE_MIN * 3
@@ -349,7 +349,7 @@ class ObjectArrayTest(unittest.TestCase):
         self.assertEqual(s.save(df), 0)
 
     def test_entries_of_dropped_arrays_are_purged(self):
-        from carryover_agent import objarrays
+        from carryover_agent.containers import objarrays
 
         a = np.array(["p%d" % i for i in range(N)], dtype=object)
         _ArraySaver(self).save(a)

@@ -36,8 +36,9 @@ Why it looks like this
 * Large lists and dicts of atoms and records (a million small dicts, parsed JSON nested to any
   bounded depth) are pickled in slices, one out-of-band buffer each (``_rebuild_sliced``); changed
   slices are found from the items' addresses, dict version tags and the fingerprints of nested
-  lists, dicts and sets read from memory, so one changed record re-pickles one slice (sliced.py,
-  nested.py); a small dict holding such a container has it sliced (holders.py).
+  lists, dicts and sets read from memory, so one changed record re-pickles one slice
+  (containers/sliced.py, containers/nested.py); a small dict holding such a container has it sliced
+  (containers/holders.py).
 
 Spool protocol (the Go side is persistence/checkpoint_spool.go)
 -------------------------------------------------------------
@@ -104,10 +105,10 @@ from .pickling import _DataPickler, _import_ref, _persistent_load, pickle_data, 
 from .reducers import (  # noqa: F401
     _DISPATCH, _OOBBytes, _array_from_buffer, _bytes_from, _library_dispatch, _make_view, _reopen_file, _reopen_memmap,
     _tensor_with_grad, _torch_generator)
-from .objarrays import _object_array  # noqa: F401
+from .containers.objarrays import _object_array  # noqa: F401
 from .owners import _module_attr  # noqa: F401
-from .sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
-from . import holders, nested  # noqa: F401,E402
+from .containers.sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
+from .containers import holders, nested  # noqa: F401,E402
 from .verify import _verify  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.

@@ -4,7 +4,7 @@ which decide what is pickled together (so ``b is a`` survives a restore).
 
 The functions taking ``agent`` read three things from it, set at each snapshot: ``_shared`` (types
 that never glue groups), ``_defnames`` (id -> name of session definitions, pickled by name) and
-``_sentinels`` (module singletons pickled by reference); for a large list or dict, sliced.py reads
+``_sentinels`` (module singletons pickled by reference); for a large list or dict, containers/sliced.py reads
 more (its caches and the committed state's chunks)."""
 
 import copyreg
@@ -15,15 +15,16 @@ import pickle
 import sys
 import types
 
-from . import figures, holders
+from . import figures
+from .containers import holders
 from .classes import _reduce_class
 from .liveids import died, sharing_ids, temporaries, untracked, young_begin, young_ids
 from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
-from .objarrays import begin as begin_arrays
-from .objarrays import is_pre, take_nested_ids, take_pre
+from .containers.objarrays import begin as begin_arrays
+from .containers.objarrays import is_pre, take_nested_ids, take_pre
 from .owners import carried_ids
-from .sliced import IdArray, pickle_sliced, pickle_sliced_group
+from .containers.sliced import IdArray, pickle_sliced, pickle_sliced_group
 
 def _is_session_def(v):
     return isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__"

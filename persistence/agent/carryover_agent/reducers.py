@@ -16,7 +16,7 @@ import sys
 
 from . import owners
 from .common import PROTOCOL
-from .objarrays import reduce_object_array
+from .containers.objarrays import reduce_object_array
 
 class _OOBBytes:
     """Wraps a large top-level bytes/bytearray so it goes out-of-band (pickle keeps bytes in-band)."""

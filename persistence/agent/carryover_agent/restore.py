@@ -13,7 +13,8 @@ import pickle
 import sys
 import time
 
-from . import figures, history, holders, lazy, libstate, owners, replay
+from . import figures, history, lazy, libstate, owners, replay
+from .containers import holders
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
 from .groups import _Group, _State
@@ -21,7 +22,7 @@ from .interp import _apply_state
 from .liveids import sharing_ids, temporaries
 from .pickling import _MissingDep, _persistent_load, pickle_one
 from .reducers import _DISPATCH_TYPES, _library_dispatch
-from .sliced import forget_rebuilt, seed
+from .containers.sliced import forget_rebuilt, seed
 
 
 def op_restore(agent, a):

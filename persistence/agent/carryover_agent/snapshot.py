@@ -17,10 +17,10 @@ from .groups import _KIND_ORDER, _Group, _State
 from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _library_dispatch
-from .objarrays import purge as purge_arrays
+from .containers.objarrays import purge as purge_arrays
 from .owners import owner_of
-from .sliced import purge, reset_stats
-from .sliced import timings as sliced_timings
+from .containers.sliced import purge, reset_stats
+from .containers.sliced import timings as sliced_timings
 from .spool import describe, emit, forget_ahead
 from .verify import _verify
 

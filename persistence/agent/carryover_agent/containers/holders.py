@@ -15,7 +15,7 @@ import pickle
 import sys
 
 from . import sliced
-from .common import PROTOCOL, _shared_types
+from ..common import PROTOCOL, _shared_types
 
 HOLDER_MAX = 256  # a dict with more items is no holder
 HOLDER_DEPTH = 2  # api['data']['items'] is reached, not deeper

@@ -39,8 +39,8 @@ import pickle
 import sys
 
 from . import nested
-from .common import _ATOMS, PROTOCOL, _hash
-from .spool import compress_ahead
+from ..common import _ATOMS, PROTOCOL, _hash
+from ..spool import compress_ahead
 
 SLICE_MIN = 16384  # containers with fewer items are pickled whole
 SLICE_BYTES = 64 << 10  # target pickled size of a slice

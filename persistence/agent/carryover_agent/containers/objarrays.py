@@ -22,7 +22,7 @@ array nobody else holds any more is dropped at the next snapshot (purge)."""
 import pickle
 import sys
 
-from .common import PROTOCOL, _hash
+from ..common import PROTOCOL, _hash
 from . import nested
 from .sliced import REWALK, SLICE_MIN, STATS, IdArray, _memory, early, slice_len
 

@@ -28,7 +28,7 @@ import os
 from itertools import chain, compress
 from operator import itemgetter
 
-from .common import _ATOMS
+from ..common import _ATOMS
 
 MAX_DEPTH = 8  # levels below an item; deeper values make the container irregular (pickled whole)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
