@@ -28,7 +28,7 @@ type Authenticator func(r *http.Request) (token, tenant string, ok bool)
 // anonymous caller cannot move sessions between nodes.
 func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := sessionIDOf(r.URL.Path)
+		id := sessionIDOf(r.Method, r.URL.Path)
 		if id == "" {
 			id = jupyterKernelID(r.URL.Path)
 		}
@@ -213,16 +213,18 @@ func notOwner(id string, o carryover.Owner) *carryover.Error {
 		WithDetails("session_id", id, "owner_node", o.Node, "owner_addr", o.Addr)
 }
 
-// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, "reattach" and "import").
-func sessionIDOf(p string) string {
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, and for the two
+// routes that name no session: POST /api/sessions/reattach and POST /api/sessions/import). A
+// session may be named "import" or "reattach": its own routes are still session routes.
+func sessionIDOf(method, p string) string {
 	rest, ok := strings.CutPrefix(p, "/api/sessions/")
 	if !ok {
 		return ""
 	}
-	id, _, _ := strings.Cut(rest, "/")
-	if id == "reattach" || id == "import" {
+	if method == http.MethodPost && (rest == "reattach" || rest == "import") {
 		return ""
 	}
+	id, _, _ := strings.Cut(rest, "/")
 	return id
 }
 

@@ -130,7 +130,7 @@ func (a *API) auth(next http.Handler) http.Handler {
 					WithDetails("limit", a.limiter.rate, "burst", a.limiter.burst, "retry_after_seconds", secs))
 				return
 			}
-			if id := sessionIDOf(r.URL.Path); id != "" && !a.svc.Visible(id, c.tenant) {
+			if id := sessionIDOf(r.Method, r.URL.Path); id != "" && !a.svc.Visible(id, c.tenant) {
 				writeError(w, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id).WithDetails("session_id", id))
 				return
 			}
@@ -140,15 +140,17 @@ func (a *API) auth(next http.Handler) http.Handler {
 	})
 }
 
-// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, "reattach" and "import").
-func sessionIDOf(p string) string {
+// sessionIDOf returns the {id} of /api/sessions/{id}[/...] ("" for other paths, and for the two
+// routes that name no session: POST /api/sessions/reattach and POST /api/sessions/import). A
+// session may be named "import" or "reattach": its own routes are still session routes.
+func sessionIDOf(method, p string) string {
 	rest, ok := strings.CutPrefix(p, "/api/sessions/")
 	if !ok {
 		return ""
 	}
-	id, _, _ := strings.Cut(rest, "/")
-	if id == "reattach" || id == "import" {
+	if method == http.MethodPost && (rest == "reattach" || rest == "import") {
 		return ""
 	}
+	id, _, _ := strings.Cut(rest, "/")
 	return id
 }
