@@ -23,7 +23,7 @@ func (f *kernels) claimKernel(ctx context.Context, doc carryover.Session, runEnv
 	otherNet := (doc.Sandbox.Network != f.opts.Network || doc.Sandbox.NetworkAllow != nil) && kernel.IsolatesNetwork(f.opts.Provisioner)
 	importEnv := setsImportTimeEnv(doc.AgentContext.EnvVars) || setsImportTimeEnv(runEnv)
 	if !otherNet && !(len(f.cfg.PreImport) > 0 && importEnv) {
-		return f.pool.Get(ctx)
+		return f.pooled(ctx)
 	}
 	opts := f.opts
 	if otherNet {
@@ -38,6 +38,18 @@ func (f *kernels) claimKernel(ctx context.Context, doc carryover.Session, runEnv
 		return nil, err
 	}
 	return k, nil
+}
+
+// pooled is a kernel of the pool. One whose start died on the way (a heartbeat lost while it
+// imported the agent on a loaded node) held nothing of any session, so another start is tried once
+// before the turn is failed: the claim answered 500 for a node that was only slow.
+func (f *kernels) pooled(ctx context.Context) (*kernel.Kernel, error) {
+	k, err := f.pool.Get(ctx)
+	if err != nil && errors.Is(err, kernel.ErrDied) && ctx.Err() == nil {
+		f.log.Warn("a kernel died while it started: starting another", "err", err)
+		k, err = f.pool.Get(ctx)
+	}
+	return k, err
 }
 
 // importTimeEnv are prefixes of env vars that libraries read once, when they are imported: BLAS and
