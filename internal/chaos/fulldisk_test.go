@@ -3,6 +3,7 @@ package chaos
 import (
 	"database/sql"
 	"errors"
+	"github.com/carryover/carryover/internal/sandboxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,10 +22,7 @@ import (
 func smallDisk(t *testing.T, size string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") != "" {
-			t.Fatal("a full disk needs root (mount a tmpfs)")
-		}
-		t.Skip("a full disk needs root (mount a tmpfs)")
+		sandboxtest.Missing(t, "a full disk needs root (mount a tmpfs)")
 	}
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/carryover/carryover/internal/sandboxtest"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -34,10 +35,7 @@ const checkCode = "import os\nprint(globals().get('n', 0), len(globals().get('lo
 // earlier state is an answered turn lost. CARRYOVER_POWERCUT_ROUNDS sets the cuts (make chaos: 100).
 func TestPowerCutTurns(t *testing.T) {
 	if why := powercut.Available(); why != "" {
-		if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
+		sandboxtest.Missing(t, why)
 	}
 	t.Parallel()
 	rounds := envInt("CARRYOVER_POWERCUT_ROUNDS", 2)

@@ -3,6 +3,7 @@ package powercut
 import (
 	"bytes"
 	"errors"
+	"github.com/carryover/carryover/internal/sandboxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +15,7 @@ import (
 func needDisk(t *testing.T) {
 	t.Helper()
 	if why := Available(); why != "" {
-		if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
+		sandboxtest.Missing(t, why)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/carryover/carryover/internal/sandboxtest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -21,10 +22,7 @@ import (
 // CARRYOVER_POWERCUT_ROUNDS raises the number of cuts (make chaos: 100).
 func TestPowerCut(t *testing.T) {
 	if why := powercut.Available(); why != "" {
-		if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
+		sandboxtest.Missing(t, why)
 	}
 	rounds := 8
 	if n, err := fmt.Sscan(os.Getenv("CARRYOVER_POWERCUT_ROUNDS"), &rounds); n == 1 && err == nil {

@@ -13,6 +13,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -68,6 +69,12 @@ func (g *Gate) Of(tenant string) carryover.Quotas {
 // AdmitCreate checks the sessions quota of tenant for one more session. The caller calls release
 // once its session is stored (or failed to be).
 func (g *Gate) AdmitCreate(ctx context.Context, tenant string) (release func(), err error) {
+	return g.admitCreate(ctx, tenant, 1)
+}
+
+// admitCreate admits n more sessions of tenant, all or none, holding the tenant's create lock
+// until release (AdmitCreate, AdmitCreateN).
+func (g *Gate) admitCreate(ctx context.Context, tenant string, n int) (release func(), err error) {
 	q := g.Of(tenant)
 	if q.Sessions <= 0 {
 		return func() {}, nil
@@ -80,17 +87,22 @@ func (g *Gate) AdmitCreate(ctx context.Context, tenant string) (release func(), 
 		mu.Unlock()
 		return nil, err
 	}
-	n := 0
+	use := 0
 	for _, d := range all {
 		if d.TenantName() == tenant {
-			n++
+			use++
 		}
 	}
-	if n >= q.Sessions {
-		mu.Unlock()
-		return nil, carryover.QuotaError(tenant, carryover.QuotaSessions, q.Sessions, n)
+	if use+n <= q.Sessions {
+		return mu.Unlock, nil
 	}
-	return mu.Unlock, nil
+	mu.Unlock()
+	e := carryover.QuotaError(tenant, carryover.QuotaSessions, q.Sessions, use)
+	if n > 1 {
+		e.Message = fmt.Sprintf("%s; %d new sessions asked, room for %d: none was created", e.Message, n, max(q.Sessions-use, 0))
+		e = e.WithDetails("requested", n)
+	}
+	return nil, e
 }
 
 // CheckTurn refuses a turn of tenant at its stored_bytes or cpu_seconds quota.
