@@ -74,7 +74,8 @@ run: build
 # 80, backup 76, ...), so the long ones never start last: named in the order of ./..., persistence
 # and clustertest started after 20-odd short packages and the run ended with one package going and
 # a core idle (727 s, 1.55 cores busy on average). internal/bench (its smoke test runs every
-# benchmark section in quick mode, one after the other) goes early too: it is minutes long.
+# benchmark section in quick mode, -parallel of them at a time, each in a process of its own) goes
+# early too: it is minutes long.
 LONGEST = ./server/ ./persistence/ ./internal/bench/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
 	./clients/python/ ./persistence/backup/ ./persistence/postgres/ ./cmd/carryover/ ./client/
 test: deps web-deps tools

@@ -116,6 +116,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) ([]Result, error) {
 	if opts.Quick {
 		c := *cfg
 		c.Persistence.PreImport = nil // ~1 s of CPU per pool kernel: quick checks the code, not warm starts
+		// Plain kernels (the sandbox section turns the sandbox on itself: it measures it) and a pool
+		// of at most one (startBenchSrv clamps the sections' own sizes): quick checks the sections'
+		// code, and the sandbox and the pool have tests of their own.
+		c.Sandbox.Enabled = false
+		c.Pool.Size, c.Pool.MaxSize = 1, 1
 		cfg = &c
 	}
 	dir, err := os.MkdirTemp(opts.Scratch, "carryover-bench-")

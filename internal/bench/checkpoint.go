@@ -34,7 +34,8 @@ type ckptBench struct {
 }
 
 func (b *ckptBench) start(dir string) (*kernel.Kernel, error) {
-	k, err := kernel.Start(b.ctx, kernel.Options{Spec: b.spec, WorkDir: b.ws, Env: map[string]string{"MPLBACKEND": "Agg"}})
+	k, err := kernel.Start(b.ctx, kernel.Options{Spec: b.spec, WorkDir: b.ws, Env: map[string]string{"MPLBACKEND": "Agg"},
+		StartupTimeout: benchStartupTimeout})
 	if err != nil {
 		return nil, err
 	}

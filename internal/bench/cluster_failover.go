@@ -40,6 +40,7 @@ func spawnBenchServer(env *benchEnv, name, token string, extra ...string) (*serv
 		return nil, nil, err
 	}
 	vars := append([]string{"CARRYOVER_KERNEL_PYTHON=/usr/bin/python3",
+		"CARRYOVER_KERNEL_STARTUP_TIMEOUT_SECONDS=" + strconv.Itoa(int(benchStartupTimeout.Seconds())),
 		"CARRYOVER_POOL_MAX_SIZE=" + strconv.Itoa(env.Cfg.Pool.MaxSize), // servertest's processes default to 0
 		"CARRYOVER_SANDBOX_ENABLED=" + strconv.FormatBool(env.Cfg.Sandbox.Enabled && benchSandboxOK()),
 		"CARRYOVER_SANDBOX_UID_BASE=" + strconv.Itoa(nextBenchUIDBase()), "CARRYOVER_SANDBOX_UID_COUNT=10000"}, extra...)

@@ -55,14 +55,15 @@ func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, e
 // the three paths of `1+1` through them (done stops the three).
 func jupyterSetUp(ctx context.Context, env *benchEnv, h *benchSrv, python string) (paths []*rtPath, jp *jupyterPeer, done func(), err error) {
 	var stops []func()
-	done = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	done = stopAll
 	defer func() {
 		if err != nil {
-			done()
+			stopAll() // not done: a failed return has set it to nil
 		}
 	}()
 	ours, err := dialJupyterDoor(ctx, h)

@@ -50,7 +50,7 @@ func benchKernel(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		return kernel.Options{
 			Spec:              spec,
 			Transport:         transport,
-			StartupTimeout:    configs.Seconds(env.Cfg.Kernel.StartupTimeoutSeconds),
+			StartupTimeout:    max(configs.Seconds(env.Cfg.Kernel.StartupTimeoutSeconds), benchStartupTimeout),
 			ShutdownGrace:     configs.Seconds(env.Cfg.Kernel.ShutdownGraceSeconds),
 			HeartbeatInterval: time.Duration(env.Cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
 			Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -46,14 +46,15 @@ func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, er
 // closes and removes all that.
 func replSetUp(ctx context.Context) (primary, replica *pgtest.Server, s *postgres.Store, done func(), err error) {
 	var stops []func()
-	done = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	done = stopAll
 	defer func() {
 		if err != nil {
-			done()
+			stopAll() // not done: a failed return has set it to nil
 		}
 	}()
 	if primary, err = pgtest.Init(""); err != nil {

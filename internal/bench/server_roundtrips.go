@@ -243,7 +243,7 @@ func rawKernel(ctx context.Context, env *benchEnv, python string, kenv map[strin
 	}
 	k, err := kernel.Start(ctx, kernel.Options{
 		Spec: spec, Transport: env.Cfg.Kernel.Transport, WorkDir: env.Scratch,
-		StartupTimeout:    configs.Seconds(max(env.Cfg.Kernel.StartupTimeoutSeconds, 60)),
+		StartupTimeout:    max(configs.Seconds(env.Cfg.Kernel.StartupTimeoutSeconds), benchStartupTimeout),
 		ShutdownGrace:     configs.Seconds(env.Cfg.Kernel.ShutdownGraceSeconds),
 		HeartbeatInterval: time.Duration(env.Cfg.Kernel.HeartbeatIntervalMS) * time.Millisecond,
 		Env:               kenv,

@@ -201,8 +201,8 @@ func benchWakeDS(ctx context.Context, env *benchEnv, h *benchSrv, reps int) (ben
 	}
 	defer func() { _ = h.c.DeleteSession(ctx, id) }()
 	setup := wakeDSSetup
-	if env.Quick { // a fifth of the rows: the same code paths
-		setup = strings.NewReplacer("n = 100_000", "n = 20_000", "sample(20_000", "sample(2_000").Replace(setup)
+	if env.Quick { // a fiftieth of the rows: the same code paths
+		setup = strings.NewReplacer("n = 100_000", "n = 2_000", "sample(20_000", "sample(400").Replace(setup)
 	}
 	if _, a, err := h.run(ctx, id, setup); err != nil || a.Status != "ok" {
 		return benchRow{}, fmt.Errorf("setup: %v %+v", err, a.Error)
@@ -255,7 +255,7 @@ func dillPeer(ctx context.Context, spec *kernel.Spec, cp *persistence.Checkpoint
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, WorkDir: dir})
+	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, WorkDir: dir, StartupTimeout: benchStartupTimeout})
 	if err != nil {
 		return 0, err
 	}
