@@ -42,6 +42,11 @@ func (a *API) variableRows(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	page, err := a.svc.VariableRows(r.Context(), r.PathValue("id"), r.PathValue("name"), q)
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page, err := ls.VariableRows(r.Context(), r.PathValue("name"), q)
 	a.reply(w, r, 200, page, err)
 }

@@ -21,9 +21,9 @@ func (a *API) sessionRoutes() []route {
 		{"POST /api/sessions/{id}/pause", http.HandlerFunc(a.lifecycle(a.svc.Pause))},
 		{"POST /api/sessions/{id}/resume", http.HandlerFunc(a.lifecycle(a.svc.Resume))},
 		{"POST /api/sessions/{id}/heartbeat", http.HandlerFunc(a.lifecycle(a.svc.Heartbeat))},
-		{"POST /api/sessions/{id}/restart", http.HandlerFunc(a.lifecycle(a.svc.Restart))},
-		{"POST /api/sessions/{id}/rotate", http.HandlerFunc(a.lifecycle(a.svc.Rotate))},
-		{"POST /api/sessions/{id}/hibernate", http.HandlerFunc(a.lifecycle(a.svc.Hibernate))},
+		{"POST /api/sessions/{id}/restart", http.HandlerFunc(a.lifecycle(a.onHandle((*session.Session).Restart)))},
+		{"POST /api/sessions/{id}/rotate", http.HandlerFunc(a.lifecycle(a.onHandle((*session.Session).Rotate)))},
+		{"POST /api/sessions/{id}/hibernate", http.HandlerFunc(a.lifecycle(a.onHandle((*session.Session).Hibernate)))},
 		{"POST /api/sessions/{id}/interrupt", http.HandlerFunc(a.lifecycle(a.interrupt))},
 		{"POST /api/sessions/{id}/stop", http.HandlerFunc(a.finish(a.svc.Stop))},
 		{"POST /api/sessions/{id}/cancel", http.HandlerFunc(a.finish(a.svc.Cancel))},
@@ -79,10 +79,25 @@ func (a *API) finish(fn func(context.Context, string, string) (carryover.Session
 
 // interrupt interrupts the run in flight and answers the session.
 func (a *API) interrupt(ctx context.Context, id string) (carryover.Session, error) {
-	if err := a.svc.Interrupt(ctx, id); err != nil {
+	ls, err := a.svc.Session(id)
+	if err != nil {
+		return carryover.Session{}, err
+	}
+	if err := ls.Interrupt(ctx); err != nil {
 		return carryover.Session{}, err
 	}
 	return a.svc.Get(id)
+}
+
+// onHandle is fn, an action of a session's handle, as an action on session id.
+func (a *API) onHandle(fn func(*session.Session, context.Context) (carryover.Session, error)) func(context.Context, string) (carryover.Session, error) {
+	return func(ctx context.Context, id string) (carryover.Session, error) {
+		ls, err := a.svc.Session(id)
+		if err != nil {
+			return carryover.Session{}, err
+		}
+		return fn(ls, ctx)
+	}
 }
 
 func (a *API) createSession(w http.ResponseWriter, r *http.Request) {

@@ -149,11 +149,11 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 		}()
 		<-queued
 	case "input_reply":
-		if err := c.api.svc.AnswerInput(c.id, f.ID, f.Value); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.AnswerInput(f.ID, f.Value) }); err != nil {
 			c.sendErr(f.ID, err)
 		}
 	case "interrupt":
-		if err := c.api.svc.Interrupt(ctx, c.id); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.Interrupt(ctx) }); err != nil {
 			c.sendErr(f.ID, err)
 		}
 	case "subscribe_events":
@@ -217,6 +217,16 @@ func (c *wsClient) sendErr(id string, err error) {
 	c.sub.Send(session.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
 }
 
+// onSession calls fn with the handle of the connection's session, looked up for each frame as a
+// request's is (a session deleted meanwhile answers not_found).
+func (c *wsClient) onSession(fn func(*session.Session) error) error {
+	ls, err := c.api.svc.Session(c.id)
+	if err != nil {
+		return err
+	}
+	return fn(ls)
+}
+
 // run executes a run frame; outputs reach this client (and every other) through the session's
 // stream. The result (and idle) go to every subscriber from Run; errors go to the sender: a run's
 // own (timeout, kernel death) between its result and idle, a refusal (paused, over budget) alone.
@@ -228,7 +238,11 @@ func (c *wsClient) run(ctx context.Context, f wsFrame, queued func()) {
 	}}
 	replayed := false
 	opts.OnReplay = func() { replayed = true }
-	res, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
+	var res *session.RunResult
+	err := c.onSession(func(ls *session.Session) (err error) {
+		res, err = ls.Run(ctx, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
+		return err
+	})
 	if replayed {
 		c.replay(f.ID, res, err)
 		return

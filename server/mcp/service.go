@@ -18,10 +18,9 @@ type Sessions interface {
 	Fork(ctx context.Context, id string, req session.ForkRequest) (carryover.Session, error)
 	ForkMany(ctx context.Context, id string, req session.ForkRequest) ([]carryover.Session, error)
 	Visible(id, tenant string) bool
-	Run(ctx context.Context, id string, req session.RunRequest, opts session.RunOptions) (*session.RunResult, error)
-	RunCommand(ctx context.Context, id string, req session.CommandRequest, opts session.CommandOptions) (*session.CommandResult, error)
+	// Session is the handle of session id: its turns (Run, RunCommand) and RestoreCheckpoint.
+	Session(id string) (*session.Session, error)
 	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
-	RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error)
 	ListFiles(id string) ([]session.FileInfo, error)
 	ReadFile(id, p string) (*os.File, fs.FileInfo, error)
 	WriteFile(id, p string, r io.Reader) (session.FileInfo, error)

@@ -25,7 +25,7 @@ type (
 var ProcMemory = capacity.ProcMemory
 
 // kernelMemory is the resident memory of every live kernel at its last sample.
-func kernelMemory(live []*liveSession) int64 {
+func kernelMemory(live []*Session) int64 {
 	var sum int64
 	for _, ls := range live {
 		ls.mu.Lock()

@@ -84,7 +84,7 @@ func (s *Service) Status() NodeStatus {
 		Evictions: map[string]int64{},
 	}
 	s.mu.Lock()
-	all := make([]*liveSession, 0, len(s.sessions))
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}
@@ -104,7 +104,7 @@ func (s *Service) Status() NodeStatus {
 }
 
 // countSessions counts live, hibernated and busy sessions.
-func countSessions(all []*liveSession) SessionCounts {
+func countSessions(all []*Session) SessionCounts {
 	c := SessionCounts{Total: len(all)}
 	for _, ls := range all {
 		ls.mu.Lock()
@@ -126,7 +126,7 @@ func countSessions(all []*liveSession) SessionCounts {
 // updateGauges sets the gauges the status endpoint also shows (the background loop, every tick).
 func (s *Service) updateGauges() {
 	s.mu.Lock()
-	all := make([]*liveSession, 0, len(s.sessions))
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}

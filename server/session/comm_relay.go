@@ -109,10 +109,10 @@ func commMsgID() string {
 // bounds their size).
 const maxCommBuffers = 64
 
-// SendComm sends a client's comm message to session id's live kernel. It does not wait for the run
+// SendComm sends a client's comm message to the session's live kernel. It does not wait for the run
 // lock (a slider moves while a cell runs; the kernel queues it) and starts no kernel: a session
 // without a live kernel has no comms, which is a conflict.
-func (s *Service) SendComm(ctx context.Context, id string, req CommRequest) (msgID string, err error) {
+func (ls *Session) SendComm(ctx context.Context, req CommRequest) (msgID string, err error) {
 	switch req.MsgType {
 	case "comm_open", "comm_msg", "comm_close":
 	default:
@@ -134,22 +134,18 @@ func (s *Service) SendComm(ctx context.Context, id string, req CommRequest) (msg
 	if len(req.Metadata) == 0 {
 		req.Metadata = json.RawMessage("{}")
 	}
-	ls, err := s.get(id)
-	if err != nil {
-		return "", err
-	}
 	ls.mu.Lock()
 	k := ls.kern
 	ls.mu.Unlock()
 	if k == nil {
 		return "", carryover.Errorf(carryover.CodeConflict,
-			"session %q has no live kernel: widgets live in the kernel that drew them (run the cell again)", id)
+			"session %q has no live kernel: widgets live in the kernel that drew them (run the cell again)", ls.id)
 	}
 	if req.MsgID == "" {
 		req.MsgID = commMsgID()
 	}
 	hdr, _ := json.Marshal(map[string]string{"msg_id": req.MsgID, "msg_type": req.MsgType, "username": "carryover",
-		"session": "carryover-comms-" + id, "date": time.Now().UTC().Format(time.RFC3339Nano), "version": "5.3"})
+		"session": "carryover-comms-" + ls.id, "date": time.Now().UTC().Format(time.RFC3339Nano), "version": "5.3"})
 	err = k.SendRaw(ctx, "shell", kernel.RawMessage{Header: hdr, Content: req.Content, Metadata: req.Metadata, Buffers: req.Buffers})
 	if err != nil {
 		return "", fmt.Errorf("comm to the kernel: %w", err)
@@ -159,7 +155,7 @@ func (s *Service) SendComm(ctx context.Context, id string, req CommRequest) (msg
 
 // relayComms forwards k's comm traffic to ls's subscribers until k dies. It runs once per kernel
 // attached to the session (ensureKernelWith), and first tells clients that earlier widgets are gone.
-func (ls *liveSession) relayComms(k *kernel.Kernel) {
+func (ls *Session) relayComms(k *kernel.Kernel) {
 	s := ls.svc
 	msgs, cancel, err := k.Subscribe("iopub")
 	if err != nil {

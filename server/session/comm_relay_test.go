@@ -97,11 +97,11 @@ func TestSendCommRefusals(t *testing.T) {
 		{MsgType: "comm_open", Content: json.RawMessage(`{"comm_id":"a"}`)},
 		{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a"}`), Buffers: make([][]byte, maxCommBuffers+1)},
 	} {
-		_, err := s.SendComm(ctx, "comms", req)
+		_, err := handleOf(t, s, "comms").SendComm(ctx, req)
 		wantCode(t, err, carryover.CodeInvalid)
 	}
-	_, err := s.SendComm(ctx, "comms", CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
+	_, err := handleOf(t, s, "comms").SendComm(ctx, CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
 	wantCode(t, err, carryover.CodeConflict)
-	_, err = s.SendComm(ctx, "nope", CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
+	_, err = s.Session("nope")
 	wantCode(t, err, carryover.CodeNotFound)
 }

@@ -50,10 +50,10 @@ type RowsPage struct {
 
 var pyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,199}$`)
 
-// VariableRows answers one page of variable name of session id from its live kernel. It runs no
+// VariableRows answers one page of variable name of the session from its live kernel. It runs no
 // turn (the execution count does not move) and starts no kernel: without one, or while a cell runs,
 // it is a conflict that says so.
-func (s *Service) VariableRows(ctx context.Context, id, name string, q RowsQuery) (*RowsPage, error) {
+func (ls *Session) VariableRows(ctx context.Context, name string, q RowsQuery) (*RowsPage, error) {
 	switch {
 	case !pyName.MatchString(name):
 		return nil, carryover.Errorf(carryover.CodeInvalid, "variable name %q is not a Python name of the namespace", name)
@@ -64,14 +64,10 @@ func (s *Service) VariableRows(ctx context.Context, id, name string, q RowsQuery
 	case len(q.Q) > 200:
 		return nil, carryover.Errorf(carryover.CodeInvalid, "q is at most 200 bytes")
 	}
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, carryover.Errorf(carryover.CodeConflict,
-			"session %q has no running kernel (it sleeps or has not run yet): run a cell, then open the data viewer again", id)
+			"session %q has no running kernel (it sleeps or has not run yet): run a cell, then open the data viewer again", ls.id)
 	}
 	if !ls.lock.TryLock() {
 		return nil, carryover.Errorf(carryover.CodeConflict, "the kernel is busy with a cell: open the data viewer when it is done")

@@ -25,7 +25,7 @@ type FileInfo struct {
 // paths or symlinks (a symlink inside the workspace pointing at /etc/passwd is not followed out).
 
 func (s *Service) openRoot(id string) (*os.Root, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return nil, err
 	}

@@ -51,14 +51,11 @@ type executeContent struct {
 	StoreHistory *bool  `json:"store_history"`
 }
 
-// RunRaw runs a Jupyter execute_request (shell) as a turn of session id. It returns when the turn is
+// RunRaw runs a Jupyter execute_request (shell) as a turn of the session. It returns when the turn is
 // over, checkpoint committed and record written: the caller sends the reply and the idle status
 // then, so "idle" in any Jupyter client means the turn survives a kill -9.
-func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, opts RawTurnOptions) (*RawTurn, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTurnOptions) (*RawTurn, error) {
+	s := ls.svc
 	c, msgID, err := parseExecute(&req)
 	if err != nil {
 		return nil, err
@@ -173,7 +170,7 @@ func rawOutcome(turn *RawTurn, res *RunResult, count int, advance bool) error {
 // under the run id "jupyter-<msg_id>"; a client joining mid-turn gets it in its "running" frame. So
 // the UI shows a JupyterLab user's cells as they run. Nil for a silent request (JupyterLab's own
 // inspections), which stays between the Jupyter client and the kernel.
-func (ls *liveSession) showRawTurn(msgID string, c executeContent) *activeRun {
+func (ls *Session) showRawTurn(msgID string, c executeContent) *activeRun {
 	if c.Silent {
 		return nil
 	}
@@ -186,7 +183,7 @@ func (ls *liveSession) showRawTurn(msgID string, c executeContent) *activeRun {
 }
 
 // endRawTurn ends what showRawTurn began: the result, then idle (the turn, checkpoint included, is over).
-func (ls *liveSession) endRawTurn(act *activeRun, res *RunResult) {
+func (ls *Session) endRawTurn(act *activeRun, res *RunResult) {
 	if act == nil {
 		return
 	}
@@ -249,13 +246,9 @@ func sendAndWait(ctx context.Context, log *slog.Logger, k *kernel.Kernel, msgID 
 	return turn, ms(time.Now().Sub(start))
 }
 
-// Kernel returns session id's kernel for messages that are not turns (complete, inspect, comms,
+// Kernel returns the session's kernel for messages that are not turns (complete, inspect, comms,
 // input replies), starting one (and restoring the last checkpoint) when it has none.
-func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) Kernel(ctx context.Context) (*kernel.Kernel, error) {
 	if k := ls.currentKernel(); k != nil {
 		select {
 		case <-k.Dead():
@@ -271,14 +264,10 @@ func (s *Service) Kernel(ctx context.Context, id string) (*kernel.Kernel, error)
 	return ls.ensureKernel(ctx)
 }
 
-// LiveKernel returns session id's kernel when it has a live one, nil otherwise (none yet, dead, or
+// LiveKernel returns the session's kernel when it has a live one, nil otherwise (none yet, dead, or
 // being restored by the turn holding the session's line). It neither waits nor starts one: the
 // Jupyter door's control and stdin channels must reach the kernel of the cell in flight.
-func (s *Service) LiveKernel(id string) *kernel.Kernel {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil
-	}
+func (ls *Session) LiveKernel() *kernel.Kernel {
 	k := ls.currentKernel()
 	if k == nil {
 		return nil
@@ -292,29 +281,27 @@ func (s *Service) LiveKernel(id string) *kernel.Kernel {
 }
 
 // SendInLine sends a Jupyter client's shell request that is not an execute_request (kernel_info,
-// complete, inspect, comm messages...) to session id's kernel in its place in the session's line
+// complete, inspect, comm messages...) to the session's kernel in its place in the session's line
 // of turns, as the kernel itself takes shell requests one at a time: after the turns before it
 // (their checkpoints included), never to a kernel that a rotation, hibernation or restart is
 // replacing at that moment, and restoring the last checkpoint first when the session has no live
 // kernel (admitted as a turn is, then: a paused or closed session is not woken). onKernel gets the
 // kernel before the request goes, so the door listens for the reply.
-func (s *Service) SendInLine(ctx context.Context, id string, msg kernel.RawMessage, onKernel func(*kernel.Kernel)) error {
-	ls, err := s.get(id)
-	if err != nil {
-		return err
-	}
+func (ls *Session) SendInLine(ctx context.Context, msg kernel.RawMessage, onKernel func(*kernel.Kernel)) error {
 	if err := ls.lock.Lock(ctx); err != nil {
 		return err
 	}
 	defer ls.lock.Unlock()
-	k := s.LiveKernel(id)
+	k := ls.LiveKernel()
 	if k == nil {
 		if err := ls.admit(ctx); err != nil {
 			return err
 		}
-		if k, err = ls.ensureKernel(ctx); err != nil {
+		live, err := ls.ensureKernel(ctx)
+		if err != nil {
 			return err
 		}
+		k = live
 	}
 	if onKernel != nil {
 		onKernel(k)
@@ -325,11 +312,7 @@ func (s *Service) SendInLine(ctx context.Context, id string, msg kernel.RawMessa
 // RestartFresh is Jupyter's restart: a new kernel with an empty namespace and the execution count
 // back at 1, the workspace files kept. The fresh state is checkpointed at once, so a later death
 // or wake restores it, not what the restart threw away (that stays in the older checkpoints).
-func (s *Service) RestartFresh(ctx context.Context, id string) error {
-	ls, err := s.get(id)
-	if err != nil {
-		return err
-	}
+func (ls *Session) RestartFresh(ctx context.Context) error {
 	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
 		_ = k.Interrupt(ctx)
 	}

@@ -71,7 +71,7 @@ func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
 
 // tenantSeriesOf sums the sessions by tenant, the largest maxTenantSeries first, the rest under
 // otherTenants.
-func tenantSeriesOf(all []*liveSession) []tenantSeries {
+func tenantSeriesOf(all []*Session) []tenantSeries {
 	by := map[string]*tenantSeries{}
 	for _, ls := range all {
 		ls.mu.Lock()

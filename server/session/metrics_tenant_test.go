@@ -12,10 +12,10 @@ import (
 // TestTenantSeriesBounded: with more tenants than maxTenantSeries the largest keep a series each
 // and the rest are summed under _other, so /metrics stays bounded whatever the number of tenants.
 func TestTenantSeriesBounded(t *testing.T) {
-	var all []*liveSession
+	var all []*Session
 	for i := range 30 {
 		for range i + 1 { // tenant tNN has NN+1 sessions: the larger, the later
-			all = append(all, &liveSession{doc: carryover.Session{Tenant: fmt.Sprintf("t%02d", i), State: carryover.StateRunning,
+			all = append(all, &Session{doc: carryover.Session{Tenant: fmt.Sprintf("t%02d", i), State: carryover.StateRunning,
 				BudgetConsumed: carryover.BudgetConsumed{CPUSeconds: 1}}})
 		}
 	}

@@ -77,17 +77,14 @@ type RunOptions struct {
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
 // checkpoints the turn and records it.
-func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOptions) (*RunResult, error) {
+func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*RunResult, error) {
+	s := ls.svc
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, s, id, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
+		return runKeyed(ctx, ls, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
 			opts.started = started
-			return s.Run(ctx, id, req, opts)
+			return ls.Run(ctx, req, opts)
 		})
-	}
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
 	}
 	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
@@ -151,7 +148,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 
 // runCell executes the cell with the turn's snapshot riding on it; per-run env vars (set by the
 // caller) are put back afterwards.
-func (ls *liveSession) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
+func (ls *Session) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
 	s := ls.svc
 	turn := ls.docCopy().ExecutionCount + 1
 	ride := &snapshotRide{}
@@ -187,7 +184,7 @@ const snapshotKey = "__carryover_snapshot__"
 // checkpointTurn saves the turn's namespace and files, or, when the kernel died or was replaced,
 // brings the session back from its last checkpoint. A failed checkpoint is in the answer
 // (checkpoint_error) and the event log; the run itself stands.
-func (ls *liveSession) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *RunResult, runErr error) {
+func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *RunResult, runErr error) {
 	s := ls.svc
 	ctx = context.WithoutCancel(ctx)
 	died := runErr != nil && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied
@@ -223,7 +220,7 @@ func (ls *liveSession) checkpointTurn(ctx context.Context, k *kernel.Kernel, res
 }
 
 // currentKernel returns the session's kernel (nil when none).
-func (ls *liveSession) currentKernel() *kernel.Kernel {
+func (ls *Session) currentKernel() *kernel.Kernel {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.kern

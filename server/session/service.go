@@ -33,7 +33,7 @@ type Service struct {
 	m     *metrics
 
 	mu       sync.Mutex
-	sessions map[string]*liveSession
+	sessions map[string]*Session
 	closing  bool
 	runSeq   int64
 	bg       background     // restores after a death, rotations, the loop (background.go)
@@ -73,11 +73,11 @@ type background struct {
 	stop context.CancelFunc // stops the loop; under Service.mu
 }
 
-// liveSession is a session as the server holds it, the handle of one session as jupyter_client's
+// Session is a session as the server holds it, the handle of one session as jupyter_client's
 // KernelManager is of one kernel under its MultiKernelManager (the Service: the registry,
 // lifecycle, recovery, cluster adoption): its document, its kernel, its run lock, and the steps of
 // its turns (ensureKernel, checkpoint, hibernateLocked, ...) as its methods.
-type liveSession struct {
+type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
 	lock        fifoLock // one execution at a time, in arrival order
@@ -163,7 +163,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
 		log:      log,
-		sessions: map[string]*liveSession{},
+		sessions: map[string]*Session{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
@@ -273,7 +273,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		s.sessions[r.ID] = &liveSession{svc: s, id: r.ID, doc: doc.Recovered()}
+		s.sessions[r.ID] = &Session{svc: s, id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))
@@ -281,8 +281,10 @@ func (s *Service) recover(ctx context.Context) error {
 	return nil
 }
 
-// get returns the live session or a not_found error.
-func (s *Service) get(id string) (*liveSession, error) {
+// Session returns the handle of session id (its turns, its kernel, its files), or a not_found error.
+// A handle outlives a Delete of its session: its turns are refused then (not_found), as a turn
+// that waited for the run lock while the Delete came is.
+func (s *Service) Session(id string) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls, ok := s.sessions[id]
@@ -293,14 +295,14 @@ func (s *Service) get(id string) (*liveSession, error) {
 }
 
 // docCopy returns a copy of the session document (a value: the caller may read it without ls.mu).
-func (ls *liveSession) docCopy() carryover.Session {
+func (ls *Session) docCopy() carryover.Session {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc
 }
 
 // save persists the session document (the caller holds ls.mu).
-func (ls *liveSession) saveLocked(ctx context.Context) error {
+func (ls *Session) saveLocked(ctx context.Context) error {
 	s := ls.svc
 	ls.doc.UpdatedAt = time.Now().UTC()
 	b, err := json.Marshal(ls.doc)
@@ -317,7 +319,7 @@ func (ls *liveSession) saveLocked(ctx context.Context) error {
 var errUnchanged = errors.New("unchanged")
 
 // update applies fn to the session document under its lock and persists it.
-func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
+func (ls *Session) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	before := ls.doc
@@ -336,14 +338,14 @@ func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) e
 }
 
 // setSandboxStatus saves the session's sandbox status.
-func (ls *liveSession) setSandboxStatus(ctx context.Context, status string) error {
+func (ls *Session) setSandboxStatus(ctx context.Context, status string) error {
 	_, err := ls.update(ctx, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
 	return err
 }
 
 // logSaveErr reports a session write that failed where nobody waits for an answer (a kernel's
 // death, a background status change): logged and counted, never silent.
-func (ls *liveSession) logSaveErr(what string, err error) {
+func (ls *Session) logSaveErr(what string, err error) {
 	s := ls.svc
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
@@ -352,7 +354,7 @@ func (ls *liveSession) logSaveErr(what string, err error) {
 }
 
 // emit appends an event to the session's log and pushes it to subscribed websockets.
-func (ls *liveSession) emit(ctx context.Context, typ string, payload any) {
+func (ls *Session) emit(ctx context.Context, typ string, payload any) {
 	s := ls.svc
 	if payload == nil {
 		payload = map[string]any{}
@@ -379,7 +381,7 @@ func (s *Service) List() []carryover.Session {
 
 // Get returns one session.
 func (s *Service) Get(id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -393,7 +395,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.bg.stop != nil {
 		s.bg.stop()
 	}
-	all := make([]*liveSession, 0, len(s.sessions))
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}

@@ -77,3 +77,13 @@ func mustCreate(t *testing.T, s *Service, req CreateRequest) carryover.Session {
 	}
 	return doc
 }
+
+// handleOf is session id's handle; the test fails at once when there is none.
+func handleOf(t *testing.T, s *Service, id string) *Session {
+	t.Helper()
+	ls, err := s.Session(id)
+	if err != nil {
+		t.Fatalf("session %q: %v", id, err)
+	}
+	return ls
+}

@@ -13,7 +13,7 @@ import (
 // run's outputs so far (a RunningFrame), then the live ones: joining and copying happen under the
 // run's lock, so nothing is doubled or missed. detach removes it again.
 func (s *Service) Attach(id string, sub *Subscriber) (detach func(), err error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *Service) Attach(id string, sub *Subscriber) (detach func(), err error) 
 // (deduplicated by sequence): under the hub lock, an event appended meanwhile is either in the
 // backlog or sent live.
 func (s *Service) SubscribeEvents(ctx context.Context, id string, sub *Subscriber, after int64) error {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return err
 	}
@@ -56,11 +56,7 @@ func (s *Service) SubscribeEvents(ctx context.Context, id string, sub *Subscribe
 }
 
 // AnswerInput delivers the reply to run runID's pending input() prompt; a conflict when none is pending.
-func (s *Service) AnswerInput(id, runID, value string) error {
-	ls, err := s.get(id)
-	if err != nil {
-		return err
-	}
+func (ls *Session) AnswerInput(runID, value string) error {
 	ls.mu.Lock()
 	act := ls.running
 	ls.mu.Unlock()

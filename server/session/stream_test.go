@@ -83,7 +83,7 @@ func TestDeleteTellsSubscribers(t *testing.T) {
 func TestAnswerInputWithoutPrompt(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "i"})
-	err := s.AnswerInput("i", "run-1", "x")
+	err := handleOf(t, s, "i").AnswerInput("run-1", "x")
 	wantCode(t, err, carryover.CodeConflict)
 }
 

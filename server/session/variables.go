@@ -38,15 +38,12 @@ type Variables struct {
 // user expression (no execution count, no history, no name added) when it is idle; when it is busy
 // or there is no kernel, the answer comes from the latest checkpoint (types, no shapes or sizes). It
 // never starts a kernel.
-func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
+	s := ls.svc
 	out := &Variables{Variables: []VariableInfo{}}
 	saved := map[string]persistence.VariableDetail{}
 	skipped := map[string]carryover.VarSkip{}
-	cp, err := s.store.LatestCheckpoint(ctx, id)
+	cp, err := s.store.LatestCheckpoint(ctx, ls.id)
 	if err == nil {
 		d, derr := s.ckpt.Detail(ctx, s.store, cp)
 		if derr != nil {
@@ -92,7 +89,7 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 }
 
 // probeVariables asks an idle kernel; nil and a note when it cannot.
-func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, string) {
+func (ls *Session) probeVariables(ctx context.Context) ([]VariableInfo, string) {
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, "no kernel is running: the list comes from the latest checkpoint"
@@ -112,11 +109,9 @@ func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, stri
 
 // CheckpointDetail returns one checkpoint's variables (type, size, content reference) and files,
 // for the UI's checkpoint diff.
-func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persistence.CheckpointDetail, error) {
-	if _, err := s.get(id); err != nil {
-		return nil, err
-	}
-	cp, err := checkpointByID(ctx, s.store, id, cid)
+func (ls *Session) CheckpointDetail(ctx context.Context, cid string) (*persistence.CheckpointDetail, error) {
+	s := ls.svc
+	cp, err := checkpointByID(ctx, s.store, ls.id, cid)
 	if err != nil {
 		return nil, err
 	}
