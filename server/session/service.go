@@ -18,6 +18,7 @@ import (
 	"github.com/carryover/carryover/server/capacity"
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
+	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/skills"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -80,7 +81,7 @@ type background struct {
 type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
-	lock        fifoLock // one execution at a time, in arrival order
+	lock        fifo.Lock // one execution at a time, in arrival order
 	hub         hub
 	workspaceMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 

@@ -31,7 +31,7 @@ type turnRecord struct {
 }
 
 // beginTurn takes the session's run lock and admits the turn; end releases the lock. queued, when
-// not nil, is called as soon as the turn has its place in the lock's line (fifoLock.LockQueued).
+// not nil, is called as soon as the turn has its place in the lock's line (fifo.Lock.LockQueued).
 func (ls *Session) beginTurn(ctx context.Context, queued func()) (end func(), err error) {
 	s := ls.svc
 	if err := ls.lock.LockQueued(ctx, queued); err != nil {
