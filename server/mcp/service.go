@@ -3,12 +3,11 @@ package mcp
 import (
 	"context"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/archive"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // Sessions is what the MCP front door asks of the session service (*session.Service): one tool per
@@ -21,9 +20,7 @@ type Sessions interface {
 	// Session is the handle of session id: its turns (Run, RunCommand) and RestoreCheckpoint.
 	Session(id string) (*session.Session, error)
 	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
-	ListFiles(id string) ([]session.FileInfo, error)
-	ReadFile(id, p string) (*os.File, fs.FileInfo, error)
-	WriteFile(id, p string, r io.Reader) (session.FileInfo, error)
+	Files(id string) (workspace.Dir, error)
 	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
 	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
 }

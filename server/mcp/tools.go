@@ -399,7 +399,11 @@ func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in pathI
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, readFileOut{}, t.fail(req, err)
 	}
-	f, info, err := t.svc.ReadFile(in.SessionID, in.Path)
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, readFileOut{}, t.fail(req, err)
+	}
+	f, info, err := dir.Read(in.Path)
 	if err != nil {
 		return nil, readFileOut{}, t.fail(req, err)
 	}
@@ -423,7 +427,11 @@ func (t *tools) writeFile(ctx context.Context, req *sdk.CallToolRequest, in writ
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}
-	fi, err := t.svc.WriteFile(in.SessionID, in.Path, strings.NewReader(in.Content))
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, writeFileOut{}, t.fail(req, err)
+	}
+	fi, err := dir.Write(in.Path, strings.NewReader(in.Content))
 	if err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}
@@ -443,7 +451,11 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, in sess
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, listFilesOut{}, t.fail(req, err)
 	}
-	files, err := t.svc.ListFiles(in.SessionID)
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, listFilesOut{}, t.fail(req, err)
+	}
+	files, err := dir.List()
 	if err != nil {
 		return nil, listFilesOut{}, t.fail(req, err)
 	}

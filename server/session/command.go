@@ -13,6 +13,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // CommandRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -250,7 +251,7 @@ func (ls *Session) mkdirWorkspace(ctx context.Context, rel string) error {
 	}
 	defer root.Close()
 	if err := root.MkdirAll(filepath.FromSlash(rel), 0o755); err != nil {
-		return fileErr(rel, err)
+		return workspace.PathError(rel, err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/mock"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // testConfig is a service config for unit tests: everything under a temp dir, no pool, no network.
@@ -97,4 +98,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// filesOf is session id's workspace directory; the test fails at once when there is none.
+func filesOf(t *testing.T, s *Service, id string) workspace.Dir {
+	t.Helper()
+	d, err := s.Files(id)
+	if err != nil {
+		t.Fatalf("session %q: %v", id, err)
+	}
+	return d
 }
