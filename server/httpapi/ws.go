@@ -5,6 +5,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/stream"
 
 	"context"
 	"encoding/hex"
@@ -49,7 +50,8 @@ func (a *API) checkOrigin(r *http.Request) bool {
 
 func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.svc.Get(id); err != nil {
+	ls, err := a.svc.Session(id)
+	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -69,15 +71,11 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	// The subscriber is attached before the handshake is answered: a client whose dial returned
 	// sees every frame from then on, even of a run another client starts at once (under load the
 	// handler could be scheduled after that run's first output, which was then lost to it).
-	sub := session.NewSubscriber()
+	sub := stream.NewSubscriber()
 	if wantComms(r) {
 		sub.WantComms() // ws_comm.go
 	}
-	detach, err := a.svc.Attach(id, sub)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+	detach := ls.Attach(sub)
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		detach()
@@ -95,7 +93,7 @@ type wsClient struct {
 	api  *API
 	id   string // the session
 	conn *websocket.Conn
-	sub  *session.Subscriber
+	sub  *stream.Subscriber
 	// comms: opened with ?comms=true, the comm relay's frames both ways (ws_comm.go)
 	comms bool
 
@@ -157,7 +155,7 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 			c.sendErr(f.ID, err)
 		}
 	case "subscribe_events":
-		if err := c.api.svc.SubscribeEvents(ctx, c.id, c.sub, f.AfterSequence); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.SubscribeEvents(ctx, c.sub, f.AfterSequence) }); err != nil {
 			c.sendErr("", err)
 		}
 	case "ping":
@@ -214,7 +212,7 @@ func (c *wsClient) flush() {
 }
 
 func (c *wsClient) sendErr(id string, err error) {
-	c.sub.Send(session.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
+	c.sub.Send(stream.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
 }
 
 // onSession calls fn with the handle of the connection's session, looked up for each frame as a
@@ -261,7 +259,7 @@ func (c *wsClient) replay(id string, res *session.RunResult, err error) {
 	if err != nil {
 		c.sendErr(id, err)
 	}
-	c.sub.Send(session.StatusFrame{Type: "status", ID: id, ExecutionState: "idle"})
+	c.sub.Send(stream.StatusFrame{Type: "status", ID: id, ExecutionState: "idle"})
 }
 
 // randomID is a client run id when the frame has none.

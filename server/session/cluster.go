@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // Hooks for a node of a cluster (server/cluster): which sessions this node serves changes while it
@@ -43,7 +44,7 @@ func (s *Service) Evict(id string) bool {
 			s.stopKernel(now, k)
 		}()
 	}
-	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
+	ls.hub.Broadcast(stream.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
 		"session %q moved to another node; reconnect", id)})
 	return true
 }

@@ -18,76 +18,8 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
-
-// WantComms has sub receive the comm relay's frames (a websocket opened with ?comms=true: the
-// browser UI). Other clients never see them.
-func (s *Subscriber) WantComms() { s.comms.Store(true) }
-
-// hasComms says whether some subscriber wants comm frames.
-func (h *hub) hasComms() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for sub := range h.subs {
-		if sub.comms.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// broadcastComms sends v (marshalled once) to the subscribers that want comm frames.
-func (h *hub) broadcastComms(v any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var frame []byte
-	for sub := range h.subs {
-		if !sub.comms.Load() {
-			continue
-		}
-		if frame == nil {
-			var err error
-			if frame, err = json.Marshal(v); err != nil {
-				return
-			}
-		}
-		sub.send(frame)
-	}
-}
-
-// CommFrame is one comm message between the kernel and a client, on the session's stream (kernel ->
-// client) or the websocket (client -> kernel, where Content's comm_id, data, target_name are given).
-type CommFrame struct {
-	Type        string          `json:"type"`     // "comm"
-	MsgType     string          `json:"msg_type"` // comm_open, comm_msg or comm_close
-	MsgID       string          `json:"msg_id"`
-	ParentMsgID string          `json:"parent_msg_id,omitempty"`
-	Content     json.RawMessage `json:"content"`
-	Metadata    json.RawMessage `json:"metadata,omitempty"`
-	Buffers     [][]byte        `json:"buffers,omitempty"` // base64 in JSON
-}
-
-// CommOutputFrame is an output an Output widget captured (see outputCaptures): ParentMsgID is the
-// message whose handling printed it (a cell's execute_request or a client's comm_msg).
-type CommOutputFrame struct {
-	Type        string        `json:"type"`    // "comm_output"
-	CommID      string        `json:"comm_id"` // the Output widget's model
-	ParentMsgID string        `json:"parent_msg_id"`
-	Output      kernel.Output `json:"output"`
-}
-
-// CommIdleFrame says the kernel is done with a client's comm_msg (its handler returned): a widget
-// manager sends a model's next update only then, as Jupyter's does.
-type CommIdleFrame struct {
-	Type        string `json:"type"` // "comm_idle"
-	ParentMsgID string `json:"parent_msg_id"`
-}
-
-// CommResetFrame says the session's kernel is new: the widgets drawn so far have no model any more.
-type CommResetFrame struct {
-	Type    string `json:"type"` // "comm_reset"
-	Message string `json:"message"`
-}
 
 // CommRequest is what a client sends to the kernel: a comm_open, comm_msg or comm_close.
 type CommRequest struct {
@@ -163,7 +95,7 @@ func (ls *Session) relayComms(k *kernel.Kernel) {
 		return
 	}
 	defer cancel()
-	ls.hub.broadcastComms(CommResetFrame{Type: "comm_reset",
+	ls.hub.BroadcastComms(stream.CommResetFrame{Type: "comm_reset",
 		Message: "a new kernel started: widgets drawn before it have no state any more (run their cells again)"})
 	var r commRelay
 	for {
@@ -173,7 +105,7 @@ func (ls *Session) relayComms(k *kernel.Kernel) {
 				return
 			}
 			if f := r.frame(m); f != nil {
-				ls.hub.broadcastComms(f)
+				ls.hub.BroadcastComms(f)
 			}
 		case <-k.Dead():
 			return
@@ -206,16 +138,16 @@ func (r *commRelay) frame(m kernel.RawMessage) any {
 		if t == "comm_msg" && parent.MsgType == "comm_msg" {
 			r.captures.watch(m.Content)
 		}
-		return CommFrame{Type: "comm", MsgType: t, MsgID: hdr.MsgID, ParentMsgID: parent.MsgID,
+		return stream.CommFrame{Type: "comm", MsgType: t, MsgID: hdr.MsgID, ParentMsgID: parent.MsgID,
 			Content: m.Content, Metadata: m.Metadata, Buffers: m.Buffers}
 	case "status":
 		if m.ExecutionState() == "starting" { // a restart in place (Kernel.Restart): a new process, no comms
 			r.captures.stack = nil
-			return CommResetFrame{Type: "comm_reset", Message: "the kernel restarted: widgets drawn before have no state any more (run their cells again)"}
+			return stream.CommResetFrame{Type: "comm_reset", Message: "the kernel restarted: widgets drawn before have no state any more (run their cells again)"}
 		}
 		if parent.MsgType == "comm_msg" && m.ExecutionState() == "idle" {
 			r.captures.stack = nil // the handler is done: no capture outlives it
-			return CommIdleFrame{Type: "comm_idle", ParentMsgID: parent.MsgID}
+			return stream.CommIdleFrame{Type: "comm_idle", ParentMsgID: parent.MsgID}
 		}
 		return nil
 	default:
@@ -276,10 +208,10 @@ func (c *outputCaptures) watch(content json.RawMessage) {
 }
 
 // frame is out as a comm_output frame for the widget capturing it, or nil when none is.
-func (c *outputCaptures) frame(out kernel.Output) *CommOutputFrame {
+func (c *outputCaptures) frame(out kernel.Output) *stream.CommOutputFrame {
 	if len(c.stack) == 0 {
 		return nil
 	}
 	top := c.stack[len(c.stack)-1]
-	return &CommOutputFrame{Type: "comm_output", CommID: top.commID, ParentMsgID: top.msgID, Output: out}
+	return &stream.CommOutputFrame{Type: "comm_output", CommID: top.commID, ParentMsgID: top.msgID, Output: out}
 }

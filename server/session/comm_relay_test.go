@@ -7,6 +7,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // iopub builds a kernel iopub message of type t, parented to a message of type parentType.
@@ -28,28 +29,28 @@ func setMsgID(commID, msgID string) string {
 // (innermost capture first), the handler's other outputs nowhere, and the idle status as comm_idle.
 func TestCommRelayRoutesCapturedOutputs(t *testing.T) {
 	var r commRelay
-	stream := func(text string) kernel.RawMessage {
+	printed := func(text string) kernel.RawMessage {
 		return iopub("stream", "ui-1", "comm_msg", `{"name":"stdout","text":"`+text+`"}`)
 	}
-	if f := r.frame(stream("before")); f != nil {
+	if f := r.frame(printed("before")); f != nil {
 		t.Fatalf("an output no widget captures became %#v", f)
 	}
 	f := r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-a", "ui-1")))
-	if cf, ok := f.(CommFrame); !ok || cf.MsgType != "comm_msg" || cf.ParentMsgID != "ui-1" {
+	if cf, ok := f.(stream.CommFrame); !ok || cf.MsgType != "comm_msg" || cf.ParentMsgID != "ui-1" {
 		t.Fatalf("comm_msg became %#v", f)
 	}
 	r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-b", "ui-1"))) // nested: b inside a
-	if f, ok := r.frame(stream("inner")).(*CommOutputFrame); !ok || f.CommID != "out-b" || f.Output.Text != "inner" {
+	if f, ok := r.frame(printed("inner")).(*stream.CommOutputFrame); !ok || f.CommID != "out-b" || f.Output.Text != "inner" {
 		t.Fatalf("inner output: %#v", f)
 	}
 	r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-b", "")))
-	if f, ok := r.frame(stream("outer")).(*CommOutputFrame); !ok || f.CommID != "out-a" || f.ParentMsgID != "ui-1" {
+	if f, ok := r.frame(printed("outer")).(*stream.CommOutputFrame); !ok || f.CommID != "out-a" || f.ParentMsgID != "ui-1" {
 		t.Fatalf("outer output: %#v", f)
 	}
-	if f, ok := r.frame(iopub("status", "ui-1", "comm_msg", `{"execution_state":"idle"}`)).(CommIdleFrame); !ok || f.ParentMsgID != "ui-1" {
+	if f, ok := r.frame(iopub("status", "ui-1", "comm_msg", `{"execution_state":"idle"}`)).(stream.CommIdleFrame); !ok || f.ParentMsgID != "ui-1" {
 		t.Fatalf("idle: %#v", f)
 	}
-	if f := r.frame(stream("after the handler")); f != nil {
+	if f := r.frame(printed("after the handler")); f != nil {
 		t.Fatalf("a capture outlived its handler: %#v", f)
 	}
 	// a cell's outputs are the run's (cellOptions captures those), never the relay's
@@ -61,7 +62,7 @@ func TestCommRelayRoutesCapturedOutputs(t *testing.T) {
 		t.Fatalf("a cell's status went through the relay: %#v", f)
 	}
 	// a kernel restarted in place says "starting": the page's widgets are gone
-	if f, ok := r.frame(iopub("status", "", "", `{"execution_state":"starting"}`)).(CommResetFrame); !ok || f.Message == "" {
+	if f, ok := r.frame(iopub("status", "", "", `{"execution_state":"starting"}`)).(stream.CommResetFrame); !ok || f.Message == "" {
 		t.Fatalf("starting: %#v", f)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // RawTurn is how a Jupyter execute_request ended.
@@ -178,7 +179,7 @@ func (ls *Session) showRawTurn(msgID string, c executeContent) *activeRun {
 	ls.mu.Lock()
 	ls.running = act
 	ls.mu.Unlock()
-	ls.hub.broadcast(StatusFrame{Type: "status", ID: act.id, ExecutionState: "busy", Code: c.Code})
+	ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: act.id, ExecutionState: "busy", Code: c.Code})
 	return act
 }
 
@@ -192,8 +193,8 @@ func (ls *Session) endRawTurn(act *activeRun, res *RunResult) {
 		ls.running = nil
 	}
 	ls.mu.Unlock()
-	ls.hub.broadcast(ResultFrame{Type: "result", ID: act.id, Result: res})
-	ls.hub.broadcast(StatusFrame{Type: "status", ID: act.id, ExecutionState: "idle"})
+	ls.hub.Broadcast(ResultFrame{Type: "result", ID: act.id, Result: res})
+	ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: act.id, ExecutionState: "idle"})
 }
 
 // sendAndWait sends the request and waits for its execute_reply and iopub idle, or the kernel's death,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
@@ -230,7 +231,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if k != nil {
 		s.stopKernel(ctx, k)
 	}
-	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
+	ls.hub.Broadcast(stream.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
 	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // RunRequest is the body of POST /api/sessions/{id}/run (and of a websocket "run").
@@ -138,11 +139,11 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()
 	}
-	ls.hub.broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
+	ls.hub.Broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
 	if runErr != nil && opts.OnError != nil {
 		opts.OnError(runErr)
 	}
-	ls.hub.broadcast(StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
+	ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
 	return res, runErr
 }
 

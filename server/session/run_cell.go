@@ -11,6 +11,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // runCode runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
@@ -50,13 +51,13 @@ func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, t
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
 func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
-	captures := outputCaptures{when: ls.hub.hasComms} // comms.go: what an Output widget captures is the widget's
+	captures := outputCaptures{when: ls.hub.HasComms} // comms.go: what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
 		OnComm:       captures.watch,
 		OnOutput: func(o kernel.Output) {
 			if f := captures.frame(o); f != nil {
-				ls.hub.broadcastComms(f)
+				ls.hub.BroadcastComms(f)
 				return
 			}
 			if col.add(o) {
@@ -67,7 +68,7 @@ func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hook
 		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
 			if state == "busy" {
-				ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
+				ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
 			}
 		},
 	}

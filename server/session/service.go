@@ -20,6 +20,7 @@ import (
 	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/skills"
+	"github.com/carryover/carryover/server/session/stream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -82,7 +83,7 @@ type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
 	lock        fifo.Lock // one execution at a time, in arrival order
-	hub         hub
+	hub         stream.Hub
 	workspaceMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 
 	mu      sync.Mutex // guards the fields below
@@ -365,7 +366,7 @@ func (ls *Session) emit(ctx context.Context, typ string, payload any) {
 		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
 		return
 	}
-	ls.hub.broadcastEvent(ev)
+	ls.hub.BroadcastEvent(ev)
 }
 
 // List returns every session, oldest first.
