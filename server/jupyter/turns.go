@@ -16,6 +16,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/rawexec"
 )
 
 // turnJob is one queued shell message.
@@ -100,7 +101,7 @@ func (b *bridge) sendInLine(j turnJob) {
 
 // runTurn runs one execute_request and answers it.
 func (b *bridge) runTurn(j turnJob) {
-	var res *session.RawTurn
+	var res *rawexec.Turn
 	err := b.d.onSession(b.id, func(ls *session.Session) (err error) {
 		res, err = ls.RunRaw(context.Background(), j.msg, session.RawTurnOptions{OnKernel: func(k *kernel.Kernel) {
 			b.attach(k, j.msg.Header)
