@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/metrics"
 )
 
 // NodeStatus is GET /api/status: what this node holds and can take (docs/api.md, docs/capacity.md).
@@ -131,10 +132,30 @@ func (s *Service) updateGauges() {
 		all = append(all, ls)
 	}
 	s.mu.Unlock()
-	s.m.sessionsHibernated.Set(float64(countSessions(all).Hibernated))
-	series := tenantSeriesOf(all)
-	s.m.tenants.last.Store(&series)
+	s.m.SessionsHibernated.Set(float64(countSessions(all).Hibernated))
+	s.m.Tenants.Set(tenantShares(all))
 	ps := s.kern.pool.Stats()
-	s.m.poolIdle.Set(float64(ps.Idle))
-	s.m.poolTarget.Set(float64(ps.Target))
+	s.m.PoolIdle.Set(float64(ps.Idle))
+	s.m.PoolTarget.Set(float64(ps.Target))
+}
+
+// tenantShares is each session's share of its tenant's figures (package metrics sums and bounds them).
+func tenantShares(all []*Session) []metrics.TenantSeries {
+	out := make([]metrics.TenantSeries, 0, len(all))
+	for _, ls := range all {
+		ls.mu.Lock()
+		sh := metrics.TenantSeries{Tenant: ls.doc.TenantName(), Sessions: 1, CPUSeconds: ls.doc.BudgetConsumed.CPUSeconds}
+		switch {
+		case ls.kern != nil:
+			sh.Live = 1
+		case ls.doc.State == carryover.StateRunning:
+			sh.Hibernated = 1
+		}
+		ls.mu.Unlock()
+		if ls.lock.Busy() {
+			sh.Busy = 1
+		}
+		out = append(out, sh)
+	}
+	return out
 }

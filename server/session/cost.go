@@ -97,7 +97,7 @@ func (ls *Session) addCost(ctx context.Context, cpu, gibHours float64, rss int64
 		return nil
 	}); err != nil {
 		s.log.Error("cost not recorded", "session", ls.id, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 }
 

@@ -281,7 +281,7 @@ func (ls *Session) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 	err := ls.saveLocked(ctx)
 	ls.mu.Unlock()
 	ls.logSaveErr("kernel death", err)
-	s.m.kernelDeaths.Inc()
+	s.m.KernelDeaths.Inc()
 	reason := ""
 	if err := k.Err(); err != nil {
 		reason = err.Error()
@@ -337,11 +337,11 @@ func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn in
 	}
 	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
 	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.cfg.workspace(ls.id), answer)
-	s.m.checkpointSeconds.Observe(time.Since(start).Seconds())
+	s.m.CheckpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
-	s.m.checkpointBytes.Add(float64(res.BytesWritten))
+	s.m.CheckpointBytes.Add(float64(res.BytesWritten))
 	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil

@@ -133,8 +133,8 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
 	}
-	s.m.runs.WithLabelValues(status).Inc()
-	s.m.runSeconds.Observe(res.DurationMS / 1000)
+	s.m.Runs.WithLabelValues(status).Inc()
+	s.m.RunSeconds.Observe(res.DurationMS / 1000)
 	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()

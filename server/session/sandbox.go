@@ -101,7 +101,7 @@ func limitErr(err error) error {
 // sandboxEvent logs a limit hit and records it as a sandbox_limit_exceeded event of the session.
 func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit) {
 	s.log.Warn("sandbox limit hit", "session", id, "kernel", k.ID(), "limit", hit.Kind, "limits", hit.Summary, "action", hit.Message)
-	s.m.limitHits.WithLabelValues(hit.Kind).Inc()
+	s.m.LimitHits.WithLabelValues(hit.Kind).Inc()
 	ls, err := s.Session(id)
 	if err != nil {
 		return // an ephemeral /api/execute session

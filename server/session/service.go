@@ -19,6 +19,7 @@ import (
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/fifo"
+	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/skills"
 	"github.com/carryover/carryover/server/session/stream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,7 @@ type Service struct {
 	ckpt  *persistence.Checkpointer
 	kern  kernels // the pool, the launch options, a kernel attached to its session (kernel_factory.go)
 	log   *slog.Logger
-	m     *metrics
+	m     *metrics.Metrics
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -151,16 +152,16 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
-	m := newMetrics(o.Metrics)
+	m := metrics.New(o.Metrics)
 	s := &Service{
 		m: m,
 		adm: admission{
 			ledger:    capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
 			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
-			live:      m.kernelsLive,
+			live:      m.KernelsLive,
 		},
-		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.hibernations, kernelMemory: m.kernelMemory},
+		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.Hibernations, kernelMemory: m.KernelMemory},
 		cfg:      cfg,
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
@@ -351,7 +352,7 @@ func (ls *Session) logSaveErr(what string, err error) {
 	s := ls.svc
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // that run's outputs so far (a RunningFrame), then the live ones: joining and copying happen under
 // the run's lock, so nothing is doubled or missed. detach removes it again.
 func (ls *Session) Attach(sub *stream.Subscriber) (detach func()) {
-	sub.CountDrops(ls.svc.m.droppedFrames)
+	sub.CountDrops(ls.svc.m.DroppedFrames)
 	ls.mu.Lock()
 	if act := ls.running; act != nil {
 		act.mu.Lock()

@@ -130,7 +130,7 @@ func (ls *Session) endTurn(ctx context.Context, t turnRecord) error {
 	err := errors.Join(errs...)
 	if err != nil {
 		s.log.Error("turn not fully recorded", "session", ls.id, "kind", t.kind, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 	return err
 }
