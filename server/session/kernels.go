@@ -12,6 +12,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
@@ -199,7 +200,7 @@ func (f *kernels) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	return sendSetup(ctx, k, f.cfg.setupOf(id, k, doc, true))
+	return agentops.Setup(ctx, k, f.cfg.setupOf(id, k, doc, true))
 }
 
 // attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).

@@ -9,6 +9,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/stream"
 )
 
@@ -115,7 +116,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
-		if err := setEnv(ctx, k, req.Env); err != nil {
+		if err := agentops.SetEnv(ctx, k, req.Env); err != nil {
 			return nil, err
 		}
 	}
@@ -164,7 +165,7 @@ func (ls *Session) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest
 	res.SessionID = ls.id
 	res.ride = ride
 	if len(req.Env) > 0 && runErr == nil {
-		if err := unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
+		if err := agentops.UnsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
 			s.log.Warn("per-run env vars not reset", "session", ls.id, "err", err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/carryover/carryover/server/capacity"
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
+	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/skills"
@@ -257,7 +258,7 @@ func (f *kernels) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	return installOutputGuard(ctx, k, f.cfg.MaxOutputBytes)
+	return agentops.OutputGuard(ctx, k, f.cfg.MaxOutputBytes)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // A brand-new session's first cell in a fresh kernel carries the session's set-up (working directory
@@ -65,7 +66,7 @@ func (ls *Session) flushSetup(ctx context.Context, k *kernel.Kernel) error {
 	if p == nil || p.k != k {
 		return nil
 	}
-	if err := sendSetup(ctx, k, p.setup); err != nil {
+	if err := agentops.Setup(ctx, k, p.setup); err != nil {
 		return err
 	}
 	ls.forgetSetup(k)

@@ -8,30 +8,18 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // variablesTimeout bounds the kernel's answer to the probe.
 const variablesTimeout = 10 * time.Second
 
-// VariableInfo is one name of the session's namespace as the UI's variable inspector shows it.
-type VariableInfo struct {
-	Name   string `json:"name"`
-	Type   string `json:"type,omitempty"`
-	Shape  []int  `json:"shape,omitempty"`
-	Length *int   `json:"length,omitempty"`
-	Bytes  *int64 `json:"bytes,omitempty"` // in memory (nbytes, pandas memory_usage, deep up to 200,000 rows; sys.getsizeof, shallow)
-	// State: "saved" (in the latest checkpoint), "skipped" (its checkpoint could not save it: Reason
-	// says why) or "unsaved" (defined after the latest checkpoint).
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-}
-
 // Variables is the answer of GET /api/sessions/{id}/variables.
 type Variables struct {
-	Variables    []VariableInfo `json:"variables"`
-	Live         bool           `json:"live"` // read from the running kernel; false: from the latest checkpoint only
-	CheckpointID string         `json:"checkpoint_id,omitempty"`
-	Note         string         `json:"note,omitempty"` // why the answer is not live
+	Variables    []agentops.VariableInfo `json:"variables"`
+	Live         bool                    `json:"live"` // read from the running kernel; false: from the latest checkpoint only
+	CheckpointID string                  `json:"checkpoint_id,omitempty"`
+	Note         string                  `json:"note,omitempty"` // why the answer is not live
 }
 
 // Variables lists the session's variables without disturbing it: the kernel evaluates one silent
@@ -40,7 +28,7 @@ type Variables struct {
 // never starts a kernel.
 func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
 	s := ls.svc
-	out := &Variables{Variables: []VariableInfo{}}
+	out := &Variables{Variables: []agentops.VariableInfo{}}
 	saved := map[string]persistence.VariableDetail{}
 	skipped := map[string]carryover.VarSkip{}
 	cp, err := s.store.LatestCheckpoint(ctx, ls.id)
@@ -67,11 +55,11 @@ func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
 	} else {
 		for _, v := range saved {
 			if v.Kind != "imp" {
-				out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+				out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
 			}
 		}
 		for _, v := range skipped {
-			out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+			out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
 		}
 	}
 	for i := range out.Variables {
@@ -89,7 +77,7 @@ func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
 }
 
 // probeVariables asks an idle kernel; nil and a note when it cannot.
-func (ls *Session) probeVariables(ctx context.Context) ([]VariableInfo, string) {
+func (ls *Session) probeVariables(ctx context.Context) ([]agentops.VariableInfo, string) {
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, "no kernel is running: the list comes from the latest checkpoint"
@@ -100,7 +88,7 @@ func (ls *Session) probeVariables(ctx context.Context) ([]VariableInfo, string) 
 	defer ls.lock.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, variablesTimeout)
 	defer cancel()
-	vs, err := listVariables(ctx, k)
+	vs, err := agentops.Variables(ctx, k)
 	if err != nil {
 		return nil, "the kernel could not list its variables: " + err.Error()
 	}
