@@ -1,8 +1,8 @@
 package jupyter
 
 // turns.go: a kernel's shell messages, one at a time in arrival order: each execute_request runs as
-// a turn of its session (session.Service.RunRaw), any other message goes to the kernel in its place
-// in the session's line (session.Service.SendInLine). The turn's execute_reply and iopub idle are
+// a turn of its session (session.Session.RunRaw), any other message goes to the kernel in its place
+// in the session's line (session.Session.SendInLine). The turn's execute_reply and iopub idle are
 // held back until its checkpoint committed; a kernel death answers the request with an error reply
 // and an idle (nbclient would wait forever otherwise); an error aborts the queued executes like
 // ipykernel's stop_on_error (the kernel itself is asked not to: see RunRaw).
