@@ -51,12 +51,12 @@ func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, t
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
 func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
-	captures := outputCaptures{when: ls.hub.HasComms} // comms.go: what an Output widget captures is the widget's
+	captures := stream.OutputCaptures{When: ls.hub.HasComms} // what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
-		OnComm:       captures.watch,
+		OnComm:       captures.Watch,
 		OnOutput: func(o kernel.Output) {
-			if f := captures.frame(o); f != nil {
+			if f := captures.Frame(o); f != nil {
 				ls.hub.BroadcastComms(f)
 				return
 			}
