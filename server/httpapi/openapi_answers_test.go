@@ -12,6 +12,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/stream"
 )
 
@@ -83,8 +84,8 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 		{"error with result", component("Error"), errBody(timeoutErr)},
 		{"not_owner with result", component("Error"), errBody(notOwnerErr)},
 		{"capacity", component("Error"), errBody(carryover.Errorf(carryover.CodeCapacity, "full").WithDetails("reason", "busy", "live", 4, "capacity", 4, "queued", 1, "retry_after_seconds", 2))},
-		{"status", respSchema("/api/status", "get", 200), session.NodeStatus{NodeID: "a", Capacity: session.CapacityStatus{MaxLiveKernels: 4, Source: "config"},
-			Evictions: map[string]int64{"capacity": 1}, Refusals: map[string]int64{"busy": 2}, Memory: session.MemoryStatus{AvailableBytes: -1, PSIFullAvg10: -1}}},
+		{"status", respSchema("/api/status", "get", 200), nodewatch.NodeStatus{NodeID: "a", Capacity: nodewatch.CapacityStatus{MaxLiveKernels: 4, Source: "config"},
+			Evictions: map[string]int64{"capacity": 1}, Refusals: map[string]int64{"busy": 2}, Memory: nodewatch.MemoryStatus{AvailableBytes: -1, PSIFullAvg10: -1}}},
 		{"status frame", component("WSServerFrame"), stream.StatusFrame{Type: "status", ID: "c1", ExecutionState: "busy", Code: "1"}},
 		{"output frame", component("WSServerFrame"), stream.OutputFrame{Type: "output", ID: "c1", Output: outputs[0]}},
 		{"input frame", component("WSServerFrame"), stream.InputRequestFrame{Type: "input_request", ID: "c1", Prompt: "?"}},

@@ -7,6 +7,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/archive"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/workspace"
 )
 
@@ -59,7 +60,7 @@ type Sessions interface {
 	ReadSkill(ctx context.Context, p string) (session.FileInfo, []byte, error)
 	WriteSkill(ctx context.Context, p string, r io.Reader) (session.FileInfo, error)
 	DeleteSkill(ctx context.Context, p string) error
-	Status() session.NodeStatus
+	Status() nodewatch.NodeStatus
 }
 
 var _ Sessions = (*session.Service)(nil)

@@ -177,7 +177,7 @@ func (ls *Session) hibernateLocked(ctx context.Context, reason string) error {
 	if err := ls.setSandboxStatus(ctx, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.watch.countHibernation(reason)
+	s.watch.CountHibernation(reason)
 	ls.emit(ctx, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

@@ -68,14 +68,3 @@ func (ls *Session) evictLocked(ctx context.Context, reason string) (int64, bool)
 func hibernatable(st string) bool {
 	return st == carryover.StateRunning || st == carryover.StatePaused
 }
-
-// countHibernation counts a hibernation by reason (the status endpoint and its metric).
-func (w *nodeWatch) countHibernation(reason string) {
-	w.hibernations.WithLabelValues(reason).Inc()
-	w.mu.Lock()
-	if w.evictions == nil {
-		w.evictions = map[string]int64{}
-	}
-	w.evictions[reason]++
-	w.mu.Unlock()
-}

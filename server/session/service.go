@@ -21,6 +21,7 @@ import (
 	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/metrics"
+	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/skills"
 	"github.com/carryover/carryover/server/session/stream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,10 +41,10 @@ type Service struct {
 	sessions map[string]*Session
 	closing  bool
 	runSeq   int64
-	bg       background     // restores after a death, rotations, the loop (background.go)
-	skills   *skills.Skills // the tenants' skills and this node's cache of them
-	adm      admission      // what a turn and a claim of a kernel pass (capacity.go)
-	watch    nodeWatch      // the node's capacity and memory as the status endpoint shows them
+	bg       background       // restores after a death, rotations, the loop (background.go)
+	skills   *skills.Skills   // the tenants' skills and this node's cache of them
+	adm      admission        // what a turn and a claim of a kernel pass (capacity.go)
+	watch    *nodewatch.Watch // the node's capacity and memory as the status endpoint shows them
 }
 
 // admission is the node's admission of turns and kernels, each part a package of its own.
@@ -56,19 +57,6 @@ type admission struct {
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
 	live   prometheus.Gauge // carryover_kernels_live: the leases held
-}
-
-// nodeWatch is the node's capacity as resolved at start, its memory as last read and its
-// hibernations, as the status endpoint and the metrics show them.
-type nodeWatch struct {
-	budget       capacity.Budget
-	read         MemorySource // the host's memory, read every loop tick (capacity_memory.go)
-	hibernations *prometheus.CounterVec
-	kernelMemory prometheus.Gauge
-
-	mu        sync.Mutex
-	evictions map[string]int64 // hibernations by reason
-	last      memoryReading    // the last tick's reading
 }
 
 // background is the service's work in the background.
@@ -162,7 +150,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
 			live:      m.KernelsLive,
 		},
-		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.Hibernations, kernelMemory: m.KernelMemory},
+		watch:    nodewatch.New(budget, memory, m.Hibernations, m.KernelMemory),
 		cfg:      cfg,
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
