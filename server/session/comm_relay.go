@@ -154,6 +154,9 @@ func (s *Service) SendComm(ctx context.Context, id string, req CommRequest) (msg
 	if err != nil {
 		return "", fmt.Errorf("comm to the kernel: %w", err)
 	}
+	if req.MsgType == "comm_msg" {
+		ls.widgetsMoved(k) // widget_checkpoint.go: saved without a cell
+	}
 	return req.MsgID, nil
 }
 
@@ -168,7 +171,10 @@ func (ls *liveSession) relayComms(k *kernel.Kernel) {
 	}
 	defer cancel()
 	ls.hub.broadcastComms(CommResetFrame{Type: "comm_reset",
-		Message: "a new kernel started: widgets drawn before it have no state any more (run their cells again)"})
+		Message: "a new kernel started: the widgets come back from the last checkpoint"})
+	if ls.hub.hasComms() {
+		go ls.syncWidgets(context.Background(), k, ls.hub.broadcastComms) // widget_sync.go: the restore re-created them
+	}
 	var r commRelay
 	for {
 		select {
