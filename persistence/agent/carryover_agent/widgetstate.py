@@ -273,6 +273,13 @@ def _build(W, rec):
         return w
 
 
+def _set_traits(w, traits):
+    with w.hold_sync():
+        for k, v in traits.items():
+            if getattr(w, k) is not v:
+                setattr(w, k, v)
+
+
 def _takes_traits(cls):
     """interactive builds new child widgets from its arguments: it is re-created from its parts."""
     inter = getattr(sys.modules.get("ipywidgets"), "interactive", None)
@@ -286,7 +293,11 @@ def apply(value):
     failed, made = [], {}
     for rec in _ordered(value.get("widgets") or ()):
         mid = rec[0]
-        if mid in W.widgets:
+        if mid in W.widgets:  # a restore into the kernel that has it: the saved values, in place
+            try:
+                _set_traits(W.widgets[mid], _loads(rec[3], rec[4]))
+            except Exception as e:
+                failed.append("%s %s: %s" % (rec[2], mid[:8], _why(e)))
             continue
         try:
             made[mid] = _build(W, rec)
