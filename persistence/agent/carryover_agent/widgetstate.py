@@ -47,6 +47,7 @@ _STRICT = [True]  # False while a restore loads definitions: a widget not re-cre
 _REFS = []  # model ids met by _reduce_widget during one dump
 _NAMED = set()  # what this kernel has already named as not saved
 OUTPUTS = {}  # model id of an Output widget -> the outputs it shows
+_OUT_VER = {}  # model id -> a count of the changes to its OUTPUTS (the capture's cache compares it)
 _CAP = []  # the Output widgets capturing now, innermost last (main thread)
 _MAIN = threading.main_thread()
 
@@ -163,9 +164,16 @@ def _handlers(w):
 
 
 def _live_part(mid, w, failed):
-    """What Python holds beside w's traits, each item pickled alone first so one that cannot be
-    saved is left out (and named) without losing the rest."""
+    """What Python holds beside w's traits, pickled: (bytes, format). When the whole does not
+    pickle, each item is tried alone, so one that cannot be saved is left out (and named) without
+    losing the rest."""
     attrs = {k: v for k, v in w.__dict__.items() if k not in _INTERNAL}
+    obs = _handlers(w)
+    try:
+        data, fmt, _ = _dumps({"attrs": attrs, "obs": obs})
+        return data, fmt
+    except Exception:
+        pass
     out = {"attrs": {}, "obs": []}
     for k, v in attrs.items():
         try:
@@ -173,14 +181,15 @@ def _live_part(mid, w, failed):
             out["attrs"][k] = v
         except Exception as e:
             failed.append((mid, "attr " + k, "%s's attribute %s: %s" % (type(w).__name__, k, _why(e))))
-    for name, typ, h in _handlers(w):
+    for name, typ, h in obs:
         try:
             _dumps(h)
             out["obs"].append((name, typ, h))
         except Exception as e:
             failed.append((mid, "obs %s %r" % (name, h), "%s's observer %s of %r: %s" % (
                 type(w).__name__, getattr(h, "__name__", type(h).__name__), name, _why(e))))
-    return out
+    data, fmt, _ = _dumps(out)
+    return data, fmt
 
 
 def _why(e):
@@ -188,29 +197,76 @@ def _why(e):
     return s if len(s) < 200 else s[:200] + "..."
 
 
+# model id -> (the objects its last capture read, its record): a widget whose traits, attributes,
+# observers and outputs are the very same objects is not pickled again (the objects are held here,
+# so an address is never reused by another value). A session with hundreds of widgets (every
+# tqdm.notebook bar is six) would otherwise pay for all of them at every turn.
+_CACHE = {}
+_LAST = [None]  # the last value capture answered, answered again when no widget changed
+
+
+def _seen(w, mid):
+    attrs = tuple((k, v) for k, v in w.__dict__.items() if k not in _INTERNAL)
+    return (tuple(w._trait_values.items()), attrs, tuple(_handlers(w)), _OUT_VER.get(mid, 0))
+
+
+def _unchanged(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is tuple:
+            if type(y) is not tuple or not _unchanged(x, y):
+                return False
+        elif x is not y and not (type(x) is str and x == y) and not (type(x) is int and x == y):
+            return False
+    return True
+
+
 def capture(skipped):
     """The "@ipywidgets" state: None without live widgets."""
     W = _widget_class()
     if W is None or not W.widgets:
+        _CACHE.clear()
         return None
-    recs, live, failed = [], {}, []
-    for mid, w in list(W.widgets.items()):
-        cls = type(w)
-        try:
-            data, fmt, refs = _dumps(_traits(w))
-        except Exception as e:
-            failed.append((mid, "traits", "%s %s: %s" % (cls.__name__, mid[:8], _why(e))))
+    recs, failed, changed = [], [], False
+    live = list(W.widgets.items())
+    for mid, w in live:
+        seen = _seen(w, mid)
+        hit = _CACHE.get(mid)
+        if hit is not None and hit[0] is w and _unchanged(hit[1], seen):
+            recs.append(hit[2])
             continue
-        outs = tuple(OUTPUTS.get(mid, ()))
-        recs.append((mid, cls.__module__, cls.__qualname__, data, fmt, tuple(sorted(set(refs) - {mid})), outs))
-        live[mid] = _live_part(mid, w, failed)
-    try:
-        blob, bfmt, _ = _dumps(live)
-    except Exception as e:  # items that pickle alone but not together: named, the widgets still come back
-        failed.append(("*", "live", "their observers and attributes: %s" % _why(e)))
-        blob, bfmt = b"", "p"
+        changed = True
+        rec = _record(mid, w, failed)
+        if rec is not None:
+            _CACHE[mid] = (w, seen, rec)
+            recs.append(rec)
+    for mid in [m for m in _CACHE if m not in W.widgets]:
+        del _CACHE[mid]
+        changed = True
     _name_once(skipped, failed)
-    return {"v": 1, "widgets": tuple(recs), "live": blob, "lf": bfmt}
+    if not changed and _LAST[0] is not None and len(_LAST[0]["widgets"]) == len(recs):
+        return _LAST[0]
+    _LAST[0] = {"v": 1, "widgets": tuple(recs)}
+    return _LAST[0]
+
+
+def _record(mid, w, failed):
+    """(model id, class module, class name, traits pickle, its format, model ids it refers to,
+    outputs, live pickle, its format), or None when its traits cannot be pickled (named)."""
+    cls = type(w)
+    try:
+        data, fmt, refs = _dumps(_traits(w))
+    except Exception as e:
+        failed.append((mid, "traits", "%s %s: %s" % (cls.__name__, mid[:8], _why(e))))
+        return None
+    try:
+        ldata, lfmt = _live_part(mid, w, failed)
+    except Exception as e:
+        failed.append((mid, "live", "%s %s's observers and attributes: %s" % (cls.__name__, mid[:8], _why(e))))
+        ldata, lfmt = b"", "p"
+    return (mid, cls.__module__, cls.__qualname__, data, fmt, tuple(sorted(set(refs) - {mid})),
+            tuple(OUTPUTS.get(mid, ())), ldata, lfmt)
 
 
 def _name_once(skipped, failed):
@@ -257,7 +313,7 @@ def _ordered(recs):
 
 
 def _build(W, rec):
-    mid, module, qualname, data, fmt, _, _ = rec
+    mid, module, qualname, data, fmt = rec[:5]
     cls = _class(module, qualname)
     traits = _loads(data, fmt)
     if not _takes_traits(cls):
@@ -290,40 +346,35 @@ def apply(value):
     """Re-creates the saved widgets (those not live already) with their model ids, then their
     attributes, observers and outputs; raises, after doing all it can, naming what failed."""
     W = importlib.import_module("ipywidgets").Widget
-    failed, made = [], {}
+    failed, made = [], []
     for rec in _ordered(value.get("widgets") or ()):
         mid = rec[0]
-        if mid in W.widgets:  # a restore into the kernel that has it: the saved values, in place
-            try:
-                _set_traits(W.widgets[mid], _loads(rec[3], rec[4]))
-            except Exception as e:
-                failed.append("%s %s: %s" % (rec[2], mid[:8], _why(e)))
-            continue
         try:
-            made[mid] = _build(W, rec)
+            if mid in W.widgets:  # a restore into the kernel that has it: the saved values, in place
+                _set_traits(W.widgets[mid], _loads(rec[3], rec[4]))
+                continue
+            made.append((_build(W, rec), rec))
         except Exception as e:
             failed.append("%s %s: %s" % (rec[2], mid[:8], _why(e)))
             continue
         if rec[6]:
             OUTPUTS[mid] = list(rec[6])
     end_restore()
-    try:
-        live = _loads(value["live"], value.get("lf")) if value.get("live") else {}
-    except Exception as e:
-        live = {}
-        failed.append("their observers and attributes: %s" % _why(e))
-    for mid, w in made.items():
-        part = live.get(mid) or {}
-        for k, v in (part.get("attrs") or {}).items():
-            try:
-                object.__setattr__(w, k, v)
-            except Exception as e:
-                failed.append("%s's attribute %s: %s" % (type(w).__name__, k, _why(e)))
-        for name, typ, h in part.get("obs") or ():
-            w.observe(h, names=name, type=typ)
+    for w, rec in made:
+        try:
+            _apply_live(w, _loads(rec[7], rec[8]) if rec[7] else {})
+        except Exception as e:
+            failed.append("%s %s's observers and attributes: %s" % (rec[2], rec[0][:8], _why(e)))
     _resolve(W)
     if failed:
         raise ValueError("widgets not re-created: " + "; ".join(failed))
+
+
+def _apply_live(w, part):
+    for k, v in (part.get("attrs") or {}).items():
+        object.__setattr__(w, k, v)
+    for name, typ, h in part.get("obs") or ():
+        w.observe(h, names=name, type=typ)
 
 
 def _resolve(W):
@@ -375,10 +426,11 @@ def install_capture(m):
 _PENDING_CLEAR = set()  # Output widgets whose clear_output(wait=True) waits for the next output
 
 
-def _record(o):
+def _keep_output(o):
     if not _CAP or threading.current_thread() is not _MAIN:
         return
     mid = _CAP[-1]
+    _OUT_VER[mid] = _OUT_VER.get(mid, 0) + 1
     outs = OUTPUTS.setdefault(mid, [])
     if mid in _PENDING_CLEAR:
         _PENDING_CLEAR.discard(mid)
@@ -394,6 +446,7 @@ def _record(o):
 def _clear(wait=False):
     if not _CAP or threading.current_thread() is not _MAIN:
         return
+    _OUT_VER[_CAP[-1]] = _OUT_VER.get(_CAP[-1], 0) + 1
     if wait:
         _PENDING_CLEAR.add(_CAP[-1])
     else:
@@ -411,7 +464,7 @@ def _hook_streams():
 
         def tapped(text, _write=write, _name=name):
             if _CAP and isinstance(text, str) and text:
-                _record({"type": "stream", "name": _name, "text": text})
+                _keep_output({"type": "stream", "name": _name, "text": text})
             return _write(text)
 
         try:
@@ -443,7 +496,7 @@ def _display_hook(msg):
     if _CAP:
         c = msg.get("content") or {}
         if msg.get("msg_type") == "display_data":
-            _record({"type": "display_data", "data": c.get("data") or {}, "metadata": c.get("metadata") or {}})
+            _keep_output({"type": "display_data", "data": c.get("data") or {}, "metadata": c.get("metadata") or {}})
     return msg
 
 
