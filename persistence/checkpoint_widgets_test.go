@@ -80,6 +80,7 @@ func TestWidgetsComeBack(t *testing.T) {
 	slider := unquote(t, eval(t, k, "square.widget.children[0].model_id"))
 	moveWidget(t, k, slider, 13)
 	cp := next(k, "x = 1")
+	at13 := cp.ID
 	if len(cp.Skipped) != 0 {
 		t.Fatalf("a later turn skipped %+v", cp.Skipped)
 	}
@@ -138,6 +139,13 @@ func TestWidgetsComeBack(t *testing.T) {
 				t.Fatalf("child %v comes after its box %s", ch, m.CommID)
 			}
 		}
+	}
+	// A checkpoint restored into the kernel that has the widgets puts their saved values back in place.
+	if _, err := c.Restore(ctx, k2, "wid", at13, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval(t, k2, "(square.widget.children[0].value, s.value, square.widget.children[0].model_id)"); got != fmt.Sprintf("(13, 3, '%s')", slider) {
+		t.Fatalf("after a restore in place: %s", got)
 	}
 	cp = next(k2, "y = 2")
 	if slices.ContainsFunc(cp.Skipped, func(s carryover.VarSkip) bool { return s.Name == "square" }) {
