@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -42,9 +43,10 @@ func widgetSyncs(t *testing.T, c *websocket.Conn, ids ...string) (state, meta ma
 }
 
 // The page's side of widgets that come back, over the websocket: a page that connects gets the
-// kernel's live widgets as comm_open frames (the slider at 13, the Output with "n = 13"); after a
-// restart and a rotation (new kernels, the checkpoint restored) it gets them again from the new
-// kernel; a fork's kernel has them too, at the same model ids.
+// kernel's live widgets as comm_open frames (the slider at 13, the Output with "n = 13"); the page
+// moves the slider to 15, which is checkpointed without a cell; after a restart and a rotation (new
+// kernels, the checkpoint restored) the page gets the widgets again from the new kernel, at 15; a
+// fork's kernel has them too, at the same model ids.
 func TestWidgetsComeBackOverTheWebsocket(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "")
@@ -65,17 +67,32 @@ func TestWidgetsComeBackOverTheWebsocket(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	want := 13
 	check := func(c *websocket.Conn, what string) {
 		t.Helper()
 		state, meta := widgetSyncs(t, c, slider, out)
-		if state[slider]["value"] != float64(13) {
-			t.Fatalf("%s: the slider's state %v", what, state[slider])
+		if state[slider]["value"] != float64(want) {
+			t.Fatalf("%s: the slider's state %v, want value %d", what, state[slider], want)
 		}
-		if b, _ := json.Marshal(meta[out]["outputs"]); !strings.Contains(string(b), `n = 13`) {
-			t.Fatalf("%s: the Output widget's outputs %s", what, b)
+		if b, _ := json.Marshal(meta[out]["outputs"]); !strings.Contains(string(b), fmt.Sprintf("n = %d", want)) {
+			t.Fatalf("%s: the Output widget's outputs %s, want n = %d", what, b, want)
 		}
 	}
-	check(dial("wg"), "a page that connects")
+	page := dial("wg")
+	check(page, "a page that connects")
+	// The page moves the slider to 15: no cell runs, yet a checkpoint follows (widget_checkpoint.go).
+	before := ts.checkpoints("wg")[0].ID
+	move := map[string]any{"type": "comm", "msg_type": "comm_msg", "msg_id": "move15", "content": map[string]any{"comm_id": slider,
+		"data": map[string]any{"method": "backbone", "sync_data": map[string]any{"value": 15}}}}
+	if err := page.WriteJSON(move); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ts.checkpoints("wg")[0].ID == before; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after the page moved the slider")
+		}
+	}
+	want = 15
 	for _, step := range []struct {
 		what string
 		do   func(context.Context) (*client.Session, error)
@@ -91,7 +108,7 @@ func TestWidgetsComeBackOverTheWebsocket(t *testing.T) {
 	}
 	ts.fork("wg", client.ForkRequest{SessionID: "wg-fork"})
 	c := dial("wg-fork")
-	if got := ts.run("wg-fork", "print(square.widget.children[0].value, square.widget.children[0].model_id)").Stdout; got != "13 "+slider+"\n" {
+	if got := ts.run("wg-fork", "print(square.widget.children[0].value, square.widget.children[0].model_id)").Stdout; got != "15 "+slider+"\n" {
 		t.Fatalf("the fork's kernel has %q", got)
 	}
 	check(c, "a fork")
