@@ -146,7 +146,9 @@ func (tp *Provisioner) startOne() (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg)}
+	// The last argument is room: a child writes its kernel argv over the template's (template.py's
+	// _retitle), and connection file paths are long.
+	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg), strings.Repeat(" ", 512)}
 	env := make([]string, 0, 8)
 	for k, v := range childEnv(nil) { // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
 		env = append(env, k+"="+v)

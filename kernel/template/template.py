@@ -81,6 +81,24 @@ def _server_watch(server_pid):
     threading.Thread(target=wait, name="carryover-server-watch", daemon=True).start()
 
 
+def _retitle(argv):
+    """Makes /proc/PID/cmdline the kernel's argv, as a cold kernel's, so whoever looks for kernels
+    by it (ps, tests) finds this one: written over the template's own argv area (the Go side pads it
+    long enough; a longer argv is cut), the rest zeroed. Best effort: the kernel works without it."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
+        data = b"\0".join(os.fsencode(a) for a in argv)[: end - start - 1]
+        fd = os.open("/proc/self/mem", os.O_RDWR)
+        try:
+            os.pwrite(fd, data.ljust(end - start, b"\0"), start)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
 def _reseed():
     """Gives the child RNG state of its own, as a fresh interpreter has."""
     np = sys.modules.get("numpy")
@@ -108,6 +126,7 @@ def _child(req, cfg, keep_out):
         os.environ.update(req["env"])
         if req.get("dir"):
             os.chdir(req["dir"])
+        _retitle([sys.executable, "-m", "ipykernel_launcher"] + list(req["args"]))
         _reseed()
         _server_watch(cfg["server_pid"])
         from ipykernel import kernelapp

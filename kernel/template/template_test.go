@@ -3,6 +3,7 @@ package template
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -114,6 +115,11 @@ func TestForkedKernelsAreTheirOwn(t *testing.T) {
 	for _, f := range []facts{a, b} {
 		if f.PPID != tpid || f.PGID != f.PID || !f.Preloaded || f.Leak != "" || f.Env != "passed" {
 			t.Errorf("forked kernel %+v: want ppid %d (the template), its own group, numpy preloaded, env passed, no leak", f, tpid)
+		}
+	}
+	for _, k := range ks { // ps and whoever looks for kernels by their command line see a kernel's
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.PID())); !strings.Contains(string(cmd), "ipykernel_launcher\x00-f\x00"+k.RuntimeDir()) {
+			t.Errorf("forked kernel's cmdline %q, want its kernel argv", cmd)
 		}
 	}
 	if a.NP == b.NP || a.Random == b.Random {
