@@ -150,7 +150,7 @@ func (tp *Provisioner) startOne() (*proc, error) {
 	// _retitle), and connection file paths are long.
 	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg), strings.Repeat(" ", 512)}
 	env := make([]string, 0, 8)
-	for k, v := range childEnv(nil) { // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
+	for k, v := range childEnv(templateEnv) { // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
 		env = append(env, k+"="+v)
 	}
 	return startProc(argv, env, filepath.Join(tp.dir, "template.log"), &tp.watch)
@@ -227,7 +227,7 @@ func (tp *Provisioner) forkable(spec kernel.LaunchSpec) ([]string, bool) {
 	if len(a) < 3 || a[0] != tp.cfg.Python || a[1] != "-m" || a[2] != "ipykernel_launcher" {
 		return nil, false
 	}
-	if len(tp.cfg.PreImport) > 0 && ImportTimeEnv(spec.Env) {
+	if differsAtImport(spec.Env) {
 		return nil, false
 	}
 	return a[3:], true

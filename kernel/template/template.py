@@ -53,8 +53,7 @@ def _warm(modules):
     # cwd there and deletes it (never import from the cwd): the children match the latter.
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
         del sys.path[0]
-    # ipykernel sets this before a kernel imports matplotlib; pyplot reads it at import.
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    # MPLBACKEND (read by pyplot at import) is in our env as in every kernel's (kernel/template/env.go).
     import ipykernel.kernelapp  # noqa: F401  (the kernel app, IPython, zmq, tornado, jupyter_client)
     import ipykernel.ipkernel  # noqa: F401
 

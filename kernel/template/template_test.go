@@ -99,7 +99,8 @@ func factsOf(t *testing.T, k *kernel.Kernel) facts {
 func TestForkedKernelsAreTheirOwn(t *testing.T) {
 	t.Parallel()
 	tp, spec := newProvisioner(t, "numpy")
-	env := map[string]string{"CARRYOVER_TEST_ENV": "passed"}
+	// The server's MPLBACKEND is the template's: still forkable.
+	env := map[string]string{"CARRYOVER_TEST_ENV": "passed", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
 	ks := make([]*kernel.Kernel, 2)
 	var wg sync.WaitGroup
 	for i := range ks {
@@ -177,7 +178,7 @@ func TestTemplateKilled(t *testing.T) {
 func TestImportTimeEnvStartsCold(t *testing.T) {
 	t.Parallel()
 	tp, spec := newProvisioner(t, "numpy")
-	k := start(t, tp, spec, map[string]string{"OMP_NUM_THREADS": "1"})
+	k := start(t, tp, spec, map[string]string{"OMP_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
 	if f := factsOf(t, k); f.PPID != os.Getpid() || f.Preloaded {
 		t.Errorf("kernel %+v: want a cold start (parent %d, numpy not preloaded)", f, os.Getpid())
 	}
