@@ -11,7 +11,6 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/kernel/template"
 )
 
 // claimKernel hands out a kernel for the session: a warm one from the pool, or a new one started for
@@ -53,11 +52,11 @@ func (f *kernels) pooled(ctx context.Context) (*kernel.Kernel, error) {
 }
 
 // setsImportTimeEnv says whether env sets a variable that libraries read only when imported (BLAS
-// and OpenMP thread counts, numpy's, matplotlib's, pandas'...: kernel/template.ImportTimeEnv): such a
+// and OpenMP thread counts, numpy's, matplotlib's, pandas'...: kernel.ImportTimeEnv): such a
 // session gets a kernel of its own, so the variable is in place before any library is imported, as
 // it would be without the warm pool (a forked kernel's template imported them too, and a launch with
 // such env starts cold there as well).
-func setsImportTimeEnv(env map[string]string) bool { return template.ImportTimeEnv(env) }
+func setsImportTimeEnv(env map[string]string) bool { return kernel.ImportTimeEnv(env) }
 
 // attachKernel gives a claimed kernel the session's limits and workspace, and reports its limit hits
 // as the session's events (prepareKernel calls it on every claim and context change; attaching again
