@@ -186,8 +186,8 @@ func (tp *Provisioner) ready(ctx context.Context) (*proc, error) {
 	}
 }
 
-// Launch forks the kernel from the template when its argv is the template's kernel and its env sets
-// nothing the pre-imported libraries read at import; else, or when no template is ready, it starts
+// Launch forks the kernel from the template when its argv is the template's kernel, it is not asked
+// Fresh, and its env sets nothing the pre-imported libraries read at import; else, or when no template is ready, it starts
 // the kernel cold through the local provisioner.
 func (tp *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
 	args, ok := tp.forkable(spec)
@@ -227,7 +227,7 @@ func (tp *Provisioner) forkable(spec kernel.LaunchSpec) ([]string, bool) {
 	if len(a) < 3 || a[0] != tp.cfg.Python || a[1] != "-m" || a[2] != "ipykernel_launcher" {
 		return nil, false
 	}
-	if differsAtImport(spec.Env) {
+	if spec.Fresh || differsAtImport(spec.Env) {
 		return nil, false
 	}
 	return a[3:], true

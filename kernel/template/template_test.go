@@ -40,6 +40,11 @@ func newProvisioner(t *testing.T, preImport ...string) (*Provisioner, *kernel.Sp
 
 // start starts a kernel through tp, shut down at the end.
 func start(t *testing.T, tp *Provisioner, spec *kernel.Spec, env map[string]string) *kernel.Kernel {
+	return startOpts(t, tp, kernel.Options{Spec: spec, Env: env})
+}
+
+// startOpts is start with more options.
+func startOpts(t *testing.T, tp *Provisioner, opts kernel.Options) *kernel.Kernel {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cotpl")
 	if err != nil {
@@ -48,8 +53,8 @@ func start(t *testing.T, tp *Provisioner, spec *kernel.Spec, env map[string]stri
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, RuntimeDir: dir, Provisioner: tp, Env: env,
-		StartupTimeout: 60 * time.Second})
+	opts.RuntimeDir, opts.Provisioner, opts.StartupTimeout = dir, tp, 60*time.Second
+	k, err := kernel.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -174,15 +179,21 @@ func TestTemplateKilled(t *testing.T) {
 	}
 }
 
-// A kernel whose env sets what pre-imported libraries read at import starts cold: the server's child.
+// A kernel whose env sets what pre-imported libraries read at import, or asked Fresh (a session's
+// env will set such a variable), starts cold: the server's child.
 func TestImportTimeEnvStartsCold(t *testing.T) {
 	t.Parallel()
 	tp, spec := newProvisioner(t, "numpy")
-	k := start(t, tp, spec, map[string]string{"OMP_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
-	if f := factsOf(t, k); f.PPID != os.Getpid() || f.Preloaded {
-		t.Errorf("kernel %+v: want a cold start (parent %d, numpy not preloaded)", f, os.Getpid())
+	ks := []*kernel.Kernel{
+		start(t, tp, spec, map[string]string{"OMP_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}),
+		startOpts(t, tp, kernel.Options{Spec: spec, Fresh: true}),
 	}
-	if st := tp.Stats(); st.Cold != 1 || st.Forks != 0 {
-		t.Errorf("stats %+v, want 1 cold", st)
+	for _, k := range ks {
+		if f := factsOf(t, k); f.PPID != os.Getpid() || f.Preloaded {
+			t.Errorf("kernel %+v: want a cold start (parent %d, numpy not preloaded)", f, os.Getpid())
+		}
+	}
+	if st := tp.Stats(); st.Cold != 2 || st.Forks != 0 {
+		t.Errorf("stats %+v, want 2 cold", st)
 	}
 }

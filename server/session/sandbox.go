@@ -25,6 +25,7 @@ func (f *kernels) claimKernel(ctx context.Context, doc carryover.Session, runEnv
 		return f.pooled(ctx)
 	}
 	opts := f.opts
+	opts.Fresh = importEnv // not forked from a template either: it imported them too
 	if otherNet {
 		opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
 	}
