@@ -269,7 +269,8 @@ func (tp *Provisioner) Stats() Stats {
 	return st
 }
 
-// Close stops the template (the kernels it forked stay; they are shut down by their owners).
+// Close stops the template. The kernels it forked stay, but their exits are no longer seen: the
+// server shuts every kernel down before it closes its provisioner.
 func (tp *Provisioner) Close() error {
 	tp.mu.Lock()
 	if tp.closed {
@@ -280,6 +281,7 @@ func (tp *Provisioner) Close() error {
 	tp.mu.Unlock()
 	close(tp.stop)
 	<-tp.done
+	tp.watch.close()
 	if tp.ownDir {
 		return os.RemoveAll(tp.dir)
 	}
