@@ -36,15 +36,15 @@ func benchTemplates(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if env.Quick {
 		nCold, nFirst, nBurst = 1, 2, 3
 	}
-	coldLat, coldUSS, err := tplColdPeer(ctx, env, nCold)
+	coldLat, coldUSS, rows, err := tplColdPeer(ctx, env, nCold)
 	if err != nil {
-		return nil, fmt.Errorf("cold peer: %w", err)
+		return rows, fmt.Errorf("cold peer: %w", err)
 	}
-	rows, err := tplFirstResult(ctx, env, nFirst, coldLat)
-	if err != nil {
+	r, err := tplFirstResult(ctx, env, nFirst, coldLat)
+	if rows = append(rows, r...); err != nil {
 		return rows, err
 	}
-	r, err := tplBurst(ctx, env, nBurst, percentile(coldLat, 50), coldUSS)
+	r, err = tplBurst(ctx, env, nBurst, percentile(coldLat, 50), coldUSS)
 	return append(rows, r...), err
 }
 
@@ -81,25 +81,25 @@ func firstResults(ctx context.Context, h *benchSrv, n int) ([]string, []time.Dur
 }
 
 // tplColdPeer is the peer of both rows: with templates off and the pool drained, n sessions' create ->
-// first result, then their kernels' USS once each also holds the frame.
-func tplColdPeer(ctx context.Context, env *benchEnv, n int) (lat []time.Duration, uss int64, err error) {
+// first result, then their kernels' USS once each also holds the frame (rows: only the errors its
+// server logged).
+func tplColdPeer(ctx context.Context, env *benchEnv, n int) (lat []time.Duration, uss int64, rows []benchRow, err error) {
 	h, err := tplSrv(ctx, env, "templates-cold", false, true)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	var rows []benchRow
 	defer func() { err = errors.Join(err, stopSrv(h, "templates-cold", &rows)) }()
 	ids, lat, err := firstResults(ctx, h, n)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, rows, err
 	}
 	for _, id := range ids {
 		if err := runWant(ctx, h.c, id, tplFrame, "499500"); err != nil {
-			return nil, 0, err
+			return nil, 0, rows, err
 		}
 	}
 	uss, _, _ = kernelsUSS()
-	return lat, uss / int64(n), nil
+	return lat, uss / int64(n), rows, nil
 }
 
 // tplFirstResult: create -> first result on a drained pool, templates on, beside templates off.
