@@ -94,7 +94,14 @@ func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slo
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
-	tp, err := template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Logger: log})
+	// Its script and log live in the data dir: a killed server leaves nothing in /tmp, and the next
+	// start writes the script again and appends to the log.
+	dir := filepath.Join(cfg.DataDir, "template")
+	var tp *template.Provisioner
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir, Logger: log})
+	}
 	if err != nil {
 		log.Warn("kernel templates unavailable: kernels start cold", "err", err)
 		return local
