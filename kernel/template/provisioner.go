@@ -25,6 +25,10 @@ const closeGrace = 5 * time.Second
 
 var timeAfter = time.After
 
+// warmWait bounds how long a launch waits for a template that is still warming up (or that hangs
+// in an import) before it starts its kernel cold instead.
+const warmWait = 15 * time.Second
+
 // Config says which template to keep and what to fall back on.
 type Config struct {
 	Python    string   // the interpreter of the kernels it makes (the kernelspec's argv[0])
@@ -210,7 +214,9 @@ func (tp *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kern
 
 // forkKernel asks the warm template for the kernel.
 func (tp *Provisioner) forkKernel(ctx context.Context, spec kernel.LaunchSpec, args []string) (*child, error) {
-	p, err := tp.ready(ctx)
+	wctx, cancel := context.WithTimeout(ctx, warmWait)
+	p, err := tp.ready(wctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
