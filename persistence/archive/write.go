@@ -29,6 +29,9 @@ type Export struct {
 	Settings   Settings
 	Workspace  string
 	Producer   string
+	// Events, when not nil, is the events member (JSON lines of ArchivedEvent; see EncodeEvents):
+	// the archive is then of version 2.
+	Events []byte
 }
 
 // Stats is what an export or an import moved.
@@ -55,19 +58,27 @@ func Write(ctx context.Context, w io.Writer, e Export) (Stats, error) {
 	if len(settings) == 0 {
 		settings = json.RawMessage("{}")
 	}
-	idx := Index{Format: Format, Version: Version, CreatedAt: time.Now().UTC(), Producer: e.Producer,
+	idx := Index{Format: Format, Version: 1, CreatedAt: time.Now().UTC(), Producer: e.Producer,
 		Source: Source{SessionID: e.SessionID, CheckpointID: e.Checkpoint.ID, Turn: e.Checkpoint.Turn,
 			CreatedAt: e.Checkpoint.CreatedAt.UTC(), Workspace: e.Workspace, ManifestFormat: m.V},
 		Parts: []Part{part(ManifestName, e.Checkpoint.Manifest), part(SessionName, settings)}, Chunks: chunks}
-	ib, err := json.Marshal(idx)
-	if err != nil {
+	parts := []struct {
+		name string
+		b    []byte
+	}{{IndexName, nil}, {ManifestName, e.Checkpoint.Manifest}, {SessionName, settings}}
+	if e.Events != nil {
+		idx.Version = EventVersion
+		idx.Parts = append(idx.Parts, part(EventsName, e.Events))
+		parts = append(parts, struct {
+			name string
+			b    []byte
+		}{EventsName, e.Events})
+	}
+	if parts[0].b, err = json.Marshal(idx); err != nil {
 		return Stats{}, fmt.Errorf("export: index: %w", err)
 	}
 	aw := &writer{tw: tar.NewWriter(w), sum: sha256.New()}
-	for _, p := range []struct {
-		name string
-		b    []byte
-	}{{IndexName, ib}, {ManifestName, e.Checkpoint.Manifest}, {SessionName, settings}} {
+	for _, p := range parts {
 		if err := aw.member(p.name, p.b, nil); err != nil {
 			return Stats{}, err
 		}
