@@ -996,6 +996,8 @@ export declare namespace Schemas {
     chunks_present: number;
     /** stored bytes newly written (what the stored_bytes quota counts) */
     bytes_written: number;
+    /** events of the source's log appended to the new session's log (0 when the archive carries none) */
+    events: number;
     /** settings this server could not apply, each named */
     warnings: string[];
   }
