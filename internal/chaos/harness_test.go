@@ -126,7 +126,7 @@ type harness struct {
 	kinds   []string
 	models  []*model
 	tallies map[string]*tally
-	storeOK func() bool                       // the store is undamaged
+	storeOK func() bool                      // the store is undamaged
 	inject2 func(kind string, m *model) bool // the topology's own faults; false: not one of them
 }
 
