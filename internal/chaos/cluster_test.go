@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ type cluster struct {
 
 // startCluster starts PostgreSQL, the S3 gateway and the proxy before it, the nodes and the
 // balancer, each stopped when the test ends.
-func startCluster(t *testing.T, nodes int, env []string) *cluster {
+func startCluster(t *testing.T, nodes, pool int, env []string) *cluster {
 	pg, err := pgtest.Init("")
 	if err == nil {
 		err = pg.Start()
@@ -59,7 +60,7 @@ func startCluster(t *testing.T, nodes int, env []string) *cluster {
 		"CARRYOVER_CHUNKS_S3_ACCESS_KEY="+s3test.AccessKey, "CARRYOVER_CHUNKS_S3_SECRET_KEY="+s3test.SecretKey)
 	var addrs []string
 	for i := range nodes {
-		p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: []string{"--pool.size", "1"},
+		p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: []string{"--pool.size", strconv.Itoa(pool)},
 			Env: append(slices.Clone(env), "CARRYOVER_CLUSTER_NODE_ID="+string(rune('a'+i)))})
 		cl.nodes = append(cl.nodes, p)
 		addrs = append(addrs, strings.TrimPrefix(p.Base, "http://"))
@@ -76,11 +77,11 @@ func startCluster(t *testing.T, nodes int, env []string) *cluster {
 // one of the two). The same model and check: nothing answered is lost, any difference is named.
 func TestChaosCluster(t *testing.T) {
 	t.Parallel()
-	faults := envInt("CARRYOVER_CHAOS_FAULTS", 3)
+	faults := envInt("CARRYOVER_CHAOS_FAULTS", 2)
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	env, sandbox := sandboxEnv()
 	t.Logf("seed %d, %d faults, sandbox %v", seed, faults, sandbox)
-	cl := startCluster(t, 2, env)
+	cl := startCluster(t, 2, 1, env)
 	h := newHarness(t, "two nodes on PostgreSQL + S3", seed, cl.lb.addr(), cl.nodes)
 	h.kinds = append(slices.Clone(faultKinds), clusterKinds...)
 	if sandbox {
@@ -88,7 +89,7 @@ func TestChaosCluster(t *testing.T) {
 	}
 	h.storeOK = func() bool { return pgOK(t, cl.dsn) }
 	h.inject2 = func(kind string, _ *model) bool { return cl.inject(h, kind) }
-	h.run(faults, 2)
+	h.run(faults, runners(t, h.c, "http://"+h.proxy.Addr(), "chaos"))
 }
 
 // inject makes one of the store faults and its recovery; false for a kind that is not one.

@@ -45,6 +45,7 @@ const chaosTurn = "n = globals().get('n', 0) + 1\nlog = globals().get('log', [])
 // model is what the harness knows of one session.
 type model struct {
 	id        string
+	drv       runner // the client that drives it
 	answered  int  // n of the last answered turn
 	uncertain bool // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
 	fileLag   int  // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
@@ -56,18 +57,37 @@ type tally struct{ injected, exact, named, silent, hung, damaged int }
 
 func TestChaos(t *testing.T) {
 	t.Parallel()
-	faults := envInt("CARRYOVER_CHAOS_FAULTS", 3)
+	faults := envInt("CARRYOVER_CHAOS_FAULTS", 2)
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	env, sandbox := sandboxEnv()
 	t.Logf("seed %d, %d faults, sandbox %v", seed, faults, sandbox)
-	p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: []string{"--pool.size", "1"}, Env: env})
+	// The data dir (and the spool) on a small filesystem of its own, which the full-disk fault fills.
+	var dir string
+	if os.Geteuid() == 0 {
+		dir = smallDisk(t, "1g")
+		env = append(env, "CARRYOVER_PERSISTENCE_SPOOL_DIR="+filepath.Join(dir, "spool"))
+	}
+	p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Dir: dir, Flags: []string{"--pool.size", "1"}, Env: env})
 	h := newHarness(t, "one SQLite node", seed, strings.TrimPrefix(p.Base, "http://"), []*servertest.Process{p})
-	h.kinds = faultKinds
+	h.kinds = slices.Clone(faultKinds)
 	if sandbox {
-		h.kinds = append(slices.Clone(faultKinds), "oom-kernel")
+		h.kinds = append(h.kinds, "oom-kernel")
+	}
+	if dir != "" {
+		h.kinds = append(h.kinds, "full-disk")
+		h.inject2 = func(kind string, _ *model) bool {
+			if kind != "full-disk" {
+				return false
+			}
+			filler := filepath.Join(dir, "filler")
+			fill(t, filler)
+			time.Sleep(time.Duration(500+h.rng.IntN(1500)) * time.Millisecond)
+			os.Remove(filler)
+			return true
+		}
 	}
 	h.storeOK = func() bool { return sqliteOK(t, p.Dir) }
-	h.run(faults, 2)
+	h.run(faults, runners(t, h.c, "http://"+h.proxy.Addr(), p.Token))
 }
 
 // sandboxEnv is the servers' environment: the sandbox on where bubblewrap runs as root.
@@ -93,10 +113,24 @@ func newHarness(t *testing.T, topo string, seed uint64, front string, nodes []*s
 		seed: seed, tallies: map[string]*tally{}}
 }
 
-// run creates the sessions, injects the faults one after another and prints the table.
-func (h *harness) run(faults, sessions int) {
-	for i := range sessions {
-		m := &model{id: fmt.Sprintf("chaos%d", i)}
+// only narrows kinds to those CARRYOVER_CHAOS_KINDS names (comma-separated; unset: all), to
+// replay or study one fault.
+func only(kinds []string) []string {
+	v := os.Getenv("CARRYOVER_CHAOS_KINDS")
+	if v == "" {
+		return kinds
+	}
+	return slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(v, ","), k) })
+}
+
+// run creates a session for each runner (the Go, Python and Node clients), injects the faults one
+// after another and prints the table.
+func (h *harness) run(faults int, drivers []runner) {
+	if h.kinds = only(h.kinds); len(h.kinds) == 0 {
+		h.t.Skip("CARRYOVER_CHAOS_KINDS names no fault of this topology")
+	}
+	for i, drv := range drivers {
+		m := &model{id: fmt.Sprintf("chaos%d-%s", i, drv.name()), drv: drv}
 		req := client.CreateRequest{SessionID: m.id}
 		if slices.Contains(h.kinds, "oom-kernel") {
 			req.Sandbox = &client.SandboxRequest{Memory: oomLimit}
@@ -134,7 +168,7 @@ type harness struct {
 func (h *harness) turn(m *model, code string) bool {
 	ctx, cancel := context.WithTimeout(h.t.Context(), 150*time.Second)
 	defer cancel()
-	res, err := h.c.Run(ctx, m.id, client.RunRequest{Code: code})
+	res, err := m.drv.run(ctx, m.id, code)
 	h.noteRestore(m, res)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -201,7 +235,7 @@ func (h *harness) fault(i int, kind string, m *model) {
 	default:
 		tl.silent++
 	}
-	h.t.Logf("fault %d: %s on %s: %s", i, kind, m.id, outcome)
+	h.t.Logf("fault %d: %s on %s (%s client): %s", i, kind, m.id, m.drv.name(), outcome)
 }
 
 // inject makes the fault and its recovery (a restart, a SIGCONT).

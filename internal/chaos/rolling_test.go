@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,11 +59,16 @@ func (rc *rollingClient) loop(ctx context.Context, c *client.Client, stop <-chan
 // started again in turn. Every turn answered, none run twice or lost; the longest time a client's
 // turn took (its pause: a turn alone takes tens of milliseconds) is measured and printed.
 func TestRollingRestart(t *testing.T) {
+	if os.Getenv("CARRYOVER_CHAOS_FULL") == "" {
+		t.Skip("make chaos runs it (CARRYOVER_CHAOS_FULL=1): minutes of a cluster warming kernels under load")
+	}
 	t.Parallel()
 	env, _ := sandboxEnv()
-	cl := startCluster(t, 2, env)
-	c := client.New("http://"+cl.lb.addr(), "chaos")
 	clients := make([]*rollingClient, 4)
+	// Each node keeps a warm kernel for every session it may take over, and a restarted node is
+	// waited for until its pool is warm before the next node drains, as a rolling restart should.
+	cl := startCluster(t, 2, len(clients), env)
+	c := client.New("http://"+cl.lb.addr(), "chaos")
 	for i := range clients {
 		clients[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}
 		if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
@@ -99,6 +106,7 @@ func TestRollingRestart(t *testing.T) {
 		p.Stop()
 		t1 := time.Now()
 		p.Restart(t)
+		warmPool(t, client.New(p.Base, p.Token), len(clients))
 		t.Logf("%s: SIGTERM at %s, exited after %v, serving again after %v", p.Base, t0.Format("15:04:05.000"),
 			t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 		waitTurns(3)
@@ -113,5 +121,20 @@ func TestRollingRestart(t *testing.T) {
 		}
 		longest = max(longest, rc.longest)
 	}
+	if dir := os.Getenv("CARRYOVER_CHAOS_LOGS"); dir != "" {
+		for i, p := range cl.nodes {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), []byte(p.Log()), 0o644)
+		}
+	}
 	t.Logf("rolling restart of 2 nodes under 4 clients: longest client pause %v", longest.Round(time.Millisecond))
+}
+
+// warmPool waits until the node's warm pool holds n idle kernels.
+func warmPool(t *testing.T, c *client.Client, n int) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if st, err := c.Status(t.Context()); err == nil && st.Pool.Idle >= n {
+			return
+		}
+	}
+	t.Fatalf("%s: the pool did not warm %d kernels in 3 minutes", c.BaseURL(), n)
 }
