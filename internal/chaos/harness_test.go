@@ -46,10 +46,10 @@ const chaosTurn = "n = globals().get('n', 0) + 1\nlog = globals().get('log', [])
 type model struct {
 	id        string
 	drv       runner // the client that drives it
-	answered  int  // n of the last answered turn
-	uncertain bool // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
-	fileLag   int  // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
-	named     bool // a restore report named turns.txt since the last check
+	answered  int    // n of the last answered turn
+	uncertain bool   // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
+	fileLag   int    // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
+	named     bool   // a restore report named turns.txt since the last check
 }
 
 // tally counts one fault kind's outcomes.
