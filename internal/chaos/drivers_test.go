@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -114,10 +115,10 @@ func (p *procRunner) run(ctx context.Context, sid, code string) (*client.RunResu
 	return res, nil
 }
 
-// runners are the Go client and, where their interpreters are, the Python and Node drivers, each
+// runners are the Go client, a Jupyter client (jupyter_test.go) and, where their interpreters are, the Python and Node drivers, each
 // on base.
 func runners(t *testing.T, c *client.Client, base, token string) []runner {
-	rs := []runner{goRunner{c}}
+	rs := []runner{goRunner{c}, jupyterRunner{wsBase: "ws" + strings.TrimPrefix(base, "http"), token: token}}
 	argvs := map[string][]string{"python": {"/usr/bin/python3", filepath.Join("testdata", "chaos_driver.py")}}
 	if node, err := exec.LookPath("node"); err == nil {
 		argvs["node"] = []string{node, filepath.Join("testdata", "chaos_driver.mjs")}
