@@ -341,6 +341,7 @@ func (h *harness) check(m *model) string {
 	default:
 		h.t.Logf("%s: turns.txt has %d lines at turn %d (lag %d, named %v)", m.id, f, n, m.fileLag, m.named)
 		verdict = "silent"
+		m.fileLag = lag // counted once: the next checks start from the file as it is
 	}
 	m.answered, m.uncertain, m.named = n, false, false
 	return verdict

@@ -59,7 +59,7 @@ func (j jupyterRunner) once(ctx context.Context, sid, code, msgID string) (*clie
 	if err := ws.WriteJSON(req); err != nil {
 		return nil, err
 	}
-	var out strings.Builder
+	var out, notices strings.Builder
 	for {
 		var m struct {
 			Header struct {
@@ -78,17 +78,35 @@ func (j jupyterRunner) once(ctx context.Context, sid, code, msgID string) (*clie
 		}
 		switch m.Header.MsgType {
 		case "stream":
-			var c struct{ Text string }
+			var c struct{ Name, Text string }
 			json.Unmarshal(m.Content, &c)
-			out.WriteString(c.Text)
+			if c.Name == "stderr" {
+				notices.WriteString(c.Text)
+			} else {
+				out.WriteString(c.Text)
+			}
 		case "execute_reply":
 			var c struct{ Status, EName, EValue string }
 			json.Unmarshal(m.Content, &c)
-			res := &client.RunResult{Status: c.Status, Stdout: out.String()}
+			notices.WriteString(c.EValue)
+			res := &client.RunResult{Status: c.Status, Stdout: out.String(), Restore: filesAheadIn(notices.String())}
 			if c.Status != "ok" {
 				return res, fmt.Errorf("jupyter: execute_reply %s: %s: %s", c.Status, c.EName, c.EValue)
 			}
 			return res, nil
 		}
 	}
+}
+
+// filesAheadIn reads the files the door named as ahead of the checkpoint in its notice (a stderr
+// stream, or a dead cell's error): "... kept as they are: a.txt, b.txt; ..." or "...]".
+func filesAheadIn(text string) *client.RestoreReport {
+	_, rest, ok := strings.Cut(text, "differ from the checkpoint, kept as they are: ")
+	if !ok {
+		return nil
+	}
+	if i := strings.IndexAny(rest, ";]\n"); i >= 0 {
+		rest = rest[:i]
+	}
+	return &client.RestoreReport{FilesAhead: strings.Split(rest, ", ")}
 }

@@ -30,6 +30,10 @@ type RawTurn struct {
 	// nil, Idle the kernel's.
 	ReplyLost     bool
 	CheckpointErr string
+	// Restore is the report of a restore since the last answer (this turn's kernel died, or an
+	// earlier one's): the front door tells its client what it names (files ahead of the
+	// checkpoint, variables not brought back), which a Jupyter reply has no field for.
+	Restore *carryover.RestoreReport
 }
 
 // RawTurnOptions connect the turn to the front door.
@@ -100,6 +104,7 @@ func (s *Service) RunRaw(ctx context.Context, id string, req kernel.RawMessage, 
 	ls.checkpointTurn(ctx, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
+	turn.Restore = res.Restore
 	var data map[string]any
 	if opts.Record != nil {
 		data = opts.Record(turn)
