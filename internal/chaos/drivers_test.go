@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,8 +116,8 @@ func (p *procRunner) run(ctx context.Context, sid, code string) (*client.RunResu
 	return res, nil
 }
 
-// runners are the Go client, a Jupyter client (jupyter_test.go) and, where their interpreters are, the Python and Node drivers, each
-// on base.
+// runners are the Go client, a Jupyter client (jupyter_test.go) and, where their interpreters are,
+// the Python and Node drivers, each on base; CARRYOVER_CHAOS_CLIENTS narrows them.
 func runners(t *testing.T, c *client.Client, base, token string) []runner {
 	rs := []runner{goRunner{c}, jupyterRunner{wsBase: "ws" + strings.TrimPrefix(base, "http"), token: token}}
 	argvs := map[string][]string{"python": {"/usr/bin/python3", filepath.Join("testdata", "chaos_driver.py")}}
@@ -135,6 +136,9 @@ func runners(t *testing.T, c *client.Client, base, token string) []runner {
 		}
 		t.Cleanup(func() { p.in.Close(); p.cmd.Process.Kill(); p.cmd.Wait() })
 		rs = append(rs, p)
+	}
+	if v := os.Getenv("CARRYOVER_CHAOS_CLIENTS"); v != "" { // e.g. "jupyter,go": to study one client
+		rs = slices.DeleteFunc(rs, func(r runner) bool { return !slices.Contains(strings.Split(v, ","), r.name()) })
 	}
 	return rs
 }

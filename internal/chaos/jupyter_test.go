@@ -27,7 +27,7 @@ func (j jupyterRunner) run(ctx context.Context, sid, code string) (*client.RunRe
 	wait := 100 * time.Millisecond
 	for {
 		res, err := j.once(ctx, sid, code, msgID)
-		if err == nil || ctx.Err() != nil {
+		if res != nil || ctx.Err() != nil { // answered (an error reply too), or out of time
 			return res, err
 		}
 		select {
@@ -39,7 +39,8 @@ func (j jupyterRunner) run(ctx context.Context, sid, code string) (*client.RunRe
 	}
 }
 
-// once sends the request on a new connection and reads until its execute_reply.
+// once sends the request on a new connection and reads until its execute_reply; a nil result is a
+// connection that failed before the reply (sent again), an error beside a result is the reply's.
 func (j jupyterRunner) once(ctx context.Context, sid, code, msgID string) (*client.RunResult, error) {
 	url := j.wsBase + "/jupyter/token/" + j.token + "/api/kernels/" + sid + "/channels"
 	ws, _, err := websocket.DefaultDialer.DialContext(ctx, url, nil)
