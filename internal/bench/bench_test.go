@@ -135,7 +135,7 @@ func TestUnescapeMountPath(t *testing.T) {
 // smokeSlowest are the sections that took longest in a quick run (a smoke run's times, slowest
 // first): TestSectionsSmoke starts them first, so that none of them starts last and the test ends
 // with one section going and the others' slots idle.
-var smokeSlowest = []string{"capacity", "server", "wake-e2e", "cluster", "browser UI: long sessions", "agent", "durability",
+var smokeSlowest = []string{"capacity", "server", "wake-e2e", "portable", "templates", "cluster", "browser UI: long sessions", "agent", "durability",
 	"fork fan-out", "keys", "sandbox", "jupyter front door"}
 
 // smokeOrder is SectionNames with smokeSlowest first.

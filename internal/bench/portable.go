@@ -55,8 +55,12 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		return nil, err
 	}
 	rounds, data := 5, portableData
-	if env.Quick { // 1 MB, one round: the same code paths
-		rounds, data = 1, strings.NewReplacer("7_000_000", "70_000", "3_000_000", "30_000").Replace(portableData)
+	if env.Quick { // ~1 MB, one round: the same code paths
+		rounds, data = 1, strings.NewReplacer("n = 2_500_000", "n = 25_000", "rand(5_000_000)", "rand(50_000)",
+			"range(150_000)", "range(1_500)").Replace(portableData)
+		if data == portableData {
+			return nil, errors.New("quick mode: portableData no longer has the sizes it shrinks")
+		}
 	}
 	dir := filepath.Join(env.Scratch, "portable")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

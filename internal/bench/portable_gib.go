@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The portable section's 1 GiB row: one session holding a 1 GiB array (64 MiB in quick mode),
+// The portable section's 1 GiB row: one session holding a 1 GiB array (8 MiB in quick mode),
 // exported from a SQLite server and imported into a PostgreSQL + S3 one, then its first run there,
 // once. Both servers are processes of their own here, so each one's memory is its own: their RSS is
 // sampled every 10 ms through the round and set beside the idle figure each had before it (the
@@ -21,7 +21,7 @@ import (
 func benchPortableGiB(ctx context.Context, env *benchEnv, be portableBackends, dir string) (benchRow, error) {
 	n, label := int64(1)<<27, "1 GiB" // float64s
 	if env.Quick {
-		n, label = 1<<23, "64 MiB"
+		n, label = 1<<20, "8 MiB"
 	}
 	if err := createBenchDB(be.pg.DSN("postgres"), "portable_gib"); err != nil {
 		return benchRow{}, err
