@@ -34,10 +34,11 @@
 // counts from), idempotency.go (keyed turns on package idempotency).
 //
 // Its packages, each importing nothing of this one: fifo (the run lock that serves in arrival
-// order), stream (the frames, the subscribers' bounded queues, the hub), workspace (the files API
-// of a workspace directory), rawexec (the Jupyter wire side of an execute_request), agentops (the
-// in-kernel agent's operations besides checkpoints), metrics (the service's metrics, the bounded
-// per-tenant collector), nodewatch (the node's watch and the shape of GET /api/status), skills,
+// order), stream (the frames, the subscribers' bounded queues, the hub, the comm relay's frames),
+// workspace (the files API of a workspace directory), rawexec (the Jupyter wire side of an
+// execute_request), agentops (the in-kernel agent's operations besides checkpoints), metrics (the
+// service's metrics, the bounded per-tenant collector), shellcmd (an exec request's argv, its text,
+// its capped output), nodewatch (the node's watch and the shape of GET /api/status), skills,
 // nbformat.
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
