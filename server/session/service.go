@@ -67,8 +67,11 @@ type background struct {
 
 // Session is a session as the server holds it, the handle of one session as jupyter_client's
 // KernelManager is of one kernel under its MultiKernelManager (the Service: the registry,
-// lifecycle, recovery, cluster adoption): its document, its kernel, its run lock, and the steps of
-// its turns (ensureKernel, checkpoint, hibernateLocked, ...) as its methods.
+// lifecycle, recovery, cluster adoption): its document, its kernel, its run lock and its stream.
+// Front doors get it from Service.Session and call its turns (Run, RunCommand, RunRaw,
+// SendInLine), its kernel's controls (Interrupt, Restart, Rotate, Hibernate), its stream (Attach,
+// SubscribeEvents) and its checkpoints; the steps of its turns (ensureKernel, checkpoint,
+// hibernateLocked, ...) are its unexported methods.
 type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
