@@ -18,7 +18,7 @@ func evictionCandidates(live []*Session) []capacity.Candidate[*Session] {
 	for _, ls := range live {
 		ls.mu.Lock()
 		c := capacity.Candidate[*Session]{Item: ls, Tenant: ls.doc.TenantName(), LastActivity: ls.doc.LastActivity,
-			Background: len(ls.bgSeen) > 0}
+			Background: ls.notes.HasBackground()}
 		ls.mu.Unlock()
 		c.Busy = ls.lock.Busy()
 		out = append(out, c)

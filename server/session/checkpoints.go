@@ -88,7 +88,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	ls.mu.Unlock()
 	go ls.watchKernel(k)
 	go ls.relayComms(k) // comms.go: the widgets' messages
-	ls.noteRestored(res)
+	ls.notes.Restored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
 	cpRes, err := ls.checkpoint(ctx, k)
 	if err != nil {

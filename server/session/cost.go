@@ -58,7 +58,7 @@ func (ls *Session) sampleCost(ctx context.Context, k *kernel.Kernel) {
 	if err != nil {
 		return
 	}
-	ls.noteBackground(k, k.Background())
+	ls.notes.Background(k, k.Background())
 	now := time.Now()
 	ls.mu.Lock()
 	if ls.kern != k {

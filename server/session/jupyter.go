@@ -74,7 +74,7 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	runErr := rawOutcome(turn, res, ls.docCopy().ExecutionCount, advance)
 	ls.checkpointTurn(ctx, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
-	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
+	res.Restore = ls.notes.TakeRestored() // in the turn's record; not told again to a later /run
 	var data map[string]any
 	if opts.Record != nil {
 		data = opts.Record(turn)

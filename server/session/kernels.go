@@ -148,7 +148,7 @@ func (ls *Session) attachNew(ctx context.Context, nk newKernel) {
 		"duration_ms": ms(time.Since(nk.start))})
 	if nk.restored != nil {
 		ls.emit(ctx, carryover.EventCheckpointRestored, nk.restored)
-		ls.noteRestored(nk.restored)
+		ls.notes.Restored(nk.restored)
 	}
 	go ls.watchKernel(k)
 	go ls.relayComms(k) // comms.go: the widgets' messages
@@ -288,7 +288,7 @@ func (ls *Session) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 		reason = err.Error()
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
-	ls.noteEnded(k, ls.endedByDeath(k), payload)
+	ls.noteEnded(k, ls.notes.EndedByDeath(k), payload)
 	ls.emit(ctx, carryover.EventKernelDied, payload)
 	s.stopKernel(ctx, k)
 }

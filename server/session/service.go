@@ -19,6 +19,7 @@ import (
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/fidelity"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/nodewatch"
@@ -85,20 +86,17 @@ type Session struct {
 	running *activeRun    // the run in flight, for websocket clients that connect mid-run
 	setup   *pendingSetup // the kernel's set-up, to ride on its first cell (kernels.go)
 
-	kernStart   time.Time                  // when the current kernel was attached (rotation clock)
-	pausedAt    time.Time                  // when the session was paused (zero when not paused)
-	pausedFor   time.Duration              // paused time during the current kernel's life
-	rotating    bool                       // a timed rotation is queued or running
-	lastSkipped string                     // what the last checkpoint skipped (variables_skipped is sent on change)
-	deleted     bool                       // DELETE happened: nothing may start a kernel for it any more
-	cost        costMeter                  // CPU and memory use of the current kernel, for cost_cap_cents
-	evicted     bool                       // another node owns it now (cluster.go): nothing here is saved any more
-	ended       []kernel.BackgroundProcess // ended with a kernel stopped on purpose; told in the next run's answer
-	restored    *carryover.RestoreReport   // the last restore's report; told in the next run's answer
-	// bgSeen is the background processes of bgKernel at the last cost sample: what a kernel's death
-	// takes with it, when they are gone before the death is noticed (a box dies with its kernel).
-	bgSeen   []kernel.BackgroundProcess
-	bgKernel *kernel.Kernel
+	kernStart   time.Time     // when the current kernel was attached (rotation clock)
+	pausedAt    time.Time     // when the session was paused (zero when not paused)
+	pausedFor   time.Duration // paused time during the current kernel's life
+	rotating    bool          // a timed rotation is queued or running
+	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
+	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
+	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
+	evicted     bool          // another node owns it now (cluster.go): nothing here is saved any more
+	// notes is what the next answer tells of what was not carried over: the processes a kernel
+	// took with it, the last restore's report (package fidelity).
+	notes fidelity.Notes
 }
 
 // Options configures a Service.
