@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/cost"
 )
 
 // CheckpointNow takes a checkpoint outside a run.
@@ -69,7 +70,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	if err != nil {
 		return nil, err
 	}
-	baseline := costBaseline(k)
+	baseline := cost.Baseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
 	if err := s.kern.prepareKernel(ctx, ls.id, k, doc); err != nil {

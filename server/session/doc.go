@@ -41,7 +41,7 @@
 // service's metrics, the bounded per-tenant collector), shellcmd (an exec request's argv, its text,
 // its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
 // (what the next answer tells of what was not carried over: processes ended with a kernel, the last
-// restore's report), skills, nbformat.
+// restore's report), cost (the cost model: a kernel's meter), skills, nbformat.
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session

@@ -19,6 +19,7 @@ import (
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/cost"
 	"github.com/carryover/carryover/server/session/fidelity"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/metrics"
@@ -92,7 +93,7 @@ type Session struct {
 	rotating    bool          // a timed rotation is queued or running
 	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
 	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
-	cost        costMeter     // CPU and memory use of the current kernel, for cost_cap_cents
+	cost        cost.Meter    // CPU and memory use of the current kernel, for cost_cap_cents
 	evicted     bool          // another node owns it now (cluster.go): nothing here is saved any more
 	// notes is what the next answer tells of what was not carried over: the processes a kernel
 	// took with it, the last restore's report (package fidelity).
