@@ -84,6 +84,9 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(a.maxBody)
 	c := &wsClient{api: a, id: id, conn: conn, sub: sub, comms: wantComms(r)}
+	if c.comms {
+		go ls.SyncWidgets(r.Context(), sub) // the kernel's live widgets, for a page that (re)connects
+	}
 	c.serve(r.Context(), detach)
 }
 

@@ -114,7 +114,8 @@ func (b *bridge) runTurn(j turnJob) {
 		b.failExecute(j, string(e.Code), e.Message)
 	case res.Died:
 		b.failExecute(j, "KernelDied", fmt.Sprintf(
-			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)", res.ExecutionCount))
+			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)%s",
+			res.ExecutionCount, restoreNotice(res.Restore, "; ")))
 	case res.ReplyLost:
 		b.awaitKernelIdle(j.msgID) // the cell's outputs first
 		b.failExecute(j, "KeyboardInterrupt", kernel.LostReplyMessage)
@@ -125,6 +126,9 @@ func (b *bridge) runTurn(j turnJob) {
 		var aborted []turnJob
 		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
 			aborted = b.takeQueuedExecutes()
+		}
+		if n := restoreNotice(res.Restore, ""); n != "" {
+			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr", "text": "[carryover: " + n + "]\n"}))
 		}
 		if res.CheckpointErr != "" {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",

@@ -82,6 +82,9 @@ func (ls *Session) SendComm(ctx context.Context, req CommRequest) (msgID string,
 	if err != nil {
 		return "", fmt.Errorf("comm to the kernel: %w", err)
 	}
+	if req.MsgType == "comm_msg" {
+		ls.widgetsMoved(k) // widget_checkpoint.go: saved without a cell
+	}
 	return req.MsgID, nil
 }
 
@@ -96,7 +99,10 @@ func (ls *Session) relayComms(k *kernel.Kernel) {
 	}
 	defer cancel()
 	ls.hub.BroadcastComms(stream.CommResetFrame{Type: "comm_reset",
-		Message: "a new kernel started: widgets drawn before it have no state any more (run their cells again)"})
+		Message: "a new kernel started: the widgets come back from the last checkpoint"})
+	if ls.hub.HasComms() {
+		go ls.syncWidgets(context.Background(), k, ls.hub.BroadcastComms) // widget_sync.go: the restore re-created them
+	}
 	var r stream.CommRelay
 	for {
 		select {

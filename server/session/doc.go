@@ -25,7 +25,9 @@
 // list_cluster.go (a node of a cluster), jupyter.go (a Jupyter client's execute_request as a turn,
 // RunRaw, on package rawexec, and its other shell messages in the same line, SendInLine),
 // comm_relay.go (the UI's widgets: comm messages relayed over the session's stream;
-// kernel.CommSet names the comms a replaced kernel lost), kernel_factory.go (kernels: the pool,
+// kernel.CommSet names the comms a replaced kernel lost), widget_sync.go (the kernel's live widgets
+// sent to a page that connects or after a restore), widget_checkpoint.go (a widget moved on a page
+// saved without a cell), kernel_factory.go (kernels: the pool,
 // the launch options, a kernel attached to its session, the workspaces' disks), capacity.go (the
 // one claim of a kernel, takeKernel, on a lease of the node's ledger, package capacity),
 // capacity_evict.go (hibernating the least recently used idle session), capacity_memory.go (the

@@ -75,6 +75,7 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	ls.checkpointTurn(ctx, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.notes.TakeRestored() // in the turn's record; not told again to a later /run
+	turn.Restore = res.Restore
 	var data map[string]any
 	if opts.Record != nil {
 		data = opts.Record(turn)

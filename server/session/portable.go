@@ -93,6 +93,7 @@ type ImportResult struct {
 	Chunks        int               `json:"chunks"`
 	ChunksPresent int               `json:"chunks_present"` // already in the store: verified, not written again
 	BytesWritten  int64             `json:"bytes_written"`
+	Events        int               `json:"events"` // events of the source's log appended to the new session's
 	Warnings      []string          `json:"warnings"`
 }
 
@@ -133,7 +134,11 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err != nil {
 		return ImportResult{}, err
 	}
-	cid, err := s.commitImport(ctx, ls, staged)
+	err = s.importEvents(ctx, newID, staged.Events)
+	var cid string
+	if err == nil {
+		cid, err = s.commitImport(ctx, ls, staged)
+	}
 	if err != nil {
 		s.mu.Lock()
 		delete(s.sessions, newID)
@@ -142,7 +147,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 		return ImportResult{}, err
 	}
 	return ImportResult{Session: ls.docCopy().View(), CheckpointID: cid, Source: staged.Index.Source, Chunks: staged.Stats.Chunks,
-		ChunksPresent: staged.Present, BytesWritten: staged.Written, Warnings: warnings}, nil
+		ChunksPresent: staged.Present, BytesWritten: staged.Written, Events: len(staged.Events), Warnings: warnings}, nil
 }
 
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from

@@ -28,6 +28,10 @@ type Turn struct {
 	// nil, Idle the kernel's.
 	ReplyLost     bool
 	CheckpointErr string
+	// Restore is the report of a restore since the last answer (this turn's kernel died, or an
+	// earlier one's): the front door tells its client what it names (files ahead of the
+	// checkpoint, variables not brought back), which a Jupyter reply has no field for.
+	Restore *carryover.RestoreReport
 }
 
 // Content is what a turn reads of an execute_request's content.
