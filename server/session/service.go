@@ -275,7 +275,7 @@ func (s *Service) recover(ctx context.Context) error {
 	return nil
 }
 
-// Session returns the handle of session id (its turns, its kernel, its files), or a not_found error.
+// Session returns the handle of session id (its turns, its kernel, its stream), or a not_found error.
 // A handle outlives a Delete of its session: its turns are refused then (not_found), as a turn
 // that waited for the run lock while the Delete came is.
 func (s *Service) Session(id string) (*Session, error) {
