@@ -34,7 +34,8 @@
 // memory pressure watch), capacity_status.go (GET /api/status on package nodewatch, each session's
 // share of the per-tenant metrics), ended.go (processes ended with a kernel, named in the event and
 // kept for the next answer), capacity_cluster.go (a cluster node's load), quota.go (what package quota
-// counts from), idempotency.go (keyed turns on package idempotency).
+// counts from), idempotency.go (keyed turns on package idempotency), portable.go and
+// portable_events.go (a session exported and imported as an archive, package archive).
 //
 // Its packages, each importing nothing of this one: fifo (the run lock that serves in arrival
 // order), stream (the frames, the subscribers' bounded queues, the hub, the comm relay's frames),
