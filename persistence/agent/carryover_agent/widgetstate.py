@@ -28,6 +28,7 @@ Why it looks like this
 
 import importlib
 import io
+import json
 import pickle
 import sys
 import threading
@@ -231,7 +232,10 @@ def capture(skipped):
     recs, failed, changed = [], [], False
     live = list(W.widgets.items())
     for mid, w in live:
-        seen = _seen(w, mid)
+        try:
+            seen = _seen(w, mid)
+        except Exception:  # a widget without traitlets' bookkeeping: pickled every time
+            seen = (object(),)
         hit = _CACHE.get(mid)
         if hit is not None and hit[0] is w and _unchanged(hit[1], seen):
             recs.append(hit[2])
@@ -522,6 +526,10 @@ def op_widgets(agent, a):
         m = {"comm_id": mid, "data": state}
         if OUTPUTS.get(mid):
             m["outputs"] = OUTPUTS[mid]
+        try:
+            json.dumps(m)
+        except (TypeError, ValueError):  # a value JSON cannot carry: that widget is not sent
+            continue
         out.append(m)
     return {"models": out}
 
