@@ -23,12 +23,12 @@ const widgetCheckpointDelay = time.Second
 // widgetCheckpointTimeout bounds one such checkpoint.
 const widgetCheckpointTimeout = 2 * time.Minute
 
-// widgetSaves holds the armed timer of each session (*liveSession -> *time.Timer); the entry goes
+// widgetSaves holds the armed timer of each session (*Session -> *time.Timer); the entry goes
 // when its checkpoint is taken or its kernel is gone.
 var widgetSaves sync.Map
 
 // widgetsMoved arms (or pushes back) the widget checkpoint of kernel k.
-func (ls *liveSession) widgetsMoved(k *kernel.Kernel) {
+func (ls *Session) widgetsMoved(k *kernel.Kernel) {
 	t := time.AfterFunc(widgetCheckpointDelay, func() { ls.saveWidgets(k) })
 	if old, loaded := widgetSaves.Swap(ls, t); loaded {
 		old.(*time.Timer).Stop()
@@ -37,7 +37,7 @@ func (ls *liveSession) widgetsMoved(k *kernel.Kernel) {
 
 // saveWidgets checkpoints the session if k is still its kernel and no turn holds it; a busy session
 // has the timer armed again.
-func (ls *liveSession) saveWidgets(k *kernel.Kernel) {
+func (ls *Session) saveWidgets(k *kernel.Kernel) {
 	if ls.currentKernel() != k {
 		widgetSaves.Delete(ls)
 		return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // widgetSyncTimeout bounds the wait for the kernel (a cell running) and its answer.
@@ -26,13 +27,9 @@ type widgetModel struct {
 	Outputs json.RawMessage `json:"outputs,omitempty"`
 }
 
-// SyncWidgets sends session id's live widgets to sub (a page that just connected), when its kernel
+// SyncWidgets sends the session's live widgets to sub (a page that just connected), when its kernel
 // is live; it never starts a kernel and waits its turn behind a running cell.
-func (s *Service) SyncWidgets(ctx context.Context, id string, sub *Subscriber) {
-	ls, err := s.get(id)
-	if err != nil {
-		return
-	}
+func (ls *Session) SyncWidgets(ctx context.Context, sub *stream.Subscriber) {
 	if k := ls.currentKernel(); k != nil {
 		ls.syncWidgets(ctx, k, func(v any) { sub.Send(v) })
 	}
@@ -40,7 +37,7 @@ func (s *Service) SyncWidgets(ctx context.Context, id string, sub *Subscriber) {
 
 // syncWidgets asks kernel k for its live widgets (under the run lock, so it does not race a turn)
 // and hands each to send as a comm_open frame. Nothing is sent when k is no longer the session's.
-func (ls *liveSession) syncWidgets(ctx context.Context, k *kernel.Kernel, send func(any)) {
+func (ls *Session) syncWidgets(ctx context.Context, k *kernel.Kernel, send func(any)) {
 	ctx, cancel := context.WithTimeout(ctx, widgetSyncTimeout)
 	defer cancel()
 	go func() { // a kernel that dies meanwhile has nothing to send
@@ -74,6 +71,6 @@ func (ls *liveSession) syncWidgets(ctx context.Context, k *kernel.Kernel, send f
 			md["outputs"] = m.Outputs
 		}
 		meta, _ := json.Marshal(md)
-		send(CommFrame{Type: "comm", MsgType: "comm_open", MsgID: "carryover-sync-" + m.CommID, Content: content, Metadata: meta})
+		send(stream.CommFrame{Type: "comm", MsgType: "comm_open", MsgID: "carryover-sync-" + m.CommID, Content: content, Metadata: meta})
 	}
 }
