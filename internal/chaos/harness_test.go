@@ -57,7 +57,7 @@ type tally struct{ injected, exact, named, silent, hung, damaged int }
 
 func TestChaos(t *testing.T) {
 	t.Parallel()
-	faults := envInt("CARRYOVER_CHAOS_FAULTS", 2)
+	faults := envInt("CARRYOVER_CHAOS_FAULTS", 1)
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	env, sandbox := sandboxEnv()
 	t.Logf("seed %d, %d faults, sandbox %v", seed, faults, sandbox)
