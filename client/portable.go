@@ -17,6 +17,7 @@ type ImportResult struct {
 	Chunks        int           `json:"chunks"`
 	ChunksPresent int           `json:"chunks_present"` // already in the store: verified, not written again
 	BytesWritten  int64         `json:"bytes_written"`
+	Events        int           `json:"events"` // events of the archive's log appended to the new session's
 	Warnings      []string      `json:"warnings"`
 }
 
@@ -33,9 +34,28 @@ type ArchiveSource struct {
 // ExportSession streams the archive of session id (checkpointID one of its checkpoints; "" its
 // current state) into w (docs/export-format.md). The archive is never held in memory.
 func (c *Client) ExportSession(ctx context.Context, id, checkpointID string, w io.Writer) error {
+	return c.ExportSessionWith(ctx, id, ExportOptions{CheckpointID: checkpointID}, w)
+}
+
+// ExportOptions are an export's choices: the checkpoint ("" the session's current state) and
+// whether the archive carries the session's event log (an archive of version 2).
+type ExportOptions struct {
+	CheckpointID string
+	Events       bool
+}
+
+// ExportSessionWith is ExportSession with all its options.
+func (c *Client) ExportSessionWith(ctx context.Context, id string, o ExportOptions, w io.Writer) error {
+	q := url.Values{}
+	if o.CheckpointID != "" {
+		q.Set("checkpoint_id", o.CheckpointID)
+	}
+	if o.Events {
+		q.Set("events", "true")
+	}
 	path := sessionPath(id, "export")
-	if checkpointID != "" {
-		path += "?checkpoint_id=" + url.QueryEscape(checkpointID)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	return c.Do(ctx, http.MethodGet, path, nil, w)
 }

@@ -135,8 +135,9 @@ export declare class Carryover {
   getNotebook(sessionId: string): Promise<any>;
   runNotebook(sessionId: string, notebook: any, opts?: { continueOnError?: boolean }): Promise<A['POST /api/sessions/{id}/notebook']>;
   /** the archive (docs/export-format.md), in memory */
-  exportSession(sessionId: string, opts?: { checkpointId?: string }): Promise<Uint8Array>;
-  importSession(archive: Uint8Array | ArrayBuffer | Blob, opts?: { sessionId?: string }): Promise<A['POST /api/sessions/import']>;
+  exportSession(sessionId: string, opts?: { checkpointId?: string; events?: boolean; stream?: false }): Promise<Uint8Array>;
+  exportSession(sessionId: string, opts: { checkpointId?: string; events?: boolean; stream: true }): Promise<ReadableStream<Uint8Array>>;
+  importSession(archive: Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, opts?: { sessionId?: string }): Promise<A['POST /api/sessions/import']>;
 
   listFiles(sessionId: string): Promise<A['GET /api/sessions/{id}/files']>;
   getFile(sessionId: string, path: string): Promise<Uint8Array>;
@@ -996,6 +997,8 @@ export declare namespace Schemas {
     chunks_present: number;
     /** stored bytes newly written (what the stored_bytes quota counts) */
     bytes_written: number;
+    /** events of the source's log appended to the new session's log (0 when the archive carries none) */
+    events: number;
     /** settings this server could not apply, each named */
     warnings: string[];
   }

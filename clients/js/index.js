@@ -95,6 +95,12 @@ function retryAfterSeconds(v) {
   return Number.isFinite(t) ? Math.max(0, (t - Date.now()) / 1000) : 0;
 }
 
+/** @param {any} body @returns {boolean} a body to send as it is read: a web or Node stream, an async iterable */
+function isStream(body) {
+  return body != null && typeof body === 'object' && !(body instanceof Uint8Array) && !(body instanceof ArrayBuffer) &&
+    (body instanceof ReadableStream || typeof body[Symbol.asyncIterator] === 'function');
+}
+
 /** Whether a fetch failure means nothing was sent (the connection was refused or not resolved). */
 function unsent(err) {
   const code = err?.cause?.code ?? err?.code;
@@ -154,7 +160,7 @@ export class Carryover {
    *   to the answer's bytes (Uint8Array) instead of its JSON; headers: more request headers.
    * @returns {Promise<any>}
    */
-  async request(method, path, { json, body, raw = false, query, headers: extra } = {}) {
+  async request(method, path, { json, body, raw = false, stream = false, query, headers: extra } = {}) {
     let url = this.baseUrl + path;
     if (query) {
       const q = new URLSearchParams();
@@ -171,14 +177,17 @@ export class Carryover {
     } else if (body !== undefined) {
       headers['Content-Type'] = 'application/octet-stream';
     }
-    const repeatable = ['GET', 'HEAD', 'PUT', 'DELETE'].includes(method) || 'Idempotency-Key' in headers;
+    // A stream body is sent as it is read (fetch needs duplex 'half' for it) and cannot be sent twice.
+    const once = isStream(body);
+    if (once && !(body instanceof ReadableStream)) body = ReadableStream.from(body);
+    const repeatable = !once && (['GET', 'HEAD', 'PUT', 'DELETE'].includes(method) || 'Idempotency-Key' in headers);
     const backoff = new Backoff(this.retrySeconds);
     let res;
     for (;;) {
       try {
-        res = await this._fetch(url, { method, headers, body });
+        res = await this._fetch(url, once ? { method, headers, body, duplex: 'half' } : { method, headers, body });
       } catch (err) {
-        if ((unsent(err) || repeatable) && await backoff.wait()) continue;
+        if (!once && (unsent(err) || repeatable) && await backoff.wait()) continue;
         throw new CarryoverError(`carryover: ${method} ${path}: ${err?.cause?.message ?? err?.message ?? err}`, {
           code: 'connection_error', cause: err,
         });
@@ -186,13 +195,14 @@ export class Carryover {
       // A 429 is retried only when it says when to come back (capacity, rate_limited): a
       // quota_exceeded has no Retry-After, and waiting would not free the tenant's quota.
       const ra = res.headers.get('Retry-After');
-      if (UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra))) {
+      if (!once && UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra))) {
         try { await res.arrayBuffer(); } catch { /* dropped */ }
         continue;
       }
       break;
     }
     if (!res.ok) throw await errorFrom(res, method, path);
+    if (stream) return res.body;
     if (raw) return new Uint8Array(await res.arrayBuffer());
     if (res.status === 204) return undefined;
     const text = await res.text();
@@ -574,25 +584,29 @@ export class Carryover {
 
   /**
    * GET /api/sessions/{id}/export: the session's archive (its namespace, files, packages and
-   * settings; docs/export-format.md), of a checkpoint or of its current state. Held in memory: for
-   * archives of gigabytes, use the CLI (`carryover sessions export`), which streams to a file.
+   * settings; docs/export-format.md), of a checkpoint or of its current state; with events: true,
+   * its event log too (an archive of version 2). By default held in memory; with stream: true the
+   * answer is a ReadableStream of the archive's bytes, read as they come (an archive of gigabytes
+   * never in memory: pipe it to a file, e.g. with stream.Readable.fromWeb and fs.createWriteStream).
    * @param {string} sessionId
-   * @param {{checkpointId?: string}} [opts]
-   * @returns {Promise<Uint8Array>}
+   * @param {{checkpointId?: string, events?: boolean, stream?: boolean}} [opts]
+   * @returns {Promise<Uint8Array | ReadableStream<Uint8Array>>}
    */
-  exportSession(sessionId, { checkpointId } = {}) {
+  exportSession(sessionId, { checkpointId, events, stream = false } = {}) {
     return this.request('GET', this._s(sessionId, 'export'), {
-      raw: true, query: checkpointId ? { checkpoint_id: checkpointId } : undefined,
+      raw: true, stream, query: { checkpoint_id: checkpointId || undefined, events: events ? 'true' : undefined },
     });
   }
 
   /**
    * POST /api/sessions/import: a new session of this tenant from an archive of exportSession.
+   * The archive may be bytes, or a stream sent as it is read (a ReadableStream, or any async
+   * iterable of bytes such as fs.createReadStream(path)): the file is never held in memory.
    * A refused archive rejects with code invalid_request (payload_too_large for a limit) and
    * details.reason (truncated, corrupt, digest, path, ...).
-   * @param {Uint8Array | ArrayBuffer | Blob} archive
+   * @param {Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>} archive
    * @param {{sessionId?: string}} [opts]
-   * @returns {Promise<any>} {session, checkpoint_id, source, chunks, chunks_present, bytes_written, warnings}
+   * @returns {Promise<any>} {session, checkpoint_id, source, chunks, chunks_present, bytes_written, events, warnings}
    */
   importSession(archive, { sessionId } = {}) {
     return this.request('POST', '/api/sessions/import', {

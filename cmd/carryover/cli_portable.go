@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/carryover/carryover/client"
 )
 
 // exportCmd writes a session's archive (docs/export-format.md) to a file or stdout. A file is
@@ -15,15 +17,16 @@ import (
 // truncated archive under the name asked for.
 func (c *cli) exportCmd() *cobra.Command {
 	var outFile, checkpoint, dir string
+	var events bool
 	cmd := &cobra.Command{
-		Use: "export ID [-o FILE | --dir DIR] [--checkpoint CID]", Short: "Export a session's state (namespace, files, packages, settings) to one archive",
+		Use: "export ID [-o FILE | --dir DIR] [--checkpoint CID] [--events]", Short: "Export a session's state (namespace, files, packages, settings) to one archive",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if dir != "" {
-				return c.exportToDir(cmd, args[0], checkpoint, dir)
+				return c.exportToDir(cmd, args[0], client.ExportOptions{CheckpointID: checkpoint, Events: events}, dir)
 			}
 			if outFile == "" || outFile == "-" {
-				return c.client().ExportSession(cmd.Context(), args[0], checkpoint, cmd.OutOrStdout())
+				return c.client().ExportSessionWith(cmd.Context(), args[0], client.ExportOptions{CheckpointID: checkpoint, Events: events}, cmd.OutOrStdout())
 			}
 			tmp, err := os.CreateTemp(filepath.Dir(outFile), "."+filepath.Base(outFile)+".*")
 			if err != nil {
@@ -31,7 +34,7 @@ func (c *cli) exportCmd() *cobra.Command {
 			}
 			defer os.Remove(tmp.Name())
 			cw := &countingWriter{w: tmp}
-			err = c.client().ExportSession(cmd.Context(), args[0], checkpoint, cw)
+			err = c.client().ExportSessionWith(cmd.Context(), args[0], client.ExportOptions{CheckpointID: checkpoint, Events: events}, cw)
 			if cerr := tmp.Close(); err == nil {
 				err = cerr
 			}
@@ -47,16 +50,17 @@ func (c *cli) exportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&outFile, "output", "o", "", "write to FILE instead of stdout")
 	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "export this checkpoint (default: the session's current state)")
+	cmd.Flags().BoolVar(&events, "events", false, "carry the session's event log too (an archive of version 2)")
 	cmd.Flags().StringVar(&dir, "dir", "", "keep the archive as a directory: exporting again into it writes only the chunks that changed")
 	return cmd
 }
 
 // exportToDir exports session id into dir (cli_portable_dir.go), the archive streamed through.
-func (c *cli) exportToDir(cmd *cobra.Command, id, checkpoint, dir string) error {
+func (c *cli) exportToDir(cmd *cobra.Command, id string, o client.ExportOptions, dir string) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := c.client().ExportSession(cmd.Context(), id, checkpoint, pw)
+		err := c.client().ExportSessionWith(cmd.Context(), id, o, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()

@@ -70,6 +70,14 @@ func unpackArchive(r io.Reader, dir string) (dirStats, error) {
 		}
 		parts[name] = b
 	}
+	events := filepath.Join(dir, "carryover", "events.jsonl")
+	if b, ok := parts["carryover/events.jsonl"]; ok { // version 2, exported with its events
+		if err := writeAtomically(events, bytes.NewReader(b)); err != nil {
+			return st, err
+		}
+	} else if err := os.Remove(events); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return st, err
+	}
 	for _, name := range []string{"carryover/manifest.json", "carryover/session.json", "carryover/digest.sha256", "carryover/index.json"} {
 		b, ok := parts[name]
 		if !ok {
@@ -139,6 +147,9 @@ func writeAtomically(path string, r io.Reader) error {
 // packDir streams the archive kept in dir to w, members in the order of its index.
 func packDir(dir string, w io.Writer) error {
 	var idx struct {
+		Parts []struct {
+			Name string `json:"name"`
+		} `json:"parts"`
 		Chunks []struct {
 			Hash string `json:"h"`
 		} `json:"chunks"`
@@ -159,7 +170,14 @@ func packDir(dir string, w io.Writer) error {
 		have[strings.SplitN(e.Name(), "-", 2)[0]] = e.Name()
 	}
 	tw := tar.NewWriter(w)
-	for _, name := range []string{"carryover/index.json", "carryover/manifest.json", "carryover/session.json"} {
+	names := []string{"carryover/index.json"}
+	for _, p := range idx.Parts { // the manifest, the settings and (version 2) the events, in order
+		if p.Name != "carryover/manifest.json" && p.Name != "carryover/session.json" && p.Name != "carryover/events.jsonl" {
+			return fmt.Errorf("%s: index: unknown part %q", dir, p.Name)
+		}
+		names = append(names, p.Name)
+	}
+	for _, name := range names {
 		if err := addFile(tw, filepath.Join(dir, filepath.FromSlash(name)), name, nil); err != nil {
 			return err
 		}

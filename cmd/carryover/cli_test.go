@@ -468,7 +468,7 @@ func TestCLIExportImport(t *testing.T) {
 }
 
 // TestCLIExportDir: exporting again into the directory of an earlier export writes only the chunks
-// that changed, and the directory imports as the archive it holds.
+// that changed, and the directory imports as the archive it holds (its events too, with --events).
 func TestCLIExportDir(t *testing.T) {
 	id := sessionID(t)
 	moved := id + "-fromdir"
@@ -487,6 +487,11 @@ func TestCLIExportDir(t *testing.T) {
 	var written, size int
 	if _, err := fmt.Sscanf(r.stderr[strings.Index(r.stderr, ": ")+2:], "%d chunks written (%d bytes)", &written, &size); err != nil || written == 0 || size > 1<<20 {
 		t.Fatalf("after one small change: %+v (%d chunks, %d bytes)", r, written, size)
+	}
+	// With its events: the directory keeps them, and packs them back into the archive it imports as.
+	must(t, "sessions", "export", id, "--dir", dir, "--events")
+	if b, err := os.ReadFile(filepath.Join(dir, "carryover", "events.jsonl")); err != nil || !bytes.Contains(b, []byte(`"event_type"`)) {
+		t.Fatalf("the directory's events: %v %q", err, b)
 	}
 	must(t, "sessions", "import", dir, "--to", moved)
 	if r := must(t, "run", "-s", moved, "-c", "print(small, len(big))"); strings.TrimSpace(r.stdout) != "2 3145728" {

@@ -31,13 +31,21 @@ import (
 // import finds its chunks already stored, and waits for the importing server's warm pool to hold
 // a kernel, as a server in use does.
 
-// portableData makes ~100 MB: a 56 MB float array and a 48 MB frame of floats and ints.
+// portableData makes ~100 MB in the shapes users hold: a 40 MB float array, a 42 MB frame (floats,
+// ints, a categorical) and 150,000 JSON-like nested records (dicts of strings, lists and dicts).
 const portableData = `import numpy as np, pandas as pd
-a = np.random.rand(7_000_000)
-df = pd.DataFrame({"x": np.random.rand(3_000_000), "k": np.random.randint(0, 1000, 3_000_000)})`
+n = 2_500_000
+a = np.random.rand(5_000_000)
+df = pd.DataFrame({"x": np.random.rand(n), "k": np.random.randint(0, 1000, n),
+                   "city": pd.Categorical(np.random.choice(["Paris", "Lima", "Oslo", "Pune"], n))})
+records = [{"id": i, "user": f"user{i}", "tags": ["a", "b", str(i % 7)], "score": float(np.random.rand()),
+            "geo": {"lat": i * 1e-3, "lon": -i * 1e-3}, "ok": i % 2 == 0} for i in range(150_000)]`
+
+// portableProbe is the first run after an import: it reads every variable the data made.
+const portableProbe = `float(a[0] + df.x.iloc[0]) + records[-1]["geo"]["lat"] + len(df.city.cat.categories)`
 
 func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	src, dst, stop, err := portableServers(ctx, env)
+	src, dst, be, stop, err := portableServers(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +78,7 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 				return nil, err
 			}
 		}
-		d, parts, n, err := portableRound(ctx, src, dst, id, filepath.Join(dir, "s.carryover.tar"), fmt.Sprintf("%s-%d", id, i))
+		d, parts, n, err := portableRound(ctx, src, dst, id, filepath.Join(dir, "s.carryover.tar"), fmt.Sprintf("%s-%d", id, i), portableProbe)
 		stopProfile()
 		if err != nil {
 			return nil, err
@@ -85,19 +93,38 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		}
 	}
 	mo, mf := percentile(ours, 50), percentile(floor, 50)
+	gib, err := benchPortableGiB(ctx, env, be, dir)
+	if err != nil {
+		return nil, fmt.Errorf("the 1 GiB row: %w", err)
+	}
 	return []benchRow{{
 		Name:  fmt.Sprintf("export + import + first run, %s of numpy/pandas state, SQLite -> PostgreSQL + S3 (median)", fmtBytes(raw)),
 		Ours:  fmtDur(mo),
 		Peer:  "tar+zstd, fsync, read back " + fmtDur(mf),
 		Ratio: ratio(mo, mf),
-		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data; archive %s; last round %s; %s",
+		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data (an array, a frame, nested records); archive %s; last round %s; %s",
 			rounds, fmtBytes(size), split, src.sandboxNote()),
-	}}, nil
+	}, gib}, nil
+}
+
+// portableBackends are the PostgreSQL server and the S3 gateway the importing servers store into.
+type portableBackends struct {
+	pg *pgtest.Server
+	gw *s3test.Server
+}
+
+// postgresEnv is the configuration, as CARRYOVER_* variables, of a server storing into database db
+// of be and into bucket of its gateway.
+func (be portableBackends) postgresEnv(db, bucket string) []string {
+	return []string{"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN=" + be.pg.DSN(db),
+		"CARRYOVER_CHUNKS_S3_ENDPOINT=" + be.gw.Endpoint, "CARRYOVER_CHUNKS_S3_BUCKET=" + bucket,
+		"CARRYOVER_CHUNKS_S3_ACCESS_KEY=" + s3test.AccessKey, "CARRYOVER_CHUNKS_S3_SECRET_KEY=" + s3test.SecretKey,
+		"CARRYOVER_CHUNKS_S3_PATH_STYLE=true"}
 }
 
 // portableServers starts PostgreSQL, an S3 gateway (Versity) and the two servers: src on SQLite,
 // dst on PostgreSQL + S3. stop ends them all.
-func portableServers(ctx context.Context, env *benchEnv) (src, dst *benchSrv, stop func(), err error) {
+func portableServers(ctx context.Context, env *benchEnv) (src, dst *benchSrv, be portableBackends, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -111,22 +138,23 @@ func portableServers(ctx context.Context, env *benchEnv) (src, dst *benchSrv, st
 	}()
 	pg, err := pgtest.Init("")
 	if err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	stops = append(stops, func() { pg.Remove() })
 	if err := pg.Start(); err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	if err := createBenchDB(pg.DSN("postgres"), "portable"); err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	gw, err := s3test.Start("")
 	if err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	stops = append(stops, gw.Stop)
+	be = portableBackends{pg: pg, gw: gw}
 	if src, err = startBenchSrv(ctx, env, "portable-src", func(c *configs.Config) { c.Pool.Size = 1 }); err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	stops = append(stops, func() { src.stop() })
 	dst, err = startBenchSrv(ctx, env, "portable-dst", func(c *configs.Config) {
@@ -136,10 +164,10 @@ func portableServers(ctx context.Context, env *benchEnv) (src, dst *benchSrv, st
 		c.Chunks.S3.AccessKey, c.Chunks.S3.SecretKey, c.Chunks.S3.PathStyle = s3test.AccessKey, s3test.SecretKey, true
 	})
 	if err != nil {
-		return nil, nil, stop, err
+		return nil, nil, be, stop, err
 	}
 	stops = append(stops, func() { dst.stop() })
-	return src, dst, stop, nil
+	return src, dst, be, stop, nil
 }
 
 // warmPool waits until h's warm pool holds an idle kernel, so a first run claims one as it would on
@@ -161,9 +189,9 @@ func warmPool(ctx context.Context, h *benchSrv) error {
 	}
 }
 
-// portableRound exports session id of src to file, imports it into dst as newID and runs a cell
+// portableRound exports session id of src to file, imports it into dst as newID and runs probe
 // there, timing the three together; it answers the time, its split, and the archive's size.
-func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID string) (time.Duration, string, int64, error) {
+func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID, probe string) (time.Duration, string, int64, error) {
 	start := time.Now()
 	f, err := os.Create(file)
 	if err != nil {
@@ -194,7 +222,7 @@ func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID stri
 		return 0, "", 0, fmt.Errorf("import: %w", err)
 	}
 	ti := time.Since(start) - te
-	_, r, err := dst.run(ctx, newID, "float(a[0] + df.x.iloc[0])")
+	_, r, err := dst.run(ctx, newID, probe)
 	if err != nil || r.Status != "ok" {
 		return 0, "", 0, fmt.Errorf("first run after the import: %v %+v", err, r)
 	}

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/sqlite"
 )
 
 // importInto reads arch into st and commits it as session id's checkpoint.
@@ -116,4 +118,50 @@ func pack(t testing.TB, ms []member) []byte {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// plainReader hides a store's stored form: the export decodes and encodes each chunk.
+type plainReader struct{ carryover.ChunkReader }
+
+// damaged hands out one chunk's stored form with a byte flipped.
+type damaged struct {
+	*sqlite.Store
+	hash string
+}
+
+func (d damaged) ReadStoredChunk(ctx context.Context, h string, buf []byte) (string, int64, []byte, error) {
+	codec, n, b, err := d.Store.ReadStoredChunk(ctx, h, buf)
+	if h == d.hash && len(b) > len(buf) {
+		b[len(b)-1] ^= 0xff
+	}
+	return codec, n, b, err
+}
+
+// TestExportCopiesStoredChunks: an export copying the store's stored form writes the same members
+// as one that decodes and encodes every chunk, and a damaged stored chunk fails the export (it is
+// verified) instead of reaching the archive.
+func TestExportCopiesStoredChunks(t *testing.T) {
+	t.Parallel()
+	src := openSQLite(t, "s1")
+	cp := mkCheckpoint(t, src, "s1", 3)
+	stored, plain := members(t, export(t, src, "s1", cp)), members(t, export(t, plainReader{src}, "s1", cp))
+	if len(stored) != len(plain) {
+		t.Fatalf("%d members vs %d", len(stored), len(plain))
+	}
+	var last string
+	for i := range stored {
+		if stored[i].h.Name != plain[i].h.Name || strings.HasPrefix(stored[i].h.Name, chunkDir) && !bytes.Equal(stored[i].b, plain[i].b) {
+			t.Fatalf("member %d: %s vs %s", i, stored[i].h.Name, plain[i].h.Name)
+		}
+		if strings.HasSuffix(stored[i].h.Name, zstdSuffix) {
+			last = strings.TrimSuffix(strings.TrimPrefix(stored[i].h.Name, chunkDir), zstdSuffix)
+		}
+	}
+	if last == "" {
+		t.Fatal("no compressed chunk in the archive")
+	}
+	_, err := Write(context.Background(), io.Discard, Export{Store: damaged{src, last}, Checkpoint: cp, SessionID: "s1", Producer: "test"})
+	if err == nil || !strings.Contains(err.Error(), last) {
+		t.Fatalf("export of a damaged chunk: %v", err)
+	}
 }

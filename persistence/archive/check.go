@@ -34,6 +34,17 @@ type jsonErr string
 
 func (e jsonErr) Error() string { return string(e) }
 
+// checkParts checks the index's parts: the manifest and the session settings, in that order, and
+// from version 2 on the events after them, when the archive carries them.
+func checkParts(version int, parts []Part) error {
+	if len(parts) >= 2 && parts[0].Name == ManifestName && parts[1].Name == SessionName &&
+		(len(parts) == 2 || len(parts) == 3 && version >= EventVersion && parts[2].Name == EventsName) {
+		return nil
+	}
+	return refuse(ReasonCorrupt, IndexName, "the index must list the parts %s and %s (and, from version %d, %s), in that order",
+		ManifestName, SessionName, EventVersion, EventsName)
+}
+
 // parseIndex decodes and checks the index: its format and version, its parts, its chunk list
 // (valid, distinct addresses; children among the listed chunks) against lim.
 func parseIndex(b []byte, lim Limits) (*Index, error) {
@@ -44,15 +55,15 @@ func parseIndex(b []byte, lim Limits) (*Index, error) {
 	if err := json.Unmarshal(b, &probe); err != nil || probe.Format != Format {
 		return nil, refuse(ReasonCorrupt, IndexName, "not a carryover session archive (no index of format %q)", Format)
 	}
-	if probe.Version != Version {
-		return nil, refuse(ReasonVersion, IndexName, "archive format version %d; this carryover reads version %d", probe.Version, Version)
+	if probe.Version < 1 || probe.Version > Version {
+		return nil, refuse(ReasonVersion, IndexName, "archive format version %d; this carryover reads versions 1 to %d", probe.Version, Version)
 	}
 	var idx Index
 	if err := strictJSON(b, &idx); err != nil {
 		return nil, refuse(ReasonCorrupt, IndexName, "index: %v", err)
 	}
-	if len(idx.Parts) != 2 || idx.Parts[0].Name != ManifestName || idx.Parts[1].Name != SessionName {
-		return nil, refuse(ReasonCorrupt, IndexName, "the index must list the parts %s and %s, in that order", ManifestName, SessionName)
+	if err := checkParts(idx.Version, idx.Parts); err != nil {
+		return nil, err
 	}
 	for _, p := range idx.Parts {
 		if p.Size < 0 || p.Size > lim.MaxPartBytes {

@@ -5,11 +5,14 @@ import (
 	"time"
 )
 
-// Format identifies a carryover session archive in its index; Version is the archive format this
-// package writes and the newest it reads.
+// Format identifies a carryover session archive in its index; Version is the newest archive format
+// this package reads and writes. It writes version 1 unless the archive carries the session's
+// events (version 2 adds that part), so an archive without them stays readable by every reader of
+// version 1.
 const (
-	Format  = "carryover-session-archive"
-	Version = 1
+	Format       = "carryover-session-archive"
+	Version      = 2
+	EventVersion = 2 // the first version that may carry events
 )
 
 // Member names, in the order they appear in the tar stream.
@@ -17,6 +20,7 @@ const (
 	IndexName    = "carryover/index.json"
 	ManifestName = "carryover/manifest.json"
 	SessionName  = "carryover/session.json"
+	EventsName   = "carryover/events.jsonl" // version 2, optional
 	chunkDir     = "carryover/chunks/"
 	zstdSuffix   = ".zst"
 	TrailerName  = "carryover/digest.sha256"
@@ -30,7 +34,8 @@ type Index struct {
 	CreatedAt time.Time `json:"created_at"`
 	Producer  string    `json:"producer"`
 	Source    Source    `json:"source"`
-	// Parts are the manifest and session members: name, size and SHA-256 of their bytes.
+	// Parts are the manifest and session members (and, in version 2, the events member when it is
+	// there): name, size and SHA-256 of their bytes.
 	Parts []Part `json:"parts"`
 	// Chunks lists every chunk the manifest reaches, each once, parents before children (the order
 	// of their members). RawBytes is the sum of their raw lengths.
@@ -71,6 +76,7 @@ type Limits struct {
 	MaxChunkBytes   int64 // one chunk, raw (and stored)
 	MaxPartBytes    int64 // the index, the manifest, the session settings, each
 	MaxChunks       int   // chunks in one archive
+	MaxEvents       int   // events in the events member
 	// ReadFormat is the newest checkpoint format the importing store reads and writes (0: this
 	// binary's newest).
 	ReadFormat int
@@ -82,6 +88,7 @@ const (
 	DefaultMaxChunkBytes   = 64 << 20
 	DefaultMaxPartBytes    = 64 << 20
 	DefaultMaxChunks       = 1 << 20
+	DefaultMaxEvents       = 1 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -97,9 +104,21 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxChunks <= 0 {
 		l.MaxChunks = DefaultMaxChunks
 	}
+	if l.MaxEvents <= 0 {
+		l.MaxEvents = DefaultMaxEvents
+	}
 	return l
 }
 
 // Settings is the session.json member: the session's settings as the service exports them (opaque
 // to this package; the service validates them on import as it validates a create request).
 type Settings = json.RawMessage
+
+// ArchivedEvent is one line of the events member: an event of the source session's log as
+// GET /api/sessions/{id}/events gives it.
+type ArchivedEvent struct {
+	SequenceNumber int64           `json:"sequence_number"`
+	EventType      string          `json:"event_type"`
+	Payload        json.RawMessage `json:"payload"`
+	CreatedAt      time.Time       `json:"created_at"`
+}

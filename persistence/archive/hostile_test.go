@@ -141,7 +141,7 @@ func hostileCases() []hostileCase {
 			return pack(t, m)
 		}},
 		{"wrong archive version", ReasonVersion, Limits{}, func(t testing.TB, a []byte) []byte {
-			return pack(t, reseal(t, editIndex(t, ms(t, a), func(idx *Index) { idx.Version = 2 })))
+			return pack(t, reseal(t, editIndex(t, ms(t, a), func(idx *Index) { idx.Version = Version + 1 })))
 		}},
 		{"wrong format name", ReasonCorrupt, Limits{}, func(t testing.TB, a []byte) []byte {
 			return pack(t, reseal(t, editIndex(t, ms(t, a), func(idx *Index) { idx.Format = "zip" })))

@@ -29,7 +29,10 @@ type Staged struct {
 	Index    Index
 	Manifest *persistence.Manifest
 	Settings Settings
-	Stats    Stats // the archive's chunks
+	// Events is the source's event log when the archive carries it (version 2), oldest first; nil
+	// when it does not.
+	Events []carryover.Event
+	Stats  Stats // the archive's chunks
 	// Written is the stored bytes newly written into the store (chunks it did not hold); Present the
 	// chunks it already held, verified and not written again.
 	Written int64
@@ -122,6 +125,19 @@ func (rd *reader) head() error {
 		return refuse(ReasonCorrupt, SessionName, "the session settings are not a JSON object")
 	}
 	rd.st.Settings = append(Settings(nil), sb...)
+	if len(idx.Parts) < 3 {
+		return nil
+	}
+	eb, err := rd.part(idx.Parts[2])
+	if err != nil {
+		return err
+	}
+	if rd.st.Events, err = parseEvents(eb, rd.lim); err != nil {
+		return err
+	}
+	if rd.st.Events == nil {
+		rd.st.Events = []carryover.Event{}
+	}
 	return nil
 }
 

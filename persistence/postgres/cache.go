@@ -77,12 +77,8 @@ func (c *chunkCache) path(hash string) string {
 
 // get returns the stored bytes of hash when the cache has them and they verify.
 func (c *chunkCache) get(hash, codec string, rawLen int64) ([]byte, bool) {
-	if c == nil {
-		return nil, false
-	}
-	p := c.path(hash)
-	data, err := os.ReadFile(p)
-	if err != nil {
+	data, ok := c.read(hash)
+	if !ok {
 		return nil, false
 	}
 	raw, err := chunk.Decode(codec, data, nil)
@@ -90,14 +86,46 @@ func (c *chunkCache) get(hash, codec string, rawLen int64) ([]byte, bool) {
 		c.drop(hash)
 		return nil, false
 	}
+	c.used(hash)
+	return data, true
+}
+
+// getRaw appends the raw bytes of hash to buf when the cache has them and they verify: decoded once,
+// where get's caller would decode them again.
+func (c *chunkCache) getRaw(hash, codec string, rawLen int64, buf []byte) ([]byte, bool) {
+	data, ok := c.read(hash)
+	if !ok {
+		return buf, false
+	}
+	start := len(buf)
+	out, err := chunk.Decode(codec, data, buf)
+	if err != nil || chunk.Verify(hash, rawLen, out[start:]) != nil {
+		c.drop(hash)
+		return buf, false
+	}
+	c.used(hash)
+	return out, true
+}
+
+// read returns the bytes of hash's entry as they are on disk (not verified).
+func (c *chunkCache) read(hash string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	data, err := os.ReadFile(c.path(hash))
+	return data, err == nil
+}
+
+// used records a use of hash's entry: first in the LRU, and in its file's times, so that the use
+// survives a restart (openChunkCache orders by it).
+func (c *chunkCache) used(hash string) {
 	now := time.Now()
-	_ = os.Chtimes(p, now, now) // the use survives a restart (openChunkCache orders by it)
+	_ = os.Chtimes(c.path(hash), now, now)
 	c.mu.Lock()
 	if e, ok := c.byID[hash]; ok {
 		c.lru.MoveToFront(e)
 	}
 	c.mu.Unlock()
-	return data, true
 }
 
 // put keeps the stored bytes of hash (best effort; written aside and renamed, so a reader never sees

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/chunk"
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
 )
 
 // shareGCLock takes the GC lock row in share mode for the rest of tx: a GC (which takes it FOR
@@ -81,7 +83,15 @@ func (s *Store) bigChunk(c *carryover.ChunkInput) bool {
 	return s.opts.Objects != nil && len(c.Data) > s.opts.InlineMax
 }
 
-// upload puts the large chunks the catalog lacks and this put has not uploaded yet, recording their keys.
+// uploadWorkers is how many objects one put uploads at once: an object store answers each request
+// after a round trip and a write of its own, so uploads in parallel keep the link busy (one at a
+// time, an import of 100 MB spent most of its time waiting on them).
+const uploadWorkers = 4
+
+// upload puts the large chunks the catalog lacks and this put has not uploaded yet, recording their
+// keys. Each uploaded chunk is also kept in this node's cache: the node that wrote a checkpoint (or
+// imported an archive) is the one most likely to restore it next. An upload that failed leaves the
+// others' keys recorded, so dropUnused or the orphan sweep takes them.
 func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploaded map[string]string) error {
 	var big []string
 	for i := range chunks {
@@ -100,18 +110,30 @@ func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploa
 	for _, h := range missing {
 		want[h] = true
 	}
+	var todo []*carryover.ChunkInput
 	for i := range chunks {
-		c := &chunks[i]
-		if !want[c.Hash] || uploaded[c.Hash] != "" {
-			continue
+		if c := &chunks[i]; want[c.Hash] && uploaded[c.Hash] == "" {
+			want[c.Hash] = false // a hash twice in one batch is uploaded once
+			todo = append(todo, c)
 		}
-		key := s.objectKey(c.Hash)
-		if err := s.opts.Objects.Put(ctx, key, c.Data); err != nil {
-			return fmt.Errorf("put chunk %s: %w", c.Hash, err)
-		}
-		uploaded[c.Hash] = key
 	}
-	return nil
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(uploadWorkers)
+	for _, c := range todo {
+		g.Go(func() error {
+			key := s.objectKey(c.Hash)
+			if err := s.opts.Objects.Put(gctx, key, c.Data); err != nil {
+				return fmt.Errorf("put chunk %s: %w", c.Hash, err)
+			}
+			s.cache.put(c.Hash, c.Data)
+			mu.Lock()
+			uploaded[c.Hash] = key
+			mu.Unlock()
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // objectKey is a key for a new upload of hash: <prefix><hash[:2]>/<hash>.<unique>. Unique, so that a

@@ -21,11 +21,20 @@ func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, e
 }
 
 // ReadChunk appends the raw bytes of a chunk to buf and returns the result; they are checked against
-// the hash. A chunk that is not stored is CodeNotFound, wrapping carryover.ErrMissingChunk.
+// the hash. A chunk that is not stored is CodeNotFound, wrapping carryover.ErrMissingChunk. A chunk in
+// this node's cache is decoded and verified once, straight into buf.
 func (s *Store) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
-	codec, rawLen, data, err := s.storedChunk(ctx, hash)
+	codec, rawLen, data, key, err := s.catalogChunk(ctx, hash)
 	if err != nil {
 		return buf, err
+	}
+	if key != "" {
+		if out, ok := s.cache.getRaw(hash, codec, rawLen, buf); ok {
+			return out, nil
+		}
+		if data, err = s.fetchObject(ctx, hash, key); err != nil {
+			return buf, err
+		}
 	}
 	start := len(buf)
 	out, err := chunk.Decode(codec, data, buf)
@@ -53,28 +62,52 @@ func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int6
 
 // storedChunk returns the stored form of a chunk: inline, or from the node's cache, or from its object.
 func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, err error) {
-	var key sql.NullString
-	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, data, object_key FROM chunks WHERE hash = $1`, hash).
-		Scan(&codec, &rawLen, &data, &key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", 0, nil, carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
-	}
-	if err != nil {
-		return "", 0, nil, fmt.Errorf("read chunk %s: %w", hash, err)
-	}
-	if !key.Valid {
-		return codec, rawLen, data, nil
+	codec, rawLen, data, key, err := s.catalogChunk(ctx, hash)
+	if err != nil || key == "" {
+		return codec, rawLen, data, err
 	}
 	if data, ok := s.cache.get(hash, codec, rawLen); ok {
 		return codec, rawLen, data, nil
 	}
-	if s.opts.Objects == nil {
-		return "", 0, nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, key.String)
+	data, err = s.fetchObject(ctx, hash, key)
+	return codec, rawLen, data, err
+}
+
+// catalogChunk is a chunk's catalog row: its codec, raw length, and either its bytes (inline) or the
+// key of its object.
+func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, key string, err error) {
+	var k sql.NullString
+	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, data, object_key FROM chunks WHERE hash = $1`, hash).
+		Scan(&codec, &rawLen, &data, &k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil, "", carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
 	}
-	data, err = s.opts.Objects.Get(ctx, key.String)
 	if err != nil {
-		return "", 0, nil, fmt.Errorf("read chunk %s: %w", hash, err)
+		return "", 0, nil, "", fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	return codec, rawLen, data, k.String, nil
+}
+
+// fetchObject reads a chunk's object from the object store and keeps it in the node's cache.
+func (s *Store) fetchObject(ctx context.Context, hash, key string) ([]byte, error) {
+	if s.opts.Objects == nil {
+		return nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, key)
+	}
+	data, err := s.opts.Objects.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
 	s.cache.put(hash, data)
-	return codec, rawLen, data, nil
+	return data, nil
+}
+
+// ReadStoredChunk appends the STORED bytes of a chunk (as kept: compressed when its codec is zstd)
+// to buf and returns its codec, raw length and the bytes. They are not verified: a caller copying
+// chunks elsewhere (an export) verifies them itself, and spares decoding and encoding them again.
+func (s *Store) ReadStoredChunk(ctx context.Context, hash string, buf []byte) (string, int64, []byte, error) {
+	codec, rawLen, data, err := s.storedChunk(ctx, hash)
+	if err != nil {
+		return "", 0, buf, err
+	}
+	return codec, rawLen, append(buf, data...), nil
 }

@@ -85,11 +85,12 @@ func noDanglingObjects(t testing.TB, s *Store, exists func(string) bool) {
 }
 
 // TestObjectsAndInline: a chunk over inline_max goes to the object store under <prefix><hh>/<hash>.<unique>,
-// a small one stays inline; another node (no cache) reads the object, caches it, and a damaged cache
-// entry is dropped and fetched again.
+// a small one stays inline; the writing node keeps what it uploaded in its cache; another node (no
+// cache) reads the object, caches it, and a damaged cache entry is dropped and fetched again.
 func TestObjectsAndInline(t *testing.T) {
 	b := bucketT(t, "")
-	dsnStore := storeT(t, Options{Objects: b, InlineMax: 1000, CacheDir: t.TempDir()})
+	writerCache := t.TempDir()
+	dsnStore := storeT(t, Options{Objects: b, InlineMax: 1000, CacheDir: writerCache})
 	sessionT(t, dsnStore, "s")
 	big, small := rawChunk(randomT(t, 5000)), rawChunk([]byte("small"))
 	putCommit(t, dsnStore, "s", "c1", big, small)
@@ -102,6 +103,9 @@ func TestObjectsAndInline(t *testing.T) {
 	}
 	if ok, err := b.Exists(context.Background(), key); err != nil || !ok {
 		t.Fatalf("object %s not in the bucket (%v)", key, err)
+	}
+	if kept, err := os.ReadFile(filepath.Join(writerCache, big.Hash[:2], big.Hash)); err != nil || !bytes.Equal(kept, big.Data) {
+		t.Fatalf("the writing node did not keep its upload in its cache: %v", err)
 	}
 
 	// Another node: same database, empty cache of its own.

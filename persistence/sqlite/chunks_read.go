@@ -131,3 +131,18 @@ func (s *Store) withChunk(ctx context.Context, hash string, fn func(codec string
 	}
 	return nil
 }
+
+// ReadStoredChunk appends the STORED bytes of a chunk (as kept: compressed when its codec is zstd)
+// to buf and returns its codec, raw length and the bytes. They are not verified: a caller copying
+// chunks elsewhere (an export) verifies them itself, and spares decoding and encoding them again.
+func (s *Store) ReadStoredChunk(ctx context.Context, hash string, buf []byte) (string, int64, []byte, error) {
+	var (
+		codec  string
+		rawLen int64
+	)
+	err := s.withChunk(ctx, hash, func(c string, n int64, data []byte) error {
+		codec, rawLen, buf = c, n, append(buf, data...)
+		return nil
+	})
+	return codec, rawLen, buf, err
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/archive"
@@ -21,12 +22,30 @@ func (a *API) portableRoutes() []route {
 	}
 }
 
+// exportEvents is session id's event log, oldest first, as an archive's events member. A log over
+// the archive's part limit is refused (payload_too_large): export without events then.
+func (a *API) exportEvents(r *http.Request, id string) ([]byte, error) {
+	evs, err := a.svc.Events(r.Context(), id, 0, 0, "")
+	if err != nil {
+		return nil, fmt.Errorf("export: events: %w", err)
+	}
+	return archive.EncodeEvents(evs, 0)
+}
+
 // exportSession streams the session's archive (?checkpoint_id= one of its checkpoints; default its
-// current state). Errors before the first byte answer in the API's shape; one mid-stream cuts the
+// current state; ?events=true with the session's event log). Errors before the first byte answer in the API's shape; one mid-stream cuts the
 // stream short, which a reader sees as a truncated archive (it has no trailer).
 func (a *API) exportSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	withEvents, err := boolParam(r, "events")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	e, err := a.svc.ExportSource(r.Context(), id, r.URL.Query().Get("checkpoint_id"))
+	if err == nil && withEvents {
+		e.Events, err = a.exportEvents(r, id)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -55,4 +74,18 @@ func (a *API) importSession(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.svc.Import(r.Context(), r.Body, session.ImportRequest{SessionID: r.URL.Query().Get("session_id"), MaxBytes: limit})
 	a.reply(w, r, http.StatusCreated, res, err)
+}
+
+// boolParam is query parameter key as a boolean: false when absent, invalid_request when it is not
+// true or false.
+func boolParam(r *http.Request, key string) (bool, error) {
+	s := r.URL.Query().Get(key)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, carryover.Errorf(carryover.CodeInvalid, "%s must be true or false, not %q", key, s)
+	}
+	return b, nil
 }

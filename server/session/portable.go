@@ -57,7 +57,7 @@ func networkJSON(n *NetworkRequest) any {
 // session's), or the session's current state (a live kernel is checkpointed first, as for a fork).
 // The caller streams it with archive.Write; nothing is read into memory here.
 func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return archive.Export{}, err
 	}
@@ -93,6 +93,7 @@ type ImportResult struct {
 	Chunks        int               `json:"chunks"`
 	ChunksPresent int               `json:"chunks_present"` // already in the store: verified, not written again
 	BytesWritten  int64             `json:"bytes_written"`
+	Events        int               `json:"events"` // events of the source's log appended to the new session's
 	Warnings      []string          `json:"warnings"`
 }
 
@@ -109,7 +110,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err := carryover.ValidateSessionID(newID); err != nil {
 		return ImportResult{}, err
 	}
-	if _, err := s.get(newID); err == nil {
+	if _, err := s.Session(newID); err == nil {
 		return ImportResult{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
 	}
 	release, err := s.adm.quota.AdmitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
@@ -133,7 +134,11 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err != nil {
 		return ImportResult{}, err
 	}
-	cid, err := s.commitImport(ctx, ls, staged)
+	err = s.importEvents(ctx, newID, staged.Events)
+	var cid string
+	if err == nil {
+		cid, err = s.commitImport(ctx, ls, staged)
+	}
 	if err != nil {
 		s.mu.Lock()
 		delete(s.sessions, newID)
@@ -142,12 +147,12 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 		return ImportResult{}, err
 	}
 	return ImportResult{Session: ls.docCopy().View(), CheckpointID: cid, Source: staged.Index.Source, Chunks: staged.Stats.Chunks,
-		ChunksPresent: staged.Present, BytesWritten: staged.Written, Warnings: warnings}, nil
+		ChunksPresent: staged.Present, BytesWritten: staged.Written, Events: len(staged.Events), Warnings: warnings}, nil
 }
 
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from
 // the source's workspace to this one's) and makes the session usable.
-func (s *Service) commitImport(ctx context.Context, ls *liveSession, staged *archive.Staged) (string, error) {
+func (s *Service) commitImport(ctx context.Context, ls *Session, staged *archive.Staged) (string, error) {
 	_ = s.kern.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
 	srcWS, dstWS := staged.Index.Source.Workspace, s.cfg.workspace(ls.id)
 	cwd := func(c string) string {

@@ -3,7 +3,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, createReadStream, createWriteStream } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -315,6 +317,14 @@ test('exportSession and importSession: the state in a new session; a damaged arc
   const bad = await rejection(() => client.importSession(archive.slice(0, archive.length >> 1)));
   assert.equal(bad.code, 'invalid_request');
   assert.equal(bad.details.reason, 'truncated');
+
+  // Streamed both ways, with the events: to a file as it comes, and from the file as it is read.
+  const file = join(mkdtempSync(join(tmpdir(), 'carryover-js-')), 's.carryover.tar');
+  await pipeline(Readable.fromWeb(await client.exportSession(src, { stream: true, events: true })), createWriteStream(file));
+  const streamed = await client.importSession(createReadStream(file), { sessionId: `${src}-streamed` });
+  assert.equal(streamed.source.session_id, src);
+  assert.ok(streamed.events > 0, `events imported: ${streamed.events}`);
+  assert.equal((await client.run(`${src}-streamed`, 'm')).result, "{'k': [1, 2]}");
 });
 
 test('fork: same variables and files, independent afterwards; checkpoints list and restore', async () => {
