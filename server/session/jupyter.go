@@ -76,7 +76,6 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	turn.CheckpointErr = res.CheckpointError
 	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
 	turn.Restore = res.Restore
-	turn.Restore = res.Restore
 	var data map[string]any
 	if opts.Record != nil {
 		data = opts.Record(turn)
