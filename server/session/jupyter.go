@@ -88,6 +88,7 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: data}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
+		turn.RecordErr = err.Error()
 	}
 	ls.endRawTurn(shown, res)
 	return turn, nil
