@@ -46,6 +46,8 @@ type Config struct {
 		MaxSize            int     `mapstructure:"max_size"`
 		ParallelStarts     int     `mapstructure:"parallel_starts"`
 		ShrinkAfterSeconds float64 `mapstructure:"shrink_after_seconds"`
+		// Templates forks unsandboxed kernels from a warm, pre-imported template (kernel/template).
+		Templates bool `mapstructure:"templates"`
 	} `mapstructure:"pool"`
 	Capacity CapacityConfig `mapstructure:"capacity"`
 	Run      struct {

@@ -66,6 +66,7 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 		LogPath:      k.opts.LogPath,
 		Network:      k.opts.Network,
 		NetworkAllow: k.opts.NetworkAllow,
+		Fresh:        k.opts.Fresh,
 		Previous:     prev,
 	})
 	if err != nil {

@@ -29,7 +29,10 @@ type Options struct {
 	Provisioner  Provisioner
 	Network      bool     // passed to the provisioner (a sandbox cuts the kernel off the network otherwise)
 	NetworkAllow []string // egress allowlist passed to the provisioner when Network is false
-	Logger       *slog.Logger
+	// Fresh asks for a kernel started from scratch: nothing imported before the session's env reaches
+	// it (a session whose env sets variables read at import, ImportTimeEnv). Passed to the provisioner.
+	Fresh  bool
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -44,6 +44,10 @@ func localKernelEnv(env map[string]string) []string {
 	return envList(full, env)
 }
 
+// LocalKernelEnv is the environment a local kernel gets for env (localKernelEnv), for other
+// provisioners that run kernels as plain processes (kernel/template's forked children).
+func LocalKernelEnv(env map[string]string) []string { return localKernelEnv(env) }
+
 // envList flattens base and then over (which wins) into "K=V" entries.
 func envList(base, over map[string]string) []string {
 	out := make([]string, 0, len(base)+len(over))

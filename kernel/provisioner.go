@@ -50,6 +50,9 @@ type LaunchSpec struct {
 	// NetworkAllow, when not nil and Network is false, is an egress allowlist: a provisioner that
 	// isolates the network lets the kernel out only to these hosts (kernel/sandbox's egress proxy).
 	NetworkAllow []string
+	// Fresh: the kernel must start from scratch, importing nothing before it runs (Options.Fresh): a
+	// provisioner that forks kernels from a pre-imported template (kernel/template) starts it cold.
+	Fresh bool
 	// Previous is the process this one replaces (Restart): a sandbox keeps its box, so the attached
 	// workspace, limits and spool stay. Restart does not Cleanup the previous process.
 	Previous KernelProcess

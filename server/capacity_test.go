@@ -140,11 +140,16 @@ func TestCapacityHibernatesLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
-// kernelChildren lists the kernel processes (ipykernel) whose parent is pid.
+// kernelChildren lists the kernel processes (ipykernel) whose parent is pid, or a kernel template
+// (kernel/template) that is pid's child: forked kernels are the template's children.
 func kernelChildren(pid int) []int {
-	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var out []int
-	for _, f := range procs {
+	type proc struct {
+		ppid int
+		cmd  string
+	}
+	procs := map[int]proc{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
@@ -152,11 +157,18 @@ func kernelChildren(pid int) []int {
 		// pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
 		s := string(b)
 		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(rest) < 2 || rest[1] != strconv.Itoa(pid) {
+		if len(rest) < 2 || rest[0] == "Z" {
 			continue
 		}
 		self, _ := strconv.Atoi(strings.Fields(s)[0])
-		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", self)); err == nil && strings.Contains(string(cmd), "ipykernel") {
+		ppid, _ := strconv.Atoi(rest[1])
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", self))
+		procs[self] = proc{ppid: ppid, cmd: string(cmd)}
+	}
+	var out []int
+	for self, p := range procs {
+		parent := p.ppid == pid || strings.Contains(procs[p.ppid].cmd, "carryover_template") && procs[p.ppid].ppid == pid
+		if parent && strings.Contains(p.cmd, "ipykernel") {
 			out = append(out, self)
 		}
 	}

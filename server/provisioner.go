@@ -11,6 +11,7 @@ import (
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/sandbox"
+	"github.com/carryover/carryover/kernel/template"
 	"github.com/carryover/carryover/persistence"
 )
 
@@ -22,7 +23,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	logHostCheck(context.Background(), cfg, log)
 	if !cfg.Sandbox.Enabled {
 		log.Warn("sandbox disabled (sandbox.enabled=false): kernels and exec commands run as plain processes with the server's privileges")
-		return local, nil
+		return withTemplates(cfg, local, log), nil
 	}
 	pc, tmp, err := sandboxConfig(cfg, log)
 	if err != nil {
@@ -37,7 +38,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
 			"any code run can read the database and every workspace. Fix the cause, or set sandbox.enabled=false to acknowledge.",
 			"err", err)
-		return local, nil
+		return withTemplates(cfg, local, log), nil
 	}
 	// One err for both steps (a := in the if would shadow it and the mountability check would never
 	// be looked at).
@@ -49,7 +50,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		_ = mgr.Close()
 		log.Error("SANDBOX UNAVAILABLE: the checkpoint spool dir cannot be idmapped into sandboxes (set persistence.spool_dir "+
 			"to a directory on the data dir's filesystem); kernels and exec commands run as PLAIN PROCESSES", "spool_dir", pc.SpoolDir, "err", err)
-		return local, nil
+		return withTemplates(cfg, local, log), nil
 	}
 	// A sandbox can leave set-uid files in its workspace (idmapped: they are root's on disk); nobody
 	// but the server may reach them.
@@ -80,6 +81,34 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		pc.Packages = &pp
 	}
 	return sandbox.NewProvisioner(mgr, pc), nil
+}
+
+// withTemplates puts kernel/template's fork server in front of the local provisioner when
+// pool.templates is on: unsandboxed kernels are forked from a warm, pre-imported template. Sandboxed
+// kernels never are (each is started cold in its own box).
+func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slog.Logger) kernel.Provisioner {
+	if !cfg.Pool.Templates {
+		return local
+	}
+	python := cfg.Kernel.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	// Its script and log live in the data dir: a killed server leaves nothing in /tmp, and the next
+	// start writes the script again and appends to the log.
+	dir := filepath.Join(cfg.DataDir, "template")
+	var tp *template.Provisioner
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir, Logger: log})
+	}
+	if err != nil {
+		log.Warn("kernel templates unavailable: kernels start cold", "err", err)
+		return local
+	}
+	log.Info("kernel templates: unsandboxed kernels are forked from a warm template", "python", python,
+		"pre_import", cfg.Persistence.PreImport)
+	return tp
 }
 
 // sandboxConfig parses the sandbox section's limits and ceilings, and the size of each box's /tmp.

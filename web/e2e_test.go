@@ -34,6 +34,14 @@ func TestBrowserDataScience(t *testing.T) {
 	runBrowserTest(t, "datasci.test.mjs", 8*time.Minute)
 }
 
+// TestBrowserWidgets runs web/e2e/widgets.test.mjs against a server of its own: an interact slider
+// moved to 13 comes back at 13, with its output "n = 13" and 13 in the kernel, after a kill -9 of
+// the kernel, a page reload and a hibernation and wake (issue 37).
+func TestBrowserWidgets(t *testing.T) {
+	t.Parallel()
+	runBrowserTest(t, "widgets.test.mjs", 5*time.Minute)
+}
+
 // runBrowserTest starts the real server (servertest.StartProcess) and runs node e2e/<script> against it
 // in Debian's chromium; it skips only when chromium is absent outside CI.
 func runBrowserTest(t *testing.T, script string, limit time.Duration) {

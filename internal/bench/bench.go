@@ -57,6 +57,7 @@ var sections = []section{
 	{"backup", benchBackup},
 	{"portable", benchPortable},
 	{"fork fan-out", benchFanout},
+	{"templates", benchTemplates},
 	{"browser UI: long sessions", benchUILongSessions},
 }
 

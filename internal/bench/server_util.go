@@ -466,11 +466,26 @@ func benchKernelProcs(dir string) []int {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
-		if ppid == self || (dir != "" && bytes.Contains(cmdline, []byte(dir))) {
+		if ppid == self || templateOf(ppid, self) || (dir != "" && bytes.Contains(cmdline, []byte(dir))) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// templateOf says whether pid is a kernel template (kernel/template) that is parent's child: the
+// kernels it forks are parent's kernels.
+func templateOf(pid, parent int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte("carryover_template")) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) >= 2 && f[1] == strconv.Itoa(parent)
 }
 
 // procCPU is this process's user+system CPU time so far.

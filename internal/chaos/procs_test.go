@@ -43,3 +43,13 @@ func descendants(pid int) []int {
 	}
 	return out
 }
+
+// appendFile appends s to the file at path (the tables of several topologies go to one file).
+func appendFile(path, s string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	f.WriteString(s)
+}

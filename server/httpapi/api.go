@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/server/session"
 )
 
 const timeFormat = time.RFC3339Nano
@@ -36,7 +35,7 @@ type Options struct {
 
 // API is the HTTP + websocket surface over a session service.
 type API struct {
-	svc     *session.Service
+	svc     Sessions
 	maxBody int64
 	origins map[string]bool
 	log     *slog.Logger
@@ -55,7 +54,7 @@ type API struct {
 }
 
 // New builds the API over svc.
-func New(svc *session.Service, o Options) *API {
+func New(svc Sessions, o Options) *API {
 	a := &API{svc: svc, maxBody: o.MaxBodyBytes, maxImport: o.MaxImportBytes, log: o.Logger, ui: o.UI, origins: map[string]bool{}, tenants: o.Tokens,
 		admin: o.AdminToken, limiter: newLimiter(o.RateLimit, time.Now)}
 	if a.log == nil {

@@ -14,7 +14,12 @@ import (
 )
 
 func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
-	files, err := a.svc.ListFiles(r.PathValue("id"))
+	dir, err := a.svc.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	files, err := dir.List()
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -23,7 +28,12 @@ func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) getFile(w http.ResponseWriter, r *http.Request) {
-	f, info, err := a.svc.ReadFile(r.PathValue("id"), r.PathValue("path"))
+	dir, err := a.svc.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	f, info, err := dir.Read(r.PathValue("path"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -42,8 +52,13 @@ func (a *API) getFile(w http.ResponseWriter, r *http.Request) {
 
 // putFile writes the raw body to the path (parents created) → 201.
 func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
+	dir, err := a.svc.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	body := http.MaxBytesReader(w, r.Body, a.maxBody)
-	fi, err := a.svc.WriteFile(r.PathValue("id"), r.PathValue("path"), body)
+	fi, err := dir.Write(r.PathValue("path"), body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -80,7 +95,12 @@ func (a *API) postFile(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, carryover.Errorf(carryover.CodeInvalid, "encoding must be utf-8 or base64").WithDetails("field", "encoding"))
 		return
 	}
-	fi, err := a.svc.WriteFile(r.PathValue("id"), req.Path, bytes.NewReader(data))
+	dir, err := a.svc.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	fi, err := dir.Write(req.Path, bytes.NewReader(data))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -89,7 +109,12 @@ func (a *API) postFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
-	if err := a.svc.DeleteFile(r.PathValue("id"), r.PathValue("path")); err != nil {
+	dir, err := a.svc.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := dir.Delete(r.PathValue("path")); err != nil {
 		a.fail(w, r, err)
 		return
 	}

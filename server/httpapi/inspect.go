@@ -13,13 +13,23 @@ func (a *API) inspectRoutes() []route {
 // listVariables answers the session's variables (name, type, shape, length, size, saved state)
 // without running a turn: the execution count does not move.
 func (a *API) listVariables(w http.ResponseWriter, r *http.Request) {
-	v, err := a.svc.Variables(r.Context(), r.PathValue("id"))
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v, err := ls.Variables(r.Context())
 	a.reply(w, r, 200, v, err)
 }
 
 // getCheckpoint answers one checkpoint's content: variables with type, size and content reference,
 // skipped variables, files.
 func (a *API) getCheckpoint(w http.ResponseWriter, r *http.Request) {
-	d, err := a.svc.CheckpointDetail(r.Context(), r.PathValue("id"), r.PathValue("cid"))
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d, err := ls.CheckpointDetail(r.Context(), r.PathValue("cid"))
 	a.reply(w, r, 200, map[string]any{"checkpoint": d}, err)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/nodewatch"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // TestOpenAPIGoAnswers: the Go values the handlers answer, filled as the service fills them,
@@ -82,17 +84,17 @@ func TestOpenAPIGoAnswers(t *testing.T) {
 		{"error with result", component("Error"), errBody(timeoutErr)},
 		{"not_owner with result", component("Error"), errBody(notOwnerErr)},
 		{"capacity", component("Error"), errBody(carryover.Errorf(carryover.CodeCapacity, "full").WithDetails("reason", "busy", "live", 4, "capacity", 4, "queued", 1, "retry_after_seconds", 2))},
-		{"status", respSchema("/api/status", "get", 200), session.NodeStatus{NodeID: "a", Capacity: session.CapacityStatus{MaxLiveKernels: 4, Source: "config"},
-			Evictions: map[string]int64{"capacity": 1}, Refusals: map[string]int64{"busy": 2}, Memory: session.MemoryStatus{AvailableBytes: -1, PSIFullAvg10: -1}}},
-		{"status frame", component("WSServerFrame"), session.StatusFrame{Type: "status", ID: "c1", ExecutionState: "busy", Code: "1"}},
-		{"output frame", component("WSServerFrame"), session.OutputFrame{Type: "output", ID: "c1", Output: outputs[0]}},
-		{"input frame", component("WSServerFrame"), session.InputRequestFrame{Type: "input_request", ID: "c1", Prompt: "?"}},
+		{"status", respSchema("/api/status", "get", 200), nodewatch.NodeStatus{NodeID: "a", Capacity: nodewatch.CapacityStatus{MaxLiveKernels: 4, Source: "config"},
+			Evictions: map[string]int64{"capacity": 1}, Refusals: map[string]int64{"busy": 2}, Memory: nodewatch.MemoryStatus{AvailableBytes: -1, PSIFullAvg10: -1}}},
+		{"status frame", component("WSServerFrame"), stream.StatusFrame{Type: "status", ID: "c1", ExecutionState: "busy", Code: "1"}},
+		{"output frame", component("WSServerFrame"), stream.OutputFrame{Type: "output", ID: "c1", Output: outputs[0]}},
+		{"input frame", component("WSServerFrame"), stream.InputRequestFrame{Type: "input_request", ID: "c1", Prompt: "?"}},
 		{"result frame", component("WSServerFrame"), session.ResultFrame{Type: "result", ID: "c1", Result: run}},
-		{"event frame", component("WSServerFrame"), session.EventFrame{Type: "event", Event: carryover.Event{SequenceNumber: 1, EventType: "heartbeat", Payload: json.RawMessage(`null`), CreatedAt: now}}},
-		{"error frame", component("WSServerFrame"), session.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeInvalid, "x")}},
-		{"running frame", component("WSServerFrame"), session.RunningFrame{Type: "running", ID: "run-1", Code: "1", ExecutionCount: &n, Outputs: outputs,
-			InputRequest: &session.InputRequestFrame{Type: "input_request", ID: "run-1", Prompt: "?"}}},
-		{"notice frame", component("WSServerFrame"), session.NoticeFrame{Type: "notice", Message: "m", Dropped: 2}},
+		{"event frame", component("WSServerFrame"), stream.EventFrame{Type: "event", Event: carryover.Event{SequenceNumber: 1, EventType: "heartbeat", Payload: json.RawMessage(`null`), CreatedAt: now}}},
+		{"error frame", component("WSServerFrame"), stream.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeInvalid, "x")}},
+		{"running frame", component("WSServerFrame"), stream.RunningFrame{Type: "running", ID: "run-1", Code: "1", ExecutionCount: &n, Outputs: outputs,
+			InputRequest: &stream.InputRequestFrame{Type: "input_request", ID: "run-1", Prompt: "?"}}},
+		{"notice frame", component("WSServerFrame"), stream.NoticeFrame{Type: "notice", Message: "m", Dropped: 2}},
 		{"pong frame", component("WSServerFrame"), pongFrame{Type: "pong", ID: "p"}},
 	}
 	for _, tc := range cases {

@@ -22,6 +22,16 @@ func (a *API) portableRoutes() []route {
 	}
 }
 
+// exportEvents is session id's event log, oldest first, as an archive's events member. A log over
+// the archive's part limit is refused (payload_too_large): export without events then.
+func (a *API) exportEvents(r *http.Request, id string) ([]byte, error) {
+	evs, err := a.svc.Events(r.Context(), id, 0, 0, "")
+	if err != nil {
+		return nil, fmt.Errorf("export: events: %w", err)
+	}
+	return archive.EncodeEvents(evs, 0)
+}
+
 // exportSession streams the session's archive (?checkpoint_id= one of its checkpoints; default its
 // current state; ?events=true with the session's event log). Errors before the first byte answer in the API's shape; one mid-stream cuts the
 // stream short, which a reader sees as a truncated archive (it has no trailer).
@@ -34,7 +44,7 @@ func (a *API) exportSession(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := a.svc.ExportSource(r.Context(), id, r.URL.Query().Get("checkpoint_id"))
 	if err == nil && withEvents {
-		e.Events, err = a.svc.ExportEvents(r.Context(), id)
+		e.Events, err = a.exportEvents(r, id)
 	}
 	if err != nil {
 		a.fail(w, r, err)

@@ -76,12 +76,22 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
-	res, err := a.svc.CheckpointNow(r.Context(), r.PathValue("id"))
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := ls.CheckpointNow(r.Context())
 	a.reply(w, r, http.StatusCreated, map[string]any{"checkpoint": res}, err)
 }
 
 func (a *API) restoreCheckpoint(w http.ResponseWriter, r *http.Request) {
-	res, err := a.svc.RestoreCheckpoint(r.Context(), r.PathValue("id"), r.PathValue("cid"))
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := ls.RestoreCheckpoint(r.Context(), r.PathValue("cid"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -113,6 +123,11 @@ func (a *API) runNotebook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keepGoing := r.URL.Query().Get("continue_on_error") == "true"
-	res, err := a.svc.RunNotebook(r.Context(), r.PathValue("id"), raw, keepGoing)
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := ls.RunNotebook(r.Context(), raw, keepGoing)
 	a.reply(w, r, 200, res, err)
 }

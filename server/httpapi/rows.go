@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 func (a *API) rowsRoutes() []route {
@@ -18,7 +18,7 @@ func (a *API) rowsRoutes() []route {
 // variableRows reads ?offset= (0), &limit= (50, at most 1000), &sort= (a column), &desc=true, &q=.
 func (a *API) variableRows(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	q := session.RowsQuery{Limit: 50, Q: v.Get("q")}
+	q := agentops.RowsQuery{Limit: 50, Q: v.Get("q")}
 	var err error
 	num := func(key string, dst *int) {
 		if s := v.Get(key); s != "" && err == nil {
@@ -42,6 +42,11 @@ func (a *API) variableRows(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	page, err := a.svc.VariableRows(r.Context(), r.PathValue("id"), r.PathValue("name"), q)
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page, err := ls.VariableRows(r.Context(), r.PathValue("name"), q)
 	a.reply(w, r, 200, page, err)
 }

@@ -17,16 +17,16 @@ func (a *API) sessionRoutes() []route {
 		{"PATCH /api/sessions/{id}", http.HandlerFunc(a.patchSession)},
 		{"DELETE /api/sessions/{id}", http.HandlerFunc(a.deleteSession)},
 		{"PATCH /api/sessions/{id}/context", http.HandlerFunc(a.patchContext)},
-		{"POST /api/sessions/{id}/start", http.HandlerFunc(a.lifecycle(a.svc.Start))},
-		{"POST /api/sessions/{id}/pause", http.HandlerFunc(a.lifecycle(a.svc.Pause))},
-		{"POST /api/sessions/{id}/resume", http.HandlerFunc(a.lifecycle(a.svc.Resume))},
-		{"POST /api/sessions/{id}/heartbeat", http.HandlerFunc(a.lifecycle(a.svc.Heartbeat))},
-		{"POST /api/sessions/{id}/restart", http.HandlerFunc(a.lifecycle(a.svc.Restart))},
-		{"POST /api/sessions/{id}/rotate", http.HandlerFunc(a.lifecycle(a.svc.Rotate))},
-		{"POST /api/sessions/{id}/hibernate", http.HandlerFunc(a.lifecycle(a.svc.Hibernate))},
-		{"POST /api/sessions/{id}/interrupt", http.HandlerFunc(a.lifecycle(a.interrupt))},
-		{"POST /api/sessions/{id}/stop", http.HandlerFunc(a.finish(a.svc.Stop))},
-		{"POST /api/sessions/{id}/cancel", http.HandlerFunc(a.finish(a.svc.Cancel))},
+		{"POST /api/sessions/{id}/start", http.HandlerFunc(a.lifecycle(Sessions.Start))},
+		{"POST /api/sessions/{id}/pause", http.HandlerFunc(a.lifecycle(Sessions.Pause))},
+		{"POST /api/sessions/{id}/resume", http.HandlerFunc(a.lifecycle(Sessions.Resume))},
+		{"POST /api/sessions/{id}/heartbeat", http.HandlerFunc(a.lifecycle(Sessions.Heartbeat))},
+		{"POST /api/sessions/{id}/restart", http.HandlerFunc(a.lifecycle(onHandle((*session.Session).Restart)))},
+		{"POST /api/sessions/{id}/rotate", http.HandlerFunc(a.lifecycle(onHandle((*session.Session).Rotate)))},
+		{"POST /api/sessions/{id}/hibernate", http.HandlerFunc(a.lifecycle(onHandle((*session.Session).Hibernate)))},
+		{"POST /api/sessions/{id}/interrupt", http.HandlerFunc(a.lifecycle(interrupt))},
+		{"POST /api/sessions/{id}/stop", http.HandlerFunc(a.finish(Sessions.Stop))},
+		{"POST /api/sessions/{id}/cancel", http.HandlerFunc(a.finish(Sessions.Cancel))},
 		{"POST /api/sessions/{id}/fork", http.HandlerFunc(a.forkSession)},
 	}
 }
@@ -55,15 +55,15 @@ func (a *API) forkSession(w http.ResponseWriter, r *http.Request) {
 func sessionBody(s carryover.Session) map[string]any { return map[string]any{"session": s.View()} }
 
 // lifecycle is the handler of an action that takes no body and answers the session.
-func (a *API) lifecycle(fn func(context.Context, string) (carryover.Session, error)) http.HandlerFunc {
+func (a *API) lifecycle(fn func(Sessions, context.Context, string) (carryover.Session, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, err := fn(r.Context(), r.PathValue("id"))
+		s, err := fn(a.svc, r.Context(), r.PathValue("id"))
 		a.reply(w, r, 200, sessionBody(s), err)
 	}
 }
 
 // finish is the handler of stop and cancel: an optional {"reason"} body.
-func (a *API) finish(fn func(context.Context, string, string) (carryover.Session, error)) http.HandlerFunc {
+func (a *API) finish(fn func(Sessions, context.Context, string, string) (carryover.Session, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Reason string `json:"reason"`
@@ -72,17 +72,32 @@ func (a *API) finish(fn func(context.Context, string, string) (carryover.Session
 			a.fail(w, r, err)
 			return
 		}
-		s, err := fn(r.Context(), r.PathValue("id"), req.Reason)
+		s, err := fn(a.svc, r.Context(), r.PathValue("id"), req.Reason)
 		a.reply(w, r, 200, sessionBody(s), err)
 	}
 }
 
 // interrupt interrupts the run in flight and answers the session.
-func (a *API) interrupt(ctx context.Context, id string) (carryover.Session, error) {
-	if err := a.svc.Interrupt(ctx, id); err != nil {
+func interrupt(svc Sessions, ctx context.Context, id string) (carryover.Session, error) {
+	ls, err := svc.Session(id)
+	if err != nil {
 		return carryover.Session{}, err
 	}
-	return a.svc.Get(id)
+	if err := ls.Interrupt(ctx); err != nil {
+		return carryover.Session{}, err
+	}
+	return svc.Get(id)
+}
+
+// onHandle is fn, an action of a session's handle, as an action on session id.
+func onHandle(fn func(*session.Session, context.Context) (carryover.Session, error)) func(Sessions, context.Context, string) (carryover.Session, error) {
+	return func(svc Sessions, ctx context.Context, id string) (carryover.Session, error) {
+		ls, err := svc.Session(id)
+		if err != nil {
+			return carryover.Session{}, err
+		}
+		return fn(ls, ctx)
+	}
 }
 
 func (a *API) createSession(w http.ResponseWriter, r *http.Request) {

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/nodewatch"
 )
 
 // statusRoutes report this node's load (docs/capacity.md): live, hibernated and queued sessions,
@@ -16,7 +16,7 @@ func (a *API) statusRoutes() []route {
 
 // statusAnswer is GET /api/status: the node's own status, and the cluster's loads on a cluster node.
 type statusAnswer struct {
-	session.NodeStatus
+	nodewatch.NodeStatus
 	Cluster []clusterNode `json:"cluster,omitempty"`
 	Disk    *DiskStatus   `json:"disk,omitempty"`
 }

@@ -25,8 +25,13 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	replayed := false
-	res, err := a.svc.Run(r.Context(), r.PathValue("id"), req, session.RunOptions{OnReplay: func() { replayed = true }})
+	res, err := ls.Run(r.Context(), req, session.RunOptions{OnReplay: func() { replayed = true }})
 	markReplayed(w, replayed)
 	a.reply(w, r, 200, res, err)
 }
@@ -41,8 +46,13 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	replayed := false
-	res, err := a.svc.RunCommand(r.Context(), r.PathValue("id"), req, session.CommandOptions{OnReplay: func() { replayed = true }})
+	res, err := ls.RunCommand(r.Context(), req, session.CommandOptions{OnReplay: func() { replayed = true }})
 	markReplayed(w, replayed)
 	a.reply(w, r, 200, res, err)
 }
@@ -61,7 +71,12 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	if req.CursorPos != nil {
 		cur = *req.CursorPos
 	}
-	res, err := a.svc.Complete(r.Context(), r.PathValue("id"), req.Code, cur)
+	ls, err := a.svc.Session(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := ls.Complete(r.Context(), req.Code, cur)
 	a.reply(w, r, 200, res, err)
 }
 

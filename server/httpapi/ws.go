@@ -5,6 +5,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/stream"
 
 	"context"
 	"encoding/hex"
@@ -49,7 +50,8 @@ func (a *API) checkOrigin(r *http.Request) bool {
 
 func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.svc.Get(id); err != nil {
+	ls, err := a.svc.Session(id)
+	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -69,15 +71,11 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	// The subscriber is attached before the handshake is answered: a client whose dial returned
 	// sees every frame from then on, even of a run another client starts at once (under load the
 	// handler could be scheduled after that run's first output, which was then lost to it).
-	sub := session.NewSubscriber()
+	sub := stream.NewSubscriber()
 	if wantComms(r) {
 		sub.WantComms() // ws_comm.go
 	}
-	detach, err := a.svc.Attach(id, sub)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+	detach := ls.Attach(sub)
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		detach()
@@ -86,6 +84,9 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(a.maxBody)
 	c := &wsClient{api: a, id: id, conn: conn, sub: sub, comms: wantComms(r)}
+	if c.comms {
+		go ls.SyncWidgets(r.Context(), sub) // the kernel's live widgets, for a page that (re)connects
+	}
 	c.serve(r.Context(), detach)
 }
 
@@ -95,7 +96,7 @@ type wsClient struct {
 	api  *API
 	id   string // the session
 	conn *websocket.Conn
-	sub  *session.Subscriber
+	sub  *stream.Subscriber
 	// comms: opened with ?comms=true, the comm relay's frames both ways (ws_comm.go)
 	comms bool
 
@@ -149,15 +150,15 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 		}()
 		<-queued
 	case "input_reply":
-		if err := c.api.svc.AnswerInput(c.id, f.ID, f.Value); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.AnswerInput(f.ID, f.Value) }); err != nil {
 			c.sendErr(f.ID, err)
 		}
 	case "interrupt":
-		if err := c.api.svc.Interrupt(ctx, c.id); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.Interrupt(ctx) }); err != nil {
 			c.sendErr(f.ID, err)
 		}
 	case "subscribe_events":
-		if err := c.api.svc.SubscribeEvents(ctx, c.id, c.sub, f.AfterSequence); err != nil {
+		if err := c.onSession(func(ls *session.Session) error { return ls.SubscribeEvents(ctx, c.sub, f.AfterSequence) }); err != nil {
 			c.sendErr("", err)
 		}
 	case "ping":
@@ -214,7 +215,17 @@ func (c *wsClient) flush() {
 }
 
 func (c *wsClient) sendErr(id string, err error) {
-	c.sub.Send(session.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
+	c.sub.Send(stream.ErrorFrame{Type: "error", ID: id, Error: carryover.ErrorOf(err)})
+}
+
+// onSession calls fn with the handle of the connection's session, looked up for each frame as a
+// request's is (a session deleted meanwhile answers not_found).
+func (c *wsClient) onSession(fn func(*session.Session) error) error {
+	ls, err := c.api.svc.Session(c.id)
+	if err != nil {
+		return err
+	}
+	return fn(ls)
 }
 
 // run executes a run frame; outputs reach this client (and every other) through the session's
@@ -228,7 +239,11 @@ func (c *wsClient) run(ctx context.Context, f wsFrame, queued func()) {
 	}}
 	replayed := false
 	opts.OnReplay = func() { replayed = true }
-	res, err := c.api.svc.Run(ctx, c.id, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
+	var res *session.RunResult
+	err := c.onSession(func(ls *session.Session) (err error) {
+		res, err = ls.Run(ctx, session.RunRequest{Code: f.Code, TimeoutSeconds: f.TimeoutSeconds, IdempotencyKey: f.IdempotencyKey}, opts)
+		return err
+	})
 	if replayed {
 		c.replay(f.ID, res, err)
 		return
@@ -247,7 +262,7 @@ func (c *wsClient) replay(id string, res *session.RunResult, err error) {
 	if err != nil {
 		c.sendErr(id, err)
 	}
-	c.sub.Send(session.StatusFrame{Type: "status", ID: id, ExecutionState: "idle"})
+	c.sub.Send(stream.StatusFrame{Type: "status", ID: id, ExecutionState: "idle"})
 }
 
 // randomID is a client run id when the frame has none.

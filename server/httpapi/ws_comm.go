@@ -37,8 +37,11 @@ func (c *wsClient) comm(ctx context.Context, f wsFrame) {
 		c.sendErr(f.MsgID, carryover.Errorf(carryover.CodeInvalid, "unknown frame type %q (comm frames need the websocket opened with ?comms=true)", f.Type))
 		return
 	}
-	_, err := c.api.svc.SendComm(ctx, c.id, session.CommRequest{MsgType: f.MsgType, MsgID: f.MsgID,
-		Content: f.Content, Metadata: f.Metadata, Buffers: f.Buffers})
+	err := c.onSession(func(ls *session.Session) error {
+		_, err := ls.SendComm(ctx, session.CommRequest{MsgType: f.MsgType, MsgID: f.MsgID,
+			Content: f.Content, Metadata: f.Metadata, Buffers: f.Buffers})
+		return err
+	})
 	if err != nil {
 		c.sendErr(f.MsgID, err)
 	}

@@ -15,7 +15,7 @@ import (
 	"fmt"
 
 	"github.com/carryover/carryover/kernel"
-	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/rawexec"
 )
 
 const (
@@ -34,7 +34,7 @@ type answer struct {
 }
 
 // answerOf reads how a turn ended.
-func answerOf(msgID string, t *session.RawTurn) answer {
+func answerOf(msgID string, t *rawexec.Turn) answer {
 	a := answer{MsgID: msgID, Status: "error"}
 	switch {
 	case t.Died:
@@ -79,8 +79,8 @@ func (b *bridge) noteAnswerLocked(a answer) map[string]any {
 }
 
 // recordTurn is the turn's RawTurnOptions.Record: the answer goes into the turn's own write.
-func (b *bridge) recordTurn(msgID string) func(*session.RawTurn) map[string]any {
-	return func(t *session.RawTurn) map[string]any {
+func (b *bridge) recordTurn(msgID string) func(*rawexec.Turn) map[string]any {
+	return func(t *rawexec.Turn) map[string]any {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.noteAnswerLocked(answerOf(msgID, t))

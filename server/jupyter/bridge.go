@@ -214,7 +214,7 @@ func (b *bridge) sendSide(s sideMsg) {
 // one: wait for it (attach announces it). With nothing in line, wake the kernel (service.Kernel).
 func (b *bridge) liveKernel(ctx context.Context) (*kernel.Kernel, error) {
 	for {
-		if k := b.d.svc.LiveKernel(b.id); k != nil {
+		if k := b.d.liveKernelOf(b.id); k != nil {
 			return k, nil
 		}
 		b.mu.Lock()
@@ -224,7 +224,7 @@ func (b *bridge) liveKernel(ctx context.Context) (*kernel.Kernel, error) {
 			return nil, errors.New("the kernel was shut down")
 		}
 		if !inLine {
-			return b.d.svc.Kernel(ctx, b.id)
+			return b.d.kernelOf(ctx, b.id)
 		}
 		select {
 		case <-ready:
@@ -356,7 +356,7 @@ func (b *bridge) watch(k *kernel.Kernel) {
 	}
 	b.broadcastStatus("restarting")
 	b.failPending(nil, "KernelDied", "the kernel died; carryover restores the session from its last checkpoint")
-	k2, err := b.d.svc.Kernel(context.Background(), b.id)
+	k2, err := b.d.kernelOf(context.Background(), b.id)
 	if err != nil {
 		b.d.log.Warn("jupyter: kernel not restored after its death", "kernel", b.id, "err", err)
 		b.broadcastStatus("dead")

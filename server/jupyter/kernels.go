@@ -212,7 +212,7 @@ func (d *Door) interruptKernel(w http.ResponseWriter, r *http.Request) {
 		d.writeError(w, err)
 		return
 	}
-	if err := d.svc.Interrupt(r.Context(), id); err != nil {
+	if err := d.onSession(id, func(ls *session.Session) error { return ls.Interrupt(r.Context()) }); err != nil {
 		d.writeError(w, err)
 		return
 	}
@@ -229,17 +229,18 @@ func (d *Door) restartKernel(w http.ResponseWriter, r *http.Request) {
 	}
 	b := d.bridgeFor(id)
 	b.abortQueued()
-	var err error
-	if d.opts.RestartRestores {
-		_, err = d.svc.Restart(r.Context(), id)
-	} else {
-		err = d.svc.RestartFresh(r.Context(), id)
-	}
+	err := d.onSession(id, func(ls *session.Session) error {
+		if d.opts.RestartRestores {
+			_, err := ls.Restart(r.Context())
+			return err
+		}
+		return ls.RestartFresh(r.Context())
+	})
 	if err != nil {
 		d.writeError(w, err)
 		return
 	}
-	if k, kerr := d.svc.Kernel(r.Context(), id); kerr == nil {
+	if k, kerr := d.kernelOf(r.Context(), id); kerr == nil {
 		b.comms.Switch(k) // a restart the client asked for: it drops its comms itself, nothing to tell
 		b.attach(k, nil)
 	}

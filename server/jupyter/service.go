@@ -17,13 +17,37 @@ type Sessions interface {
 	List() []carryover.Session
 	Patch(ctx context.Context, id string, data map[string]any) (carryover.Session, error)
 	Stop(ctx context.Context, id, reason string) (carryover.Session, error)
-	Interrupt(ctx context.Context, id string) error
-	Restart(ctx context.Context, id string) (carryover.Session, error)
-	RestartFresh(ctx context.Context, id string) error
-	Kernel(ctx context.Context, id string) (*kernel.Kernel, error)
-	LiveKernel(id string) *kernel.Kernel
-	RunRaw(ctx context.Context, id string, req kernel.RawMessage, opts session.RawTurnOptions) (*session.RawTurn, error)
-	SendInLine(ctx context.Context, id string, msg kernel.RawMessage, onKernel func(*kernel.Kernel)) error
+	// Session is the handle of session id: its turns (RunRaw, SendInLine), its kernel, interrupt
+	// and restarts.
+	Session(id string) (*session.Session, error)
 }
 
 var _ Sessions = (*session.Service)(nil)
+
+// onSession calls fn with the handle of session id.
+func (d *Door) onSession(id string, fn func(*session.Session) error) error {
+	ls, err := d.svc.Session(id)
+	if err != nil {
+		return err
+	}
+	return fn(ls)
+}
+
+// kernelOf is session id's kernel for messages that are not turns (session.Session.Kernel).
+func (d *Door) kernelOf(ctx context.Context, id string) (*kernel.Kernel, error) {
+	ls, err := d.svc.Session(id)
+	if err != nil {
+		return nil, err
+	}
+	return ls.Kernel(ctx)
+}
+
+// liveKernelOf is session id's live kernel, nil when it has none or there is no such session
+// (session.Session.LiveKernel).
+func (d *Door) liveKernelOf(id string) *kernel.Kernel {
+	ls, err := d.svc.Session(id)
+	if err != nil {
+		return nil
+	}
+	return ls.LiveKernel()
+}

@@ -1,8 +1,8 @@
 package jupyter
 
 // turns.go: a kernel's shell messages, one at a time in arrival order: each execute_request runs as
-// a turn of its session (session.Service.RunRaw), any other message goes to the kernel in its place
-// in the session's line (session.Service.SendInLine). The turn's execute_reply and iopub idle are
+// a turn of its session (session.Session.RunRaw), any other message goes to the kernel in its place
+// in the session's line (session.Session.SendInLine). The turn's execute_reply and iopub idle are
 // held back until its checkpoint committed; a kernel death answers the request with an error reply
 // and an idle (nbclient would wait forever otherwise); an error aborts the queued executes like
 // ipykernel's stop_on_error (the kernel itself is asked not to: see RunRaw).
@@ -16,6 +16,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/rawexec"
 )
 
 // turnJob is one queued shell message.
@@ -86,10 +87,12 @@ func (b *bridge) turnWorker() {
 // sendInLine sends a shell message that is not an execute_request to the kernel, after the turns
 // before it; one that cannot go is answered with an error reply.
 func (b *bridge) sendInLine(j turnJob) {
-	err := b.d.svc.SendInLine(context.Background(), b.id, j.msg, func(k *kernel.Kernel) {
-		b.attach(k, j.msg.Header)
-		b.sentTo(j.msg, k)
-		b.comms.Observe(j.msg) // when it reaches a kernel: a comm_open waiting for a restore opens in the new one
+	err := b.d.onSession(b.id, func(ls *session.Session) error {
+		return ls.SendInLine(context.Background(), j.msg, func(k *kernel.Kernel) {
+			b.attach(k, j.msg.Header)
+			b.sentTo(j.msg, k)
+			b.comms.Observe(j.msg) // when it reaches a kernel: a comm_open waiting for a restore opens in the new one
+		})
 	})
 	if err != nil {
 		b.failDelivery(j.c, j.msg, j.msgType, err)
@@ -98,16 +101,21 @@ func (b *bridge) sendInLine(j turnJob) {
 
 // runTurn runs one execute_request and answers it.
 func (b *bridge) runTurn(j turnJob) {
-	res, err := b.d.svc.RunRaw(context.Background(), b.id, j.msg, session.RawTurnOptions{OnKernel: func(k *kernel.Kernel) {
-		b.attach(k, j.msg.Header)
-	}, Record: b.recordTurn(j.msgID)})
+	var res *rawexec.Turn
+	err := b.d.onSession(b.id, func(ls *session.Session) (err error) {
+		res, err = ls.RunRaw(context.Background(), j.msg, session.RawTurnOptions{OnKernel: func(k *kernel.Kernel) {
+			b.attach(k, j.msg.Header)
+		}, Record: b.recordTurn(j.msgID)})
+		return err
+	})
 	switch {
 	case err != nil:
 		e := carryover.ErrorOf(err)
 		b.failExecute(j, string(e.Code), e.Message)
 	case res.Died:
 		b.failExecute(j, "KernelDied", fmt.Sprintf(
-			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)", res.ExecutionCount))
+			"the kernel died while running this cell; carryover restored the session from its last checkpoint (execution count %d)%s",
+			res.ExecutionCount, restoreNotice(res.Restore, "; ")))
 	case res.ReplyLost:
 		b.awaitKernelIdle(j.msgID) // the cell's outputs first
 		b.failExecute(j, "KeyboardInterrupt", kernel.LostReplyMessage)
@@ -118,6 +126,9 @@ func (b *bridge) runTurn(j turnJob) {
 		var aborted []turnJob
 		if status, _ := replyFields(res.Reply.Content); status == "error" && stopOnError(j.msg.Content) {
 			aborted = b.takeQueuedExecutes()
+		}
+		if n := restoreNotice(res.Restore, ""); n != "" {
+			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr", "text": "[carryover: " + n + "]\n"}))
 		}
 		if res.CheckpointErr != "" {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",
@@ -322,7 +333,7 @@ func (b *bridge) answerAborted(q []turnJob) {
 func (b *bridge) stopRunning(ctx context.Context) {
 	b.abortQueued()
 	if b.busy() {
-		_ = b.d.svc.Interrupt(ctx, b.id)
+		_ = b.d.onSession(b.id, func(ls *session.Session) error { return ls.Interrupt(ctx) })
 	}
 	for deadline := time.Now().Add(10 * time.Second); b.busy() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)

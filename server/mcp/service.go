@@ -3,12 +3,11 @@ package mcp
 import (
 	"context"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/archive"
 	"github.com/carryover/carryover/server/session"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // Sessions is what the MCP front door asks of the session service (*session.Service): one tool per
@@ -18,13 +17,10 @@ type Sessions interface {
 	Fork(ctx context.Context, id string, req session.ForkRequest) (carryover.Session, error)
 	ForkMany(ctx context.Context, id string, req session.ForkRequest) ([]carryover.Session, error)
 	Visible(id, tenant string) bool
-	Run(ctx context.Context, id string, req session.RunRequest, opts session.RunOptions) (*session.RunResult, error)
-	RunCommand(ctx context.Context, id string, req session.CommandRequest, opts session.CommandOptions) (*session.CommandResult, error)
+	// Session is the handle of session id: its turns (Run, RunCommand) and RestoreCheckpoint.
+	Session(id string) (*session.Session, error)
 	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
-	RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error)
-	ListFiles(id string) ([]session.FileInfo, error)
-	ReadFile(id, p string) (*os.File, fs.FileInfo, error)
-	WriteFile(id, p string, r io.Reader) (session.FileInfo, error)
+	Files(id string) (workspace.Dir, error)
 	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
 	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
 }

@@ -237,7 +237,11 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		}
 		id = s.ID
 	}
-	res, err := t.svc.Run(ctx, id, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
+	var res *session.RunResult
+	ls, err := t.svc.Session(id)
+	if err == nil {
+		res, err = ls.Run(ctx, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
+	}
 	if err != nil {
 		// A timeout or a kernel death: the API's code first, then what the run printed before it.
 		e := carryover.ErrorOf(err)
@@ -368,7 +372,11 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
-	res, err := t.svc.RunCommand(ctx, in.SessionID, session.CommandRequest{Command: in.Command, WorkingDir: in.WorkingDir}, session.CommandOptions{})
+	ls, err := t.svc.Session(in.SessionID)
+	if err != nil {
+		return nil, runShellOut{}, t.fail(req, err)
+	}
+	res, err := ls.RunCommand(ctx, session.CommandRequest{Command: in.Command, WorkingDir: in.WorkingDir}, session.CommandOptions{})
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
@@ -391,7 +399,11 @@ func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in pathI
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, readFileOut{}, t.fail(req, err)
 	}
-	f, info, err := t.svc.ReadFile(in.SessionID, in.Path)
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, readFileOut{}, t.fail(req, err)
+	}
+	f, info, err := dir.Read(in.Path)
 	if err != nil {
 		return nil, readFileOut{}, t.fail(req, err)
 	}
@@ -415,7 +427,11 @@ func (t *tools) writeFile(ctx context.Context, req *sdk.CallToolRequest, in writ
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}
-	fi, err := t.svc.WriteFile(in.SessionID, in.Path, strings.NewReader(in.Content))
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, writeFileOut{}, t.fail(req, err)
+	}
+	fi, err := dir.Write(in.Path, strings.NewReader(in.Content))
 	if err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}
@@ -435,7 +451,11 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, in sess
 	if _, err := t.scope(ctx, req, in.SessionID); err != nil {
 		return nil, listFilesOut{}, t.fail(req, err)
 	}
-	files, err := t.svc.ListFiles(in.SessionID)
+	dir, err := t.svc.Files(in.SessionID)
+	if err != nil {
+		return nil, listFilesOut{}, t.fail(req, err)
+	}
+	files, err := dir.List()
 	if err != nil {
 		return nil, listFilesOut{}, t.fail(req, err)
 	}
@@ -495,7 +515,11 @@ func (t *tools) restore(ctx context.Context, req *sdk.CallToolRequest, in restor
 	if err != nil {
 		return nil, restoreOut{}, t.fail(req, err)
 	}
-	res, err := t.svc.RestoreCheckpoint(ctx, in.SessionID, in.CheckpointID)
+	ls, err := t.svc.Session(in.SessionID)
+	if err != nil {
+		return nil, restoreOut{}, t.fail(req, err)
+	}
+	res, err := ls.RestoreCheckpoint(ctx, in.CheckpointID)
 	if err != nil {
 		return nil, restoreOut{}, t.fail(req, err)
 	}

@@ -62,10 +62,10 @@ func (c Config) tickEvery() time.Duration {
 }
 
 // liveSessions returns the sessions that currently hold a kernel.
-func (s *Service) liveSessions() []*liveSession {
+func (s *Service) liveSessions() []*Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*liveSession
+	var out []*Session
 	for _, ls := range s.sessions {
 		if ls.currentKernel() != nil {
 			out = append(out, ls)
@@ -94,7 +94,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 			continue
 		}
 		s.bg.wg.Add(1)
-		go func(ls *liveSession) {
+		go func(ls *Session) {
 			defer s.bg.wg.Done()
 			defer func() { ls.mu.Lock(); ls.rotating = false; ls.mu.Unlock() }()
 			// Queue behind a run in progress: rotation waits for it, later runs wait for rotation.
@@ -113,7 +113,7 @@ func (s *Service) rotateDue(ctx context.Context) {
 }
 
 // kernelAge is how long the current kernel has lived, paused time excluded. Caller holds ls.mu.
-func (ls *liveSession) kernelAge(now time.Time) time.Duration {
+func (ls *Session) kernelAge(now time.Time) time.Duration {
 	if ls.kernStart.IsZero() {
 		return 0
 	}
@@ -127,7 +127,7 @@ func (ls *liveSession) kernelAge(now time.Time) time.Duration {
 // hibernateIfIdle hibernates the session when it has been idle for cull.idle_seconds (idle):
 // checkpoint, then stop the kernel. The session keeps its state (running, or paused); its next run
 // restores it transparently.
-func (ls *liveSession) hibernateIfIdle(ctx context.Context, idle time.Duration) {
+func (ls *Session) hibernateIfIdle(ctx context.Context, idle time.Duration) {
 	doc := ls.docCopy()
 	if !hibernatable(doc.State) || time.Since(doc.LastActivity) < idle || ls.lock.Busy() {
 		return
@@ -148,11 +148,7 @@ func (ls *liveSession) hibernateIfIdle(ctx context.Context, idle time.Duration) 
 
 // Hibernate checkpoints the session and stops its kernel now (POST .../hibernate): its memory is
 // freed and the next run restores it.
-func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return carryover.Session{}, err
-	}
+func (ls *Session) Hibernate(ctx context.Context) (carryover.Session, error) {
 	if err := ls.lock.Lock(ctx); err != nil {
 		return carryover.Session{}, err
 	}
@@ -167,7 +163,7 @@ func (s *Service) Hibernate(ctx context.Context, id string) (carryover.Session, 
 }
 
 // hibernateLocked saves the session and stops its kernel. Caller holds ls.lock.
-func (ls *liveSession) hibernateLocked(ctx context.Context, reason string) error {
+func (ls *Session) hibernateLocked(ctx context.Context, reason string) error {
 	s := ls.svc
 	k := ls.currentKernel()
 	if k == nil {
@@ -181,7 +177,7 @@ func (ls *liveSession) hibernateLocked(ctx context.Context, reason string) error
 	if err := ls.setSandboxStatus(ctx, carryover.SandboxHibernated); err != nil {
 		return err
 	}
-	s.watch.countHibernation(reason)
+	s.watch.CountHibernation(reason)
 	ls.emit(ctx, carryover.EventSessionHibernated, map[string]any{"checkpoint_id": res.ID, "reason": reason})
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // checkBudget refuses a run or exec when any limit is reached (402 budget_exceeded). Caller holds ls.lock.
-func (ls *liveSession) checkBudget(ctx context.Context) error {
+func (ls *Session) checkBudget(ctx context.Context) error {
 	doc := ls.docCopy().View()
 	l, over := doc.Budget.Exceeded(doc.BudgetConsumed)
 	if !over {
@@ -20,7 +20,7 @@ func (ls *liveSession) checkBudget(ctx context.Context) error {
 }
 
 // afterTurn emits one budget_warning per limit at 80% of it.
-func (ls *liveSession) afterTurn(ctx context.Context) error {
+func (ls *Session) afterTurn(ctx context.Context) error {
 	var warn []carryover.BudgetLimit
 	_, err := ls.update(ctx, func(d *carryover.Session) error {
 		for _, l := range d.Budget.Limits(d.View().BudgetConsumed) {

@@ -15,7 +15,7 @@ import (
 func (s *Service) Load() carryover.NodeLoad {
 	sl := s.adm.ledger.Stats()
 	s.mu.Lock()
-	all := make([]*liveSession, 0, len(s.sessions))
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}

@@ -13,11 +13,11 @@ import (
 // candidate; one whose checkpoint fails is skipped (its kernel is never stopped unsaved).
 
 // evictionCandidates lists the sessions holding a kernel now.
-func evictionCandidates(live []*liveSession) []capacity.Candidate[*liveSession] {
-	out := make([]capacity.Candidate[*liveSession], 0, len(live))
+func evictionCandidates(live []*Session) []capacity.Candidate[*Session] {
+	out := make([]capacity.Candidate[*Session], 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
-		c := capacity.Candidate[*liveSession]{Item: ls, Tenant: ls.doc.TenantName(), LastActivity: ls.doc.LastActivity,
+		c := capacity.Candidate[*Session]{Item: ls, Tenant: ls.doc.TenantName(), LastActivity: ls.doc.LastActivity,
 			Background: len(ls.bgSeen) > 0}
 		ls.mu.Unlock()
 		c.Busy = ls.lock.Busy()
@@ -45,7 +45,7 @@ func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 }
 
 // evictLocked hibernates ls if it still holds a kernel and is running or paused. Caller holds ls.lock.
-func (ls *liveSession) evictLocked(ctx context.Context, reason string) (int64, bool) {
+func (ls *Session) evictLocked(ctx context.Context, reason string) (int64, bool) {
 	s := ls.svc
 	if ls.currentKernel() == nil || !hibernatable(ls.docCopy().State) {
 		return 0, false
@@ -67,15 +67,4 @@ func (ls *liveSession) evictLocked(ctx context.Context, reason string) (int64, b
 // Resume its next turn wakes it with everything it had.
 func hibernatable(st string) bool {
 	return st == carryover.StateRunning || st == carryover.StatePaused
-}
-
-// countHibernation counts a hibernation by reason (the status endpoint and its metric).
-func (w *nodeWatch) countHibernation(reason string) {
-	w.hibernations.WithLabelValues(reason).Inc()
-	w.mu.Lock()
-	if w.evictions == nil {
-		w.evictions = map[string]int64{}
-	}
-	w.evictions[reason]++
-	w.mu.Unlock()
 }

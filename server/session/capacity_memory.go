@@ -25,7 +25,7 @@ type (
 var ProcMemory = capacity.ProcMemory
 
 // kernelMemory is the resident memory of every live kernel at its last sample.
-func kernelMemory(live []*liveSession) int64 {
+func kernelMemory(live []*Session) int64 {
 	var sum int64
 	for _, ls := range live {
 		ls.mu.Lock()
@@ -38,13 +38,13 @@ func kernelMemory(live []*liveSession) int64 {
 // relieveMemory hibernates idle sessions, least recently used first, while memory is short (the
 // background loop calls it every tick, after sampling the kernels).
 func (s *Service) relieveMemory(ctx context.Context) {
-	h, err := s.watch.read()
+	h, err := s.watch.Read()
 	if err != nil {
 		h = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}
 	}
 	used := kernelMemory(s.liveSessions())
-	s.watch.noteMemory(used, h)
-	excess := capacity.MemoryExcess(used, s.watch.budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.watch.budget.KernelBytes)
+	s.watch.NoteMemory(used, h)
+	excess := capacity.MemoryExcess(used, s.watch.Budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.watch.Budget.KernelBytes)
 	for excess > 0 {
 		freed, ok := s.evictIdle(ctx, capacity.ReasonMemory)
 		if !ok {

@@ -11,11 +11,7 @@ import (
 )
 
 // CheckpointNow takes a checkpoint outside a run.
-func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.CheckpointResult, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) CheckpointNow(ctx context.Context) (*carryover.CheckpointResult, error) {
 	if err := ls.lock.Lock(ctx); err != nil {
 		return nil, err
 	}
@@ -35,7 +31,7 @@ func (s *Service) CheckpointNow(ctx context.Context, id string) (*carryover.Chec
 
 // Checkpoints lists a session's checkpoints, newest first.
 func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error) {
-	if _, err := s.get(id); err != nil {
+	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
 	cps, err := s.store.ListCheckpoints(ctx, id)
@@ -50,12 +46,9 @@ func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.Check
 }
 
 // RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those files.
-func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carryover.RestoreResult, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := checkpointByID(ctx, s.store, id, cid)
+func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryover.RestoreResult, error) {
+	s := ls.svc
+	cp, err := checkpointByID(ctx, s.store, ls.id, cid)
 	if err != nil {
 		return nil, err
 	}
@@ -79,11 +72,11 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, id, cid string) (*carry
 	baseline := costBaseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
-	if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
+	if err := s.kern.prepareKernel(ctx, ls.id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
-	res, err := s.ckpt.Restore(ctx, k, id, cp.ID, s.cfg.workspace(id), true)
+	res, err := s.ckpt.Restore(ctx, k, ls.id, cp.ID, s.cfg.workspace(ls.id), true)
 	if err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err

@@ -28,7 +28,7 @@ func (checkpointStore) GetCheckpoint(_ context.Context, sessionID, id string) (c
 // test ends (a kernel that never ran: the unit tests start none).
 func holdKernel(t *testing.T, s *Service, id string) {
 	t.Helper()
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestEveryClaimPathChecksTheTenantLimit(t *testing.T) {
 	}
 	holdKernel(t, s, "holder")
 	for _, id := range []string{"wake", "rotate", "restore"} { // running, their kernel hibernated
-		ls, _ := s.get(id)
+		ls, _ := s.Session(id)
 		if _, err := ls.update(ctx, func(d *carryover.Session) error {
 			d.State = carryover.StateRunning
 			d.Sandbox.Status = carryover.SandboxHibernated
@@ -92,14 +92,20 @@ func TestEveryClaimPathChecksTheTenantLimit(t *testing.T) {
 		name  string
 		claim func() error
 	}{
-		{"first run", func() error { _, err := s.Run(ctx, "first", RunRequest{Code: "1+1"}, RunOptions{}); return err }},
-		{"wake", func() error { _, err := s.Run(ctx, "wake", RunRequest{Code: "1+1"}, RunOptions{}); return err }},
-		{"rotation", func() error { _, err := s.Rotate(ctx, "rotate"); return err }},
+		{"first run", func() error {
+			_, err := handleOf(t, s, "first").Run(ctx, RunRequest{Code: "1+1"}, RunOptions{})
+			return err
+		}},
+		{"wake", func() error {
+			_, err := handleOf(t, s, "wake").Run(ctx, RunRequest{Code: "1+1"}, RunOptions{})
+			return err
+		}},
+		{"rotation", func() error { _, err := handleOf(t, s, "rotate").Rotate(ctx); return err }},
 		{"ephemeral run", func() error {
 			_, err := s.RunEphemeral(ctx, EphemeralRequest{Language: "python", Code: "1+1"})
 			return err
 		}},
-		{"checkpoint restore", func() error { _, err := s.RestoreCheckpoint(ctx, "restore", "ckpt_restore"); return err }},
+		{"checkpoint restore", func() error { _, err := handleOf(t, s, "restore").RestoreCheckpoint(ctx, "ckpt_restore"); return err }},
 	}
 	for _, p := range paths {
 		err := p.claim()

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // Hooks for a node of a cluster (server/cluster): which sessions this node serves changes while it
@@ -43,7 +44,7 @@ func (s *Service) Evict(id string) bool {
 			s.stopKernel(now, k)
 		}()
 	}
-	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
+	ls.hub.Broadcast(stream.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotOwner,
 		"session %q moved to another node; reconnect", id)})
 	return true
 }
@@ -64,7 +65,7 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 	doc.OwnerNode = s.cfg.ownerNode()
 	s.Evict(id)
 	s.mu.Lock()
-	s.sessions[id] = &liveSession{svc: s, id: id, doc: doc}
+	s.sessions[id] = &Session{svc: s, id: id, doc: doc}
 	s.mu.Unlock()
 	return nil
 }
@@ -102,7 +103,7 @@ func lostOwnership(id string, err error, res *RunResult) error {
 
 // lostDuring is the not_owner error of a run whose session this node lost while it ran (evicted, or
 // its checkpoint fenced); nil when it still serves the session.
-func lostDuring(ls *liveSession, res *RunResult) error {
+func lostDuring(ls *Session, res *RunResult) error {
 	ls.mu.Lock()
 	evicted := ls.evicted
 	ls.mu.Unlock()

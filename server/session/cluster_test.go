@@ -9,6 +9,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/mock"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // clusterStore is the mock store with the one Ownership call listings make (Owners).
@@ -47,10 +48,8 @@ func TestAdoptEvict(t *testing.T) {
 		t.Fatalf("Adopt of an unknown session: %v", err)
 	}
 
-	sub := NewSubscriber()
-	if _, err := s.Attach("x", sub); err != nil {
-		t.Fatal(err)
-	}
+	sub := stream.NewSubscriber()
+	handleOf(t, s, "x").Attach(sub)
 	if !s.Evict("x") || s.Evict("x") {
 		t.Fatal("Evict does not report whether the session was here")
 	}

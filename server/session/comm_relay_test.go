@@ -6,81 +6,7 @@ import (
 	"testing"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/kernel"
 )
-
-// iopub builds a kernel iopub message of type t, parented to a message of type parentType.
-func iopub(t, parentID, parentType, content string) kernel.RawMessage {
-	return kernel.RawMessage{
-		Header:       json.RawMessage(`{"msg_id":"k-` + t + `","msg_type":"` + t + `"}`),
-		ParentHeader: json.RawMessage(`{"msg_id":"` + parentID + `","msg_type":"` + parentType + `"}`),
-		Metadata:     json.RawMessage(`{}`),
-		Content:      json.RawMessage(content),
-	}
-}
-
-func setMsgID(commID, msgID string) string {
-	return `{"comm_id":"` + commID + `","data":{"method":"update","state":{"msg_id":"` + msgID + `"},"buffers":[]}}`
-}
-
-// An Output widget's `with out:` inside a client's comm_msg handler: the relay sends the comm
-// messages on, the outputs made while the widget captures as comm_output frames for that widget
-// (innermost capture first), the handler's other outputs nowhere, and the idle status as comm_idle.
-func TestCommRelayRoutesCapturedOutputs(t *testing.T) {
-	var r commRelay
-	stream := func(text string) kernel.RawMessage {
-		return iopub("stream", "ui-1", "comm_msg", `{"name":"stdout","text":"`+text+`"}`)
-	}
-	if f := r.frame(stream("before")); f != nil {
-		t.Fatalf("an output no widget captures became %#v", f)
-	}
-	f := r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-a", "ui-1")))
-	if cf, ok := f.(CommFrame); !ok || cf.MsgType != "comm_msg" || cf.ParentMsgID != "ui-1" {
-		t.Fatalf("comm_msg became %#v", f)
-	}
-	r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-b", "ui-1"))) // nested: b inside a
-	if f, ok := r.frame(stream("inner")).(*CommOutputFrame); !ok || f.CommID != "out-b" || f.Output.Text != "inner" {
-		t.Fatalf("inner output: %#v", f)
-	}
-	r.frame(iopub("comm_msg", "ui-1", "comm_msg", setMsgID("out-b", "")))
-	if f, ok := r.frame(stream("outer")).(*CommOutputFrame); !ok || f.CommID != "out-a" || f.ParentMsgID != "ui-1" {
-		t.Fatalf("outer output: %#v", f)
-	}
-	if f, ok := r.frame(iopub("status", "ui-1", "comm_msg", `{"execution_state":"idle"}`)).(CommIdleFrame); !ok || f.ParentMsgID != "ui-1" {
-		t.Fatalf("idle: %#v", f)
-	}
-	if f := r.frame(stream("after the handler")); f != nil {
-		t.Fatalf("a capture outlived its handler: %#v", f)
-	}
-	// a cell's outputs are the run's (cellOptions captures those), never the relay's
-	r.frame(iopub("comm_msg", "cell-1", "execute_request", setMsgID("out-a", "cell-1")))
-	if f := r.frame(iopub("stream", "cell-1", "execute_request", `{"name":"stdout","text":"x"}`)); f != nil {
-		t.Fatalf("a cell's output went through the relay: %#v", f)
-	}
-	if f := r.frame(iopub("status", "cell-1", "execute_request", `{"execution_state":"idle"}`)); f != nil {
-		t.Fatalf("a cell's status went through the relay: %#v", f)
-	}
-	// a kernel restarted in place says "starting": the page's widgets are gone
-	if f, ok := r.frame(iopub("status", "", "", `{"execution_state":"starting"}`)).(CommResetFrame); !ok || f.Message == "" {
-		t.Fatalf("starting: %#v", f)
-	}
-}
-
-// A cell's capture starts only while a client that draws widgets is connected: an API client alone
-// keeps the outputs in the run's answer.
-func TestOutputCaptureNeedsAWidgetClient(t *testing.T) {
-	drawing := false
-	c := outputCaptures{when: func() bool { return drawing }}
-	c.watch(json.RawMessage(setMsgID("out-a", "cell-1")))
-	if f := c.frame(kernel.Output{Type: "stream", Text: "x"}); f != nil {
-		t.Fatalf("captured with no widget client: %#v", f)
-	}
-	drawing = true
-	c.watch(json.RawMessage(setMsgID("out-a", "cell-1")))
-	if f := c.frame(kernel.Output{Type: "stream", Text: "x"}); f == nil || f.CommID != "out-a" {
-		t.Fatalf("not captured with a widget client: %#v", f)
-	}
-}
 
 // SendComm refuses what is not a comm message, and a session with no live kernel, with the API's
 // codes; nothing reaches a kernel.
@@ -97,11 +23,11 @@ func TestSendCommRefusals(t *testing.T) {
 		{MsgType: "comm_open", Content: json.RawMessage(`{"comm_id":"a"}`)},
 		{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a"}`), Buffers: make([][]byte, maxCommBuffers+1)},
 	} {
-		_, err := s.SendComm(ctx, "comms", req)
+		_, err := handleOf(t, s, "comms").SendComm(ctx, req)
 		wantCode(t, err, carryover.CodeInvalid)
 	}
-	_, err := s.SendComm(ctx, "comms", CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
+	_, err := handleOf(t, s, "comms").SendComm(ctx, CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
 	wantCode(t, err, carryover.CodeConflict)
-	_, err = s.SendComm(ctx, "nope", CommRequest{MsgType: "comm_msg", Content: json.RawMessage(`{"comm_id":"a","data":{}}`)})
+	_, err = s.Session("nope")
 	wantCode(t, err, carryover.CodeNotFound)
 }

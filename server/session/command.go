@@ -13,6 +13,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // CommandRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
@@ -94,14 +95,14 @@ func (r CommandRequest) argv() ([]string, error) {
 
 // RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
-func (s *Service) RunCommand(ctx context.Context, id string, req CommandRequest, opts CommandOptions) (*CommandResult, error) {
+func (ls *Session) RunCommand(ctx context.Context, req CommandRequest, opts CommandOptions) (*CommandResult, error) {
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, s, id, "exec", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*CommandResult, error) {
-			return s.runCommand(ctx, id, req, started)
+		return runKeyed(ctx, ls, "exec", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*CommandResult, error) {
+			return ls.runCommand(ctx, req, started)
 		})
 	}
-	return s.runCommand(ctx, id, req, func() {})
+	return ls.runCommand(ctx, req, func() {})
 }
 
 // CommandOptions connect a shell command to the front door that sent it.
@@ -112,11 +113,8 @@ type CommandOptions struct {
 }
 
 // runCommand is RunCommand without its key; started is called just before the command starts.
-func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest, started func()) (*CommandResult, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started func()) (*CommandResult, error) {
+	s := ls.svc
 	argv, err := req.argv()
 	if err != nil {
 		return nil, err
@@ -171,7 +169,7 @@ func (s *Service) runCommand(ctx context.Context, id string, req CommandRequest,
 // runInSandbox runs argv through the provisioner (sandbox.go: a box of its own with the session's
 // workspace, network setting and limits, or a plain process in its own process group) in the
 // workspace dir rel, and returns its answer and the CPU seconds it used.
-func (ls *liveSession) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
+func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
 	s := ls.svc
 	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
 	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
@@ -238,7 +236,7 @@ func waitCommand(p kernel.Process, timeout time.Duration, res *CommandResult) ke
 
 // mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a
 // kernel left in its workspace cannot make the server, root, create directories elsewhere.
-func (ls *liveSession) mkdirWorkspace(ctx context.Context, rel string) error {
+func (ls *Session) mkdirWorkspace(ctx context.Context, rel string) error {
 	s := ls.svc
 	ws := s.cfg.workspace(ls.id)
 	if err := ls.ensureWorkspace(ctx); err != nil {
@@ -253,7 +251,7 @@ func (ls *liveSession) mkdirWorkspace(ctx context.Context, rel string) error {
 	}
 	defer root.Close()
 	if err := root.MkdirAll(filepath.FromSlash(rel), 0o755); err != nil {
-		return fileErr(rel, err)
+		return workspace.PathError(rel, err)
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func TestExecRunsAndRecords(t *testing.T) {
 	if _, err := s.PatchContext(ctx, "x", ContextRequest{EnvVars: map[string]string{"S": "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.RunCommand(ctx, "x", CommandRequest{Command: []any{"ls", "dir x"}, WorkingDir: "/workspace/sub", Env: map[string]string{"R": "2"}}, CommandOptions{})
+	res, err := handleOf(t, s, "x").RunCommand(ctx, CommandRequest{Command: []any{"ls", "dir x"}, WorkingDir: "/workspace/sub", Env: map[string]string{"R": "2"}}, CommandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestExecRefusals(t *testing.T) {
 		"dotdot":   {Command: "true", WorkingDir: "../etc"},
 		"outside":  {Command: "true", WorkingDir: "/etc"},
 	} {
-		if _, err := s.RunCommand(ctx, "x", req, CommandOptions{}); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		if _, err := handleOf(t, s, "x").RunCommand(ctx, req, CommandOptions{}); carryover.ErrorCode(err) != carryover.CodeInvalid {
 			t.Errorf("%s: %v, want invalid_request", name, err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestExecTimeoutKillsCommand(t *testing.T) {
 	p := mock.Hanging()
 	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) { return p, nil }
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05)}, CommandOptions{})
+	res, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05)}, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
 	if carryover.ErrorOf(err).Result != res || res == nil || !res.TimedOut || res.ExitCode != 128+9 {
 		t.Fatalf("answer %+v with the error's result %v", res, carryover.ErrorOf(err).Result)
@@ -175,7 +175,7 @@ func TestExecCommandNotFound(t *testing.T) {
 		return nil, &kernel.StartError{Argv0: "nope", Err: errors.New("exec: nope: not found")}
 	}
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: []any{"nope"}}, CommandOptions{})
+	res, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: []any{"nope"}}, CommandOptions{})
 	if err != nil || res.ExitCode != 127 || !strings.Contains(res.Stderr, "not found") {
 		t.Fatalf("Exec = %+v, %v; want exit 127 with the reason", res, err)
 	}
@@ -185,7 +185,7 @@ func TestExecRecordFailureIsInTheAnswer(t *testing.T) {
 	s, store, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	store.InsertExecutionFn = func(context.Context, carryover.Execution) (int64, error) { return 0, errors.New("db gone") }
-	res, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true"}, CommandOptions{})
+	res, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "true"}, CommandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,11 @@ func TestBudgetIterationLimit(t *testing.T) {
 	s, store, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "b", Budget: &carryover.Budget{IterationLimit: 5}})
 	for i := 0; i < 5; i++ {
-		if _, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+		if _, err := handleOf(t, s, "b").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 			t.Fatalf("exec %d: %v", i+1, err)
 		}
 	}
-	_, err := s.RunCommand(ctx, "b", CommandRequest{Command: "true"}, CommandOptions{})
+	_, err := handleOf(t, s, "b").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeBudgetExceeded)
 	if d := carryover.ErrorOf(err).Details; d["limit"] != "iteration_limit" || d["value"] != 5.0 || d["consumed"] != 5.0 {
 		t.Errorf("details = %v", d)
@@ -234,11 +234,11 @@ func TestBudgetCostCap(t *testing.T) {
 	prov.CommandFn = echo(0, 2*time.Second) // 20 cents a command
 	mustCreate(t, s, CreateRequest{SessionID: "c", Budget: &carryover.Budget{CostCapCents: 30}})
 	for i := 0; i < 2; i++ {
-		if _, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+		if _, err := handleOf(t, s, "c").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 			t.Fatalf("exec %d: %v", i+1, err)
 		}
 	}
-	_, err := s.RunCommand(ctx, "c", CommandRequest{Command: "true"}, CommandOptions{})
+	_, err := handleOf(t, s, "c").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeBudgetExceeded)
 	if l := carryover.ErrorOf(err).Details["limit"]; l != "cost_cap_cents" {
 		t.Fatalf("limit = %v", l)
@@ -250,11 +250,11 @@ func TestBudgetDurationLimitCountsRunningTimeOnly(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "d", Budget: &carryover.Budget{DurationLimitSeconds: 0.1}})
 	time.Sleep(150 * time.Millisecond) // pending: the clock does not run
-	if _, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "d").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 		t.Fatalf("the first command (the session was pending): %v", err)
 	}
 	time.Sleep(150 * time.Millisecond) // running: it does
-	_, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}, CommandOptions{})
+	_, err := handleOf(t, s, "d").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeBudgetExceeded)
 	if l := carryover.ErrorOf(err).Details["limit"]; l != "duration_limit_seconds" {
 		t.Fatalf("limit = %v", l)

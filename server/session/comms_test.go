@@ -31,7 +31,7 @@ func TestSendInLineRefusesAClosedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := commMsg(t, "kernel_info_request", map[string]any{})
-	err := s.SendInLine(context.Background(), "x", msg, func(*kernel.Kernel) { t.Error("onKernel called") })
+	err := handleOf(t, s, "x").SendInLine(context.Background(), msg, func(*kernel.Kernel) { t.Error("onKernel called") })
 	if carryover.ErrorOf(err).Code != carryover.CodeSessionClosed || launched != 0 {
 		t.Fatalf("SendInLine on a closed session: %v, %d launches; want session_closed and none", err, launched)
 	}

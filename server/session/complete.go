@@ -18,11 +18,7 @@ const completeTimeout = 10 * time.Second
 
 // Complete asks the kernel for completions (the UI's Tab). cursor counts characters (unicode code
 // points) of code, as Jupyter's protocol does.
-func (s *Service) Complete(ctx context.Context, id, code string, cursor int) (*kernel.CompleteReply, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
+func (ls *Session) Complete(ctx context.Context, code string, cursor int) (*kernel.CompleteReply, error) {
 	if n := utf8.RuneCountInString(code); cursor < 0 || cursor > n {
 		return nil, carryover.Errorf(carryover.CodeInvalid, "cursor_pos must be between 0 and %d (the length of code)", n).WithDetails("field", "cursor_pos")
 	}

@@ -19,7 +19,7 @@ type ContextRequest struct {
 
 // PatchContext replaces the given context keys and applies them to the live kernel.
 func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}

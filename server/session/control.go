@@ -10,11 +10,7 @@ import (
 )
 
 // Interrupt interrupts the run in flight, if any.
-func (s *Service) Interrupt(ctx context.Context, id string) error {
-	ls, err := s.get(id)
-	if err != nil {
-		return err
-	}
+func (ls *Session) Interrupt(ctx context.Context) error {
 	if k := ls.currentKernel(); k != nil {
 		return k.Interrupt(ctx)
 	}
@@ -22,11 +18,7 @@ func (s *Service) Interrupt(ctx context.Context, id string) error {
 }
 
 // Restart gives the session a new kernel with its last checkpoint restored.
-func (s *Service) Restart(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return carryover.Session{}, err
-	}
+func (ls *Session) Restart(ctx context.Context) (carryover.Session, error) {
 	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
 		_ = k.Interrupt(ctx)
 	}

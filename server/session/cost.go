@@ -46,7 +46,7 @@ func costBaseline(k *kernel.Kernel) costMeter {
 
 // sampleCost adds the kernel's use since the last sample to the session's consumption.
 // Caller must not hold ls.mu.
-func (ls *liveSession) sampleCost(ctx context.Context, k *kernel.Kernel) {
+func (ls *Session) sampleCost(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
 	base := ls.cost.base
 	ls.mu.Unlock()
@@ -89,7 +89,7 @@ func (ls *liveSession) sampleCost(ctx context.Context, k *kernel.Kernel) {
 
 // addCost records CPU seconds and GiB-hours, recomputes cost_cents, and raises the session's
 // memory peak to rss if rss is above it.
-func (ls *liveSession) addCost(ctx context.Context, cpu, gibHours float64, rss int64) {
+func (ls *Session) addCost(ctx context.Context, cpu, gibHours float64, rss int64) {
 	s := ls.svc
 	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		s.cfg.chargeLocked(d, cpu, gibHours)
@@ -97,7 +97,7 @@ func (ls *liveSession) addCost(ctx context.Context, cpu, gibHours float64, rss i
 		return nil
 	}); err != nil {
 		s.log.Error("cost not recorded", "session", ls.id, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 }
 
@@ -110,7 +110,7 @@ func (c Config) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
 }
 
 // sampleLiveCost samples the session's live kernel, if it has one (the background loop, each session).
-func (ls *liveSession) sampleLiveCost(ctx context.Context) {
+func (ls *Session) sampleLiveCost(ctx context.Context) {
 	if k := ls.currentKernel(); k != nil {
 		ls.sampleCostIfStale(ctx, k)
 	}
@@ -118,7 +118,7 @@ func (ls *liveSession) sampleLiveCost(ctx context.Context) {
 
 // sampleCostIfStale samples at most once a second per session: reading /proc costs about a
 // millisecond, too much for every turn of a fast loop, and a second is fine-grained for a budget.
-func (ls *liveSession) sampleCostIfStale(ctx context.Context, k *kernel.Kernel) {
+func (ls *Session) sampleCostIfStale(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
 	fresh := time.Since(ls.cost.lastAt) < time.Second
 	ls.mu.Unlock()

@@ -1,100 +1,30 @@
 package session
 
-// datarows.go: the data viewer's pages. A DataFrame, Series or 1-D/2-D numpy array of the live
-// kernel is paged, sorted and searched inside the kernel (the agent's op_rows), so only one page
-// crosses to the server and on to the browser, whatever the frame's size.
+// datarows.go: the data viewer's pages, from the session's live kernel when it is idle
+// (agentops.Rows pages the frame inside the kernel).
 
 import (
 	"context"
-	"regexp"
-	"time"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
-// rowsTimeout bounds one page: the first sort or search of a ten-million-row frame takes seconds.
-const rowsTimeout = 60 * time.Second
-
-// MaxRowsLimit is the most rows one page may ask for.
-const MaxRowsLimit = 1000
-
-// RowsQuery selects a page: rows [Offset, Offset+Limit) of the rows that contain Q (any column's
-// text, case ignored; "" all), ordered by column Sort ("" the frame's order), descending with Desc.
-type RowsQuery struct {
-	Offset int
-	Limit  int
-	Sort   *string
-	Desc   bool
-	Q      string
-}
-
-// RowsColumn is one column of a page: its name (as text) and dtype.
-type RowsColumn struct {
-	Name  string `json:"name"`
-	DType string `json:"dtype"`
-}
-
-// RowsPage is the answer of GET /api/sessions/{id}/variables/{name}/rows.
-type RowsPage struct {
-	Name        string       `json:"name"`
-	Type        string       `json:"type"`
-	Columns     []RowsColumn `json:"columns"`
-	TotalRows   int          `json:"total_rows"`
-	MatchedRows int          `json:"matched_rows"` // after the search
-	Offset      int          `json:"offset"`
-	Limit       int          `json:"limit"`
-	Index       []any        `json:"index"` // the rows' index labels
-	Rows        [][]any      `json:"rows"`  // values: numbers, booleans, null (also NaN), or text cut to 500 characters
-}
-
-var pyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,199}$`)
-
-// VariableRows answers one page of variable name of session id from its live kernel. It runs no
+// VariableRows answers one page of variable name of the session from its live kernel. It runs no
 // turn (the execution count does not move) and starts no kernel: without one, or while a cell runs,
 // it is a conflict that says so.
-func (s *Service) VariableRows(ctx context.Context, id, name string, q RowsQuery) (*RowsPage, error) {
-	switch {
-	case !pyName.MatchString(name):
-		return nil, carryover.Errorf(carryover.CodeInvalid, "variable name %q is not a Python name of the namespace", name)
-	case q.Offset < 0:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "offset must be 0 or more")
-	case q.Limit < 1 || q.Limit > MaxRowsLimit:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "limit must be 1 to %d", MaxRowsLimit)
-	case len(q.Q) > 200:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "q is at most 200 bytes")
-	}
-	ls, err := s.get(id)
-	if err != nil {
+func (ls *Session) VariableRows(ctx context.Context, name string, q agentops.RowsQuery) (*agentops.RowsPage, error) {
+	if err := agentops.CheckRows(name, q); err != nil {
 		return nil, err
 	}
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, carryover.Errorf(carryover.CodeConflict,
-			"session %q has no running kernel (it sleeps or has not run yet): run a cell, then open the data viewer again", id)
+			"session %q has no running kernel (it sleeps or has not run yet): run a cell, then open the data viewer again", ls.id)
 	}
 	if !ls.lock.TryLock() {
 		return nil, carryover.Errorf(carryover.CodeConflict, "the kernel is busy with a cell: open the data viewer when it is done")
 	}
 	defer ls.lock.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, rowsTimeout)
-	defer cancel()
-	args := map[string]any{"name": name, "offset": q.Offset, "limit": q.Limit, "desc": q.Desc, "q": q.Q}
-	if q.Sort != nil {
-		args["sort"] = *q.Sort
-	}
-	var ans struct {
-		RowsPage
-		Error *carryover.Error `json:"error"`
-	}
-	if err := persistence.CallAgent(ctx, k, "rows", args, &ans); err != nil {
-		return nil, &carryover.Error{Code: carryover.CodeInternal, Message: "the kernel could not page the variable: " + err.Error(), Err: err}
-	}
-	if ans.Error != nil {
-		return nil, ans.Error
-	}
-	if ans.Rows == nil {
-		ans.Rows = [][]any{}
-	}
-	return &ans.RowsPage, nil
+	return agentops.Rows(ctx, k, name, q)
 }

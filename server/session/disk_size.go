@@ -49,7 +49,7 @@ func (c Config) maxDisk() int64 {
 }
 
 // diskSize is the size of the session's workspace disk in bytes (0: the server's default).
-func (ls *liveSession) diskSize() int64 {
+func (ls *Session) diskSize() int64 {
 	n, err := kernel.ParseMemory(ls.docCopy().Sandbox.Disk)
 	if err != nil {
 		return 0

@@ -8,7 +8,7 @@ import (
 // noteEnded names procs, the background processes of kernel k that end with it (a server, a
 // subprocess.Popen the session started: they cannot survive it), in the event payload as
 // processes_ended, and keeps them for the next run's answer, so they never vanish silently.
-func (ls *liveSession) noteEnded(k *kernel.Kernel, procs []kernel.BackgroundProcess, payload map[string]any) {
+func (ls *Session) noteEnded(k *kernel.Kernel, procs []kernel.BackgroundProcess, payload map[string]any) {
 	s := ls.svc
 	if len(procs) == 0 {
 		return
@@ -24,7 +24,7 @@ func (ls *liveSession) noteEnded(k *kernel.Kernel, procs []kernel.BackgroundProc
 // last cost sample (a box dies with its kernel, so by now some or all may be gone). The sample is at
 // most a second older than the last turn; a process that ended on its own since is named as well.
 // A listed process caught exiting has lost its command line; the sample's is used for it.
-func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess {
+func (ls *Session) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess {
 	procs := k.Background()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -53,7 +53,7 @@ func (ls *liveSession) endedByDeath(k *kernel.Kernel) []kernel.BackgroundProcess
 // noteBackground keeps k's background processes from a cost sample (see endedByDeath). A nil list
 // (the kernel is dying, its box killing the rest) keeps the earlier one: a sample taken as the
 // kernel died once replaced what it had with nothing, and its death named no process.
-func (ls *liveSession) noteBackground(k *kernel.Kernel, procs []kernel.BackgroundProcess) {
+func (ls *Session) noteBackground(k *kernel.Kernel, procs []kernel.BackgroundProcess) {
 	if procs == nil {
 		return
 	}
@@ -63,7 +63,7 @@ func (ls *liveSession) noteBackground(k *kernel.Kernel, procs []kernel.Backgroun
 }
 
 // takeEnded hands over (and forgets) what noteEnded kept.
-func (ls *liveSession) takeEnded() []kernel.BackgroundProcess {
+func (ls *Session) takeEnded() []kernel.BackgroundProcess {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.ended
@@ -74,7 +74,7 @@ func (ls *liveSession) takeEnded() []kernel.BackgroundProcess {
 // noteRestored keeps the report of a restore for the next run's answer (takeRestored), as noteEnded
 // does for the processes a kernel took with it. A later restore replaces it: it replaced the
 // namespace the earlier one had made.
-func (ls *liveSession) noteRestored(res *carryover.RestoreResult) {
+func (ls *Session) noteRestored(res *carryover.RestoreResult) {
 	r := res.Report()
 	ls.mu.Lock()
 	ls.restored = r
@@ -82,7 +82,7 @@ func (ls *liveSession) noteRestored(res *carryover.RestoreResult) {
 }
 
 // takeRestored hands over (and forgets) what noteRestored kept.
-func (ls *liveSession) takeRestored() *carryover.RestoreReport {
+func (ls *Session) takeRestored() *carryover.RestoreReport {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	r := ls.restored

@@ -9,7 +9,7 @@ import (
 // A nil listing (the kernel dying, its box killing the rest) keeps what the last sample saw, so the
 // death still names them; an empty one (alive, nothing in the background) replaces it.
 func TestNoteBackgroundKeepsWhatADyingKernelHad(t *testing.T) {
-	var ls liveSession
+	var ls Session
 	k := new(kernel.Kernel)
 	had := []kernel.BackgroundProcess{{PID: 14, Command: "sleep 1000"}}
 	ls.noteBackground(k, had)

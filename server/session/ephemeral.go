@@ -38,7 +38,7 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	if err := s.adm.quota.CheckTurn(ctx, tenant); err != nil {
 		return nil, err
 	}
-	ls := &liveSession{svc: s, id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
+	ls := &Session{svc: s, id: id, doc: carryover.Session{ID: id, Tenant: tenant, AgentContext: carryover.AgentContext{WorkingDir: "/workspace"},
 		Sandbox: carryover.Sandbox{Network: s.cfg.Network}}} // the pool's kernels' network setting: a pooled kernel
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.doc})
 	if err != nil {

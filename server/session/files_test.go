@@ -14,18 +14,18 @@ import (
 func TestWorkspaceFiles(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "f"})
-	fi, err := s.WriteFile("f", "/workspace/dir/a.txt", strings.NewReader("hello"))
+	fi, err := filesOf(t, s, "f").Write("/workspace/dir/a.txt", strings.NewReader("hello"))
 	if err != nil || fi.Path != "dir/a.txt" || fi.Size != 5 {
 		t.Fatalf("WriteFile = %+v, %v", fi, err)
 	}
-	if _, err := s.WriteFile("f", "b.txt", strings.NewReader("")); err != nil {
+	if _, err := filesOf(t, s, "f").Write("b.txt", strings.NewReader("")); err != nil {
 		t.Fatal(err)
 	}
-	list, err := s.ListFiles("f")
+	list, err := filesOf(t, s, "f").List()
 	if err != nil || len(list) != 2 || list[0].Path != "b.txt" || list[1].Path != "dir/a.txt" {
 		t.Fatalf("ListFiles = %+v, %v", list, err)
 	}
-	f, info, err := s.ReadFile("f", "dir/a.txt")
+	f, info, err := filesOf(t, s, "f").Read("dir/a.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +34,14 @@ func TestWorkspaceFiles(t *testing.T) {
 	if string(b) != "hello" || info.Size() != 5 {
 		t.Fatalf("ReadFile = %q", b)
 	}
-	if err := s.DeleteFile("f", "dir/a.txt"); err != nil {
+	if err := filesOf(t, s, "f").Delete("dir/a.txt"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = s.ReadFile("f", "dir/a.txt")
+	_, _, err = filesOf(t, s, "f").Read("dir/a.txt")
 	wantCode(t, err, carryover.CodeNotFound)
-	err = s.DeleteFile("f", "dir")
+	err = filesOf(t, s, "f").Delete("dir")
 	wantCode(t, err, carryover.CodeInvalid)
-	_, err = s.ListFiles("nope")
+	_, err = s.Files("nope")
 	wantCode(t, err, carryover.CodeNotFound)
 }
 
@@ -60,17 +60,17 @@ func TestWorkspaceFilesStayInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"link", "/etc/passwd", "../x", "", "/workspace"} {
-		if _, _, err := s.ReadFile("f", p); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		if _, _, err := filesOf(t, s, "f").Read(p); carryover.ErrorCode(err) != carryover.CodeInvalid {
 			t.Errorf("ReadFile(%q) = %v, want invalid_request", p, err)
 		}
 	}
-	if _, err := s.WriteFile("f", "dirlink/planted", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+	if _, err := filesOf(t, s, "f").Write("dirlink/planted", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
 		t.Errorf("WriteFile through a symlink = %v, want invalid_request", err)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "planted")); !os.IsNotExist(err) {
 		t.Fatal("a file was written outside the workspace")
 	}
-	if _, err := s.WriteFile("f", "a\x00b", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+	if _, err := filesOf(t, s, "f").Write("a\x00b", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
 		t.Errorf("WriteFile with NUL = %v", err)
 	}
 }
@@ -78,10 +78,10 @@ func TestWorkspaceFilesStayInside(t *testing.T) {
 func TestFileInTheWayOfADirectory(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "f"})
-	if _, err := s.WriteFile("f", "a", strings.NewReader("x")); err != nil {
+	if _, err := filesOf(t, s, "f").Write("a", strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.WriteFile("f", "a/b", strings.NewReader("x"))
+	_, err := filesOf(t, s, "f").Write("a/b", strings.NewReader("x"))
 	wantCode(t, err, carryover.CodeInvalid)
 	wd := "a/b"
 	_, err = s.PatchContext(context.Background(), "f", ContextRequest{WorkingDir: &wd})

@@ -47,7 +47,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (carryov
 
 // forkCheckpointID is the checkpoint to fork: the one asked for (which must be the source's), or
 // the source's current state (forkPoint).
-func (src *liveSession) forkCheckpointID(ctx context.Context, cid string) (string, error) {
+func (src *Session) forkCheckpointID(ctx context.Context, cid string) (string, error) {
 	s := src.svc
 	if cid == "" {
 		return src.forkPoint(ctx)
@@ -92,7 +92,7 @@ func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Sess
 // reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
 // ensureKernel refuse a deleted session), and stores its document. The caller has admitted it
 // against the tenant's sessions quota (ForkMany, all children at once).
-func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*liveSession, error) {
+func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*Session, error) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -102,7 +102,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 		s.mu.Unlock()
 		return nil, carryover.Errorf(carryover.CodeConflict, "session %q already exists", doc.ID).WithDetails("session_id", doc.ID)
 	}
-	ls := &liveSession{svc: s, id: doc.ID, doc: doc, deleted: true}
+	ls := &Session{svc: s, id: doc.ID, doc: doc, deleted: true}
 	s.sessions[doc.ID] = ls
 	s.mu.Unlock()
 	b, _ := json.Marshal(doc)
@@ -121,7 +121,7 @@ func (s *Service) reserveFork(ctx context.Context, doc carryover.Session) (*live
 }
 
 // commitFork gives the fork its checkpoint (the source's, sharing every chunk) and makes it usable.
-func (ls *liveSession) commitFork(ctx context.Context, srcID, cid string) error {
+func (ls *Session) commitFork(ctx context.Context, srcID, cid string) error {
 	s := ls.svc
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
@@ -156,7 +156,7 @@ func (ls *liveSession) commitFork(ctx context.Context, srcID, cid string) error 
 // forkPoint is the checkpoint a fork without checkpoint_id starts from: a new one when the source
 // holds a live kernel (under its run lock, so after a run in flight), else its latest. A source that
 // never checkpointed cannot be forked (conflict).
-func (src *liveSession) forkPoint(ctx context.Context) (string, error) {
+func (src *Session) forkPoint(ctx context.Context) (string, error) {
 	s := src.svc
 	if src.currentKernel() != nil {
 		if err := src.lock.Lock(ctx); err != nil {

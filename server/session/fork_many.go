@@ -26,7 +26,7 @@ func (s *Service) ForkMany(ctx context.Context, id string, req ForkRequest) ([]c
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.get(id)
+	src, err := s.Session(id)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (s *Service) forkIDs(id string, n int) ([]string, error) {
 		if err := carryover.ValidateSessionID(ids[i]); err != nil {
 			return nil, err
 		}
-		if _, err := s.get(ids[i]); err == nil {
+		if _, err := s.Session(ids[i]); err == nil {
 			return nil, carryover.Errorf(carryover.CodeConflict, "session %q already exists", ids[i]).WithDetails("session_id", ids[i])
 		}
 	}
@@ -104,9 +104,9 @@ func (s *Service) forkIDs(id string, n int) ([]string, error) {
 
 // makeForks stores a child of src at checkpoint cid under each id, in order; on any failure it
 // deletes the children it made and answers the error.
-func (s *Service) makeForks(ctx context.Context, src *liveSession, ids []string, cid string) ([]*liveSession, error) {
+func (s *Service) makeForks(ctx context.Context, src *Session, ids []string, cid string) ([]*Session, error) {
 	from, now := src.docCopy(), time.Now().UTC()
-	made := make([]*liveSession, 0, len(ids))
+	made := make([]*Session, 0, len(ids))
 	for _, newID := range ids {
 		ls, err := s.reserveFork(ctx, forkDoc(from, newID, now))
 		if err == nil {
@@ -123,7 +123,7 @@ func (s *Service) makeForks(ctx context.Context, src *liveSession, ids []string,
 
 // unmakeForks deletes children made by a fan-out that failed: none was usable yet (their
 // checkpoints committed, but no kernel nor workspace), so they go as if never made.
-func (s *Service) unmakeForks(ctx context.Context, made []*liveSession) {
+func (s *Service) unmakeForks(ctx context.Context, made []*Session) {
 	ctx = context.WithoutCancel(ctx)
 	for _, ls := range made {
 		ls.mu.Lock()

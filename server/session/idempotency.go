@@ -21,17 +21,14 @@ const DefaultIdempotencyTTL = idempotency.DefaultTTL
 // ValidateIdempotencyKey checks a client's key: 1 to 255 printable ASCII characters.
 func ValidateIdempotencyKey(key string) error { return idempotency.Validate(key) }
 
-// runKeyed runs do once for session id's key; onReplay, when set, is told that the answer is an
+// runKeyed runs do once for session ls's key; onReplay, when set, is told that the answer is an
 // earlier attempt's. req is the request without its key (its fingerprint).
-func runKeyed[T any](ctx context.Context, s *Service, id, kind, key string, req any, onReplay func(),
+func runKeyed[T any](ctx context.Context, ls *Session, kind, key string, req any, onReplay func(),
 	do func(ctx context.Context, started func()) (*T, error)) (*T, error) {
 	if err := idempotency.Validate(key); err != nil {
 		return nil, err
 	}
-	if _, err := s.get(id); err != nil {
-		return nil, err
-	}
-	res, replayed, err := idempotency.Do(ctx, s.adm.idem, idempotency.Request{Scope: id, Key: key, Kind: kind, Body: req}, do)
+	res, replayed, err := idempotency.Do(ctx, ls.svc.adm.idem, idempotency.Request{Scope: ls.id, Key: key, Kind: kind, Body: req}, do)
 	if replayed && onReplay != nil {
 		onReplay()
 	}

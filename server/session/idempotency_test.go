@@ -35,12 +35,12 @@ func TestIdempotentExecRunsOnce(t *testing.T) {
 	prov.CommandFn = counting(&n, &mu, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	req := CommandRequest{Command: "true", IdempotencyKey: "k-1"}
-	first, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
+	first, err := handleOf(t, s, "x").RunCommand(context.Background(), req, CommandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	replayed := false
-	second, err := s.RunCommand(context.Background(), "x", req, CommandOptions{OnReplay: func() { replayed = true }})
+	second, err := handleOf(t, s, "x").RunCommand(context.Background(), req, CommandOptions{OnReplay: func() { replayed = true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +48,14 @@ func TestIdempotentExecRunsOnce(t *testing.T) {
 		t.Fatalf("ran %d times; answers %q then %q (replayed %v): want one run and its answer twice", n, first.Stdout, second.Stdout, replayed)
 	}
 	// The same key with another request is refused; another key runs.
-	_, err = s.RunCommand(context.Background(), "x", CommandRequest{Command: "false", IdempotencyKey: "k-1"}, CommandOptions{})
+	_, err = handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "false", IdempotencyKey: "k-1"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeIdempotencyKeyReused)
-	if _, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "k-2"}, CommandOptions{}); err != nil || n != 2 {
+	if _, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "true", IdempotencyKey: "k-2"}, CommandOptions{}); err != nil || n != 2 {
 		t.Fatalf("another key: %v, %d runs", err, n)
 	}
 	// A key is the session's: the same key on another session runs there.
 	mustCreate(t, s, CreateRequest{SessionID: "y"})
-	if _, err := s.RunCommand(context.Background(), "y", req, CommandOptions{}); err != nil || n != 3 {
+	if _, err := handleOf(t, s, "y").RunCommand(context.Background(), req, CommandOptions{}); err != nil || n != 3 {
 		t.Fatalf("the key on another session: %v, %d runs", err, n)
 	}
 }
@@ -70,11 +70,12 @@ func TestIdempotentRetryWaitsForTheFirstAttempt(t *testing.T) {
 	req := CommandRequest{Command: "true", IdempotencyKey: "slow"}
 	answers := make(chan string, 3)
 	var wg sync.WaitGroup
+	x := handleOf(t, s, "x")
 	for range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
+			res, err := x.RunCommand(context.Background(), req, CommandOptions{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -107,13 +108,14 @@ func TestIdempotentRetryWaitsForTheFirstAttempt(t *testing.T) {
 	gate2 := make(chan struct{})
 	prov.CommandFn = counting(&n, &mu, gate2)
 	before := len(prov.Commands())
+	x = handleOf(t, s, "x")
 	go func() {
-		_, _ = s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
+		_, _ = x.RunCommand(context.Background(), CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
 	}()
 	waitFor(t, "the first attempt's command started", func() bool { return len(prov.Commands()) > before })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
+	_, err := handleOf(t, s, "x").RunCommand(ctx, CommandRequest{Command: "true", IdempotencyKey: "held"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
 	close(gate2)
 }
@@ -125,12 +127,12 @@ func TestIdempotentRefusedTurnReleasesItsKey(t *testing.T) {
 	var mu sync.Mutex
 	prov.CommandFn = counting(&n, &mu, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x", Budget: &carryover.Budget{IterationLimit: 1}})
-	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "x").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	req := CommandRequest{Command: "true", IdempotencyKey: "k"}
 	for range 2 { // the retry is judged afresh (refused again), not answered run_interrupted
-		_, err := s.RunCommand(ctx, "x", req, CommandOptions{})
+		_, err := handleOf(t, s, "x").RunCommand(ctx, req, CommandOptions{})
 		wantCode(t, err, carryover.CodeBudgetExceeded)
 		if _, err := store.GetIdempotencyKey(ctx, "x", "k"); err == nil {
 			t.Fatal("a refused turn kept its key: the retry could never run")
@@ -148,9 +150,9 @@ func TestIdempotentErrorAnswerIsReplayed(t *testing.T) {
 	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) { runs++; return p, nil }
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	req := CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(0.05), IdempotencyKey: "t"}
-	first, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
+	first, err := handleOf(t, s, "x").RunCommand(context.Background(), req, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
-	second, err := s.RunCommand(context.Background(), "x", req, CommandOptions{})
+	second, err := handleOf(t, s, "x").RunCommand(context.Background(), req, CommandOptions{})
 	wantCode(t, err, carryover.CodeTimeout)
 	if runs != 1 || second == nil || second.TimedOut != first.TimedOut || carryover.ErrorOf(err).Result != second {
 		t.Fatalf("runs %d; replayed answer %+v, error's result %v", runs, second, carryover.ErrorOf(err).Result)
@@ -161,11 +163,9 @@ func TestIdempotencyKeyValidation(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
 	for _, key := range []string{strings.Repeat("k", IdempotencyKeyMax+1), "a\nb", "caf\u00e9"} {
-		_, err := s.RunCommand(context.Background(), "x", CommandRequest{Command: "true", IdempotencyKey: key}, CommandOptions{})
+		_, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "true", IdempotencyKey: key}, CommandOptions{})
 		wantCode(t, err, carryover.CodeInvalid)
 	}
-	_, err := s.RunCommand(context.Background(), "nope", CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{})
-	wantCode(t, err, carryover.CodeNotFound)
 	if n := len(prov.Commands()); n != 0 {
 		t.Fatalf("%d commands ran for refused keys", n)
 	}
@@ -175,7 +175,7 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	s, store, _ := testService(t, func(c *Config) { c.IdempotencyTTL = time.Nanosecond })
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	if _, err := s.RunCommand(ctx, "x", CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "x").RunCommand(ctx, CommandRequest{Command: "true", IdempotencyKey: "k"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.adm.idem.Expire(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
@@ -24,7 +25,7 @@ func (c Config) hostPath(id, p string) string {
 // ensureKernel returns the session's live kernel, claiming one from the warm pool and restoring
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
 // or a server restart). The caller holds ls.lock.
-func (ls *liveSession) ensureKernel(ctx context.Context) (*kernel.Kernel, error) {
+func (ls *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, error) {
 	return ls.ensureKernelWith(ctx, ensureOpts{})
 }
 
@@ -39,7 +40,7 @@ type ensureOpts struct {
 }
 
 // ensureKernelWith is ensureKernel with the caller's options.
-func (ls *liveSession) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
+func (ls *Session) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
 	s := ls.svc
 	ls.mu.Lock()
 	k, deleted := ls.kern, ls.deleted
@@ -84,7 +85,7 @@ type newKernel struct {
 // takeKernelFor claims a kernel for the session (takeKernel: its tenant's limit, then a node slot,
 // which on a full node hibernates an idle session or queues), the session saying it is starting
 // once the lease is held.
-func (ls *liveSession) takeKernelFor(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
+func (ls *Session) takeKernelFor(ctx context.Context, o ensureOpts) (*kernel.Kernel, error) {
 	s := ls.svc
 	starting := false
 	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy(), runEnv: o.runEnv, replaces: o.replaces, leased: func() error {
@@ -100,7 +101,7 @@ func (ls *liveSession) takeKernelFor(ctx context.Context, o ensureOpts) (*kernel
 // startSession gives a new kernel the session: its workspace (a missing one gets the checkpoint's
 // files first), its set-up (left pending for a brand-new session's first cell), and its last
 // checkpoint restored. On an error the caller stops the kernel.
-func (ls *liveSession) startSession(ctx context.Context, nk *newKernel, firstCell bool) error {
+func (ls *Session) startSession(ctx context.Context, nk *newKernel, firstCell bool) error {
 	s := ls.svc
 	doc := ls.docCopy()
 	if err := ls.ensureWorkspace(ctx); err != nil {
@@ -131,7 +132,7 @@ func (ls *liveSession) startSession(ctx context.Context, nk *newKernel, firstCel
 
 // attachNew makes k the session's live kernel, saved and told to subscribers, and starts watching
 // it (its death, its comms).
-func (ls *liveSession) attachNew(ctx context.Context, nk newKernel) {
+func (ls *Session) attachNew(ctx context.Context, nk newKernel) {
 	k := nk.k
 	now := time.Now().UTC()
 	ls.mu.Lock()
@@ -156,7 +157,7 @@ func (ls *liveSession) attachNew(ctx context.Context, nk newKernel) {
 // ensureWorkspace makes the session's workspace dir. When it does not exist and the session has a
 // checkpoint (a fork before its first use, or a data dir whose workspaces were lost), the files of
 // its latest checkpoint come back into it first, so the first run, exec or file request finds them.
-func (ls *liveSession) ensureWorkspace(ctx context.Context) error {
+func (ls *Session) ensureWorkspace(ctx context.Context) error {
 	s := ls.svc
 	ls.workspaceMu.Lock()
 	defer ls.workspaceMu.Unlock()
@@ -199,7 +200,7 @@ func (f *kernels) prepareKernel(ctx context.Context, id string, k *kernel.Kernel
 	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
 		return err
 	}
-	return sendSetup(ctx, k, f.cfg.setupOf(id, k, doc, true))
+	return agentops.Setup(ctx, k, f.cfg.setupOf(id, k, doc, true))
 }
 
 // attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
@@ -234,7 +235,7 @@ func (c Config) setupOf(id string, k *kernel.Kernel, doc carryover.Session, with
 }
 
 // watchKernel notices a kernel's death between runs, records it and restores the session eagerly.
-func (ls *liveSession) watchKernel(k *kernel.Kernel) {
+func (ls *Session) watchKernel(k *kernel.Kernel) {
 	s := ls.svc
 	<-k.Dead()
 	ls.mu.Lock()
@@ -269,7 +270,7 @@ func (ls *liveSession) watchKernel(k *kernel.Kernel) {
 }
 
 // dropDeadKernel forgets a dead kernel and records the death. The caller holds ls.lock.
-func (ls *liveSession) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
+func (ls *Session) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 	s := ls.svc
 	ls.mu.Lock()
 	if ls.kern != k {
@@ -281,7 +282,7 @@ func (ls *liveSession) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 	err := ls.saveLocked(ctx)
 	ls.mu.Unlock()
 	ls.logSaveErr("kernel death", err)
-	s.m.kernelDeaths.Inc()
+	s.m.KernelDeaths.Inc()
 	reason := ""
 	if err := k.Err(); err != nil {
 		reason = err.Error()
@@ -293,7 +294,7 @@ func (ls *liveSession) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 }
 
 // releaseKernel stops the session's kernel on purpose (stop, cancel, hibernate, rotate).
-func (ls *liveSession) releaseKernel(ctx context.Context, reason string) {
+func (ls *Session) releaseKernel(ctx context.Context, reason string) {
 	s := ls.svc
 	if k := ls.currentKernel(); k != nil {
 		// The kernel's last use (a hibernation's checkpoint, the last second of a turn) is the
@@ -314,13 +315,13 @@ func (ls *liveSession) releaseKernel(ctx context.Context, reason string) {
 }
 
 // checkpoint saves the session now. The caller holds ls.lock.
-func (ls *liveSession) checkpoint(ctx context.Context, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
+func (ls *Session) checkpoint(ctx context.Context, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
 	return ls.checkpointWith(ctx, k, ls.docCopy().ExecutionCount, nil, "")
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
 // execute_request (prep and its answer); otherwise the agent is asked now.
-func (ls *liveSession) checkpointWith(ctx context.Context, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
+func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
 	s := ls.svc
 	start := time.Now()
 	var err error
@@ -337,11 +338,11 @@ func (ls *liveSession) checkpointWith(ctx context.Context, k *kernel.Kernel, tur
 	}
 	// A snapshot the kernel aborted (kernel/aborted.go) is taken again, not lost.
 	res, err := s.ckpt.Finish(ctx, kernel.RetryAborted{Kernel: k, Interrupted: persistence.ErrInterrupted}, prep, turn, s.cfg.workspace(ls.id), answer)
-	s.m.checkpointSeconds.Observe(time.Since(start).Seconds())
+	s.m.CheckpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
-	s.m.checkpointBytes.Add(float64(res.BytesWritten))
+	s.m.CheckpointBytes.Add(float64(res.BytesWritten))
 	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 		return nil
@@ -380,7 +381,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // attachLocked makes k the session's kernel and restarts its rotation clock and its cost meter at m
 // (costBaseline). Caller holds ls.mu.
-func (ls *liveSession) attachLocked(k *kernel.Kernel, m costMeter) {
+func (ls *Session) attachLocked(k *kernel.Kernel, m costMeter) {
 	ls.kern = k
 	ls.setup = nil
 	ls.kernStart = time.Now()

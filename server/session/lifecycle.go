@@ -14,6 +14,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // CreateRequest is the body of POST /api/sessions; every field is optional.
@@ -110,7 +111,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		s.mu.Unlock()
 		return carryover.Session{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", id).WithDetails("session_id", id)
 	}
-	ls := &liveSession{svc: s, id: id, doc: doc}
+	ls := &Session{svc: s, id: id, doc: doc}
 	s.sessions[id] = ls
 	s.mu.Unlock()
 
@@ -178,7 +179,7 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 
 // Patch merges data into the session's data.
 func (s *Service) Patch(ctx context.Context, id string, data map[string]any) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -204,7 +205,7 @@ func mergedData(data, add map[string]any) map[string]any {
 
 // Delete stops the kernel and removes every trace of the session.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if k != nil {
 		s.stopKernel(ctx, k)
 	}
-	ls.hub.broadcast(ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
+	ls.hub.Broadcast(stream.ErrorFrame{Type: "error", Error: carryover.Errorf(carryover.CodeNotFound, "session deleted")})
 	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, carryover.ErrNotFound) {
 		return err
 	}
@@ -239,7 +240,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.
-func (ls *liveSession) transition(ctx context.Context, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
+func (ls *Session) transition(ctx context.Context, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
 	var from string
 	doc, err := ls.update(ctx, func(d *carryover.Session) error {
 		from = d.State
@@ -258,7 +259,7 @@ func (ls *liveSession) transition(ctx context.Context, to string, fn func(*carry
 
 // Start moves a pending session to running and gives it a kernel.
 func (s *Service) Start(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -278,7 +279,7 @@ func (s *Service) Start(ctx context.Context, id string) (carryover.Session, erro
 
 // Pause keeps the kernel but rejects run/exec until Resume.
 func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -294,7 +295,7 @@ func (s *Service) Pause(ctx context.Context, id string) (carryover.Session, erro
 
 // Resume undoes Pause.
 func (s *Service) Resume(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -325,7 +326,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (carryover.Sess
 }
 
 func (s *Service) finish(ctx context.Context, id, to, event, reason string, checkpoint bool) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -375,7 +376,7 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 
 // Heartbeat records client activity.
 func (s *Service) Heartbeat(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}

@@ -118,7 +118,7 @@ func TestGetUnknown(t *testing.T) {
 		"patch":  func() error { _, err := s.Patch(context.Background(), "nope", nil); return err },
 		"delete": func() error { return s.Delete(context.Background(), "nope") },
 		"exec": func() error {
-			_, err := s.RunCommand(context.Background(), "nope", CommandRequest{Command: "true"}, CommandOptions{})
+			_, err := s.Session("nope")
 			return err
 		},
 		"events": func() error { _, err := s.Events(context.Background(), "nope", 0, 10, ""); return err },
@@ -183,7 +183,7 @@ func TestPauseResume(t *testing.T) {
 	_, err := s.Pause(ctx, "p")
 	wantCode(t, err, carryover.CodeConflict)
 	// A shell command starts a pending session (no kernel needed).
-	if _, err := s.RunCommand(ctx, "p", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "p").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := s.Pause(ctx, "p")
@@ -193,7 +193,7 @@ func TestPauseResume(t *testing.T) {
 	if doc.RunningSince != nil {
 		t.Error("paused session still has its duration clock running")
 	}
-	_, err = s.RunCommand(ctx, "p", CommandRequest{Command: "true"}, CommandOptions{})
+	_, err = handleOf(t, s, "p").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{})
 	wantCode(t, err, carryover.CodeSessionPaused)
 	_, err = s.Pause(ctx, "p")
 	wantCode(t, err, carryover.CodeConflict)
@@ -235,9 +235,9 @@ func TestStopAndCancelWithoutKernel(t *testing.T) {
 			}
 			_, err = tc.end(s, "e")
 			wantCode(t, err, carryover.CodeConflict)
-			_, err = s.RunCommand(ctx, "e", CommandRequest{Command: "true"}, CommandOptions{})
+			_, err = handleOf(t, s, "e").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{})
 			wantCode(t, err, carryover.CodeSessionClosed)
-			_, err = s.Restart(ctx, "e")
+			_, err = handleOf(t, s, "e").Restart(ctx)
 			wantCode(t, err, carryover.CodeSessionClosed)
 		})
 	}
@@ -264,7 +264,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	ctx := context.Background()
 	s, store, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "d"})
-	if _, err := s.RunCommand(ctx, "d", CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "d").RunCommand(ctx, CommandRequest{Command: "true"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "d"); err != nil {
@@ -338,9 +338,9 @@ func TestRecoverFromStore(t *testing.T) {
 }
 
 // mustLive is the live session id or a test failure.
-func mustLive(t *testing.T, s *Service, id string) *liveSession {
+func mustLive(t *testing.T, s *Service, id string) *Session {
 	t.Helper()
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestRunRefusalsBeforeKernel(t *testing.T) {
 		"env":     {Code: "1", Env: map[string]string{"": "x"}},
 		"timeout": {Code: "1", TimeoutSeconds: ptr(-1.0)},
 	} {
-		if _, err := s.Run(ctx, "r", req, RunOptions{}); carryover.ErrorCode(err) != carryover.CodeInvalid {
+		if _, err := handleOf(t, s, "r").Run(ctx, req, RunOptions{}); carryover.ErrorCode(err) != carryover.CodeInvalid {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -214,26 +214,26 @@ func TestReadsWithoutKernel(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	prov.CommandFn = echo(0, 0)
 	mustCreate(t, s, CreateRequest{SessionID: "v"})
-	vars, err := s.Variables(ctx, "v")
+	vars, err := handleOf(t, s, "v").Variables(ctx)
 	if err != nil || vars.Live || len(vars.Variables) != 0 || !strings.Contains(vars.Note, "no kernel") {
 		t.Fatalf("Variables = %+v, %v", vars, err)
 	}
-	rep, err := s.Complete(ctx, "v", "imp", 3)
+	rep, err := handleOf(t, s, "v").Complete(ctx, "imp", 3)
 	if err != nil || len(rep.Matches) != 0 || rep.CursorStart != 3 {
 		t.Fatalf("Complete = %+v, %v", rep, err)
 	}
-	_, err = s.Complete(ctx, "v", "imp", 4)
+	_, err = handleOf(t, s, "v").Complete(ctx, "imp", 4)
 	wantCode(t, err, carryover.CodeInvalid)
-	_, err = s.CheckpointNow(ctx, "v")
+	_, err = handleOf(t, s, "v").CheckpointNow(ctx)
 	wantCode(t, err, carryover.CodeConflict)
 	if cps, err := s.Checkpoints(ctx, "v"); err != nil || len(cps) != 0 {
 		t.Fatalf("Checkpoints = %v, %v", cps, err)
 	}
-	_, err = s.RestoreCheckpoint(ctx, "v", "ckpt_x")
+	_, err = handleOf(t, s, "v").RestoreCheckpoint(ctx, "ckpt_x")
 	wantCode(t, err, carryover.CodeNotFound)
 
 	// The notebook is the recorded history.
-	if _, err := s.RunCommand(ctx, "v", CommandRequest{Command: "echo hi"}, CommandOptions{}); err != nil {
+	if _, err := handleOf(t, s, "v").RunCommand(ctx, CommandRequest{Command: "echo hi"}, CommandOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Notebook(ctx, "v")

@@ -9,7 +9,7 @@ import (
 
 // Notebook is the session's history as an nbformat 4.5 notebook (nbformat.FromHistory).
 func (s *Service) Notebook(ctx context.Context, id string) ([]byte, error) {
-	if _, err := s.get(id); err != nil {
+	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
 	exs, err := s.store.ListExecutions(ctx, id, 0)
@@ -37,17 +37,14 @@ type NotebookCellRun struct {
 // RunNotebook runs the code cells of an nbformat 4 notebook into the session, in order, as turns
 // of their own (each checkpointed like any run). It stops at the first cell that raises or fails,
 // unless keepGoing; a refusal (paused, closed, over budget) always stops it.
-func (s *Service) RunNotebook(ctx context.Context, id string, raw []byte, keepGoing bool) (*NotebookRun, error) {
-	if _, err := s.get(id); err != nil {
-		return nil, err
-	}
+func (ls *Session) RunNotebook(ctx context.Context, raw []byte, keepGoing bool) (*NotebookRun, error) {
 	sources, err := nbformat.CodeCells(raw)
 	if err != nil {
 		return nil, err
 	}
 	out := &NotebookRun{Cells: []NotebookCellRun{}}
 	for _, c := range sources {
-		res, err := s.Run(ctx, id, RunRequest{Code: c.Code}, RunOptions{})
+		res, err := ls.Run(ctx, RunRequest{Code: c.Code}, RunOptions{})
 		cr := NotebookCellRun{Index: c.Index, Result: res}
 		if err != nil {
 			cr.Error = carryover.ErrorOf(err)

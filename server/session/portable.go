@@ -57,7 +57,7 @@ func networkJSON(n *NetworkRequest) any {
 // session's), or the session's current state (a live kernel is checkpointed first, as for a fork).
 // The caller streams it with archive.Write; nothing is read into memory here.
 func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return archive.Export{}, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 	if err := carryover.ValidateSessionID(newID); err != nil {
 		return ImportResult{}, err
 	}
-	if _, err := s.get(newID); err == nil {
+	if _, err := s.Session(newID); err == nil {
 		return ImportResult{}, carryover.Errorf(carryover.CodeConflict, "session %q already exists", newID).WithDetails("session_id", newID)
 	}
 	release, err := s.adm.quota.AdmitCreate(ctx, tenant) // refused before a byte is read when the tenant is full
@@ -152,7 +152,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from
 // the source's workspace to this one's) and makes the session usable.
-func (s *Service) commitImport(ctx context.Context, ls *liveSession, staged *archive.Staged) (string, error) {
+func (s *Service) commitImport(ctx context.Context, ls *Session, staged *archive.Staged) (string, error) {
 	_ = s.kern.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
 	srcWS, dstWS := staged.Index.Source.Workspace, s.cfg.workspace(ls.id)
 	cwd := func(c string) string {

@@ -27,7 +27,7 @@ func (u quotaUsage) CheckpointBytes(ctx context.Context, id string) (int64, erro
 }
 
 // tenant is the session's tenant.
-func (ls *liveSession) tenant() string {
+func (ls *Session) tenant() string {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc.TenantName()

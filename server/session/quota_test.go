@@ -67,7 +67,7 @@ func TestQuotaRefusalTakesNoSlot(t *testing.T) {
 	}
 	holdKernel(t, s, "another") // the tenant's one live kernel
 	for range 3 {
-		_, err := s.Run(ctx, "q", RunRequest{Code: "1+1"}, RunOptions{})
+		_, err := handleOf(t, s, "q").Run(ctx, RunRequest{Code: "1+1"}, RunOptions{})
 		wantCode(t, err, carryover.CodeQuotaExceeded)
 	}
 	if held := s.adm.ledger.Stats().Held; held != 1 {

@@ -11,7 +11,7 @@ import (
 // Events lists up to limit events of session id after sequence after, of one type when eventType
 // is not empty.
 func (s *Service) Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error) {
-	if _, err := s.get(id); err != nil {
+	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
 	evs, err := s.store.ListEvents(ctx, id, after, limit, eventType)
@@ -23,7 +23,7 @@ func (s *Service) Events(ctx context.Context, id string, after int64, limit int,
 
 // Executions lists the newest limit runs and shell commands of session id, oldest first.
 func (s *Service) Executions(ctx context.Context, id string, limit int) ([]carryover.Execution, error) {
-	if _, err := s.get(id); err != nil {
+	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
 	ex, err := s.store.ListExecutions(ctx, id, limit)
@@ -35,7 +35,7 @@ func (s *Service) Executions(ctx context.Context, id string, limit int) ([]carry
 
 // Tools lists session id's registered tools.
 func (s *Service) Tools(ctx context.Context, id string) ([]carryover.Tool, error) {
-	if _, err := s.get(id); err != nil {
+	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
 	ts, err := s.store.ListTools(ctx, id)

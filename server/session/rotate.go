@@ -10,11 +10,7 @@ import (
 // Rotate replaces the session's kernel: checkpoint -> new kernel (from the pool) -> restore ->
 // switch -> old kernel terminated. A run in progress delays it (it waits for the run lock); runs
 // arriving meanwhile wait and then run in the new kernel.
-func (s *Service) Rotate(ctx context.Context, id string) (carryover.Session, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return carryover.Session{}, err
-	}
+func (ls *Session) Rotate(ctx context.Context) (carryover.Session, error) {
 	if err := ls.lock.Lock(ctx); err != nil {
 		return carryover.Session{}, err
 	}
@@ -22,7 +18,7 @@ func (s *Service) Rotate(ctx context.Context, id string) (carryover.Session, err
 	return ls.rotateLocked(context.WithoutCancel(ctx), "requested")
 }
 
-func (ls *liveSession) rotateLocked(ctx context.Context, reason string) (carryover.Session, error) {
+func (ls *Session) rotateLocked(ctx context.Context, reason string) (carryover.Session, error) {
 	s := ls.svc
 	if _, _, err := ls.transition(ctx, carryover.StateRotating, nil); err != nil {
 		return carryover.Session{}, err

@@ -9,6 +9,8 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // RunRequest is the body of POST /api/sessions/{id}/run (and of a websocket "run").
@@ -77,17 +79,14 @@ type RunOptions struct {
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
 // checkpoints the turn and records it.
-func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOptions) (*RunResult, error) {
+func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*RunResult, error) {
+	s := ls.svc
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, s, id, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
+		return runKeyed(ctx, ls, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
 			opts.started = started
-			return s.Run(ctx, id, req, opts)
+			return ls.Run(ctx, req, opts)
 		})
-	}
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
 	}
 	timeout, err := s.cfg.runTimeout(req.TimeoutSeconds)
 	if err != nil {
@@ -117,7 +116,7 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 		s.mu.Unlock()
 	}
 	if len(req.Env) > 0 {
-		if err := setEnv(ctx, k, req.Env); err != nil {
+		if err := agentops.SetEnv(ctx, k, req.Env); err != nil {
 			return nil, err
 		}
 	}
@@ -135,23 +134,23 @@ func (s *Service) Run(ctx context.Context, id string, req RunRequest, opts RunOp
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
 	}
-	s.m.runs.WithLabelValues(status).Inc()
-	s.m.runSeconds.Observe(res.DurationMS / 1000)
+	s.m.Runs.WithLabelValues(status).Inc()
+	s.m.RunSeconds.Observe(res.DurationMS / 1000)
 	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()
 	}
-	ls.hub.broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
+	ls.hub.Broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
 	if runErr != nil && opts.OnError != nil {
 		opts.OnError(runErr)
 	}
-	ls.hub.broadcast(StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
+	ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
 	return res, runErr
 }
 
 // runCell executes the cell with the turn's snapshot riding on it; per-run env vars (set by the
 // caller) are put back afterwards.
-func (ls *liveSession) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
+func (ls *Session) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest, timeout time.Duration, opts RunOptions) (*RunResult, error) {
 	s := ls.svc
 	turn := ls.docCopy().ExecutionCount + 1
 	ride := &snapshotRide{}
@@ -166,7 +165,7 @@ func (ls *liveSession) runCell(ctx context.Context, k *kernel.Kernel, req RunReq
 	res.SessionID = ls.id
 	res.ride = ride
 	if len(req.Env) > 0 && runErr == nil {
-		if err := unsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
+		if err := agentops.UnsetEnv(ctx, k, req.Env, ls.docCopy().AgentContext.EnvVars); err != nil {
 			s.log.Warn("per-run env vars not reset", "session", ls.id, "err", err)
 		}
 	}
@@ -187,7 +186,7 @@ const snapshotKey = "__carryover_snapshot__"
 // checkpointTurn saves the turn's namespace and files, or, when the kernel died or was replaced,
 // brings the session back from its last checkpoint. A failed checkpoint is in the answer
 // (checkpoint_error) and the event log; the run itself stands.
-func (ls *liveSession) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *RunResult, runErr error) {
+func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *RunResult, runErr error) {
 	s := ls.svc
 	ctx = context.WithoutCancel(ctx)
 	died := runErr != nil && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied
@@ -223,7 +222,7 @@ func (ls *liveSession) checkpointTurn(ctx context.Context, k *kernel.Kernel, res
 }
 
 // currentKernel returns the session's kernel (nil when none).
-func (ls *liveSession) currentKernel() *kernel.Kernel {
+func (ls *Session) currentKernel() *kernel.Kernel {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.kern

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // activeRun is the run in flight; websocket clients that connect mid-run get its outputs so far,
@@ -17,22 +18,22 @@ type activeRun struct {
 	id      string
 	code    string
 	outputs []kernel.Output
-	prompt  *InputRequestFrame // the pending prompt, nil when none
-	reply   chan string        // where an input_reply goes
+	prompt  *stream.InputRequestFrame // the pending prompt, nil when none
+	reply   chan string               // where an input_reply goes
 }
 
 // frameLocked is the "running" frame; the caller holds a.mu.
-func (a *activeRun) frameLocked() RunningFrame {
-	return RunningFrame{Type: "running", ID: a.id, Code: a.code, InputRequest: a.prompt,
+func (a *activeRun) frameLocked() stream.RunningFrame {
+	return stream.RunningFrame{Type: "running", ID: a.id, Code: a.code, InputRequest: a.prompt,
 		Outputs: append([]kernel.Output(nil), a.outputs...)}
 }
 
 // output keeps o for clients joining mid-run and streams it to the session's subscribers.
-func (a *activeRun) output(h *hub, o kernel.Output) {
+func (a *activeRun) output(h *stream.Hub, o kernel.Output) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.outputs = append(a.outputs, o)
-	h.broadcast(OutputFrame{Type: "output", ID: a.id, Output: o})
+	h.Broadcast(stream.OutputFrame{Type: "output", ID: a.id, Output: o})
 }
 
 // answer delivers an input_reply for run id; it reports whether an input was pending.
@@ -52,12 +53,12 @@ func (a *activeRun) answer(id, value string) bool {
 }
 
 // askInput publishes an input() prompt to every client of the session and waits for one to answer.
-func (a *activeRun) askInput(ctx context.Context, h *hub, req kernel.InputRequest) (string, error) {
-	frame := &InputRequestFrame{Type: "input_request", ID: a.id, Prompt: req.Prompt, Password: req.Password}
+func (a *activeRun) askInput(ctx context.Context, h *stream.Hub, req kernel.InputRequest) (string, error) {
+	frame := &stream.InputRequestFrame{Type: "input_request", ID: a.id, Prompt: req.Prompt, Password: req.Password}
 	a.mu.Lock()
 	a.prompt, a.reply = frame, make(chan string, 1)
 	reply := a.reply
-	h.broadcast(frame)
+	h.Broadcast(frame)
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -70,4 +71,11 @@ func (a *activeRun) askInput(ctx context.Context, h *hub, req kernel.InputReques
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+}
+
+// ResultFrame is a run's answer, as POST /run would give it.
+type ResultFrame struct {
+	Type   string     `json:"type"` // "result"
+	ID     string     `json:"id"`
+	Result *RunResult `json:"result"`
 }

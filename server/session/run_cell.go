@@ -11,12 +11,13 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // runCode runs code with a timeout: past it the kernel is interrupted (state kept) and, if it does
 // not stop within a grace period, restarted from the last checkpoint. ride, when it holds a prepared
 // checkpoint, sends its snapshot request along and keeps the answer.
-func (ls *liveSession) runCode(ctx context.Context, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
+func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
 	s := ls.svc
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
 	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
@@ -49,14 +50,14 @@ func (ls *liveSession) runCode(ctx context.Context, k *kernel.Kernel, code strin
 
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
-func (ls *liveSession) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
-	captures := outputCaptures{when: ls.hub.hasComms} // comms.go: what an Output widget captures is the widget's
+func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
+	captures := stream.OutputCaptures{When: ls.hub.HasComms} // what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
-		OnComm:       captures.watch,
+		OnComm:       captures.Watch,
 		OnOutput: func(o kernel.Output) {
-			if f := captures.frame(o); f != nil {
-				ls.hub.broadcastComms(f)
+			if f := captures.Frame(o); f != nil {
+				ls.hub.BroadcastComms(f)
 				return
 			}
 			if col.add(o) {
@@ -67,7 +68,7 @@ func (ls *liveSession) cellOptions(act *activeRun, col *collector, code string, 
 		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
 			if state == "busy" {
-				ls.hub.broadcast(StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
+				ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: hooks.ID, ExecutionState: state, Code: code})
 			}
 		},
 	}
@@ -92,7 +93,7 @@ type cellOutcome struct {
 
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
 // ignores the interrupt for 5 s.
-func (ls *liveSession) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
+func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
 	s := ls.svc
 	done := make(chan cellOutcome, 1)
 	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends

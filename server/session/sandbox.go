@@ -8,7 +8,6 @@ package session
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
@@ -26,6 +25,7 @@ func (f *kernels) claimKernel(ctx context.Context, doc carryover.Session, runEnv
 		return f.pooled(ctx)
 	}
 	opts := f.opts
+	opts.Fresh = importEnv // not forked from a template either: it imported them too
 	if otherNet {
 		opts.Network, opts.NetworkAllow = doc.Sandbox.Network, doc.Sandbox.NetworkAllow
 	}
@@ -52,24 +52,12 @@ func (f *kernels) pooled(ctx context.Context) (*kernel.Kernel, error) {
 	return k, err
 }
 
-// importTimeEnv are prefixes of env vars that libraries read once, when they are imported: BLAS and
-// OpenMP thread counts (numpy, scipy, torch), numexpr's, numpy's own, matplotlib's backend and config
-// dir, pandas'. A pooled kernel imported persistence.pre_import before any session's env reached it.
-var importTimeEnv = []string{"OMP_", "OPENBLAS_", "GOTO_", "MKL_", "VECLIB_", "BLIS_", "NUMEXPR_", "NPY_", "MPL", "PANDAS_"}
-
-// setsImportTimeEnv says whether env sets a variable of importTimeEnv: such a session gets a kernel
-// of its own, so the variable is in place before any library is imported, as it would be without
-// the warm pool.
-func setsImportTimeEnv(env map[string]string) bool {
-	for k := range env {
-		for _, p := range importTimeEnv {
-			if strings.HasPrefix(k, p) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// setsImportTimeEnv says whether env sets a variable that libraries read only when imported (BLAS
+// and OpenMP thread counts, numpy's, matplotlib's, pandas'...: kernel.ImportTimeEnv): such a
+// session gets a kernel of its own, so the variable is in place before any library is imported, as
+// it would be without the warm pool (a forked kernel's template imported them too, and a launch with
+// such env starts cold there as well).
+func setsImportTimeEnv(env map[string]string) bool { return kernel.ImportTimeEnv(env) }
 
 // attachKernel gives a claimed kernel the session's limits and workspace, and reports its limit hits
 // as the session's events (prepareKernel calls it on every claim and context change; attaching again
@@ -101,8 +89,8 @@ func limitErr(err error) error {
 // sandboxEvent logs a limit hit and records it as a sandbox_limit_exceeded event of the session.
 func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit) {
 	s.log.Warn("sandbox limit hit", "session", id, "kernel", k.ID(), "limit", hit.Kind, "limits", hit.Summary, "action", hit.Message)
-	s.m.limitHits.WithLabelValues(hit.Kind).Inc()
-	ls, err := s.get(id)
+	s.m.LimitHits.WithLabelValues(hit.Kind).Inc()
+	ls, err := s.Session(id)
 	if err != nil {
 		return // an ephemeral /api/execute session
 	}

@@ -18,7 +18,12 @@ import (
 	"github.com/carryover/carryover/server/capacity"
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
+	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/fifo"
+	"github.com/carryover/carryover/server/session/metrics"
+	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/skills"
+	"github.com/carryover/carryover/server/session/stream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,16 +35,16 @@ type Service struct {
 	ckpt  *persistence.Checkpointer
 	kern  kernels // the pool, the launch options, a kernel attached to its session (kernel_factory.go)
 	log   *slog.Logger
-	m     *metrics
+	m     *metrics.Metrics
 
 	mu       sync.Mutex
-	sessions map[string]*liveSession
+	sessions map[string]*Session
 	closing  bool
 	runSeq   int64
-	bg       background     // restores after a death, rotations, the loop (background.go)
-	skills   *skills.Skills // the tenants' skills and this node's cache of them
-	adm      admission      // what a turn and a claim of a kernel pass (capacity.go)
-	watch    nodeWatch      // the node's capacity and memory as the status endpoint shows them
+	bg       background       // restores after a death, rotations, the loop (background.go)
+	skills   *skills.Skills   // the tenants' skills and this node's cache of them
+	adm      admission        // what a turn and a claim of a kernel pass (capacity.go)
+	watch    *nodewatch.Watch // the node's capacity and memory as the status endpoint shows them
 }
 
 // admission is the node's admission of turns and kernels, each part a package of its own.
@@ -54,34 +59,21 @@ type admission struct {
 	live   prometheus.Gauge // carryover_kernels_live: the leases held
 }
 
-// nodeWatch is the node's capacity as resolved at start, its memory as last read and its
-// hibernations, as the status endpoint and the metrics show them.
-type nodeWatch struct {
-	budget       capacity.Budget
-	read         MemorySource // the host's memory, read every loop tick (capacity_memory.go)
-	hibernations *prometheus.CounterVec
-	kernelMemory prometheus.Gauge
-
-	mu        sync.Mutex
-	evictions map[string]int64 // hibernations by reason
-	last      memoryReading    // the last tick's reading
-}
-
 // background is the service's work in the background.
 type background struct {
 	wg   sync.WaitGroup     // restores after a death, rotations, the loop
 	stop context.CancelFunc // stops the loop; under Service.mu
 }
 
-// liveSession is a session as the server holds it, the handle of one session as jupyter_client's
+// Session is a session as the server holds it, the handle of one session as jupyter_client's
 // KernelManager is of one kernel under its MultiKernelManager (the Service: the registry,
 // lifecycle, recovery, cluster adoption): its document, its kernel, its run lock, and the steps of
 // its turns (ensureKernel, checkpoint, hibernateLocked, ...) as its methods.
-type liveSession struct {
+type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
-	lock        fifoLock // one execution at a time, in arrival order
-	hub         hub
+	lock        fifo.Lock // one execution at a time, in arrival order
+	hub         stream.Hub
 	workspaceMu sync.Mutex // makes the workspace dir (ensureWorkspace)
 
 	mu      sync.Mutex // guards the fields below
@@ -149,21 +141,21 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
-	m := newMetrics(o.Metrics)
+	m := metrics.New(o.Metrics)
 	s := &Service{
 		m: m,
 		adm: admission{
 			ledger:    capacity.New(capacity.Config{Max: budget.MaxLive, Wait: cfg.QueueWait, QueueMax: cfg.QueueMax, Metrics: o.Metrics}),
 			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
-			live:      m.kernelsLive,
+			live:      m.KernelsLive,
 		},
-		watch:    nodeWatch{budget: budget, read: memory, hibernations: m.hibernations, kernelMemory: m.kernelMemory},
+		watch:    nodewatch.New(budget, memory, m.Hibernations, m.KernelMemory),
 		cfg:      cfg,
 		store:    o.Store,
 		ckpt:     newCheckpointer(cfg, o.Store),
 		log:      log,
-		sessions: map[string]*liveSession{},
+		sessions: map[string]*Session{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
 	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
@@ -254,7 +246,7 @@ func (f *kernels) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
 		return err
 	}
-	return installOutputGuard(ctx, k, f.cfg.MaxOutputBytes)
+	return agentops.OutputGuard(ctx, k, f.cfg.MaxOutputBytes)
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
@@ -273,7 +265,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Error("session document unreadable; skipped", "session", r.ID, "err", err)
 			continue
 		}
-		s.sessions[r.ID] = &liveSession{svc: s, id: r.ID, doc: doc.Recovered()}
+		s.sessions[r.ID] = &Session{svc: s, id: r.ID, doc: doc.Recovered()}
 	}
 	if len(rows) > 0 {
 		s.log.Info("sessions recovered", "count", len(rows))
@@ -281,8 +273,10 @@ func (s *Service) recover(ctx context.Context) error {
 	return nil
 }
 
-// get returns the live session or a not_found error.
-func (s *Service) get(id string) (*liveSession, error) {
+// Session returns the handle of session id (its turns, its kernel, its files), or a not_found error.
+// A handle outlives a Delete of its session: its turns are refused then (not_found), as a turn
+// that waited for the run lock while the Delete came is.
+func (s *Service) Session(id string) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls, ok := s.sessions[id]
@@ -293,14 +287,14 @@ func (s *Service) get(id string) (*liveSession, error) {
 }
 
 // docCopy returns a copy of the session document (a value: the caller may read it without ls.mu).
-func (ls *liveSession) docCopy() carryover.Session {
+func (ls *Session) docCopy() carryover.Session {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.doc
 }
 
 // save persists the session document (the caller holds ls.mu).
-func (ls *liveSession) saveLocked(ctx context.Context) error {
+func (ls *Session) saveLocked(ctx context.Context) error {
 	s := ls.svc
 	ls.doc.UpdatedAt = time.Now().UTC()
 	b, err := json.Marshal(ls.doc)
@@ -317,7 +311,7 @@ func (ls *liveSession) saveLocked(ctx context.Context) error {
 var errUnchanged = errors.New("unchanged")
 
 // update applies fn to the session document under its lock and persists it.
-func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
+func (ls *Session) update(ctx context.Context, fn func(*carryover.Session) error) (carryover.Session, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	before := ls.doc
@@ -336,23 +330,23 @@ func (ls *liveSession) update(ctx context.Context, fn func(*carryover.Session) e
 }
 
 // setSandboxStatus saves the session's sandbox status.
-func (ls *liveSession) setSandboxStatus(ctx context.Context, status string) error {
+func (ls *Session) setSandboxStatus(ctx context.Context, status string) error {
 	_, err := ls.update(ctx, func(d *carryover.Session) error { d.Sandbox.Status = status; return nil })
 	return err
 }
 
 // logSaveErr reports a session write that failed where nobody waits for an answer (a kernel's
 // death, a background status change): logged and counted, never silent.
-func (ls *liveSession) logSaveErr(what string, err error) {
+func (ls *Session) logSaveErr(what string, err error) {
 	s := ls.svc
 	if err != nil {
 		s.log.Error("session not saved", "session", ls.id, "what", what, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 }
 
 // emit appends an event to the session's log and pushes it to subscribed websockets.
-func (ls *liveSession) emit(ctx context.Context, typ string, payload any) {
+func (ls *Session) emit(ctx context.Context, typ string, payload any) {
 	s := ls.svc
 	if payload == nil {
 		payload = map[string]any{}
@@ -362,7 +356,7 @@ func (ls *liveSession) emit(ctx context.Context, typ string, payload any) {
 		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
 		return
 	}
-	ls.hub.broadcastEvent(ev)
+	ls.hub.BroadcastEvent(ev)
 }
 
 // List returns every session, oldest first.
@@ -379,7 +373,7 @@ func (s *Service) List() []carryover.Session {
 
 // Get returns one session.
 func (s *Service) Get(id string) (carryover.Session, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Session{}, err
 	}
@@ -393,7 +387,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.bg.stop != nil {
 		s.bg.stop()
 	}
-	all := make([]*liveSession, 0, len(s.sessions))
+	all := make([]*Session, 0, len(s.sessions))
 	for _, ls := range s.sessions {
 		all = append(all, ls)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/mock"
+	"github.com/carryover/carryover/server/session/workspace"
 )
 
 // testConfig is a service config for unit tests: everything under a temp dir, no pool, no network.
@@ -76,4 +77,35 @@ func mustCreate(t *testing.T, s *Service, req CreateRequest) carryover.Session {
 		t.Fatalf("Create(%+v): %v", req, err)
 	}
 	return doc
+}
+
+// handleOf is session id's handle; the test fails at once when there is none.
+func handleOf(t *testing.T, s *Service, id string) *Session {
+	t.Helper()
+	ls, err := s.Session(id)
+	if err != nil {
+		t.Fatalf("session %q: %v", id, err)
+	}
+	return ls
+}
+
+// waitFor polls cond for up to a second.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// filesOf is session id's workspace directory; the test fails at once when there is none.
+func filesOf(t *testing.T, s *Service, id string) workspace.Dir {
+	t.Helper()
+	d, err := s.Files(id)
+	if err != nil {
+		t.Fatalf("session %q: %v", id, err)
+	}
+	return d
 }

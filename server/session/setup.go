@@ -6,6 +6,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // A brand-new session's first cell in a fresh kernel carries the session's set-up (working directory
@@ -35,7 +36,7 @@ func (f *kernels) deferSetup(ctx context.Context, id string, k *kernel.Kernel, d
 
 // setupMetadata is the metadata for a cell about to run on k: the pending set-up, if any (nil when
 // none, or when code is blank: IPython runs no hook for a blank cell).
-func (ls *liveSession) setupMetadata(k *kernel.Kernel, code string) map[string]any {
+func (ls *Session) setupMetadata(k *kernel.Kernel, code string) map[string]any {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.setup == nil || ls.setup.k != k || strings.TrimSpace(code) == "" {
@@ -48,7 +49,7 @@ func (ls *liveSession) setupMetadata(k *kernel.Kernel, code string) map[string]a
 // status; from then on the hook runs before the cell's code), or once a set-up request of its own
 // has replaced it. Until then it stays pending, so a cell that never reached the kernel leaves it
 // for the next one.
-func (ls *liveSession) forgetSetup(k *kernel.Kernel) {
+func (ls *Session) forgetSetup(k *kernel.Kernel) {
 	ls.mu.Lock()
 	if ls.setup != nil && ls.setup.k == k {
 		ls.setup = nil
@@ -58,14 +59,14 @@ func (ls *liveSession) forgetSetup(k *kernel.Kernel) {
 
 // flushSetup sends k's pending set-up with a request of its own: for any use of the kernel other
 // than a cell that carries it.
-func (ls *liveSession) flushSetup(ctx context.Context, k *kernel.Kernel) error {
+func (ls *Session) flushSetup(ctx context.Context, k *kernel.Kernel) error {
 	ls.mu.Lock()
 	p := ls.setup
 	ls.mu.Unlock()
 	if p == nil || p.k != k {
 		return nil
 	}
-	if err := sendSetup(ctx, k, p.setup); err != nil {
+	if err := agentops.Setup(ctx, k, p.setup); err != nil {
 		return err
 	}
 	ls.forgetSetup(k)

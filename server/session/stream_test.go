@@ -8,10 +8,11 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/stream"
 )
 
 // nextFrame reads one frame of sub as a map, or fails after a second.
-func nextFrame(t *testing.T, sub *Subscriber) map[string]any {
+func nextFrame(t *testing.T, sub *stream.Subscriber) map[string]any {
 	t.Helper()
 	select {
 	case b := <-sub.Frames():
@@ -36,15 +37,11 @@ func TestSubscribeEventsBacklogThenLive(t *testing.T) {
 	if _, err := s.Heartbeat(ctx, "e"); err != nil {
 		t.Fatal(err)
 	}
-	sub := NewSubscriber()
-	if err := s.SubscribeEvents(ctx, "e", sub, 1); err != nil { // the client saw event 1
+	sub := stream.NewSubscriber()
+	if err := handleOf(t, s, "e").SubscribeEvents(ctx, sub, 1); err != nil { // the client saw event 1
 		t.Fatal(err)
 	}
-	detach, err := s.Attach("e", sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
+	defer handleOf(t, s, "e").Attach(sub)()
 	if f := nextFrame(t, sub); f["type"] != "event" || f["event"].(map[string]any)["sequence_number"] != 2.0 {
 		t.Fatalf("backlog frame = %v, want event 2 only", f)
 	}
@@ -59,7 +56,7 @@ func TestSubscribeEventsBacklogThenLive(t *testing.T) {
 	if ev["sequence_number"] != 3.0 || ev["event_type"] != carryover.EventHeartbeat {
 		t.Fatalf("live frame = %v", f)
 	}
-	if err := s.SubscribeEvents(ctx, "nope", NewSubscriber(), 0); carryover.ErrorCode(err) != carryover.CodeNotFound {
+	if _, err := s.Session("nope"); carryover.ErrorCode(err) != carryover.CodeNotFound {
 		t.Fatalf("unknown session: %v", err)
 	}
 }
@@ -67,10 +64,8 @@ func TestSubscribeEventsBacklogThenLive(t *testing.T) {
 func TestDeleteTellsSubscribers(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "d"})
-	sub := NewSubscriber()
-	if _, err := s.Attach("d", sub); err != nil {
-		t.Fatal(err)
-	}
+	sub := stream.NewSubscriber()
+	handleOf(t, s, "d").Attach(sub)
 	if err := s.Delete(context.Background(), "d"); err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +78,14 @@ func TestDeleteTellsSubscribers(t *testing.T) {
 func TestAnswerInputWithoutPrompt(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "i"})
-	err := s.AnswerInput("i", "run-1", "x")
+	err := handleOf(t, s, "i").AnswerInput("run-1", "x")
 	wantCode(t, err, carryover.CodeConflict)
 }
 
 func TestActiveRunInput(t *testing.T) {
-	var h hub
-	sub := NewSubscriber()
-	h.add(sub)
+	var h stream.Hub
+	sub := stream.NewSubscriber()
+	h.Add(sub)
 	a := &activeRun{id: "r1", code: "input()"}
 	if a.answer("r1", "early") {
 		t.Fatal("an answer with no prompt pending was taken")

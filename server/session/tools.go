@@ -10,7 +10,7 @@ import (
 
 // RegisterTool adds a tool to the session's registry.
 func (s *Service) RegisterTool(ctx context.Context, id string, t carryover.Tool) (carryover.Tool, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return t, err
 	}

@@ -31,8 +31,8 @@ type turnRecord struct {
 }
 
 // beginTurn takes the session's run lock and admits the turn; end releases the lock. queued, when
-// not nil, is called as soon as the turn has its place in the lock's line (fifoLock.LockQueued).
-func (ls *liveSession) beginTurn(ctx context.Context, queued func()) (end func(), err error) {
+// not nil, is called as soon as the turn has its place in the lock's line (fifo.Lock.LockQueued).
+func (ls *Session) beginTurn(ctx context.Context, queued func()) (end func(), err error) {
 	s := ls.svc
 	if err := ls.lock.LockQueued(ctx, queued); err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func kernelProcess(k *kernel.Kernel) kernel.KernelProcess {
 }
 
 // admit checks the session may run now (state, budget), starting a pending one. Caller holds ls.lock.
-func (ls *liveSession) admit(ctx context.Context) error {
+func (ls *Session) admit(ctx context.Context) error {
 	s := ls.svc
 	ls.mu.Lock()
 	deleted := ls.deleted
@@ -93,7 +93,7 @@ func (ls *liveSession) admit(ctx context.Context) error {
 
 // endTurn records a finished turn. What fails to be recorded is returned (and logged), never
 // dropped: the turn itself happened, its answer says what did not stick.
-func (ls *liveSession) endTurn(ctx context.Context, t turnRecord) error {
+func (ls *Session) endTurn(ctx context.Context, t turnRecord) error {
 	s := ls.svc
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
@@ -130,14 +130,14 @@ func (ls *liveSession) endTurn(ctx context.Context, t turnRecord) error {
 	err := errors.Join(errs...)
 	if err != nil {
 		s.log.Error("turn not fully recorded", "session", ls.id, "kind", t.kind, "err", err)
-		s.m.recordFailures.Inc()
+		s.m.RecordFailures.Inc()
 	}
 	return err
 }
 
 // accountTurn is the turn's one session write: the iteration, the activity, the counter, the data
 // and (for an exec) its CPU cost.
-func (ls *liveSession) accountTurn(ctx context.Context, t turnRecord) error {
+func (ls *Session) accountTurn(ctx context.Context, t turnRecord) error {
 	s := ls.svc
 	now := time.Now().UTC()
 	_, err := ls.update(ctx, func(d *carryover.Session) error {

@@ -11,7 +11,7 @@ import (
 // it outlives the kernel it was seen in), its current kernel's memory, and the bytes its kept
 // checkpoints wrote, listed from the store as the stored_bytes quota counts them.
 func (s *Service) Usage(ctx context.Context, id string) (carryover.Usage, error) {
-	ls, err := s.get(id)
+	ls, err := s.Session(id)
 	if err != nil {
 		return carryover.Usage{}, err
 	}

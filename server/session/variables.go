@@ -8,45 +8,30 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/agentops"
 )
 
 // variablesTimeout bounds the kernel's answer to the probe.
 const variablesTimeout = 10 * time.Second
 
-// VariableInfo is one name of the session's namespace as the UI's variable inspector shows it.
-type VariableInfo struct {
-	Name   string `json:"name"`
-	Type   string `json:"type,omitempty"`
-	Shape  []int  `json:"shape,omitempty"`
-	Length *int   `json:"length,omitempty"`
-	Bytes  *int64 `json:"bytes,omitempty"` // in memory (nbytes, pandas memory_usage, deep up to 200,000 rows; sys.getsizeof, shallow)
-	// State: "saved" (in the latest checkpoint), "skipped" (its checkpoint could not save it: Reason
-	// says why) or "unsaved" (defined after the latest checkpoint).
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-}
-
 // Variables is the answer of GET /api/sessions/{id}/variables.
 type Variables struct {
-	Variables    []VariableInfo `json:"variables"`
-	Live         bool           `json:"live"` // read from the running kernel; false: from the latest checkpoint only
-	CheckpointID string         `json:"checkpoint_id,omitempty"`
-	Note         string         `json:"note,omitempty"` // why the answer is not live
+	Variables    []agentops.VariableInfo `json:"variables"`
+	Live         bool                    `json:"live"` // read from the running kernel; false: from the latest checkpoint only
+	CheckpointID string                  `json:"checkpoint_id,omitempty"`
+	Note         string                  `json:"note,omitempty"` // why the answer is not live
 }
 
 // Variables lists the session's variables without disturbing it: the kernel evaluates one silent
 // user expression (no execution count, no history, no name added) when it is idle; when it is busy
 // or there is no kernel, the answer comes from the latest checkpoint (types, no shapes or sizes). It
 // never starts a kernel.
-func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) {
-	ls, err := s.get(id)
-	if err != nil {
-		return nil, err
-	}
-	out := &Variables{Variables: []VariableInfo{}}
+func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
+	s := ls.svc
+	out := &Variables{Variables: []agentops.VariableInfo{}}
 	saved := map[string]persistence.VariableDetail{}
 	skipped := map[string]carryover.VarSkip{}
-	cp, err := s.store.LatestCheckpoint(ctx, id)
+	cp, err := s.store.LatestCheckpoint(ctx, ls.id)
 	if err == nil {
 		d, derr := s.ckpt.Detail(ctx, s.store, cp)
 		if derr != nil {
@@ -70,11 +55,11 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 	} else {
 		for _, v := range saved {
 			if v.Kind != "imp" {
-				out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+				out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
 			}
 		}
 		for _, v := range skipped {
-			out.Variables = append(out.Variables, VariableInfo{Name: v.Name, Type: v.Type})
+			out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
 		}
 	}
 	for i := range out.Variables {
@@ -92,7 +77,7 @@ func (s *Service) Variables(ctx context.Context, id string) (*Variables, error) 
 }
 
 // probeVariables asks an idle kernel; nil and a note when it cannot.
-func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, string) {
+func (ls *Session) probeVariables(ctx context.Context) ([]agentops.VariableInfo, string) {
 	k := ls.currentKernel()
 	if k == nil {
 		return nil, "no kernel is running: the list comes from the latest checkpoint"
@@ -103,7 +88,7 @@ func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, stri
 	defer ls.lock.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, variablesTimeout)
 	defer cancel()
-	vs, err := listVariables(ctx, k)
+	vs, err := agentops.Variables(ctx, k)
 	if err != nil {
 		return nil, "the kernel could not list its variables: " + err.Error()
 	}
@@ -112,11 +97,9 @@ func (ls *liveSession) probeVariables(ctx context.Context) ([]VariableInfo, stri
 
 // CheckpointDetail returns one checkpoint's variables (type, size, content reference) and files,
 // for the UI's checkpoint diff.
-func (s *Service) CheckpointDetail(ctx context.Context, id, cid string) (*persistence.CheckpointDetail, error) {
-	if _, err := s.get(id); err != nil {
-		return nil, err
-	}
-	cp, err := checkpointByID(ctx, s.store, id, cid)
+func (ls *Session) CheckpointDetail(ctx context.Context, cid string) (*persistence.CheckpointDetail, error) {
+	s := ls.svc
+	cp, err := checkpointByID(ctx, s.store, ls.id, cid)
 	if err != nil {
 		return nil, err
 	}

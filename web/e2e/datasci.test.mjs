@@ -510,12 +510,13 @@ try {
       `at most ${Math.max(...ok.map((w) => w.rows))} rows and ${Math.max(...wire.map((w) => w.bytes)).toLocaleString()} bytes per response`);
   });
 
-  await step('after a reload, a widget says its state is not on the page', async () => {
+  await step('after a reload, a widget comes back from the live kernel at its value, with its output', async () => {
     await page.reload();
     await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
-    const note = cells().filter({ has: page.locator('.out-widget') }).first().locator('.out-widget .out-note');
-    await note.waitFor({ timeout: 20_000 });
-    assert.match(await note.innerText(), /not live on this page/);
+    const cell = cells().filter({ has: page.locator('.out-widget .widget-slider') }).first();
+    const live = cell.locator('.out-widget[data-widget=live]');
+    await live.locator('.widget-output', { hasText: 'square of 7 is 49' }).waitFor({ timeout: 30_000 });
+    assert.equal((await live.locator('.widget-readout').first().textContent()).trim(), '7');
   });
 
   assert.deepEqual(problems, []);

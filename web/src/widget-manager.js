@@ -237,6 +237,8 @@ export class Manager extends ManagerBase {
     const buffers = (f.buffers || []).map(fromBase64);
     if (f.msg_type === 'comm_open') {
       if (c.target_name !== 'jupyter.widget') return;
+      // a widget the server sends again (a page connecting, a restore): the page's own model stays
+      if (f.metadata?.carryover_sync && this.has_model(c.comm_id)) return;
       let data = c.data || {};
       let metadata = f.metadata || {};
       const legacyProtocol = !('state' in data);
@@ -247,6 +249,7 @@ export class Manager extends ManagerBase {
       const comm = new Comm(this, c.comm_id, c.target_name, legacyProtocol);
       this.comms.set(c.comm_id, comm);
       const model = await this.handle_comm_open(comm, { content: { comm_id: c.comm_id, target_name: c.target_name, data }, metadata, buffers });
+      for (const o of f.metadata?.outputs || []) model.addOutput?.(o); // what a restored Output widget showed
       for (const o of this.early.get(c.comm_id) || []) model.addOutput?.(o);
       this.early.delete(c.comm_id);
       return;

@@ -9,8 +9,8 @@ import { h } from './util.js';
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
 /** LOST: what a widget view says when its model is not on this page. */
-export const LOST = 'This widget is not live on this page: widgets live in the kernel that drew them, and their state ' +
-  'is not saved in checkpoints or the history. After a reload, a wake from sleep, a restart or a rotation, run its cell again.';
+export const LOST = 'This widget is not live on this page: its kernel is not running. Widgets are saved with each ' +
+  'checkpoint and come back, with their values and outputs, when the session\'s kernel starts again (run a cell).';
 
 let current = null; // the WidgetHub of the session on screen
 
@@ -54,6 +54,7 @@ export class WidgetHub {
       this.opened.add(id);
       for (const w of this.waiters.get(id) || []) w(true);
       this.waiters.delete(id);
+      this.revive(id);
     }
     if (this.manager) { this.manager.onFrame(f); return; }
     if (f.type === 'comm' && f.msg_type === 'comm_open') this.load();
@@ -74,6 +75,16 @@ export class WidgetHub {
     });
   }
 
+  /**
+   * revive draws again the views of model id that lost their kernel: a restore re-created the model
+   * (with its id) and the server sent it (server/session/widget_sync.go).
+   */
+  revive(id) {
+    for (const el of document.querySelectorAll('.out-widget[data-widget=lost]')) {
+      if (el.dataset.modelId === id) show(this, id, el);
+    }
+  }
+
   /** markLost replaces the views whose model died with the kernel by the note. */
   markLost() {
     for (const el of document.querySelectorAll('.out-widget[data-widget=live]')) lost(el);
@@ -90,10 +101,16 @@ export function renderWidget(v) {
   const el = h('div.out-widget', { 'data-widget': 'pending' });
   const id = v && typeof v === 'object' ? String(v.model_id || '') : '';
   const hub = current;
+  el.dataset.modelId = id;
   if (!hub || !id) { lost(el); return el; }
-  hub.whenOpened(id)
-    .then((open) => (open ? hub.load().then((m) => m.display(id, el)) : false))
+  hub.whenOpened(id).then((open) => { if (open) show(hub, id, el); else if (el.dataset.widget === 'pending') lost(el); });
+  return el;
+}
+
+/** show draws a view of model id in el (live), or says why it cannot. */
+function show(hub, id, el) {
+  el.dataset.widget = 'drawing';
+  hub.load().then((m) => m.display(id, el))
     .then((ok) => { if (!ok) lost(el); else el.dataset.widget = 'live'; })
     .catch((err) => { el.dataset.widget = 'failed'; el.replaceChildren(h('pre.out-plain.out-warn', `[could not draw the widget: ${err?.message || err}]`)); });
-  return el;
 }

@@ -110,11 +110,12 @@ from .owners import _module_attr  # noqa: F401
 from .containers.sliced import SLICE_MIN, _rebuild_sliced  # noqa: F401
 from .containers import holders, nested  # noqa: F401,E402
 from .verify import _verify  # noqa: F401
+from .widgetstate import _widget_ref  # noqa: F401
 
 # What pickles reference by name: kept at the module path they had when the agent was one module.
 PICKLED_BY_NAME = (_bytes_from, _reopen_file, _array_from_buffer, _reopen_memmap, _make_view, _tensor_with_grad,
                    _torch_generator, _class_skeleton, _enum_skeleton, _class_setstate, _rebuild_sliced,
-                   _object_array, _module_attr)
+                   _object_array, _module_attr, _widget_ref)
 for _f in PICKLED_BY_NAME:
     _f.__module__ = __name__
 del _f

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from . import history, kernelops, libstate, owners
+from . import history, kernelops, libstate, owners, widgetstate
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -122,6 +122,9 @@ class Agent:
 
     def op_rows(self, a):
         return kernelops.op_rows(self, a)
+
+    def op_widgets(self, a):
+        return widgetstate.op_widgets(self, a)
 
     def op_forget(self, a):
         self.state = _State()

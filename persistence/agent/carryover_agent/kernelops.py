@@ -7,6 +7,8 @@ import os
 import sys
 import types
 
+from . import widgetstate
+
 
 def op_setup(agent, a):
     """A set-up request of its own (the server's sendSetup): makes and enters the working directory
@@ -148,6 +150,7 @@ def _ipywidgets_compat(m):
         t.class_init(fp, "style")
         t.subclass_init(fp)
         setattr(fp, "style", t)
+    widgetstate.install_capture(m)  # what an Output widget shows, kept to be saved with it
 
 
 _RENDERER_HOOKS = {

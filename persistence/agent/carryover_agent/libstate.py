@@ -17,6 +17,7 @@ before its data."""
 
 import sys
 
+from . import widgetstate
 from .common import _reason
 
 
@@ -539,6 +540,8 @@ SETTINGS = (
     Setting("@logging", "logging", _log_capture, _log_apply, _log_reset),
     Setting("@torch.settings", "torch", _torch_capture, _torch_apply, _torch_reset),
     Setting("@sklearn.config", "sklearn._config", _sk_capture, _sk_apply, _sk_reset),
+    # Not a setting, but restored where settings are: after definitions, before the data holding widgets.
+    Setting(widgetstate.NAME, "ipywidgets", widgetstate.capture, widgetstate.apply, widgetstate.reset),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

@@ -13,7 +13,7 @@ import pickle
 import sys
 import time
 
-from . import figures, history, lazy, libstate, owners, replay
+from . import figures, history, lazy, libstate, owners, replay, widgetstate
 from .containers import holders
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
@@ -42,9 +42,11 @@ def op_restore(agent, a):
     agent._fingerprints = {}  # and the fingerprints of what it skipped
     r = _Restore(agent)
     groups = a.get("groups") or []
+    widgetstate.begin_restore()  # a definition may hold a widget not re-created yet
     try:
         _load(agent, r, groups)
     finally:
+        widgetstate.end_restore()
         forget_rebuilt()
         lazy.release_untaken()  # the sliced containers rebuilt by the loads: held until now, on every path
     _restore_env(a)

@@ -10,13 +10,13 @@ import sys
 import time
 import types
 
-from . import figures, fingerprint, history, lazy, libstate, owners
+from . import figures, fingerprint, history, lazy, libstate, owners, widgetstate
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
 from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
-from .reducers import _library_dispatch
+from .reducers import _DISPATCH, _library_dispatch
 from .containers.objarrays import purge as purge_arrays
 from .owners import owner_of
 from .containers.sliced import purge, reset_stats
@@ -92,6 +92,7 @@ def _prepare(agent, cur):
             agent._defnames[id(v)] = k
     agent._shared = _shared_types()
     _library_dispatch()
+    widgetstate.dispatch(_DISPATCH)  # ipywidgets' widgets by model id, wherever they are
 
 
 def _candidates(agent, cells, cur, prev):

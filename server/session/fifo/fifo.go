@@ -1,25 +1,26 @@
-package session
+// Package fifo is a mutex whose waiters are served in arrival order: a session's line of turns.
+package fifo
 
 import (
 	"context"
 	"sync"
 )
 
-// fifoLock is a mutex whose waiters are served in arrival order, so runs of one session
-// execute in the order they were sent (sync.Mutex makes no such promise).
-type fifoLock struct {
+// Lock is a mutex whose waiters are served in arrival order, so runs of one session
+// execute in the order they were sent (sync.Mutex makes no such promise). Its zero value is unlocked.
+type Lock struct {
 	mu      sync.Mutex
 	held    bool
 	waiters []chan struct{}
 }
 
 // Lock waits for the lock in FIFO order or until ctx ends.
-func (l *fifoLock) Lock(ctx context.Context) error { return l.LockQueued(ctx, nil) }
+func (l *Lock) Lock(ctx context.Context) error { return l.LockQueued(ctx, nil) }
 
 // LockQueued is Lock that calls queued (when not nil) as soon as the caller holds its place in the
 // line: it has the lock, or it is a waiter behind those already there. A caller that must keep the
 // order of its own requests (a websocket's run frames) waits for queued before it starts the next.
-func (l *fifoLock) LockQueued(ctx context.Context, queued func()) error {
+func (l *Lock) LockQueued(ctx context.Context, queued func()) error {
 	l.mu.Lock()
 	if !l.held {
 		l.held = true
@@ -55,7 +56,7 @@ func (l *fifoLock) LockQueued(ctx context.Context, queued func()) error {
 }
 
 // Unlock hands the lock to the oldest waiter, if any.
-func (l *fifoLock) Unlock() {
+func (l *Lock) Unlock() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.waiters) == 0 {
@@ -68,14 +69,14 @@ func (l *fifoLock) Unlock() {
 }
 
 // Busy reports whether someone holds the lock.
-func (l *fifoLock) Busy() bool {
+func (l *Lock) Busy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.held
 }
 
 // TryLock takes the lock only if it is free.
-func (l *fifoLock) TryLock() bool {
+func (l *Lock) TryLock() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held {

@@ -1,4 +1,4 @@
-package session
+package stream
 
 import (
 	"encoding/json"
@@ -15,10 +15,10 @@ import (
 type Subscriber struct {
 	out     chan []byte
 	events  atomic.Bool                        // subscribed to events
-	comms   atomic.Bool                        // gets the comm relay's frames (comms.go)
+	comms   atomic.Bool                        // gets the comm relay's frames (WantComms)
 	afterEv atomic.Int64                       // highest event sequence delivered
 	dropped atomic.Int64                       // frames dropped since the last notice
-	dropM   atomic.Pointer[prometheus.Counter] // the service's carryover_ws_dropped_frames_total (Attach)
+	dropM   atomic.Pointer[prometheus.Counter] // counts the drops (CountDrops)
 	closed  chan struct{}
 	once    sync.Once
 }
@@ -73,13 +73,14 @@ func (s *Subscriber) send(frame []byte) bool {
 	}
 }
 
-// hub fans a session's frames out to its subscribers.
-type hub struct {
+// Hub fans a session's frames out to its subscribers. Its zero value has none.
+type Hub struct {
 	mu   sync.Mutex
 	subs map[*Subscriber]struct{}
 }
 
-func (h *hub) add(s *Subscriber) {
+// Add makes s a subscriber.
+func (h *Hub) Add(s *Subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs == nil {
@@ -88,14 +89,15 @@ func (h *hub) add(s *Subscriber) {
 	h.subs[s] = struct{}{}
 }
 
-func (h *hub) remove(s *Subscriber) {
+// Remove drops subscriber s.
+func (h *Hub) Remove(s *Subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.subs, s)
 }
 
-// broadcast sends v (marshalled once) to every subscriber.
-func (h *hub) broadcast(v any) {
+// Broadcast sends v (marshalled once) to every subscriber.
+func (h *Hub) Broadcast(v any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.subs) == 0 {
@@ -110,8 +112,8 @@ func (h *hub) broadcast(v any) {
 	}
 }
 
-// broadcastEvent sends an event frame to subscribers that asked for events and have not seen it.
-func (h *hub) broadcastEvent(ev carryover.Event) {
+// BroadcastEvent sends an event frame to subscribers that asked for events and have not seen it.
+func (h *Hub) BroadcastEvent(ev carryover.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var frame []byte
@@ -129,4 +131,61 @@ func (h *hub) broadcastEvent(ev carryover.Event) {
 			s.afterEv.Store(ev.SequenceNumber)
 		}
 	}
+}
+
+// WantComms has sub receive the comm relay's frames (a websocket opened with ?comms=true: the
+// browser UI). Other clients never see them.
+func (s *Subscriber) WantComms() { s.comms.Store(true) }
+
+// HasComms says whether some subscriber wants comm frames.
+func (h *Hub) HasComms() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		if sub.comms.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// BroadcastComms sends v (marshalled once) to the subscribers that want comm frames.
+func (h *Hub) BroadcastComms(v any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var frame []byte
+	for sub := range h.subs {
+		if !sub.comms.Load() {
+			continue
+		}
+		if frame == nil {
+			var err error
+			if frame, err = json.Marshal(v); err != nil {
+				return
+			}
+		}
+		sub.send(frame)
+	}
+}
+
+// CountDrops has s count the frames it drops in c (the service's carryover_ws_dropped_frames_total).
+func (s *Subscriber) CountDrops(c prometheus.Counter) { s.dropM.Store(&c) }
+
+// SubscribeEvents sends sub the events backlog gives (those after sequence after, from the store),
+// then live ones, each once (deduplicated by sequence): under the hub lock, an event appended
+// meanwhile is either in the backlog or sent live.
+func (h *Hub) SubscribeEvents(sub *Subscriber, after int64, backlog func() ([]carryover.Event, error)) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sub.afterEv.Store(after)
+	evs, err := backlog()
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		sub.Send(EventFrame{Type: "event", Event: ev})
+		sub.afterEv.Store(ev.SequenceNumber)
+	}
+	sub.events.Store(true)
+	return nil
 }

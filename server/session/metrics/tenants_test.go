@@ -1,37 +1,34 @@
-package session
+package metrics
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/carryover/carryover"
 )
 
 // TestTenantSeriesBounded: with more tenants than maxTenantSeries the largest keep a series each
 // and the rest are summed under _other, so /metrics stays bounded whatever the number of tenants.
 func TestTenantSeriesBounded(t *testing.T) {
-	var all []*liveSession
+	var all []TenantSeries
 	for i := range 30 {
 		for range i + 1 { // tenant tNN has NN+1 sessions: the larger, the later
-			all = append(all, &liveSession{doc: carryover.Session{Tenant: fmt.Sprintf("t%02d", i), State: carryover.StateRunning,
-				BudgetConsumed: carryover.BudgetConsumed{CPUSeconds: 1}}})
+			all = append(all, TenantSeries{Tenant: fmt.Sprintf("t%02d", i), Sessions: 1, Hibernated: 1, CPUSeconds: 1})
 		}
 	}
-	got := tenantSeriesOf(all)
+	got := bound(all)
 	if len(got) != maxTenantSeries+1 {
 		t.Fatalf("%d series, want %d", len(got), maxTenantSeries+1)
 	}
-	if got[0].tenant != "t29" || got[0].sessions != 30 || got[0].hibernated != 30 || got[0].cpuSeconds != 30 {
+	if got[0].Tenant != "t29" || got[0].Sessions != 30 || got[0].Hibernated != 30 || got[0].CPUSeconds != 30 {
 		t.Errorf("largest = %+v", got[0])
 	}
 	other := got[len(got)-1]
-	if want := 10 * 11 / 2; other.tenant != otherTenants || other.sessions != want || other.cpuSeconds != float64(want) {
+	if want := 10 * 11 / 2; other.Tenant != otherTenants || other.Sessions != want || other.CPUSeconds != float64(want) {
 		t.Errorf("_other = %+v, want the 10 smallest tenants' %d sessions", other, want)
 	}
-	c := newTenantCollector()
-	c.last.Store(&got)
+	c := NewTenantCollector()
+	c.Set(all)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()

@@ -1,4 +1,4 @@
-package session
+package fifo
 
 import (
 	"context"
@@ -19,14 +19,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func (l *fifoLock) waiting() int {
+func (l *Lock) waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.waiters)
 }
 
 func TestFIFOLockServesInArrivalOrder(t *testing.T) {
-	var l fifoLock
+	var l Lock
 	ctx := context.Background()
 	if err := l.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestFIFOLockServesInArrivalOrder(t *testing.T) {
 }
 
 func TestFIFOLockCancelledWaiterLeavesQueue(t *testing.T) {
-	var l fifoLock
+	var l Lock
 	if !l.TryLock() {
 		t.Fatal("TryLock of a free lock failed")
 	}
@@ -94,7 +94,7 @@ func TestFIFOLockHandoffRacingCancel(t *testing.T) {
 	// Whatever wins between the hand-off and the context's end, the lock is never lost: after the
 	// waiter returns (with or without it) and lets go, the lock can be taken again.
 	for i := 0; i < 200; i++ {
-		var l fifoLock
+		var l Lock
 		_ = l.Lock(context.Background())
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -114,7 +114,7 @@ func TestFIFOLockHandoffRacingCancel(t *testing.T) {
 // LockQueued tells its caller when it holds its place in line, before the lock is its: a caller
 // that starts its next request only then keeps its own requests in order without timing.
 func TestFIFOLockQueuedKeepsACallersOrder(t *testing.T) {
-	var l fifoLock
+	var l Lock
 	ctx := context.Background()
 	if err := l.LockQueued(ctx, func() {}); err != nil { // free: the lock is had at once
 		t.Fatal(err)

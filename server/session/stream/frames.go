@@ -1,6 +1,11 @@
-package session
+// Package stream is what a session streams to its subscribers (websocket clients): the frames, in
+// the order the kernel produced them, and the hub that fans them out through each subscriber's
+// bounded queue, so a slow client never blocks the kernel, the record or other clients.
+package stream
 
 import (
+	"encoding/json"
+
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 )
@@ -31,13 +36,6 @@ type InputRequestFrame struct {
 	Password bool   `json:"password"`
 }
 
-// ResultFrame is a run's answer, as POST /run would give it.
-type ResultFrame struct {
-	Type   string     `json:"type"` // "result"
-	ID     string     `json:"id"`
-	Result *RunResult `json:"result"`
-}
-
 // EventFrame carries one event of the session's log.
 type EventFrame struct {
 	Type  string          `json:"type"` // "event"
@@ -66,4 +64,38 @@ type NoticeFrame struct {
 	Type    string `json:"type"` // "notice"
 	Message string `json:"message"`
 	Dropped int64  `json:"dropped"`
+}
+
+// CommFrame is one comm message between the kernel and a client, on the session's stream (kernel ->
+// client) or the websocket (client -> kernel, where Content's comm_id, data, target_name are given).
+type CommFrame struct {
+	Type        string          `json:"type"`     // "comm"
+	MsgType     string          `json:"msg_type"` // comm_open, comm_msg or comm_close
+	MsgID       string          `json:"msg_id"`
+	ParentMsgID string          `json:"parent_msg_id,omitempty"`
+	Content     json.RawMessage `json:"content"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	Buffers     [][]byte        `json:"buffers,omitempty"` // base64 in JSON
+}
+
+// CommOutputFrame is an output an Output widget captured (the session's comm relay follows the captures): ParentMsgID is the
+// message whose handling printed it (a cell's execute_request or a client's comm_msg).
+type CommOutputFrame struct {
+	Type        string        `json:"type"`    // "comm_output"
+	CommID      string        `json:"comm_id"` // the Output widget's model
+	ParentMsgID string        `json:"parent_msg_id"`
+	Output      kernel.Output `json:"output"`
+}
+
+// CommIdleFrame says the kernel is done with a client's comm_msg (its handler returned): a widget
+// manager sends a model's next update only then, as Jupyter's does.
+type CommIdleFrame struct {
+	Type        string `json:"type"` // "comm_idle"
+	ParentMsgID string `json:"parent_msg_id"`
+}
+
+// CommResetFrame says the session's kernel is new: the widgets drawn so far have no model any more.
+type CommResetFrame struct {
+	Type    string `json:"type"` // "comm_reset"
+	Message string `json:"message"`
 }

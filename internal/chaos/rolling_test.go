@@ -1,0 +1,140 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/client"
+)
+
+// rollingClient is one client of the rolling restart: a session and a loop of turns, each adding
+// one to n, with the longest time one of its turns took.
+type rollingClient struct {
+	id       string
+	answered atomic.Int64 // read by the test while the loop runs
+	failed   []string
+	longest  time.Duration
+	at       time.Time   // when the longest turn started
+	measure  atomic.Bool // turns count for longest (not the first: its kernel starts)
+}
+
+// loop runs turns until stop is closed; a turn that fails is recorded (its key was retried by the
+// client as far as its policy goes).
+func (rc *rollingClient) loop(ctx context.Context, c *client.Client, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		res, err := c.Run(rctx, rc.id, client.RunRequest{Code: "n = globals().get('n', 0) + 1\nprint(n)"})
+		cancel()
+		if d := time.Since(start); rc.measure.Load() && d > rc.longest {
+			rc.longest, rc.at = d, start
+		}
+		if err != nil || res.Status != "ok" {
+			rc.failed = append(rc.failed, fmt.Sprintf("%v %+v", err, res))
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+		if want := int(rc.answered.Load()) + 1; n != want {
+			rc.failed = append(rc.failed, fmt.Sprintf("turn %d printed %d: a turn lost or run twice", want, n))
+		}
+		rc.answered.Store(int64(n))
+	}
+}
+
+// TestRollingRestart: a 2-node cluster on PostgreSQL + S3 behind a load balancer, under load from 4
+// clients (each a session in a loop of turns); each node is stopped (SIGTERM: it drains) and
+// started again in turn. Every turn answered, none run twice or lost; the longest time a client's
+// turn took (its pause: a turn alone takes tens of milliseconds) is measured and printed.
+func TestRollingRestart(t *testing.T) {
+	if os.Getenv("CARRYOVER_CHAOS_FULL") == "" {
+		t.Skip("make chaos runs it (CARRYOVER_CHAOS_FULL=1): minutes of a cluster warming kernels under load")
+	}
+	t.Parallel()
+	env, _ := sandboxEnv()
+	clients := make([]*rollingClient, 4)
+	// Each node keeps a warm kernel for every session it may take over, and a restarted node is
+	// waited for until its pool is warm before the next node drains, as a rolling restart should.
+	cl := startCluster(t, 2, len(clients), env)
+	c := client.New("http://"+cl.lb.addr(), "chaos")
+	for i := range clients {
+		clients[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}
+		if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, rc := range clients {
+		wg.Go(func() { rc.loop(t.Context(), c, stop) })
+	}
+	waitTurns := func(k int) {
+		want := make([]int, len(clients))
+		for i, rc := range clients {
+			want[i] = int(rc.answered.Load()) + k
+		}
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			ok := true
+			for i, rc := range clients {
+				ok = ok && int(rc.answered.Load()) >= want[i]
+			}
+			if ok {
+				return
+			}
+		}
+		t.Fatalf("the clients made no progress in 3 minutes")
+	}
+	waitTurns(1) // each session has its kernel: a first turn's start is no pause
+	for _, rc := range clients {
+		rc.measure.Store(true)
+	}
+	waitTurns(3)
+	for _, p := range cl.nodes {
+		t0 := time.Now()
+		p.Stop()
+		t1 := time.Now()
+		p.Restart(t)
+		warmPool(t, client.New(p.Base, p.Token), len(clients))
+		t.Logf("%s: SIGTERM at %s, exited after %v, serving again after %v", p.Base, t0.Format("15:04:05.000"),
+			t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
+		waitTurns(3)
+	}
+	close(stop)
+	wg.Wait()
+	var longest time.Duration
+	for _, rc := range clients {
+		t.Logf("%s: %d turns, longest %v (at %s), %d failed", rc.id, rc.answered.Load(), rc.longest.Round(time.Millisecond), rc.at.Format("15:04:05.000"), len(rc.failed))
+		for _, f := range rc.failed {
+			t.Errorf("%s: %s", rc.id, f)
+		}
+		longest = max(longest, rc.longest)
+	}
+	if dir := os.Getenv("CARRYOVER_CHAOS_LOGS"); dir != "" {
+		for i, p := range cl.nodes {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), []byte(p.Log()), 0o644)
+		}
+	}
+	t.Logf("rolling restart of 2 nodes under 4 clients: longest client pause %v", longest.Round(time.Millisecond))
+}
+
+// warmPool waits until the node's warm pool holds n idle kernels.
+func warmPool(t *testing.T, c *client.Client, n int) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if st, err := c.Status(t.Context()); err == nil && st.Pool.Idle >= n {
+			return
+		}
+	}
+	t.Fatalf("%s: the pool did not warm %d kernels in 3 minutes", c.BaseURL(), n)
+}

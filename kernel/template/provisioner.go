@@ -1,0 +1,295 @@
+package template
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+//go:embed template.py
+var script []byte
+
+// closeGrace is how long Close waits for a template to exit after its stdin closed.
+const closeGrace = 5 * time.Second
+
+var timeAfter = time.After
+
+// warmWait bounds how long a launch waits for a template that is still warming up (or that hangs
+// in an import) before it starts its kernel cold instead.
+const warmWait = 15 * time.Second
+
+// Config says which template to keep and what to fall back on.
+type Config struct {
+	Python    string   // the interpreter of the kernels it makes (the kernelspec's argv[0])
+	PreImport []string // persistence.pre_import: imported once, in the template
+	// Local runs what the template does not: exec commands, kernels of another argv or env, and
+	// kernels while no template is ready. Its SpoolRoot gives forked kernels their spool dirs too.
+	Local  *kernel.LocalProvisioner
+	Dir    string // where the template's script and log live ("": a new temp dir, removed by Close)
+	Logger *slog.Logger
+}
+
+// Stats are the provisioner's figures.
+type Stats struct {
+	PID      int   // the template's process (0: none ready)
+	Forks    int64 // kernels forked from a template
+	Cold     int64 // kernels started from scratch (not forkable, or no template ready)
+	Restarts int64 // templates started again after one exited
+}
+
+// Provisioner forks kernels from a warm template (see the package doc); safe for concurrent use.
+type Provisioner struct {
+	cfg      Config
+	dir      string
+	ownDir   bool
+	watch    exitWatch
+	log      *slog.Logger
+	forks    atomic.Int64
+	cold     atomic.Int64
+	restarts atomic.Int64
+
+	mu      sync.Mutex
+	cur     *proc         // the template now (nil while none runs)
+	changed chan struct{} // closed when cur changes
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New starts the template in the background; kernels launched before it is warm wait for it.
+func New(cfg Config) (*Provisioner, error) {
+	if cfg.Local == nil {
+		cfg.Local = &kernel.LocalProvisioner{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	tp := &Provisioner{cfg: cfg, dir: cfg.Dir, log: cfg.Logger.With("component", "kernel-template"),
+		changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	if tp.dir == "" {
+		d, err := os.MkdirTemp("", "carryover-template-")
+		if err != nil {
+			return nil, fmt.Errorf("kernel template: %w", err)
+		}
+		tp.dir, tp.ownDir = d, true
+	}
+	if err := os.WriteFile(filepath.Join(tp.dir, "carryover_template.py"), script, 0o600); err != nil {
+		return nil, fmt.Errorf("kernel template: %w", err)
+	}
+	p, err := tp.startOne() // here, not in supervise: a launch right after New finds it starting
+	if err == nil {
+		tp.cur = p
+	}
+	go tp.supervise(p, err)
+	return tp, nil
+}
+
+// supervise keeps one template running: started again when it exits (kill -9 included), after a
+// pause that doubles while templates keep dying young.
+func (tp *Provisioner) supervise(p *proc, err error) {
+	defer close(tp.done)
+	pause := time.Duration(0)
+	for first := true; ; first = false {
+		began := time.Now()
+		if !first {
+			tp.restarts.Add(1)
+			p, err = tp.startOne()
+		}
+		if err == nil {
+			tp.setCur(p)
+			select {
+			case <-p.dead:
+				err = p.err
+			case <-tp.stop:
+				p.close()
+				return
+			}
+		}
+		tp.setCur(nil)
+		pause = nextPause(pause, time.Since(began))
+		tp.log.Warn("kernel template exited; starting another", "err", err, "in", pause)
+		select {
+		case <-tp.stop:
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// nextPause is the wait before the next template: none after one that lived a minute, else
+// doubling from 100 ms up to a minute.
+func nextPause(prev, lived time.Duration) time.Duration {
+	if lived > time.Minute {
+		return 0
+	}
+	return min(max(2*prev, 100*time.Millisecond), time.Minute)
+}
+
+func (tp *Provisioner) setCur(p *proc) {
+	tp.mu.Lock()
+	tp.cur = p
+	close(tp.changed)
+	tp.changed = make(chan struct{})
+	tp.mu.Unlock()
+}
+
+// startOne starts a template process (not yet warm).
+func (tp *Provisioner) startOne() (*proc, error) {
+	cfg, err := json.Marshal(map[string]any{"pre_import": tp.cfg.PreImport, "server_pid": os.Getpid()})
+	if err != nil {
+		return nil, err
+	}
+	// The last argument is room: a child writes its kernel argv over the template's (template.py's
+	// _retitle), and connection file paths are long.
+	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg), strings.Repeat(" ", 512)}
+	env := make([]string, 0, 8)
+	for k, v := range childEnv(templateEnv) { // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
+		env = append(env, k+"="+v)
+	}
+	return startProc(argv, env, filepath.Join(tp.dir, "template.log"), &tp.watch)
+}
+
+// ready is the warm template, waiting while one starts. An error means none is ready to fork
+// (closed, or the one starting died): the launch starts its kernel cold.
+func (tp *Provisioner) ready(ctx context.Context) (*proc, error) {
+	for {
+		tp.mu.Lock()
+		p, changed, closed := tp.cur, tp.changed, tp.closed
+		tp.mu.Unlock()
+		if closed {
+			return nil, errors.New("kernel template: closed")
+		}
+		if p == nil {
+			return nil, errors.New("kernel template: none running (restarting)")
+		}
+		select {
+		case <-p.ready:
+			select {
+			case <-p.dead:
+				return nil, fmt.Errorf("%w: %v", errDead, p.err)
+			default:
+				return p, nil
+			}
+		case <-p.dead:
+			return nil, fmt.Errorf("%w before it was warm: %v (its log: %s)", errDead, p.err, filepath.Join(tp.dir, "template.log"))
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Launch forks the kernel from the template when its argv is the template's kernel, it is not asked
+// Fresh, and its env sets nothing the pre-imported libraries read at import; else, or when no template is ready, it starts
+// the kernel cold through the local provisioner.
+func (tp *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
+	args, ok := tp.forkable(spec)
+	if !ok {
+		tp.cold.Add(1)
+		return tp.cfg.Local.Launch(ctx, spec)
+	}
+	c, err := tp.forkKernel(ctx, spec, args)
+	if err == nil {
+		tp.forks.Add(1)
+		return c, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	tp.log.Warn("kernel template could not fork a kernel; starting it cold", "err", err)
+	tp.cold.Add(1)
+	return tp.cfg.Local.Launch(ctx, spec)
+}
+
+// forkKernel asks the warm template for the kernel.
+func (tp *Provisioner) forkKernel(ctx context.Context, spec kernel.LaunchSpec, args []string) (*child, error) {
+	wctx, cancel := context.WithTimeout(ctx, warmWait)
+	p, err := tp.ready(wctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var spool string
+	if tp.cfg.Local.SpoolRoot != "" {
+		spool = filepath.Join(tp.cfg.Local.SpoolRoot, filepath.Base(spec.RuntimeDir))
+	}
+	return p.fork(ctx, forkSpec{Args: args, Env: childEnv(spec.Env), Dir: spec.Dir, Log: spec.LogPath}, spool)
+}
+
+// forkable says whether spec is the template's kernel, and answers the kernel app's arguments.
+func (tp *Provisioner) forkable(spec kernel.LaunchSpec) ([]string, bool) {
+	a := spec.Argv
+	if len(a) < 3 || a[0] != tp.cfg.Python || a[1] != "-m" || a[2] != "ipykernel_launcher" {
+		return nil, false
+	}
+	if spec.Fresh || differsAtImport(spec.Env) {
+		return nil, false
+	}
+	return a[3:], true
+}
+
+// childEnv is a forked kernel's environment: a local kernel's (kernel.LocalKernelEnv), except that
+// JPY_PARENT_PID is 1. The server's pid there would start ipykernel's parent poller, which exits
+// the kernel once its parent is pid 1: a child whose template died (and was reparented) would die
+// with it. A child watches the server itself (template.py); pid 1 turns the poller off, and tells
+// ipykernel that a parent exists (no console banner in the log).
+func childEnv(env map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range kernel.LocalKernelEnv(env) {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	out["JPY_PARENT_PID"] = "1"
+	return out
+}
+
+// Command runs a session's shell command through the local provisioner.
+func (tp *Provisioner) Command(ctx context.Context, spec kernel.CommandSpec) (kernel.Process, error) {
+	return tp.cfg.Local.Command(ctx, spec)
+}
+
+// Stats are the figures now.
+func (tp *Provisioner) Stats() Stats {
+	st := Stats{Forks: tp.forks.Load(), Cold: tp.cold.Load(), Restarts: tp.restarts.Load()}
+	tp.mu.Lock()
+	p := tp.cur
+	tp.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.ready:
+			st.PID = p.cmd.Process.Pid
+		default:
+		}
+	}
+	return st
+}
+
+// Close stops the template. The kernels it forked stay, but their exits are no longer seen: the
+// server shuts every kernel down before it closes its provisioner.
+func (tp *Provisioner) Close() error {
+	tp.mu.Lock()
+	if tp.closed {
+		tp.mu.Unlock()
+		return nil
+	}
+	tp.closed = true
+	tp.mu.Unlock()
+	close(tp.stop)
+	<-tp.done
+	tp.watch.close()
+	if tp.ownDir {
+		return os.RemoveAll(tp.dir)
+	}
+	return nil
+}

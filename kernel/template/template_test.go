@@ -1,0 +1,199 @@
+package template
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+const leakCanary = "CARRYOVER_TEST_LEAK_CANARY"
+
+func TestMain(m *testing.M) {
+	os.Setenv(leakCanary, "leaked")
+	os.Exit(m.Run())
+}
+
+// newProvisioner is a template provisioner for the default python3 kernelspec, closed at the end.
+func newProvisioner(t *testing.T, preImport ...string) (*Provisioner, *kernel.Spec) {
+	t.Helper()
+	spec, err := kernel.FindSpec("python3", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := New(Config{Python: spec.Argv[0], PreImport: preImport, Dir: t.TempDir(),
+		Local: &kernel.LocalProvisioner{SpoolRoot: t.TempDir()}, Logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Close() })
+	return tp, spec
+}
+
+// start starts a kernel through tp, shut down at the end.
+func start(t *testing.T, tp *Provisioner, spec *kernel.Spec, env map[string]string) *kernel.Kernel {
+	return startOpts(t, tp, kernel.Options{Spec: spec, Env: env})
+}
+
+// startOpts is start with more options.
+func startOpts(t *testing.T, tp *Provisioner, opts kernel.Options) *kernel.Kernel {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cotpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	opts.RuntimeDir, opts.Provisioner, opts.StartupTimeout = dir, tp, 60*time.Second
+	k, err := kernel.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	return k
+}
+
+// facts is what a kernel says about itself.
+type facts struct {
+	PPID      int    `json:"ppid"`
+	PGID      int    `json:"pgid"`
+	PID       int    `json:"pid"`
+	Preloaded bool   `json:"preloaded"`
+	NP        string `json:"np"`
+	Random    string `json:"random"`
+	Leak      string `json:"leak"`
+	Env       string `json:"env"`
+	Threads   int    `json:"threads"`
+}
+
+const factsCode = `import os as _o, sys as _s, json as _j, random as _r, threading as _t
+_pre = 'numpy' in _s.modules
+import numpy as _np
+_facts = _j.dumps({'ppid': _o.getppid(), 'pgid': _o.getpgrp(), 'pid': _o.getpid(), 'preloaded': _pre,
+  'np': str(_np.random.randint(2**62)), 'random': str(_r.getrandbits(62)),
+  'leak': _o.environ.get('` + leakCanary + `', ''), 'env': _o.environ.get('CARRYOVER_TEST_ENV', ''),
+  'threads': _t.active_count()})`
+
+func factsOf(t *testing.T, k *kernel.Kernel) facts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := k.Eval(ctx, factsCode, "_facts")
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var f facts
+	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), &f); err != nil {
+		t.Fatalf("facts %q: %v", out, err)
+	}
+	return f
+}
+
+// Two kernels forked from one template: each is the template's child, leads its own process group,
+// finds numpy already imported, has RNG streams of its own (numpy's legacy global one and random's),
+// its launch's env and nothing of the server's; SIGKILL to one ends it with the status reported.
+func TestForkedKernelsAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	tp, spec := newProvisioner(t, "numpy")
+	// The server's MPLBACKEND is the template's: still forkable.
+	env := map[string]string{"CARRYOVER_TEST_ENV": "passed", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+	ks := make([]*kernel.Kernel, 2)
+	var wg sync.WaitGroup
+	for i := range ks {
+		wg.Add(1)
+		go func() { defer wg.Done(); ks[i] = start(t, tp, spec, env) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	tpid := tp.Stats().PID
+	a, b := factsOf(t, ks[0]), factsOf(t, ks[1])
+	for _, f := range []facts{a, b} {
+		if f.PPID != tpid || f.PGID != f.PID || !f.Preloaded || f.Leak != "" || f.Env != "passed" {
+			t.Errorf("forked kernel %+v: want ppid %d (the template), its own group, numpy preloaded, env passed, no leak", f, tpid)
+		}
+	}
+	for _, k := range ks { // ps and whoever looks for kernels by their command line see a kernel's
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.PID())); !strings.Contains(string(cmd), "ipykernel_launcher\x00-f\x00"+k.RuntimeDir()) {
+			t.Errorf("forked kernel's cmdline %q, want its kernel argv", cmd)
+		}
+	}
+	if a.NP == b.NP || a.Random == b.Random {
+		t.Errorf("sibling kernels share an RNG stream: %+v %+v", a, b)
+	}
+	if st := tp.Stats(); st.Forks != 2 || st.Cold != 0 {
+		t.Errorf("stats %+v, want 2 forks", st)
+	}
+	p := ks[0].Process()
+	p.Kill()
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a killed forked kernel was never seen exiting")
+	}
+	if st := p.ExitStatus(); st.Signal != syscall.SIGKILL {
+		t.Errorf("exit status %+v, want SIGKILL", st)
+	}
+	select {
+	case <-ks[0].Dead():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kernel of a killed process is not dead")
+	}
+}
+
+// kill -9 of the template: its kernels live on, a new template starts, and the next kernel is its.
+func TestTemplateKilled(t *testing.T) {
+	t.Parallel()
+	tp, spec := newProvisioner(t)
+	k := start(t, tp, spec, nil)
+	old := tp.Stats().PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for tp.Stats().PID == old || tp.Stats().PID == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no new template after kill -9 of the old one")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f := factsOf(t, k); f.PID != k.PID() {
+		t.Errorf("the kernel of a killed template answers %+v, want pid %d", f, k.PID())
+	}
+	k2 := start(t, tp, spec, nil)
+	if f := factsOf(t, k2); f.PPID != tp.Stats().PID {
+		t.Errorf("new kernel's parent %d, want the new template %d", f.PPID, tp.Stats().PID)
+	}
+	if st := tp.Stats(); st.Restarts != 1 || st.Forks != 2 {
+		t.Errorf("stats %+v, want 1 restart, 2 forks", st)
+	}
+}
+
+// A kernel whose env sets what pre-imported libraries read at import, or asked Fresh (a session's
+// env will set such a variable), starts cold: the server's child.
+func TestImportTimeEnvStartsCold(t *testing.T) {
+	t.Parallel()
+	tp, spec := newProvisioner(t, "numpy")
+	ks := []*kernel.Kernel{
+		start(t, tp, spec, map[string]string{"OMP_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}),
+		startOpts(t, tp, kernel.Options{Spec: spec, Fresh: true}),
+	}
+	for _, k := range ks {
+		if f := factsOf(t, k); f.PPID != os.Getpid() || f.Preloaded {
+			t.Errorf("kernel %+v: want a cold start (parent %d, numpy not preloaded)", f, os.Getpid())
+		}
+	}
+	if st := tp.Stats(); st.Cold != 2 || st.Forks != 0 {
+		t.Errorf("stats %+v, want 2 cold", st)
+	}
+}
