@@ -74,7 +74,11 @@ func openJupyterKernel(t *testing.T, base string) (string, *jws) {
 // send sends a request and returns its msg_id. The header's date is a number, as nbclient sends it.
 func (w *jws) send(channel, msgType string, content map[string]any, buffers ...[]byte) string {
 	w.n++
-	id := fmt.Sprintf("req-%d-%d", time.Now().UnixNano(), w.n)
+	return w.sendAs(fmt.Sprintf("req-%d-%d", time.Now().UnixNano(), w.n), channel, msgType, content, buffers...)
+}
+
+// sendAs sends a request with msg_id id (a client sending the same request again) and returns id.
+func (w *jws) sendAs(id, channel, msgType string, content map[string]any, buffers ...[]byte) string {
 	hdr := map[string]any{"msg_id": id, "msg_type": msgType, "username": "t", "session": "s1", "date": 1.7e9, "version": "5.3"}
 	if w.v1 {
 		parts := [][]byte{[]byte(channel), jsonOf(hdr), []byte("{}"), []byte("{}"), jsonOf(content)}

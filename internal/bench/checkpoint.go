@@ -226,6 +226,8 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 		func() ([]benchRow, error) { return b.arrayRows(dir, size, label, reps) },
 		// a turn that changes no library setting, settings saved or not (issue 41)
 		func() ([]benchRow, error) { return benchSettingsTurn(ctx, env, b.spec, reps) },
+		// a turn beside live widgets, their state saved or not (issue 37)
+		func() ([]benchRow, error) { return benchWidgetsTurn(ctx, env, b.spec, reps, widgetsN(env)) },
 		func() ([]benchRow, error) { return b.benchRestore(spoolBase, label) },
 		func() ([]benchRow, error) { return b.dictRows(dir, n) },
 		func() ([]benchRow, error) { return b.fileRows(dir, size, label) },

@@ -91,6 +91,9 @@ func (j jupyterRunner) once(ctx context.Context, sid, code, msgID string) (*clie
 			json.Unmarshal(m.Content, &c)
 			notices.WriteString(c.EValue)
 			res := &client.RunResult{Status: c.Status, Stdout: out.String(), Restore: filesAheadIn(notices.String())}
+			if _, ckpt, ok := strings.Cut(notices.String(), "checkpoint failed, a crash now would lose it: "); ok {
+				res.CheckpointError = ckpt // the door's notice: the model counts the turn as not yet safe
+			}
 			if c.Status != "ok" {
 				return res, fmt.Errorf("jupyter: execute_reply %s: %s: %s", c.Status, c.EName, c.EValue)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/carryover/carryover/persistence/archive"
 	"github.com/carryover/carryover/server/session"
 	"github.com/carryover/carryover/server/session/nodewatch"
+	"github.com/carryover/carryover/server/session/skills"
 	"github.com/carryover/carryover/server/session/workspace"
 )
 
@@ -56,10 +57,7 @@ type Sessions interface {
 	// Archives, skills, the node.
 	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
 	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
-	ListSkills(ctx context.Context) ([]session.FileInfo, error)
-	ReadSkill(ctx context.Context, p string) (session.FileInfo, []byte, error)
-	WriteSkill(ctx context.Context, p string, r io.Reader) (session.FileInfo, error)
-	DeleteSkill(ctx context.Context, p string) error
+	Skills() skills.API
 	Status() nodewatch.NodeStatus
 }
 

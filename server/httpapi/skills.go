@@ -22,7 +22,7 @@ func (a *API) skillRoutes() []route {
 }
 
 func (a *API) listSkills(w http.ResponseWriter, r *http.Request) {
-	files, err := a.svc.ListSkills(r.Context())
+	files, err := a.svc.Skills().List(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -31,7 +31,7 @@ func (a *API) listSkills(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) getSkill(w http.ResponseWriter, r *http.Request) {
-	info, b, err := a.svc.ReadSkill(r.Context(), r.PathValue("path"))
+	info, b, err := a.svc.Skills().Read(r.Context(), r.PathValue("path"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -51,7 +51,7 @@ func (a *API) getSkill(w http.ResponseWriter, r *http.Request) {
 // putSkill writes the raw body to the skill path (parents created) -> 201.
 func (a *API) putSkill(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, a.maxBody)
-	fi, err := a.svc.WriteSkill(r.Context(), r.PathValue("path"), body)
+	fi, err := a.svc.Skills().Write(r.Context(), r.PathValue("path"), body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -64,7 +64,7 @@ func (a *API) putSkill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) deleteSkill(w http.ResponseWriter, r *http.Request) {
-	if err := a.svc.DeleteSkill(r.Context(), r.PathValue("path")); err != nil {
+	if err := a.svc.Skills().Delete(r.Context(), r.PathValue("path")); err != nil {
 		a.fail(w, r, err)
 		return
 	}

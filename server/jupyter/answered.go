@@ -78,6 +78,27 @@ func (b *bridge) noteAnswerLocked(a answer) map[string]any {
 	return data
 }
 
+// notRecordedName is the ename a request sent again gets when its turn's record was not written.
+const notRecordedName = "CarryoverNotRecorded"
+
+// unrecorded turns the answer kept for msgID into an error that says why: the turn's write failed
+// (the node lost the session to another, the store refused it), so no store holds its answer and the
+// session may continue from before the cell. A request sent again is answered with that error, never
+// with an "ok" only this process remembers (found by the chaos harness: after PostgreSQL restarts
+// moved the session, a re-sent request was answered ok from memory while the session came back a
+// turn earlier).
+func (b *bridge) unrecorded(msgID, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.answers) - 1; i >= 0; i-- {
+		if b.answers[i].MsgID == msgID {
+			b.answers[i] = answer{MsgID: msgID, Status: "error", EName: notRecordedName,
+				EValue: "this cell ran, but carryover could not record it (" + why + "): the session may continue from before it; run it again if its effects are missing"}
+			return
+		}
+	}
+}
+
 // recordTurn is the turn's RawTurnOptions.Record: the answer goes into the turn's own write.
 func (b *bridge) recordTurn(msgID string) func(*rawexec.Turn) map[string]any {
 	return func(t *rawexec.Turn) map[string]any {

@@ -108,6 +108,9 @@ func (b *bridge) runTurn(j turnJob) {
 		}, Record: b.recordTurn(j.msgID)})
 		return err
 	})
+	if err == nil && res.RecordErr != "" {
+		b.unrecorded(j.msgID, res.RecordErr)
+	}
 	switch {
 	case err != nil:
 		e := carryover.ErrorOf(err)
@@ -129,6 +132,10 @@ func (b *bridge) runTurn(j turnJob) {
 		}
 		if n := restoreNotice(res.Restore, ""); n != "" {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr", "text": "[carryover: " + n + "]\n"}))
+		}
+		if res.RecordErr != "" {
+			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",
+				"text": "[carryover: this cell's record was not written, the session may continue from before it: " + res.RecordErr + "]\n"}))
 		}
 		if res.CheckpointErr != "" {
 			b.broadcast(iopubMsg(j.msg.Header, "stream", map[string]any{"name": "stderr",

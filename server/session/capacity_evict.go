@@ -18,7 +18,7 @@ func evictionCandidates(live []*Session) []capacity.Candidate[*Session] {
 	for _, ls := range live {
 		ls.mu.Lock()
 		c := capacity.Candidate[*Session]{Item: ls, Tenant: ls.doc.TenantName(), LastActivity: ls.doc.LastActivity,
-			Background: len(ls.bgSeen) > 0}
+			Background: ls.notes.HasBackground()}
 		ls.mu.Unlock()
 		c.Busy = ls.lock.Busy()
 		out = append(out, c)
@@ -51,7 +51,7 @@ func (ls *Session) evictLocked(ctx context.Context, reason string) (int64, bool)
 		return 0, false
 	}
 	ls.mu.Lock()
-	rss := ls.cost.rss
+	rss := ls.cost.RSS()
 	ls.mu.Unlock()
 	if err := ls.hibernateLocked(ctx, reason); err != nil {
 		s.log.Warn("eviction skipped: the session could not be saved", "session", ls.id, "reason", reason, "err", err)

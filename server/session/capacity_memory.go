@@ -29,7 +29,7 @@ func kernelMemory(live []*Session) int64 {
 	var sum int64
 	for _, ls := range live {
 		ls.mu.Lock()
-		sum += ls.cost.rss
+		sum += ls.cost.RSS()
 		ls.mu.Unlock()
 	}
 	return sum

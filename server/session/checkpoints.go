@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/cost"
 )
 
 // CheckpointNow takes a checkpoint outside a run.
@@ -69,7 +70,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	if err != nil {
 		return nil, err
 	}
-	baseline := costBaseline(k)
+	baseline := cost.Baseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
 	if err := s.kern.prepareKernel(ctx, ls.id, k, doc); err != nil {
@@ -88,7 +89,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	ls.mu.Unlock()
 	go ls.watchKernel(k)
 	go ls.relayComms(k) // comms.go: the widgets' messages
-	ls.noteRestored(res)
+	ls.notes.Restored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
 	cpRes, err := ls.checkpoint(ctx, k)
 	if err != nil {

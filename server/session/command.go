@@ -1,18 +1,16 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/shellcmd"
 	"github.com/carryover/carryover/server/session/workspace"
 )
 
@@ -37,62 +35,6 @@ type CommandResult struct {
 	RecordError   string  `json:"record_error,omitempty"` // the command ran, but its record did not stick
 }
 
-// cappedBuffer keeps the first max bytes and counts the rest.
-type cappedBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	max     int64
-	dropped int64
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	room := c.max - int64(c.buf.Len())
-	if room >= int64(len(p)) {
-		c.buf.Write(p)
-	} else {
-		if room > 0 {
-			c.buf.Write(p[:room])
-		}
-		c.dropped += int64(len(p)) - max(room, 0)
-	}
-	return len(p), nil
-}
-
-func (c *cappedBuffer) text() string {
-	if c.dropped > 0 {
-		return c.buf.String() + fmt.Sprintf("\n[carryover: %d bytes dropped over run.max_output_bytes]\n", c.dropped)
-	}
-	return c.buf.String()
-}
-
-// argv turns the command field into an argv.
-func (r CommandRequest) argv() ([]string, error) {
-	switch c := r.Command.(type) {
-	case string:
-		if c == "" {
-			return nil, carryover.Errorf(carryover.CodeInvalid, "command must not be empty").WithDetails("field", "command")
-		}
-		return []string{"/bin/sh", "-c", c}, nil
-	case []any:
-		if len(c) == 0 {
-			return nil, carryover.Errorf(carryover.CodeInvalid, "command must not be empty").WithDetails("field", "command")
-		}
-		out := make([]string, len(c))
-		for i, x := range c {
-			s, ok := x.(string)
-			if !ok {
-				return nil, carryover.Errorf(carryover.CodeInvalid, "command must be a string or a list of strings").WithDetails("field", "command")
-			}
-			out[i] = s
-		}
-		return out, nil
-	default:
-		return nil, carryover.Errorf(carryover.CodeInvalid, "command must be a string or a list of strings").WithDetails("field", "command")
-	}
-}
-
 // RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
 func (ls *Session) RunCommand(ctx context.Context, req CommandRequest, opts CommandOptions) (*CommandResult, error) {
@@ -115,7 +57,7 @@ type CommandOptions struct {
 // runCommand is RunCommand without its key; started is called just before the command starts.
 func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started func()) (*CommandResult, error) {
 	s := ls.svc
-	argv, err := req.argv()
+	argv, err := shellcmd.Argv(req.Command)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +98,7 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 	if res.ExitCode != 0 || res.TimedOut {
 		status = "error"
 	}
-	if err := ls.endTurn(ctx, turnRecord{kind: "exec", code: commandText(req.Command, argv), count: doc.ExecutionCount,
+	if err := ls.endTurn(ctx, turnRecord{kind: "exec", code: shellcmd.Text(req.Command, argv), count: doc.ExecutionCount,
 		status: status, answer: res, startedAt: start.UTC(), durationMS: res.DurationMS, cpuSeconds: cpu}); err != nil {
 		res.RecordError = err.Error()
 	}
@@ -171,8 +113,8 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 // workspace dir rel, and returns its answer and the CPU seconds it used.
 func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
 	s := ls.svc
-	stdout := &cappedBuffer{max: s.cfg.MaxOutputBytes}
-	stderr := &cappedBuffer{max: s.cfg.MaxOutputBytes}
+	stdout := &shellcmd.Buffer{Max: s.cfg.MaxOutputBytes}
+	stderr := &shellcmd.Buffer{Max: s.cfg.MaxOutputBytes}
 	start := time.Now()
 	skills, err := s.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
@@ -193,8 +135,8 @@ func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req 
 	} else {
 		st := waitCommand(p, timeout, res)
 		cpu = st.CPU.Seconds()
-		res.Stdout, res.Stderr = stdout.text(), stderr.text()
-		res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
+		res.Stdout, res.Stderr = stdout.Text(), stderr.Text()
+		res.StdoutDropped, res.StderrDropped = stdout.Dropped(), stderr.Dropped()
 	}
 	res.DurationMS = ms(time.Since(start))
 	return res, cpu, nil
@@ -254,22 +196,4 @@ func (ls *Session) mkdirWorkspace(ctx context.Context, rel string) error {
 		return workspace.PathError(rel, err)
 	}
 	return nil
-}
-
-// commandText is the command as the user gave it: the string, or the argv shell-quoted.
-func commandText(cmd any, argv []string) string {
-	if s, ok := cmd.(string); ok {
-		return s
-	}
-	parts := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-		}) < 0 {
-			parts[i] = a
-		} else {
-			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(parts, " ")
 }

@@ -2,53 +2,17 @@ package session
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 )
 
-// The cost model behind budget.cost_cap_cents (documented in configs/carryover.yaml):
-//
-//	cost_cents = cpu_seconds × cost.cpu_second_cents + memory_gib_hours × cost.gib_hour_cents
-//
-// cpu_seconds is user+system CPU time of the session's kernels (process and reaped children, read
-// from /proc by kernel.Stats) and of its exec commands (from the OS's rusage); memory_gib_hours
-// integrates the kernel's resident memory over wall time between samples (every loop tick and at
-// the end of each turn). Idle kernels cost memory but no CPU; hibernated sessions cost nothing.
-
-// costMeter remembers the last sample of the current kernel.
-type costMeter struct {
-	lastCPU float64
-	lastAt  time.Time
-	rss     int64 // resident memory at the last sample (the memory pressure watch adds them up)
-	// base, until a sample has used it, gives the CPU the kernel had used when the session claimed
-	// it (costBaseline): the sample's starting point instead of lastCPU.
-	base func() float64
-}
-
-// costBaseline is the meter a just-claimed kernel starts with. The CPU the kernel used before the
-// session had it (its start and the pool's warm-up imports) is not the session's to pay: the first
-// sample used to charge it all. It is read from /proc (a few ms) in the background, off the first
-// turn; the meter's time is the claim, so a short first turn takes no sample of its own.
-func costBaseline(k *kernel.Kernel) costMeter {
-	ch := make(chan float64, 1)
-	go func() {
-		cpu := 0.0
-		if st, err := k.Stats(); err == nil {
-			cpu = st.CPUSeconds
-		}
-		ch <- cpu
-	}()
-	return costMeter{lastAt: time.Now(), base: sync.OnceValue(func() float64 { return <-ch })}
-}
-
 // sampleCost adds the kernel's use since the last sample to the session's consumption.
 // Caller must not hold ls.mu.
 func (ls *Session) sampleCost(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
-	base := ls.cost.base
+	base := ls.cost.PendingBase()
 	ls.mu.Unlock()
 	var baseCPU float64
 	if base != nil {
@@ -58,27 +22,14 @@ func (ls *Session) sampleCost(ctx context.Context, k *kernel.Kernel) {
 	if err != nil {
 		return
 	}
-	ls.noteBackground(k, k.Background())
+	ls.notes.Background(k, k.Background())
 	now := time.Now()
 	ls.mu.Lock()
 	if ls.kern != k {
 		ls.mu.Unlock()
 		return
 	}
-	m := &ls.cost
-	if m.base != nil && base != nil {
-		m.lastCPU, m.base = baseCPU, nil
-	}
-	dCPU := st.CPUSeconds - m.lastCPU
-	if dCPU < 0 {
-		dCPU = 0
-	}
-	var dGiBh float64
-	if !m.lastAt.IsZero() {
-		dGiBh = float64(st.RSSBytes) / (1 << 30) * now.Sub(m.lastAt).Hours()
-	}
-	m.lastCPU, m.lastAt = st.CPUSeconds, now
-	m.rss = st.RSSBytes
+	dCPU, dGiBh := ls.cost.Sample(base != nil, baseCPU, st, now)
 	newPeak := st.RSSBytes > ls.doc.MemoryPeakBytes
 	ls.mu.Unlock()
 	if dCPU == 0 && dGiBh == 0 && !newPeak {
@@ -120,7 +71,7 @@ func (ls *Session) sampleLiveCost(ctx context.Context) {
 // millisecond, too much for every turn of a fast loop, and a second is fine-grained for a budget.
 func (ls *Session) sampleCostIfStale(ctx context.Context, k *kernel.Kernel) {
 	ls.mu.Lock()
-	fresh := time.Since(ls.cost.lastAt) < time.Second
+	fresh := time.Since(ls.cost.LastAt()) < time.Second
 	ls.mu.Unlock()
 	if !fresh {
 		ls.sampleCost(ctx, k)

@@ -32,15 +32,19 @@
 // one claim of a kernel, takeKernel, on a lease of the node's ledger, package capacity),
 // capacity_evict.go (hibernating the least recently used idle session), capacity_memory.go (the
 // memory pressure watch), capacity_status.go (GET /api/status on package nodewatch, each session's
-// share of the per-tenant metrics), capacity_cluster.go (a cluster node's load), quota.go (what package quota
-// counts from), idempotency.go (keyed turns on package idempotency).
+// share of the per-tenant metrics), ended.go (processes ended with a kernel, named in the event and
+// kept for the next answer), capacity_cluster.go (a cluster node's load), quota.go (what package quota
+// counts from), idempotency.go (keyed turns on package idempotency), portable.go and
+// portable_events.go (a session exported and imported as an archive, package archive).
 //
 // Its packages, each importing nothing of this one: fifo (the run lock that serves in arrival
-// order), stream (the frames, the subscribers' bounded queues, the hub), workspace (the files API
-// of a workspace directory), rawexec (the Jupyter wire side of an execute_request), agentops (the
-// in-kernel agent's operations besides checkpoints), metrics (the service's metrics, the bounded
-// per-tenant collector), nodewatch (the node's watch and the shape of GET /api/status), skills,
-// nbformat.
+// order), stream (the frames, the subscribers' bounded queues, the hub, the comm relay's frames),
+// workspace (the files API of a workspace directory), rawexec (the Jupyter wire side of an
+// execute_request), agentops (the in-kernel agent's operations besides checkpoints), metrics (the
+// service's metrics, the bounded per-tenant collector), shellcmd (an exec request's argv, its text,
+// its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
+// (what the next answer tells of what was not carried over: processes ended with a kernel, the last
+// restore's report), cost (the cost model: a kernel's meter), skills, nbformat.
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session

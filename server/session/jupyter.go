@@ -74,8 +74,7 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	runErr := rawOutcome(turn, res, ls.docCopy().ExecutionCount, advance)
 	ls.checkpointTurn(ctx, k, res, runErr)
 	turn.CheckpointErr = res.CheckpointError
-	res.Restore = ls.takeRestored() // in the turn's record; not told again to a later /run
-	turn.Restore = res.Restore
+	res.Restore = ls.notes.TakeRestored() // in the turn's record; not told again to a later /run
 	turn.Restore = res.Restore
 	var data map[string]any
 	if opts.Record != nil {
@@ -89,6 +88,7 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: c.Code, count: res.ExecutionCount, advance: advance,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: data}); err != nil {
 		s.log.Warn("jupyter turn not fully recorded", "session", ls.id, "err", err)
+		turn.RecordErr = err.Error()
 	}
 	ls.endRawTurn(shown, res)
 	return turn, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/cost"
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
@@ -64,7 +65,7 @@ func (ls *Session) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.
 	if err != nil {
 		return nil, err
 	}
-	nk.k, nk.baseline = k, costBaseline(k)
+	nk.k, nk.baseline = k, cost.Baseline(k)
 	if err := ls.startSession(ctx, &nk, o.firstCell); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
@@ -77,7 +78,7 @@ func (ls *Session) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.
 type newKernel struct {
 	k        *kernel.Kernel
 	start    time.Time                // when the claim began
-	baseline costMeter                // its CPU and memory when claimed (costBaseline)
+	baseline cost.Meter               // its CPU and memory when claimed (cost.Baseline)
 	setup    *pendingSetup            // a brand-new session's set-up, to ride on its first cell
 	restored *carryover.RestoreResult // the last checkpoint restored into it
 }
@@ -148,7 +149,7 @@ func (ls *Session) attachNew(ctx context.Context, nk newKernel) {
 		"duration_ms": ms(time.Since(nk.start))})
 	if nk.restored != nil {
 		ls.emit(ctx, carryover.EventCheckpointRestored, nk.restored)
-		ls.noteRestored(nk.restored)
+		ls.notes.Restored(nk.restored)
 	}
 	go ls.watchKernel(k)
 	go ls.relayComms(k) // comms.go: the widgets' messages
@@ -288,7 +289,7 @@ func (ls *Session) dropDeadKernel(ctx context.Context, k *kernel.Kernel) {
 		reason = err.Error()
 	}
 	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "reason": reason}
-	ls.noteEnded(k, ls.endedByDeath(k), payload)
+	ls.noteEnded(k, ls.notes.EndedByDeath(k), payload)
 	ls.emit(ctx, carryover.EventKernelDied, payload)
 	s.stopKernel(ctx, k)
 }
@@ -380,8 +381,8 @@ func skippedKey(res *carryover.CheckpointResult) string {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // attachLocked makes k the session's kernel and restarts its rotation clock and its cost meter at m
-// (costBaseline). Caller holds ls.mu.
-func (ls *Session) attachLocked(k *kernel.Kernel, m costMeter) {
+// (cost.Baseline). Caller holds ls.mu.
+func (ls *Session) attachLocked(k *kernel.Kernel, m cost.Meter) {
 	ls.kern = k
 	ls.setup = nil
 	ls.kernStart = time.Now()

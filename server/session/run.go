@@ -125,8 +125,8 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	}
 	res, runErr := ls.runCell(ctx, k, req, timeout, opts)
 	ls.checkpointTurn(ctx, k, res, runErr)
-	res.ProcessesEnded = ls.takeEnded() // after checkpointTurn: a death during this run ended some
-	res.Restore = ls.takeRestored()
+	res.ProcessesEnded = ls.notes.TakeEnded() // after checkpointTurn: a death during this run ended some
+	res.Restore = ls.notes.TakeRestored()
 	if runErr == nil {
 		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
 	}

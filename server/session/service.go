@@ -19,6 +19,8 @@ import (
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/cost"
+	"github.com/carryover/carryover/server/session/fidelity"
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/nodewatch"
@@ -67,8 +69,11 @@ type background struct {
 
 // Session is a session as the server holds it, the handle of one session as jupyter_client's
 // KernelManager is of one kernel under its MultiKernelManager (the Service: the registry,
-// lifecycle, recovery, cluster adoption): its document, its kernel, its run lock, and the steps of
-// its turns (ensureKernel, checkpoint, hibernateLocked, ...) as its methods.
+// lifecycle, recovery, cluster adoption): its document, its kernel, its run lock and its stream.
+// Front doors get it from Service.Session and call its turns (Run, RunCommand, RunRaw,
+// SendInLine), its kernel's controls (Interrupt, Restart, Rotate, Hibernate), its stream (Attach,
+// SubscribeEvents) and its checkpoints; the steps of its turns (ensureKernel, checkpoint,
+// hibernateLocked, ...) are its unexported methods.
 type Session struct {
 	svc         *Service // what every session shares: the store, the checkpoint engine, the node
 	id          string
@@ -82,20 +87,17 @@ type Session struct {
 	running *activeRun    // the run in flight, for websocket clients that connect mid-run
 	setup   *pendingSetup // the kernel's set-up, to ride on its first cell (kernels.go)
 
-	kernStart   time.Time                  // when the current kernel was attached (rotation clock)
-	pausedAt    time.Time                  // when the session was paused (zero when not paused)
-	pausedFor   time.Duration              // paused time during the current kernel's life
-	rotating    bool                       // a timed rotation is queued or running
-	lastSkipped string                     // what the last checkpoint skipped (variables_skipped is sent on change)
-	deleted     bool                       // DELETE happened: nothing may start a kernel for it any more
-	cost        costMeter                  // CPU and memory use of the current kernel, for cost_cap_cents
-	evicted     bool                       // another node owns it now (cluster.go): nothing here is saved any more
-	ended       []kernel.BackgroundProcess // ended with a kernel stopped on purpose; told in the next run's answer
-	restored    *carryover.RestoreReport   // the last restore's report; told in the next run's answer
-	// bgSeen is the background processes of bgKernel at the last cost sample: what a kernel's death
-	// takes with it, when they are gone before the death is noticed (a box dies with its kernel).
-	bgSeen   []kernel.BackgroundProcess
-	bgKernel *kernel.Kernel
+	kernStart   time.Time     // when the current kernel was attached (rotation clock)
+	pausedAt    time.Time     // when the session was paused (zero when not paused)
+	pausedFor   time.Duration // paused time during the current kernel's life
+	rotating    bool          // a timed rotation is queued or running
+	lastSkipped string        // what the last checkpoint skipped (variables_skipped is sent on change)
+	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
+	cost        cost.Meter    // CPU and memory use of the current kernel, for cost_cap_cents
+	evicted     bool          // another node owns it now (cluster.go): nothing here is saved any more
+	// notes is what the next answer tells of what was not carried over: the processes a kernel
+	// took with it, the last restore's report (package fidelity).
+	notes fidelity.Notes
 }
 
 // Options configures a Service.
@@ -273,7 +275,7 @@ func (s *Service) recover(ctx context.Context) error {
 	return nil
 }
 
-// Session returns the handle of session id (its turns, its kernel, its files), or a not_found error.
+// Session returns the handle of session id (its turns, its kernel, its stream), or a not_found error.
 // A handle outlives a Delete of its session: its turns are refused then (not_found), as a turn
 // that waited for the run lock while the Delete came is.
 func (s *Service) Session(id string) (*Session, error) {

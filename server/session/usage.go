@@ -23,7 +23,7 @@ func (s *Service) Usage(ctx context.Context, id string) (carryover.Usage, error)
 	doc := ls.doc
 	var rss int64
 	if ls.kern != nil {
-		rss = ls.cost.rss
+		rss = ls.cost.RSS()
 	}
 	ls.mu.Unlock()
 	u := carryover.Usage{SessionID: id, CPUSeconds: doc.BudgetConsumed.CPUSeconds, MemoryGiBHours: doc.BudgetConsumed.MemoryGiBHours,

@@ -306,3 +306,35 @@ export async function checkpointFolds(t) {
   for (const id of ids) assert.equal(now[id], before[id], `checkpoint ${id} kept its fold state (${before[id]})`);
   await t.shot('checkpoint-folds');
 }
+
+/** portableInOut: the session panel's Export archive downloads a tar of the session; dropped on the
+ * session list, it becomes a new session holding the same state. */
+export async function portableInOut(t) {
+  const { page } = t;
+  const mark = `carried-${Math.random().toString(36).slice(2)}`;
+  await t.run(`portable_mark = "${mark}"\nprint("marked")`); // an output: the next step folds the last cell's
+  await page.keyboard.press('Escape');
+  await page.locator('[data-tab=info]').click();
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.locator('[data-testid=archive-export]').click()]);
+  assert.match(dl.suggestedFilename(), /\.carryover\.tar$/);
+  const tar = fs.readFileSync(await dl.path());
+  assert.equal(tar.subarray(0, 20).toString(), 'carryover/index.json', 'the download is not a session archive');
+  const source = decodeURIComponent(/#\/s\/(.+)$/.exec(page.url())[1]);
+  await page.goto(`${t.BASE}/#/`);
+  const home = page.locator('[data-testid=home]');
+  await home.waitFor();
+  const drop = await page.evaluateHandle(async ({ b64, name }) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const dt = new DataTransfer();
+    dt.items.add(new File([bytes], name, { type: 'application/x-tar' }));
+    return dt;
+  }, { b64: tar.toString('base64'), name: dl.suggestedFilename() });
+  await home.dispatchEvent('dragover', { dataTransfer: drop });
+  await home.dispatchEvent('drop', { dataTransfer: drop });
+  await page.locator('.toast', { hasText: 'Imported ' }).waitFor({ timeout: 60_000 });
+  await page.waitForFunction((src) => /^#\/s\//.test(location.hash) && !location.hash.endsWith(`/${encodeURIComponent(src)}`), source);
+  const cell = await t.run('print(portable_mark)');
+  assert.equal((await cell.locator('.out-stream').innerText()).trim(), mark);
+  await page.goto(`${t.BASE}/#/s/${encodeURIComponent(source)}`);
+  await t.cells().first().waitFor();
+}

@@ -321,6 +321,7 @@ try {
   await step('inspect on hover: the kernel tells the type of the name under the pointer', () => features.inspectOnHover(t));
   await step('checkpoint diff between the two newest turns, then fork the newest into a new session', () => features.diffAndFork(t));
   await step('the session panel shows its usage (CPU, memory peak, stored bytes); download the session as .ipynb; open an .ipynb into it', () => features.notebookInOut(t));
+  await step('export the session as an archive from its panel; dropped on the session list it is a new session with the same state', () => features.portableInOut(t));
   await step('cells: move up/down, collapse outputs, remove from the page', () => features.arrangeCells(t));
   await step('a 2,000-execution history opens paged (200 cells drawn, more on demand)', async () => {
     const m = await features.longHistory(t);

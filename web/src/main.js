@@ -7,6 +7,7 @@ import { registry } from './renderers.js';
 import { chartRenderers } from './charts.js';
 import { h, relTime, localTime, isTyping } from './util.js';
 import { toast, showError, confirmDialog, openHelp, closeOverlays, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
+import { archiveDrop } from './portable.js';
 
 // The chart renderers plug into the registry here, as JupyterLab's extensions add their renderer
 // factories to rendermime: the registry itself imports no renderer beyond the standard ones.
@@ -149,9 +150,15 @@ class App {
     this.createForm = form;
     this.homeSig = null;
     this.homeTable = h('div.sessions-table');
-    this.main.replaceChildren(h('div.home',
+    const home = h('div.home', { 'data-testid': 'home' });
+    const archive = archiveDrop(home, (s) => { this.sessionUpdated(s); this.open(s.id); });
+    home.append(
       h('div.home-head', h('h1', 'Sessions'), h('span.muted', 'Each session has its own Python kernel; variables and files are saved after every turn.')),
-      form, this.homeTable));
+      form,
+      h('p.muted.small-print', h('button.btn.small', { title: 'Make a new session of an archive exported from any carryover server (or drop the file here)', 'data-testid': 'archive-import', onclick: () => archive.click() }, 'Import archive…'),
+        ' or drop a .carryover.tar on this page', archive),
+      this.homeTable);
+    this.main.replaceChildren(home);
     this.renderHomeTable();
     this.refreshList();
   }

@@ -5,6 +5,7 @@ import { api, sessionPath, filePath, getToken } from './api.js';
 import { h, fill, icon, formatBytes, relTime, localTime } from './util.js';
 import { toast, showError, confirmDialog, stateBadge, sandboxBadge, budgetMeter } from './ui.js';
 import { VariablesPanel, DiffBox } from './inspector.js';
+import { exportArchive } from './portable.js';
 import { sortCheckpoints, checkpointKey, FoldState } from './checkpoints.js';
 
 const TABS = ['files', 'checkpoints', 'variables', 'events', 'info'];
@@ -435,6 +436,9 @@ export class Panels {
         h('button.btn.small', { title: 'Download the history as a Jupyter notebook', 'data-testid': 'nb-download', onclick: () => this.downloadNotebook() }, icon('download'), ' Download .ipynb'),
         h('button.btn.small', { title: 'Run the code cells of an .ipynb in this session, in order', onclick: () => this.nbInput.click() }, 'Open .ipynb…'),
         this.nbInput),
+      h('h4', 'Archive'),
+      h('div.btn-row',
+        h('button.btn.small', { title: 'Download the session (variables, files, packages, settings) as one archive another carryover server imports', 'data-testid': 'archive-export', onclick: () => exportArchive(this.view.id) }, icon('download'), ' Export archive')),
       h('h4', 'Lifecycle'),
       h('div.btn-row',
         paused ? h('button.btn.small', { onclick: () => this.view.lifecycle('resume') }, 'Resume')

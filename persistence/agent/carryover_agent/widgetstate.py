@@ -28,9 +28,12 @@ Why it looks like this
 
 import importlib
 import io
+import json
 import pickle
 import sys
 import threading
+from itertools import chain
+from operator import is_
 
 from . import pickling
 from .common import PROTOCOL
@@ -47,7 +50,7 @@ _STRICT = [True]  # False while a restore loads definitions: a widget not re-cre
 _REFS = []  # model ids met by _reduce_widget during one dump
 _NAMED = set()  # what this kernel has already named as not saved
 OUTPUTS = {}  # model id of an Output widget -> the outputs it shows
-_OUT_VER = {}  # model id -> a count of the changes to its OUTPUTS (the capture's cache compares it)
+_OUT_VER = {}  # model id -> a new token at every change to its OUTPUTS (the capture's cache compares it)
 _CAP = []  # the Output widgets capturing now, innermost last (main thread)
 _MAIN = threading.main_thread()
 
@@ -154,8 +157,7 @@ def _traits(w):
 def _handlers(w):
     """[(trait name, type, handler)] of the observers added to w (the class's own @observe handlers
     come back with the class)."""
-    from traitlets import EventHandler
-
+    EventHandler = sys.modules["traitlets"].EventHandler
     out = []
     for name, by_type in (getattr(w, "_trait_notifiers", None) or {}).items():
         for typ, hs in by_type.items():
@@ -206,20 +208,17 @@ _LAST = [None]  # the last value capture answered, answered again when no widget
 
 
 def _seen(w, mid):
-    attrs = tuple((k, v) for k, v in w.__dict__.items() if k not in _INTERNAL)
-    return (tuple(w._trait_values.items()), attrs, tuple(_handlers(w)), _OUT_VER.get(mid, 0))
+    """The objects w's record is made of, flat: its trait values, attributes and observers (with
+    their names) and its outputs' version. Compared by identity only (an equal int or str that is
+    another object counts as a change: pickled again, never stale)."""
+    tv = w._trait_values
+    attrs = [(k, v) for k, v in w.__dict__.items() if k not in _INTERNAL]
+    return tuple(chain(tv, tv.values(), chain.from_iterable(attrs), chain.from_iterable(_handlers(w)),
+                       (_OUT_VER.get(mid),)))
 
 
 def _unchanged(a, b):
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if type(x) is tuple:
-            if type(y) is not tuple or not _unchanged(x, y):
-                return False
-        elif x is not y and not (type(x) is str and x == y) and not (type(x) is int and x == y):
-            return False
-    return True
+    return len(a) == len(b) and all(map(is_, a, b))
 
 
 def capture(skipped):
@@ -231,7 +230,10 @@ def capture(skipped):
     recs, failed, changed = [], [], False
     live = list(W.widgets.items())
     for mid, w in live:
-        seen = _seen(w, mid)
+        try:
+            seen = _seen(w, mid)
+        except Exception:  # a widget without traitlets' bookkeeping: pickled every time
+            seen = (object(),)
         hit = _CACHE.get(mid)
         if hit is not None and hit[0] is w and _unchanged(hit[1], seen):
             recs.append(hit[2])
@@ -430,7 +432,7 @@ def _keep_output(o):
     if not _CAP or threading.current_thread() is not _MAIN:
         return
     mid = _CAP[-1]
-    _OUT_VER[mid] = _OUT_VER.get(mid, 0) + 1
+    _OUT_VER[mid] = object()
     outs = OUTPUTS.setdefault(mid, [])
     if mid in _PENDING_CLEAR:
         _PENDING_CLEAR.discard(mid)
@@ -446,7 +448,7 @@ def _keep_output(o):
 def _clear(wait=False):
     if not _CAP or threading.current_thread() is not _MAIN:
         return
-    _OUT_VER[_CAP[-1]] = _OUT_VER.get(_CAP[-1], 0) + 1
+    _OUT_VER[_CAP[-1]] = object()
     if wait:
         _PENDING_CLEAR.add(_CAP[-1])
     else:
@@ -522,6 +524,10 @@ def op_widgets(agent, a):
         m = {"comm_id": mid, "data": state}
         if OUTPUTS.get(mid):
             m["outputs"] = OUTPUTS[mid]
+        try:
+            json.dumps(m)
+        except (TypeError, ValueError):  # a value JSON cannot carry: that widget is not sent
+            continue
         out.append(m)
     return {"models": out}
 

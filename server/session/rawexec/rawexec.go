@@ -32,6 +32,10 @@ type Turn struct {
 	// earlier one's): the front door tells its client what it names (files ahead of the
 	// checkpoint, variables not brought back), which a Jupyter reply has no field for.
 	Restore *carryover.RestoreReport
+	// RecordErr says what of the turn's record (the session's data with the front door's answer,
+	// the history) failed to be written, "" when all of it was: the answer then holds in no store,
+	// and the session may continue from before the cell (a node that lost the session to another).
+	RecordErr string
 }
 
 // Content is what a turn reads of an execute_request's content.
