@@ -82,6 +82,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
+	baseline.Settle() // the claim's CPU read before the next cell (cost.Meter.Settle)
 	ls.mu.Lock()
 	ls.attachLocked(k, baseline)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()

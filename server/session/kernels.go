@@ -70,6 +70,7 @@ func (ls *Session) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
+	nk.baseline.Settle() // the claim's CPU read before the first cell (cost.Meter.Settle)
 	ls.attachNew(ctx, nk)
 	return k, nil
 }

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -22,4 +23,26 @@ func TestSample(t *testing.T) {
 	if cpu != 0 || gibh != 1 {
 		t.Fatalf("second sample: cpu %v, GiB-h %v", cpu, gibh)
 	}
+}
+
+// TestSettleWaitsForTheClaimsRead: Settle returns only once the claim's CPU read has landed, and
+// the sample after it starts from that read (not from a later one).
+func TestSettleWaitsForTheClaimsRead(t *testing.T) {
+	read := make(chan float64)
+	m := Meter{lastAt: time.Now(), base: sync.OnceValue(func() float64 { return <-read })}
+	settled := make(chan struct{})
+	go func() { m.Settle(); close(settled) }()
+	select {
+	case <-settled:
+		t.Fatal("Settle returned before the claim's read landed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	read <- 2
+	<-settled
+	base := m.PendingBase()
+	if cpu, _ := m.Sample(base != nil, base(), kernel.ProcStats{CPUSeconds: 2.6}, time.Now()); cpu < 0.59 || cpu > 0.61 {
+		t.Fatalf("the first sample after Settle charged %g s, want the 0.6 s since the claim's read", cpu)
+	}
+	var zero Meter
+	zero.Settle() // no pending read: returns at once
 }
