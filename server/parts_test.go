@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/client"
@@ -40,24 +39,7 @@ func TestAssembleWithAnotherStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &countingStore{Store: inner}
-	srv, err := server.Assemble(context.Background(), testConfig(dir), server.Parts{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	}()
-	c := client.New("http://"+srv.Addr(), testToken)
+	c := client.New(serveParts(t, dir, server.Parts{Store: store}), testToken)
 	ctx := context.Background()
 	if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: "other"}); err != nil {
 		t.Fatal(err)
