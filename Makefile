@@ -89,7 +89,7 @@ test: deps web-deps tools
 chaos: deps tools
 	rm -f chaos-table.md
 	CARRYOVER_TEST_SANDBOX_REQUIRED=1 CARRYOVER_POWERCUT_ROUNDS=100 CARRYOVER_POWERCUT_NORMAL=20 \
-		CARRYOVER_CHAOS_FAULTS=500 CARRYOVER_CHAOS_FULL=1 CARRYOVER_CHAOS_TABLE=chaos-table.md \
+		CARRYOVER_CHAOS_FAULTS=500 CARRYOVER_CHAOS_TABLE=chaos-table.md \
 		$(GO) test -count=1 -timeout 480m -p 1 -v -run 'TestPowerCut|TestChaos|TestFullDisk|TestRollingRestart' ./persistence/sqlite/ ./internal/chaos/
 
 bench: deps

@@ -59,9 +59,6 @@ func (rc *rollingClient) loop(ctx context.Context, c *client.Client, stop <-chan
 // started again in turn. Every turn answered, none run twice or lost; the longest time a client's
 // turn took (its pause: a turn alone takes tens of milliseconds) is measured and printed.
 func TestRollingRestart(t *testing.T) {
-	if os.Getenv("CARRYOVER_CHAOS_FULL") == "" {
-		t.Skip("make chaos runs it (CARRYOVER_CHAOS_FULL=1): minutes of a cluster warming kernels under load")
-	}
 	t.Parallel()
 	env, _ := sandboxEnv()
 	clients := make([]*rollingClient, 4)
