@@ -73,7 +73,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	baseline := cost.Baseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
-	if err := s.kern.prepareKernel(ctx, ls.id, k, doc); err != nil {
+	if err := s.kern.Prepare(ctx, ls.id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}

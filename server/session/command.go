@@ -10,6 +10,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/kernels"
 	"github.com/carryover/carryover/server/session/shellcmd"
 	"github.com/carryover/carryover/server/session/workspace"
 )
@@ -108,8 +109,8 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 	return res, nil
 }
 
-// runInSandbox runs argv through the provisioner (sandbox.go: a box of its own with the session's
-// workspace, network setting and limits, or a plain process in its own process group) in the
+// runInSandbox runs argv through the provisioner (the kernels' one: a box of its own with the
+// session's workspace, network setting and limits, or a plain process in its own process group) in the
 // workspace dir rel, and returns its answer and the CPU seconds it used.
 func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
 	s := ls.svc
@@ -120,12 +121,12 @@ func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req 
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kern.opts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
+	p, err := s.kern.Provisioner().Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
 		Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
 		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
 	var startErr *kernel.StartError
 	if err != nil && !errors.As(err, &startErr) {
-		return nil, 0, limitErr(err)
+		return nil, 0, kernels.LimitErr(err)
 	}
 	ls.emit(ctx, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
 	res := &CommandResult{}

@@ -63,7 +63,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 	}
 	if k := ls.currentKernel(); k != nil {
 		// Env vars that were removed from the context leave the kernel too.
-		if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
+		if err := s.kern.Prepare(ctx, id, k, doc); err != nil {
 			return doc, fmt.Errorf("applying context to the kernel: %w", err)
 		}
 		ls.forgetSetup(k) // a set-up pending from the claim holds the old context

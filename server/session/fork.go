@@ -125,7 +125,7 @@ func (ls *Session) commitFork(ctx context.Context, srcID, cid string) error {
 	s := ls.svc
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
-	_ = s.kern.removeWorkspace(ls.id)
+	_ = s.kern.RemoveWorkspace(ls.id)
 	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
 	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
 	srcWS, dstWS := s.cfg.workspace(srcID), s.cfg.workspace(ls.id)

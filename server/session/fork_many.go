@@ -133,6 +133,6 @@ func (s *Service) unmakeForks(ctx context.Context, made []*Session) {
 		delete(s.sessions, ls.id)
 		s.mu.Unlock()
 		_ = s.store.DeleteSession(ctx, ls.id)
-		_ = s.kern.removeWorkspace(ls.id)
+		_ = s.kern.RemoveWorkspace(ls.id)
 	}
 }

@@ -34,7 +34,7 @@ type CreateRequest struct {
 type SandboxRequest struct {
 	CPUs           string          `json:"cpus"`
 	Memory         string          `json:"memory"`
-	Disk           string          `json:"disk"` // the workspace disk's size (disk_size.go)
+	Disk           string          `json:"disk"` // the workspace disk's size (package kernels: disk_size.go)
 	TimeoutSeconds *float64        `json:"timeout_seconds"`
 	Network        *NetworkRequest `json:"network"`
 	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
@@ -87,10 +87,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if req.Budget != nil {
 		doc.Budget = *req.Budget
 	}
-	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
-		return carryover.Session{}, err
-	}
-	if err := s.kern.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
+	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox, s.kern.CheckDisk); err != nil {
 		return carryover.Session{}, err
 	}
 	if req.Rotation != nil {
@@ -136,8 +133,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	return ls.docCopy(), nil
 }
 
-// applySandboxRequest validates the sandbox settings of a create request and applies them to sb.
-func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
+// applySandboxRequest validates the sandbox settings of a create request and applies them to sb;
+// checkDisk checks its disk size (kernels.Factory.CheckDisk: what this server can give).
+func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest, checkDisk func(string) error) error {
 	if req == nil {
 		return nil
 	}
@@ -174,6 +172,10 @@ func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
 			sb.NetworkAllow = slices.Clone(req.Network.Allow)
 		}
 	}
+	if err := checkDisk(req.Disk); err != nil {
+		return err
+	}
+	sb.Disk = req.Disk
 	return nil
 }
 
@@ -236,7 +238,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return s.kern.removeWorkspace(id)
+	return s.kern.RemoveWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.

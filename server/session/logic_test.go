@@ -90,28 +90,20 @@ func TestApplySandboxRequest(t *testing.T) {
 	sb := carryover.Sandbox{Network: true, TimeoutSeconds: 60}
 	tmo := 0.0
 	err := applySandboxRequest(&sb, &SandboxRequest{CPUs: "1.5", Memory: "512Mi", TimeoutSeconds: &tmo, Skills: carryover.SkillsReadWrite,
-		Network: &NetworkRequest{Allow: []string{"pypi.org"}}})
+		Network: &NetworkRequest{Allow: []string{"pypi.org"}}}, noDisk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sb.CPUs != "1.5" || sb.Memory != "512Mi" || sb.TimeoutSeconds != 0 || sb.Skills != carryover.SkillsReadWrite || sb.Network || len(sb.NetworkAllow) != 1 {
 		t.Fatalf("sandbox = %+v", sb)
 	}
-	if err := applySandboxRequest(&sb, &SandboxRequest{Network: &NetworkRequest{Allow: []string{"bad host"}}}); carryover.ErrorCode(err) != carryover.CodeInvalid {
+	if err := applySandboxRequest(&sb, &SandboxRequest{Network: &NetworkRequest{Allow: []string{"bad host"}}}, noDisk); carryover.ErrorCode(err) != carryover.CodeInvalid {
 		t.Fatalf("a bad allowlist: %v", err)
 	}
 }
 
-func TestSetsImportTimeEnv(t *testing.T) {
-	for env, want := range map[string]bool{"OMP_NUM_THREADS": true, "MPLBACKEND": true, "PANDAS_X": true, "HOME": false, "MY_OMP": false} {
-		if got := setsImportTimeEnv(map[string]string{env: "1"}); got != want {
-			t.Errorf("%s: %v", env, got)
-		}
-	}
-	if setsImportTimeEnv(nil) {
-		t.Error("nil env")
-	}
-}
+// noDisk is a disk check that takes any size (kernels.Factory.CheckDisk's own test is in package kernels).
+func noDisk(string) error { return nil }
 
 func TestSkippedKey(t *testing.T) {
 	a := &carryover.CheckpointResult{Skipped: []carryover.VarSkip{{Name: "g", Type: "generator", Reason: "r"}}}

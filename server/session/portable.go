@@ -153,7 +153,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from
 // the source's workspace to this one's) and makes the session usable.
 func (s *Service) commitImport(ctx context.Context, ls *Session, staged *archive.Staged) (string, error) {
-	_ = s.kern.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
+	_ = s.kern.RemoveWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
 	srcWS, dstWS := staged.Index.Source.Workspace, s.cfg.workspace(ls.id)
 	cwd := func(c string) string {
 		if srcWS != "" && srcWS != "/workspace" && (c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator))) {
@@ -186,7 +186,7 @@ func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) 
 			WithDetails("reason", archive.ReasonCorrupt, "member", archive.SessionName)
 	}
 	warnings := []string{}
-	if ps.Sandbox != nil && ps.Sandbox.Disk != "" && s.kern.disks() == nil {
+	if ps.Sandbox != nil && ps.Sandbox.Disk != "" && s.kern.Disks() == nil {
 		warnings = append(warnings, fmt.Sprintf("sandbox.disk %s not applied: this server gives workspaces no disk of their own", ps.Sandbox.Disk))
 		ps.Sandbox.Disk = ""
 	}
@@ -212,10 +212,7 @@ func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) 
 	if ps.Rotation != nil {
 		doc.Rotation = *ps.Rotation
 	}
-	if err := applySandboxRequest(&doc.Sandbox, ps.Sandbox); err != nil {
-		return carryover.Session{}, nil, err
-	}
-	if err := s.kern.applyDiskRequest(&doc.Sandbox, ps.Sandbox); err != nil {
+	if err := applySandboxRequest(&doc.Sandbox, ps.Sandbox, s.kern.CheckDisk); err != nil {
 		return carryover.Session{}, nil, err
 	}
 	if err := importContext(&doc.AgentContext, ps.AgentContext); err != nil {
