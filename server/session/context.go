@@ -10,13 +10,6 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// ContextRequest is the body of PATCH /api/sessions/{id}/context: given keys replace.
-type ContextRequest struct {
-	WorkingDir  *string           `json:"working_dir"`
-	EnvVars     map[string]string `json:"env_vars"`
-	CustomState map[string]any    `json:"custom_state"`
-}
-
 // PatchContext replaces the given context keys and applies them to the live kernel.
 func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (carryover.Session, error) {
 	ls, err := s.Session(id)
