@@ -40,7 +40,7 @@
 // order), stream (the frames, the subscribers' bounded queues, the hub, the comm relay's frames),
 // workspace (the files API of a workspace directory), rawexec (the Jupyter wire side of an
 // execute_request), agentops (the in-kernel agent's operations besides checkpoints), metrics (the
-// service's metrics, the bounded per-tenant collector), shellcmd (an exec request's argv, its text,
+// service's metrics, the bounded per-tenant collector), shellcmd (an exec request and answer, its argv, its text,
 // its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
 // (what the next answer tells of what was not carried over: processes ended with a kernel, the last
 // restore's report), cost (the cost model: a kernel's meter), kernels (the Factory: the pool, the
