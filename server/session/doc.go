@@ -20,7 +20,7 @@
 // converts), skills.go (package skills keeps them), rotate.go and background.go (rotation, idle
 // hibernation, cost sampling), budget.go and cost.go, usage.go (a session's usage: CPU, memory
 // peak, stored bytes), files.go (a session's workspace for the files API, package workspace),
-// fork.go, stream.go (attaching subscribers to a session's stream, package
+// fork.go and fork_many.go, requests.go (the requests that make a session, package sessiondoc), stream.go (attaching subscribers to a session's stream, package
 // stream), records.go (events, executions and tools for front doors), cluster.go and
 // list_cluster.go (a node of a cluster), jupyter.go (a Jupyter client's execute_request as a turn,
 // RunRaw, on package rawexec, and its other shell messages in the same line, SendInLine),
@@ -44,7 +44,9 @@
 // its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
 // (what the next answer tells of what was not carried over: processes ended with a kernel, the last
 // restore's report), cost (the cost model: a kernel's meter), kernels (the Factory: the pool, the
-// launch options, a kernel attached to its session, the workspaces' disks), skills, nbformat.
+// launch options, a kernel attached to its session, the workspaces' disks), sessiondoc (a new
+// session's document from a create request, a fork or an archive, and those requests), comms (a
+// client's comm message, the kernel's live widgets as frames), skills, nbformat.
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session
