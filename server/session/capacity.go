@@ -42,7 +42,7 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 		return ok
 	})
 	if err != nil {
-		return nil, inFullCluster(ctx, err)
+		return nil, s.adm.refusal(c.doc.ID, err)
 	}
 	if c.leased != nil {
 		if err := c.leased(); err != nil {

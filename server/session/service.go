@@ -59,6 +59,8 @@ type admission struct {
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
 	live   prometheus.Gauge // carryover_kernels_live: the leases held
+	// refusal reshapes a refusal of a claim for a session before it is answered (Options.Refusal).
+	refusal func(sessionID string, err error) error
 }
 
 // background is the service's work in the background.
@@ -115,6 +117,10 @@ type Options struct {
 	// Metrics is where the service's metrics are registered (the assembly passes its registry);
 	// nil: nowhere (a unit test's).
 	Metrics prometheus.Registerer
+	// Refusal, when set, reshapes a refusal of a claim of a kernel for a session before it is
+	// answered: a cluster node's (cluster.Full.Refusal) says the cluster is full when the router
+	// kept the session's request here because no node had room. Nil: the node's own refusal.
+	Refusal func(sessionID string, err error) error
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -151,6 +157,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
 			live:      m.KernelsLive,
+			refusal:   o.Refusal,
 		},
 		watch:    nodewatch.New(budget, memory, m.Hibernations, m.KernelMemory),
 		cfg:      cfg,
@@ -159,6 +166,9 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		log:      log,
 		sessions: map[string]*Session{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
+	}
+	if s.adm.refusal == nil {
+		s.adm.refusal = func(_ string, err error) error { return err }
 	}
 	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
 	s.kern = kernels.New(cfg.kernelsConfig(), kernels.Deps{Ckpt: s.ckpt, Skills: s.skills, Log: log, OnLimit: s.sandboxEvent,
