@@ -74,7 +74,7 @@ func (p *Provisioner) Close() error {
 }
 
 // DisksEnabled, EnsureWorkspaceDisk and RemoveWorkspaceDisk give workspaces a disk of their own
-// (session.WorkspaceDisks) when sandbox.disk is set.
+// (kernels.WorkspaceDisks, server/session/kernels) when sandbox.disk is set.
 func (p *Provisioner) DisksEnabled() bool { return p.cfg.Disks != nil }
 
 func (p *Provisioner) EnsureWorkspaceDisk(dir string, size int64) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/kernels"
 	"golang.org/x/sys/unix"
 
 	"github.com/carryover/carryover"
@@ -86,6 +87,12 @@ func (c Config) Spool() string {
 		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
 	}
 	return filepath.Join(c.DataDir, "spool")
+}
+
+// kernelsConfig is what package kernels needs of c.
+func (c Config) kernelsConfig() kernels.Config {
+	return kernels.Config{DataDir: c.DataDir, Spool: c.Spool(), Network: c.Network, PreImport: c.PreImport,
+		MaxDisk: c.MaxDisk, MaxOutputBytes: c.MaxOutputBytes}
 }
 
 // workspacesDir holds one directory per session: its /workspace.
