@@ -44,6 +44,7 @@ type Server struct {
 	repl  *backup.Replicator // nil unless backup.to is set (backup.go)
 	lock  *dataDirLock       // held on data_dir from Assemble to the end of Shutdown
 	fatal chan error         // an error after which the server must stop (Fatal)
+	ready readiness          // GET /readyz (readiness.go)
 
 	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
@@ -174,6 +175,8 @@ func (s *Server) mountFrontDoors(ctx context.Context) error {
 		sp, err := doctor.DataDirSpace(cfg.DataDir, 0)
 		return httpapi.DiskStatus{Dir: sp.Dir, FreeBytes: sp.FreeBytes, TotalBytes: sp.TotalBytes, Level: sp.Level, Warning: sp.Warning}, err
 	})
+	s.ready.since = time.Now()
+	api.ShowReadiness(s.readyCheck)
 	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return nil
@@ -257,6 +260,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	s.Svc.BeginShutdown()
+	s.ready.draining.Store(true) // GET /readyz: not ready
+	if s.node != nil {
+		// While the listener stays open: each session is handed over once idle, and what reaches
+		// this node for it from then on goes to its next owner (server/cluster/drain.go).
+		s.node.HandOver(hctx)
+	}
 	s.Jupyter.Shutdown() // hijacked websockets: http.Shutdown does not close them
 	err := s.http.Shutdown(hctx)
 	if err != nil {

@@ -115,9 +115,11 @@ class Backoff {
     this.attempt = 0;
   }
 
-  /** Waits before another attempt (at least `floor` seconds); false when the time is spent. */
-  async wait(floor = 0) {
+  /** Waits before another attempt (at least `floor` seconds; none when `atOnce`); false when the
+   * time is spent. */
+  async wait(floor = 0, atOnce = false) {
     this.attempt += 1;
+    if (atOnce) return Date.now() < this.deadline;
     const b = Math.min(3000, 100 * 2 ** (this.attempt - 1));
     const ms = Math.max(floor * 1000, b / 2 + Math.random() * b / 2);
     if (Date.now() + ms > this.deadline) return false;
@@ -195,7 +197,10 @@ export class Carryover {
       // A 429 is retried only when it says when to come back (capacity, rate_limited): a
       // quota_exceeded has no Retry-After, and waiting would not free the tenant's quota.
       const ra = res.headers.get('Retry-After');
-      if (!once && UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra))) {
+      // A 421 says the session just moved (a node drained): its new node serves the first retry,
+      // sent at once.
+      const atOnce = res.status === 421 && backoff.attempt === 0 && !ra;
+      if (!once && UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra), atOnce)) {
         try { await res.arrayBuffer(); } catch { /* dropped */ }
         continue;
       }

@@ -80,6 +80,9 @@ func (n *Node) route(ctx context.Context, id string, hopped bool) (where, error)
 		return where{}, carryover.Errorf(carryover.CodeNotOwner,
 			"node %s lost contact with the cluster's database; ask another node", n.o.Node.ID)
 	}
+	if n.Draining() {
+		return n.routeDraining(ctx, id, hopped)
+	}
 	if _, held := n.o.Ownership.Held(id); held {
 		if n.o.Sessions.Has(id) {
 			return where{local: true}, nil
