@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -180,4 +181,16 @@ func (n *Node) load() carryover.NodeLoad {
 		}
 	}
 	return l
+}
+
+// readWhileDraining reports whether r, a read of session id, is answered by this draining node at
+// once, as before the drain: the session is still here (its handover may be waiting for a long turn
+// in flight, and a read need not wait for it). Anything else, websockets included, waits for the
+// handover and goes to the next owner (routeDraining).
+func (n *Node) readWhileDraining(r *http.Request, id string) bool {
+	if !n.Draining() || r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" || !n.leaseValid() {
+		return false
+	}
+	_, held := n.o.Ownership.Held(id)
+	return held && n.o.Sessions.Has(id)
 }

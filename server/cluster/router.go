@@ -40,7 +40,7 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 			n.create(w, r, next)
 			return
 		}
-		if id == "" || !ok {
+		if id == "" || !ok || n.readWhileDraining(r, id) {
 			next.ServeHTTP(w, r)
 			return
 		}

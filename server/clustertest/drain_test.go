@@ -34,7 +34,7 @@ func readyz(n *node) (int, string) {
 // one runs a turn that waits for the test (it keeps a draining), the other is idle. After SIGTERM,
 // while that turn still runs on a: a answers /readyz 503; a turn of the idle session sent to a is
 // answered (a forwards it to b, which claims it with its checkpoint) and b owns it; then the turn in
-// flight ends with its answer on a, and a exits. The old drain closed a's listener first: the turn
+// flight ends with its answer on a (a read of its session meanwhile is answered by a), and a exits. The old drain closed a's listener first: the turn
 // sent to a met a refused connection until a exited, and the session stayed a's until then.
 func TestDrainHandsOverWhileServing(t *testing.T) {
 	t.Parallel()
@@ -82,7 +82,11 @@ func TestDrainHandsOverWhileServing(t *testing.T) {
 	default:
 	}
 	if s, err := b.c.GetSession(t.Context(), "idle"); err != nil || s.OwnerNode != "b" {
-		t.Fatalf("the idle session after its handover: owner %q %v, want b", s.OwnerNode, err)
+		t.Fatalf("the idle session after its handover: %+v %v, want it owned by b", s, err)
+	}
+	// A read of the session whose turn holds its handover back is answered at once, by a.
+	if s, err := a.c.GetSession(ctx, "busy"); err != nil || s.OwnerNode != "a" {
+		t.Fatalf("a read of the busy session during the drain: %+v %v, want it served by a", s, err)
 	}
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
 		t.Fatal(err)
