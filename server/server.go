@@ -261,12 +261,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer cancel()
 	s.Svc.BeginShutdown()
 	s.ready.draining.Store(true) // GET /readyz: not ready
+	s.Jupyter.Shutdown()         // hijacked websockets: http.Shutdown does not close them
 	if s.node != nil {
 		// While the listener stays open: each session is handed over once idle, and what reaches
 		// this node for it from then on goes to its next owner (server/cluster/drain.go).
 		s.node.HandOver(hctx)
 	}
-	s.Jupyter.Shutdown() // hijacked websockets: http.Shutdown does not close them
 	err := s.http.Shutdown(hctx)
 	if err != nil {
 		// Runs still going past the grace period: interrupt them so they end and checkpoint.
@@ -274,6 +274,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.Svc.WaitIdle(5 * time.Second)
 	}
 	s.Svc.WaitIdle(grace)
+	if s.node != nil {
+		s.node.EndHandovers() // none beside Close
+	}
 	if cerr := s.Svc.Close(ctx); cerr != nil && err == nil {
 		err = cerr
 	}

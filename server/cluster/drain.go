@@ -21,11 +21,14 @@ import (
 
 // drainState is a node's drain: whether it began, and each session's handover, run once.
 type drainState struct {
-	on  atomic.Bool
-	ctx context.Context // the handovers' context: they outlive the request that started them
-	mu  sync.Mutex
+	on     atomic.Bool
+	ctx    context.Context // the handovers' context: they outlive the request that started them
+	cancel context.CancelFunc
+	mu     sync.Mutex
 	// handoffs: closed when the session's handover ended (handed over, or kept here on a failure)
 	handoffs map[string]chan struct{}
+	ended    bool           // EndHandovers: no handover starts any more
+	running  sync.WaitGroup // handovers under way
 }
 
 // Sessions a draining node hands over (server/session.Service).
@@ -43,7 +46,7 @@ func (n *Node) BeginDrain(ctx context.Context) {
 	if n.drain.on.Load() {
 		return
 	}
-	n.drain.ctx = context.WithoutCancel(ctx)
+	n.drain.ctx, n.drain.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.drain.handoffs = map[string]chan struct{}{}
 	n.drain.on.Store(true)
 	n.log.Info("node draining: handing its sessions over while it serves")
@@ -81,10 +84,16 @@ func (n *Node) HandOver(ctx context.Context) {
 func (n *Node) waitHandOver(ctx context.Context, id string) {
 	n.drain.mu.Lock()
 	done, started := n.drain.handoffs[id]
+	if !started && n.drain.ended {
+		n.drain.mu.Unlock()
+		return // the service closes: what is left is released at exit
+	}
 	if !started {
 		done = make(chan struct{})
 		n.drain.handoffs[id] = done
+		n.drain.running.Add(1)
 		go func() {
+			defer n.drain.running.Done()
 			defer close(done)
 			n.handOver(n.drain.ctx, id)
 		}()
@@ -94,6 +103,20 @@ func (n *Node) waitHandOver(ctx context.Context, id string) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// EndHandovers stops the handovers still waiting for a turn (one that outlived the grace period)
+// and waits for those under way, so none runs beside the service's Close; the sessions left are
+// released at exit (Drain). No handover starts after it.
+func (n *Node) EndHandovers() {
+	n.drain.mu.Lock()
+	n.drain.ended = true
+	cancel := n.drain.cancel
+	n.drain.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	n.drain.running.Wait()
 }
 
 // handOver hands session id over and releases it in the store, so the next claim (by any node)
