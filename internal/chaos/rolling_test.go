@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -134,6 +135,9 @@ func TestRollingRestart(t *testing.T) {
 		}
 		longest, steady = max(longest, rc.longest), max(steady, rc.steady)
 	}
+	for _, rc := range clients {
+		logRestores(t, c, rc.id)
+	}
 	if dir := os.Getenv("CARRYOVER_CHAOS_LOGS"); dir != "" {
 		for i, p := range cl.nodes {
 			os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), []byte(p.Log()), 0o644)
@@ -151,4 +155,25 @@ func warmPool(t *testing.T, c *client.Client, n int) {
 		}
 	}
 	t.Fatalf("%s: the pool did not warm %d kernels in 3 minutes", c.BaseURL(), n)
+}
+
+// logRestores prints where the time of a session's moves went, from its events: each kernel it was
+// given (sandbox_created: claim to live) and each checkpoint restored into one (its duration).
+func logRestores(t *testing.T, c *client.Client, id string) {
+	var parts []string
+	for _, typ := range []string{"sandbox_created", "checkpoint_restored"} {
+		evs, err := c.Events(t.Context(), id, 0, 100, typ)
+		if err != nil {
+			t.Logf("%s: events: %v", id, err)
+			return
+		}
+		for _, e := range evs {
+			var p struct {
+				DurationMS float64 `json:"duration_ms"`
+			}
+			json.Unmarshal(e.Payload, &p)
+			parts = append(parts, fmt.Sprintf("%s at %s %.0f ms", typ, e.CreatedAt.Format("15:04:05.000"), p.DurationMS))
+		}
+	}
+	t.Logf("%s: %s", id, strings.Join(parts, "; "))
 }
