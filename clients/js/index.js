@@ -115,11 +115,9 @@ class Backoff {
     this.attempt = 0;
   }
 
-  /** Waits before another attempt (at least `floor` seconds; none when `atOnce`); false when the
-   * time is spent. */
-  async wait(floor = 0, atOnce = false) {
+  /** Waits before another attempt (at least `floor` seconds); false when the time is spent. */
+  async wait(floor = 0) {
     this.attempt += 1;
-    if (atOnce) return Date.now() < this.deadline;
     const b = Math.min(3000, 100 * 2 ** (this.attempt - 1));
     const ms = Math.max(floor * 1000, b / 2 + Math.random() * b / 2);
     if (Date.now() + ms > this.deadline) return false;
@@ -194,13 +192,12 @@ export class Carryover {
           code: 'connection_error', cause: err,
         });
       }
+      // A 421 (the session moved) was already sent again at once, on a new connection, by fetch
+      // itself (the Fetch standard's retry of a 421), so the backoff starts from the second.
       // A 429 is retried only when it says when to come back (capacity, rate_limited): a
       // quota_exceeded has no Retry-After, and waiting would not free the tenant's quota.
       const ra = res.headers.get('Retry-After');
-      // A 421 says the session just moved (a node drained): its new node serves the first retry,
-      // sent at once.
-      const atOnce = res.status === 421 && backoff.attempt === 0 && !ra;
-      if (!once && UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra), atOnce)) {
+      if (!once && UNSERVED.has(res.status) && (res.status !== 429 || ra) && await backoff.wait(retryAfterSeconds(ra))) {
         try { await res.arrayBuffer(); } catch { /* dropped */ }
         continue;
       }
