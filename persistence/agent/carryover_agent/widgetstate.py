@@ -50,6 +50,7 @@ _STRICT = [True]  # False while a restore loads definitions: a widget not re-cre
 _REFS = []  # model ids met by _reduce_widget during one dump
 _NAMED = set()  # what this kernel has already named as not saved
 OUTPUTS = {}  # model id of an Output widget -> the outputs it shows
+_STREAM_TAIL = {}  # model id -> text printed into its last stream output, not joined yet (_outputs)
 _OUT_VER = {}  # model id -> a new token at every change to its OUTPUTS (the capture's cache compares it)
 _CAP = []  # the Output widgets capturing now, innermost last (main thread)
 _MAIN = threading.main_thread()
@@ -268,7 +269,7 @@ def _record(mid, w, failed):
         failed.append((mid, "live", "%s %s's observers and attributes: %s" % (cls.__name__, mid[:8], _why(e))))
         ldata, lfmt = b"", "p"
     return (mid, cls.__module__, cls.__qualname__, data, fmt, tuple(sorted(set(refs) - {mid})),
-            tuple(OUTPUTS.get(mid, ())), ldata, lfmt)
+            tuple(_outputs(mid) or ()), ldata, lfmt)
 
 
 def _name_once(skipped, failed):
@@ -361,6 +362,7 @@ def apply(value):
             continue
         if rec[6]:
             OUTPUTS[mid] = list(rec[6])
+            _STREAM_TAIL.pop(mid, None)
     end_restore()
     for w, rec in made:
         try:
@@ -437,12 +439,29 @@ def _keep_output(o):
     if mid in _PENDING_CLEAR:
         _PENDING_CLEAR.discard(mid)
         del outs[:]
+        _STREAM_TAIL.pop(mid, None)
     if o["type"] == "stream" and outs and outs[-1]["type"] == "stream" and outs[-1]["name"] == o["name"]:
-        outs[-1] = dict(outs[-1], text=outs[-1]["text"] + o["text"])
-    else:
-        outs.append(o)
+        pieces = _STREAM_TAIL.setdefault(mid, [])
+        pieces.append(o["text"])
+        if len(pieces) >= 256:
+            _outputs(mid)
+        return
+    _outputs(mid)
+    outs.append(o)
     while len(outs) > 1 and (len(outs) > MAX_OUTPUTS or sum(len(repr(x)) for x in outs) > MAX_OUTPUT_BYTES):
         del outs[0]
+
+
+def _outputs(mid):
+    """OUTPUTS[mid] with the pieces printed since into its last stream joined, and that stream cut
+    to its last MAX_OUTPUT_BYTES (the oldest output goes first). A print adds a piece: joining the
+    stream's text at every print copied all of it each time (a loop printing into an Output widget
+    was quadratic, and one stream grew without the bound)."""
+    outs = OUTPUTS.get(mid)
+    pieces = _STREAM_TAIL.pop(mid, None)
+    if outs and pieces:
+        outs[-1] = dict(outs[-1], text="".join([outs[-1]["text"]] + pieces)[-MAX_OUTPUT_BYTES:])
+    return outs
 
 
 def _clear(wait=False):
@@ -453,6 +472,7 @@ def _clear(wait=False):
         _PENDING_CLEAR.add(_CAP[-1])
     else:
         del OUTPUTS.setdefault(_CAP[-1], [])[:]
+        _STREAM_TAIL.pop(_CAP[-1], None)
 
 
 def _hook_streams():
@@ -522,7 +542,7 @@ def op_widgets(agent, a):
     out = []
     for mid, _, _, _, _, _, state in _ordered(recs):
         m = {"comm_id": mid, "data": state}
-        if OUTPUTS.get(mid):
+        if _outputs(mid):
             m["outputs"] = OUTPUTS[mid]
         try:
             json.dumps(m)
