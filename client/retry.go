@@ -21,8 +21,9 @@ import (
 //   - the server could not be reached (connection refused, reset before an answer, DNS), for a
 //     request that may be repeated: a GET, PUT or DELETE, or one that carries an Idempotency-Key
 //     (Run and Exec set one per call, so a retry never runs a cell twice), or when nothing was sent;
-//   - the server answered 421 (not_owner: the session's node changed), 503 (unavailable) or 429
-//     (capacity or quota, after its Retry-After).
+//   - the server answered 421 (not_owner: the session's node changed; the first retry goes at
+//     once, as the session's new node serves it), 503 (unavailable) or 429 (capacity or quota,
+//     after its Retry-After).
 //
 // Any other answer, a 409 run_interrupted included, is returned at once.
 
@@ -141,6 +142,8 @@ func (r *retrier) again(ctx context.Context, req *http.Request, resp *http.Respo
 	case retryableStatus(resp.StatusCode, resp.Header):
 		if ra := retryAfter(resp.Header); ra > 0 {
 			wait = ra
+		} else if resp.StatusCode == http.StatusMisdirectedRequest && r.n == 1 {
+			wait = 0 // not_owner: the session just moved, and the next attempt finds its new node
 		}
 	default:
 		return false

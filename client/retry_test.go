@@ -61,6 +61,28 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// TestRetryNotOwnerAtOnce: a 421 not_owner says the session just moved (a node drained or died): the
+// first retry goes at once, not after the backoff (here 10 s, which the old client waited 5-10 s of),
+// and a second 421 backs off as usual.
+func TestRetryNotOwnerAtOnce(t *testing.T) {
+	t.Parallel()
+	slow := client.WithRetry(client.RetryPolicy{MaxAttempts: 5, MaxElapsed: time.Minute, BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second})
+	srv, n, _ := flaky(t, 1, http.StatusMisdirectedRequest, "")
+	start := time.Now()
+	if _, err := client.New(srv.URL, "t", slow).Run(context.Background(), "s", client.RunRequest{Code: "1"}); err != nil || n.Load() != 2 {
+		t.Fatalf("421 then 200: %v after %d requests", err, n.Load())
+	}
+	if waited := time.Since(start); waited >= 5*time.Second {
+		t.Fatalf("the retry after a 421 waited %v: want it at once (the backoff is 5-10 s)", waited)
+	}
+	srv, n, _ = flaky(t, 1, http.StatusServiceUnavailable, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := client.New(srv.URL, "t", slow).Run(ctx, "s", client.RunRequest{Code: "1"}); err == nil || n.Load() != 1 {
+		t.Fatalf("503: %v after %d requests; want the backoff (5-10 s) to outlast the 2 s context", err, n.Load())
+	}
+}
+
 func TestRetryLeavesOtherAnswersAlone(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{http.StatusConflict, http.StatusInternalServerError, http.StatusBadGateway} {

@@ -45,6 +45,7 @@ type Server struct {
 	repl  *backup.Replicator // nil unless backup.to is set (backup.go)
 	lock  *dataDirLock       // held on data_dir from Assemble to the end of Shutdown
 	fatal chan error         // an error after which the server must stop (Fatal)
+	ready readiness          // GET /readyz (readiness.go)
 
 	Jupyter *jupyter.Door // the Jupyter front door at /jupyter/
 }
@@ -178,6 +179,8 @@ func (s *Server) mountFrontDoors(ctx context.Context) error {
 		sp, err := doctor.DataDirSpace(cfg.DataDir, 0)
 		return httpapi.DiskStatus{Dir: sp.Dir, FreeBytes: sp.FreeBytes, TotalBytes: sp.TotalBytes, Level: sp.Level, Warning: sp.Warning}, err
 	})
+	s.ready.since = time.Now()
+	api.ShowReadiness(s.readyCheck)
 	mcpHandler = mcp.Handler(svc, mcpOpts)
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return nil
@@ -261,7 +264,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	s.Svc.BeginShutdown()
-	s.Jupyter.Shutdown() // hijacked websockets: http.Shutdown does not close them
+	s.ready.draining.Store(true) // GET /readyz: not ready
+	s.Jupyter.Shutdown()         // hijacked websockets: http.Shutdown does not close them
+	if s.node != nil {
+		// While the listener stays open: each session is handed over once idle, and what reaches
+		// this node for it from then on goes to its next owner (server/cluster/drain.go).
+		s.node.HandOver(hctx)
+	}
 	err := s.http.Shutdown(hctx)
 	if err != nil {
 		// Runs still going past the grace period: interrupt them so they end and checkpoint.
@@ -269,6 +278,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.Svc.WaitIdle(5 * time.Second)
 	}
 	s.Svc.WaitIdle(grace)
+	if s.node != nil {
+		s.node.EndHandovers() // none beside Close
+	}
 	if cerr := s.Svc.Close(ctx); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -192,6 +192,8 @@ export class Carryover {
           code: 'connection_error', cause: err,
         });
       }
+      // A 421 (the session moved) was already sent again at once, on a new connection, by fetch
+      // itself (the Fetch standard's retry of a 421), so the backoff starts from the second.
       // A 429 is retried only when it says when to come back (capacity, rate_limited): a
       // quota_exceeded has no Retry-After, and waiting would not free the tenant's quota.
       const ra = res.headers.get('Retry-After');

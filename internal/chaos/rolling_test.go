@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,8 @@ type rollingClient struct {
 	longest  time.Duration
 	at       time.Time   // when the longest turn started
 	measure  atomic.Bool // turns count for longest (not the first: its kernel starts)
+	steady   time.Duration
+	restarts atomic.Bool // a node was stopped: turns no longer count for steady
 }
 
 // loop runs turns until stop is closed; a turn that fails is recorded (its key was retried by the
@@ -41,6 +44,9 @@ func (rc *rollingClient) loop(ctx context.Context, c *client.Client, stop <-chan
 		cancel()
 		if d := time.Since(start); rc.measure.Load() && d > rc.longest {
 			rc.longest, rc.at = d, start
+		}
+		if d := time.Since(start); rc.measure.Load() && !rc.restarts.Load() && d > rc.steady {
+			rc.steady = d // the floor: the longest turn before any restart, on the same machine
 		}
 		if err != nil || res.Status != "ok" {
 			rc.failed = append(rc.failed, fmt.Sprintf("%v %+v", err, res))
@@ -104,7 +110,10 @@ func TestRollingRestart(t *testing.T) {
 	for _, rc := range clients {
 		rc.measure.Store(true)
 	}
-	waitTurns(3)
+	waitTurns(20) // the steady phase: its longest turn is the floor a pause compares with
+	for _, rc := range clients {
+		rc.restarts.Store(true)
+	}
 	for _, p := range cl.nodes {
 		t0 := time.Now()
 		p.Stop()
@@ -117,20 +126,25 @@ func TestRollingRestart(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	var longest time.Duration
+	var longest, steady time.Duration
 	for _, rc := range clients {
-		t.Logf("%s: %d turns, longest %v (at %s), %d failed", rc.id, rc.answered.Load(), rc.longest.Round(time.Millisecond), rc.at.Format("15:04:05.000"), len(rc.failed))
+		t.Logf("%s: %d turns, longest %v (at %s), longest before the restarts %v, %d failed", rc.id, rc.answered.Load(),
+			rc.longest.Round(time.Millisecond), rc.at.Format("15:04:05.000"), rc.steady.Round(time.Millisecond), len(rc.failed))
 		for _, f := range rc.failed {
 			t.Errorf("%s: %s", rc.id, f)
 		}
-		longest = max(longest, rc.longest)
+		longest, steady = max(longest, rc.longest), max(steady, rc.steady)
+	}
+	for _, rc := range clients {
+		logRestores(t, c, rc.id)
 	}
 	if dir := os.Getenv("CARRYOVER_CHAOS_LOGS"); dir != "" {
 		for i, p := range cl.nodes {
 			os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), []byte(p.Log()), 0o644)
 		}
 	}
-	t.Logf("rolling restart of 2 nodes under 4 clients: longest client pause %v", longest.Round(time.Millisecond))
+	t.Logf("rolling restart of 2 nodes under 4 clients: longest client pause %v (the longest turn before the restarts, on the same machine: %v)",
+		longest.Round(time.Millisecond), steady.Round(time.Millisecond))
 }
 
 // warmPool waits until the node's warm pool holds n idle kernels.
@@ -141,4 +155,25 @@ func warmPool(t *testing.T, c *client.Client, n int) {
 		}
 	}
 	t.Fatalf("%s: the pool did not warm %d kernels in 3 minutes", c.BaseURL(), n)
+}
+
+// logRestores prints where the time of a session's moves went, from its events: each kernel it was
+// given (sandbox_created: claim to live) and each checkpoint restored into one (its duration).
+func logRestores(t *testing.T, c *client.Client, id string) {
+	var parts []string
+	for _, typ := range []string{"sandbox_created", "checkpoint_restored"} {
+		evs, err := c.Events(t.Context(), id, 0, 100, typ)
+		if err != nil {
+			t.Logf("%s: events: %v", id, err)
+			return
+		}
+		for _, e := range evs {
+			var p struct {
+				DurationMS float64 `json:"duration_ms"`
+			}
+			json.Unmarshal(e.Payload, &p)
+			parts = append(parts, fmt.Sprintf("%s at %s %.0f ms", typ, e.CreatedAt.Format("15:04:05.000"), p.DurationMS))
+		}
+	}
+	t.Logf("%s: %s", id, strings.Join(parts, "; "))
 }

@@ -10,7 +10,7 @@ const createPath = "/api/sessions"
 // and refuses it, 429, when the placing node's view was stale.
 func (n *Node) create(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if r.Header.Get(HopHeader) != "" {
-		if l := n.o.Sessions.Load(); !l.HasRoom() {
+		if l := n.load(); !l.HasRoom() {
 			n.writeError(w, n.nodeFull(l))
 			return
 		}

@@ -63,6 +63,7 @@ type Node struct {
 	done    chan struct{}
 	// refusedOnce: Options.Refused is called once
 	refusedOnce sync.Once
+	drain       drainState // drain.go
 }
 
 // New makes a node; Start brings it up.
@@ -90,7 +91,7 @@ func (n *Node) leaseValid() bool {
 // starts the heartbeat and watchdog loops.
 func (n *Node) Start(ctx context.Context) error {
 	sent := time.Since(n.epoch)
-	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
+	if err := n.o.Ownership.Heartbeat(ctx, n.o.TTL, n.load()); err != nil {
 		return err
 	}
 	n.lastOK.Store(int64(sent))
@@ -128,7 +129,7 @@ func (n *Node) loop(ctx context.Context) {
 				sent := time.Since(n.epoch)
 				hctx, cancel := context.WithTimeout(ctx, n.o.TTL)
 				defer cancel()
-				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL, n.o.Sessions.Load()); err != nil {
+				if err := n.o.Ownership.Heartbeat(hctx, n.o.TTL, n.load()); err != nil {
 					if errors.Is(err, carryover.ErrNewerFormat) {
 						n.refused(err)
 					}

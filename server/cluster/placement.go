@@ -81,7 +81,7 @@ func (n *Node) refreshPeers(ctx context.Context) {
 // it answers nil and the cluster's figures, unless a peer of an older build might have some: then
 // this node keeps the session, as it did before placement.
 func (n *Node) place() (*carryover.NodeState, *fullness) {
-	local := n.o.Sessions.Load()
+	local := n.load()
 	if local.Free() != 0 {
 		return nil, nil
 	}

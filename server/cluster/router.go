@@ -40,7 +40,7 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 			n.create(w, r, next)
 			return
 		}
-		if id == "" || !ok {
+		if id == "" || !ok || n.readWhileDraining(r, id) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -81,6 +81,9 @@ func (n *Node) route(ctx context.Context, id string, hopped bool) (where, error)
 		n.fence("lease expired before a request")
 		return where{}, carryover.Errorf(carryover.CodeNotOwner,
 			"node %s lost contact with the cluster's database; ask another node", n.o.Node.ID)
+	}
+	if n.Draining() {
+		return n.routeDraining(ctx, id, hopped)
 	}
 	if _, held := n.o.Ownership.Held(id); held {
 		if n.o.Sessions.Has(id) {

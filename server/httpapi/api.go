@@ -51,6 +51,8 @@ type API struct {
 	maxImport int64
 	// diskView is data_dir's filesystem room for GET /api/status (nil: not shown; status_disk.go).
 	diskView func() (DiskStatus, error)
+	// readyCheck answers GET /readyz (nil: always ready; ready.go).
+	readyCheck func() error
 }
 
 // New builds the API over svc.
@@ -82,6 +84,7 @@ type route struct {
 func (a *API) routes() []route {
 	rs := []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
+		{"GET /readyz", http.HandlerFunc(a.ready)},
 		{"GET /metrics", a.metrics},
 		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
 	}

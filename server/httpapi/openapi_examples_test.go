@@ -231,6 +231,10 @@ func TestOpenAPISharedExamples(t *testing.T) {
 		}},
 		{`{"type": "comm_reset"`, component("WSCommResetFrame"), func(string) string { return `{"type": "comm_reset", "message": "a new kernel"}` }},
 		{`{"status": "ok"}`, respSchema("/healthz", "get", 200), nil},
+		{`{"status": "ready"}`, respSchema("/readyz", "get", 200), nil},
+		{`{"status": "not_ready"`, respSchema("/readyz", "get", 503), func(string) string {
+			return `{"status": "not_ready", "reason": "draining"}`
+		}},
 	}
 	named := map[string]string{": Session}": ": " + session + "}", "[Session]": "[" + session + "]",
 		"<the /run answer>": runAnswer, "<event>": event}

@@ -11,6 +11,7 @@ import (
 // from it would need admin, so a forgotten entry locks out rather than opens up.
 var routeScopes = map[string]carryover.Scope{
 	"GET /healthz":          "", // outside /api/: no credential at all
+	"GET /readyz":           "",
 	"GET /metrics":          "",
 	"GET /api/openapi.json": carryover.ScopeRead,
 

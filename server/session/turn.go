@@ -69,8 +69,12 @@ func kernelProcess(k *kernel.Kernel) kernel.KernelProcess {
 func (ls *Session) admit(ctx context.Context) error {
 	s := ls.svc
 	ls.mu.Lock()
-	deleted := ls.deleted
+	deleted, evicted := ls.deleted, ls.evicted
 	ls.mu.Unlock()
+	if evicted { // dropped from this node while the turn queued: another node serves it now
+		return carryover.Errorf(carryover.CodeNotOwner, "session %q moved to another node; retry", ls.id).
+			WithDetails("session_id", ls.id)
+	}
 	if deleted {
 		return carryover.Errorf(carryover.CodeNotFound, "session %q was deleted", ls.id)
 	}

@@ -155,7 +155,10 @@ class Carryover:
                 body = e.read()
                 ra = e.headers.get("Retry-After")
                 wait = _retry_after(ra) if _unserved(e.code, ra) else None
-                if wait is None or not self._may_wait(deadline, attempt, wait):
+                # A 421 says the session just moved (a node drained): its new node serves the first
+                # retry, sent at once.
+                at_once = e.code == 421 and attempt == 1 and not ra
+                if wait is None or not self._may_wait(deadline, attempt, wait, at_once):
                     raise self._decode_error(e.code, body, partial) from None
             except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
                 reason = getattr(e, "reason", e)
@@ -168,9 +171,11 @@ class Carryover:
             return json.loads(payload)
         return payload
 
-    def _may_wait(self, deadline: float, attempt: int, floor: float) -> bool:
-        """Sleeps before another attempt (the backoff, or ``floor`` from a Retry-After) and says
-        whether to make it: False when the retry time is spent."""
+    def _may_wait(self, deadline: float, attempt: int, floor: float, at_once: bool = False) -> bool:
+        """Sleeps before another attempt (the backoff, or ``floor`` from a Retry-After; none when
+        ``at_once``) and says whether to make it: False when the retry time is spent."""
+        if at_once:
+            return time.monotonic() < deadline
         backoff = min(3.0, 0.1 * 2 ** (attempt - 1))
         wait = max(floor, backoff / 2 + random.random() * backoff / 2)
         if time.monotonic() + wait > deadline:
