@@ -1,15 +1,13 @@
 package postgres
 
-import "slices"
-
-// maxBehind bounds the bytes of uploads waiting to be written into the node's cache (copies held
-// in memory). An upload past it is not cached: a later read fills the cache, as on any other node.
+// maxBehind bounds the bytes of object reads waiting to be written into the node's cache (held in
+// memory). A read past it is not cached: a later one fills the cache.
 const maxBehind = 8 << 20
 
-// putBehind keeps a copy of an uploaded chunk in the cache from a goroutine of its own, so that an
-// upload never waits on a disk write (an import of 1 GiB spent about a third of its CPU writing the
-// cache in line). The copy, not data, is written: a caller may reuse its buffers once its put returns.
-// On a busy node the writes fall behind and uploads go uncached rather than slower.
+// putBehind keeps a chunk read from the object store in the cache from a goroutine of its own, so that
+// a restore never waits on the cache's disk write. data is written as it is, not copied: it must not
+// change afterwards (fetchObject's buffer is its own; its callers copy out of it). On a busy node the
+// writes fall behind and reads go uncached rather than slower.
 func (c *chunkCache) putBehind(hash string, data []byte) {
 	n := int64(len(data))
 	if c == nil || n > c.max || n > maxBehind {
@@ -22,11 +20,10 @@ func (c *chunkCache) putBehind(hash string, data []byte) {
 	}
 	c.behind += n
 	c.mu.Unlock()
-	cp := slices.Clone(data)
 	c.writes.Add(1)
 	go func() {
 		defer c.writes.Done()
-		c.put(hash, cp)
+		c.put(hash, data)
 		c.mu.Lock()
 		c.behind -= n
 		c.mu.Unlock()
