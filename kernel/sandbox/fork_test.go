@@ -1,0 +1,205 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/kernel/template"
+)
+
+// templateForker adapts kernel/template to Forker, as the server does.
+type templateForker struct{ *template.Provisioner }
+
+func (f templateForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env map[string]string, b ForkBox) (int, <-chan struct{}, error) {
+	return f.ForkBoxed(ctx, spec, env, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
+}
+
+// newForkingProvisioner is newProvisioner with a template (numpy pre-imported) forking its kernels.
+func newForkingProvisioner(t *testing.T) *Provisioner {
+	t.Helper()
+	m := newManager(t)
+	spool := filepath.Join(filepath.Dir(m.cfg.StateDir), "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pc := ProvisionerConfig{Defaults: Limits{Pids: 512}, MaxCPUs: 2, MaxMemory: 2 << 30, SpoolDir: spool}
+	tp, err := template.New(template.Config{Python: "/usr/bin/python3", PreImport: []string{"numpy"},
+		Env: pc.KernelEnv(), Dir: t.TempDir(), Local: &kernel.LocalProvisioner{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Close() })
+	pc.Forker = templateForker{tp}
+	return NewProvisioner(m, pc)
+}
+
+// boxFacts is what a kernel in a box says about itself.
+type boxFacts struct {
+	UID, PID, PPID int
+	Status         map[string]string // /proc/self/status lines that matter
+	Pids           []string          // /proc's numbered entries
+	Workspace      []string
+	Other          string // reading the other kernel's workspace file by its host path
+	Net            []string
+	Conn           string
+	Preloaded      bool
+	NP             string
+	NS             map[string]string
+	Cgroup         string
+	Cwd            string
+}
+
+const boxFactsCode = `import os as _o, sys as _s, json as _j, socket as _so
+_pre = 'numpy' in _s.modules
+import numpy as _np
+def _try(f):
+    try:
+        return str(f())
+    except Exception as e:
+        return type(e).__name__
+_st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
+_facts = _j.dumps({'UID': _o.getuid(), 'PID': _o.getpid(), 'PPID': _o.getppid(),
+  'Status': {k: ' '.join(_st[k].split()) for k in ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs', 'Seccomp')},
+  'Pids': sorted(p for p in _o.listdir('/proc') if p.isdigit()), 'Workspace': sorted(_o.listdir('/workspace')),
+  'Other': _try(lambda: open(OTHER).read()), 'Net': sorted(n for _, n in _so.if_nameindex()),
+  'Conn': _try(lambda: _so.create_connection(('1.1.1.1', 53), timeout=2).close()),
+  'Preloaded': _pre, 'NP': str(_np.random.randint(2**62)),
+  'NS': {n: _o.readlink('/proc/self/ns/' + n) for n in ('mnt', 'pid', 'net', 'ipc', 'uts', 'cgroup')},
+  'Cgroup': open('/proc/self/cgroup').read(), 'Cwd': _o.getcwd()})`
+
+func boxFactsOf(t *testing.T, k *kernel.Kernel, other string) boxFacts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := k.Eval(ctx, "OTHER = "+strconv.Quote(other)+"\n"+boxFactsCode, "_facts")
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var f boxFacts
+	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), &f); err != nil {
+		t.Fatalf("facts %q: %v", out, err)
+	}
+	return f
+}
+
+// Two kernels forked from one template into boxes of their own: each has its box's uid, no
+// capability, no_new_privs and the seccomp filter, namespaces of its own (not the host's, not its
+// sibling's), only its own workspace, no network, its box's cgroup with its limit, its own RNG
+// stream; its exit takes its box down.
+func TestForkedKernelsAreBoxed(t *testing.T) {
+	p := newForkingProvisioner(t)
+	ks := make([]*kernel.Kernel, 2)
+	var wg sync.WaitGroup
+	for i := range ks {
+		wg.Add(1)
+		go func() { defer wg.Done(); ks[i] = startBoxedKernel(t, p) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	ws := []string{t.TempDir(), t.TempDir()}
+	var facts []boxFacts
+	for i, k := range ks {
+		bk := k.Process().(*boxKernel)
+		if bk.fk == nil {
+			t.Fatalf("kernel %d was started cold, not forked", i)
+		}
+		if err := os.WriteFile(filepath.Join(ws[i], "secret"+strconv.Itoa(i)), []byte("mine"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := bk.AttachWorkspace(ws[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := bk.SetLimits(kernel.Limits{Memory: "512Mi"}); err != nil {
+			t.Fatal(err)
+		}
+		facts = append(facts, boxFactsOf(t, k, filepath.Join(ws[1-i], "secret"+strconv.Itoa(1-i))))
+	}
+	host := map[string]string{}
+	for _, n := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		host[n], _ = os.Readlink("/proc/self/ns/" + n)
+	}
+	for i, f := range facts {
+		bk := ks[i].Process().(*boxKernel)
+		checkBoxed(t, bk, f, host, "secret"+strconv.Itoa(i))
+		for n, v := range f.NS {
+			if v == facts[1-i].NS[n] {
+				t.Errorf("kernel %d shares its %s namespace with its sibling: %s", i, n, v)
+			}
+		}
+	}
+	if facts[0].NP == facts[1].NP {
+		t.Errorf("sibling kernels share numpy's RNG stream: %s", facts[0].NP)
+	}
+	// Its exit ends its box: nothing of its uid is left, and the sibling runs on.
+	bk := ks[0].Process().(*boxKernel)
+	uid := bk.box.UID()
+	_, _ = ks[0].Eval(context.Background(), "import os; os._exit(3)", "")
+	select {
+	case <-bk.Exited():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forked kernel's exit was not seen")
+	}
+	if pids := pidsOfUID(uid); len(pids) != 0 {
+		t.Errorf("processes of the dead kernel's box left: %v", pids)
+	}
+	if got, err := ks[1].Eval(context.Background(), "", "1+1"); err != nil || got != "2" {
+		t.Errorf("sibling after the exit: %q, %v", got, err)
+	}
+}
+
+// checkBoxed asserts what one forked kernel said about itself (f) against its box.
+func checkBoxed(t *testing.T, bk *boxKernel, f boxFacts, host map[string]string, mine string) {
+	t.Helper()
+	uid := strconv.Itoa(bk.box.UID())
+	want := map[string]string{"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(uid+" ", 3) + uid,
+		"Groups": "", "CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+	for k, v := range want {
+		if f.Status[k] != v {
+			t.Errorf("/proc/self/status %s: %q, want %q", k, f.Status[k], v)
+		}
+	}
+	if f.UID != bk.box.UID() || f.PPID != 1 || f.Cwd != "/workspace" || !f.Preloaded {
+		t.Errorf("uid %d ppid %d cwd %s preloaded %v: want the box's uid, the box's init as parent, /workspace, numpy preloaded",
+			f.UID, f.PPID, f.Cwd, f.Preloaded)
+	}
+	if len(f.Pids) > 4 {
+		t.Errorf("the kernel sees processes beyond its box: %v", f.Pids)
+	}
+	if !slices.Equal(f.Workspace, []string{mine}) || f.Other != "PermissionError" && f.Other != "FileNotFoundError" {
+		t.Errorf("workspace %v (want [%s]); the sibling's file by its host path: %s", f.Workspace, mine, f.Other)
+	}
+	if !slices.Equal(f.Net, []string{"lo"}) || f.Conn == "None" {
+		t.Errorf("network: interfaces %v, connect to 1.1.1.1: %s (want lo only, no way out)", f.Net, f.Conn)
+	}
+	for n, v := range f.NS {
+		if v == host[n] {
+			t.Errorf("the kernel is in the host's %s namespace %s", n, v)
+		}
+	}
+	if bk.box.cg != nil {
+		if !slices.Contains(bk.box.cg.pids(), bk.fk.pid) {
+			t.Errorf("the kernel %d is not in its box's cgroup (%v)", bk.fk.pid, bk.box.cg.pids())
+		}
+		if d, ok := bk.box.cg.dir("memory"); ok {
+			file := "memory.limit_in_bytes"
+			if bk.box.cg.root.v2 {
+				file = "memory.max"
+			}
+			if b, _ := os.ReadFile(filepath.Join(d, file)); strings.TrimSpace(string(b)) != strconv.Itoa(512<<20) {
+				t.Errorf("the box's memory limit: %q", b)
+			}
+		}
+	}
+}
