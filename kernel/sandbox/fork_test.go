@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ type boxFacts struct {
 	NS             map[string]string
 	Cgroup         string
 	Cwd            string
+	Maps, Fds      []string // the files it maps and has open
+	Authkey        string   // multiprocessing's
 }
 
 const boxFactsCode = `import os as _o, sys as _s, json as _j, socket as _so
@@ -74,7 +77,10 @@ _facts = _j.dumps({'UID': _o.getuid(), 'PID': _o.getpid(), 'PPID': _o.getppid(),
   'Conn': _try(lambda: _so.create_connection(('1.1.1.1', 53), timeout=2).close()),
   'Preloaded': _pre, 'NP': str(_np.random.randint(2**62)),
   'NS': {n: _o.readlink('/proc/self/ns/' + n) for n in ('mnt', 'pid', 'net', 'ipc', 'uts', 'cgroup')},
-  'Cgroup': open('/proc/self/cgroup').read(), 'Cwd': _o.getcwd()})`
+  'Cgroup': open('/proc/self/cgroup').read(), 'Cwd': _o.getcwd(),
+  'Maps': sorted({l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if len(l.split(None, 5)) == 6}),
+  'Fds': sorted(_try(lambda: _o.readlink('/proc/self/fd/' + f)) for f in _o.listdir('/proc/self/fd')),
+  'Authkey': __import__('multiprocessing').current_process().authkey.hex()})`
 
 func boxFactsOf(t *testing.T, k *kernel.Kernel, other string) boxFacts {
 	t.Helper()
@@ -138,8 +144,23 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 			}
 		}
 	}
-	if facts[0].NP == facts[1].NP {
-		t.Errorf("sibling kernels share numpy's RNG stream: %s", facts[0].NP)
+	if facts[0].NP == facts[1].NP || facts[0].Authkey == facts[1].Authkey {
+		t.Errorf("sibling kernels share numpy's RNG stream (%s) or multiprocessing's authkey (%s)", facts[0].NP, facts[0].Authkey)
+	}
+	for i, f := range facts {
+		for _, m := range f.Maps { // nothing of the host outside what every box binds
+			if strings.HasPrefix(m, "/") && !strings.HasPrefix(m, "/usr/") {
+				t.Errorf("kernel %d maps %s", i, m)
+			}
+		}
+		for _, fd := range f.Fds {
+			if strings.HasPrefix(fd, "/") && !strings.HasPrefix(fd, "/dev/") && !strings.HasPrefix(fd, "/tmp/") {
+				t.Errorf("kernel %d has %s open", i, fd)
+			}
+		}
+		if st, err := ks[i].Process().Stats(); err != nil || st.RSSBytes < 20<<20 {
+			t.Errorf("kernel %d: stats %+v, %v: the forked kernel is not counted", i, st, err)
+		}
 	}
 	// Its exit ends its box: nothing of its uid is left, and the sibling runs on.
 	bk := ks[0].Process().(*boxKernel)
@@ -155,6 +176,19 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 	}
 	if got, err := ks[1].Eval(context.Background(), "", "1+1"); err != nil || got != "2" {
 		t.Errorf("sibling after the exit: %q, %v", got, err)
+	}
+	// A restart is forked again, into the same box (its uid, workspace and limits).
+	old := ks[1].Process().(*boxKernel)
+	if err := ks[1].Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cur := ks[1].Process().(*boxKernel)
+	if cur.fk == nil || cur.kb != old.kb {
+		t.Fatalf("restart: forked %v, same box %v", cur.fk != nil, cur.kb == old.kb)
+	}
+	if f := boxFactsOf(t, ks[1], "/nonexistent"); !slices.Equal(f.Workspace, []string{"secret1"}) || f.UID != cur.box.UID() ||
+		f.Status["Seccomp"] != "2" {
+		t.Errorf("after a restart: workspace %v uid %d status %v", f.Workspace, f.UID, f.Status)
 	}
 }
 
@@ -201,5 +235,34 @@ func checkBoxed(t *testing.T, bk *boxKernel, f boxFacts, host map[string]string,
 				t.Errorf("the box's memory limit: %q", b)
 			}
 		}
+	}
+}
+
+// kill -9 of the template: the kernels it forked into boxes live on (they are not its children), and
+// the next kernel is forked by the template started after it.
+func TestForkedBoxOutlivesTemplate(t *testing.T) {
+	p := newForkingProvisioner(t)
+	tp := p.cfg.Forker.(templateForker).Provisioner
+	k := startBoxedKernel(t, p)
+	old := tp.Stats().PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for tp.Stats().PID == old || tp.Stats().PID == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no new template after kill -9 of the old one")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := k.Eval(context.Background(), "x = 41", "x + 1"); err != nil || got != "42" {
+		t.Errorf("the kernel of a killed template: %q, %v", got, err)
+	}
+	k2 := startBoxedKernel(t, p)
+	if bk := k2.Process().(*boxKernel); bk.fk == nil {
+		t.Error("the kernel after the template's restart was started cold")
+	}
+	if st := tp.Stats(); st.Restarts != 1 || st.Forks != 2 {
+		t.Errorf("template stats %+v, want 1 restart and 2 forks", st)
 	}
 }

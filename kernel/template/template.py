@@ -116,10 +116,15 @@ def _retitle(argv):
 
 
 def _reseed():
-    """Gives the child RNG state of its own, as a fresh interpreter has."""
+    """Gives the child RNG state and secrets of its own, as a fresh interpreter has: numpy's legacy
+    global RandomState, and multiprocessing's authkey (made at its import: siblings would share the
+    key that guards their managers' and listeners' connections)."""
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()  # no argument: from the OS's entropy
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.current_process().authkey = os.urandom(32)
 
 
 def _spec(req):
