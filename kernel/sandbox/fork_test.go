@@ -137,7 +137,7 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 	}
 	for i, f := range facts {
 		bk := ks[i].Process().(*boxKernel)
-		checkBoxed(t, bk, f, host, "secret"+strconv.Itoa(i))
+		t.Run("kernel"+strconv.Itoa(i), func(t *testing.T) { checkBoxed(t, bk, f, host, "secret"+strconv.Itoa(i)) })
 		for n, v := range f.NS {
 			if v == facts[1-i].NS[n] {
 				t.Errorf("kernel %d shares its %s namespace with its sibling: %s", i, n, v)
@@ -162,14 +162,18 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 			t.Errorf("kernel %d: stats %+v, %v: the forked kernel is not counted", i, st, err)
 		}
 	}
-	// Its exit ends its box: nothing of its uid is left, and the sibling runs on.
+	// Past its memory limit it is killed, and its death ends its box: nothing of its uid is left,
+	// and the sibling runs on.
 	bk := ks[0].Process().(*boxKernel)
 	uid := bk.box.UID()
-	_, _ = ks[0].Eval(context.Background(), "import os; os._exit(3)", "")
+	_, _ = ks[0].Eval(context.Background(), "x = b'1' * (700 << 20)", "")
 	select {
 	case <-bk.Exited():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the forked kernel's exit was not seen")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the forked kernel past its memory limit is still running")
+	}
+	if bk.box.cg != nil && bk.box.cg.has("memory") && bk.box.Events().OOMKills == 0 {
+		t.Error("the kernel's death was not its box's OOM kill")
 	}
 	if pids := pidsOfUID(uid); len(pids) != 0 {
 		t.Errorf("processes of the dead kernel's box left: %v", pids)
@@ -192,37 +196,49 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 	}
 }
 
-// checkBoxed asserts what one forked kernel said about itself (f) against its box.
+// checkBoxed asserts what one forked kernel said about itself (f) against its box, one isolation
+// property a subtest.
 func checkBoxed(t *testing.T, bk *boxKernel, f boxFacts, host map[string]string, mine string) {
-	t.Helper()
 	uid := strconv.Itoa(bk.box.UID())
-	want := map[string]string{"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(uid+" ", 3) + uid,
-		"Groups": "", "CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
-		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
-	for k, v := range want {
-		if f.Status[k] != v {
-			t.Errorf("/proc/self/status %s: %q, want %q", k, f.Status[k], v)
+	t.Run("runs as its box's uid without privileges, under the filter", func(t *testing.T) {
+		want := map[string]string{"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(uid+" ", 3) + uid,
+			"Groups": "", "CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+			"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+		for k, v := range want {
+			if f.Status[k] != v {
+				t.Errorf("/proc/self/status %s: %q, want %q", k, f.Status[k], v)
+			}
 		}
-	}
-	if f.UID != bk.box.UID() || f.PPID != 1 || f.Cwd != "/workspace" || !f.Preloaded {
-		t.Errorf("uid %d ppid %d cwd %s preloaded %v: want the box's uid, the box's init as parent, /workspace, numpy preloaded",
-			f.UID, f.PPID, f.Cwd, f.Preloaded)
-	}
-	if len(f.Pids) > 4 {
-		t.Errorf("the kernel sees processes beyond its box: %v", f.Pids)
-	}
-	if !slices.Equal(f.Workspace, []string{mine}) || f.Other != "PermissionError" && f.Other != "FileNotFoundError" {
-		t.Errorf("workspace %v (want [%s]); the sibling's file by its host path: %s", f.Workspace, mine, f.Other)
-	}
-	if !slices.Equal(f.Net, []string{"lo"}) || f.Conn == "None" {
-		t.Errorf("network: interfaces %v, connect to 1.1.1.1: %s (want lo only, no way out)", f.Net, f.Conn)
-	}
-	for n, v := range f.NS {
-		if v == host[n] {
-			t.Errorf("the kernel is in the host's %s namespace %s", n, v)
+		if f.UID != bk.box.UID() || f.Cwd != "/workspace" || !f.Preloaded {
+			t.Errorf("uid %d cwd %s preloaded %v: want the box's uid, /workspace, numpy preloaded", f.UID, f.Cwd, f.Preloaded)
 		}
-	}
-	if bk.box.cg != nil {
+	})
+	t.Run("sees only its box's processes", func(t *testing.T) {
+		if len(f.Pids) > 4 || f.PPID != 1 {
+			t.Errorf("pids %v, parent %d: want the box's few, the box's init as parent", f.Pids, f.PPID)
+		}
+	})
+	t.Run("sees only its own workspace", func(t *testing.T) {
+		if !slices.Equal(f.Workspace, []string{mine}) || f.Other != "PermissionError" && f.Other != "FileNotFoundError" {
+			t.Errorf("workspace %v (want [%s]); the sibling's file by its host path: %s", f.Workspace, mine, f.Other)
+		}
+	})
+	t.Run("has no network", func(t *testing.T) {
+		if !slices.Equal(f.Net, []string{"lo"}) || f.Conn == "None" {
+			t.Errorf("network: interfaces %v, connect to 1.1.1.1: %s (want lo only, no way out)", f.Net, f.Conn)
+		}
+	})
+	t.Run("has namespaces of its own", func(t *testing.T) {
+		for n, v := range f.NS {
+			if v == host[n] {
+				t.Errorf("the kernel is in the host's %s namespace %s", n, v)
+			}
+		}
+	})
+	t.Run("is in its box's cgroup with its memory limit", func(t *testing.T) {
+		if bk.box.cg == nil {
+			t.Skip("no cgroups here")
+		}
 		if !slices.Contains(bk.box.cg.pids(), bk.fk.pid) {
 			t.Errorf("the kernel %d is not in its box's cgroup (%v)", bk.fk.pid, bk.box.cg.pids())
 		}
@@ -235,7 +251,7 @@ func checkBoxed(t *testing.T, bk *boxKernel, f boxFacts, host map[string]string,
 				t.Errorf("the box's memory limit: %q", b)
 			}
 		}
-	}
+	})
 }
 
 // kill -9 of the template: the kernels it forked into boxes live on (they are not its children), and
