@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/configs"
 )
@@ -32,4 +37,55 @@ import numpy; print(numpy.random.randint(2**62))`
 	if len(a) == 8 && len(b) == 8 && (a[2] == b[2] || a[7] == b[7]) {
 		t.Errorf("sibling sessions share a uid or an RNG stream: %v %v", a, b)
 	}
+}
+
+// kill -9 of the template that forked sandboxed kernels: the session's kernel (in its box, not the
+// template's child) answers from the same process with its state, checkpoints go on, and a new
+// template starts.
+func TestSandboxedTemplateKilledLosesNothing(t *testing.T) {
+	t.Parallel()
+	ts := sandboxed(t)
+	ts.create("tk", nil)
+	before := ts.stdout("tk", "import os, sys\nv = 41\nprint(os.getpid(), 'carryover_box' in sys.modules)")
+	tmpl := templateChild(t, ts.dir)
+	if tmpl == 0 || !strings.HasSuffix(before, " True") {
+		t.Fatalf("template %d, kernel %q: want a kernel forked from this server's template", tmpl, before)
+	}
+	if err := syscall.Kill(tmpl, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.stdout("tk", "print(os.getpid(), 'carryover_box' in sys.modules)\nprint(v + 1)"); got != before+"\n42" {
+		t.Fatalf("after kill -9 of the template the session answers %q, want %q and 42 from the same kernel", got, before)
+	}
+	if ts.session("tk").LastCheckpoint == nil {
+		t.Fatal("no checkpoint committed")
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for p := templateChild(t, ts.dir); p == 0 || p == tmpl; p = templateChild(t, ts.dir) {
+		if time.Now().After(deadline) {
+			t.Fatal("no new template after kill -9 of the old one")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// templateChild is the pid of the kernel template of the server whose data dir is dir (0: none):
+// servers run in this test process, and the template's script lives in its data dir.
+func templateChild(t *testing.T, dir string) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.Contains(string(cmd), filepath.Join(dir, "template", "carryover_template")) {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+				return pid
+			}
+		}
+	}
+	return 0
 }
