@@ -17,9 +17,9 @@ import (
 )
 
 // The templates section (issue 40; pool.templates, kernel/template): kernels forked from a warm
-// template that imported ipykernel, numpy and pandas once. The sandbox as configured (on by default,
-// where this host runs it: then each kernel is forked into its own box, docs/sandbox.md) on both
-// sides, pre_import numpy+pandas:
+// template that imported ipykernel, numpy and pandas once. The sandbox on (the default config's)
+// wherever this host runs it, quick mode included (the issue's rows are the sandbox's: each kernel
+// is forked into its own box, docs/sandbox.md), on both sides, pre_import numpy+pandas:
 //   - create -> first result with numpy+pandas importable, the pool drained (size 0: every claim
 //     makes a kernel), beside the same with templates off (a cold start and the imports);
 //   - a burst of 20 creates at once, each importing numpy+pandas and then making a 1,000-row frame,
@@ -55,10 +55,11 @@ func benchTemplates(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	return append(rows, r...), err
 }
 
-// tplSrv is a bench server with templates on or off, the sandbox as configured, pre-importing numpy
-// and pandas.
+// tplSrv is a bench server with templates on or off, the sandbox on where it runs, pre-importing
+// numpy and pandas.
 func tplSrv(ctx context.Context, env *benchEnv, name string, templates, drained bool) (*benchSrv, error) {
 	return startBenchSrv(ctx, env, name, func(c *configs.Config) {
+		c.Sandbox.Enabled = benchSandboxOK()
 		c.Pool.Templates = templates
 		if drained {
 			c.Pool.Size, c.Pool.MaxSize = 0, 0
