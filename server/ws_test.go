@@ -209,17 +209,23 @@ func TestWebsocketReconnectMidRun(t *testing.T) {
 
 // TestSlowClientDoesNotBlock: a websocket client that never reads does not slow runs or lose the record.
 func TestSlowClientDoesNotBlock(t *testing.T) {
-	// Not parallel: its bound on the run's wall time needs the CPU the run would get alone.
+	// What a person sees is that the run ends, its record whole, while a client connected to the
+	// session never reads: a hub that waited for that client would never end the run (must's own
+	// deadline fails it). The hub's dropping for a full queue, and its notice, are unit-tested in
+	// stream (TestSlowSubscriberDropsAndIsTold). (A bound on the run's wall time, 30 s, failed under
+	// make test's load: it measured the machine.)
+	//
+	// The cell flushes 2,500 small messages: the run's record lost 10-30% of such output, silently,
+	// before the collector merged streams in a builder (appending to the merged string was quadratic)
+	// and the agent lifted the kernel's iopub high-water mark (the kernel's PUB socket dropped what
+	// the starved reader had not taken).
+	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "slow"})
 	_ = ts.ws(t, "slow") // connected, never read (its reader stalls once its small buffer is full)
-	start := time.Now()
-	r := ts.run("slow", "for i in range(20000):\n    print('x' * 200, flush=(i % 50 == 0))\nprint('end')")
-	if !strings.HasSuffix(r.Stdout, "end\n") || len(r.Stdout) < 20000*201 {
-		t.Fatalf("record incomplete: %d bytes", len(r.Stdout))
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Fatalf("run took %s with a stalled client", d)
+	r := ts.run("slow", "for i in range(10000):\n    print('x' * 400, flush=(i % 4 == 0))\nprint('end')")
+	if !strings.HasSuffix(r.Stdout, "end\n") || len(r.Stdout) != 10000*401+4 || r.OutputDroppedBytes != 0 {
+		t.Fatalf("record incomplete: %d of %d bytes (%d dropped over the cap)", len(r.Stdout), 10000*401+4, r.OutputDroppedBytes)
 	}
 	// The stored record is complete too.
 	ex := must(t, 200, "executions", func(ctx context.Context) ([]client.Execution, error) { return ts.c.Executions(ctx, "slow", 0) })

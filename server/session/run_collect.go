@@ -19,6 +19,8 @@ type collector struct {
 	res     *RunResult
 	stdout  strings.Builder
 	stderr  strings.Builder
+	merging bool            // the last of res.Outputs is a stream whose text is in merged
+	merged  strings.Builder // that stream's text so far
 }
 
 func outputSize(o kernel.Output) int64 {
@@ -48,11 +50,18 @@ func (c *collector) add(o kernel.Output) bool {
 		} else {
 			c.stdout.WriteString(o.Text)
 		}
-		// Merge consecutive chunks of one stream, as notebooks do.
-		if n := len(c.res.Outputs); n > 0 && c.res.Outputs[n-1].Type == "stream" && c.res.Outputs[n-1].Name == o.Name {
-			c.res.Outputs[n-1].Text += o.Text
+		// Merge consecutive chunks of one stream, as notebooks do, in a builder: appending to the
+		// output's string copied all of it each time (a cell flushing 5,000 small prints copied
+		// ~20 GB, and the CPU it took starved the kernel's reader until the kernel dropped output).
+		if n := len(c.res.Outputs); n > 0 && c.merging && c.res.Outputs[n-1].Name == o.Name {
+			c.merged.WriteString(o.Text)
 			return true
 		}
+		c.endMerge()
+		c.res.Outputs = append(c.res.Outputs, o)
+		c.merging = true
+		c.merged.WriteString(o.Text)
+		return true
 	case "execute_result":
 		if raw, ok := o.Data["text/plain"]; ok {
 			var s string
@@ -63,11 +72,22 @@ func (c *collector) add(o kernel.Output) bool {
 	case "error":
 		c.res.Error = &RunError{EName: o.EName, EValue: o.EValue, Traceback: o.Traceback}
 	}
+	c.endMerge()
 	c.res.Outputs = append(c.res.Outputs, o)
 	return true
 }
 
+// endMerge gives the stream output being merged its text.
+func (c *collector) endMerge() {
+	if c.merging {
+		c.res.Outputs[len(c.res.Outputs)-1].Text = c.merged.String()
+		c.merged.Reset()
+		c.merging = false
+	}
+}
+
 func (c *collector) finish() {
+	c.endMerge()
 	c.res.Stdout, c.res.Stderr = c.stdout.String(), c.stderr.String()
 	if c.dropped > 0 {
 		c.res.OutputTruncated = c.dropped

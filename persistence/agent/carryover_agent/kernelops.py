@@ -75,7 +75,24 @@ def op_output_guard(agent, a):
 
     for name in ("stdout", "stderr"):
         guard(getattr(sys, name))
+    _unbounded_iopub(agent)
     return {"ok": True}
+
+
+def _unbounded_iopub(agent):
+    """Lifts the iopub socket's send high-water mark (libzmq's default: 1,000 messages). At the mark a
+    PUB socket DROPS messages without a word: a cell flushing small prints faster than the server read
+    them lost output from its record, and a dropped ``status: idle`` left its run waiting until its
+    timeout. With no mark the messages queue in the kernel instead (what a cell prints is bounded by
+    the guard's cap). libzmq (>= 4.2) applies the change to the server's existing connection; the
+    socket belongs to the IOPub thread, so the change is made there."""
+    thread = getattr(getattr(agent.shell, "kernel", None), "iopub_thread", None)
+    sock, loop = getattr(thread, "socket", None), getattr(thread, "io_loop", None)
+    if sock is None or loop is None:
+        return
+    import zmq
+
+    loop.add_callback(lambda: sock.setsockopt(zmq.SNDHWM, 0))
 
 
 def op_variables(agent, a):
