@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
 )
 
@@ -20,8 +22,8 @@ import (
 func TestSandboxedKernelsAreForked(t *testing.T) {
 	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Persistence.PreImport = []string{"numpy"} })
-	ts.create("fa", nil)
-	ts.create("fb", nil)
+	ts.createForked("fa")
+	ts.createForked("fb")
 	code := `import os, sys
 st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
 print('carryover_box' in sys.modules, 'numpy' in sys.modules, os.getuid(), os.getppid(),
@@ -45,7 +47,7 @@ import numpy; print(numpy.random.randint(2**62))`
 func TestSandboxedTemplateKilledLosesNothing(t *testing.T) {
 	t.Parallel()
 	ts := sandboxed(t)
-	ts.create("tk", nil)
+	ts.createForked("tk")
 	before := ts.stdout("tk", "import os, sys\nv = 41\nprint(os.getpid(), 'carryover_box' in sys.modules)")
 	tmpl := templateChild(t, ts.dir)
 	if tmpl == 0 || !strings.HasSuffix(before, " True") {
@@ -66,6 +68,22 @@ func TestSandboxedTemplateKilledLosesNothing(t *testing.T) {
 			t.Fatal("no new template after kill -9 of the old one")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// createForked creates session id with a kernel forked from the template. Right after the server
+// starts, launches wait for the template to be warm, but at most 15 s: under a loaded suite the pool's
+// first kernels may have been started cold instead (the documented fallback). Such a session is
+// restarted until its kernel is a forked one (the template's module is in it).
+func (ts *testServer) createForked(id string) {
+	ts.t.Helper()
+	ts.create(id, nil)
+	deadline := time.Now().Add(120 * time.Second)
+	for ts.stdout(id, "import sys; print('carryover_box' in sys.modules)") != "True" {
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("no forked kernel for %s in 120 s", id)
+		}
+		must(ts.t, 200, "restart "+id, func(ctx context.Context) (*client.Session, error) { return ts.c.Restart(ctx, id) })
 	}
 }
 
