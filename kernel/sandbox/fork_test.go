@@ -39,6 +39,13 @@ func newForkingProvisioner(t *testing.T) *Provisioner {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tp.Close() })
+	// Launches wait 15 s at most for a warm template, then start cold (the documented fallback): a
+	// loaded suite can take longer to import numpy, so the test waits for it first.
+	for deadline := time.Now().Add(120 * time.Second); tp.Stats().PID == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the template was not warm in 120 s")
+		}
+	}
 	pc.Forker = templateForker{tp}
 	return NewProvisioner(m, pc)
 }
