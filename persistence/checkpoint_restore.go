@@ -103,7 +103,7 @@ func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, chec
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 	}
-	if err := c.restoreNamespace(ctx, ex, m, res, lazy, c.Shared.expected(sessionID)); err != nil {
+	if err := c.restoreNamespace(ctx, ex, m, res, lazy, m.Forked); err != nil {
 		return nil, fmt.Errorf("restore: %w", damaged(err))
 	}
 	res.DurationMS = msSince(start)

@@ -26,14 +26,18 @@ func TestSharedBuffersCopyOnWrite(t *testing.T) {
 	c.Shared = persistence.NewSharedBuffers()
 	parent := agentKernel(t, c, ws, spool)
 	run(t, parent, "import numpy as np\nbig = np.random.default_rng(7).random(2 << 20)\nexp = big.copy()")
-	if _, err := c.Checkpoint(ctx, parent, "sh", 1, ws); err != nil {
+	saved, err := c.Checkpoint(ctx, parent, "sh", 1, ws)
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.Shared.Expect("sh")
+	mustSession(t, c, "kid") // a fork: the copy of the checkpoint, as session kid's
+	if _, err := c.CopyCheckpoint(ctx, "sh", saved.ID, "kid", nil); err != nil {
+		t.Fatal(err)
+	}
 	child := func() *kernel.Kernel {
 		t.Helper()
 		k := agentKernel(t, c, ws, spool)
-		rr, err := c.RestoreIntoNew(ctx, k, "sh", ws)
+		rr, err := c.RestoreIntoNew(ctx, k, "kid", ws)
 		if err != nil || len(rr.Failed) != 0 || rr.Timings.SharedBytes != 32<<20 { // big and exp: one copy of equal bytes
 			t.Fatalf("restore: %v %+v", err, rr)
 		}
@@ -54,18 +58,17 @@ func TestSharedBuffersCopyOnWrite(t *testing.T) {
 			t.Fatalf("the %s sees the child's write: %s", who, got)
 		}
 	}
-	res, err := c.Checkpoint(ctx, a, "sh", 2, ws)
+	res, err := c.Checkpoint(ctx, a, "kid", 2, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.BytesWritten > 4<<20 {
 		t.Errorf("two elements written stored %d bytes (mode %q), want two 1 MiB chunks", res.BytesWritten, res.Timings.DirtyMode)
 	}
-	// Without the fork's mark, a restore shares only what a kernel maps already: exp, not the
-	// changed big, whose checkpoint restores equal.
-	c.Shared.Forget("sh")
+	// The child's own checkpoint is no fork's copy: its restore shares only what a kernel maps
+	// already (exp), not the changed big, and restores equal.
 	k := agentKernel(t, c, ws, spool)
-	if rr, err := c.RestoreIntoNew(ctx, k, "sh", ws); err != nil || rr.Timings.SharedBytes != 16<<20 {
+	if rr, err := c.RestoreIntoNew(ctx, k, "kid", ws); err != nil || rr.Timings.SharedBytes != 16<<20 {
 		t.Fatalf("restore of the child's checkpoint: %v %+v", err, rr)
 	}
 	if got := eval(t, k, "(float(big[0]), float(big[-1]), bool((big[1:-1] == exp[1:-1]).all()))"); got != "(-1.0, -2.0, True)" {

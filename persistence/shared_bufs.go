@@ -36,14 +36,13 @@ func init() { sharedBufferMin.Store(64 << 20) }
 // SharedBuffers is a node's copies of large restored buffers. The zero value is not usable: use
 // NewSharedBuffers.
 type SharedBuffers struct {
-	mu     sync.Mutex
-	bufs   map[string]*sharedBuf
-	expect map[string]bool // sessions whose next restore shares (Expect), by id
+	mu   sync.Mutex
+	bufs map[string]*sharedBuf
 }
 
 // NewSharedBuffers is an empty cache.
 func NewSharedBuffers() *SharedBuffers {
-	return &SharedBuffers{bufs: map[string]*sharedBuf{}, expect: map[string]bool{}}
+	return &SharedBuffers{bufs: map[string]*sharedBuf{}}
 }
 
 // sharedBuf is one copy: filled once (ready closed), then f is the sealed memfd or err says why not.
@@ -54,39 +53,6 @@ type sharedBuf struct {
 	f     *os.File
 	err   error
 	refs  int // kernels handed it (and restores in progress that will be)
-}
-
-// Expect marks the next restores of session id (a fork's child) as sharing their large buffers
-// with the other kernels restoring the same checkpoint. The first child decodes each buffer into the
-// node's copy, the others map it. Without the mark a restore shares only buffers a kernel already
-// holds (a wake of a single session stays lazy: its first result comes before its data is in).
-func (s *SharedBuffers) Expect(id string) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expect[id] = true
-}
-
-// Forget drops the mark of session id (it was deleted).
-func (s *SharedBuffers) Forget(id string) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.expect, id)
-}
-
-// expected reports whether session id's restores share.
-func (s *SharedBuffers) expected(id string) bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.expect[id]
 }
 
 // has reports whether a copy of key is held (filled or being filled).
