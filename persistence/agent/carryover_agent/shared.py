@@ -4,15 +4,26 @@ op receives one sealed memfd per large buffer over a unix socket and maps each c
 bytes, and a page one writes becomes its own, seen by no other kernel, the parent or the checkpoint.
 The seals forbid every write to the copy itself, so no holder can change what the others read.
 
-The socket stays open for the kernel's life: its closing tells the server that this kernel no
-longer maps the copies (the memory itself is freed by Linux with the last mapping)."""
+The socket of a hand-off stays open while this kernel maps any of its copies (a weakref finalizer
+on each mapping counts them down; a mapping goes when no array views it any more): its closing
+tells the server that this kernel no longer maps them, as the kernel's exit does. The memory itself
+is freed by Linux with the last mapping and the server's descriptor."""
 
 import mmap
 import os
 import socket
+import weakref
 
 _maps = {}  # id -> mmap of the restore in progress, taken by its groups
-_socks = []  # kept open until the kernel exits
+_live = {}  # hand-off socket -> how many of its mappings are alive
+
+
+def _unmapped(sock):
+    """One mapping of the hand-off on sock is gone; the last one closes the socket."""
+    _live[sock] -= 1
+    if _live[sock] <= 0:
+        del _live[sock]
+        sock.close()
 
 
 def op_shared_map(agent, a):
@@ -43,8 +54,9 @@ def op_shared_map(agent, a):
         for fd in fds:
             os.close(fd)
     sock.settimeout(None)
-    _socks.append(sock)
+    _live[sock] = len(made)
     for i, m in made:
+        weakref.finalize(m, _unmapped, sock)
         _maps[i] = m
     return {"ok": True}
 
