@@ -79,6 +79,7 @@ func benchFanout(ctx context.Context, env *benchEnv) (rows []benchRow, err error
 		}
 	}
 	after := fanoutMemory()
+	after.live = liveChildren(ctx, h.c, kids)
 	return fanoutRows(n, label, int64(elems)*8, cell, forked, all, floor, before, after), nil
 }
 
@@ -105,8 +106,8 @@ func fanoutRows(n int, label string, size int64, cell string, forked, all, floor
 			Note: fmt.Sprintf("peer (floor): `%s` run %d times in the source's live kernel; each child is a kernel of its own + a restore mapping the shared copy; %s", cell, n, goal)},
 		{Name: fmt.Sprintf("node memory growth for those %d children (MemAvailable drop, kernels included)", n),
 			Ours: fmtSigned(grew), Peer: fmtBytes(size), Ratio: fmt.Sprintf("%.1fx", float64(grew)/float64(size)),
-			Note: fmt.Sprintf("peer: the array's size (one more copy); kernels' PSS %s, USS %s over %d -> %d kernel processes; %s; the machine is shared, so MemAvailable moves with other work too",
-				fmtSigned(after.pss-before.pss), fmtSigned(after.uss-before.uss), before.procs, after.procs, memGoal)},
+			Note: fmt.Sprintf("peer: the array's size (one more copy); kernels' PSS %s, USS %s over %d -> %d kernel processes; %d of %d children live at the end (the others hibernated by the capacity's memory watch); %s; the machine is shared, so MemAvailable moves with other work too",
+				fmtSigned(after.pss-before.pss), fmtSigned(after.uss-before.uss), before.procs, after.procs, after.live, n, memGoal)},
 	}
 }
 
@@ -115,6 +116,7 @@ func fanoutRows(n int, label string, size int64, cell string, forked, all, floor
 type fanoutMem struct {
 	avail, pss, uss int64
 	procs           int
+	live            int // children whose kernel is live (not hibernated by the capacity's memory watch)
 }
 
 // fanoutMemory measures fanoutMem now.
@@ -148,4 +150,15 @@ func fmtSigned(n int64) string {
 		return "-" + fmtBytes(-n)
 	}
 	return "+" + fmtBytes(n)
+}
+
+// liveChildren counts the children whose sandbox (kernel) is live.
+func liveChildren(ctx context.Context, c *client.Client, kids []client.Session) int {
+	n := 0
+	for _, k := range kids {
+		if s, err := c.GetSession(ctx, k.ID); err == nil && s.Sandbox.Status == "live" {
+			n++
+		}
+	}
+	return n
 }

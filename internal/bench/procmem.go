@@ -64,6 +64,10 @@ func descendantKernels() []int {
 			continue
 		}
 		parent[pid], _ = strconv.Atoi(f[1])
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if string(bytes.TrimSpace(comm)) == "bwrap" {
+			continue // a sandbox's wrapper: its argv names the kernel too
+		}
 		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(cmd, []byte("ipykernel")) {
 			kernels = append(kernels, pid)
 		}
