@@ -11,7 +11,10 @@ import (
 )
 
 // memAvailable is the host's MemAvailable (/proc/meminfo), in bytes.
-func memAvailable() int64 {
+func memAvailable() int64 { return meminfo("MemAvailable") }
+
+// meminfo is one field of /proc/meminfo, in bytes (0 when unreadable).
+func meminfo(field string) int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -19,7 +22,7 @@ func memAvailable() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == "MemAvailable" {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == field {
 			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return n << 10
 		}
