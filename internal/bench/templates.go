@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -249,42 +248,6 @@ func kernelsUSS() (uss int64, procs int, templates []int) {
 		}
 	}
 	return uss, procs, templates
-}
-
-// descendantKernels are the kernels below this process: Python processes running ipykernel_launcher
-// (bubblewrap's own processes, whose argv also names it, left out), wherever they are in the tree
-// (a box's init's child, a template's child, ours).
-func descendantKernels() []int {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) >= 2 && f[0] != "Z" {
-				parent[pid], _ = strconv.Atoi(f[1])
-			}
-		}
-	}
-	self := os.Getpid()
-	var out []int
-	for pid := range parent {
-		up := parent[pid]
-		for up != 0 && up != self && up != 1 {
-			up = parent[up]
-		}
-		if up != self {
-			continue
-		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if strings.Contains(string(cmd), "ipykernel_launcher") && strings.Contains(filepath.Base(exe), "python") {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // procUSS is pid's private memory: Private_Clean + Private_Dirty of /proc/PID/smaps_rollup.

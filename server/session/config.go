@@ -48,6 +48,7 @@ type Config struct {
 	PreImport         []string                  // persistence.pre_import: modules the pool's kernels import
 	Replay            persistence.ReplayOptions // persistence.replay, replay_budget_seconds
 	LazyRestore       bool                      // persistence.lazy_restore
+	SharedBuffers     bool                      // persistence.shared_buffers
 	SaveHiddenFiles   bool                      // persistence.save_hidden_files
 	MaxFileBytes      int64                     // persistence.max_file_bytes
 	MaxWorkspaceBytes int64                     // persistence.max_workspace_bytes

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session/sessiondoc"
 )
 
@@ -121,4 +122,13 @@ func (s *Service) unmakeForks(ctx context.Context, made []*Session) {
 		_ = s.store.DeleteSession(ctx, ls.id)
 		_ = s.kern.RemoveWorkspace(ls.id)
 	}
+}
+
+// sharedBuffers is the node's shared copies of restored buffers when persistence.shared_buffers is
+// on (nil: every kernel restores its own).
+func sharedBuffers(on bool) *persistence.SharedBuffers {
+	if !on {
+		return nil
+	}
+	return persistence.NewSharedBuffers()
 }

@@ -203,6 +203,7 @@ func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointe
 		PreImport: cfg.PreImport,
 		Replay:    cfg.Replay,
 		Lazy:      cfg.LazyRestore,
+		Shared:    sharedBuffers(cfg.SharedBuffers),
 		Python:    cfg.Python,
 		Files: persistence.FileLimits{
 			SaveHidden:    cfg.SaveHiddenFiles,
