@@ -66,9 +66,10 @@ func (c *Checkpointer) startShared(ctx context.Context, ex Executor, hostDir, ke
 		releaseAll()
 		return fmt.Errorf("shared buffers: %w", callErr)
 	}
-	go func() { // the kernel's end closes when it exits
+	go func() { // the agent's end closes when its last mapping goes or the kernel exits
+		buf := make([]byte, 64)
 		for {
-			if _, err := conn.Read(make([]byte, 64)); err != nil {
+			if _, err := conn.Read(buf); err != nil {
 				break
 			}
 		}
