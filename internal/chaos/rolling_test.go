@@ -78,17 +78,21 @@ func TestRollingRestart(t *testing.T) {
 	for _, p := range cl.nodes {
 		warmPool(t, client.New(p.Base, p.Token), len(clients))
 	}
-	c := client.New("http://"+cl.lb.addr(), "chaos")
+	// Each client has a client of its own (its own connections through the balancer), as 4 programs
+	// would: the sessions spread over the nodes, so each drain moves some (one shared client put all
+	// 4 on whichever node its first connection reached, and the first drain moved none).
+	cs := make([]*client.Client, len(clients))
 	for i := range clients {
-		clients[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}
-		if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
+		clients[i], cs[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}, client.New("http://"+cl.lb.addr(), "chaos")
+		if _, err := cs[i].CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	c := cs[0]
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, rc := range clients {
-		wg.Go(func() { rc.loop(t.Context(), c, stop) })
+	for i, rc := range clients {
+		wg.Go(func() { rc.loop(t.Context(), cs[i], stop) })
 	}
 	waitTurns := func(k int) {
 		want := make([]int, len(clients))
