@@ -145,13 +145,17 @@ func (r *RestoreResult) Report() *RestoreReport {
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling
 // in the kernel), files (workspace files). LazyBytes are the bytes of large buffers mapped at once
 // and filled in the background after the restore returned (not in read_ms); LazyOff says why large
-// buffers that could have been were read eagerly instead.
+// buffers that could have been were read eagerly instead. SharedBytes are the bytes of large buffers
+// mapped copy-on-write from a node-wide copy other kernels may map too (persistence.shared_buffers);
+// SharedOff says why buffers that could have been were not.
 type RestoreTimings struct {
-	ReadMS    float64 `json:"read_ms"`
-	LoadMS    float64 `json:"load_ms"`
-	FilesMS   float64 `json:"files_ms"`
-	LazyBytes int64   `json:"lazy_bytes,omitempty"`
-	LazyOff   string  `json:"lazy_off,omitempty"`
+	ReadMS      float64 `json:"read_ms"`
+	LoadMS      float64 `json:"load_ms"`
+	FilesMS     float64 `json:"files_ms"`
+	LazyBytes   int64   `json:"lazy_bytes,omitempty"`
+	LazyOff     string  `json:"lazy_off,omitempty"`
+	SharedBytes int64   `json:"shared_bytes,omitempty"`
+	SharedOff   string  `json:"shared_off,omitempty"`
 }
 
 // GroupTiming is the load time of one variable group in the kernel.

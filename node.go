@@ -88,18 +88,3 @@ type Ownership interface {
 	// Forget drops this node's hold on every session without writing (it lost its lease).
 	Forget()
 }
-
-type clusterFullKey struct{}
-
-// WithClusterFull marks a request no node of the cluster had room for when it came, with the
-// cluster's figures (summary), so the node that keeps it says, if it refuses it after its queue time,
-// that the whole cluster is full: a client then knows another node would not do better.
-func WithClusterFull(ctx context.Context, summary string) context.Context {
-	return context.WithValue(ctx, clusterFullKey{}, summary)
-}
-
-// ClusterFullFrom is the summary WithClusterFull put in ctx ("" when none).
-func ClusterFullFrom(ctx context.Context) string {
-	s, _ := ctx.Value(clusterFullKey{}).(string)
-	return s
-}

@@ -111,6 +111,9 @@ type RestoreTimings struct {
 	FilesMS   float64 `json:"files_ms"`
 	LazyBytes int64   `json:"lazy_bytes,omitempty"` // large buffers filled in the background after the restore
 	LazyOff   string  `json:"lazy_off,omitempty"`   // why large buffers were read eagerly instead
+	// SharedBytes: large buffers mapped copy-on-write from the node's one copy (a fork's children).
+	SharedBytes int64  `json:"shared_bytes,omitempty"`
+	SharedOff   string `json:"shared_off,omitempty"` // why they were not
 }
 
 // GroupTiming is the load time of one group of variables in the kernel.

@@ -71,6 +71,10 @@ type Config struct {
 		// LazyRestore lets a wake map large buffers at once and fill them in the background
 		// (docs/persistence.md#lazy-restore); off, every buffer is read before the run starts.
 		LazyRestore bool `mapstructure:"lazy_restore"`
+		// SharedBuffers restores the large buffers of a fork's children (and any another kernel
+		// maps already) copy-on-write from one node-wide copy (docs/persistence.md#shared-buffers);
+		// off, each kernel holds its own copy.
+		SharedBuffers bool `mapstructure:"shared_buffers"`
 	} `mapstructure:"persistence"`
 	Cull struct {
 		IdleSeconds     float64 `mapstructure:"idle_seconds"`

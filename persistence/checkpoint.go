@@ -42,6 +42,10 @@ type Checkpointer struct {
 	// Lazy lets RestoreIntoNew (a wake) map large buffers at once and fill them in the background
 	// (lazy_restore.go); without it, or where the kernel cannot, every buffer is read first.
 	Lazy bool
+	// Shared, when set, restores the large buffers of a fork's children (and any buffer another
+	// kernel maps already) copy-on-write from one node-wide copy (shared_bufs.go): N children of a
+	// 1 GiB array cost ~1 GiB plus what each writes, not N GiB.
+	Shared *SharedBuffers
 	// Python runs the lazy restore's userfaultfd holder (lazy_holder.go): kernel.python;
 	// DefaultHolderPython when empty.
 	Python string

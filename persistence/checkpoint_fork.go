@@ -12,8 +12,8 @@ import (
 )
 
 // CopyCheckpoint commits, as session dst's newest checkpoint, a checkpoint with the manifest and roots
-// of checkpoint srcID of session src (a fork): the chunks are shared, none is written, so its Bytes
-// are the manifest's length only. It runs through one CheckpointWriter, so a GC cannot take the source
+// of checkpoint srcID of session src (a fork), marked Forked: the chunks are shared, none is written,
+// so its Bytes are the manifest's length only. It runs through one CheckpointWriter, so a GC cannot take the source
 // chunks between reading the source checkpoint and committing the copy (even if src is deleted then).
 // cwd, when not nil, may change the working dir the manifest restores (a host path naming the
 // source's workspace, for a kernel that is not sandboxed). CodeNotFound if the source checkpoint does
@@ -28,18 +28,17 @@ func (c *Checkpointer) CopyCheckpoint(ctx context.Context, src, srcID, dst strin
 	if err != nil {
 		return carryover.Checkpoint{}, err
 	}
-	doc := from.Manifest
+	m, err := c.ParseManifest(from)
+	if err != nil {
+		return carryover.Checkpoint{}, fmt.Errorf("copy checkpoint %s of %s: %w", srcID, src, err)
+	}
 	if cwd != nil {
-		m, err := c.ParseManifest(from)
-		if err != nil {
-			return carryover.Checkpoint{}, fmt.Errorf("copy checkpoint %s of %s: %w", srcID, src, err)
-		}
-		if to := cwd(m.Cwd); to != m.Cwd {
-			m.Cwd = to
-			if doc, err = json.Marshal(m); err != nil {
-				return carryover.Checkpoint{}, fmt.Errorf("copy checkpoint %s of %s: %w", srcID, src, err)
-			}
-		}
+		m.Cwd = cwd(m.Cwd)
+	}
+	m.Forked = true
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return carryover.Checkpoint{}, fmt.Errorf("copy checkpoint %s of %s: %w", srcID, src, err)
 	}
 	cp := carryover.Checkpoint{ID: newCheckpointID(), SessionID: dst, Turn: from.Turn, Manifest: doc,
 		Bytes: int64(len(doc)), CreatedAt: time.Now().UTC(), Roots: from.Roots}

@@ -21,6 +21,9 @@ type Manifest struct {
 	FilesSkipped []carryover.FileSkip `json:"files_skipped,omitempty"`
 	Cwd          string               `json:"cwd,omitempty"`
 	Env          *EnvDiff             `json:"env,omitempty"`
+	// Forked marks the copy a fork commits (CopyCheckpoint): its restores share large buffers with
+	// the other kernels restoring the same bytes (shared_bufs.go), the source's other children.
+	Forked bool `json:"forked,omitempty"`
 }
 
 // ManifestGroup is one restore unit, in restore order: "imp" (modules and names imported from modules,

@@ -26,6 +26,7 @@ type restoreGroup struct {
 	BufFiles   []string        `json:"bf,omitempty"`
 	BufParts   []bufPart       `json:"bp,omitempty"`
 	LazyBufs   []lazyRef       `json:"lb,omitempty"`
+	SharedBufs []sharedRef     `json:"sb,omitempty"`
 }
 
 // bufPart is a later part of a buffer assembled as several files (splitBuffer): buffer J's bytes
@@ -102,7 +103,7 @@ func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, chec
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 	}
-	if err := c.restoreNamespace(ctx, ex, m, res, lazy); err != nil {
+	if err := c.restoreNamespace(ctx, ex, m, res, lazy, m.Forked); err != nil {
 		return nil, fmt.Errorf("restore: %w", damaged(err))
 	}
 	res.DurationMS = msSince(start)
@@ -152,8 +153,9 @@ func (c *Checkpointer) restoreWorkspace(ctx context.Context, m *Manifest, dir st
 }
 
 // restoreNamespace assembles the groups' spool files from the store (a wake's large buffers: mapped
-// lazily instead, when the kernel can) and has the agent load them.
-func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, lazy bool) error {
+// lazily instead, when the kernel can; a fork child's, or ones another kernel maps: mapped from the
+// node's shared copy) and has the agent load them.
+func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, lazy, share bool) error {
 	var p agentPing
 	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
 		return err
@@ -170,10 +172,11 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 		return fmt.Errorf("spool: %w", err)
 	}
 	defer os.RemoveAll(hostDir)
-	groups, jobs, lbufs, err := c.planRestore(ctx, m, hostDir, kernDir, lazy)
+	groups, jobs, lbufs, sbufs, err := c.planRestore(ctx, m, hostDir, kernDir, lazy, share)
 	if err != nil {
 		return err
 	}
+	groups, jobs = c.mapShared(ctx, ex, hostDir, kernDir, groups, jobs, sbufs, res)
 	if len(lbufs) > 0 {
 		if err := c.startLazy(ctx, ex, hostDir, kernDir, lbufs); err != nil {
 			res.Timings.LazyOff = err.Error()
@@ -234,7 +237,7 @@ type assembleJob struct {
 	chunks   []descChunk
 	size     int64 // the chunks' bytes, written from offset 0
 	fileSize int64 // the file's size when larger than size (the first part of a split buffer)
-	lazy     int   // 1 + the index of the lazy buffer this job assembles (run when it cannot be mapped lazily); 0: none
+	lazy     int   // 1 + the index of the lazy buffer this job assembles (run when it cannot be mapped lazily), -1 - the index of the shared one; 0: none
 }
 
 // splitBufferMin is the size from which a buffer is assembled as several files, one per assembly
@@ -285,13 +288,16 @@ func chunksLen(chunks []descChunk) (n int64) {
 }
 
 // planRestore reads every group's descriptor and decides which spool files to assemble.
-// Buffers eligible for a lazy restore (when lazy is set) are returned as lazyBufs and planned as
-// files too, in case the kernel cannot map them lazily (useLazy drops those jobs when it can).
-func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string, lazy bool) ([]restoreGroup, []assembleJob, []lazyBuf, error) {
+// Buffers eligible for a lazy restore (when lazy is set) are returned as lazyBufs, ones to map from
+// the node's shared copies (share, or a copy is held already) as the second list; both are planned
+// as files too, in case the kernel cannot map them so (useLazy and useShared drop those jobs when it
+// can).
+func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, kernDir string, lazy, share bool) ([]restoreGroup, []assembleJob, []lazyBuf, []lazyBuf, error) {
 	var (
 		groups []restoreGroup
 		jobs   []assembleJob
 		lbufs  []lazyBuf
+		sbufs  []lazyBuf
 		buf    []byte
 	)
 	for i, g := range m.Groups {
@@ -303,11 +309,11 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		var err error
 		buf, err = c.Store.ReadChunk(ctx, g.Ref, buf[:0])
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+			return nil, nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
 		}
 		d, flat, err := expandDescriptor(ctx, c.Store, buf)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
+			return nil, nil, nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
 		}
 		rg.Desc = append(json.RawMessage(nil), flat...)
 		var plen int64
@@ -318,7 +324,7 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 			var data []byte
 			for _, ch := range d.Pickle {
 				if data, err = c.Store.ReadChunk(ctx, ch.Hash, data); err != nil {
-					return nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
+					return nil, nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
 				}
 			}
 			s := base64.StdEncoding.EncodeToString(data)
@@ -332,8 +338,12 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		for j, b := range d.Buffers {
 			name := fmt.Sprintf("g%d.b%d", i, j)
 			tag := 0
-			if lazy && lazyEligible(b, os.Getpagesize()) {
-				lbufs = append(lbufs, lazyBuf{group: len(groups), j: j, n: b.Len, chunks: b.Chunks})
+			switch lb := (lazyBuf{group: len(groups), j: j, n: b.Len, chunks: b.Chunks}); {
+			case c.shares(b, share):
+				sbufs = append(sbufs, lb)
+				tag = -len(sbufs)
+			case lazy && lazyEligible(b, os.Getpagesize()):
+				lbufs = append(lbufs, lb)
 				tag = len(lbufs)
 			}
 			for p, sp := range splitBuffer(b.Chunks, b.Len, os.Getpagesize()) {
@@ -349,7 +359,7 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		}
 		groups = append(groups, rg)
 	}
-	return groups, jobs, lbufs, nil
+	return groups, jobs, lbufs, sbufs, nil
 }
 
 // useLazy points the groups at the lazily mapped buffers and drops the jobs that would have
@@ -369,7 +379,7 @@ func useLazy(groups []restoreGroup, jobs []assembleJob, lbufs []lazyBuf) ([]rest
 	}
 	kept := jobs[:0]
 	for _, j := range jobs {
-		if j.lazy == 0 {
+		if j.lazy <= 0 {
 			kept = append(kept, j)
 		}
 	}

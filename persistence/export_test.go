@@ -54,3 +54,9 @@ func LazyFillsRunning() int {
 	liveFills.Range(func(_, _ any) bool { n++; return true })
 	return n
 }
+
+// SetSharedBufferMin sets the size from which a buffer is shared; the returned func puts it back.
+func SetSharedBufferMin(n int64) func() {
+	old := sharedBufferMin.Swap(n)
+	return func() { sharedBufferMin.Store(old) }
+}

@@ -24,8 +24,10 @@ func nodeInfo(cfg *configs.Config) carryover.NodeInfo {
 }
 
 // joinCluster makes this server a node of the cluster when its store records ownership (PostgreSQL):
-// it heartbeats, then routes session requests through the node. On SQLite it returns front as is.
-func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store, svc *session.Service,
+// it heartbeats, then routes session requests through the node, recording in full those it keeps here
+// in a full cluster (the service reshapes their refusals through full.Refusal). On SQLite it returns
+// front as is.
+func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store, svc *session.Service, full *cluster.Full,
 	auth cluster.Authenticator, front http.Handler, log *slog.Logger, refused func(error)) (*cluster.Node, http.Handler, error) {
 	own, ok := store.(carryover.Ownership)
 	if !ok || cfg.Store.Driver != "postgres" {
@@ -35,7 +37,7 @@ func joinCluster(ctx context.Context, cfg *configs.Config, store carryover.Store
 	if token == "" {
 		token = cfg.Auth.Token
 	}
-	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log, StatusOf: httpapi.StatusOf, Refused: refused,
+	n := cluster.New(cluster.Options{Node: nodeInfo(cfg), Ownership: own, Sessions: svc, Token: token, Logger: log, StatusOf: httpapi.StatusOf, Refused: refused, Full: full,
 		Heartbeat: configs.Seconds(cfg.Cluster.HeartbeatSeconds), TTL: configs.Seconds(cfg.Cluster.TTLSeconds)})
 	if err := n.Start(ctx); err != nil {
 		return nil, nil, fmt.Errorf("cluster: %w", err)

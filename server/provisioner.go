@@ -80,7 +80,31 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	} else {
 		pc.Packages = &pp
 	}
+	pc.Forker = boxTemplates(cfg, pc.KernelEnv(), log)
 	return sandbox.NewProvisioner(mgr, pc), nil
+}
+
+// boxTemplates is kernel/template's fork server for sandboxed kernels when pool.templates is on:
+// each kernel is forked from a warm template into its own box (kernel/sandbox/fork.go). nil: every
+// sandboxed kernel starts cold.
+func boxTemplates(cfg *configs.Config, env map[string]string, log *slog.Logger) sandbox.Forker {
+	if !cfg.Pool.Templates {
+		return nil
+	}
+	tp := newTemplate(cfg, env, &kernel.LocalProvisioner{}, log)
+	if tp == nil {
+		return nil
+	}
+	log.Info("kernel templates: sandboxed kernels are forked from a warm template into their boxes",
+		"pre_import", cfg.Persistence.PreImport)
+	return boxForker{tp}
+}
+
+// boxForker adapts a template.Provisioner to sandbox.Forker.
+type boxForker struct{ *template.Provisioner }
+
+func (f boxForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env map[string]string, b sandbox.ForkBox) (int, <-chan struct{}, error) {
+	return f.ForkBoxed(ctx, spec, env, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
 }
 
 // withTemplates puts kernel/template's fork server in front of the local provisioner when
@@ -90,6 +114,17 @@ func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slo
 	if !cfg.Pool.Templates {
 		return local
 	}
+	tp := newTemplate(cfg, nil, local, log)
+	if tp == nil {
+		return local
+	}
+	log.Info("kernel templates: unsandboxed kernels are forked from a warm template", "pre_import", cfg.Persistence.PreImport)
+	return tp
+}
+
+// newTemplate starts the template (env: its environment at import, nil for a local kernel's); nil
+// when it cannot (logged: kernels start cold).
+func newTemplate(cfg *configs.Config, env map[string]string, local *kernel.LocalProvisioner, log *slog.Logger) *template.Provisioner {
 	python := cfg.Kernel.Python
 	if python == "" {
 		python = "/usr/bin/python3"
@@ -100,14 +135,13 @@ func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slo
 	var tp *template.Provisioner
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
-		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir, Logger: log})
+		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir,
+			Env: env, Logger: log})
 	}
 	if err != nil {
 		log.Warn("kernel templates unavailable: kernels start cold", "err", err)
-		return local
+		return nil
 	}
-	log.Info("kernel templates: unsandboxed kernels are forked from a warm template", "python", python,
-		"pre_import", cfg.Persistence.PreImport)
 	return tp
 }
 

@@ -24,8 +24,14 @@ import (
 // sandboxed starts a server with the sandbox on, or skips where bubblewrap cannot run.
 func sandboxed(t *testing.T, tweak ...func(*configs.Config)) *testServer {
 	t.Helper()
+	return sandboxedIn(t, "", tweak...)
+}
+
+// sandboxedIn is sandboxed on data dir dir ("": a new one), to restart a sandboxed server.
+func sandboxedIn(t *testing.T, dir string, tweak ...func(*configs.Config)) *testServer {
+	t.Helper()
 	sandboxtest.Require(t, sandbox.Probe)
-	return startServer(t, "", append([]func(*configs.Config){func(c *configs.Config) {
+	return startServer(t, dir, append([]func(*configs.Config){func(c *configs.Config) {
 		c.Sandbox.Enabled = true
 		c.Sandbox.UIDBase = 240000
 		c.Pool.Size = 2

@@ -41,6 +41,7 @@ type Server struct {
 	ln    net.Listener
 	log   *slog.Logger
 	node  *cluster.Node      // nil unless the store is shared (cluster_node.go)
+	full  *cluster.Full      // the requests node's router keeps here in a full cluster (cluster_node.go)
 	repl  *backup.Replicator // nil unless backup.to is set (backup.go)
 	lock  *dataDirLock       // held on data_dir from Assemble to the end of Shutdown
 	fatal chan error         // an error after which the server must stop (Fatal)
@@ -93,8 +94,11 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 	// This server's own metrics (its service's, its node ledger's) on its own registry; GET /metrics
 	// serves them beside the process's (Go runtime, process, the cluster's placements).
 	metrics := prometheus.NewRegistry()
+	// A cluster node's router records the requests it keeps here in a full cluster; the service's
+	// capacity refusals of their sessions say so (cluster_node.go).
+	full := cluster.NewFull()
 	svc, err := session.NewService(ctx, session.Options{Config: sessionConfig(cfg), Store: p.Store, Provisioner: p.Provisioner, Logger: log,
-		Metrics: metrics})
+		Metrics: metrics, Refusal: full.Refusal})
 	if err != nil {
 		return fail(err)
 	}
@@ -109,7 +113,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxImportBytes: cfg.Server.MaxImportBytes, AllowedOrigins: cfg.Server.AllowedOrigins, UI: p.UI, Logger: log,
 		Metrics: prometheus.Gatherers{prometheus.DefaultGatherer, metrics}})
 	s := &Server{cfg: cfg, Store: p.Store, Svc: svc, API: api, Token: token, log: log, prov: p.Provisioner, lock: lock,
-		fatal: make(chan error, 1)}
+		fatal: make(chan error, 1), full: full}
 	if err := s.mountFrontDoors(ctx); err != nil {
 		return fail(err)
 	}
@@ -156,7 +160,7 @@ func (s *Server) mountFrontDoors(ctx context.Context) error {
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	node, handler, err := joinCluster(ctx, cfg, s.Store, svc, api.Authenticate, front, log, s.stop)
+	node, handler, err := joinCluster(ctx, cfg, s.Store, svc, s.full, api.Authenticate, front, log, s.stop)
 	if err != nil {
 		return err
 	}

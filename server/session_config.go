@@ -43,6 +43,7 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		Replay: persistence.ReplayOptions{Off: !cfg.Persistence.Replay,
 			Budget: configs.Seconds(cfg.Persistence.ReplayBudgetSeconds)},
 		LazyRestore:       cfg.Persistence.LazyRestore,
+		SharedBuffers:     cfg.Persistence.SharedBuffers,
 		SaveHiddenFiles:   cfg.Persistence.SaveHiddenFiles,
 		SyncFiles:         !(cfg.Store.Driver == "sqlite" && strings.EqualFold(cfg.Store.SQLiteSynchronous, "normal")),
 		MaxFileBytes:      cfg.Persistence.MaxFileBytes,

@@ -623,6 +623,10 @@ export declare namespace Schemas {
       lazy_bytes?: number;
       /** Why large buffers that could have been restored lazily were read eagerly instead. */
       lazy_off?: string;
+      /** Bytes of large buffers mapped copy-on-write from the node's one copy of them, which other kernels restoring the same bytes (a fork's children) map too (persistence.shared_buffers). */
+      shared_bytes?: number;
+      /** Why large buffers that could have been mapped from a shared copy were not. */
+      shared_off?: string;
     };
     groups?: {
       n?: string[];

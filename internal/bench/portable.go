@@ -66,6 +66,7 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	load := loadAverage()
 	var ours, floor []time.Duration
 	var size, raw int64
 	var split string
@@ -106,8 +107,8 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		Ours:  fmtDur(mo),
 		Peer:  "tar+zstd, fsync, read back " + fmtDur(mf),
 		Ratio: ratio(mo, mf),
-		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data (an array, a frame, nested records); archive %s; last round %s; %s",
-			rounds, fmtBytes(size), split, src.sandboxNote()),
+		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data (an array, a frame, nested records); archive %s; last round %s; %s; load average %s at its start",
+			rounds, fmtBytes(size), split, src.sandboxNote(), load),
 	}, gib}, nil
 }
 
@@ -339,6 +340,16 @@ func decodedChunks(archive string) ([][]byte, int64, error) {
 		out = append(out, c)
 		raw += int64(len(c))
 	}
+}
+
+// loadAverage is the machine's 1-minute load average ("?" when unreadable): on a shared machine a
+// row's figures mean little without it, its ratio to the floor beside it more.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // createBenchDB creates database name on the PostgreSQL server of dsn.

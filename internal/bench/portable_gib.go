@@ -49,6 +49,7 @@ func benchPortableGiB(ctx context.Context, env *benchEnv, be portableBackends, d
 		return benchRow{}, err
 	}
 	time.Sleep(time.Second) // the checkpoint's and the pool's work done: the idle figures
+	load := loadAverage()
 	mem := sampleRSS(sp.PID(), dp.PID())
 	file := filepath.Join(dir, "gib.carryover.tar")
 	d, split, size, err := portableRound(ctx, src, dst, id, file, id+"-gib", "float(big[-1] + big[0])")
@@ -66,7 +67,8 @@ func benchPortableGiB(ctx context.Context, env *benchEnv, be portableBackends, d
 		Ours:  fmtDur(d),
 		Peer:  "tar+zstd, fsync, read back " + fmtDur(fd),
 		Ratio: ratio(d, fd),
-		Note:  fmt.Sprintf("goal <= 10 s, each server's RSS <= 1.2x idle + 64 MiB: %s; archive %s; %s", peaks, fmtBytes(size), split),
+		Note: fmt.Sprintf("goal <= 10 s, each server's RSS <= 1.2x idle + 64 MiB: %s; archive %s; %s; load average %s at its start",
+			peaks, fmtBytes(size), split, load),
 	}, nil
 }
 

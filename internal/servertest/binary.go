@@ -20,7 +20,7 @@ import (
 // clients while the server's packages do not build).
 const BinEnv = "CARRYOVER_TEST_BIN"
 
-var binary struct {
+var binary, raceBinary struct {
 	once sync.Once
 	path string
 	err  error
@@ -33,8 +33,16 @@ var binary struct {
 // when an input changed), the others wait for it and then find it up to date in a fraction of a
 // second. Within a package the answer is remembered.
 func Binary() (string, error) {
-	binary.once.Do(func() { binary.path, binary.err = build() })
+	binary.once.Do(func() { binary.path, binary.err = build(false) })
 	return binary.path, binary.err
+}
+
+// RaceBinary is Binary built with the race detector (its own path in the same cache; a
+// CARRYOVER_TEST_BIN is taken as it is): for processes whose server code ran inside a race-enabled
+// test binary before (the cluster tests' nodes), so it stays under the detector.
+func RaceBinary() (string, error) {
+	raceBinary.once.Do(func() { raceBinary.path, raceBinary.err = build(true) })
+	return raceBinary.path, raceBinary.err
 }
 
 // MustBinary is Binary for a test: it fails t when there is no binary.
@@ -47,7 +55,7 @@ func MustBinary(t testing.TB) string {
 	return bin
 }
 
-func build() (string, error) {
+func build(race bool) (string, error) {
 	if bin := os.Getenv(BinEnv); bin != "" {
 		return bin, nil
 	}
@@ -72,8 +80,11 @@ func build() (string, error) {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return "", fmt.Errorf("servertest: locking %s: %w", lock.Name(), err)
 	}
-	bin := filepath.Join(dir, "carryover")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/carryover")
+	bin, args := filepath.Join(dir, "carryover"), []string{"build"}
+	if race {
+		bin, args = bin+"-race", append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/carryover")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("servertest: go build ./cmd/carryover: %v\n%s", err, out)

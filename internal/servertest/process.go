@@ -17,6 +17,10 @@ type Options struct {
 	Flags []string // more flags of `carryover serve`, e.g. --pool.size 1
 	Env   []string // more environment, e.g. CARRYOVER_SANDBOX_ENABLED=false
 	Dir   string   // the process's directory (its data dir is Dir/data); "" = a new temp dir
+	// StopGrace is how long Stop waits after SIGTERM before it kills the process group (0: 15 s):
+	// a cluster node drains its turns first.
+	StopGrace time.Duration
+	Race      bool // run RaceBinary: the server's code under the race detector
 }
 
 // Process is the carryover binary serving on a loopback port with its own data dir. A test can
@@ -33,8 +37,37 @@ type Process struct {
 	env     []string
 	cmd     *exec.Cmd
 	exited  chan error
-	tempDir bool // Dir was made by Launch: Stop removes it
+	done    chan struct{}    // closed when the current run of the process ended (Exited)
+	state   *os.ProcessState // how the last run ended (ExitCode)
+	grace   time.Duration    // Options.StopGrace
+	tempDir bool             // Dir was made by Launch: Stop removes it
 }
+
+// Exited is closed when the process (its current run) ends, for whatever reason.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// ExitCode is the exit code of the process's last run once Exited is closed (-1 before, or for a
+// process killed by a signal).
+func (p *Process) ExitCode() int {
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	default:
+		return -1
+	}
+}
+
+// Signal sends sig to the server process alone (not its group): SIGSTOP and SIGCONT pause and
+// resume it while its kernels run on.
+func (p *Process) Signal(sig syscall.Signal) {
+	if pid := p.PID(); pid != 0 {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// AddEnv sets more environment for the next Restart (a later value of a name wins): a rolling
+// upgrade restarts a node as the next build.
+func (p *Process) AddEnv(kv ...string) { p.env = append(p.env, kv...) }
 
 // PID is the server process's pid (its kernels are its children); 0 when it is not running.
 func (p *Process) PID() int {
@@ -72,7 +105,11 @@ func StartProcess(t testing.TB, o Options) *Process {
 // Launch is StartProcess without a test (for TestMain): the caller stops the process. On an error
 // after the process started, the process is returned too, stopped, for its log.
 func Launch(o Options) (*Process, error) {
-	bin, err := Binary()
+	binOf := Binary
+	if o.Race {
+		binOf = RaceBinary
+	}
+	bin, err := binOf()
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +120,10 @@ func Launch(o Options) (*Process, error) {
 	// No pool growth under the tests' back-to-back creates unless a test asks (its Env comes later
 	// and wins): each grown kernel imports pre_import on a machine the whole suite shares.
 	env := append([]string{"CARRYOVER_POOL_MAX_SIZE=0"}, o.Env...)
-	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: env}
+	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: env, grace: o.StopGrace}
+	if p.grace == 0 {
+		p.grace = 15 * time.Second
+	}
 	if p.Dir == "" {
 		if p.Dir, err = os.MkdirTemp("", "carryover-test-"); err != nil {
 			return nil, err
@@ -109,8 +149,13 @@ func (p *Process) launch() error {
 		p.cmd = nil
 		return fmt.Errorf("servertest: starting the server: %w", err)
 	}
-	p.exited = make(chan error, 1)
-	go func(cmd *exec.Cmd, exited chan error) { exited <- cmd.Wait() }(p.cmd, p.exited)
+	p.exited, p.done = make(chan error, 1), make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan error, done chan struct{}) {
+		err := cmd.Wait()
+		p.state = cmd.ProcessState
+		close(done)
+		exited <- err
+	}(p.cmd, p.exited, p.done)
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -134,7 +179,7 @@ func (p *Process) launch() error {
 	}
 }
 
-// stop signals the server and waits; after 15 s, or for SIGKILL at once, the whole process group
+// stop signals the server and waits; after its grace (15 s), or for SIGKILL at once, the whole process group
 // (the server and its kernels) is killed. Kernels left in the group go too.
 func (p *Process) stop(sig syscall.Signal) {
 	if p.cmd == nil {
@@ -147,7 +192,7 @@ func (p *Process) stop(sig syscall.Signal) {
 	}
 	select {
 	case <-p.exited:
-	case <-time.After(15 * time.Second):
+	case <-time.After(p.grace):
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
 	}

@@ -74,7 +74,7 @@ func (b *Box) bwrapArgs(c Command) []string {
 	if b.m.seccomp != "" {
 		a = append(a, "--seccomp", "3")
 	}
-	a = append(a, envArgs(b.proxyEnv(c.Env))...)
+	a = append(a, envArgs(b.boxEnv(c.Env))...)
 	p := newParentDirs()
 	a = append(a, b.systemArgs(p)...)
 	a = append(a, b.devTmpArgs()...)
@@ -101,13 +101,19 @@ func (b *Box) isolationArgs() []string {
 	return a
 }
 
-// envArgs clear the environment and set PATH plus env, in a stable order.
-func envArgs(extra map[string]string) []string {
-	a := []string{"--clearenv"}
+// boxEnv is the whole environment of a box's command whose own is extra: PATH (unless extra sets
+// it), extra, and the egress proxy's variables.
+func (b *Box) boxEnv(extra map[string]string) map[string]string {
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
-	for k, v := range extra {
+	for k, v := range b.proxyEnv(extra) {
 		env[k] = v
 	}
+	return env
+}
+
+// envArgs clear the environment and set env, in a stable order.
+func envArgs(env map[string]string) []string {
+	a := []string{"--clearenv"}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)

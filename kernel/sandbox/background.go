@@ -25,9 +25,13 @@ func (k *boxKernel) Background() []kernel.BackgroundProcess {
 		// once listed nothing, and the death named no process).
 		return nil
 	}
+	holder := 0
+	if k.fk != nil {
+		holder = k.fk.holder
+	}
 	out := []kernel.BackgroundProcess{} // none, as opposed to nil: cannot tell
 	for _, p := range k.box.processes() {
-		if p == top || p == k.PID() {
+		if p == top || p == k.PID() || p == holder {
 			continue
 		}
 		if st, ok := procStat(p); !ok || st.state == 'Z' || st.state == 'X' {

@@ -30,7 +30,10 @@ func (p *boxProcess) Kill() {
 // lists its processes, the wrapper included (it joins before it execs), so only those are read;
 // without a cgroup, one pass over /proc. Three passes over /proc per turn made a sandboxed turn's
 // cost sample 55% of the server's CPU under load (20 sessions on 2 cores).
-func (p *boxProcess) Stats() (kernel.ProcStats, error) {
+func (p *boxProcess) Stats() (kernel.ProcStats, error) { return p.stats(0) }
+
+// stats is Stats plus the process group of extra (0: none).
+func (p *boxProcess) stats(extra int) (kernel.ProcStats, error) {
 	t, err := p.box.statTable(p.PID())
 	if err != nil {
 		return kernel.ProcStats{}, err
@@ -39,8 +42,12 @@ func (p *boxProcess) Stats() (kernel.ProcStats, error) {
 	if err != nil {
 		return st, err
 	}
-	for _, child := range t.Children(p.PID()) {
-		if in, err := t.Group(child); err == nil {
+	groups := t.Children(p.PID())
+	if extra != 0 {
+		groups = append(groups, extra)
+	}
+	for _, g := range groups {
+		if in, err := t.Group(g); err == nil {
 			st.CPUSeconds += in.CPUSeconds
 			st.RSSBytes += in.RSSBytes
 		}
@@ -93,8 +100,10 @@ type boxKernel struct {
 	kb      *kernelBox
 	logPath string
 
+	fk *forked // set for a kernel forked from a template into its box (fork.go)
+
 	topMu sync.Mutex
-	top   int // the kernel's host pid, once known (kernelProcess)
+	top   int // the kernel's host pid, once known (kernelProcess); a forked kernel's from the start
 }
 
 var _ kernel.KernelProcess = (*boxKernel)(nil)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -32,16 +33,20 @@ type ProvisionerConfig struct {
 	// so packages persist with its files.
 	Packages *PackagePaths
 	// Disks, when set, puts every workspace on a file system of its own (disk.go).
-	Disks  *Disks
+	Disks *Disks
+	// Forker, when set, makes kernels by forking a warm template into their boxes (fork.go); a
+	// kernel it cannot make (not forkable, no template ready) is started cold. Close closes it.
+	Forker Forker
 	Logger *slog.Logger
 }
 
 // Provisioner runs kernels and commands in boxes of a Manager.
 type Provisioner struct {
-	m   *Manager
-	cfg ProvisionerConfig
-	log *slog.Logger
-	seq atomic.Int64 // names of command boxes
+	m     *Manager
+	cfg   ProvisionerConfig
+	log   *slog.Logger
+	seq   atomic.Int64 // names of command boxes
+	sleep string       // the holder of a box a kernel is forked into (fork.go)
 }
 
 var _ kernel.Provisioner = (*Provisioner)(nil)
@@ -51,7 +56,32 @@ func NewProvisioner(m *Manager, cfg ProvisionerConfig) *Provisioner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Provisioner{m: m, cfg: cfg, log: cfg.Logger}
+	p := &Provisioner{m: m, cfg: cfg, log: cfg.Logger}
+	if cfg.Forker != nil {
+		// The holder runs in the box: it must be under /usr, which every box binds read-only.
+		if sleep, err := exec.LookPath("sleep"); err == nil {
+			sleep, _ = filepath.EvalSymlinks(sleep)
+			if strings.HasPrefix(sleep, "/usr/") {
+				p.sleep = sleep
+			}
+		}
+		if p.sleep == "" {
+			p.log.Warn("sandbox: no sleep under /usr for the boxes' holders: kernels are not forked from the template")
+			_ = cfg.Forker.Close()
+			p.cfg.Forker = nil
+		}
+	}
+	return p
+}
+
+// KernelEnv is a box's kernel environment apart from the kernel's own variables: what a template
+// whose kernels are forked into boxes is started with, so it imports what they would.
+func (c ProvisionerConfig) KernelEnv() map[string]string {
+	env := kernelEnv(nil)
+	env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	env["PYTHONPATH"] = SkillsPath
+	c.Packages.env(env)
+	return env
 }
 
 // IsolatesNetwork is true: a box without network has its own network namespace (only loopback).
@@ -66,7 +96,11 @@ func (p *Provisioner) Defaults() Limits { return p.cfg.Defaults }
 // Close releases every box left and undoes the Manager's mounts and cgroups. Kernels should be shut
 // down before.
 func (p *Provisioner) Close() error {
-	err := p.m.Close()
+	var err error
+	if p.cfg.Forker != nil {
+		err = p.cfg.Forker.Close()
+	}
+	err = errors.Join(err, p.m.Close())
 	if p.cfg.Disks != nil {
 		err = errors.Join(err, p.cfg.Disks.Close())
 	}
@@ -74,7 +108,7 @@ func (p *Provisioner) Close() error {
 }
 
 // DisksEnabled, EnsureWorkspaceDisk and RemoveWorkspaceDisk give workspaces a disk of their own
-// (session.WorkspaceDisks) when sandbox.disk is set.
+// (kernels.WorkspaceDisks, server/session/kernels) when sandbox.disk is set.
 func (p *Provisioner) DisksEnabled() bool { return p.cfg.Disks != nil }
 
 func (p *Provisioner) EnsureWorkspaceDisk(dir string, size int64) error {
@@ -110,7 +144,7 @@ func kernelEnv(own map[string]string) map[string]string {
 // Launch starts a kernel in its box: a new box named after the runtime dir, or on a restart the box
 // of spec.Previous. The runtime dir is bound in at the same path (the kernel reads the connection
 // file and creates its ipc sockets there, as the box uid).
-func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
+func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
 	kb, fresh := (*kernelBox)(nil), false
 	if prev, ok := spec.Previous.(*boxKernel); ok && prev.kb.box.m == p.m {
 		kb = prev.kb
@@ -141,6 +175,16 @@ func (p *Provisioner) Launch(_ context.Context, spec kernel.LaunchSpec) (kernel.
 	env := kernelEnv(spec.Env)
 	env["PYTHONPATH"] = SkillsPath
 	p.cfg.Packages.env(env)
+	if p.cfg.Forker != nil && !spec.Fresh && p.cfg.Forker.Forkable(spec) {
+		k, err := p.launchForked(ctx, spec, kb, env)
+		if err == nil {
+			return k, nil
+		}
+		if ctx.Err() != nil {
+			return fail(err)
+		}
+		p.log.Warn("sandbox: kernel not forked from the template; starting it cold", "box", kb.box.Name(), "err", err)
+	}
 	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: env,
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
 	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})

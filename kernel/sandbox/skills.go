@@ -46,7 +46,7 @@ func (b *Box) AttachSkills(src string, writable bool) error {
 	return nil
 }
 
-// AttachSkills shows a tenant's skills in the kernel's box (session.SkillsAttacher).
+// AttachSkills shows a tenant's skills in the kernel's box (kernels.SkillsAttacher, server/session/kernels).
 func (k *boxKernel) AttachSkills(src string, writable bool) error {
 	return k.box.AttachSkills(src, writable)
 }

@@ -40,7 +40,12 @@ func (b *Box) KillStrays(leader int) int {
 	if b.isReleased() {
 		return 0
 	}
-	top := b.topProcess(leader)
+	return b.killStrays(leader, b.topProcess(leader), 0)
+}
+
+// killStrays is KillStrays with the kernel (top) named, sparing spare too (a forked kernel's box
+// holder: its death would end the box).
+func (b *Box) killStrays(leader, top, spare int) int {
 	if d, ok := b.cgDir("pids"); ok {
 		_ = writeFile(filepath.Join(d, "pids.max"), "1")
 		defer func() {
@@ -66,7 +71,7 @@ func (b *Box) KillStrays(leader int) int {
 	for time.Now().Before(deadline) {
 		n := 0
 		for _, p := range b.processes() {
-			if p == top || p == leader {
+			if p == top || p == leader || p == spare {
 				continue
 			}
 			st, ok := procStat(p)

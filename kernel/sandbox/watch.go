@@ -55,7 +55,7 @@ func (k *boxKernel) watch() {
 				k.report("pids", msg)
 				return
 			}
-			n := k.box.KillStrays(k.PID())
+			n := k.killStrays()
 			base.PidsMax = k.box.Events().PidsMax // its own refusals while killing are not new hits
 			k.report("pids", fmt.Sprintf("the process limit (%d) was hit: %d processes were killed; the kernel and its state were kept", k.box.Limits().Pids, n))
 		}
@@ -93,4 +93,15 @@ func (k *boxKernel) appendLog(line string) {
 	}
 	defer f.Close()
 	_, _ = f.WriteString("\n" + line + "\n")
+}
+
+// killStrays kills the box's processes but the kernel (and a forked kernel's holder).
+func (k *boxKernel) killStrays() int {
+	if k.fk == nil {
+		return k.box.KillStrays(k.PID())
+	}
+	if k.box.isReleased() {
+		return 0
+	}
+	return k.box.killStrays(k.PID(), k.fk.pid, k.fk.holder)
 }

@@ -20,6 +20,7 @@ const statusWait = time.Second
 type child struct {
 	pid    int
 	spool  string
+	boxed  bool  // made inside a sandbox: the box's init reaps it, the template reports nothing
 	tmpl   *proc // the template that forked it (its status reports; its death)
 	exited chan struct{}
 
@@ -29,14 +30,18 @@ type child struct {
 	state  kernel.ExitStatus
 }
 
-func newChild(pid int, spool string, t *proc) *child {
-	return &child{pid: pid, spool: spool, tmpl: t, exited: make(chan struct{}),
+func newChild(pid int, spool string, boxed bool, t *proc) *child {
+	return &child{pid: pid, spool: spool, boxed: boxed, tmpl: t, exited: make(chan struct{}),
 		status: make(chan syscall.WaitStatus, 1), state: kernel.ExitStatus{Code: -1}}
 }
 
 // gone is called once the pidfd said the process exited: it waits (bounded) for the exit status
 // the template reports, then marks the child exited.
 func (c *child) gone() {
+	if c.boxed {
+		c.once.Do(func() { close(c.exited) })
+		return
+	}
 	t := time.NewTimer(statusWait)
 	defer t.Stop()
 	select {

@@ -13,9 +13,10 @@
 // Provisioner is a kernel.Provisioner wrapping the local one: kernels whose argv is
 // `python -m ipykernel_launcher ...` come from the template; every other launch (another argv, a
 // session whose env sets variables libraries read at import, a template that cannot start) and
-// every exec command goes to the local provisioner, as before. It serves only unsandboxed
-// kernels: a forked child runs with the server's privileges, exactly as a local kernel does.
-// Sandboxed kernels (kernel/sandbox) keep the cold path; docs/sandbox.md says why.
+// every exec command goes to the local provisioner, as before: a forked child then runs with the
+// server's privileges, exactly as a local kernel does. For sandboxed kernels, kernel/sandbox makes
+// each kernel's box and asks ForkBoxed for the kernel inside it (box.py: the child joins the box's
+// cgroups, rlimits and namespaces and drops every privilege before the kernel app starts).
 //
 // The children are the template's children, not the server's: their exits come from a pidfd
 // each (exitwatch.go), their exit status from the template's reports. A child lives on if the

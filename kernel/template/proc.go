@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -21,6 +22,7 @@ var errDead = errors.New("the kernel template exited")
 // proc is one running template process and the requests in flight to it.
 type proc struct {
 	cmd   *exec.Cmd
+	dir   string // where its request spec files are written
 	stdin io.WriteCloser
 	watch *exitWatch
 	ready chan struct{} // closed on its {"ready"} line
@@ -36,6 +38,7 @@ type proc struct {
 // request is one fork in flight.
 type request struct {
 	spool string
+	boxed bool            // a kernel inside a sandbox: not the template's child (its exit is the box's business)
 	done  chan forkResult // 1 slot: read by the caller, or by whoever kills the child of a caller that gave up
 }
 
@@ -55,7 +58,7 @@ type message struct {
 }
 
 // startProc starts a template: argv with its output (not its control lines) appended to logPath.
-func startProc(argv, env []string, logPath string, watch *exitWatch) (*proc, error) {
+func startProc(argv, env []string, dir, logPath string, watch *exitWatch) (*proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("template log: %w", err)
@@ -76,7 +79,7 @@ func startProc(argv, env []string, logPath string, watch *exitWatch) (*proc, err
 	if err := cmd.Start(); err != nil {
 		return nil, &kernel.StartError{Argv0: argv[0], Err: err}
 	}
-	p := &proc{cmd: cmd, stdin: stdin, watch: watch, ready: make(chan struct{}), dead: make(chan struct{}),
+	p := &proc{cmd: cmd, dir: dir, stdin: stdin, watch: watch, ready: make(chan struct{}), dead: make(chan struct{}),
 		pending: map[int]*request{}, children: map[int]*child{}}
 	go p.read(stdout)
 	return p, nil
@@ -119,7 +122,7 @@ func (p *proc) handle(m message) {
 		delete(p.pending, m.ID)
 		var c *child
 		if r != nil && m.PID > 0 {
-			c = newChild(m.PID, r.spool, p)
+			c = newChild(m.PID, r.spool, r.boxed, p)
 			p.children[m.PID] = c
 		}
 		p.mu.Unlock()
@@ -152,39 +155,69 @@ func (p *proc) forked(r *request, c *child, m message) {
 	r.done <- forkResult{c: c}
 }
 
-// forkSpec is what a child needs: its kernel app's arguments, environment, cwd and log.
+// forkSpec is what a child needs: its kernel app's arguments, environment, cwd and log, and for a
+// kernel made inside a sandbox the box to enter. It is written to a file that only the child reads
+// (template.py): the template's heap, which every later child copies, never holds a kernel's env.
 type forkSpec struct {
-	ID   int               `json:"id"`
 	Args []string          `json:"args"`
 	Env  map[string]string `json:"env"`
 	Dir  string            `json:"dir"`
 	Log  string            `json:"log"`
+	Box  *Box              `json:"box,omitempty"`
+}
+
+// forkLine is the request line: the id and the spec file.
+type forkLine struct {
+	ID     int    `json:"id"`
+	Spec   string `json:"spec"`
+	Boxed  bool   `json:"boxed,omitempty"`
+	Holder int    `json:"holder,omitempty"` // a boxed one's holder (the kernel is its init's other child)
 }
 
 // fork asks the (ready) template for a child. A caller that gives up (ctx) leaves no child behind.
 func (p *proc) fork(ctx context.Context, spec forkSpec, spool string) (*child, error) {
-	r := &request{spool: spool, done: make(chan forkResult, 1)}
+	r := &request{spool: spool, boxed: spec.Box != nil, done: make(chan forkResult, 1)}
 	p.mu.Lock()
 	p.nextID++
-	spec.ID = p.nextID
-	p.pending[spec.ID] = r
-	line, err := json.Marshal(spec)
+	id := p.nextID
+	file := filepath.Join(p.dir, fmt.Sprintf("req-%d-%d.json", p.cmd.Process.Pid, id))
+	b, err := json.Marshal(spec)
 	if err == nil {
+		err = os.WriteFile(file, b, 0o600)
+	}
+	var line []byte
+	if err == nil {
+		fl := forkLine{ID: id, Spec: file}
+		if spec.Box != nil {
+			fl.Boxed, fl.Holder = true, spec.Box.Holder
+		}
+		line, err = json.Marshal(fl)
+	}
+	if err == nil {
+		p.pending[id] = r
 		_, err = p.stdin.Write(append(line, '\n')) // under p.mu: one line at a time
 	}
 	if err != nil {
-		delete(p.pending, spec.ID)
+		delete(p.pending, id)
 		p.mu.Unlock()
+		_ = os.Remove(file)
 		return nil, fmt.Errorf("kernel template: %w", err)
 	}
 	p.mu.Unlock()
 	select {
 	case res := <-r.done:
+		if res.err != nil || r.boxed { // read by now, or never to be
+			_ = os.Remove(file)
+		}
 		return res.c, res.err
 	case <-ctx.Done():
 		go func() { // the answer may be on its way: kill what it brings
-			if res := <-r.done; res.c != nil {
+			res := <-r.done
+			if res.c != nil {
 				res.c.Kill()
+			}
+			if res.err != nil || r.boxed {
+				_ = os.Remove(file)
 			}
 		}()
 		return nil, ctx.Err()

@@ -20,6 +20,9 @@ import (
 //go:embed template.py
 var script []byte
 
+//go:embed box.py
+var boxScript []byte
+
 // closeGrace is how long Close waits for a template to exit after its stdin closed.
 const closeGrace = 5 * time.Second
 
@@ -35,8 +38,11 @@ type Config struct {
 	PreImport []string // persistence.pre_import: imported once, in the template
 	// Local runs what the template does not: exec commands, kernels of another argv or env, and
 	// kernels while no template is ready. Its SpoolRoot gives forked kernels their spool dirs too.
-	Local  *kernel.LocalProvisioner
-	Dir    string // where the template's script and log live ("": a new temp dir, removed by Close)
+	Local *kernel.LocalProvisioner
+	Dir   string // where the template's script and log live ("": a new temp dir, removed by Close)
+	// Env, when set, is the template's environment at import instead of a local kernel's: a
+	// sandbox's kernel environment, for a template whose kernels are forked into boxes (ForkBoxed).
+	Env    map[string]string
 	Logger *slog.Logger
 }
 
@@ -84,8 +90,15 @@ func New(cfg Config) (*Provisioner, error) {
 		}
 		tp.dir, tp.ownDir = d, true
 	}
-	if err := os.WriteFile(filepath.Join(tp.dir, "carryover_template.py"), script, 0o600); err != nil {
-		return nil, fmt.Errorf("kernel template: %w", err)
+	for name, b := range map[string][]byte{"carryover_template.py": script, "carryover_box.py": boxScript} {
+		if err := os.WriteFile(filepath.Join(tp.dir, name), b, 0o600); err != nil {
+			return nil, fmt.Errorf("kernel template: %w", err)
+		}
+	}
+	// Spec files of requests a killed server left (a child that never read its own).
+	old, _ := filepath.Glob(filepath.Join(tp.dir, "req-*.json"))
+	for _, f := range old {
+		_ = os.Remove(f)
 	}
 	p, err := tp.startOne() // here, not in supervise: a launch right after New finds it starting
 	if err == nil {
@@ -154,10 +167,33 @@ func (tp *Provisioner) startOne() (*proc, error) {
 	// _retitle), and connection file paths are long.
 	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg), strings.Repeat(" ", 512)}
 	env := make([]string, 0, 8)
-	for k, v := range childEnv(templateEnv) { // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
+	base := childEnv(templateEnv) // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
+	if tp.cfg.Env != nil {
+		base = tp.boxedEnv()
+	}
+	for k, v := range base {
 		env = append(env, k+"="+v)
 	}
-	return startProc(argv, env, filepath.Join(tp.dir, "template.log"), &tp.watch)
+	return startProc(argv, env, tp.dir, filepath.Join(tp.dir, "template.log"), &tp.watch)
+}
+
+// boxedEnv is the environment of a template whose kernels are forked into boxes: theirs, except
+// what would make it, root on the host, read or write where others can: no PYTHONPATH (box.py puts
+// the boxes' entries on the kernel's sys.path after the fork), and HOME, matplotlib's and IPython's
+// dirs in its own dir rather than the host's /tmp.
+func (tp *Provisioner) boxedEnv() map[string]string {
+	env := map[string]string{"JPY_PARENT_PID": "1"}
+	for k, v := range tp.cfg.Env {
+		env[k] = v
+	}
+	for k, v := range templateEnv {
+		env[k] = v
+	}
+	delete(env, "PYTHONPATH")
+	env["HOME"] = tp.dir
+	env["MPLCONFIGDIR"] = filepath.Join(tp.dir, "matplotlib")
+	env["IPYTHONDIR"] = filepath.Join(tp.dir, "ipython")
+	return env
 }
 
 // ready is the warm template, waiting while one starts. An error means none is ready to fork
@@ -225,6 +261,46 @@ func (tp *Provisioner) forkKernel(ctx context.Context, spec kernel.LaunchSpec, a
 		spool = filepath.Join(tp.cfg.Local.SpoolRoot, filepath.Base(spec.RuntimeDir))
 	}
 	return p.fork(ctx, forkSpec{Args: args, Env: childEnv(spec.Env), Dir: spec.Dir, Log: spec.LogPath}, spool)
+}
+
+// Box is the sandbox a kernel is forked into (kernel/sandbox describes it; box.py enters it).
+type Box struct {
+	Holder  int      `json:"holder"`  // host pid of the box's first process, which sleeps
+	Start   uint64   `json:"start"`   // its start time (/proc/PID/stat field 22), against pid reuse
+	Cgroups []string `json:"cgroups"` // the cgroup.procs files of the box's groups
+	Seccomp string   `json:"seccomp"` // the filter program's file ("": none)
+	UID     int      `json:"uid"`     // the box's uid (0: no uid of its own, capabilities dropped)
+}
+
+// ErrNotForkable is a launch the template cannot make (another argv, an env read at import, Fresh).
+var ErrNotForkable = errors.New("kernel template: this kernel is not forkable")
+
+// Forkable tells whether spec's kernel can be forked from the template (ForkBoxed, Launch).
+func (tp *Provisioner) Forkable(spec kernel.LaunchSpec) bool {
+	_, ok := tp.forkable(spec)
+	return ok
+}
+
+// ForkBoxed forks the kernel spec asks for inside box, with exactly env as its environment and
+// /workspace as its cwd. It answers the kernel's host pid and a channel closed once it exited. The
+// kernel is not the template's child nor the server's: the box's init reaps it.
+func (tp *Provisioner) ForkBoxed(ctx context.Context, spec kernel.LaunchSpec, env map[string]string, box Box) (int, <-chan struct{}, error) {
+	args, ok := tp.forkable(spec)
+	if !ok {
+		return 0, nil, ErrNotForkable
+	}
+	wctx, cancel := context.WithTimeout(ctx, warmWait)
+	p, err := tp.ready(wctx)
+	cancel()
+	if err != nil {
+		return 0, nil, err
+	}
+	c, err := p.fork(ctx, forkSpec{Args: args, Env: env, Dir: "/workspace", Log: spec.LogPath, Box: &box}, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	tp.forks.Add(1)
+	return c.pid, c.exited, nil
 }
 
 // forkable says whether spec is the template's kernel, and answers the kernel app's arguments.

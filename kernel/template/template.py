@@ -5,7 +5,13 @@ ipykernel, the snapshot agent's dependencies and ``persistence.pre_import`` once
 collector's view of those objects (gc.freeze: collections in a child never touch them, so their pages
 stay shared copy-on-write), then waits on stdin for requests, one JSON object a line:
 
-    {"id": 1, "args": ["-f", "/run/k/connection.json"], "env": {...}, "dir": "/ws", "log": "/run/k/log"}
+    {"id": 1, "spec": "/data/template/req-1.json"}      ("boxed": true, "holder": H for a boxed one)
+
+where the spec file (root's, 0600, read and removed by the child after the fork, so that no
+kernel's environment ever sits in the template's heap, which every later child copies) holds
+
+    {"args": ["-f", "/run/k/connection.json"], "env": {...}, "dir": "/ws", "log": "/run/k/log",
+     "box": null or {"holder": H, "start": S, "cgroups": [...], "seccomp": "/path", "uid": U}}
 
 and answers on stdout, one JSON object a line:
 
@@ -26,6 +32,15 @@ fixed at interpreter start and cannot change: children of one template share it.
 
 A child dies with the server (not with the template, whose kill -9 must not take sessions with it):
 a thread waits on a pidfd of the server's process.
+
+A boxed request (kernel/sandbox made a bubblewrap box whose first process, the holder, sleeps) makes
+the kernel inside that box: the first child joins the box's cgroups, takes the holder's rlimits,
+setns()es into all the holder's namespaces at once (mount, pid, net, ipc, uts, cgroup, through a
+pidfd checked against the holder's start time), forks the kernel (the first process of the box's pid
+namespace born after the holder), says its pid and exits, so the kernel is reparented to the box's
+init as a cold kernel's parent is. The kernel then leads a session of its own, drops every
+capability and the bounding set, becomes the box's uid, sets no_new_privs, loads the server's
+seccomp program, checks all of it in /proc/self/status, and only then builds the kernel app.
 """
 
 import gc
@@ -38,8 +53,10 @@ import sys
 import threading
 import traceback
 
+import carryover_box as box  # written beside this file (box.py)
+
 # Modules the snapshot agent imports when it is installed into a kernel: loaded here once.
-AGENT_DEPS = ["dill", "xxhash", "zstandard", "pickle", "ast", "hashlib", "base64", "json"]
+AGENT_DEPS = ["ctypes", "resource", "site", "dill", "xxhash", "zstandard", "pickle", "ast", "hashlib", "base64", "json"]
 
 
 def _say(obj):
@@ -99,50 +116,167 @@ def _retitle(argv):
 
 
 def _reseed():
-    """Gives the child RNG state of its own, as a fresh interpreter has."""
+    """Gives the child RNG state and secrets of its own, as a fresh interpreter has: numpy's legacy
+    global RandomState, and multiprocessing's authkey (made at its import: siblings would share the
+    key that guards their managers' and listeners' connections)."""
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()  # no argument: from the OS's entropy
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.current_process().authkey = os.urandom(32)
+
+
+def _spec(req):
+    """Reads and removes the request's spec file (only a child does: see the module doc)."""
+    path = req["spec"]
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    finally:
+        os.unlink(path)
 
 
 def _child(req, cfg, keep_out):
-    """Becomes the kernel the request asked for; never returns."""
+    """Becomes the kernel the request asked for, unsandboxed; never returns."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in keep_out:
             os.close(fd)
+        spec = _spec(req)
         os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-        os.environ.clear()
-        os.environ.update(req["env"])
-        if req.get("dir"):
-            os.chdir(req["dir"])
-        _retitle([sys.executable, "-m", "ipykernel_launcher"] + list(req["args"]))
-        _reseed()
+        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        _std(log)
+        _become(spec)
         _server_watch(cfg["server_pid"])
-        from ipykernel import kernelapp
-
-        sys.argv = ["ipykernel_launcher"] + list(req["args"])
-        kernelapp.launch_new_instance(argv=list(req["args"]))
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+        code = _launch(spec["args"])
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        _exit(code)
+
+
+def _std(log):
+    """stdin from /dev/null, stdout and stderr to the kernel log (fd log, closed)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+
+
+def _become(spec):
+    """The kernel's environment, cwd and title."""
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    if spec.get("dir"):
+        os.chdir(spec["dir"])
+    _retitle([sys.executable, "-m", "ipykernel_launcher"] + list(spec["args"]))
+
+
+def _launch(args):
+    """Runs the kernel app; answers its exit code."""
+    _reseed()
+    from ipykernel import kernelapp
+
+    sys.argv = ["ipykernel_launcher"] + list(args)
+    try:
+        kernelapp.launch_new_instance(argv=list(args))
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
+def _exit(code):
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _fork_boxed(req, cfg, keep_out):
+    """Makes the kernel inside the box the request names (see the module doc); answers its pid, the
+    host's number of it: the one child of the box's init besides the holder."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rd)
+        _boxed_child(req, keep_out, wr)
+    os.close(wr)
+    got = b""
+    while True:
+        b = os.read(rd, 4096)
+        if not b:
+            break
+        got += b
+    os.close(rd)
+    word, _, rest = got.decode(errors="replace").partition(" ")
+    if word != "init" or not rest.strip().isdigit():
+        return {"id": req.get("id"), "error": "boxed fork: " + (rest or "the first child died")}
+    init = int(rest)
+    kernels = [int(p) for p in _children(init) if int(p) != req["holder"]]
+    if len(kernels) != 1:
+        return {"id": req.get("id"), "error": "boxed fork: the box's init has children %s" % _children(init)}
+    return {"id": req.get("id"), "pid": kernels[0]}
+
+
+def _children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def _boxed_child(req, keep_out, answer):
+    """The first child: enters the box, forks a second one there, which forks the kernel and exits
+    (so the kernel is reparented to the box's init: a process whose parent dies is given to the
+    reaper of its parent's pid namespace), reaps it, tells the box's init's pid and exits."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in keep_out:
+            os.close(fd)
+        spec = _spec(req)
+        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        entered = box.enter(spec["box"])
+        pid = os.fork()
+        if pid == 0:
+            os.close(answer)
+            if os.fork() == 0:
+                _boxed_kernel(spec, entered, log)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError("the second child ended with status %d" % status)
+        os.write(answer, b"init %d" % entered["init"])
+        os._exit(0)
+    except BaseException as e:  # noqa: BLE001
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        os.write(answer, ("error %r (at %s:%d)" % (e, os.path.basename(where.filename), where.lineno)).encode())
+        os._exit(1)
+
+
+def _boxed_kernel(spec, entered, log):
+    """The kernel inside the box: its own session, no privileges, the filter; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        _std(log)
+        os.closerange(3, 1 << 16)
+        _become(spec)
+        box.drop(spec["box"]["uid"], entered)
+        box.check(spec["box"]["uid"], entered)
+        box.fresh_paths()
+        code = _launch(spec["args"])
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        _exit(code)
 
 
 def _fork(req, cfg, keep_out):
@@ -151,6 +285,8 @@ def _fork(req, cfg, keep_out):
         return {"id": req.get("id"), "error": "the template has a thread; it must not fork"}
     sys.stdout.flush()
     sys.stderr.flush()
+    if req.get("boxed"):
+        return _fork_boxed(req, cfg, keep_out)
     pid = os.fork()
     if pid == 0:
         _child(req, cfg, keep_out)
@@ -198,6 +334,7 @@ def main():
             line, buf = buf.split(b"\n", 1)
             if line.strip():
                 _say(_fork(json.loads(line), cfg, (rd, wr)))
+                _reap()  # a boxed request's first child is gone by now
 
 
 if __name__ == "__main__":

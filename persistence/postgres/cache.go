@@ -28,6 +28,9 @@ type chunkCache struct {
 	size int64
 	lru  *list.List               // of *cacheEntry, most recently used first
 	byID map[string]*list.Element // hash -> its element
+
+	behind int64          // bytes putBehind holds, not written yet
+	writes sync.WaitGroup // putBehind's writes in flight
 }
 
 type cacheEntry struct {

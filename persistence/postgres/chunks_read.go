@@ -88,7 +88,8 @@ func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, ra
 	return codec, rawLen, data, k.String, nil
 }
 
-// fetchObject reads a chunk's object from the object store and keeps it in the node's cache.
+// fetchObject reads a chunk's object from the object store and keeps it in the node's cache (behind
+// the read: a restore does not wait on the cache's disk write).
 func (s *Store) fetchObject(ctx context.Context, hash, key string) ([]byte, error) {
 	if s.opts.Objects == nil {
 		return nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, key)
@@ -97,7 +98,7 @@ func (s *Store) fetchObject(ctx context.Context, hash, key string) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
-	s.cache.put(hash, data)
+	s.cache.putBehind(hash, data)
 	return data, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,8 +86,8 @@ func noDanglingObjects(t testing.TB, s *Store, exists func(string) bool) {
 }
 
 // TestObjectsAndInline: a chunk over inline_max goes to the object store under <prefix><hh>/<hash>.<unique>,
-// a small one stays inline; the writing node keeps what it uploaded in its cache; another node (no
-// cache) reads the object, caches it, and a damaged cache entry is dropped and fetched again.
+// a small one stays inline; an upload is not written into the node's cache, its first read fills it
+// (behind the read); another node (no cache) reads the object, caches it, and a damaged cache entry is dropped and fetched again.
 func TestObjectsAndInline(t *testing.T) {
 	b := bucketT(t, "")
 	writerCache := t.TempDir()
@@ -104,8 +105,15 @@ func TestObjectsAndInline(t *testing.T) {
 	if ok, err := b.Exists(context.Background(), key); err != nil || !ok {
 		t.Fatalf("object %s not in the bucket (%v)", key, err)
 	}
+	if _, err := os.Stat(filepath.Join(writerCache, big.Hash[:2], big.Hash)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the writing node wrote its upload into its cache (%v): the first read fills it", err)
+	}
+	if got, err := dsnStore.ReadChunk(context.Background(), big.Hash, nil); err != nil || !bytes.Equal(got, big.Data) {
+		t.Fatalf("read back: %v", err)
+	}
+	dsnStore.cache.settle()
 	if kept, err := os.ReadFile(filepath.Join(writerCache, big.Hash[:2], big.Hash)); err != nil || !bytes.Equal(kept, big.Data) {
-		t.Fatalf("the writing node did not keep its upload in its cache: %v", err)
+		t.Fatalf("the first read did not fill the cache: %v", err)
 	}
 
 	// Another node: same database, empty cache of its own.
@@ -115,6 +123,7 @@ func TestObjectsAndInline(t *testing.T) {
 	if err != nil || !bytes.Equal(got, big.Data) {
 		t.Fatalf("read through the object store: %v", err)
 	}
+	other.cache.settle()
 	cached := filepath.Join(cacheDir, big.Hash[:2], big.Hash)
 	if _, err := os.Stat(cached); err != nil {
 		t.Fatalf("not cached: %v", err)

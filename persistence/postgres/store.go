@@ -135,8 +135,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // DB is the connection pool, for the parts of a cluster (nodes, ownership) that share the database.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Close closes the pool.
+// Close closes the pool, once the cache's writes behind uploads are done.
 func (s *Store) Close() error {
+	s.cache.settle()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close postgres: %w", err)
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// cluster switched to a format this node cannot read (carryover.ErrNewerFormat): the server then
 	// shuts down and exits non-zero, so its supervisor sees it, instead of heartbeating for ever.
 	Refused func(error)
+	// Full records the requests the router keeps here in a full cluster (full.go); the assembly
+	// hands its Refusal to the session service. Nil: such a refusal is the node's own.
+	Full *Full
 }
 
 // Node is this server's membership of the cluster.

@@ -48,8 +48,10 @@ func (n *Node) Wrap(next http.Handler, auth Authenticator) http.Handler {
 		switch {
 		case err != nil && !errors.Is(err, carryover.ErrNotOwner):
 			n.writeError(w, err)
-		case to.local && to.full != "":
-			next.ServeHTTP(w, r.WithContext(carryover.WithClusterFull(r.Context(), to.full)))
+		case to.local && to.full != "" && n.o.Full != nil:
+			done := n.o.Full.keep(id, to.full) // the session's refusals say the cluster is full (full.go)
+			defer done()
+			next.ServeHTTP(w, r)
 		case to.local:
 			next.ServeHTTP(w, r)
 		case r.Header.Get(HopHeader) != "" || to.owner.Addr == "":

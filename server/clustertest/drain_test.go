@@ -63,7 +63,7 @@ func TestDrainHandsOverWhileServing(t *testing.T) {
 		st, err := a.c.Status(t.Context())
 		return err == nil && st.Sessions.Busy == 1
 	})
-	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.p.Signal(syscall.SIGTERM)
 	eventually(t, 30*time.Second, "a answering /readyz 503 while it drains", func() bool {
 		code, _ := readyz(a)
 		return code == http.StatusServiceUnavailable
@@ -78,7 +78,7 @@ func TestDrainHandsOverWhileServing(t *testing.T) {
 		t.Fatalf("a turn of the idle session sent to the draining node: %+v %v", r, err)
 	}
 	select {
-	case <-a.exited:
+	case <-a.p.Exited():
 		t.Fatalf("a exited before its turn in flight ended")
 	default:
 	}
@@ -108,7 +108,7 @@ func TestDrainHandsOverWhileServing(t *testing.T) {
 func TestReadyWhenPoolWarm(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDB(t)
-	n := launchNode(t, "w", dsn, "CARRYOVER_POOL_SIZE=2")
+	n := startNode(t, "w", dsn, "CARRYOVER_POOL_SIZE=2")
 	sawWarming := false
 	eventually(t, 120*time.Second, "w ready", func() bool {
 		code, why := readyz(n)

@@ -96,15 +96,18 @@ func TestRollingUpgradeSwitchesFormat(t *testing.T) {
 	}
 
 	// An old build is refused, naming both formats, and exits.
-	again := launchNode(t, "old", dsn, env...)
+	again, err := launchNode(t, "old", dsn, env...) // fails once the process exits, or after 60 s
+	if err == nil {
+		t.Fatalf("an old node on a store in format %d is serving", newF)
+	}
 	select {
-	case <-again.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("an old node on a store in format %d did not exit:\n%s", newF, again.log.String())
+	case <-again.p.Exited():
+	default:
+		t.Fatalf("an old node on a store in format %d did not exit: %v", newF, err)
 	}
 	for _, want := range []string{"holds checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)} {
-		if !strings.Contains(again.log.String(), want) {
-			t.Fatalf("an old node on a store in format %d: log lacks %q:\n%s", newF, want, again.log.String())
+		if !strings.Contains(again.log(), want) {
+			t.Fatalf("an old node on a store in format %d: log lacks %q:\n%s", newF, want, again.log())
 		}
 	}
 	check(nw, 4)
@@ -132,16 +135,16 @@ func TestOldNodeRefusedAtHeartbeatExits(t *testing.T) {
 	eventually(t, 4*testTTL, "the switch to format "+strconv.Itoa(newF), func() bool { return storeFormat(t, db) == newF })
 	old.resume()
 	select {
-	case <-old.exited:
+	case <-old.p.Exited():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the old node refused at its heartbeat did not exit:\n%s", old.log.String())
+		t.Fatalf("the old node refused at its heartbeat did not exit:\n%s", old.log())
 	}
-	if code := old.cmd.ProcessState.ExitCode(); code == 0 {
+	if code := old.p.ExitCode(); code == 0 {
 		t.Errorf("the refused node exited 0, want non-zero")
 	}
 	for _, want := range []string{"refused by the cluster", "holds checkpoint format " + strconv.Itoa(newF), "reads formats up to " + strconv.Itoa(oldF)} {
-		if !strings.Contains(old.log.String(), want) {
-			t.Errorf("the refused node's log lacks %q:\n%s", want, old.log.String())
+		if !strings.Contains(old.log(), want) {
+			t.Errorf("the refused node's log lacks %q:\n%s", want, old.log())
 		}
 	}
 }

@@ -1,31 +1,11 @@
 package clustertest
 
 import (
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/pgtest"
 )
-
-// restart starts the node's process again (after term or kill), with its address, data dir and
-// settings: what a supervisor does, or a rolling upgrade that restarts each node in turn.
-func (n *node) restart() {
-	n.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = n.cmd.Env
-	cmd.Stdout, cmd.Stderr = &n.log, &n.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	n.cmd, n.exited = cmd, exited
-	n.waitHealthy()
-}
 
 // TestIdempotentRetryOnAnyNode: a run with an idempotency key answered by node a; the same key
 // sent to b (which proxies to the owner, a) gets the stored answer, and so does it once a drained

@@ -2,12 +2,8 @@ package clustertest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,148 +12,94 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/client"
-	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/internal/pgtest"
 	"github.com/carryover/carryover/internal/s3test"
 	"github.com/carryover/carryover/internal/servertest"
-	"github.com/carryover/carryover/server"
 )
 
 // testTTL is the nodes' heartbeat TTL in these tests (short, so a dead node's sessions move soon).
 const testTTL = 3 * time.Second
 
-const (
-	testToken = "cluster-test-token"
-	nodeEnv   = "CARRYOVER_CLUSTERTEST_NODE" // set: this process is a node, not the test runner
-)
+const testToken = "cluster-test-token"
 
-// TestMain runs the tests, or, re-executed with nodeEnv set, one carryover node.
+// TestMain runs the tests with the package's PostgreSQL and S3 servers.
 func TestMain(m *testing.M) {
-	if os.Getenv(nodeEnv) == "1" {
-		os.Exit(runNode())
-	}
 	code := pgtest.Main(m)
 	s3test.Main()
 	os.Exit(code)
 }
 
-// runNode is a node's main: the config from CARRYOVER_* variables, server.New, serve until SIGTERM.
-func runNode() int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg, err := configs.Load("", nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "config:", err)
-		return 2
-	}
-	srv, err := server.New(context.Background(), cfg, nil, log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "server.New:", err)
-		return 1
-	}
-	if err := srv.Listen(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := srv.Run(ctx, 30*time.Second); err != nil { // as the serve command does
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		return 1
-	}
-	return 0
-}
-
-// node is a carryover node process of the test.
+// node is a carryover node of the test: the real binary, started through internal/servertest as
+// every test's server is, on the cluster's PostgreSQL with its own data dir.
 type node struct {
 	t       *testing.T
 	name    string
 	dataDir string
 	base    string
 	c       *client.Client
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	log     servertest.SyncBuffer
+	p       *servertest.Process
+}
+
+// nodeEnv is the configuration every node of these tests runs with, before a test's own.
+func nodeEnv(name, dsn string) []string {
+	// pool.max_size as configured (servertest's own default is 0): the nodes' pools grow under a
+	// burst of claims, as they did when the nodes read only these variables.
+	return []string{"CARRYOVER_POOL_SIZE=0", "CARRYOVER_POOL_MAX_SIZE=8", "CARRYOVER_SANDBOX_ENABLED=false",
+		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN=" + dsn,
+		"CARRYOVER_CLUSTER_NODE_ID=" + name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.3",
+		"CARRYOVER_CLUSTER_TTL_SECONDS=" + fmt.Sprint(testTTL.Seconds())}
 }
 
 // startNode starts a node on dsn with its own data dir (nothing on local disk is shared) and extra
 // CARRYOVER_* settings, and waits until it answers /healthz.
 func startNode(t *testing.T, name, dsn string, env ...string) *node {
 	t.Helper()
-	n := launchNode(t, name, dsn, env...)
-	n.waitHealthy()
+	n, err := launchNode(t, name, dsn, env...)
+	if err != nil {
+		t.Fatalf("node %s: %v", name, err)
+	}
 	return n
 }
 
-// launchNode starts a node as startNode does, without waiting for it.
-func launchNode(t *testing.T, name, dsn string, env ...string) *node {
+// launchNode starts a node as startNode does, answering the error of one that exited (or never
+// answered /healthz) instead of failing the test; its log is in the node then.
+func launchNode(t *testing.T, name, dsn string, env ...string) (*node, error) {
 	t.Helper()
-	addr := servertest.FreeAddr(t)
-	n := &node{t: t, name: name, dataDir: filepath.Join(t.TempDir(), name), base: "http://" + addr, exited: make(chan struct{})}
-	n.c = client.New(n.base, testToken)
-	n.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	n.cmd.Env = append(os.Environ(), nodeEnv+"=1",
-		"CARRYOVER_SERVER_ADDR="+addr, "CARRYOVER_DATA_DIR="+n.dataDir, "CARRYOVER_AUTH_TOKEN="+testToken,
-		"CARRYOVER_POOL_SIZE=0", "CARRYOVER_SANDBOX_ENABLED=false",
-		"CARRYOVER_STORE_DRIVER=postgres", "CARRYOVER_STORE_DSN="+dsn,
-		"CARRYOVER_CLUSTER_NODE_ID="+name, "CARRYOVER_CLUSTER_HEARTBEAT_SECONDS=0.3",
-		"CARRYOVER_CLUSTER_TTL_SECONDS="+fmt.Sprint(testTTL.Seconds()))
-	n.cmd.Env = append(n.cmd.Env, env...)
-	n.cmd.Stdout, n.cmd.Stderr = &n.log, &n.log
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := n.cmd.Start(); err != nil {
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	go func() { n.cmd.Wait(); close(n.exited) }()
+	// A node drains its turns at SIGTERM (the serve command's 2 minutes at most): term waits 60 s.
+	// Its server code runs under the race detector when this test binary does, as when a node was it.
+	p, err := servertest.Launch(servertest.Options{Token: testToken, Env: append(nodeEnv(name, dsn), env...), Dir: dir,
+		StopGrace: 60 * time.Second, Race: raceEnabled})
+	if p == nil {
+		t.Fatal(err)
+	}
+	n := &node{t: t, name: name, dataDir: filepath.Join(dir, "data"), base: p.Base, c: client.New(p.Base, testToken), p: p}
 	t.Cleanup(func() {
 		n.term()
 		killKernels(n.dataDir)
 		if t.Failed() {
-			t.Logf("node %s log:\n%s", n.name, n.log.String())
+			t.Logf("node %s log:\n%s", n.name, n.p.Log())
 		}
 	})
-	return n
+	return n, err
 }
 
-func (n *node) waitHealthy() {
-	n.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if err := n.c.Health(n.t.Context()); err == nil {
-			return
-		}
-		select {
-		case <-n.exited:
-			n.t.Fatalf("node %s exited before it was healthy:\n%s", n.name, n.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("node %s not healthy after 60 s:\n%s", n.name, n.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// log is what the node printed so far (all its runs).
+func (n *node) log() string { return n.p.Log() }
 
 // kill ends the node with SIGKILL, as a crash: no shutdown, no checkpoint, no release.
-func (n *node) kill() {
-	n.cmd.Process.Kill()
-	<-n.exited
-}
+func (n *node) kill() { n.p.Kill9() }
 
-// term asks the node to stop (SIGTERM) and waits for it.
-func (n *node) term() {
-	select {
-	case <-n.exited:
-		return
-	default:
-	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-	case <-time.After(60 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.exited
-	}
-}
+// term asks the node to stop (SIGTERM) and waits for it (Stop: the process group is killed after
+// 60 s).
+func (n *node) term() { n.p.Stop() }
+
+// restart starts the node's process again (after term or kill), with its address, data dir and
+// settings: what a supervisor does, or a rolling upgrade that restarts each node in turn.
+func (n *node) restart() { n.p.Restart(n.t) }
 
 // killKernels SIGKILLs every process whose command line names dir: the kernels a killed node left
 // behind (each leads its own process group, so the node's death does not reach them).
@@ -182,11 +124,11 @@ func killKernels(dir string) {
 // answered run_interrupted).
 func (n *node) pause() {
 	n.t.Helper()
-	n.cmd.Process.Signal(syscall.SIGSTOP)
-	eventually(n.t, 10*time.Second, "node "+n.name+" stopped", func() bool { return stopped(n.cmd.Process.Pid) })
+	n.p.Signal(syscall.SIGSTOP)
+	eventually(n.t, 10*time.Second, "node "+n.name+" stopped", func() bool { return stopped(n.p.PID()) })
 }
 
-func (n *node) resume() { n.cmd.Process.Signal(syscall.SIGCONT) }
+func (n *node) resume() { n.p.Signal(syscall.SIGCONT) }
 
 // stopped reports whether every thread of process pid is stopped (state T in its stat).
 func stopped(pid int) bool {

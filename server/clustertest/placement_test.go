@@ -99,7 +99,7 @@ func TestPlacement(t *testing.T) {
 	if m := metricLine(t, a, `carryover_cluster_placements_total{to="peer"}`); m != "2" {
 		t.Fatalf("a's placements to a peer: %q, want 2", m)
 	}
-	if strings.Contains(a.log.String(), "proxy to owner failed") {
+	if strings.Contains(a.log(), "proxy to owner failed") {
 		t.Fatal("a proxied request to a placed session was cut (its watch took b's claim for a change of owner)")
 	}
 }

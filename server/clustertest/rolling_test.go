@@ -163,7 +163,7 @@ func TestRollingUpgrade(t *testing.T) {
 	waitRounds(t, r, py, js)
 	for _, n := range []*node{a, b} {
 		n.term()
-		n.cmd.Env = append(n.cmd.Env, "CARRYOVER_CLUSTER_TEST_MAX_FORMAT="+strconv.Itoa(newF)) // the next build
+		n.p.AddEnv("CARRYOVER_CLUSTER_TEST_MAX_FORMAT=" + strconv.Itoa(newF)) // the next build
 		n.restart()
 		if n == a {
 			if f := storeFormat(t, db); f != oldF {

@@ -21,6 +21,7 @@ const maxArchiveBytes = 16 << 20
 type exportIn struct {
 	SessionID    string `json:"session_id" jsonschema:"the session to export"`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema:"the checkpoint to export (default: the session's current state)"`
+	Events       bool   `json:"events,omitempty" jsonschema:"also carry the session's event log (an archive of version 2), as GET .../export?events=true"`
 }
 
 type exportOut struct {
@@ -42,6 +43,7 @@ type importOut struct {
 	Chunks          int      `json:"chunks"`
 	ChunksPresent   int      `json:"chunks_present"`
 	BytesWritten    int64    `json:"bytes_written"`
+	Events          int      `json:"events" jsonschema:"events of the source's log appended to the new session's"`
 	Warnings        []string `json:"warnings"`
 }
 
@@ -58,6 +60,9 @@ func (t *tools) exportSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		return nil, exportOut{}, t.fail(req, err)
 	}
 	e, err := t.svc.ExportSource(ctx, in.SessionID, in.CheckpointID)
+	if err == nil && in.Events {
+		e.Events, err = t.exportEvents(ctx, in.SessionID)
+	}
 	if err != nil {
 		return nil, exportOut{}, t.fail(req, err)
 	}
@@ -87,8 +92,18 @@ func (t *tools) importSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		return nil, importOut{}, t.fail(req, err)
 	}
 	out := importOut{SessionID: res.Session.ID, CheckpointID: res.CheckpointID, SourceSessionID: res.Source.SessionID,
-		Chunks: res.Chunks, ChunksPresent: res.ChunksPresent, BytesWritten: res.BytesWritten, Warnings: res.Warnings}
+		Chunks: res.Chunks, ChunksPresent: res.ChunksPresent, BytesWritten: res.BytesWritten, Events: res.Events, Warnings: res.Warnings}
 	return textResult(fmt.Sprintf("imported %s (turn %d) as session_id %s", res.Source.SessionID, res.Source.Turn, res.Session.ID)), out, nil
+}
+
+// exportEvents is session id's event log, oldest first, as an archive's events member (as the HTTP
+// route's ?events=true); a log over the archive's part limit is payload_too_large.
+func (t *tools) exportEvents(ctx context.Context, id string) ([]byte, error) {
+	evs, err := t.svc.Events(ctx, id, 0, 0, "")
+	if err != nil {
+		return nil, fmt.Errorf("export: events: %w", err)
+	}
+	return archive.EncodeEvents(evs, 0)
 }
 
 var errOverCap = errors.New("over the cap")

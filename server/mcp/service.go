@@ -21,6 +21,8 @@ type Sessions interface {
 	Session(id string) (*session.Session, error)
 	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
 	Files(id string) (workspace.Dir, error)
+	// Events is session id's event log (export_session with events).
+	Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error)
 	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
 	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
 }

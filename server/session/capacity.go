@@ -22,7 +22,7 @@ import (
 // kernelClaim is one claim of a kernel.
 type kernelClaim struct {
 	doc    carryover.Session // the session the kernel is for (an ephemeral run's throwaway one)
-	runEnv map[string]string // the env of the run that claims it (claimKernel)
+	runEnv map[string]string // the env of the run that claims it (kernels.Factory.Claim)
 	// replaces is the kernel the new one replaces (a rotation): it does not count against the
 	// tenant's limit while both live.
 	replaces *kernel.Kernel
@@ -32,7 +32,7 @@ type kernelClaim struct {
 }
 
 // takeKernel is the one claim of a kernel: the lease (the tenant's limit, then a node slot), then a
-// kernel (claimKernel), counted live. A refusal or a failed start leaves nothing held.
+// kernel (kernels.Factory.Claim), counted live. A refusal or a failed start leaves nothing held.
 func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel, error) {
 	tenant := c.doc.TenantName()
 	lease, err := s.adm.ledger.Acquire(ctx, capacity.Claim{Tenant: tenant, Limit: s.adm.quota.Of(tenant).LiveKernels,
@@ -42,7 +42,7 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 		return ok
 	})
 	if err != nil {
-		return nil, inFullCluster(ctx, err)
+		return nil, s.adm.refusal(c.doc.ID, err)
 	}
 	if c.leased != nil {
 		if err := c.leased(); err != nil {
@@ -50,7 +50,7 @@ func (s *Service) takeKernel(ctx context.Context, c kernelClaim) (*kernel.Kernel
 			return nil, err
 		}
 	}
-	k, err := s.kern.claimKernel(ctx, c.doc, c.runEnv)
+	k, err := s.kern.Claim(ctx, c.doc, c.runEnv)
 	if err != nil {
 		lease.Release()
 		return nil, s.adm.startFailed(ctx, s.cfg.StartupTimeout, err)

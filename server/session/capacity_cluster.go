@@ -1,11 +1,6 @@
 package session
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"maps"
-
 	"github.com/carryover/carryover"
 )
 
@@ -30,22 +25,4 @@ func (s *Service) Load() carryover.NodeLoad {
 		}
 	}
 	return carryover.NodeLoad{Live: sl.Held, Capacity: sl.Max, Queued: sl.Queued, Idle: idle}
-}
-
-// inFullCluster turns the node's capacity refusal of a request the cluster router kept here because
-// no node had room (carryover.WithClusterFull) into one that says the cluster is full; the node's own
-// figures and Retry-After stay.
-func inFullCluster(ctx context.Context, err error) error {
-	summary := carryover.ClusterFullFrom(ctx)
-	var e *carryover.Error
-	if summary == "" || !errors.As(err, &e) || e.Code != carryover.CodeCapacity {
-		return err
-	}
-	retry, _ := e.RetryAfter()
-	c := *e
-	c.Message = fmt.Sprintf("the cluster is at capacity (%s when this request came), and so is this node: %d of %d kernels busy; retry in %d s",
-		summary, e.Details["live"], e.Details["capacity"], retry)
-	c.Details = maps.Clone(e.Details)
-	c.Details["reason"] = "cluster_full"
-	return &c
 }

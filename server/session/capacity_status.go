@@ -9,7 +9,7 @@ import (
 // Status is this node's capacity, sessions, memory, pool, evictions and refusals.
 func (s *Service) Status() nodewatch.NodeStatus {
 	sl := s.adm.ledger.Stats()
-	ps := s.kern.pool.Stats()
+	ps := s.kern.Pool().Stats()
 	st := nodewatch.NodeStatus{
 		NodeID: s.cfg.NodeID,
 		Capacity: nodewatch.CapacityStatus{MaxLiveKernels: sl.Max, Source: s.watch.Budget.Source, LiveKernels: sl.Held,
@@ -60,7 +60,7 @@ func (s *Service) updateGauges() {
 	s.mu.Unlock()
 	s.m.SessionsHibernated.Set(float64(countSessions(all).Hibernated))
 	s.m.Tenants.Set(tenantShares(all))
-	ps := s.kern.pool.Stats()
+	ps := s.kern.Pool().Stats()
 	s.m.PoolIdle.Set(float64(ps.Idle))
 	s.m.PoolTarget.Set(float64(ps.Target))
 }

@@ -46,7 +46,8 @@ func (s *Service) Checkpoints(ctx context.Context, id string) ([]carryover.Check
 	return out, nil
 }
 
-// RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those files.
+// RestoreCheckpoint puts the session back to a checkpoint: a fresh kernel, that namespace, those
+// files. The session's kernel is replaced only once the new one holds the checkpoint.
 func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryover.RestoreResult, error) {
 	s := ls.svc
 	cp, err := checkpointByID(ctx, s.store, ls.id, cid)
@@ -65,15 +66,17 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 			return nil, err
 		}
 	}
-	ls.releaseKernel(ctx, "checkpoint restore")
-	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy()}) // pool, or a new kernel for another network setting
+	// The new kernel is claimed (pool, or a new one for another network setting) and restored
+	// before the old one goes, as a rotation does: a refused claim (the tenant's live_kernels, the
+	// node's capacity) or a failed restore leaves the session on its kernel, live and answering.
+	k, err := s.takeKernel(ctx, kernelClaim{doc: ls.docCopy(), replaces: ls.currentKernel()})
 	if err != nil {
 		return nil, err
 	}
 	baseline := cost.Baseline(k)
 	doc := ls.docCopy()
 	doc.ExecutionCount = cp.Turn
-	if err := s.kern.prepareKernel(ctx, ls.id, k, doc); err != nil {
+	if err := s.kern.Prepare(ctx, ls.id, k, doc); err != nil {
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
@@ -82,6 +85,7 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 		s.stopKernel(ctx, k)
 		return nil, err
 	}
+	ls.releaseKernel(ctx, "checkpoint restore")
 	baseline.Settle() // the claim's CPU read before the next cell (cost.Meter.Settle)
 	ls.mu.Lock()
 	ls.attachLocked(k, baseline)

@@ -123,3 +123,55 @@ func TestEveryClaimPathChecksTheTenantLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedRestoreKeepsTheKernel: a checkpoint restore claims its new kernel before it lets the
+// old one go (as a rotation does), so a restore refused at the tenant's live_kernels leaves the
+// session on its kernel, still live and counted, its state and sandbox unchanged.
+func TestRefusedRestoreKeepsTheKernel(t *testing.T) {
+	store, prov := mock.NewStore(), &mock.Provisioner{}
+	var launches atomic.Int32
+	prov.LaunchFn = func(context.Context, kernel.LaunchSpec) (kernel.KernelProcess, error) {
+		launches.Add(1)
+		return nil, mock.ErrNoKernels
+	}
+	cfg := testConfig(t)
+	cfg.MaxLiveKernels = 8
+	cfg.Quotas = func(string) carryover.Quotas { return carryover.Quotas{LiveKernels: 1} }
+	s, err := NewService(context.Background(), Options{Config: cfg, Store: checkpointStore{store}, Provisioner: prov,
+		Spec: testSpec, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	ctx := carryover.NewContextWithTenant(context.Background(), "small")
+	for _, id := range []string{"holder", "restore"} {
+		if _, err := s.Create(ctx, CreateRequest{SessionID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both hold a kernel (the quota was lowered to 1 since): the restore's claim counts the
+	// holder's, not the kernel it replaces, and is refused.
+	holdKernel(t, s, "holder")
+	holdKernel(t, s, "restore")
+	ls, _ := s.Session("restore")
+	if _, err := ls.update(ctx, func(d *carryover.Session) error {
+		d.State, d.Sandbox.Status = carryover.StateRunning, carryover.SandboxLive
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k := ls.currentKernel()
+	_, err = ls.RestoreCheckpoint(ctx, "ckpt_1")
+	if e := carryover.ErrorOf(err); err == nil || e.Code != carryover.CodeQuotaExceeded {
+		t.Fatalf("restore over the quota: %v, want quota_exceeded", err)
+	}
+	if ls.currentKernel() != k || s.adm.leaseOf(k) == nil {
+		t.Fatal("the refused restore took the session's kernel away")
+	}
+	if d := ls.docCopy(); d.State != carryover.StateRunning || d.Sandbox.Status != carryover.SandboxLive {
+		t.Fatalf("after the refused restore: state %s, sandbox %s", d.State, d.Sandbox.Status)
+	}
+	if n := launches.Load(); n != 0 {
+		t.Errorf("%d kernels launched for a refused claim", n)
+	}
+}

@@ -10,61 +10,23 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/comms"
 	"github.com/carryover/carryover/server/session/stream"
 )
 
 // CommRequest is what a client sends to the kernel: a comm_open, comm_msg or comm_close.
-type CommRequest struct {
-	MsgType  string          // comm_open, comm_msg or comm_close
-	MsgID    string          // the client's, so it can tell the outputs its message causes; "" makes one
-	Content  json.RawMessage // {"comm_id", "data", "target_name"?}
-	Metadata json.RawMessage
-	Buffers  [][]byte
-}
-
-// commMsgID makes a message id for a comm message the client did not name.
-func commMsgID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "comm-" + hex.EncodeToString(b)
-}
-
-// maxCommBuffers bounds the binary parts of one client comm message (the websocket's read limit
-// bounds their size).
-const maxCommBuffers = 64
+type CommRequest = comms.Request
 
 // SendComm sends a client's comm message to the session's live kernel. It does not wait for the run
 // lock (a slider moves while a cell runs; the kernel queues it) and starts no kernel: a session
 // without a live kernel has no comms, which is a conflict.
 func (ls *Session) SendComm(ctx context.Context, req CommRequest) (msgID string, err error) {
-	switch req.MsgType {
-	case "comm_open", "comm_msg", "comm_close":
-	default:
-		return "", carryover.Errorf(carryover.CodeInvalid, "msg_type must be comm_open, comm_msg or comm_close, not %q", req.MsgType)
-	}
-	var c struct {
-		CommID     string `json:"comm_id"`
-		TargetName string `json:"target_name"`
-	}
-	if len(req.Content) == 0 || json.Unmarshal(req.Content, &c) != nil || c.CommID == "" {
-		return "", carryover.Errorf(carryover.CodeInvalid, "a comm message's content must be a JSON object with a comm_id")
-	}
-	if req.MsgType == "comm_open" && c.TargetName == "" {
-		return "", carryover.Errorf(carryover.CodeInvalid, "comm_open needs a target_name")
-	}
-	if len(req.Buffers) > maxCommBuffers {
-		return "", carryover.Errorf(carryover.CodeInvalid, "a comm message carries at most %d buffers", maxCommBuffers)
-	}
-	if len(req.Metadata) == 0 {
-		req.Metadata = json.RawMessage("{}")
+	if err := req.Check(); err != nil {
+		return "", err
 	}
 	ls.mu.Lock()
 	k := ls.kern
@@ -73,19 +35,14 @@ func (ls *Session) SendComm(ctx context.Context, req CommRequest) (msgID string,
 		return "", carryover.Errorf(carryover.CodeConflict,
 			"session %q has no live kernel: widgets live in the kernel that drew them (run the cell again)", ls.id)
 	}
-	if req.MsgID == "" {
-		req.MsgID = commMsgID()
-	}
-	hdr, _ := json.Marshal(map[string]string{"msg_id": req.MsgID, "msg_type": req.MsgType, "username": "carryover",
-		"session": "carryover-comms-" + ls.id, "date": time.Now().UTC().Format(time.RFC3339Nano), "version": "5.3"})
-	err = k.SendRaw(ctx, "shell", kernel.RawMessage{Header: hdr, Content: req.Content, Metadata: req.Metadata, Buffers: req.Buffers})
-	if err != nil {
+	msg, msgID := req.Message(ls.id)
+	if err := k.SendRaw(ctx, "shell", msg); err != nil {
 		return "", fmt.Errorf("comm to the kernel: %w", err)
 	}
 	if req.MsgType == "comm_msg" {
 		ls.widgetsMoved(k) // widget_checkpoint.go: saved without a cell
 	}
-	return req.MsgID, nil
+	return msgID, nil
 }
 
 // relayComms forwards k's comm traffic to ls's subscribers until k dies. It runs once per kernel

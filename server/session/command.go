@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,30 +9,15 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/kernels"
 	"github.com/carryover/carryover/server/session/shellcmd"
 	"github.com/carryover/carryover/server/session/workspace"
 )
 
-// CommandRequest is the body of POST /api/sessions/{id}/exec: argv, or a string run by /bin/sh -c.
-type CommandRequest struct {
-	Command        any               `json:"command"`
-	WorkingDir     string            `json:"working_dir"`
-	Env            map[string]string `json:"env"`
-	TimeoutSeconds *float64          `json:"timeout_seconds"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"` // exactly-once under retries (idempotency.go)
-}
-
-// CommandResult is the exec answer.
-type CommandResult struct {
-	Stdout        string  `json:"stdout"`
-	Stderr        string  `json:"stderr"`
-	ExitCode      int     `json:"exit_code"`
-	DurationMS    float64 `json:"duration_ms"`
-	TimedOut      bool    `json:"timed_out,omitempty"`
-	StdoutDropped int64   `json:"stdout_dropped_bytes,omitempty"`
-	StderrDropped int64   `json:"stderr_dropped_bytes,omitempty"`
-	RecordError   string  `json:"record_error,omitempty"` // the command ran, but its record did not stick
-}
+type (
+	CommandRequest = shellcmd.Request // POST /api/sessions/{id}/exec
+	CommandResult  = shellcmd.Result  // its answer
+)
 
 // RunCommand runs a shell command (POST .../exec) in the session's workspace with its env vars and working dir.
 // A timeout kills the whole process group. It counts as an iteration of the budget.
@@ -108,72 +92,21 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 	return res, nil
 }
 
-// runInSandbox runs argv through the provisioner (sandbox.go: a box of its own with the session's
-// workspace, network setting and limits, or a plain process in its own process group) in the
-// workspace dir rel, and returns its answer and the CPU seconds it used.
+// runInSandbox runs argv through the provisioner (the kernels' one: a box of its own with the
+// session's workspace, network setting and limits, or a plain process in its own process group) in
+// the workspace dir rel, and returns its answer and the CPU seconds it used.
 func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
 	s := ls.svc
-	stdout := &shellcmd.Buffer{Max: s.cfg.MaxOutputBytes}
-	stderr := &shellcmd.Buffer{Max: s.cfg.MaxOutputBytes}
-	start := time.Now()
 	skills, err := s.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := s.kern.opts.Provisioner.Command(ctx, kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv, Dir: s.cfg.hostPath(ls.id, rel), Env: execEnv(doc, req),
-		Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network, NetworkAllow: doc.Sandbox.NetworkAllow,
-		Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}, Stdout: stdout, Stderr: stderr})
-	var startErr *kernel.StartError
-	if err != nil && !errors.As(err, &startErr) {
-		return nil, 0, limitErr(err)
-	}
-	ls.emit(ctx, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
-	res := &CommandResult{}
-	var cpu float64
-	if startErr != nil {
-		res.ExitCode, res.Stderr = 127, startErr.Error()
-	} else {
-		st := waitCommand(p, timeout, res)
-		cpu = st.CPU.Seconds()
-		res.Stdout, res.Stderr = stdout.Text(), stderr.Text()
-		res.StdoutDropped, res.StderrDropped = stdout.Dropped(), stderr.Dropped()
-	}
-	res.DurationMS = ms(time.Since(start))
-	return res, cpu, nil
-}
-
-// execEnv is a command's own environment: the session's env vars, then the request's.
-func execEnv(doc carryover.Session, req CommandRequest) map[string]string {
-	env := map[string]string{}
-	for k, v := range doc.AgentContext.EnvVars {
-		env[k] = v
-	}
-	for k, v := range req.Env {
-		env[k] = v
-	}
-	return env
-}
-
-// waitCommand waits for p (killing its whole group or box at the timeout), sets the exit code and
-// the timeout flag of res, and releases p. Children left behind are killed too: nothing outlives the exec.
-func waitCommand(p kernel.Process, timeout time.Duration, res *CommandResult) kernel.ExitStatus {
-	defer func() { _ = p.Cleanup() }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.Exited():
-	case <-t.C:
-		res.TimedOut = true
-		p.Kill()
-		<-p.Exited()
-	}
-	st := p.ExitStatus()
-	res.ExitCode = st.Code
-	if st.Signal != 0 {
-		res.ExitCode = 128 + int(st.Signal)
-	}
-	p.Kill()
-	return st
+	spec := kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv,
+		Dir: s.cfg.hostPath(ls.id, rel), Env: shellcmd.Env(doc, req), Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network,
+		NetworkAllow: doc.Sandbox.NetworkAllow, Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}}
+	return shellcmd.Run(ctx, s.kern.Provisioner(), spec, s.cfg.MaxOutputBytes, timeout, kernels.LimitErr, func() {
+		ls.emit(ctx, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
+	})
 }
 
 // mkdirWorkspace creates the workspace dir rel (and its parents) through an os.Root: a symlink a

@@ -14,17 +14,6 @@ import (
 	"github.com/carryover/carryover/mock"
 )
 
-func TestExecEnv(t *testing.T) {
-	doc := carryover.Session{AgentContext: carryover.AgentContext{EnvVars: map[string]string{"A": "1", "B": "2"}}}
-	got := execEnv(doc, CommandRequest{Env: map[string]string{"B": "3", "C": "4"}})
-	if len(got) != 3 || got["A"] != "1" || got["B"] != "3" || got["C"] != "4" {
-		t.Fatalf("execEnv = %v: the request's vars go over the session's", got)
-	}
-	if doc.AgentContext.EnvVars["B"] != "2" {
-		t.Fatal("execEnv changed the session's own env")
-	}
-}
-
 // echo is a CommandFn that writes its argv to stdout and exits with code.
 func echo(code int, cpu time.Duration) func(context.Context, kernel.CommandSpec) (kernel.Process, error) {
 	return func(_ context.Context, spec kernel.CommandSpec) (kernel.Process, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/kernels"
 	"golang.org/x/sys/unix"
 
 	"github.com/carryover/carryover"
@@ -47,6 +48,7 @@ type Config struct {
 	PreImport         []string                  // persistence.pre_import: modules the pool's kernels import
 	Replay            persistence.ReplayOptions // persistence.replay, replay_budget_seconds
 	LazyRestore       bool                      // persistence.lazy_restore
+	SharedBuffers     bool                      // persistence.shared_buffers
 	SaveHiddenFiles   bool                      // persistence.save_hidden_files
 	MaxFileBytes      int64                     // persistence.max_file_bytes
 	MaxWorkspaceBytes int64                     // persistence.max_workspace_bytes
@@ -86,6 +88,12 @@ func (c Config) Spool() string {
 		return filepath.Join("/dev/shm", "carryover-spool-"+hex.EncodeToString(sum[:6]))
 	}
 	return filepath.Join(c.DataDir, "spool")
+}
+
+// kernelsConfig is what package kernels needs of c.
+func (c Config) kernelsConfig() kernels.Config {
+	return kernels.Config{DataDir: c.DataDir, Spool: c.Spool(), Network: c.Network, PreImport: c.PreImport,
+		MaxDisk: c.MaxDisk, MaxOutputBytes: c.MaxOutputBytes}
 }
 
 // workspacesDir holds one directory per session: its /workspace.

@@ -10,13 +10,6 @@ import (
 	"github.com/carryover/carryover"
 )
 
-// ContextRequest is the body of PATCH /api/sessions/{id}/context: given keys replace.
-type ContextRequest struct {
-	WorkingDir  *string           `json:"working_dir"`
-	EnvVars     map[string]string `json:"env_vars"`
-	CustomState map[string]any    `json:"custom_state"`
-}
-
 // PatchContext replaces the given context keys and applies them to the live kernel.
 func (s *Service) PatchContext(ctx context.Context, id string, req ContextRequest) (carryover.Session, error) {
 	ls, err := s.Session(id)
@@ -63,7 +56,7 @@ func (s *Service) PatchContext(ctx context.Context, id string, req ContextReques
 	}
 	if k := ls.currentKernel(); k != nil {
 		// Env vars that were removed from the context leave the kernel too.
-		if err := s.kern.prepareKernel(ctx, id, k, doc); err != nil {
+		if err := s.kern.Prepare(ctx, id, k, doc); err != nil {
 			return doc, fmt.Errorf("applying context to the kernel: %w", err)
 		}
 		ls.forgetSetup(k) // a set-up pending from the claim holds the old context

@@ -20,15 +20,14 @@
 // converts), skills.go (package skills keeps them), rotate.go and background.go (rotation, idle
 // hibernation, cost sampling), budget.go and cost.go, usage.go (a session's usage: CPU, memory
 // peak, stored bytes), files.go (a session's workspace for the files API, package workspace),
-// fork.go, sandbox.go, disk*.go, stream.go (attaching subscribers to a session's stream, package
+// fork.go and fork_many.go, requests.go (the requests that make a session, package sessiondoc), stream.go (attaching subscribers to a session's stream, package
 // stream), records.go (events, executions and tools for front doors), cluster.go and
 // list_cluster.go (a node of a cluster), jupyter.go (a Jupyter client's execute_request as a turn,
 // RunRaw, on package rawexec, and its other shell messages in the same line, SendInLine),
 // comm_relay.go (the UI's widgets: comm messages relayed over the session's stream;
 // kernel.CommSet names the comms a replaced kernel lost), widget_sync.go (the kernel's live widgets
 // sent to a page that connects or after a restore), widget_checkpoint.go (a widget moved on a page
-// saved without a cell), kernel_factory.go (kernels: the pool,
-// the launch options, a kernel attached to its session, the workspaces' disks), capacity.go (the
+// saved without a cell), capacity.go (the
 // one claim of a kernel, takeKernel, on a lease of the node's ledger, package capacity),
 // capacity_evict.go (hibernating the least recently used idle session), capacity_memory.go (the
 // memory pressure watch), capacity_status.go (GET /api/status on package nodewatch, each session's
@@ -41,10 +40,13 @@
 // order), stream (the frames, the subscribers' bounded queues, the hub, the comm relay's frames),
 // workspace (the files API of a workspace directory), rawexec (the Jupyter wire side of an
 // execute_request), agentops (the in-kernel agent's operations besides checkpoints), metrics (the
-// service's metrics, the bounded per-tenant collector), shellcmd (an exec request's argv, its text,
+// service's metrics, the bounded per-tenant collector), shellcmd (an exec request and answer, its argv, its text,
 // its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
 // (what the next answer tells of what was not carried over: processes ended with a kernel, the last
-// restore's report), cost (the cost model: a kernel's meter), skills, nbformat.
+// restore's report), cost (the cost model: a kernel's meter), kernels (the Factory: the pool, the
+// launch options, a kernel attached to its session, the workspaces' disks), sessiondoc (a new
+// session's document from a create request, a fork or an archive, and those requests), comms (a
+// client's comm message, the kernel's live widgets as frames), skills, nbformat.
 //
 // Unit tests run without a kernel on the fakes of package mock (service_helper_test.go).
 package session

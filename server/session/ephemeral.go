@@ -46,9 +46,9 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	}
 	defer func() {
 		s.stopKernel(context.WithoutCancel(ctx), k)
-		_ = s.kern.removeWorkspace(id)
+		_ = s.kern.RemoveWorkspace(id)
 	}()
-	if err := s.kern.prepareKernel(ctx, id, k, ls.doc); err != nil {
+	if err := s.kern.Prepare(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
 	started()

@@ -5,21 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"path/filepath"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/server/session/sessiondoc"
 )
-
-// ForkRequest is the body of POST /api/sessions/{id}/fork; every field is optional.
-type ForkRequest struct {
-	SessionID    string `json:"session_id"`      // the new session's id (with count > 1, the children's id prefix); generated when empty
-	CheckpointID string `json:"checkpoint_id"`   // the source checkpoint; empty: the source's latest
-	Count        *int   `json:"count,omitempty"` // how many children (1..MaxForkCount); absent: 1 (fork_many.go)
-}
 
 // Fork makes a new session whose namespace and files are those of a checkpoint of session id (its
 // latest by default; a source with a live kernel is checkpointed first, so the fork has its current
@@ -60,35 +49,6 @@ func (src *Session) forkCheckpointID(ctx context.Context, cid string) (string, e
 	return cid, nil
 }
 
-// forkDoc is the fork's document: the source's name, data, budget limits, sandbox and rotation
-// settings and agent context (copied, not shared); a fresh budget consumption, no client id (so
-// reattach never hands an agent the fork instead of its own session), pending.
-func forkDoc(from carryover.Session, newID string, now time.Time) carryover.Session {
-	doc := carryover.Session{
-		ID: newID, Name: from.Name, Language: from.Language, State: carryover.StatePending,
-		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, CPUs: from.Sandbox.CPUs, Memory: from.Sandbox.Memory, Disk: from.Sandbox.Disk,
-			TimeoutSeconds: from.Sandbox.TimeoutSeconds, Network: from.Sandbox.Network,
-			NetworkAllow: slices.Clone(from.Sandbox.NetworkAllow), Skills: from.Sandbox.Skills},
-		Data: cloneJSON(from.Data),
-		AgentContext: carryover.AgentContext{WorkingDir: from.AgentContext.WorkingDir,
-			EnvVars: maps.Clone(from.AgentContext.EnvVars), CustomState: cloneJSON(from.AgentContext.CustomState)},
-		Budget:    from.Budget,
-		Rotation:  from.Rotation,
-		Tenant:    from.TenantName(),
-		CreatedAt: now, UpdatedAt: now, LastActivity: now,
-	}
-	if doc.Data == nil {
-		doc.Data = map[string]any{}
-	}
-	if doc.AgentContext.EnvVars == nil {
-		doc.AgentContext.EnvVars = map[string]string{}
-	}
-	if doc.AgentContext.CustomState == nil {
-		doc.AgentContext.CustomState = map[string]any{}
-	}
-	return doc
-}
-
 // reserveFork registers the fork's session, unusable until its checkpoint is committed (admit and
 // ensureKernel refuse a deleted session), and stores its document. The caller has admitted it
 // against the tenant's sessions quota (ForkMany, all children at once).
@@ -125,16 +85,8 @@ func (ls *Session) commitFork(ctx context.Context, srcID, cid string) error {
 	s := ls.svc
 	// The workspace must not exist, so the checkpoint's files come back into it on first use (a dir
 	// left by an earlier session of this id would pass for the fork's own).
-	_ = s.kern.removeWorkspace(ls.id)
-	// A kernel that is not sandboxed saw its workspace by its host path: the fork's kernel must start
-	// in its own workspace, not the source's (sandboxed kernels see /workspace either way).
-	srcWS, dstWS := s.cfg.workspace(srcID), s.cfg.workspace(ls.id)
-	cwd := func(c string) string {
-		if c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator)) {
-			return dstWS + c[len(srcWS):]
-		}
-		return c
-	}
+	_ = s.kern.RemoveWorkspace(ls.id)
+	cwd := sessiondoc.Relocate(s.cfg.workspace(srcID), s.cfg.workspace(ls.id)) // the fork's kernel starts in its own
 	cp, err := s.ckpt.CopyCheckpoint(ctx, srcID, cid, ls.id, cwd)
 	if errors.Is(err, carryover.ErrNotFound) {
 		return carryover.Errorf(carryover.CodeNotFound, "checkpoint %q of session %q not found", cid, srcID).WithDetails("checkpoint_id", cid)
@@ -177,20 +129,4 @@ func (src *Session) forkPoint(ctx context.Context) (string, error) {
 		return "", carryover.Errorf(carryover.CodeConflict, "session %q has no checkpoint to fork yet; run something first", src.id)
 	}
 	return cp.ID, err
-}
-
-// cloneJSON deep-copies a JSON-shaped map.
-func cloneJSON(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return maps.Clone(m)
-	}
-	var out map[string]any
-	if json.Unmarshal(b, &out) != nil {
-		return maps.Clone(m)
-	}
-	return out
 }

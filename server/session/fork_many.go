@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/session/sessiondoc"
 )
-
-// MaxForkCount is the most children one fork call makes.
-const MaxForkCount = 100
 
 // ForkMany makes req.Count forks (1 when absent, at most MaxForkCount) of session id, each as Fork
 // makes one, all from the same checkpoint (req.CheckpointID, or the source's state now: a source
@@ -22,7 +21,7 @@ const MaxForkCount = 100
 // kernel (pending, like any fork), so the node's capacity is not taken here: each child's first
 // run claims a kernel as every session does (takeKernel), queued or refused with capacity there.
 func (s *Service) ForkMany(ctx context.Context, id string, req ForkRequest) ([]carryover.Session, error) {
-	n, err := forkCount(req.Count)
+	n, err := sessiondoc.ForkCount(req.Count)
 	if err != nil {
 		return nil, err
 	}
@@ -67,18 +66,6 @@ func (s *Service) ForkMany(ctx context.Context, id string, req ForkRequest) ([]c
 	return docs, nil
 }
 
-// forkCount is the children a fork asks for: 1 when absent, else 1..MaxForkCount.
-func forkCount(c *int) (int, error) {
-	if c == nil {
-		return 1, nil
-	}
-	if *c < 1 || *c > MaxForkCount {
-		return 0, carryover.Errorf(carryover.CodeInvalid, "count must be between 1 and %d, not %d", MaxForkCount, *c).
-			WithDetails("field", "count", "count", *c, "max", MaxForkCount)
-	}
-	return *c, nil
-}
-
 // forkIDs names n children: id itself for one (random when empty), id-1 .. id-n for more (each
 // random when id is empty). Each must be a valid id no session holds.
 func (s *Service) forkIDs(id string, n int) ([]string, error) {
@@ -108,7 +95,7 @@ func (s *Service) makeForks(ctx context.Context, src *Session, ids []string, cid
 	from, now := src.docCopy(), time.Now().UTC()
 	made := make([]*Session, 0, len(ids))
 	for _, newID := range ids {
-		ls, err := s.reserveFork(ctx, forkDoc(from, newID, now))
+		ls, err := s.reserveFork(ctx, sessiondoc.Fork(from, newID, now))
 		if err == nil {
 			made = append(made, ls)
 			err = ls.commitFork(ctx, src.id, cid)
@@ -133,6 +120,15 @@ func (s *Service) unmakeForks(ctx context.Context, made []*Session) {
 		delete(s.sessions, ls.id)
 		s.mu.Unlock()
 		_ = s.store.DeleteSession(ctx, ls.id)
-		_ = s.kern.removeWorkspace(ls.id)
+		_ = s.kern.RemoveWorkspace(ls.id)
 	}
+}
+
+// sharedBuffers is the node's shared copies of restored buffers when persistence.shared_buffers is
+// on (nil: every kernel restores its own).
+func sharedBuffers(on bool) *persistence.SharedBuffers {
+	if !on {
+		return nil
+	}
+	return persistence.NewSharedBuffers()
 }

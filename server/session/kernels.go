@@ -5,23 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
-	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/cost"
+	"github.com/carryover/carryover/server/session/kernels"
 )
 
 // hostPath maps a sandbox path (/workspace/...) or a relative one to the host workspace directory.
-func (c Config) hostPath(id, p string) string {
-	ws := c.workspace(id)
-	p = strings.TrimPrefix(p, "/workspace")
-	return filepath.Join(ws, filepath.FromSlash(strings.TrimPrefix(p, "/")))
-}
+func (c Config) hostPath(id, p string) string { return kernels.HostPath(c.workspace(id), p) }
 
 // ensureKernel returns the session's live kernel, claiming one from the warm pool and restoring
 // the session's last checkpoint into it when it has none (first run, after a death, a hibernation
@@ -36,7 +31,7 @@ type ensureOpts struct {
 	// ride on that cell (pendingSetup), instead of costing a round trip of its own. Any other caller
 	// finds a set-up still pending sent first.
 	firstCell bool
-	runEnv    map[string]string // the cell's per-run env, which a claim must know of too (claimKernel)
+	runEnv    map[string]string // the cell's per-run env, which a claim must know of too (kernels.Factory.Claim)
 	replaces  *kernel.Kernel    // the kernel a rotation replaces (kernelClaim.replaces)
 }
 
@@ -112,9 +107,9 @@ func (ls *Session) startSession(ctx context.Context, nk *newKernel, firstCell bo
 	}
 	var err error
 	if firstCell && doc.LastCheckpoint == nil && doc.ExecutionCount == 0 {
-		nk.setup, err = s.kern.deferSetup(ctx, ls.id, nk.k, doc)
+		nk.setup, err = ls.deferSetup(ctx, nk.k, doc)
 	} else {
-		err = s.kern.prepareKernel(ctx, ls.id, nk.k, doc)
+		err = s.kern.Prepare(ctx, ls.id, nk.k, doc)
 	}
 	if err != nil {
 		return fmt.Errorf("preparing kernel: %w", err)
@@ -164,20 +159,20 @@ func (ls *Session) ensureWorkspace(ctx context.Context) error {
 	ls.workspaceMu.Lock()
 	defer ls.workspaceMu.Unlock()
 	ws := s.cfg.workspace(ls.id)
-	if err := s.kern.checkDiskless(ls.id); err != nil {
+	if err := s.kern.CheckDiskless(ls.id); err != nil {
 		return err
 	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
 		if err == nil {
-			s.kern.mountDisk(ls.id, ws, ls.diskSize()) // after a restart: the image is there, its mount is not
+			s.kern.MountDisk(ls.id, ws, kernels.DiskSize(ls.docCopy().Sandbox.Disk)) // after a restart: the image is there, its mount is not
 		}
 		return err
 	}
 	if ls.docCopy().LastCheckpoint != nil {
 		materialize := s.ckpt.MaterializeWorkspace
-		if s.kern.disks() != nil {
+		if s.kern.Disks() != nil {
 			materialize = func(ctx context.Context, id, ws string) (int, error) {
-				return s.kern.materializeOnDisk(ctx, id, ws, ls.diskSize())
+				return s.kern.MaterializeOnDisk(ctx, id, ws, kernels.DiskSize(ls.docCopy().Sandbox.Disk))
 			}
 		}
 		n, err := materialize(ctx, ls.id, ws)
@@ -193,47 +188,8 @@ func (ls *Session) ensureWorkspace(ctx context.Context) error {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	s.kern.mountDisk(ls.id, ws, ls.diskSize())
+	s.kern.MountDisk(ls.id, ws, kernels.DiskSize(ls.docCopy().Sandbox.Disk))
 	return nil
-}
-
-// prepareKernel points a pooled kernel at the session: cwd, env vars and execution counter.
-func (f *kernels) prepareKernel(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
-		return err
-	}
-	return agentops.Setup(ctx, k, f.cfg.setupOf(id, k, doc, true))
-}
-
-// attachForSetup makes the session's workspace and attaches the kernel to it (limits, mounts).
-func (f *kernels) attachForSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) error {
-	if err := os.MkdirAll(f.cfg.workspace(id), 0o755); err != nil {
-		return err
-	}
-	return f.attachKernel(ctx, id, k, doc)
-}
-
-// kernelSetup is what points a kernel at its session. Its JSON is the agent's carryover_setup.
-type kernelSetup struct {
-	Cwd            string            `json:"cwd"` // as the kernel sees it
-	Env            map[string]string `json:"env"`
-	ExecutionCount int               `json:"execution_count,omitempty"` // the next cell's; 0: leave it
-}
-
-// setupOf is the session's set-up for kernel k; withCount sets the kernel's counter too.
-func (c Config) setupOf(id string, k *kernel.Kernel, doc carryover.Session, withCount bool) kernelSetup {
-	st := kernelSetup{
-		// The path the kernel sees: /workspace/... in a sandbox, the host dir for a local kernel.
-		Cwd: k.Process().KernelPath(c.hostPath(id, doc.AgentContext.WorkingDir)),
-		Env: doc.AgentContext.EnvVars,
-	}
-	if st.Env == nil {
-		st.Env = map[string]string{}
-	}
-	if withCount {
-		st.ExecutionCount = doc.ExecutionCount + 1
-	}
-	return st
 }
 
 // watchKernel notices a kernel's death between runs, records it and restores the session eagerly.
@@ -392,4 +348,17 @@ func (ls *Session) attachLocked(k *kernel.Kernel, m cost.Meter) {
 		ls.pausedAt = time.Now()
 	}
 	ls.cost = m
+}
+
+// sandboxEvent logs a limit hit and records it as a sandbox_limit_exceeded event of the session.
+func (s *Service) sandboxEvent(id string, k *kernel.Kernel, hit kernel.LimitHit) {
+	s.log.Warn("sandbox limit hit", "session", id, "kernel", k.ID(), "limit", hit.Kind, "limits", hit.Summary, "action", hit.Message)
+	s.m.LimitHits.WithLabelValues(hit.Kind).Inc()
+	ls, err := s.Session(id)
+	if err != nil {
+		return // an ephemeral /api/execute session
+	}
+	payload := map[string]any{"sandbox_id": "sbx_" + k.ID(), "limit": hit.Kind, "message": hit.Message,
+		"limits": map[string]any{"memory_bytes": hit.MemoryBytes, "cpus": hit.CPUs, "max_processes": hit.MaxProcesses}}
+	ls.emit(context.Background(), carryover.EventSandboxLimitExceeded, payload)
 }

@@ -8,52 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/sessiondoc"
 	"github.com/carryover/carryover/server/session/stream"
 )
-
-// CreateRequest is the body of POST /api/sessions; every field is optional.
-type CreateRequest struct {
-	SessionID string              `json:"session_id"`
-	Name      string              `json:"name"`
-	Language  string              `json:"language"`
-	Data      map[string]any      `json:"data"`
-	Budget    *carryover.Budget   `json:"budget"`
-	Sandbox   *SandboxRequest     `json:"sandbox"`
-	Rotation  *carryover.Rotation `json:"rotation"`
-	ClientID  string              `json:"client_id"`
-	Start     bool                `json:"start"`
-}
-
-// SandboxRequest is the sandbox part of a create request; every field is optional.
-type SandboxRequest struct {
-	CPUs           string          `json:"cpus"`
-	Memory         string          `json:"memory"`
-	Disk           string          `json:"disk"` // the workspace disk's size (disk_size.go)
-	TimeoutSeconds *float64        `json:"timeout_seconds"`
-	Network        *NetworkRequest `json:"network"`
-	Skills         string          `json:"skills"` // "ro" (the default) or "rw"
-}
-
-// validate checks what a create request names beside its sandbox: the id it will have, the
-// language, the budget.
-func (req CreateRequest) validate(id string) error {
-	if err := carryover.ValidateSessionID(id); err != nil {
-		return err
-	}
-	if err := carryover.ValidateLanguage(req.Language); err != nil {
-		return err
-	}
-	if req.Budget != nil {
-		return req.Budget.Validate()
-	}
-	return nil
-}
 
 func randomID(prefix string) string {
 	b := make([]byte, 8)
@@ -67,34 +28,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if id == "" {
 		id = randomID("sess_")
 	}
-	if err := req.validate(id); err != nil {
+	doc, err := sessiondoc.FromCreate(req, id, carryover.TenantFromContext(ctx), s.newDocs())
+	if err != nil {
 		return carryover.Session{}, err
-	}
-	now := time.Now().UTC()
-	doc := carryover.Session{
-		ID: id, Name: req.Name, Language: "python", State: carryover.StatePending,
-		Sandbox:      carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.SandboxTimeoutSeconds, Network: s.cfg.Network},
-		Data:         req.Data,
-		AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
-		ClientID:     req.ClientID,
-		Tenant:       carryover.TenantFromContext(ctx),
-		OwnerNode:    s.cfg.ownerNode(), // the node that creates a session owns it (cluster.go)
-		CreatedAt:    now, UpdatedAt: now, LastActivity: now,
-	}
-	if doc.Data == nil {
-		doc.Data = map[string]any{}
-	}
-	if req.Budget != nil {
-		doc.Budget = *req.Budget
-	}
-	if err := applySandboxRequest(&doc.Sandbox, req.Sandbox); err != nil {
-		return carryover.Session{}, err
-	}
-	if err := s.kern.applyDiskRequest(&doc.Sandbox, req.Sandbox); err != nil {
-		return carryover.Session{}, err
-	}
-	if req.Rotation != nil {
-		doc.Rotation = *req.Rotation
 	}
 	release, err := s.adm.quota.AdmitCreate(ctx, doc.TenantName())
 	if err != nil {
@@ -116,7 +52,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	s.mu.Unlock()
 
 	b, _ := json.Marshal(doc)
-	err = s.store.CreateSession(ctx, carryover.SessionRecord{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b, CreatedAt: now, UpdatedAt: now})
+	err = s.store.CreateSession(ctx, carryover.SessionRecord{ID: id, ClientID: doc.ClientID, State: doc.State, Doc: b,
+		CreatedAt: doc.CreatedAt, UpdatedAt: doc.UpdatedAt})
 	if err != nil {
 		s.mu.Lock()
 		delete(s.sessions, id)
@@ -134,47 +71,6 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 		return s.Start(ctx, id)
 	}
 	return ls.docCopy(), nil
-}
-
-// applySandboxRequest validates the sandbox settings of a create request and applies them to sb.
-func applySandboxRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
-	if req == nil {
-		return nil
-	}
-	if req.CPUs != "" {
-		if _, err := kernel.ParseCPUs(req.CPUs); err != nil {
-			return carryover.Errorf(carryover.CodeInvalid, "sandbox.cpus: %v", err).WithDetails("field", "sandbox.cpus")
-		}
-	}
-	if req.Memory != "" {
-		if _, err := kernel.ParseMemory(req.Memory); err != nil {
-			return carryover.Errorf(carryover.CodeInvalid, "sandbox.memory: %v", err).WithDetails("field", "sandbox.memory")
-		}
-	}
-	sb.CPUs, sb.Memory = req.CPUs, req.Memory
-	if req.TimeoutSeconds != nil {
-		if *req.TimeoutSeconds < 0 {
-			return carryover.Errorf(carryover.CodeInvalid, "sandbox.timeout_seconds must not be negative").WithDetails("field", "sandbox.timeout_seconds")
-		}
-		sb.TimeoutSeconds = *req.TimeoutSeconds
-	}
-	switch req.Skills {
-	case "", carryover.SkillsReadOnly:
-	case carryover.SkillsReadWrite:
-		sb.Skills = carryover.SkillsReadWrite
-	default:
-		return carryover.Errorf(carryover.CodeInvalid, `sandbox.skills must be "ro" or "rw"`).WithDetails("field", "sandbox.skills")
-	}
-	if req.Network != nil {
-		sb.Network, sb.NetworkAllow = req.Network.Full, nil
-		if req.Network.Allow != nil {
-			if _, err := kernel.ParseAllowlist(req.Network.Allow); err != nil {
-				return carryover.Errorf(carryover.CodeInvalid, "sandbox.%v", err).WithDetails("field", "sandbox.network.allow")
-			}
-			sb.NetworkAllow = slices.Clone(req.Network.Allow)
-		}
-	}
-	return nil
 }
 
 // Patch merges data into the session's data.
@@ -236,7 +132,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	go func() { _, _, _ = s.store.GC(context.Background()) }()
-	return s.kern.removeWorkspace(id)
+	return s.kern.RemoveWorkspace(id)
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.

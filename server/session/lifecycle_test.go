@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/mock"
@@ -364,26 +363,6 @@ func TestForkRefusals(t *testing.T) {
 	wantCode(t, err, carryover.CodeNotFound)
 	if n := len(s.List()); n != 2 {
 		t.Fatalf("%d sessions after refused forks, want 2", n)
-	}
-}
-
-func TestForkDocCopiesSettingsNotUse(t *testing.T) {
-	now := time.Now().UTC()
-	src := carryover.Session{ID: "a", Name: "n", ClientID: "c", State: carryover.StateRunning, Tenant: "t",
-		Data: map[string]any{"k": map[string]any{"deep": 1.0}}, Budget: carryover.Budget{IterationLimit: 3},
-		BudgetConsumed: carryover.BudgetConsumed{Iterations: 2}, ExecutionCount: 7,
-		AgentContext: carryover.AgentContext{WorkingDir: "/workspace/x", EnvVars: map[string]string{"A": "1"}}}
-	d := forkDoc(src, "b", now)
-	if d.ID != "b" || d.Name != "n" || d.ClientID != "" || d.State != carryover.StatePending || d.Tenant != "t" {
-		t.Fatalf("fork = %+v", d)
-	}
-	if d.Budget.IterationLimit != 3 || d.BudgetConsumed.Iterations != 0 || d.AgentContext.WorkingDir != "/workspace/x" {
-		t.Fatalf("fork budget %+v used %+v context %+v", d.Budget, d.BudgetConsumed, d.AgentContext)
-	}
-	d.Data["k"].(map[string]any)["deep"] = 2.0
-	d.AgentContext.EnvVars["A"] = "2"
-	if src.Data["k"].(map[string]any)["deep"] != 1.0 || src.AgentContext.EnvVars["A"] != "1" {
-		t.Fatal("the fork shares maps with its source")
 	}
 }
 

@@ -58,61 +58,6 @@ func TestCollectorCapsAndMerges(t *testing.T) {
 	}
 }
 
-func TestNetworkRequestJSON(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		full  bool
-		allow []string
-		bad   bool
-	}{
-		{in: `true`, full: true},
-		{in: `false`},
-		{in: `{"allow":["pypi.org","*.github.com:443"]}`, allow: []string{"pypi.org", "*.github.com:443"}},
-		{in: `{"allow":[]}`, allow: []string{}},
-		{in: `{"allow":null}`, bad: true},
-		{in: `{}`, bad: true},
-		{in: `{"allow":[],"deny":[]}`, bad: true},
-		{in: `"yes"`, bad: true},
-	} {
-		var n NetworkRequest
-		err := json.Unmarshal([]byte(tc.in), &n)
-		if (err != nil) != tc.bad {
-			t.Errorf("%s: err %v", tc.in, err)
-			continue
-		}
-		if !tc.bad && (n.Full != tc.full || (tc.allow == nil) != (n.Allow == nil) || strings.Join(n.Allow, ",") != strings.Join(tc.allow, ",")) {
-			t.Errorf("%s: %+v", tc.in, n)
-		}
-	}
-}
-
-func TestApplySandboxRequest(t *testing.T) {
-	sb := carryover.Sandbox{Network: true, TimeoutSeconds: 60}
-	tmo := 0.0
-	err := applySandboxRequest(&sb, &SandboxRequest{CPUs: "1.5", Memory: "512Mi", TimeoutSeconds: &tmo, Skills: carryover.SkillsReadWrite,
-		Network: &NetworkRequest{Allow: []string{"pypi.org"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb.CPUs != "1.5" || sb.Memory != "512Mi" || sb.TimeoutSeconds != 0 || sb.Skills != carryover.SkillsReadWrite || sb.Network || len(sb.NetworkAllow) != 1 {
-		t.Fatalf("sandbox = %+v", sb)
-	}
-	if err := applySandboxRequest(&sb, &SandboxRequest{Network: &NetworkRequest{Allow: []string{"bad host"}}}); carryover.ErrorCode(err) != carryover.CodeInvalid {
-		t.Fatalf("a bad allowlist: %v", err)
-	}
-}
-
-func TestSetsImportTimeEnv(t *testing.T) {
-	for env, want := range map[string]bool{"OMP_NUM_THREADS": true, "MPLBACKEND": true, "PANDAS_X": true, "HOME": false, "MY_OMP": false} {
-		if got := setsImportTimeEnv(map[string]string{env: "1"}); got != want {
-			t.Errorf("%s: %v", env, got)
-		}
-	}
-	if setsImportTimeEnv(nil) {
-		t.Error("nil env")
-	}
-}
-
 func TestSkippedKey(t *testing.T) {
 	a := &carryover.CheckpointResult{Skipped: []carryover.VarSkip{{Name: "g", Type: "generator", Reason: "r"}}}
 	b := &carryover.CheckpointResult{Skipped: []carryover.VarSkip{{Name: "g", Type: "generator", Reason: "other"}}}

@@ -6,52 +6,13 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/archive"
+	"github.com/carryover/carryover/server/session/sessiondoc"
 )
-
-// portableSettings is an archive's session.json: what a create request sets, plus the agent context
-// and the execution counter. Validated on import exactly as a create request.
-type portableSettings struct {
-	Name           string              `json:"name"`
-	Language       string              `json:"language"`
-	Data           map[string]any      `json:"data"`
-	Budget         *carryover.Budget   `json:"budget"`
-	Rotation       *carryover.Rotation `json:"rotation"`
-	Sandbox        *SandboxRequest     `json:"sandbox"`
-	AgentContext   *ContextRequest     `json:"agent_context"`
-	ExecutionCount int                 `json:"execution_count"`
-}
-
-// settingsOf is the settings of session doc as an archive carries them.
-func settingsOf(doc carryover.Session) ([]byte, error) {
-	sb := doc.Sandbox
-	timeout := sb.TimeoutSeconds
-	net := &NetworkRequest{Full: sb.Network, Allow: sb.NetworkAllow}
-	wd := doc.AgentContext.WorkingDir
-	return json.Marshal(map[string]any{
-		"name": doc.Name, "language": doc.Language, "data": doc.Data, "budget": doc.Budget, "rotation": doc.Rotation,
-		"sandbox": map[string]any{"cpus": sb.CPUs, "memory": sb.Memory, "disk": sb.Disk, "timeout_seconds": timeout,
-			"network": networkJSON(net), "skills": sb.Skills},
-		"agent_context":   map[string]any{"working_dir": wd, "env_vars": doc.AgentContext.EnvVars, "custom_state": doc.AgentContext.CustomState},
-		"execution_count": doc.ExecutionCount,
-	})
-}
-
-// networkJSON is a sandbox network setting as a create request writes it: a boolean, or {"allow"}.
-func networkJSON(n *NetworkRequest) any {
-	if n.Allow != nil {
-		return map[string]any{"allow": n.Allow}
-	}
-	return n.Full
-}
 
 // ExportSource is what an export of session id writes: the checkpoint asked for (which must be the
 // session's), or the session's current state (a live kernel is checkpointed first, as for a fork).
@@ -71,7 +32,7 @@ func (s *Service) ExportSource(ctx context.Context, id, checkpointID string) (ar
 	if err != nil {
 		return archive.Export{}, fmt.Errorf("export: %w", err)
 	}
-	settings, err := settingsOf(ls.docCopy())
+	settings, err := sessiondoc.SettingsOf(ls.docCopy())
 	if err != nil {
 		return archive.Export{}, fmt.Errorf("export: settings: %w", err)
 	}
@@ -123,7 +84,7 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 		return ImportResult{}, err
 	}
 	defer staged.Close()
-	doc, warnings, err := s.importDoc(ctx, staged.Settings, newID, tenant)
+	doc, warnings, err := sessiondoc.FromSettings(staged.Settings, newID, tenant, s.newDocs())
 	if err != nil {
 		return ImportResult{}, err
 	}
@@ -153,15 +114,8 @@ func (s *Service) Import(ctx context.Context, r io.Reader, req ImportRequest) (I
 // commitImport commits the staged checkpoint as the new session's (its working dir relocated from
 // the source's workspace to this one's) and makes the session usable.
 func (s *Service) commitImport(ctx context.Context, ls *Session, staged *archive.Staged) (string, error) {
-	_ = s.kern.removeWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
-	srcWS, dstWS := staged.Index.Source.Workspace, s.cfg.workspace(ls.id)
-	cwd := func(c string) string {
-		if srcWS != "" && srcWS != "/workspace" && (c == srcWS || strings.HasPrefix(c, srcWS+string(filepath.Separator))) {
-			return dstWS + c[len(srcWS):]
-		}
-		return c
-	}
-	cp, err := staged.Commit(ctx, ls.id, cwd)
+	_ = s.kern.RemoveWorkspace(ls.id) // the checkpoint's files come back into a fresh workspace on first use
+	cp, err := staged.Commit(ctx, ls.id, sessiondoc.Relocate(staged.Index.Source.Workspace, s.cfg.workspace(ls.id)))
 	if err != nil {
 		return "", fmt.Errorf("import: %w", err)
 	}
@@ -175,77 +129,4 @@ func (s *Service) commitImport(ctx context.Context, ls *Session, staged *archive
 		return "", fmt.Errorf("import: saving session: %w", err)
 	}
 	return cp.ID, nil
-}
-
-// importDoc is the new session's document from an archive's settings, checked as a create request's
-// are. A setting this server cannot honour is dropped and named in the warnings, never silently.
-func (s *Service) importDoc(ctx context.Context, raw []byte, id, tenant string) (carryover.Session, []string, error) {
-	var ps portableSettings
-	if err := json.Unmarshal(raw, &ps); err != nil {
-		return carryover.Session{}, nil, carryover.Errorf(carryover.CodeInvalid, "archive refused: session settings: %v", err).
-			WithDetails("reason", archive.ReasonCorrupt, "member", archive.SessionName)
-	}
-	warnings := []string{}
-	if ps.Sandbox != nil && ps.Sandbox.Disk != "" && s.kern.disks() == nil {
-		warnings = append(warnings, fmt.Sprintf("sandbox.disk %s not applied: this server gives workspaces no disk of their own", ps.Sandbox.Disk))
-		ps.Sandbox.Disk = ""
-	}
-	if ps.Language == "" {
-		ps.Language = "python"
-	}
-	cr := CreateRequest{SessionID: id, Name: ps.Name, Language: ps.Language, Budget: ps.Budget}
-	if err := cr.validate(id); err != nil {
-		return carryover.Session{}, nil, err
-	}
-	now := time.Now().UTC()
-	doc := carryover.Session{ID: id, Name: ps.Name, Language: ps.Language, State: carryover.StatePending,
-		Sandbox: carryover.Sandbox{Status: carryover.SandboxNone, TimeoutSeconds: s.cfg.SandboxTimeoutSeconds, Network: s.cfg.Network},
-		Data:    ps.Data, AgentContext: carryover.AgentContext{WorkingDir: "/workspace", EnvVars: map[string]string{}, CustomState: map[string]any{}},
-		Tenant: tenant, OwnerNode: s.cfg.ownerNode(), ExecutionCount: max(ps.ExecutionCount, 0),
-		CreatedAt: now, UpdatedAt: now, LastActivity: now}
-	if doc.Data == nil {
-		doc.Data = map[string]any{}
-	}
-	if ps.Budget != nil {
-		doc.Budget = *ps.Budget
-	}
-	if ps.Rotation != nil {
-		doc.Rotation = *ps.Rotation
-	}
-	if err := applySandboxRequest(&doc.Sandbox, ps.Sandbox); err != nil {
-		return carryover.Session{}, nil, err
-	}
-	if err := s.kern.applyDiskRequest(&doc.Sandbox, ps.Sandbox); err != nil {
-		return carryover.Session{}, nil, err
-	}
-	if err := importContext(&doc.AgentContext, ps.AgentContext); err != nil {
-		return carryover.Session{}, nil, err
-	}
-	return doc, warnings, nil
-}
-
-// importContext applies an archive's agent context, checked as PATCH .../context checks one.
-func importContext(ac *carryover.AgentContext, req *ContextRequest) error {
-	if req == nil {
-		return nil
-	}
-	if req.WorkingDir != nil {
-		rel, err := carryover.WorkspacePath(*req.WorkingDir)
-		if err != nil {
-			return err
-		}
-		if rel != "" {
-			ac.WorkingDir = "/workspace/" + rel
-		}
-	}
-	if err := carryover.ValidateEnv(req.EnvVars, "agent_context.env_vars"); err != nil {
-		return err
-	}
-	if req.EnvVars != nil {
-		ac.EnvVars = req.EnvVars
-	}
-	if req.CustomState != nil {
-		ac.CustomState = req.CustomState
-	}
-	return nil
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/carryover/carryover/server/capacity"
 	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/quota"
-	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/cost"
 	"github.com/carryover/carryover/server/session/fidelity"
 	"github.com/carryover/carryover/server/session/fifo"
+	"github.com/carryover/carryover/server/session/kernels"
 	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/skills"
@@ -35,7 +35,7 @@ type Service struct {
 	cfg   Config
 	store carryover.Store
 	ckpt  *persistence.Checkpointer
-	kern  kernels // the pool, the launch options, a kernel attached to its session (kernel_factory.go)
+	kern  *kernels.Factory // the pool, the launch options, a kernel attached to its session
 	log   *slog.Logger
 	m     *metrics.Metrics
 
@@ -59,6 +59,8 @@ type admission struct {
 	// leases maps each live kernel (*kernel.Kernel) to its *capacity.Lease, which stopKernel gives back.
 	leases sync.Map
 	live   prometheus.Gauge // carryover_kernels_live: the leases held
+	// refusal reshapes a refusal of a claim for a session before it is answered (Options.Refusal).
+	refusal func(sessionID string, err error) error
 }
 
 // background is the service's work in the background.
@@ -115,6 +117,10 @@ type Options struct {
 	// Metrics is where the service's metrics are registered (the assembly passes its registry);
 	// nil: nowhere (a unit test's).
 	Metrics prometheus.Registerer
+	// Refusal, when set, reshapes a refusal of a claim of a kernel for a session before it is
+	// answered: a cluster node's (cluster.Full.Refusal) says the cluster is full when the router
+	// kept the session's request here because no node had room. Nil: the node's own refusal.
+	Refusal func(sessionID string, err error) error
 }
 
 // NewService loads every session from the store and starts the warm pool.
@@ -124,7 +130,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	spec, err := ownSpec(o.Spec, cfg.Python)
+	spec, err := kernels.OwnSpec(o.Spec, cfg.Python)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +157,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 			idem:      idempotency.New(o.Store, cfg.IdempotencyTTL, log),
 			ephemeral: idempotency.New(idempotency.TenantStore(o.Store), cfg.IdempotencyTTL, log),
 			live:      m.KernelsLive,
+			refusal:   o.Refusal,
 		},
 		watch:    nodewatch.New(budget, memory, m.Hibernations, m.KernelMemory),
 		cfg:      cfg,
@@ -160,47 +167,30 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		sessions: map[string]*Session{},
 		skills:   skills.New(o.Store, cfg.DataDir, log),
 	}
-	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
-	s.kern = kernels{cfg: cfg, ckpt: s.ckpt, skills: s.skills, log: log, onLimit: s.sandboxEvent}
-	s.kern.opts = kernel.Options{
-		Spec:              spec,
-		Transport:         cfg.Transport,
-		WorkDir:           cfg.workspacesDir(),
-		StartupTimeout:    cfg.StartupTimeout,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		ShutdownGrace:     cfg.ShutdownGrace,
-		Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
-		Logger:            log,
+	if s.adm.refusal == nil {
+		s.adm.refusal = func(_ string, err error) error { return err }
 	}
+	s.adm.quota = quota.New(cfg.Quotas, quotaUsage{s})
+	s.kern = kernels.New(cfg.kernelsConfig(), kernels.Deps{Ckpt: s.ckpt, Skills: s.skills, Log: log, OnLimit: s.sandboxEvent,
+		Options: kernel.Options{
+			Spec:              spec,
+			Transport:         cfg.Transport,
+			WorkDir:           cfg.workspacesDir(),
+			StartupTimeout:    cfg.StartupTimeout,
+			HeartbeatInterval: cfg.HeartbeatInterval,
+			ShutdownGrace:     cfg.ShutdownGrace,
+			Env:               map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+			Logger:            log,
+		}})
 	if err := s.skills.ImportLegacy(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
-	s.kern.useProvisioner(o.Provisioner)
-	s.kern.pool = kernel.NewPoolWith(kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
-		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter}, s.kern.opts, s.kern.installAgent, s.kern.warmKernel)
+	s.kern.Start(o.Provisioner, kernel.PoolConfig{Size: cfg.PoolSize, MaxSize: cfg.PoolMaxSize,
+		Parallel: cfg.PoolParallel, ShrinkAfter: cfg.PoolShrinkAfter})
 	return s, nil
-}
-
-// ownSpec is a copy of spec (nil: the "python" kernelspec found on this machine, pointed at python)
-// whose kernels keep their IPython history in memory: a shared ~/.ipython history.sqlite lets one
-// session's %history see another's code and, under load, its "database is locked" message lands in
-// other users' output and stalls kernels for seconds. On a copy: the caller's Spec is not ours to
-// change (parallel tests share one; writing to it raced, and a second service on it got the flag
-// twice).
-func ownSpec(spec *kernel.Spec, python string) (*kernel.Spec, error) {
-	if spec == nil {
-		found, err := kernel.FindSpec("python", python)
-		if err != nil {
-			return nil, fmt.Errorf("server: kernelspec: %w", err)
-		}
-		spec = found
-	}
-	own := *spec
-	own.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
-	return &own, nil
 }
 
 // newCheckpointer is the checkpoint engine the service's configuration asks for.
@@ -213,6 +203,7 @@ func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointe
 		PreImport: cfg.PreImport,
 		Replay:    cfg.Replay,
 		Lazy:      cfg.LazyRestore,
+		Shared:    sharedBuffers(cfg.SharedBuffers),
 		Python:    cfg.Python,
 		Files: persistence.FileLimits{
 			SaveHidden:    cfg.SaveHiddenFiles,
@@ -224,35 +215,8 @@ func newCheckpointer(cfg Config, store carryover.Store) *persistence.Checkpointe
 	}
 }
 
-// useProvisioner points the kernel options at p (local processes when nil).
-func (f *kernels) useProvisioner(p kernel.Provisioner) {
-	if p == nil {
-		p = &kernel.LocalProvisioner{SpoolRoot: f.cfg.Spool()}
-	}
-	f.opts.Provisioner = p
-	f.opts.Network = f.cfg.Network
-	if kernel.IsolatesNetwork(p) && f.opts.Transport == "tcp" {
-		// A kernel in its own network namespace listens on its own loopback, out of the server's reach.
-		f.log.Warn("sandbox: kernel.transport=tcp cannot reach sandboxed kernels; using ipc")
-		f.opts.Transport = "ipc"
-	}
-}
-
 // workspace is the host directory that is a session's /workspace.
-func (c Config) workspace(id string) string { return filepath.Join(c.workspacesDir(), id) }
-
-// installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
-// pool's onStart hook).
-func (f *kernels) installAgent(ctx context.Context, k *kernel.Kernel) error {
-	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
-		return err
-	}
-	return agentops.OutputGuard(ctx, k, f.cfg.MaxOutputBytes)
-}
-
-// warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
-func (f *kernels) warmKernel(ctx context.Context, k *kernel.Kernel) error { return f.ckpt.Warm(ctx, k) }
+func (c Config) workspace(id string) string { return kernels.Workspace(c.DataDir, id) }
 
 // recover loads every session from SQLite after a (re)start. No kernel is running for any of them:
 // each gets a new kernel and its last checkpoint lazily, on its next run.
@@ -414,10 +378,7 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.bg.wg.Wait()
-	var err error
-	if s.kern.pool != nil {
-		err = s.kern.pool.Close(ctx)
-	}
+	err := s.kern.Close(ctx)
 	// Every kernel is gone, pooled ones included: so is every use of the spool.
 	if s.cfg.SpoolDir == "" {
 		_ = os.RemoveAll(s.cfg.Spool())

@@ -7,6 +7,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/kernels"
 )
 
 // A brand-new session's first cell in a fresh kernel carries the session's set-up (working directory
@@ -22,16 +23,17 @@ const setupKey = "carryover_setup"
 // pendingSetup is a set-up not yet applied to kernel k.
 type pendingSetup struct {
 	k     *kernel.Kernel
-	setup kernelSetup
+	setup kernels.Setup
 }
 
 // deferSetup attaches a just-claimed kernel to the session and returns its set-up, to ride on the
 // first cell.
-func (f *kernels) deferSetup(ctx context.Context, id string, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
-	if err := f.attachForSetup(ctx, id, k, doc); err != nil {
+func (ls *Session) deferSetup(ctx context.Context, k *kernel.Kernel, doc carryover.Session) (*pendingSetup, error) {
+	st, err := ls.svc.kern.Defer(ctx, ls.id, k, doc)
+	if err != nil {
 		return nil, err
 	}
-	return &pendingSetup{k: k, setup: f.cfg.setupOf(id, k, doc, false)}, nil
+	return &pendingSetup{k: k, setup: st}, nil
 }
 
 // setupMetadata is the metadata for a cell about to run on k: the pending set-up, if any (nil when

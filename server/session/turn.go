@@ -9,6 +9,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/kernels"
 )
 
 // A turn is one run or shell command. Both go through the same pipeline: beginTurn (the session's
@@ -47,7 +48,7 @@ func (ls *Session) beginTurn(ctx context.Context, queued func()) (end func(), er
 	ls.mu.Lock()
 	k, tenant := ls.kern, ls.doc.TenantName()
 	ls.mu.Unlock()
-	if _, mounts := kernelProcess(k).(SkillsAttacher); mounts {
+	if _, mounts := kernelProcess(k).(kernels.SkillsAttacher); mounts {
 		if err := s.skills.Sync(ctx, tenant, false); err != nil {
 			s.log.Warn("skills cache not updated from the store", "session", ls.id, "err", err)
 		}

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -14,13 +13,8 @@ import (
 // variablesTimeout bounds the kernel's answer to the probe.
 const variablesTimeout = 10 * time.Second
 
-// Variables is the answer of GET /api/sessions/{id}/variables.
-type Variables struct {
-	Variables    []agentops.VariableInfo `json:"variables"`
-	Live         bool                    `json:"live"` // read from the running kernel; false: from the latest checkpoint only
-	CheckpointID string                  `json:"checkpoint_id,omitempty"`
-	Note         string                  `json:"note,omitempty"` // why the answer is not live
-}
+// Variables is the answer of GET /api/sessions/{id}/variables (agentops.ListOf makes it).
+type Variables = agentops.List
 
 // Variables lists the session's variables without disturbing it: the kernel evaluates one silent
 // user expression (no execution count, no history, no name added) when it is idle; when it is busy
@@ -28,52 +22,17 @@ type Variables struct {
 // never starts a kernel.
 func (ls *Session) Variables(ctx context.Context) (*Variables, error) {
 	s := ls.svc
-	out := &Variables{Variables: []agentops.VariableInfo{}}
-	saved := map[string]persistence.VariableDetail{}
-	skipped := map[string]carryover.VarSkip{}
+	var detail *persistence.CheckpointDetail
 	cp, err := s.store.LatestCheckpoint(ctx, ls.id)
 	if err == nil {
-		d, derr := s.ckpt.Detail(ctx, s.store, cp)
-		if derr != nil {
-			return nil, derr
-		}
-		out.CheckpointID = cp.ID
-		for _, v := range d.Variables {
-			saved[v.Name] = v
-		}
-		for _, v := range d.Skipped {
-			skipped[v.Name] = v
+		if detail, err = s.ckpt.Detail(ctx, s.store, cp); err != nil {
+			return nil, err
 		}
 	} else if !errors.Is(err, carryover.ErrNotFound) {
 		return nil, err
 	}
 	live, note := ls.probeVariables(ctx)
-	out.Note = note
-	if live != nil {
-		out.Live = true
-		out.Variables = live
-	} else {
-		for _, v := range saved {
-			if v.Kind != "imp" {
-				out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
-			}
-		}
-		for _, v := range skipped {
-			out.Variables = append(out.Variables, agentops.VariableInfo{Name: v.Name, Type: v.Type})
-		}
-	}
-	for i := range out.Variables {
-		v := &out.Variables[i]
-		if sk, ok := skipped[v.Name]; ok {
-			v.State, v.Reason = "skipped", sk.Reason
-		} else if _, ok := saved[v.Name]; ok {
-			v.State = "saved"
-		} else {
-			v.State = "unsaved"
-		}
-	}
-	sort.Slice(out.Variables, func(i, j int) bool { return out.Variables[i].Name < out.Variables[j].Name })
-	return out, nil
+	return agentops.ListOf(live, note, detail), nil
 }
 
 // probeVariables asks an idle kernel; nil and a note when it cannot.

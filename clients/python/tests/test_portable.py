@@ -28,6 +28,25 @@ class Portable(unittest.TestCase):
         self.assertEqual(c.export_session(sid)[:len("carryover/index.json")], b"carryover/index.json")
         c.delete_session(res["session"]["id"])
 
+    def test_events_travel_when_asked(self):
+        c = support.client()
+        sid = c.create_session().id
+        c.run(sid, "x = 1")
+        with tempfile.TemporaryDirectory() as d:
+            path = c.export_session(sid, os.path.join(d, "e.carryover.tar"), events=True)
+            src = c.events(sid)  # the log as the export read it
+            self.assertGreaterEqual(len(src), 2)
+            res = c.import_session(path, new_session_id=sid + "-ev")
+        self.assertEqual(res["events"], len(src))
+        got = c.events(sid + "-ev")
+        tail = got[len(got) - len(src):]  # the new session's own events come first
+        self.assertEqual([(e.event_type, e.created_at) for e in tail],
+                         [(e.event_type, e.created_at) for e in src])
+        plain = c.import_session(c.export_session(sid), new_session_id=sid + "-plain")
+        self.assertEqual(plain["events"], 0)
+        for s in (sid + "-ev", sid + "-plain", sid):
+            c.delete_session(s)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,6 +14,7 @@ from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstan
 from .dirty import _Tracker
 from .groups import _State
 from . import lazy
+from . import shared
 from .restore import op_restore
 from .snapshot import op_snapshot
 
@@ -106,6 +107,9 @@ class Agent:
 
     def op_lazy_map(self, a):
         return lazy.op_lazy_map(self, a)
+
+    def op_shared_map(self, a):
+        return shared.op_shared_map(self, a)
 
     # The session service's ops (kernelops.py): set-up, env, output guard, variable inspector.
     def op_setup(self, a):

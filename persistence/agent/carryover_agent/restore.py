@@ -13,7 +13,7 @@ import pickle
 import sys
 import time
 
-from . import figures, history, lazy, libstate, owners, replay, widgetstate
+from . import figures, history, lazy, libstate, owners, replay, shared, widgetstate
 from .containers import holders
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
@@ -49,6 +49,7 @@ def op_restore(agent, a):
         widgetstate.end_restore()
         forget_rebuilt()
         lazy.release_untaken()  # the sliced containers rebuilt by the loads: held until now, on every path
+        shared.release_untaken()
     _restore_env(a)
     st = r.st
     cur = agent._user_names()
@@ -276,7 +277,8 @@ def _same_pickle(a, b):
 
 def _unpickle(g, desc, load):
     """(object, unpickler, buffers) of one group: the pickle stream from ``pd`` (inline) or ``pf``,
-    each out-of-band buffer mapped from its file of ``bf``, or lazily mapped (``lb``: lazy.py)."""
+    each out-of-band buffer mapped from its file of ``bf``, lazily mapped (``lb``: lazy.py) or
+    mapped from the node's shared copy (``sb``: shared.py)."""
     if "pd" in g:
         data = base64.b64decode(g["pd"])
     else:
@@ -286,8 +288,9 @@ def _unpickle(g, desc, load):
     for p in g.get("bp") or ():
         parts.setdefault(p["j"], []).append((p["f"], p["o"]))
     lazy_at = {r["j"]: r["id"] for r in g.get("lb") or ()}
-    bufs = [lazy.take(lazy_at[j]) if j in lazy_at else _map_file(p, parts.get(j, ()))
-            for j, p in enumerate(g.get("bf") or ())]
+    shared_at = {r["j"]: r["id"] for r in g.get("sb") or ()}
+    bufs = [lazy.take(lazy_at[j]) if j in lazy_at else shared.take(shared_at[j]) if j in shared_at
+            else _map_file(p, parts.get(j, ())) for j, p in enumerate(g.get("bf") or ())]
     if desc["f"] == "d":
         u = dill.Unpickler(io.BytesIO(data), buffers=bufs)
     else:

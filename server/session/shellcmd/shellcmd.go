@@ -1,5 +1,5 @@
-// Package shellcmd is the shape of a shell command of POST .../exec: its argv, its text as the
-// history shows it, and its output kept up to a cap.
+// Package shellcmd is a shell command of POST .../exec: its request and answer, its argv, its text as the
+// history shows it, its output kept up to a cap, and its run through the provisioner (run.go).
 package shellcmd
 
 import (

@@ -68,3 +68,14 @@ func TestCappedBuffer(t *testing.T) {
 		t.Fatalf("text of a buffer under its cap = %q", u.Text())
 	}
 }
+
+func TestExecEnv(t *testing.T) {
+	doc := carryover.Session{AgentContext: carryover.AgentContext{EnvVars: map[string]string{"A": "1", "B": "2"}}}
+	got := Env(doc, Request{Env: map[string]string{"B": "3", "C": "4"}})
+	if len(got) != 3 || got["A"] != "1" || got["B"] != "3" || got["C"] != "4" {
+		t.Fatalf("Env = %v: the request's vars go over the session's", got)
+	}
+	if doc.AgentContext.EnvVars["B"] != "2" {
+		t.Fatal("Env changed the session's own env")
+	}
+}

@@ -482,13 +482,20 @@ class Carryover:
     # ---- portable sessions (docs/export-format.md) ------------------------------------------
 
     def export_session(self, session_id: str, path: Optional[str] = None,
-                       checkpoint_id: Optional[str] = None) -> Union[str, bytes]:
+                       checkpoint_id: Optional[str] = None, events: bool = False) -> Union[str, bytes]:
         """Streams the session's archive (its namespace, files, packages and settings; a checkpoint
         of it with ``checkpoint_id``, else its current state) into the file ``path``, written beside
-        it and renamed once whole, and returns ``path``; without ``path`` returns the bytes."""
+        it and renamed once whole, and returns ``path``; without ``path`` returns the bytes. With
+        ``events`` the archive also carries the session's event log (an archive of version 2),
+        which ``import_session`` appends to the new session's log (its ``"events"`` count)."""
         url = self.base_url + self._session_path(session_id, "export")
+        query = {}
         if checkpoint_id:
-            url += "?" + urllib.parse.urlencode({"checkpoint_id": checkpoint_id})
+            query["checkpoint_id"] = checkpoint_id
+        if events:
+            query["events"] = "true"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
         req = urllib.request.Request(url, method="GET", headers=self._headers())
         try:
             resp = urllib.request.urlopen(req, timeout=self._run_timeout(3600))
@@ -514,7 +521,7 @@ class Carryover:
     def import_session(self, archive: Union[str, bytes], new_session_id: Optional[str] = None) -> Dict[str, Any]:
         """Makes a new session of this tenant from an archive (a file path, streamed, or its bytes).
         Returns ``{"session", "checkpoint_id", "source", "chunks", "chunks_present", "bytes_written",
-        "warnings"}``; a refused archive raises InvalidRequest (or PayloadTooLarge) whose
+        "events", "warnings"}``; a refused archive raises InvalidRequest (or PayloadTooLarge) whose
         ``details["reason"]`` says why (truncated, corrupt, digest, path, ...)."""
         url = self.base_url + "/api/sessions/import"
         if new_session_id:

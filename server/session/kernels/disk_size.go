@@ -1,4 +1,4 @@
-package session
+package kernels
 
 // disk_size.go: a session may ask for its workspace disk's size (sandbox.disk in its create request,
 // like memory and cpus), up to the server's ceiling (sandbox.max_disk). The image is made at that
@@ -13,28 +13,27 @@ import (
 // minDisk is the smallest workspace disk: an ext4 file system with its journal needs a few MiB.
 const minDisk = 8 << 20
 
-// applyDiskRequest validates req.Disk and records it in sb.
-func (f *kernels) applyDiskRequest(sb *carryover.Sandbox, req *SandboxRequest) error {
-	if req == nil || req.Disk == "" {
+// CheckDisk validates a create request's sandbox.disk ("" asks for none: always fine).
+func (f *Factory) CheckDisk(disk string) error {
+	if disk == "" {
 		return nil
 	}
 	bad := func(msg string, args ...any) *carryover.Error {
 		return carryover.Errorf(carryover.CodeInvalid, "sandbox.disk: "+msg, args...).WithDetails("field", "sandbox.disk")
 	}
-	size, err := kernel.ParseMemory(req.Disk)
+	size, err := kernel.ParseMemory(disk)
 	if err != nil {
-		return bad("%q: want a size like 512Mi or 20Gi", req.Disk)
+		return bad("%q: want a size like 512Mi or 20Gi", disk)
 	}
-	if f.disks() == nil {
+	if f.Disks() == nil {
 		return bad("this server gives workspaces no disk of their own (sandbox.enabled and sandbox.disk in its config)")
 	}
 	if size < minDisk {
-		return bad("%q is below the smallest disk, %s", req.Disk, kernel.FormatMemory(minDisk))
+		return bad("%q is below the smallest disk, %s", disk, kernel.FormatMemory(minDisk))
 	}
 	if max := f.cfg.maxDisk(); max > 0 && size > max {
-		return bad("%q is over the server's ceiling of %s", req.Disk, kernel.FormatMemory(max)).WithDetails("limit", f.cfg.MaxDisk)
+		return bad("%q is over the server's ceiling of %s", disk, kernel.FormatMemory(max)).WithDetails("limit", f.cfg.MaxDisk)
 	}
-	sb.Disk = req.Disk
 	return nil
 }
 
@@ -48,9 +47,10 @@ func (c Config) maxDisk() int64 {
 	return n
 }
 
-// diskSize is the size of the session's workspace disk in bytes (0: the server's default).
-func (ls *Session) diskSize() int64 {
-	n, err := kernel.ParseMemory(ls.docCopy().Sandbox.Disk)
+// DiskSize is the size of a session's workspace disk (its sandbox.disk) in bytes (0: the server's
+// default).
+func DiskSize(disk string) int64 {
+	n, err := kernel.ParseMemory(disk)
 	if err != nil {
 		return 0
 	}

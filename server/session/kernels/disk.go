@@ -1,4 +1,4 @@
-package session
+package kernels
 
 // disk.go puts each workspace on a file system of its own when the provisioner can (kernel/sandbox:
 // a loop-mounted ext4 image of sandbox.disk bytes): a session that fills it gets ENOSPC in Python,
@@ -22,26 +22,27 @@ type WorkspaceDisks interface {
 	RemoveWorkspaceDisk(dir string) error             // unmount and delete (the session is gone)
 }
 
-func (f *kernels) disks() WorkspaceDisks {
+// Disks is the provisioner as a WorkspaceDisks, nil when workspaces get no disk of their own.
+func (f *Factory) Disks() WorkspaceDisks {
 	if d, ok := f.opts.Provisioner.(WorkspaceDisks); ok && d.DisksEnabled() {
 		return d
 	}
 	return nil
 }
 
-// mountDisk gives ws its disk; a workspace that cannot have one keeps working without a cap
+// MountDisk gives ws its disk; a workspace that cannot have one keeps working without a cap
 // (logged), since refusing the session its files would be worse.
-func (f *kernels) mountDisk(id, ws string, size int64) {
-	if d := f.disks(); d != nil {
+func (f *Factory) MountDisk(id, ws string, size int64) {
+	if d := f.Disks(); d != nil {
 		if err := d.EnsureWorkspaceDisk(ws, size); err != nil {
 			f.log.Warn("workspace without a disk quota", "session", id, "err", err)
 		}
 	}
 }
 
-// materializeOnDisk restores the last checkpoint's files into ws on its disk: restored beside it
+// MaterializeOnDisk restores the last checkpoint's files into ws on its disk: restored beside it
 // first (the restore renames its directory into place), then copied in.
-func (f *kernels) materializeOnDisk(ctx context.Context, id, ws string, size int64) (int, error) {
+func (f *Factory) MaterializeOnDisk(ctx context.Context, id, ws string, size int64) (int, error) {
 	stage := ws + ".stage"
 	_ = os.RemoveAll(stage)
 	defer os.RemoveAll(stage)
@@ -49,7 +50,7 @@ func (f *kernels) materializeOnDisk(ctx context.Context, id, ws string, size int
 	if err != nil {
 		return n, err
 	}
-	f.mountDisk(id, ws, size)
+	f.MountDisk(id, ws, size)
 	return n, copyTree(stage, ws)
 }
 
@@ -89,11 +90,11 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// checkDiskless refuses a workspace whose files live in a disk image this server cannot mount
+// CheckDiskless refuses a workspace whose files live in a disk image this server cannot mount
 // (the sandbox off or unavailable since): shown as an empty dir it would be filled anew and its
 // files pruned from the next checkpoint.
-func (f *kernels) checkDiskless(id string) error {
-	if f.disks() != nil {
+func (f *Factory) CheckDiskless(id string) error {
+	if f.Disks() != nil {
 		return nil
 	}
 	img := filepath.Join(f.cfg.DataDir, "disks", id+".img")
@@ -104,13 +105,13 @@ func (f *kernels) checkDiskless(id string) error {
 		"(the sandbox is off or unavailable): turn the sandbox back on to reach its files", img)
 }
 
-// removeWorkspace deletes a session's workspace and its disk.
-func (f *kernels) removeWorkspace(id string) error {
-	ws := f.cfg.workspace(id)
-	if f.disks() == nil { // an image left by a sandboxed run of the server goes with its session
+// RemoveWorkspace deletes a session's workspace and its disk.
+func (f *Factory) RemoveWorkspace(id string) error {
+	ws := f.workspace(id)
+	if f.Disks() == nil { // an image left by a sandboxed run of the server goes with its session
 		_ = os.Remove(filepath.Join(f.cfg.DataDir, "disks", id+".img"))
 	}
-	if d := f.disks(); d != nil {
+	if d := f.Disks(); d != nil {
 		if err := d.RemoveWorkspaceDisk(ws); err != nil {
 			f.log.Warn("workspace disk not removed", "session", id, "err", err)
 		}

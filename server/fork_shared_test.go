@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/client"
+)
+
+// sharedInode is Python answering the inode of the memfd big's memory is mapped from (0: none).
+const sharedInode = `(lambda a: ([int(f[4]) for f in (l.split() for l in open('/proc/self/maps'))
+  if int(f[0].split('-')[0], 16) <= a < int(f[0].split('-')[1], 16) and f[5:6] == ['/memfd:carryover-buf']] + [0])[0])(
+  big.__array_interface__['data'][0])`
+
+// TestForkFanOutSharesBuffers: two sandboxed children of a session holding a 64 MiB array map
+// one copy of it (the same memfd); a write in one is seen by no sibling nor the parent (that its
+// checkpoint restores it: TestSharedBuffersCopyOnWrite); the copy lives while a child maps it, and no process holds it once
+// the server stopped (a restart leaks nothing: the copy is memory, never a file).
+func TestForkFanOutSharesBuffers(t *testing.T) {
+	t.Parallel()
+	ts := sandboxed(t)
+	ts.newSession(client.CreateRequest{SessionID: "src"})
+	ts.run("src", "import numpy as np\nbig = np.random.default_rng(3).random(8 << 20)  # 64 MiB\nfirst = float(big[0])\ntotal = float(big.sum())")
+	kids := must(t, 201, "fork", func(ctx context.Context) ([]client.Session, error) {
+		return ts.c.ForkMany(ctx, "src", client.ForkRequest{Count: 2, SessionID: "kid"})
+	})
+	var ino string
+	for _, k := range kids {
+		got := resultOf(ts.run(k.ID, "(float(big.sum()) == total, "+sharedInode+")"))
+		if !strings.HasPrefix(got, "(True, ") || strings.HasSuffix(got, " 0)") || (ino != "" && got != ino) {
+			t.Fatalf("child %s: (sum equal, memfd inode) = %s; the first child: %s", k.ID, got, ino)
+		}
+		ino = got
+	}
+	ts.run("kid-1", "big[0] = -1.0")
+	for _, id := range []string{"kid-2", "src"} {
+		if got := resultOf(ts.run(id, "(float(big[0]) == first, float(big.sum()) == total)")); got != "(True, True)" {
+			t.Fatalf("%s after kid-1 wrote: %s", id, got)
+		}
+	}
+	inode := strings.TrimSuffix(ino[strings.LastIndex(ino, " ")+1:], ")")
+	mustDo(t, 204, "delete kid-1", func(ctx context.Context) error { return ts.c.DeleteSession(ctx, "kid-1") })
+	if !memfdHeld(t, inode) {
+		t.Fatalf("the copy kid-2 maps was released with its sibling")
+	}
+	ts.stop() // what a restart does first: no process holds the copy any more
+	waitMemfdGone(t, inode)
+}
+
+// memfdHeld reports whether any process maps or holds a descriptor of the memfd inode.
+func memfdHeld(t *testing.T, inode string) bool {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p + "/maps"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) >= 6 && f[4] == inode && f[5] == "/memfd:carryover-buf" {
+					return true
+				}
+			}
+		}
+		fds, _ := os.ReadDir(p + "/fd")
+		for _, fd := range fds {
+			var st syscall.Stat_t
+			fp := filepath.Join(p, "fd", fd.Name())
+			if l, _ := os.Readlink(fp); strings.HasPrefix(l, "/memfd:carryover-buf") && syscall.Stat(fp, &st) == nil && fmt.Sprint(st.Ino) == inode {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitMemfdGone waits until no process holds the memfd inode.
+func waitMemfdGone(t *testing.T, inode string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); memfdHeld(t, inode); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("memfd %s still held after its kernels and server are gone", inode)
+		}
+	}
+}
