@@ -11,7 +11,7 @@
 // Files: service.go (the service and a session's live state), config.go (what it needs of the
 // configuration), lifecycle.go (create, start, pause, resume, stop, cancel, heartbeat, reattach),
 // turn.go (the pipeline every run and shell command goes through), run.go (a turn that runs a
-// cell: Run) with run_cell.go (one cell with a deadline), run_collect.go (the answer) and
+// cell: Run) with run_cell.go (one cell with a deadline), package collect (the answer) and
 // run_active.go (the run as clients see it), command.go (a turn that runs a shell command:
 // RunCommand), ephemeral.go (a cell in a throwaway kernel: RunEphemeral), kernels.go (a session's
 // kernel: claim, prepare, restore, death, checkpoint), setup.go (a set-up riding on the first
@@ -44,7 +44,8 @@
 // its capped output), nodewatch (the node's watch and the shape of GET /api/status), fidelity
 // (what the next answer tells of what was not carried over: processes ended with a kernel, the last
 // restore's report), cost (the cost model: a kernel's meter), kernels (the Factory: the pool, the
-// launch options, a kernel attached to its session, the workspaces' disks), sessiondoc (a new
+// launch options, a kernel attached to its session, the workspaces' disks), collect (a run's
+// answer from its outputs, within run.max_output_bytes), sessiondoc (a new
 // session's document from a create request, a fork or an archive, and those requests), comms (a
 // client's comm message, the kernel's live widgets as frames), skills, nbformat.
 //
