@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,17 +79,24 @@ func TestRollingRestart(t *testing.T) {
 	for _, p := range cl.nodes {
 		warmPool(t, client.New(p.Base, p.Token), len(clients))
 	}
-	c := client.New("http://"+cl.lb.addr(), "chaos")
+	// The sessions are made on the node drained first, so each drain moves all 4 (made through the
+	// balancer, they all landed on whichever node the first connection reached, and in some runs the
+	// first drain moved none). Each client then has its own connections through the balancer (not
+	// http.DefaultTransport's shared pool), as 4 programs would.
+	first := client.New(cl.nodes[0].Base, "chaos")
+	cs := make([]*client.Client, len(clients))
 	for i := range clients {
-		clients[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}
-		if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
+		own := client.WithHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()})
+		clients[i], cs[i] = &rollingClient{id: fmt.Sprintf("roll%d", i)}, client.New("http://"+cl.lb.addr(), "chaos", own)
+		if _, err := first.CreateSession(t.Context(), client.CreateRequest{SessionID: clients[i].id}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	c := cs[0]
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, rc := range clients {
-		wg.Go(func() { rc.loop(t.Context(), c, stop) })
+	for i, rc := range clients {
+		wg.Go(func() { rc.loop(t.Context(), cs[i], stop) })
 	}
 	waitTurns := func(k int) {
 		want := make([]int, len(clients))

@@ -77,7 +77,7 @@ func (n *Node) HandOver(ctx context.Context) {
 		wg.Go(func() { n.waitHandOver(ctx, id) })
 	}
 	wg.Wait()
-	n.log.Info("node drained: sessions handed over", "sessions", len(ids))
+	n.log.Info("node drained: handovers done (each session logged as handed over or kept)", "sessions", len(ids))
 }
 
 // waitHandOver starts session id's handover unless it ran already, and waits for its end (or ctx's).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/collect"
 	"github.com/carryover/carryover/server/session/rawexec"
 	"github.com/carryover/carryover/server/session/stream"
 )
@@ -61,14 +62,14 @@ func (ls *Session) RunRaw(ctx context.Context, req kernel.RawMessage, opts RawTu
 	res := &RunResult{SessionID: ls.id, Status: "error", Outputs: []kernel.Output{}, ride: ride}
 	// The client gets the outputs raw from the bridge; the turn's record keeps them too, as a run's
 	// does, so the history and the notebook export show what the cell printed.
-	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
+	col := &collect.Collector{Max: s.cfg.MaxOutputBytes}
 	shown := ls.showRawTurn(msgID, c)
 	turn, durationMS := rawexec.SendAndWait(ctx, s.log, k, msgID, req, func(o kernel.Output) {
-		if col.add(o) && shown != nil {
+		if col.Add(o) && shown != nil {
 			shown.output(&ls.hub, o)
 		}
 	})
-	col.finish()
+	res.take(col.Finish())
 	res.DurationMS = durationMS
 	advance := !c.Silent && (c.StoreHistory == nil || *c.StoreHistory)
 	runErr := rawOutcome(turn, res, ls.docCopy().ExecutionCount, advance)

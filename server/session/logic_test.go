@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/kernel"
 )
 
 func TestCompleteWindow(t *testing.T) {
@@ -30,31 +29,6 @@ func TestCompleteWindow(t *testing.T) {
 	// The cursor keeps its place inside the window.
 	if []rune(long)[cursor-1] != []rune(sub)[cursor-off-1] {
 		t.Fatal("cursor moved")
-	}
-}
-
-func TestCollectorCapsAndMerges(t *testing.T) {
-	res := &RunResult{}
-	c := &collector{max: 11, res: res}
-	text := func(name, s string) kernel.Output { return kernel.Output{Type: "stream", Name: name, Text: s} }
-	for _, o := range []kernel.Output{text("stdout", "abc"), text("stdout", "def"), text("stderr", "!"),
-		{Type: "execute_result", Data: map[string]json.RawMessage{"text/plain": json.RawMessage(`"42"`)}},
-		text("stdout", "over the cap"),
-		{Type: "error", EName: "E", EValue: "v", Traceback: []string{"tb"}}} {
-		c.add(o)
-	}
-	c.finish()
-	if res.Stdout != "abcdef" || !strings.HasPrefix(res.Stderr, "!\n[carryover: 12 bytes of output dropped") {
-		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
-	}
-	if res.Result == nil || *res.Result != "42" || res.Error == nil || res.Error.EName != "E" {
-		t.Errorf("result %v error %+v: an error is kept past the cap", res.Result, res.Error)
-	}
-	if res.OutputTruncated != 12 || len(res.Outputs) != 5 || res.Outputs[0].Text != "abcdef" {
-		t.Errorf("dropped %d, outputs %+v", res.OutputTruncated, res.Outputs)
-	}
-	if last := res.Outputs[len(res.Outputs)-1]; last.Name != "stderr" || !strings.Contains(last.Text, "dropped") {
-		t.Errorf("the notice is not the last output: %+v", last)
 	}
 }
 

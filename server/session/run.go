@@ -10,6 +10,7 @@ import (
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
 	"github.com/carryover/carryover/server/session/agentops"
+	"github.com/carryover/carryover/server/session/collect"
 	"github.com/carryover/carryover/server/session/stream"
 )
 
@@ -25,11 +26,7 @@ type RunRequest struct {
 }
 
 // RunError is the error of a run whose code raised.
-type RunError struct {
-	EName     string   `json:"ename"`
-	EValue    string   `json:"evalue"`
-	Traceback []string `json:"traceback"`
-}
+type RunError = collect.Error
 
 // RunResult is the /run answer.
 type RunResult struct {
@@ -55,6 +52,14 @@ type RunResult struct {
 
 	ride      *snapshotRide // the checkpoint that rode on the cell's execute_request
 	lostOwner error         // the checkpoint was fenced: another node owns the session (cluster.go)
+}
+
+// take puts a run's collected outputs (package collect) into its answer.
+func (res *RunResult) take(a collect.Answer) {
+	res.Stdout, res.Stderr, res.Result, res.Outputs, res.OutputTruncated = a.Stdout, a.Stderr, a.Result, a.Outputs, a.Dropped
+	if a.Error != nil {
+		res.Error = a.Error
+	}
 }
 
 // RunOptions connect a run to the client that sent it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/server/session/collect"
 	"github.com/carryover/carryover/server/session/stream"
 )
 
@@ -20,7 +21,7 @@ import (
 func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, timeout time.Duration, hooks RunOptions, turn int, ride *snapshotRide) (*RunResult, error) {
 	s := ls.svc
 	res := &RunResult{ExecutionCount: turn, Outputs: []kernel.Output{}}
-	col := &collector{max: s.cfg.MaxOutputBytes, res: res}
+	col := &collect.Collector{Max: s.cfg.MaxOutputBytes}
 	act := &activeRun{id: hooks.ID, code: code}
 	ls.mu.Lock()
 	ls.running = act
@@ -44,13 +45,13 @@ func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, t
 	start := time.Now()
 	out := ls.runWithDeadline(ctx, k, code, opts, timeout)
 	res.DurationMS = ms(time.Since(start))
-	col.finish()
+	res.take(col.Finish())
 	return res, runOutcome(res, out, ride, timeout)
 }
 
 // cellOptions streams outputs to the collector (the answer), the active run (clients joining
 // mid-run) and the session's subscribers.
-func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
+func (ls *Session) cellOptions(act *activeRun, col *collect.Collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
 	captures := stream.OutputCaptures{When: ls.hub.HasComms} // what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
@@ -60,7 +61,7 @@ func (ls *Session) cellOptions(act *activeRun, col *collector, code string, hook
 				ls.hub.BroadcastComms(f)
 				return
 			}
-			if col.add(o) {
+			if col.Add(o) {
 				act.output(&ls.hub, o)
 			}
 		},
