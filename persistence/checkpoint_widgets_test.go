@@ -45,8 +45,8 @@ func moveWidget(t *testing.T, k *kernel.Kernel, commID string, value int) {
 // widgetOutputs is what the kernel keeps of the Output widget of interact function fn.
 func widgetOutputs(t *testing.T, k *kernel.Kernel, fn string) string {
 	t.Helper()
-	return eval(t, k, `"".join(o.get("text", "") for o in __import__("sys").modules["carryover_agent.widgetstate"].OUTPUTS.get(`+
-		fn+`.widget.out.model_id, ()))`)
+	return eval(t, k, `"".join(o.get("text", "") for o in __import__("sys").modules["carryover_agent.widgetstate"]._outputs(`+
+		fn+`.widget.out.model_id) or ())`)
 }
 
 // unquote is a repr'd model id (hex) as a string.
