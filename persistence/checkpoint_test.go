@@ -26,10 +26,11 @@ func startKernel(t *testing.T, workDir string) *kernel.Kernel {
 	if err != nil {
 		t.Skipf("no python kernelspec: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// 120 s, not the default 30: make test's whole suite at once on 2 cores (servertest.StartupTimeoutSeconds).
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Transport: "ipc", WorkDir: workDir,
-		Env: map[string]string{"MPLBACKEND": "Agg"}})
+		Env: map[string]string{"MPLBACKEND": "Agg"}, StartupTimeout: 120 * time.Second})
 	if err != nil {
 		t.Fatalf("start kernel: %v", err)
 	}
