@@ -145,6 +145,7 @@ var notMirrored = map[string]string{
 	"WSCommOutputFrame":   "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
 	"WSCommIdleFrame":     "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
 	"WSCommResetFrame":    "comm frames are the browser UI's widget relay (ws ?comms=true); the Go client does not ask for them",
+	"Ready":               "GET /readyz (a load balancer's readiness probe) is not wrapped",
 }
 
 // notMirroredProps lists properties of mirrored schemas that the Go types leave out on purpose,
@@ -217,6 +218,7 @@ var endpoints = []endpoint{
 // notWrapped lists the operations the client has no method for, with why.
 var notWrapped = map[string]string{
 	"GET /api/openapi.json":                        "the spec itself",
+	"GET /readyz":                                  "a load balancer's readiness probe; its 503 is an answer, which the client would retry as a failure",
 	"GET /api/sessions/{id}/variables":             "the UI's variable inspector",
 	"GET /api/sessions/{id}/checkpoints/{cid}":     "the UI's checkpoint diff",
 	"GET /api/sessions/{id}/variables/{name}/rows": "the UI's data viewer",

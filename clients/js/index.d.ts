@@ -671,6 +671,11 @@ export declare namespace Schemas {
     status: "ok";
   }
 
+  export interface Ready {
+    status: "ready" | "not_ready";
+    reason?: string;
+  }
+
   export interface WSClientRunFrame {
     type: "run";
     /** the client's run id; generated when absent */
@@ -1014,6 +1019,7 @@ export declare namespace Schemas {
       keys: APIKey[];
     };
     "GET /healthz": Health;
+    "GET /readyz": Ready;
     "GET /api/openapi.json": Record<string, any>;
     "POST /api/sessions": SessionAnswer;
     "GET /api/sessions": {
