@@ -41,7 +41,8 @@ func startBoxedKernel(t *testing.T, p *Provisioner) *kernel.Kernel {
 	t.Cleanup(func() { os.RemoveAll(rt) })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second})
+	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second,
+		HeartbeatInterval: 2 * time.Second}) // as servertest.HeartbeatIntervalMS: a starved suite is no dead kernel
 	if err != nil {
 		t.Fatal(err)
 	}
