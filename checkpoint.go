@@ -44,6 +44,9 @@ type CheckpointResult struct {
 	DurationMS   float64           `json:"duration_ms"`
 	Timings      CheckpointTimings `json:"timings"`
 	CreatedAt    time.Time         `json:"created_at"`
+	// Quiet: when the snapshot was taken, nothing of the session could run in the kernel without a
+	// message from the server (no thread, task or timer of its own). Not part of the API.
+	Quiet bool `json:"-"`
 }
 
 // CheckpointTimings splits a checkpoint's time: detect (what changed), serialize (pickle + hash),

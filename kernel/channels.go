@@ -80,15 +80,20 @@ type sockets struct {
 	socks  [numChannels]zmq4.Socket
 	dialed [numChannels]atomic.Bool
 	lost   [numChannels]chan struct{} // closed when the connection of that socket broke (peer gone)
+	// inputs counts the sends to the kernel, heartbeats aside (Kernel.Inputs); inflight is how many
+	// are being sent now (under countMu), so a count is handed out only when it is exact.
+	countMu  sync.Mutex
+	inflight int
+	inputs   *atomic.Uint64
 }
 
 // dialRetry is how often a socket retries connecting to a kernel that has not bound yet. zmq4's
 // default (10 x 250 ms) would add up to 250 ms to every start; we retry fast until the start deadline.
 const dialRetry = 5 * time.Millisecond
 
-func newSockets(identity string, logger *slog.Logger) *sockets {
+func newSockets(identity string, logger *slog.Logger, inputs *atomic.Uint64) *sockets {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sockets{ctx: ctx, cancel: cancel}
+	s := &sockets{ctx: ctx, cancel: cancel, inputs: inputs}
 	zlog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	common := []zmq4.Option{
 		zmq4.WithDialerRetry(dialRetry),
@@ -200,6 +205,35 @@ func (s *sockets) close(processGone bool) {
 }
 
 func (s *sockets) send(ch channelKind, frames [][]byte) error {
+	_, err := s.sendCounted(ch, frames)
+	return err
+}
+
+// sendCounted sends frames on ch and returns the kernel's input count with this message: every
+// message but a heartbeat counts, even one whose send failed (it may have left). The count is 0
+// (unknown) when another message was being sent at the same moment: that one may reach the kernel
+// after this one although it was counted before, so no count could say "nothing came after".
+// Sends are not serialised for it (a send to a stopped kernel may block; an interrupt must not
+// wait behind it).
+func (s *sockets) sendCounted(ch channelKind, frames [][]byte) (uint64, error) {
+	if ch == chHB {
+		return 0, s.sendNow(ch, frames)
+	}
+	s.countMu.Lock()
+	n := s.inputs.Add(1)
+	if s.inflight > 0 {
+		n = 0
+	}
+	s.inflight++
+	s.countMu.Unlock()
+	err := s.sendNow(ch, frames)
+	s.countMu.Lock()
+	s.inflight--
+	s.countMu.Unlock()
+	return n, err
+}
+
+func (s *sockets) sendNow(ch channelKind, frames [][]byte) error {
 	if err := s.socks[ch].SendMulti(zmq4.NewMsgFrom(frames...)); err != nil {
 		return fmt.Errorf("send on %s: %w", ch, err)
 	}

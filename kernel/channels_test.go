@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,7 +30,7 @@ func TestDialSilentPeerGivesUp(t *testing.T) {
 	}()
 	port := l.Addr().(*net.TCPAddr).Port
 	ci := ConnectionInfo{Transport: "tcp", IP: "127.0.0.1", ShellPort: port, IOPubPort: port, StdinPort: port, ControlPort: port, HBPort: port}
-	s := newSockets("test", testLogger(t))
+	s := newSockets("test", testLogger(t), new(atomic.Uint64))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -100,6 +100,9 @@ type ExecResult struct {
 	Payload         []json.RawMessage
 	// Started is when the request was sent, Finished when both the reply and the idle status arrived.
 	Started, Finished time.Time
+	// Input is the kernel's input count with this request (Kernel.Inputs): while Inputs still says
+	// so, nothing reached the kernel after it.
+	Input uint64
 }
 
 type executeRequest struct {
@@ -154,10 +157,11 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*E
 	}
 	w := newWaiter(true)
 	res := &ExecResult{Started: time.Now()}
-	h, err := inst.sendWith(chShell, "execute_request", nil, opts.Metadata, req, w)
+	h, seq, err := inst.sendSeq(chShell, "execute_request", nil, opts.Metadata, req, w)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: execute: %w", k.id, err)
 	}
+	res.Input = seq
 	defer inst.unregister(h.MsgID)
 
 	inputCtx, cancelInput := context.WithCancel(ctx)

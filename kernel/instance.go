@@ -84,7 +84,8 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 		dead:      make(chan struct{}),
 	}
 	go inst.watchExit()
-	inst.socks = newSockets(inst.sess.id, k.log)
+	k.inputs.Add(1) // a new process: whatever was counted before is gone with the old one
+	inst.socks = newSockets(inst.sess.id, k.log, &k.inputs)
 
 	if err := inst.socks.dial(ctx, ci, proc.Exited()); err != nil {
 		return nil, inst.failStart(prev, err)
@@ -251,21 +252,28 @@ func (inst *instance) send(ch channelKind, msgType string, parent *header, conte
 
 // sendWith is send with the request's metadata (nil: {}).
 func (inst *instance) sendWith(ch channelKind, msgType string, parent *header, metadata map[string]any, content any, w *waiter) (header, error) {
+	h, _, err := inst.sendSeq(ch, msgType, parent, metadata, content, w)
+	return h, err
+}
+
+// sendSeq is sendWith, also returning the kernel's input count with this request (Kernel.Inputs).
+func (inst *instance) sendSeq(ch channelKind, msgType string, parent *header, metadata map[string]any, content any, w *waiter) (header, uint64, error) {
 	h := inst.sess.newHeader(msgType)
 	frames, err := inst.sess.encodeWith(h, parent, metadata, content)
 	if err != nil {
-		return h, err
+		return h, 0, err
 	}
 	if w != nil {
 		inst.register(h.MsgID, w)
 	}
-	if err := inst.socks.send(ch, frames); err != nil {
+	seq, err := inst.socks.sendCounted(ch, frames)
+	if err != nil {
 		if w != nil {
 			inst.unregister(h.MsgID)
 		}
-		return h, err
+		return h, seq, err
 	}
-	return h, nil
+	return h, seq, nil
 }
 
 // die marks the instance dead, once; the first reason wins.

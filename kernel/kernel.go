@@ -114,6 +114,8 @@ type Kernel struct {
 	// interrupts counts Interrupt calls: an execute that an interrupt reached may lose its reply
 	// (LostReplyGrace).
 	interrupts atomic.Uint64
+	// inputs counts the messages sent to the kernel (heartbeats aside) and its processes (Inputs).
+	inputs atomic.Uint64
 
 	subsMu sync.Mutex                                   // serialises changes to subs
 	subs   [numChannels]atomic.Pointer[[]*subscription] // raw subscribers by channel (raw.go); read lock-free by the readers
@@ -199,3 +201,9 @@ func (k *Kernel) StartedAt() time.Time { return k.current().started }
 
 // BadSignatures counts received messages dropped for a bad HMAC, over the kernel's whole life.
 func (k *Kernel) BadSignatures() uint64 { return k.badSigs.Load() }
+
+// Inputs counts what could have changed the kernel's state from outside: every message sent to it
+// (requests, comm messages, input replies, interrupts; heartbeats aside) and every process it ran
+// in (a restart). Equal counts mean nothing was sent in between; an execute's ExecResult.Input is
+// the count with its request.
+func (k *Kernel) Inputs() uint64 { return k.inputs.Load() }

@@ -10,12 +10,19 @@ import (
 	"time"
 )
 
-// RefillDelay is how long the pool waits after handing out a warm kernel before starting its
-// replacement, while others still wait in the pool. A kernel start is ~0.6 s of CPU; begun at once, it
-// ran beside the claimed kernel's first turn and, on a 2-core machine, made that turn 10-15 ms slower
-// (create -> first result 33 ms against 20 ms with the start deferred). The first turn is over well
-// within the delay. A claim that empties the pool (or finds it empty) refills at once.
+// RefillDelay is how long the pool waits after a claim of a warm kernel before it starts the
+// replacements: a kernel start is ~0.6 s of CPU, and begun at once it ran beside the claimed
+// kernel's first turn and, on a 2-core machine, made that turn 10-15 ms slower (create -> first
+// result 33 ms against 20 ms with the start deferred). The delay runs from the LAST claim, so a burst
+// of claims (a draining peer handing its sessions over: each restores a checkpoint into its kernel
+// and runs the turn its client waits for) finishes before the refills take the CPU; it was 0 when
+// a claim emptied the pool, and the refills' starts then ran beside those restores. A claim that
+// finds the pool empty still gets a start of its own at once, and a steady stream of claims
+// refills at least every MaxRefillDelay.
 const RefillDelay = 500 * time.Millisecond
+
+// MaxRefillDelay bounds how long claims in a row put the refills off (RefillDelay).
+const MaxRefillDelay = 4 * RefillDelay
 
 // DefaultShrinkAfter is PoolConfig.ShrinkAfter when unset.
 const DefaultShrinkAfter = time.Minute
@@ -65,6 +72,7 @@ type Pool struct {
 	startingW    int // of starting: those started for waiting claims (handed over unwarmed)
 	target       int
 	lastClaim    time.Time
+	refillOwed   time.Time     // the first claim since the last refill began (zero: none owed)
 	backoff      time.Duration // after failed starts: the pool's own refills pause
 	backoffUntil time.Time
 	claims       int64
@@ -136,18 +144,17 @@ func (p *Pool) Get(ctx context.Context) (*Kernel, error) {
 		}
 		p.claims++
 		p.lastClaim = time.Now()
+		if p.refillOwed.IsZero() {
+			p.refillOwed = p.lastClaim
+			time.AfterFunc(MaxRefillDelay, p.poke)
+		}
 		if len(p.idle) == 0 {
 			return p.wait(ctx) // unlocks
 		}
 		k := p.idle[0] // oldest first: it has waited longest
 		p.idle = append(p.idle[:0], p.idle[1:]...)
-		empty := len(p.idle) == 0
 		p.mu.Unlock()
-		if empty {
-			p.poke()
-		} else {
-			time.AfterFunc(RefillDelay, p.poke)
-		}
+		time.AfterFunc(RefillDelay, p.poke)
 		if k.Err() == nil {
 			return k, nil
 		}
@@ -250,6 +257,12 @@ func (p *Pool) launch() {
 	}
 	if len(p.waiters) > 0 || time.Now().Before(p.backoffUntil) { // after failed starts: no fork loop
 		return
+	}
+	if owed := p.refillOwed; !owed.IsZero() {
+		if time.Since(p.lastClaim) < RefillDelay && time.Since(owed) < MaxRefillDelay {
+			return // claims keep coming: their restores and first turns first (RefillDelay)
+		}
+		p.refillOwed = time.Time{}
 	}
 	for need := p.target - len(p.idle) - p.starting; need > 0 && p.starting < p.cfg.Parallel; need-- {
 		p.starting++

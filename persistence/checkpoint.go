@@ -95,6 +95,7 @@ type snapshotAnswer struct {
 	Chunks    []spoolChunk        `json:"chunks"`
 	Cwd       string              `json:"cwd"`
 	Env       *EnvDiff            `json:"env"`
+	Quiet     bool                `json:"quiet"` // nothing of the session can run without a message (agent's quiet.py)
 	Timings   struct {
 		DetectMS    float64 `json:"detect_ms"`
 		SerializeMS float64 `json:"serialize_ms"`
@@ -288,6 +289,7 @@ func (c *Checkpointer) checkpointOnce(ctx context.Context, ex Executor, p *Prepa
 			WriteMS: ans.Timings.WriteMS, DirtyMode: ans.Timings.DirtyMode, DirtyFallback: ans.Timings.DirtyFallback,
 			SlicedBytes: ans.Timings.SlicedBytes, SlicedRepickledBytes: ans.Timings.SlicedRepickledBytes,
 			Unsliced: ans.Timings.Unsliced},
+		Quiet: ans.Quiet,
 	}
 	m := &Manifest{V: c.WriteFormat(), Groups: ans.Groups, Skipped: ans.Skipped, Cwd: ans.Cwd}
 	if !ans.Env.empty() {

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -43,4 +44,20 @@ func workspaceAhead(dir string, entries []FileEntry, lim FileLimits) ([]string, 
 	}
 	sort.Strings(ahead)
 	return ahead, nil
+}
+
+// WorkspaceMatches reports whether the workspace at dir is still what checkpoint checkpointID of
+// the session holds, by the rule a checkpoint itself skips unchanged files with (size and mtime):
+// a checkpoint taken now would save no file. A missing workspace matches (nothing to save).
+func (c *Checkpointer) WorkspaceMatches(ctx context.Context, sessionID, checkpointID, dir string) (bool, error) {
+	cp, err := c.Store.GetCheckpoint(ctx, sessionID, checkpointID)
+	if err != nil {
+		return false, err
+	}
+	m, err := c.ParseManifest(cp)
+	if err != nil {
+		return false, err
+	}
+	ahead, err := workspaceAhead(dir, m.Files, c.Files)
+	return err == nil && len(ahead) == 0, err
 }

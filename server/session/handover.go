@@ -29,7 +29,11 @@ func (s *Service) Handover(ctx context.Context, id string) (bool, error) {
 	defer ls.lock.Unlock()
 	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
 	if k := ls.currentKernel(); k != nil {
-		if _, err := ls.checkpoint(ctx, k); err != nil {
+		// The turn's own checkpoint, when it still holds everything (saved.go), is the one the next
+		// owner restores: a second one would cost the client's pause a kernel round trip and a commit.
+		if ls.savedAsIs(ctx, k) {
+			s.log.Info("handover: the last checkpoint holds the session as it is; none taken", "session", id)
+		} else if _, err := ls.checkpoint(ctx, k); err != nil {
 			return false, fmt.Errorf("session %q: checkpoint before the handover: %w", id, err)
 		}
 		ls.sampleCost(ctx, k)

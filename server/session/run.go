@@ -183,6 +183,7 @@ func (ls *Session) runCell(ctx context.Context, k *kernel.Kernel, req RunRequest
 type snapshotRide struct {
 	prep   *persistence.Prepared
 	answer string // "" when the expression did not run (the cell raised) or failed
+	input  uint64 // the kernel's input count with the cell's request (saved.go)
 }
 
 // snapshotKey names the ride's user expression in the execute_request.
@@ -217,6 +218,11 @@ func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *Ru
 		ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 	}
 	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer)
+	if ride.answer == "" || err != nil {
+		ls.markSaved(nil, 0, nil) // taken apart from the cell (or not at all): no exact mark
+	} else {
+		ls.markSaved(cur, ride.input, cp)
+	}
 	if err != nil {
 		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()

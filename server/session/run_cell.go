@@ -145,7 +145,7 @@ func runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout tim
 		}
 		if ride != nil && ride.prep != nil && out.r.Status == "ok" {
 			if text, err := kernel.UserExpressionText(out.r.UserExpressions[snapshotKey]); err == nil {
-				ride.answer = text
+				ride.answer, ride.input = text, out.r.Input
 			} else if out.timedOut {
 				// The cell itself finished; the deadline interrupted only the snapshot riding on it,
 				// which Finish takes again on its own. The run is not a timeout.

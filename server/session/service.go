@@ -97,6 +97,7 @@ type Session struct {
 	deleted     bool          // DELETE happened: nothing may start a kernel for it any more
 	cost        cost.Meter    // CPU and memory use of the current kernel, for cost_cap_cents
 	evicted     bool          // another node owns it now (cluster.go): nothing here is saved any more
+	saved       savedMark     // the last checkpoint and the kernel input it covers (saved.go)
 	// notes is what the next answer tells of what was not carried over: the processes a kernel
 	// took with it, the last restore's report (package fidelity).
 	notes fidelity.Notes

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from . import history, kernelops, libstate, owners, widgetstate
+from . import history, kernelops, libstate, owners, quiet, widgetstate
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -43,6 +43,7 @@ class Agent:
         self._unsliced = {}  # name -> container found unsliceable (pickled whole while bound)
         self._turn = history.TurnClock()  # the running turn's start, generator states, success
         history.reset(self)  # self.history: the turns so far, for replay
+        self._own = quiet.Baseline()  # the kernel's own threads and tasks (quiet.py)
 
     # --- wiring ------------------------------------------------------------------------------------
     def pre_run_cell(self, info):
@@ -97,6 +98,7 @@ class Agent:
             except Exception:
                 missing.append(m)
         owners.index()  # their objects, indexed before a session's first turn needs them
+        self._own.take()  # what the imports started is the kernel's too: no session code ran yet
         return {"ok": True, "modules": loaded, "missing": missing, "ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
     def op_snapshot(self, a):
@@ -214,6 +216,8 @@ def install(spool_dir, shell=None, spool_host=None):
     # The kernel's own settings, before any cell: kept from the agent replaced, which may have run cells.
     libstate.baseline(getattr(old, "libbase", None))
     agent = Agent(shell, spool_dir)
+    if old is not None and hasattr(old, "_own"):
+        agent._own = old._own  # the kernel's own, taken before the replaced agent ran any cell
     agent.libbase = libstate.base()
     agent.spool_host = spool_host or spool_dir
     shell.events.register("pre_run_cell", agent.pre_run_cell)

@@ -10,7 +10,7 @@ import sys
 import time
 import types
 
-from . import figures, fingerprint, history, lazy, libstate, owners, widgetstate
+from . import figures, fingerprint, history, lazy, libstate, owners, quiet, widgetstate
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -77,6 +77,7 @@ def op_snapshot(agent, a):
         "chunks": chunks_out,
         "cwd": _cwd(),
         "env": _env_diff(agent),
+        "quiet": quiet.quiet(agent._own),
         "timings": dict({"detect_ms": round(detect * 1000, 3), "serialize_ms": round(serialize * 1000, 3),
                          "write_ms": round(write * 1000, 3)}, **_dirty_timings(agent),
                         **sliced_timings()),
