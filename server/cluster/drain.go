@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/carryover/carryover"
 )
@@ -120,7 +121,12 @@ func (n *Node) EndHandovers() {
 }
 
 // handOver hands session id over and releases it in the store, so the next claim (by any node)
-// restores the checkpoint just written; a session whose checkpoint failed stays here.
+// restores the checkpoint just written; a session whose checkpoint failed stays here. A release the
+// store refused (a dropped connection, a failover) is tried again until it lands or the drain ends:
+// the session is no longer served here, and until it is released no other node may claim it (it
+// stayed owned by this node until the lease ran out after exit, and requests bounced meanwhile).
+// Requests for it wait for this (waitHandOver). What is still held when the drain ends is released
+// at exit (Drain).
 func (n *Node) handOver(ctx context.Context, id string) {
 	if _, held := n.o.Ownership.Held(id); !held {
 		return
@@ -131,12 +137,24 @@ func (n *Node) handOver(ctx context.Context, id string) {
 			return
 		}
 	}
-	if err := n.o.Ownership.Release(ctx, id); err != nil {
-		n.log.Warn("handed-over session not released; another node claims it after the TTL", "session", id, "err", err)
-		return
+	for wait := releaseRetry; ; wait = min(2*wait, time.Second) {
+		err := n.o.Ownership.Release(ctx, id)
+		if err == nil {
+			n.log.Info("session handed over", "session", id)
+			return
+		}
+		n.log.Warn("handed-over session not released yet; trying again", "session", id, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			n.log.Warn("handed-over session not released before the drain ended; released at exit", "session", id)
+			return
+		case <-time.After(wait):
+		}
 	}
-	n.log.Info("session handed over", "session", id)
 }
+
+// releaseRetry is the first wait before a refused release is tried again (doubling to 1 s).
+const releaseRetry = 50 * time.Millisecond
 
 // routeDraining is route on a draining node: a session is handed over first (waiting for its turn
 // in flight), then served by its owner if another node claimed it already, else sent to the peer

@@ -16,6 +16,8 @@ type ledger struct {
 	mu   sync.Mutex
 	log  []string
 	held map[string]bool
+	// refuse: how many releases of a session the store refuses before one lands
+	refuse map[string]int
 }
 
 func (l *ledger) note(s string) { l.mu.Lock(); l.log = append(l.log, s); l.mu.Unlock() }
@@ -30,10 +32,15 @@ func (d drainStore) Claim(_ context.Context, id string) (int64, error) {
 	return 1, nil
 }
 func (d drainStore) Release(_ context.Context, id string) error {
-	d.note("release " + id)
 	d.mu.Lock()
+	if d.refuse[id] > 0 {
+		d.refuse[id]--
+		d.mu.Unlock()
+		return errors.New("connection reset")
+	}
 	delete(d.held, id)
 	d.mu.Unlock()
+	d.note("release " + id)
 	return nil
 }
 func (d drainStore) Owner(_ context.Context, id string) (carryover.Owner, error) {
@@ -86,9 +93,9 @@ func (d drainSessions) Handover(_ context.Context, id string) (bool, error) {
 // wait for a busy one's turn); one whose handover failed stays held and served here. From the
 // drain's start the node is not ready and publishes no room; a request for a handed-over session
 // goes to the peer with room (placed: the peer claims it), never claimed here, and one another
-// node sent is answered 421.
+// node sent is answered 421. A release the store refused is tried again before the request goes on.
 func TestDrainOrder(t *testing.T) {
-	l := &ledger{held: map[string]bool{"bad": true, "busy": true, "idle": true}}
+	l := &ledger{held: map[string]bool{"bad": true, "busy": true, "idle": true}, refuse: map[string]int{"idle": 2}}
 	svc := drainSessions{loadOnly: loadOnly{carryover.NodeLoad{Live: 3, Capacity: 8, Idle: 2}}, ledger: l,
 		here: map[string]bool{"bad": true, "busy": true, "idle": true}, turn: make(chan struct{})}
 	n := New(Options{Node: carryover.NodeInfo{ID: "a", Addr: "http://a"}, Ownership: drainStore{l}, Sessions: svc,
@@ -104,6 +111,9 @@ func TestDrainOrder(t *testing.T) {
 	to, err := n.route(t.Context(), "idle", false) // waits for idle's handover only
 	if err != nil || !to.placed || to.owner.Node != "b" {
 		t.Fatalf("a request for the handed-over idle session: %+v %v, want it placed on b", to, err)
+	}
+	if _, held := n.o.Ownership.Held("idle"); held { // its first two releases were refused
+		t.Fatal("the request was sent to b while idle was still held here: b cannot claim it")
 	}
 	if err := n.Ready(); err == nil {
 		t.Fatal("ready while draining")

@@ -104,3 +104,46 @@ func TestVisible(t *testing.T) {
 		t.Fatal("Visible")
 	}
 }
+
+// TestLookupOfMovedSession: a request routed here just before its session moved to another node
+// (a handover, an eviction) finds it gone: it is told not_owner (421: its client retries at once
+// and reaches the new owner), not not_found (404: the session would seem deleted). Adopted again, it
+// is served; a session this node never had is still not_found.
+func TestLookupOfMovedSession(t *testing.T) {
+	ctx := context.Background()
+	store := mock.NewStore()
+	s := testServiceOn(t, store, &mock.Provisioner{}, func(c *Config) { c.NodeID = "a" })
+	for _, id := range []string{"handed", "evicted"} {
+		doc, _ := json.Marshal(carryover.Session{ID: id, State: carryover.StateRunning})
+		if err := store.CreateSession(ctx, carryover.SessionRecord{ID: id, Doc: doc}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Adopt(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := s.Handover(ctx, "handed"); !ok || err != nil {
+		t.Fatalf("handover = %v, %v", ok, err)
+	}
+	s.Evict("evicted")
+	for _, id := range []string{"handed", "evicted"} {
+		if _, err := s.Get(id); carryover.ErrorCode(err) != carryover.CodeNotOwner {
+			t.Errorf("lookup of %s after it moved: %v, want not_owner", id, err)
+		}
+	}
+	if _, err := s.Get("never"); carryover.ErrorCode(err) != carryover.CodeNotFound {
+		t.Errorf("lookup of a session never here: %v, want not_found", err)
+	}
+	if err := store.DeleteSession(ctx, "evicted"); err != nil { // deleted by its new owner
+		t.Fatal(err)
+	}
+	if _, err := s.Get("evicted"); carryover.ErrorCode(err) != carryover.CodeNotFound {
+		t.Errorf("lookup of a moved session deleted since: %v, want not_found", err)
+	}
+	if err := s.Adopt(ctx, "handed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get("handed"); err != nil {
+		t.Errorf("lookup of a session adopted back: %v", err)
+	}
+}

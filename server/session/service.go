@@ -47,6 +47,7 @@ type Service struct {
 	skills   *skills.Skills   // the tenants' skills and this node's cache of them
 	adm      admission        // what a turn and a claim of a kernel pass (capacity.go)
 	watch    *nodewatch.Watch // the node's capacity and memory as the status endpoint shows them
+	moved    movedSet         // sessions lately handed to another node: looked up, not_owner (moved.go)
 }
 
 // admission is the node's admission of turns and kernels, each part a package of its own.
@@ -245,10 +246,10 @@ func (s *Service) recover(ctx context.Context) error {
 // that waited for the run lock while the Delete came is.
 func (s *Service) Session(id string) (*Session, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	ls, ok := s.sessions[id]
+	s.mu.Unlock()
 	if !ok {
-		return nil, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id).WithDetails("session_id", id)
+		return nil, s.moved.notHere(s.store, id)
 	}
 	return ls, nil
 }
