@@ -40,14 +40,14 @@ type ProvisionerConfig struct {
 	// SpareBoxes is how many boxes to keep ready for forked kernels (spare.go, pool.spare_boxes);
 	// 0: each launch makes its own. Only with a Forker.
 	SpareBoxes int
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Provisioner runs kernels and commands in boxes of a Manager.
 type Provisioner struct {
-	m     *Manager
-	cfg   ProvisionerConfig
-	log   *slog.Logger
+	m      *Manager
+	cfg    ProvisionerConfig
+	log    *slog.Logger
 	seq    atomic.Int64 // names of command and spare boxes
 	sleep  string       // the holder of a box a kernel is forked into (fork.go)
 	spares *spares      // boxes made ahead for forked kernels (nil: none)
