@@ -51,6 +51,7 @@ type Provisioner struct {
 	seq    atomic.Int64 // names of command and spare boxes
 	sleep  string       // the holder of a box a kernel is forked into (fork.go)
 	spares *spares      // boxes made ahead for forked kernels (nil: none)
+	cold   atomic.Int64 // kernels started cold while a Forker was set (TemplateStats)
 }
 
 var _ kernel.Provisioner = (*Provisioner)(nil)
@@ -202,6 +203,9 @@ func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kerne
 			return fail(err)
 		}
 		p.log.Warn("sandbox: kernel not forked from the template; starting it cold", "box", kb.box.Name(), "err", err)
+	}
+	if p.cfg.Forker != nil {
+		p.cold.Add(1)
 	}
 	return p.launchCold(spec, kb, fresh, fail, env)
 }

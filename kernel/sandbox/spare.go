@@ -32,14 +32,6 @@ import (
 // /run/carryover.
 const runtimeMount = "rt"
 
-// SpareStats are the spare boxes' figures (/api/status).
-type SpareStats struct {
-	Ready  int   `json:"ready"`  // boxes ready now
-	Want   int   `json:"want"`   // pool.spare_boxes
-	Served int64 `json:"served"` // launches that took a ready box
-	Missed int64 `json:"missed"` // forkable launches that found none and made their own
-}
-
 // spares is the stock of ready boxes.
 type spares struct {
 	p    *Provisioner
@@ -151,17 +143,35 @@ func (s *spares) close() {
 }
 
 // stats are the figures of the stock.
-func (s *spares) stats() SpareStats {
+func (s *spares) stats() kernel.SpareBoxStats {
 	if s == nil {
-		return SpareStats{}
+		return kernel.SpareBoxStats{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SpareStats{Ready: len(s.ready), Want: s.want, Served: s.served.Load(), Missed: s.missed.Load()}
+	return kernel.SpareBoxStats{Ready: len(s.ready), Want: s.want, Served: s.served.Load(), Missed: s.missed.Load()}
 }
 
 // Spares are the spare boxes' figures (zero without pool.spare_boxes or the template).
-func (p *Provisioner) Spares() SpareStats { return p.spares.stats() }
+func (p *Provisioner) Spares() kernel.SpareBoxStats { return p.spares.stats() }
+
+// TemplateStats are the Forker's template figures (when it reports them), this provisioner's cold
+// starts of forkable-in-principle kernels added, and the spare boxes'; ok is false without a Forker.
+func (p *Provisioner) TemplateStats() (kernel.TemplateStats, bool) {
+	if p.cfg.Forker == nil {
+		return kernel.TemplateStats{}, false
+	}
+	var ts kernel.TemplateStats
+	if r, ok := p.cfg.Forker.(kernel.TemplateReporter); ok {
+		ts, _ = r.TemplateStats()
+	}
+	ts.ColdFallbacks += p.cold.Load()
+	if p.spares != nil {
+		sp := p.spares.stats()
+		ts.SpareBoxes = &sp
+	}
+	return ts, true
+}
 
 // makeSpare makes a kernel box with its holder running, its rt dir bound at base.
 func (p *Provisioner) makeSpare(ctx context.Context, base string) (*spare, error) {

@@ -351,6 +351,19 @@ func (tp *Provisioner) Stats() Stats {
 	return st
 }
 
+// TemplateStats are the figures /api/status shows (kernel.TemplateReporter): the template's memory at
+// rest is read now.
+func (tp *Provisioner) TemplateStats() (kernel.TemplateStats, bool) {
+	st := tp.Stats()
+	ts := kernel.TemplateStats{Forks: st.Forks, ColdFallbacks: st.Cold, Restarts: st.Restarts}
+	if st.PID != 0 {
+		if rss, pss, uss, err := kernel.ProcMemory(st.PID); err == nil {
+			ts.Live, ts.RSSBytes, ts.PSSBytes, ts.USSBytes = 1, rss, pss, uss
+		}
+	}
+	return ts, true
+}
+
 // Close stops the template. The kernels it forked stay, but their exits are no longer seen: the
 // server shuts every kernel down before it closes its provisioner.
 func (tp *Provisioner) Close() error {
