@@ -113,14 +113,14 @@ func tplColdPeer(ctx context.Context, env *benchEnv, n int) (lat []time.Duration
 }
 
 // tplFirstResult: create -> first result on a drained pool, templates on, beside templates off; with
-// the sandbox, also beside templates on without spare boxes (pool.spare_boxes 0: each kernel's box
-// made at its launch).
+// the sandbox (not in quick mode), also beside templates on without spare boxes (pool.spare_boxes 0:
+// each kernel's box made at its launch).
 func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Duration) (rows []benchRow, err error) {
 	lat, note, err := tplDrainedFirsts(ctx, env, "templates-first", n, &rows)
 	if err != nil {
 		return rows, err
 	}
-	if benchSandboxOK() {
+	if benchSandboxOK() && !env.Quick { // not in the smoke test: one more server
 		bare, _, err := tplDrainedFirsts(ctx, env, "templates-first-nospare", n, &rows, func(c *configs.Config) { c.Pool.SpareBoxes = 0 })
 		if err != nil {
 			return rows, err
