@@ -34,15 +34,20 @@ const (
 )
 
 func benchTemplates(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	nCold, nFirst, nPair, nBurst := 4, 20, 20, 100
+	nCold, nFirst, nPair, nBurst, spares := 4, 20, 20, 100, !env.Quick
 	if env.Quick {
 		nCold, nFirst, nPair, nBurst = 1, 2, 2, 3
+	}
+	// CARRYOVER_BENCH_TEMPLATES_FIRST sets the first-result rows' sessions (and the cold peer's), and
+	// runs the spare-box comparison in quick mode too: those rows without the bursts.
+	if v, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_TEMPLATES_FIRST")); err == nil && v > 0 {
+		nCold, nFirst, spares = v, v, true
 	}
 	coldLat, coldUSS, rows, err := tplColdPeer(ctx, env, nCold)
 	if err != nil {
 		return rows, fmt.Errorf("cold peer: %w", err)
 	}
-	r, err := tplFirstResult(ctx, env, nFirst, coldLat)
+	r, err := tplFirstResult(ctx, env, nFirst, coldLat, spares)
 	if rows = append(rows, r...); err != nil {
 		return rows, err
 	}
@@ -115,12 +120,12 @@ func tplColdPeer(ctx context.Context, env *benchEnv, n int) (lat []time.Duration
 // tplFirstResult: create -> first result on a drained pool, templates on, beside templates off; with
 // the sandbox (not in quick mode), also beside templates on without spare boxes (pool.spare_boxes 0:
 // each kernel's box made at its launch).
-func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Duration) (rows []benchRow, err error) {
+func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Duration, spares bool) (rows []benchRow, err error) {
 	lat, note, err := tplDrainedFirsts(ctx, env, "templates-first", n, &rows)
 	if err != nil {
 		return rows, err
 	}
-	if benchSandboxOK() && !env.Quick { // not in the smoke test: one more server
+	if spares && benchSandboxOK() { // not in the smoke test: one more server
 		bare, _, err := tplDrainedFirsts(ctx, env, "templates-first-nospare", n, &rows, func(c *configs.Config) { c.Pool.SpareBoxes = 0 })
 		if err != nil {
 			return rows, err
