@@ -135,7 +135,9 @@ func (s *spares) close() {
 	if s == nil {
 		return
 	}
+	s.mu.Lock() // fillLocked adds to wg under mu, after checking ctx: no Add races the Wait
 	s.cancel()
+	s.mu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()
 	s.dropLocked()
