@@ -131,7 +131,7 @@ func fanoutRows(n int, label string, size int64, cell string, forked, all, floor
 			Note: fmt.Sprintf("peer (floor): `%s` run %d times in the source's live kernel; each child is a kernel of its own + a restore mapping the shared copy; %s", cell, n, goal)},
 		{Name: fmt.Sprintf("node memory growth for those %d children (MemAvailable drop, kernels included)", n),
 			Ours: fmtSigned(grew), Peer: fmtBytes(size), Ratio: fmt.Sprintf("%.1fx", float64(grew)/float64(size)),
-			Note: fmt.Sprintf("peer: the array's size (one more copy); kernels' PSS %s, USS %s over %d -> %d kernel processes; %d of %d children live at the end (the others hibernated by capacity: admission and the memory watch sum RSS); %s; the machine is shared, so MemAvailable moves with other work too",
+			Note: fmt.Sprintf("peer: the array's size (one more copy); kernels' PSS %s, USS %s over %d -> %d kernel processes; %d of %d children live at the end (any others hibernated by the memory watch, which counts a shared copy once); %s; the machine is shared, so MemAvailable moves with other work too",
 				fmtSigned(after.pss-before.pss), fmtSigned(after.uss-before.uss), before.procs, after.procs, after.live, n, memGoal)},
 	}
 }
