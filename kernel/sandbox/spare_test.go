@@ -14,8 +14,8 @@ import (
 
 // A kernel launched while a spare box is ready is forked into that box (bubblewrap already ran):
 // it is as isolated as a kernel whose box was made for it (the same subtests), sees its own runtime
-// dir and no other kernel's, and when it ends, or the provisioner closes with spares ready, no box,
-// mount or dir is left.
+// dir and no other kernel's, a restart is forked into the same box, and when it ends, or the
+// provisioner closes with spares ready, no box, mount or dir is left.
 func TestSpareBoxes(t *testing.T) {
 	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
 	rt, err := os.MkdirTemp("", "cos")
@@ -61,6 +61,16 @@ func TestSpareBoxes(t *testing.T) {
 	if want := "['" + filepath.Base(k.RuntimeDir()) + "']"; err != nil || runtimeDirs != want {
 		t.Errorf("the runtime base in the spare box lists %s, %v; want only its own kernel's %s (not %s)", runtimeDirs, err, want,
 			filepath.Base(first.RuntimeDir()))
+	}
+	// A restart is forked again into the same (spare-born) box, its runtime dir bound at its path.
+	if err := k.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cur := k.Process().(*boxKernel); cur.fk == nil || cur.kb != bk.kb {
+		t.Fatalf("restart: forked %v, same box %v", cur.fk != nil, cur.kb == bk.kb)
+	}
+	if got, err := k.Eval(context.Background(), "import os", "sorted(os.listdir('/workspace'))"); err != nil || got != "['mine']" {
+		t.Errorf("after a restart the workspace lists %s, %v", got, err)
 	}
 	boxDir := bk.box.dir
 	if err := k.Shutdown(context.Background()); err != nil {
