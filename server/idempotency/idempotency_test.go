@@ -153,3 +153,37 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSettleStoresTheAnswerEarly: work that calls Settle has its answer stored then, with the
+// context it gave (before it returns); Do stores nothing more, a retry gets that answer, and Settle
+// outside keyed work, or before started, does nothing.
+func TestSettleStoresTheAnswerEarly(t *testing.T) {
+	t.Parallel()
+	k, store := newKeys(t)
+	ctx := context.Background()
+	Settle(ctx, &answer{N: 9}, nil) // not keyed work: nothing to do
+	r := Request{Scope: "s", Key: "early", Kind: "run", Body: "1+1"}
+	var doneInside bool
+	first, _, err := Do(ctx, k, r, func(ctx context.Context, started func()) (*answer, error) {
+		Settle(ctx, &answer{N: 1}, nil) // before started: the key is not kept yet
+		if rec, _ := store.GetIdempotencyKey(ctx, "s", "early"); rec.State == carryover.IdempotencyDone {
+			t.Error("Settle before started stored an answer")
+		}
+		started()
+		Settle(ctx, &answer{N: 2}, nil)
+		rec, err := store.GetIdempotencyKey(ctx, "s", "early")
+		doneInside = err == nil && rec.State == carryover.IdempotencyDone
+		Settle(ctx, &answer{N: 3}, nil) // a second time: nothing
+		return &answer{N: 2}, nil
+	})
+	if err != nil || first.N != 2 || !doneInside {
+		t.Fatalf("first: %+v %v, answer stored before the work returned: %v", first, err, doneInside)
+	}
+	again, replayed, err := Do(ctx, k, r, func(context.Context, func()) (*answer, error) {
+		t.Error("a settled key ran again")
+		return nil, nil
+	})
+	if err != nil || !replayed || again.N != 2 {
+		t.Fatalf("retry: %+v replayed %v %v", again, replayed, err)
+	}
+}

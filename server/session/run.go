@@ -9,6 +9,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/collect"
 	"github.com/carryover/carryover/server/session/stream"
@@ -148,6 +149,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()
 	}
+	idempotency.Settle(tctx, res, runErr) // a keyed run's answer is stored among the turn's writes
 	if err := ls.syncTurn(ctx); err != nil {
 		res.RecordError = strings.TrimPrefix(res.RecordError+"; "+err.Error(), "; ")
 	}
