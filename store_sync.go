@@ -29,3 +29,10 @@ func SyncDeferred(ctx context.Context) bool {
 type Syncer interface {
 	Sync(ctx context.Context) error
 }
+
+// PruningWriter is a CheckpointWriter that prunes in its commit's own transaction: CommitPruning is
+// Commit(cp) then CheckpointStore.Prune(cp.SessionID, keep), atomically, one commit instead of two.
+// The checkpoint engine uses it when the writer has it, else calls Prune after Commit.
+type PruningWriter interface {
+	CommitPruning(ctx context.Context, cp Checkpoint, keep int) (pruned int, err error)
+}
