@@ -108,7 +108,8 @@ func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Cont
 	now := time.Now().UTC()
 	fp := fingerprint(r.Kind, r.Body)
 	attempt := k.process + "-" + strconv.FormatUint(k.attempts.Add(1), 10)
-	rec, won, err := k.store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: r.Scope, Key: r.Key,
+	durable, rctx := k.reserveSync(ctx)
+	rec, won, err := k.store.ReserveIdempotencyKey(rctx, carryover.IdempotencyRecord{SessionID: r.Scope, Key: r.Key,
 		Fingerprint: fp, Attempt: attempt, CreatedAt: now, ExpiresAt: now.Add(k.ttl)})
 	if err != nil {
 		return nil, false, err
@@ -116,17 +117,46 @@ func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Cont
 	if !won {
 		return replay[T](rec, fp, r.Kind)
 	}
+	wait := durable() // the reservation is flushed while the work gets ready; started waits for it
 	var began, settled atomic.Bool
 	early := func(sctx context.Context, res any, err error) {
 		if began.Load() && settled.CompareAndSwap(false, true) {
 			k.settle(context.WithoutCancel(sctx), r, attempt, true, res, err)
 		}
 	}
-	res, runErr := do(context.WithValue(ctx, settleKey{}, settleFunc(early)), func() { began.Store(true) })
+	res, runErr := do(context.WithValue(ctx, settleKey{}, settleFunc(early)), func() {
+		if err := wait(); err != nil {
+			k.log.Error("idempotency key reserved but not flushed to disk before the work began", "scope", r.Scope, "err", err)
+		}
+		began.Store(true)
+	})
 	if settled.CompareAndSwap(false, true) {
 		k.settle(context.WithoutCancel(ctx), r, attempt, began.Load(), res, runErr)
 	}
 	return res, false, runErr
+}
+
+// reserveSync is how a reservation becomes durable before the work's effect begins. On a store
+// that can defer its flush (carryover.Syncer: SQLite under synchronous=full) the reservation commits
+// without one (rctx) and durable starts the flush at once, in the background; the work readies
+// itself meanwhile (its turn's admission, its checkpoint's preparation) and started waits for the
+// flush: the key is on disk before the code runs, as before, without the work waiting for the disk
+// first. Elsewhere the reservation's commit is durable itself and wait returns at once.
+func (k *Keys) reserveSync(ctx context.Context) (durable func() (wait func() error), rctx context.Context) {
+	sy, ok := k.store.(carryover.Syncer)
+	if !ok {
+		return func() func() error { return func() error { return nil } }, ctx
+	}
+	return func() func() error {
+		done := make(chan error, 1)
+		go func() { done <- sy.Sync(context.WithoutCancel(ctx)) }()
+		var once sync.Once
+		var err error
+		return func() error {
+			once.Do(func() { err = <-done })
+			return err
+		}
+	}, carryover.DeferSync(ctx)
 }
 
 // settleKey carries, in the context Do gives its work, the function Settle calls.

@@ -187,3 +187,53 @@ func TestSettleStoresTheAnswerEarly(t *testing.T) {
 		t.Fatalf("retry: %+v replayed %v %v", again, replayed, err)
 	}
 }
+
+// syncingStore is a mock store that can defer its flush (carryover.Syncer): Sync blocks until
+// release is closed and counts the reservations it saw deferred.
+type syncingStore struct {
+	*mock.Store
+	release  chan struct{}
+	deferred atomic.Int32
+	synced   atomic.Bool
+}
+
+func (s *syncingStore) ReserveIdempotencyKey(ctx context.Context, r carryover.IdempotencyRecord) (carryover.IdempotencyRecord, bool, error) {
+	if carryover.SyncDeferred(ctx) {
+		s.deferred.Add(1)
+	}
+	return s.Store.ReserveIdempotencyKey(ctx, r)
+}
+
+func (s *syncingStore) Sync(context.Context) error {
+	<-s.release
+	s.synced.Store(true)
+	return nil
+}
+
+// TestReservationFlushedBeforeStarted: on a store that defers flushes the reservation commits
+// without one, the work runs up to started meanwhile, and started returns only once the flush did:
+// the key is durable before the work's effect begins.
+func TestReservationFlushedBeforeStarted(t *testing.T) {
+	t.Parallel()
+	base, _ := newKeys(t)
+	st := &syncingStore{Store: base.store.(*mock.Store), release: make(chan struct{})}
+	k := New(st, time.Hour, nil)
+	ready := make(chan struct{})
+	go func() {
+		<-ready // the work got ready while the flush was pending
+		time.Sleep(10 * time.Millisecond)
+		close(st.release)
+	}()
+	res, _, err := Do(context.Background(), k, Request{Scope: "s", Key: "flush", Kind: "run", Body: "1"},
+		func(_ context.Context, started func()) (*answer, error) {
+			close(ready)
+			started()
+			if !st.synced.Load() {
+				t.Error("started returned before the reservation was flushed")
+			}
+			return &answer{N: 1}, nil
+		})
+	if err != nil || res.N != 1 || st.deferred.Load() != 1 {
+		t.Fatalf("%+v %v; deferred reservations %d, want 1", res, err, st.deferred.Load())
+	}
+}
