@@ -220,8 +220,8 @@ func (t *nbTally) rows(h *benchSrv, load0 string) []benchRow {
 }
 
 // nbRawKernel starts the plain peer: a kernel through kernel/ alone in a directory of its own (the
-// notebooks write files), with the server's kernels' matplotlib backend and the config's
-// pre-imported modules already imported, as the pool's kernels have them.
+// notebooks write files), with the server's kernels' matplotlib backend and in-memory history, and
+// the config's pre-imported modules already imported, as the pool's kernels have them.
 func nbRawKernel(ctx context.Context, env *benchEnv, name string) (*kernel.Kernel, error) {
 	python := env.Cfg.Kernel.Python
 	if python == "" {
@@ -231,6 +231,9 @@ func nbRawKernel(ctx context.Context, env *benchEnv, name string) (*kernel.Kerne
 	if err != nil {
 		return nil, err
 	}
+	// IPython's history in memory, as the server's kernels have it (session/kernels/factory.go):
+	// on disk it is one SQLite file every plain kernel of the machine writes after each cell.
+	spec.Argv = append(slices.Clone(spec.Argv), "--HistoryManager.hist_file=:memory:")
 	dir := filepath.Join(env.Scratch, "notebooks-plain", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

@@ -224,7 +224,7 @@ func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *Ru
 	if cur != k || ride == nil {
 		ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 	}
-	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer)
+	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer, true) // endTurn saves the pointer
 	if err != nil {
 		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()
