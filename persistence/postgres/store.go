@@ -35,6 +35,10 @@ type Options struct {
 	// InlineMax is the largest stored chunk kept inline in PostgreSQL when Objects is set (default
 	// 64 KiB): small chunks cost a row, not an object request.
 	InlineMax int
+	// PackMax is the most stored bytes of one put's large chunks uploaded together as one object (a
+	// pack; default 4 MiB; < 0: each chunk its own object, as before migration 0010, which a node of
+	// an older build still running beside this one needs to read them).
+	PackMax int
 	// ObjectPrefix starts every object key (default "chunks/").
 	ObjectPrefix string
 	// CacheDir, when set, is this node's cache of object chunks by hash (restores read it first).
@@ -59,6 +63,9 @@ type ObjectStore interface {
 	Put(ctx context.Context, key string, data []byte) error
 	// Get returns an error wrapping carryover.ErrMissingChunk when key has no object.
 	Get(ctx context.Context, key string) ([]byte, error)
+	// GetRange returns n bytes of the object under key from offset off (a chunk of a pack); an
+	// error wrapping carryover.ErrMissingChunk when key has no object.
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
 	Delete(ctx context.Context, keys []string) error
 	List(ctx context.Context, prefix string, fn func(key string, modified time.Time) error) error
 }
@@ -91,6 +98,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.InlineMax <= 0 {
 		opts.InlineMax = 64 << 10
+	}
+	if opts.PackMax == 0 {
+		opts.PackMax = 4 << 20
 	}
 	if opts.ObjectPrefix == "" {
 		opts.ObjectPrefix = "chunks/"
