@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,8 +58,8 @@ func (s *Store) uploadPacks(ctx context.Context, todo []*carryover.ChunkInput, u
 	}
 	for _, pack := range packsOf(todo, max) {
 		g.Go(func() error {
-			refs, key, body := packBody(pack, s.objectKey(pack))
-			if err := s.opts.Objects.Put(gctx, key, body); err != nil {
+			refs, key, parts := packBody(pack, s.objectKey(pack))
+			if err := s.opts.Objects.PutParts(gctx, key, parts); err != nil {
 				return fmt.Errorf("put chunk %s: %w", pack[0].Hash, err)
 			}
 			mu.Lock()
@@ -74,26 +73,23 @@ func (s *Store) uploadPacks(ctx context.Context, todo []*carryover.ChunkInput, u
 	return g.Wait()
 }
 
-// packBody is the object of pack under key: the chunk's own bytes for a pack of one, else the
-// chunks' stored bytes one after the other, with each chunk's offset.
-func packBody(pack []*carryover.ChunkInput, key string) (map[string]objectRef, string, []byte) {
+// packBody is the object of pack under key, as parts: the chunks' stored bytes one after the other,
+// with each chunk's reference (a pack of one is the chunk's own object, with no offset).
+func packBody(pack []*carryover.ChunkInput, key string) (map[string]objectRef, string, [][]byte) {
 	refs := make(map[string]objectRef, len(pack))
 	if len(pack) == 1 {
 		refs[pack[0].Hash] = objectRef{key: key}
-		return refs, key, pack[0].Data
+		return refs, key, [][]byte{pack[0].Data}
 	}
-	size := 0
-	for _, c := range pack {
-		size += len(c.Data)
+	parts := make([][]byte, len(pack))
+	var off int64
+	for i, c := range pack {
+		at := off
+		refs[c.Hash] = objectRef{key: key, off: &at}
+		parts[i] = c.Data
+		off += int64(len(c.Data))
 	}
-	var body bytes.Buffer
-	body.Grow(size)
-	for _, c := range pack {
-		off := int64(body.Len())
-		refs[c.Hash] = objectRef{key: key, off: &off}
-		body.Write(c.Data)
-	}
-	return refs, key, body.Bytes()
+	return refs, key, parts
 }
 
 // objectKey is a key for a new upload of pack: <prefix><hash[:2]>/<hash>.<unique> for one chunk,

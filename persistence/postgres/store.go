@@ -61,6 +61,8 @@ type Options struct {
 // ObjectStore is where large chunks live: a bucket of an S3-compatible store (persistence/s3).
 type ObjectStore interface {
 	Put(ctx context.Context, key string, data []byte) error
+	// PutParts stores the concatenation of parts under key (a pack), without copying them.
+	PutParts(ctx context.Context, key string, parts [][]byte) error
 	// Get returns an error wrapping carryover.ErrMissingChunk when key has no object.
 	Get(ctx context.Context, key string) ([]byte, error)
 	// GetRange returns n bytes of the object under key from offset off (a chunk of a pack); an
