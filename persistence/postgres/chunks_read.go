@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -74,7 +75,7 @@ func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, raw
 }
 
 // objectSpan is where a chunk's stored bytes are in the object store: its object, and for a packed
-// chunk the byte range in it (off nil: the whole object).
+// chunk its byte range in it (off nil: the whole object).
 type objectSpan struct {
 	key string
 	off *int64
@@ -102,7 +103,7 @@ func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, ra
 }
 
 // fetchObject reads a chunk's stored bytes from the object store (its object, or its range of a
-// pack) and keeps them in the node's cache (behind the read: a restore does not wait on the cache's
+// pack read whole) and keeps them in the node's cache (behind the read: a restore does not wait on the cache's
 // disk write).
 func (s *Store) fetchObject(ctx context.Context, hash string, obj objectSpan) ([]byte, error) {
 	if s.opts.Objects == nil {
@@ -113,13 +114,30 @@ func (s *Store) fetchObject(ctx context.Context, hash string, obj objectSpan) ([
 	if obj.off == nil {
 		data, err = s.opts.Objects.Get(ctx, obj.key)
 	} else {
-		data, err = s.opts.Objects.GetRange(ctx, obj.key, *obj.off, obj.n)
+		data, err = s.packedChunk(ctx, obj)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
 	s.cache.putBehind(hash, data)
 	return data, nil
+}
+
+// packedChunk is a packed chunk's stored bytes, a copy of its range of the pack, which the node
+// reads whole once for all its chunks (pack_reads.go). A pack shorter than the range is an error.
+func (s *Store) packedChunk(ctx context.Context, obj objectSpan) ([]byte, error) {
+	// The fetch outlives a reader that gives up: another may be waiting on it (the bucket's
+	// timeout bounds it).
+	fetchCtx := context.WithoutCancel(ctx)
+	pack, err := s.packs.get(ctx, obj.key, func() ([]byte, error) { return s.opts.Objects.Get(fetchCtx, obj.key) })
+	if err != nil {
+		return nil, err
+	}
+	off := *obj.off
+	if off < 0 || obj.n < 0 || off+obj.n > int64(len(pack)) {
+		return nil, fmt.Errorf("pack %s has %d bytes, the chunk is at %d+%d", obj.key, len(pack), off, obj.n)
+	}
+	return bytes.Clone(pack[off : off+obj.n]), nil
 }
 
 // ReadStoredChunk appends the STORED bytes of a chunk (as kept: compressed when its codec is zstd)

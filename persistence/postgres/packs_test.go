@@ -3,7 +3,9 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,17 @@ import (
 	"github.com/carryover/carryover/persistence/chunk"
 	"github.com/carryover/carryover/persistence/format"
 )
+
+// countingGets counts an object store's GETs.
+type countingGets struct {
+	ObjectStore
+	gets atomic.Int64
+}
+
+func (c *countingGets) Get(ctx context.Context, key string) ([]byte, error) {
+	c.gets.Add(1)
+	return c.ObjectStore.Get(ctx, key)
+}
 
 // offsetOf is the catalog's offset of a packed chunk (-1: a whole object, or inline).
 func offsetOf(t testing.TB, s *Store, hash string) int64 {
@@ -26,7 +39,7 @@ func offsetOf(t testing.TB, s *Store, hash string) int64 {
 }
 
 // TestPacks: one put's large chunks go up in packs of at most PackMax bytes, each chunk a range of
-// its pack, read back through ranged GETs by a node with no cache (raw and zstd chunks); GC deletes
+// its pack, read back by a node with no cache with one GET a pack (raw and zstd chunks); GC deletes
 // a pack only once none of its chunks is live: collecting one chunk of a pack keeps it and its
 // other chunk readable, collecting the last tombstones it, and the next GC deletes it.
 func TestPacks(t *testing.T) {
@@ -49,11 +62,16 @@ func TestPacks(t *testing.T) {
 	if ox, oy := offsetOf(t, s, x.Hash), offsetOf(t, s, y.Hash); ox != 0 || oy != 5000 {
 		t.Fatalf("offsets %d %d, want 0 5000", ox, oy)
 	}
+	counted := &countingGets{ObjectStore: b}
 	fresh := &Store{db: s.db, opts: s.opts}
-	for _, c := range [][]byte{x.Data, y.Data, w.Data, zdata} {
+	fresh.opts.Objects = counted
+	for _, c := range [][]byte{x.Data, y.Data, w.Data, zdata, y.Data} {
 		if got, err := fresh.ReadChunk(ctx, chunk.Hash(c), nil); err != nil || !bytes.Equal(got, c) {
 			t.Fatalf("read back a packed chunk: %v", err)
 		}
+	}
+	if n := counted.gets.Load(); n != 2 {
+		t.Fatalf("%d GETs to read the chunks of 2 packs, want one a pack", n)
 	}
 
 	putCommit(t, s, "s", "c2", y) // y stays live; x, w and zc go with c1
@@ -120,5 +138,39 @@ func TestNoPacksBesideAnOldNode(t *testing.T) {
 	kx, ky := objectKeyOf(t, s, x.Hash), objectKeyOf(t, s, y.Hash)
 	if kx == ky || strings.Contains(kx, "/packs/") || offsetOf(t, s, x.Hash) != -1 {
 		t.Fatalf("packed beside an old node: %s %s", kx, ky)
+	}
+}
+
+// TestPackReads: readers of one pack wait for one fetch; a failed fetch is not held; at most
+// packsHeld packs are kept.
+func TestPackReads(t *testing.T) {
+	t.Parallel()
+	var p packReads
+	ctx := context.Background()
+	var fetches atomic.Int64
+	release := make(chan struct{})
+	slow := func() ([]byte, error) { fetches.Add(1); <-release; return []byte("pack"), nil }
+	got := make(chan string, 2)
+	for range 2 {
+		go func() { b, _ := p.get(ctx, "k", slow); got <- string(b) }()
+	}
+	for fetches.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if a, b := <-got, <-got; a != "pack" || b != "pack" || fetches.Load() != 1 {
+		t.Fatalf("two readers: %q %q, %d fetches, want one", a, b, fetches.Load())
+	}
+	if _, err := p.get(ctx, "bad", func() ([]byte, error) { return nil, errors.New("down") }); err == nil {
+		t.Fatal("a failed fetch answered bytes")
+	}
+	if b, err := p.get(ctx, "bad", func() ([]byte, error) { return []byte("back"), nil }); err != nil || string(b) != "back" {
+		t.Fatalf("after a failed fetch: %q %v", b, err)
+	}
+	for i := range packsHeld + 2 {
+		p.get(ctx, string(rune('a'+i)), func() ([]byte, error) { return nil, nil })
+	}
+	if len(p.packs) != packsHeld || len(p.order) != packsHeld {
+		t.Fatalf("%d packs held, want %d", len(p.packs), packsHeld)
 	}
 }

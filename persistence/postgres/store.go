@@ -65,9 +65,6 @@ type ObjectStore interface {
 	PutParts(ctx context.Context, key string, parts [][]byte) error
 	// Get returns an error wrapping carryover.ErrMissingChunk when key has no object.
 	Get(ctx context.Context, key string) ([]byte, error)
-	// GetRange returns n bytes of the object under key from offset off (a chunk of a pack); an
-	// error wrapping carryover.ErrMissingChunk when key has no object.
-	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
 	Delete(ctx context.Context, keys []string) error
 	List(ctx context.Context, prefix string, fn func(key string, modified time.Time) error) error
 }
@@ -78,6 +75,7 @@ type Store struct {
 	opts  Options
 	held  holds       // the sessions this node owns, with their epochs (clustered stores only)
 	cache *chunkCache // this node's chunk cache (nil: none)
+	packs packReads   // the last packs this node read whole
 
 	writeFormat    atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
 	recordedFormat atomic.Int64 // the highest format this node recorded in store_meta

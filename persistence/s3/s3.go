@@ -168,23 +168,10 @@ func (r *partsReader) Seek(offset int64, whence int) (int64, error) {
 // A transfer that breaks mid-body (the SDK retries requests, not body reads) is tried again, up to
 // three times in all.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
-	return b.getRetried(ctx, key, nil, -1)
-}
-
-// GetRange returns the n bytes of the object under key from offset off (a chunk in a pack of
-// several), retried as Get is. A store answering fewer bytes (the object is shorter) is an error.
-func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	if off < 0 || n <= 0 {
-		return nil, fmt.Errorf("s3: get %s: bad range %d+%d", key, off, n)
-	}
-	return b.getRetried(ctx, key, aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)), n)
-}
-
-func (b *Bucket) getRetried(ctx context.Context, key string, rng *string, n int64) ([]byte, error) {
 	var err error
 	for range 3 {
 		var data []byte
-		if data, err = b.get(ctx, key, rng, n); err == nil || errors.Is(err, carryover.ErrMissingChunk) || ctx.Err() != nil {
+		if data, err = b.get(ctx, key); err == nil || errors.Is(err, carryover.ErrMissingChunk) || ctx.Err() != nil {
 			return data, err
 		}
 		b.tr.CloseIdleConnections() // after a reset, the other pooled connections are likely dead too
@@ -192,11 +179,10 @@ func (b *Bucket) getRetried(ctx context.Context, key string, rng *string, n int6
 	return nil, err
 }
 
-// get reads the object under key, or its range rng of n bytes (rng nil: all of it, n < 0).
-func (b *Bucket) get(ctx context.Context, key string, rng *string, n int64) ([]byte, error) {
+func (b *Bucket) get(ctx context.Context, key string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
-	out, err := b.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.opts.Bucket, Key: &key, Range: rng})
+	out, err := b.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.opts.Bucket, Key: &key})
 	if isNotFound(err) {
 		return nil, fmt.Errorf("s3: object %s: %w", key, carryover.ErrMissingChunk)
 	}
@@ -204,16 +190,9 @@ func (b *Bucket) get(ctx context.Context, key string, rng *string, n int64) ([]b
 		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	defer out.Body.Close()
-	if n < 0 {
-		data, err := io.ReadAll(out.Body)
-		if err != nil {
-			return nil, fmt.Errorf("s3: get %s: %w", key, err)
-		}
-		return data, nil
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(out.Body, data); err != nil {
-		return nil, fmt.Errorf("s3: get %s %s: %w", key, *rng, err)
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	return data, nil
 }
