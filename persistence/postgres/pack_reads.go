@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// packsHeld is how many packs a node keeps in memory after reading them (at most 4 x
-// chunks.pack_max_bytes: 16 MiB by default).
-const packsHeld = 4
+// packsHeld is how many packs a node keeps in memory after reading them (2 x
+// chunks.pack_max_bytes: 8 MiB by default): a restore reads two chunks at a time, in order.
+const packsHeld = 2
 
 // packReads keeps the last packs a node read whole, so that reading a pack's chunks one by one (a
 // restore reads a checkpoint's chunks in order, and a put's chunks share its packs) costs one GET

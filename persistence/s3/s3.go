@@ -190,12 +190,23 @@ func (b *Bucket) get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	var data []byte
+	if n := aws.ToInt64(out.ContentLength); n > 0 && n <= maxPrealloc {
+		// One allocation of the object's size: io.ReadAll's doublings left twice a pack's size of
+		// garbage per GET (the restoring server's memory).
+		data = make([]byte, n)
+		_, err = io.ReadFull(out.Body, data)
+	} else {
+		data, err = io.ReadAll(out.Body)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	return data, nil
 }
+
+// maxPrealloc bounds the buffer a GET allocates up front from the answer's Content-Length.
+const maxPrealloc = 64 << 20
 
 // Exists reports whether an object is stored under key.
 func (b *Bucket) Exists(ctx context.Context, key string) (bool, error) {
