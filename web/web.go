@@ -19,6 +19,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,10 +63,25 @@ type asset struct {
 	body  []byte
 	ctype string
 	etag  string
-	gz    []byte // gzip of body for text types (the bundle is a third of its size), nil otherwise
+	gz    *lazyGzip // gzip of body for text types (the bundle is a third of its size), nil otherwise
 }
 
-// compressible lists the types worth gzipping once at start (fonts and images are compressed already).
+// lazyGzip is an asset's gzip, made on its first gzip request: at BestCompression the 7 MB of the
+// bundle took ~0.5 s of CPU (tens of seconds under the race detector) in every process that served
+// the UI, at start, though most never serve a byte of it (the cluster and benchmark nodes, the CLI's
+// servers); made once, it is shared by every later request.
+type lazyGzip struct {
+	once sync.Once
+	b    []byte
+}
+
+// of is body gzipped, or nil when gzip does not make it smaller.
+func (z *lazyGzip) of(body []byte) []byte {
+	z.once.Do(func() { z.b = gzipped(body) })
+	return z.b
+}
+
+// compressible lists the types worth gzipping (fonts and images are compressed already).
 func compressible(ctype string) bool {
 	return strings.HasPrefix(ctype, "text/") || ctype == "application/json" || ctype == "image/svg+xml"
 }
@@ -116,7 +132,8 @@ func (d diskHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(w, r)
 }
 
-// newHandler reads every file of fsys (gzipping the compressible ones when compress is set).
+// newHandler reads every file of fsys (the compressible ones gzipped on first request when compress
+// is set).
 func newHandler(fsys fs.FS, compress bool) (*handler, error) {
 	h := &handler{assets: map[string]asset{}}
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
@@ -134,7 +151,7 @@ func newHandler(fsys fs.FS, compress bool) (*handler, error) {
 		}
 		a := asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 		if compress && compressible(ct) && len(b) > 1024 {
-			a.gz = gzipped(b)
+			a.gz = &lazyGzip{}
 		}
 		h.assets[p] = a
 		return nil
@@ -194,9 +211,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.gz != nil {
 		hd.Add("Vary", "Accept-Encoding")
 		if acceptsGzip(r) {
-			hd.Set("Content-Encoding", "gzip")
-			hd.Set("ETag", strings.TrimSuffix(a.etag, `"`)+`-gz"`)
-			body = a.gz
+			if gz := a.gz.of(a.body); gz != nil {
+				hd.Set("Content-Encoding", "gzip")
+				hd.Set("ETag", strings.TrimSuffix(a.etag, `"`)+`-gz"`)
+				body = gz
+			}
 		}
 	}
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
