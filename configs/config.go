@@ -150,6 +150,7 @@ type ClusterConfig struct {
 type ChunksConfig struct {
 	InlineMaxBytes int   `mapstructure:"inline_max_bytes"`
 	CacheMaxBytes  int64 `mapstructure:"cache_max_bytes"`
+	PackMaxBytes   int   `mapstructure:"pack_max_bytes"`
 	S3             struct {
 		Endpoint  string `mapstructure:"endpoint"`
 		Bucket    string `mapstructure:"bucket"`
@@ -274,6 +275,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: backup.interval_seconds must be > 0")
 	case c.Chunks.CacheMaxBytes < 0:
 		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
+	case c.Chunks.PackMaxBytes < 0:
+		return fmt.Errorf("configs: chunks.pack_max_bytes must be >= 0 (0: each chunk its own object)")
 	}
 	if err := c.Capacity.validate(); err != nil {
 		return err
