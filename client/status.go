@@ -30,6 +30,22 @@ type NodeStatus struct {
 		AvailableBytes int64   `json:"available_bytes"`
 		PSIFullAvg10   float64 `json:"psi_full_avg10"`
 	} `json:"memory"`
+	// Templates is the warm template kernels are forked from (nil: kernels are not forked here).
+	Templates *struct {
+		Live          int   `json:"live"`
+		RSSBytes      int64 `json:"rss_bytes"`
+		PSSBytes      int64 `json:"pss_bytes"`
+		USSBytes      int64 `json:"uss_bytes"`
+		Forks         int64 `json:"forks"`
+		ColdFallbacks int64 `json:"cold_fallbacks"`
+		Restarts      int64 `json:"restarts"`
+		SpareBoxes    *struct {
+			Ready  int   `json:"ready"`
+			Want   int   `json:"want"`
+			Served int64 `json:"served"`
+			Missed int64 `json:"missed"`
+		} `json:"spare_boxes,omitempty"`
+	} `json:"templates,omitempty"`
 	Pool struct {
 		Idle     int   `json:"idle"`
 		Starting int   `json:"starting"`

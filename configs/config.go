@@ -48,6 +48,8 @@ type Config struct {
 		ShrinkAfterSeconds float64 `mapstructure:"shrink_after_seconds"`
 		// Templates forks unsandboxed kernels from a warm, pre-imported template (kernel/template).
 		Templates bool `mapstructure:"templates"`
+		// SpareBoxes is how many sandbox boxes are kept ready for forked kernels (kernel/sandbox/spare.go).
+		SpareBoxes int `mapstructure:"spare_boxes"`
 	} `mapstructure:"pool"`
 	Capacity CapacityConfig `mapstructure:"capacity"`
 	Run      struct {
@@ -148,6 +150,7 @@ type ClusterConfig struct {
 type ChunksConfig struct {
 	InlineMaxBytes int   `mapstructure:"inline_max_bytes"`
 	CacheMaxBytes  int64 `mapstructure:"cache_max_bytes"`
+	PackMaxBytes   int   `mapstructure:"pack_max_bytes"`
 	S3             struct {
 		Endpoint  string `mapstructure:"endpoint"`
 		Bucket    string `mapstructure:"bucket"`
@@ -240,8 +243,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: kernel.transport must be ipc or tcp, got %q", c.Kernel.Transport)
 	case c.Pool.Size < 0:
 		return fmt.Errorf("configs: pool.size must be >= 0")
-	case c.Pool.MaxSize < 0 || c.Pool.ParallelStarts < 0 || c.Pool.ShrinkAfterSeconds < 0:
-		return fmt.Errorf("configs: pool.max_size, pool.parallel_starts and pool.shrink_after_seconds must be >= 0")
+	case c.Pool.MaxSize < 0 || c.Pool.ParallelStarts < 0 || c.Pool.ShrinkAfterSeconds < 0 || c.Pool.SpareBoxes < 0:
+		return fmt.Errorf("configs: pool.max_size, pool.parallel_starts, pool.shrink_after_seconds and pool.spare_boxes must be >= 0")
 	case c.Persistence.ChunkSize < 4096 || c.Persistence.ChunkSize > 64<<20:
 		return fmt.Errorf("configs: persistence.chunk_size must be between 4 KiB and 64 MiB")
 	case c.Persistence.ReplayBudgetSeconds < 0:
@@ -272,6 +275,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("configs: backup.interval_seconds must be > 0")
 	case c.Chunks.CacheMaxBytes < 0:
 		return fmt.Errorf("configs: chunks.cache_max_bytes must be >= 0 (0: no cache)")
+	case c.Chunks.PackMaxBytes < 0:
+		return fmt.Errorf("configs: chunks.pack_max_bytes must be >= 0 (0: each chunk its own object)")
 	}
 	if err := c.Capacity.validate(); err != nil {
 		return err

@@ -183,6 +183,7 @@ type Prepared struct {
 	parentID  string
 	prevFiles []FileEntry
 	prepareMS float64 // Prepare's own time (the read of the latest checkpoint), counted in DurationMS
+	pruned    bool    // the commit pruned the older checkpoints in its own transaction (PruningWriter)
 }
 
 // Prepare reads the session's latest checkpoint and builds the snapshot request for the next one.
@@ -243,7 +244,7 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 	if err != nil {
 		return nil, err
 	}
-	if c.Retention > 0 {
+	if c.Retention > 0 && !p.pruned {
 		if _, err := c.Store.Prune(ctx, p.SessionID, c.Retention); err != nil {
 			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
 		}
@@ -344,7 +345,12 @@ func (c *Checkpointer) write(ctx context.Context, w carryover.CheckpointWriter, 
 	written += int64(len(doc))
 	cp := carryover.Checkpoint{ID: p.id, SessionID: p.SessionID, Turn: turn, ParentID: p.parentID, Manifest: doc,
 		Bytes: written, Roots: roots}
-	if err := w.Commit(ctx, cp); err != nil {
+	if pw, ok := w.(carryover.PruningWriter); ok && c.Retention > 0 {
+		if _, err := pw.CommitPruning(ctx, cp, c.Retention); err != nil {
+			return fmt.Errorf("checkpoint: commit: %w", err)
+		}
+		p.pruned = true
+	} else if err := w.Commit(ctx, cp); err != nil {
 		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
 	res.Timings.WriteMS += msSince(tc)

@@ -38,6 +38,7 @@ func TestForkFanOutSharesBuffers(t *testing.T) {
 		}
 		ino = got
 	}
+	waitSharedCountedOnce(t, ts, []string{"src", "kid-1", "kid-2"}, 64<<20)
 	ts.run("kid-1", "big[0] = -1.0")
 	for _, id := range []string{"kid-2", "src"} {
 		if got := resultOf(ts.run(id, "(float(big[0]) == first, float(big.sum()) == total)")); got != "(True, True)" {
@@ -51,6 +52,37 @@ func TestForkFanOutSharesBuffers(t *testing.T) {
 	}
 	ts.stop() // what a restart does first: no process holds the copy any more
 	waitMemfdGone(t, inode)
+}
+
+// waitSharedCountedOnce waits until the memory watch's figure for the node's kernels (GET
+// /api/status memory.kernel_bytes) is below the sum of their RSS (each session's usage memory_bytes)
+// by about one copy of size bytes: two children each map the one copy, which the watch counts once.
+// Summing RSS (the old figure) counts it twice, and a fan-out of 100 children of a 1 GiB array
+// "filled" a 24 GiB node.
+func waitSharedCountedOnce(t *testing.T, ts *testServer, ids []string, size int64) {
+	t.Helper()
+	var rss, watched int64
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rss = 0
+		for _, id := range ids {
+			u, err := ts.c.Usage(ts.ctx(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rss += u.MemoryBytes
+		}
+		st, err := ts.c.Status(ts.ctx())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if watched = st.Memory.KernelBytes; watched > 0 && rss-watched > size/2 && rss-watched < 2*size {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernels' RSS %d MiB, the memory watch counts %d MiB: want the shared %d MiB copy counted once",
+				rss>>20, watched>>20, size>>20)
+		}
+	}
 }
 
 // memfdHeld reports whether any process maps or holds a descriptor of the memfd inode.

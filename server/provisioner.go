@@ -81,6 +81,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		pc.Packages = &pp
 	}
 	pc.Forker = boxTemplates(cfg, pc.KernelEnv(), log)
+	pc.SpareBoxes = cfg.Pool.SpareBoxes
 	return sandbox.NewProvisioner(mgr, pc), nil
 }
 

@@ -39,6 +39,16 @@ import numpy; print(numpy.random.randint(2**62))`
 	if len(a) == 8 && len(b) == 8 && (a[2] == b[2] || a[7] == b[7]) {
 		t.Errorf("sibling sessions share a uid or an RNG stream: %v %v", a, b)
 	}
+	// GET /api/status shows the template: warm, its memory at rest, the kernels it forked, and the
+	// spare boxes (pool.spare_boxes, default 2).
+	st, err := ts.c.Status(ts.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := st.Templates; tm == nil || tm.Live != 1 || tm.Forks < 2 || tm.USSBytes <= 0 || tm.RSSBytes < tm.USSBytes ||
+		tm.PSSBytes < tm.USSBytes || tm.SpareBoxes == nil || tm.SpareBoxes.Want != 2 {
+		t.Errorf("status templates = %s: want one warm template with its memory, >= 2 forks, spare boxes wanted 2", dump(tm))
+	}
 }
 
 // kill -9 of the template that forked sandboxed kernels: the session's kernel (in its box, not the

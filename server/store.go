@@ -31,7 +31,10 @@ func openStore(ctx context.Context, cfg *configs.Config) (carryover.Store, error
 		}
 		return sqlite.OpenWith(filepath.Join(cfg.DataDir, "carryover.db"), sqlite.Options{Synchronous: sync})
 	case "postgres":
-		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, Node: nodeInfo(cfg), MaxFormat: cfg.Cluster.TestMaxFormat}
+		opts := postgres.Options{InlineMax: cfg.Chunks.InlineMaxBytes, PackMax: cfg.Chunks.PackMaxBytes, Node: nodeInfo(cfg), MaxFormat: cfg.Cluster.TestMaxFormat}
+		if opts.PackMax == 0 {
+			opts.PackMax = -1 // the config's 0: no packs (the store's 0 is its default)
+		}
 		if o := cfg.Chunks.S3; o.Bucket != "" {
 			b, err := s3.Open(ctx, s3.Options{Endpoint: o.Endpoint, Bucket: o.Bucket, Region: o.Region,
 				AccessKey: o.AccessKey, SecretKey: o.SecretKey, PathStyle: o.PathStyle})

@@ -61,4 +61,13 @@ func TestTemplateKilledLosesNothing(t *testing.T) {
 	if got := resultOf(ts.run(s.ID, "v")); got != "41" {
 		t.Errorf("the first session answers %q, want 41", got)
 	}
+	// GET /api/status counts the template's restart and shows the new one warm (no spare boxes
+	// without the sandbox).
+	st, err := ts.c.Status(ts.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := st.Templates; tm == nil || tm.Restarts < 1 || tm.Forks < 2 || tm.Live != 1 || tm.USSBytes <= 0 || tm.SpareBoxes != nil {
+		t.Errorf("status templates = %s: want a restart counted, >= 2 forks, the new template warm with its memory", dump(tm))
+	}
 }

@@ -917,7 +917,7 @@ export declare namespace Schemas {
       busy: number;
     };
     memory: {
-      /** resident memory of the live kernels at their last sample */
+      /** what the live kernels cost at their last sample: each one's resident memory, less the node's shared buffer copies it maps, which are counted once (docs/capacity.md#memory-pressure) */
       kernel_bytes: number;
       /** MemAvailable or the cgroup's room; -1: unknown */
       available_bytes: number;
@@ -936,6 +936,33 @@ export declare namespace Schemas {
       misses: number;
       /** times the target grew */
       grown: number;
+    };
+    /** extension: the warm template kernels are forked from (pool.templates; docs/capacity.md#kernel-templates); absent when kernels are not forked on this node */
+    templates?: {
+      /** templates warm now */
+      live: number;
+      /** the warm template's resident memory; 0 without one */
+      rss_bytes: number;
+      /** its proportional share of the pages it shares with its children */
+      pss_bytes: number;
+      /** its private memory: what it costs at rest beside its children */
+      uss_bytes: number;
+      /** kernels forked from a template since start */
+      forks: number;
+      /** kernels started cold instead: not forkable (an import-time env variable, fresh), no template warm in time, or a failed fork */
+      cold_fallbacks: number;
+      /** templates started again after one exited */
+      restarts: number;
+      /** sandbox only: boxes kept ready for forked kernels (pool.spare_boxes) */
+      spare_boxes?: {
+        ready: number;
+        /** pool.spare_boxes */
+        want: number;
+        /** launches that took a ready box */
+        served: number;
+        /** launches that could have taken one and found none ready */
+        missed: number;
+      };
     };
     /** hibernations since start by reason: capacity, memory, idle, requested */
     evictions: Record<string, number>;

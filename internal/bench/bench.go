@@ -38,6 +38,7 @@ type section struct {
 var sections = []section{
 	{"kernel", benchKernel},
 	{"server", benchServerSection},
+	{"notebooks", benchNotebooks},
 	{"idempotency", benchIdempotency},
 	{"durability", benchDurability},
 	{"jupyter front door", benchJupyterSection},

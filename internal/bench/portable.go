@@ -70,6 +70,7 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	var ours, floor []time.Duration
 	var size, raw int64
 	var split string
+	var cpu *cpuMeter
 	for i := range rounds {
 		if _, r, err := src.run(ctx, id, data); err != nil || r.Status != "ok" {
 			return nil, fmt.Errorf("making the data: %v %+v", err, r)
@@ -83,7 +84,12 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 				return nil, err
 			}
 		}
-		d, parts, n, err := portableRound(ctx, src, dst, id, filepath.Join(dir, "s.carryover.tar"), fmt.Sprintf("%s-%d", id, i), portableProbe)
+		var mark func(string)
+		if i == rounds-1 { // the servers are this process (its kernels its children)
+			cpu = newCPUMeter([]string{"both servers+kernels", "gateway", "postgres"}, []int{os.Getpid(), be.gw.PID(), be.pg.PID()})
+			mark = cpu.mark
+		}
+		d, parts, n, err := portableRound(ctx, src, dst, id, filepath.Join(dir, "s.carryover.tar"), fmt.Sprintf("%s-%d", id, i), portableProbe, mark)
 		stopProfile()
 		if err != nil {
 			return nil, err
@@ -107,8 +113,8 @@ func benchPortable(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 		Ours:  fmtDur(mo),
 		Peer:  "tar+zstd, fsync, read back " + fmtDur(mf),
 		Ratio: ratio(mo, mf),
-		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data (an array, a frame, nested records); archive %s; last round %s; %s; load average %s at its start",
-			rounds, fmtBytes(size), split, src.sandboxNote(), load),
+		Note: fmt.Sprintf("goal <= 1 s and <= 1.5x the floor; %d rounds, each of new data (an array, a frame, nested records); archive %s; last round %s, %s; %s; load average %s at its start",
+			rounds, fmtBytes(size), split, cpu, src.sandboxNote(), load),
 	}, gib}, nil
 }
 
@@ -196,7 +202,11 @@ func warmPool(ctx context.Context, h *benchSrv) error {
 
 // portableRound exports session id of src to file, imports it into dst as newID and runs probe
 // there, timing the three together; it answers the time, its split, and the archive's size.
-func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID, probe string) (time.Duration, string, int64, error) {
+// mark, when set, is called as each of the three ends (the 1 GiB row's CPU by phase).
+func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID, probe string, mark func(phase string)) (time.Duration, string, int64, error) {
+	if mark == nil {
+		mark = func(string) {}
+	}
 	start := time.Now()
 	f, err := os.Create(file)
 	if err != nil {
@@ -217,6 +227,7 @@ func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID, pro
 		return 0, "", 0, fmt.Errorf("export: %w", err)
 	}
 	te := time.Since(start)
+	mark("export")
 	in, err := os.Open(file)
 	if err != nil {
 		return 0, "", 0, err
@@ -227,11 +238,13 @@ func portableRound(ctx context.Context, src, dst *benchSrv, id, file, newID, pro
 		return 0, "", 0, fmt.Errorf("import: %w", err)
 	}
 	ti := time.Since(start) - te
+	mark("import")
 	_, r, err := dst.run(ctx, newID, probe)
 	if err != nil || r.Status != "ok" {
 		return 0, "", 0, fmt.Errorf("first run after the import: %v %+v", err, r)
 	}
 	total := time.Since(start)
+	mark("first run")
 	fi, err := os.Stat(file)
 	if err != nil {
 		return 0, "", 0, err

@@ -51,8 +51,10 @@ func benchPortableGiB(ctx context.Context, env *benchEnv, be portableBackends, d
 	time.Sleep(time.Second) // the checkpoint's and the pool's work done: the idle figures
 	load := loadAverage()
 	mem := sampleRSS(sp.PID(), dp.PID())
+	cpu := newCPUMeter([]string{"export server+kernel", "import server+kernel", "gateway", "postgres"},
+		[]int{sp.PID(), dp.PID(), be.gw.PID(), be.pg.PID()})
 	file := filepath.Join(dir, "gib.carryover.tar")
-	d, split, size, err := portableRound(ctx, src, dst, id, file, id+"-gib", "float(big[-1] + big[0])")
+	d, split, size, err := portableRound(ctx, src, dst, id, file, id+"-gib", "float(big[-1] + big[0])", cpu.mark)
 	peaks := mem.stop()
 	if err != nil {
 		return benchRow{}, err
@@ -67,8 +69,8 @@ func benchPortableGiB(ctx context.Context, env *benchEnv, be portableBackends, d
 		Ours:  fmtDur(d),
 		Peer:  "tar+zstd, fsync, read back " + fmtDur(fd),
 		Ratio: ratio(d, fd),
-		Note: fmt.Sprintf("goal <= 10 s, each server's RSS <= 1.2x idle + 64 MiB: %s; archive %s; %s; load average %s at its start",
-			peaks, fmtBytes(size), split, load),
+		Note: fmt.Sprintf("goal <= 10 s, each server's RSS <= 1.2x idle + 64 MiB: %s; archive %s; %s; %s; load average %s at its start",
+			peaks, fmtBytes(size), split, cpu, load),
 	}, nil
 }
 

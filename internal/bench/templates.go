@@ -34,15 +34,20 @@ const (
 )
 
 func benchTemplates(ctx context.Context, env *benchEnv) ([]benchRow, error) {
-	nCold, nFirst, nPair, nBurst := 4, 20, 20, 100
+	nCold, nFirst, nPair, nBurst, spares := 4, 20, 20, 100, !env.Quick
 	if env.Quick {
 		nCold, nFirst, nPair, nBurst = 1, 2, 2, 3
+	}
+	// CARRYOVER_BENCH_TEMPLATES_FIRST sets the first-result rows' sessions (and the cold peer's), and
+	// runs the spare-box comparison in quick mode too: those rows without the bursts.
+	if v, err := strconv.Atoi(os.Getenv("CARRYOVER_BENCH_TEMPLATES_FIRST")); err == nil && v > 0 {
+		nCold, nFirst, spares = v, v, true
 	}
 	coldLat, coldUSS, rows, err := tplColdPeer(ctx, env, nCold)
 	if err != nil {
 		return rows, fmt.Errorf("cold peer: %w", err)
 	}
-	r, err := tplFirstResult(ctx, env, nFirst, coldLat)
+	r, err := tplFirstResult(ctx, env, nFirst, coldLat, spares)
 	if rows = append(rows, r...); err != nil {
 		return rows, err
 	}
@@ -56,8 +61,11 @@ func benchTemplates(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 
 // tplSrv is a bench server with templates on or off, the sandbox on where it runs, pre-importing
 // numpy and pandas.
-func tplSrv(ctx context.Context, env *benchEnv, name string, templates, drained bool) (*benchSrv, error) {
+func tplSrv(ctx context.Context, env *benchEnv, name string, templates, drained bool, tweak ...func(*configs.Config)) (*benchSrv, error) {
 	return startBenchSrv(ctx, env, name, func(c *configs.Config) {
+		for _, f := range tweak {
+			defer f(c)
+		}
 		c.Sandbox.Enabled = benchSandboxOK()
 		c.Pool.Templates = templates
 		if drained {
@@ -109,19 +117,23 @@ func tplColdPeer(ctx context.Context, env *benchEnv, n int) (lat []time.Duration
 	return lat, uss / int64(n), rows, nil
 }
 
-// tplFirstResult: create -> first result on a drained pool, templates on, beside templates off.
-func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Duration) (rows []benchRow, err error) {
-	h, err := tplSrv(ctx, env, "templates-first", true, true)
+// tplFirstResult: create -> first result on a drained pool, templates on, beside templates off; with
+// the sandbox (not in quick mode), also beside templates on without spare boxes (pool.spare_boxes 0:
+// each kernel's box made at its launch).
+func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Duration, spares bool) (rows []benchRow, err error) {
+	lat, note, err := tplDrainedFirsts(ctx, env, "templates-first", n, &rows)
 	if err != nil {
-		return nil, err
+		return rows, err
 	}
-	defer func() { err = errors.Join(err, stopSrv(h, "templates-first", &rows)) }()
-	if _, _, err := firstResults(ctx, h, 1); err != nil { // waits for the template to be warm
-		return nil, err
-	}
-	_, lat, err := firstResults(ctx, h, n)
-	if err != nil {
-		return nil, err
+	if spares && benchSandboxOK() { // not in the smoke test: one more server
+		bare, _, err := tplDrainedFirsts(ctx, env, "templates-first-nospare", n, &rows, func(c *configs.Config) { c.Pool.SpareBoxes = 0 })
+		if err != nil {
+			return rows, err
+		}
+		p50, b50 := percentile(lat, 50), percentile(bare, 50)
+		rows = append(rows, benchRow{Name: "create -> first result, pool drained, templates + spare boxes (pool.spare_boxes 2)",
+			Ours: fmtDur(p50) + " p50", Peer: fmtDur(b50) + " p50 (spare boxes off: each box made at launch)", Ratio: ratio(p50, b50),
+			Note: fmt.Sprintf("%d sessions one after another, p99 %s vs %s", n, fmtDur(percentile(lat, 99)), fmtDur(percentile(bare, 99)))})
 	}
 	p50, c50 := percentile(lat, 50), percentile(cold, 50)
 	verdict := "goal <= 50 ms p50: MET"
@@ -130,8 +142,23 @@ func tplFirstResult(ctx context.Context, env *benchEnv, n int, cold []time.Durat
 	}
 	rows = append(rows, benchRow{Name: "create -> first result, numpy+pandas importable, pool drained (templates)",
 		Ours: fmtDur(p50) + " p50", Peer: fmtDur(c50) + " p50 (templates off: cold start + imports)", Ratio: ratio(p50, c50),
-		Note: fmt.Sprintf("%d sessions one after another, p99 %s; %s; %s", n, fmtDur(percentile(lat, 99)), h.sandboxNote(), verdict)})
+		Note: fmt.Sprintf("%d sessions one after another, p99 %s; %s; %s", n, fmtDur(percentile(lat, 99)), note, verdict)})
 	return rows, nil
+}
+
+// tplDrainedFirsts is n sessions' create -> first result on a drained pool with templates, after one
+// that waits for the template to be warm; note is the server's sandbox note.
+func tplDrainedFirsts(ctx context.Context, env *benchEnv, name string, n int, rows *[]benchRow, tweak ...func(*configs.Config)) (lat []time.Duration, note string, err error) {
+	h, err := tplSrv(ctx, env, name, true, true, tweak...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { err = errors.Join(err, stopSrv(h, name, rows)) }()
+	if _, _, err := firstResults(ctx, h, 1); err != nil { // waits for the template to be warm
+		return nil, "", err
+	}
+	_, lat, err = firstResults(ctx, h, n)
+	return lat, h.sandboxNote(), err
 }
 
 // tplBurst: n creates at once on the default pool with templates, each importing numpy+pandas and

@@ -130,6 +130,15 @@ func (s *Server) Start(settings ...string) error {
 	return s.waitReady(30 * time.Second)
 }
 
+// PID is the postmaster's process id, its backends being its children (the bench reads their CPU
+// time); 0 before Start.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // waitReady polls until the server answers a query, or the process died, or d passed.
 func (s *Server) waitReady(d time.Duration) error {
 	deadline := time.Now().Add(d)

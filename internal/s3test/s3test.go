@@ -104,6 +104,9 @@ func Start(parent string) (*Server, error) {
 	}
 }
 
+// PID is the gateway's process id (the bench reads its CPU time).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop ends the gateway and removes its directory.
 func (s *Server) Stop() {
 	s.cmd.Process.Kill()

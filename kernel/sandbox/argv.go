@@ -207,7 +207,7 @@ func (b *Box) bindArgs(c Command, p *parentDirs) []string {
 	b.mu.Lock()
 	names := make([]string, 0, len(b.mounts))
 	for n := range b.mounts {
-		if n != "workspace" && n != "skills" && n != tmpMount {
+		if n != "workspace" && n != "skills" && n != tmpMount && !strings.HasPrefix(n, runtimeMount+"/") {
 			names = append(names, n)
 		}
 	}

@@ -60,26 +60,37 @@ type forked struct {
 
 // launchForked starts the holder's box and asks the Forker for the kernel inside it.
 func (p *Provisioner) launchForked(ctx context.Context, spec kernel.LaunchSpec, kb *kernelBox, env map[string]string) (*boxKernel, error) {
-	argv := kb.box.Command(Command{Argv: []string{p.sleep, "infinity"}, Dir: "/workspace", Env: env,
-		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
-	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
+	lp, err := p.startHolder(kb, Bind{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}, env, spec.Dir, spec.LogPath)
 	if err != nil {
 		return nil, err
 	}
 	k := &boxKernel{boxProcess: boxProcess{LocalProcess: lp, box: kb.box}, kb: kb, logPath: spec.LogPath}
 	holder, start, err := p.waitHolder(ctx, lp)
-	var pid int
-	var exited <-chan struct{}
-	if err == nil {
-		fb := ForkBox{Holder: holder, Start: start, Seccomp: kb.box.m.seccomp}
-		if kb.box.ownUID {
-			fb.UID = kb.box.uid
-		}
-		if kb.box.cg != nil {
-			fb.Cgroups = kb.box.cg.procsFiles()
-		}
-		pid, exited, err = p.cfg.Forker.Fork(ctx, spec, kb.box.boxEnv(env), fb)
+	if err != nil {
+		k.boxProcess.Kill()
+		return nil, err
 	}
+	return p.forkInto(ctx, spec, k, holder, start, env)
+}
+
+// startHolder starts the box's holder: the box's usual command, with rt (the runtime dir) bound in.
+func (p *Provisioner) startHolder(kb *kernelBox, rt Bind, env map[string]string, dir, logPath string) (*kernel.LocalProcess, error) {
+	argv := kb.box.Command(Command{Argv: []string{p.sleep, "infinity"}, Dir: "/workspace", Env: env, Binds: []Bind{rt}})
+	return kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: dir, LogPath: logPath})
+}
+
+// forkInto asks the Forker for spec's kernel inside k's box, whose holder runs; on an error the
+// box's processes are killed (the box itself stays the caller's).
+func (p *Provisioner) forkInto(ctx context.Context, spec kernel.LaunchSpec, k *boxKernel, holder int, start uint64, env map[string]string) (*boxKernel, error) {
+	box := k.kb.box
+	fb := ForkBox{Holder: holder, Start: start, Seccomp: box.m.seccomp}
+	if box.ownUID {
+		fb.UID = box.uid
+	}
+	if box.cg != nil {
+		fb.Cgroups = box.cg.procsFiles()
+	}
+	pid, exited, err := p.cfg.Forker.Fork(ctx, spec, box.boxEnv(env), fb)
 	if err == nil {
 		err = sameBox(pid, holder)
 	}

@@ -26,7 +26,7 @@ func (f templateForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env ma
 }
 
 // newForkingProvisioner is newProvisioner with a template (numpy pre-imported) forking its kernels.
-func newForkingProvisioner(t *testing.T) *Provisioner {
+func newForkingProvisioner(t *testing.T, tweak ...func(*ProvisionerConfig)) *Provisioner {
 	t.Helper()
 	m := newManager(t)
 	spool := filepath.Join(filepath.Dir(m.cfg.StateDir), "spool")
@@ -48,6 +48,9 @@ func newForkingProvisioner(t *testing.T) *Provisioner {
 		}
 	}
 	pc.Forker = templateForker{tp}
+	for _, f := range tweak {
+		f(&pc)
+	}
 	return NewProvisioner(m, pc)
 }
 

@@ -116,6 +116,11 @@ func removeBoxDir(dir string) {
 	for _, f := range []string{"passwd", "group"} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
+	// A spare box's rt dir holds the (unmounted, empty) mount points of its kernel's runtime dir.
+	rts, _ := os.ReadDir(filepath.Join(dir, runtimeMount))
+	for _, e := range rts {
+		_ = os.Remove(filepath.Join(dir, runtimeMount, e.Name()))
+	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if e.IsDir() {

@@ -50,6 +50,7 @@ func (p *boxProcess) stats(extra int) (kernel.ProcStats, error) {
 		if in, err := t.Group(g); err == nil {
 			st.CPUSeconds += in.CPUSeconds
 			st.RSSBytes += in.RSSBytes
+			st.ShmemBytes += in.ShmemBytes
 		}
 	}
 	return st, nil

@@ -37,16 +37,21 @@ type ProvisionerConfig struct {
 	// Forker, when set, makes kernels by forking a warm template into their boxes (fork.go); a
 	// kernel it cannot make (not forkable, no template ready) is started cold. Close closes it.
 	Forker Forker
-	Logger *slog.Logger
+	// SpareBoxes is how many boxes to keep ready for forked kernels (spare.go, pool.spare_boxes);
+	// 0: each launch makes its own. Only with a Forker.
+	SpareBoxes int
+	Logger     *slog.Logger
 }
 
 // Provisioner runs kernels and commands in boxes of a Manager.
 type Provisioner struct {
-	m     *Manager
-	cfg   ProvisionerConfig
-	log   *slog.Logger
-	seq   atomic.Int64 // names of command boxes
-	sleep string       // the holder of a box a kernel is forked into (fork.go)
+	m      *Manager
+	cfg    ProvisionerConfig
+	log    *slog.Logger
+	seq    atomic.Int64 // names of command and spare boxes
+	sleep  string       // the holder of a box a kernel is forked into (fork.go)
+	spares *spares      // boxes made ahead for forked kernels (nil: none)
+	cold   atomic.Int64 // kernels started cold while a Forker was set (TemplateStats)
 }
 
 var _ kernel.Provisioner = (*Provisioner)(nil)
@@ -70,6 +75,9 @@ func NewProvisioner(m *Manager, cfg ProvisionerConfig) *Provisioner {
 			_ = cfg.Forker.Close()
 			p.cfg.Forker = nil
 		}
+	}
+	if p.cfg.Forker != nil && cfg.SpareBoxes > 0 {
+		p.spares = newSpares(p, cfg.SpareBoxes)
 	}
 	return p
 }
@@ -97,6 +105,7 @@ func (p *Provisioner) Defaults() Limits { return p.cfg.Defaults }
 // down before.
 func (p *Provisioner) Close() error {
 	var err error
+	p.spares.close()
 	if p.cfg.Forker != nil {
 		err = p.cfg.Forker.Close()
 	}
@@ -145,7 +154,9 @@ func kernelEnv(own map[string]string) map[string]string {
 // of spec.Previous. The runtime dir is bound in at the same path (the kernel reads the connection
 // file and creates its ipc sockets there, as the box uid).
 func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kernel.KernelProcess, error) {
+	forkable := p.cfg.Forker != nil && !spec.Fresh && p.cfg.Forker.Forkable(spec)
 	kb, fresh := (*kernelBox)(nil), false
+	var sp *spare
 	if prev, ok := spec.Previous.(*boxKernel); ok && prev.kb.box.m == p.m {
 		kb = prev.kb
 		// A restart starts in the session's workspace: its packages dir must exist now (packages.go).
@@ -153,9 +164,16 @@ func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kerne
 			return nil, fmt.Errorf("launch in sandbox: %w", err)
 		}
 	} else {
-		var err error
-		if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network, spec.NetworkAllow); err != nil {
-			return nil, err
+		if forkable && !spec.Network && spec.NetworkAllow == nil {
+			sp = p.spares.take(filepath.Dir(spec.RuntimeDir))
+		}
+		if sp != nil {
+			kb = sp.kb
+		} else {
+			var err error
+			if kb, err = p.newKernelBox(filepath.Base(spec.RuntimeDir), spec.Network, spec.NetworkAllow); err != nil {
+				return nil, err
+			}
 		}
 		fresh = true
 	}
@@ -168,15 +186,16 @@ func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kerne
 	if uid := kb.box.UID(); uid != 0 {
 		for _, f := range []string{spec.RuntimeDir, filepath.Join(spec.RuntimeDir, "connection.json")} {
 			if err := os.Lchown(f, uid, uid); err != nil { // never through a link the kernel made
+				if sp != nil {
+					sp.lp.Kill()
+				}
 				return fail(err)
 			}
 		}
 	}
-	env := kernelEnv(spec.Env)
-	env["PYTHONPATH"] = SkillsPath
-	p.cfg.Packages.env(env)
-	if p.cfg.Forker != nil && !spec.Fresh && p.cfg.Forker.Forkable(spec) {
-		k, err := p.launchForked(ctx, spec, kb, env)
+	env := p.launchEnv(spec.Env)
+	if forkable {
+		k, err := p.launchForkedOrSpare(ctx, spec, kb, sp, env)
 		if err == nil {
 			return k, nil
 		}
@@ -185,6 +204,22 @@ func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kerne
 		}
 		p.log.Warn("sandbox: kernel not forked from the template; starting it cold", "box", kb.box.Name(), "err", err)
 	}
+	if p.cfg.Forker != nil {
+		p.cold.Add(1)
+	}
+	return p.launchCold(spec, kb, fresh, fail, env)
+}
+
+// launchForkedOrSpare forks the kernel into the spare box sp, or into kb's own new holder.
+func (p *Provisioner) launchForkedOrSpare(ctx context.Context, spec kernel.LaunchSpec, kb *kernelBox, sp *spare, env map[string]string) (*boxKernel, error) {
+	if sp != nil {
+		return p.launchSpare(ctx, spec, sp, env)
+	}
+	return p.launchForked(ctx, spec, kb, env)
+}
+
+// launchCold starts the kernel's own Python as the box's first process.
+func (p *Provisioner) launchCold(spec kernel.LaunchSpec, kb *kernelBox, fresh bool, fail func(error) (kernel.KernelProcess, error), env map[string]string) (kernel.KernelProcess, error) {
 	argv := kb.box.Command(Command{Argv: spec.Argv, Dir: "/workspace", Env: env,
 		Binds: []Bind{{Src: spec.RuntimeDir, Dst: spec.RuntimeDir}}})
 	lp, err := kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: spec.Dir, LogPath: spec.LogPath})
@@ -196,6 +231,15 @@ func (p *Provisioner) Launch(ctx context.Context, spec kernel.LaunchSpec) (kerne
 		k.rewatch() // a restart in the same box: whoever heard of its limit hits still does
 	}
 	return k, nil
+}
+
+// launchEnv is a kernel's environment in its box: the box's base, PYTHONPATH, the packages' paths,
+// and the kernel's own variables (own).
+func (p *Provisioner) launchEnv(own map[string]string) map[string]string {
+	env := kernelEnv(own)
+	env["PYTHONPATH"] = SkillsPath
+	p.cfg.Packages.env(env)
+	return env
 }
 
 // newKernelBox makes a kernel's box with its spool dir mounted.

@@ -30,15 +30,21 @@ func newProvisioner(t *testing.T) *Provisioner {
 // startBoxedKernel starts a kernel through p; the test shuts it down.
 func startBoxedKernel(t *testing.T, p *Provisioner) *kernel.Kernel {
 	t.Helper()
-	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt, err := os.MkdirTemp("", "cos")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(rt) })
+	return startBoxedKernelIn(t, p, rt)
+}
+
+// startBoxedKernelIn is startBoxedKernel with its runtime dir made in rt.
+func startBoxedKernelIn(t *testing.T, p *Provisioner, rt string) *kernel.Kernel {
+	t.Helper()
+	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second,

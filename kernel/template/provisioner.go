@@ -71,7 +71,20 @@ type Provisioner struct {
 	closed  bool
 	stop    chan struct{}
 	done    chan struct{}
+
+	memMu sync.Mutex
+	mem   memReading // the template's memory, last read (TemplateStats)
 }
+
+// memReading is a template's memory at a moment: smaps_rollup walks its page tables (~10 ms), so a
+// status polled often reads it at most every memEvery.
+type memReading struct {
+	pid           int
+	at            time.Time
+	rss, pss, uss int64
+}
+
+const memEvery = 5 * time.Second
 
 // New starts the template in the background; kernels launched before it is warm wait for it.
 func New(cfg Config) (*Provisioner, error) {
@@ -349,6 +362,35 @@ func (tp *Provisioner) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// TemplateStats are the figures /api/status shows (kernel.TemplateReporter): the template's memory at
+// rest is read now.
+func (tp *Provisioner) TemplateStats() (kernel.TemplateStats, bool) {
+	st := tp.Stats()
+	ts := kernel.TemplateStats{Forks: st.Forks, ColdFallbacks: st.Cold, Restarts: st.Restarts}
+	if st.PID != 0 {
+		if m, ok := tp.memory(st.PID); ok {
+			ts.Live, ts.RSSBytes, ts.PSSBytes, ts.USSBytes = 1, m.rss, m.pss, m.uss
+		}
+	}
+	return ts, true
+}
+
+// memory is template pid's memory, read again when the last reading is of another pid or older
+// than memEvery.
+func (tp *Provisioner) memory(pid int) (memReading, bool) {
+	tp.memMu.Lock()
+	defer tp.memMu.Unlock()
+	if tp.mem.pid == pid && time.Since(tp.mem.at) < memEvery {
+		return tp.mem, true
+	}
+	rss, pss, uss, err := kernel.ProcMemory(pid)
+	if err != nil {
+		return memReading{}, false
+	}
+	tp.mem = memReading{pid: pid, at: time.Now(), rss: rss, pss: pss, uss: uss}
+	return tp.mem, true
 }
 
 // Close stops the template. The kernels it forked stay, but their exits are no longer seen: the

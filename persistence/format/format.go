@@ -25,9 +25,16 @@ import (
 //     ever in force;
 //   - a node refuses to start (or to go on heartbeating) on a store whose recorded format is newer
 //     than its Newest.
+//
+// Format 2 changes no bytes of a checkpoint: it lets a PostgreSQL store put several large chunks in
+// one object of the object store (a pack, a chunk being a byte range of it: migration 0010), which
+// a node of format 1 would read whole and refuse at its checksum. So packs are written only once
+// every live node reads format 2 (persistence/postgres, chunks_pack.go).
 const (
 	Oldest = 1
-	Newest = 1
+	Newest = 2
+	// Packs is the first format whose nodes read chunks packed several to an object.
+	Packs = 2
 )
 
 // Check refuses a stored format newer than newest, the newest format this node reads (Newest, or

@@ -2,17 +2,13 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/chunk"
 	"github.com/jmoiron/sqlx"
-	"golang.org/x/sync/errgroup"
 )
 
 // shareGCLock takes the GC lock row in share mode for the rest of tx: a GC (which takes it FOR
@@ -45,7 +41,7 @@ func (s *Store) putChunks(ctx context.Context, writer string, chunks []carryover
 			return 0, err
 		}
 	}
-	uploaded := map[string]string{} // hash -> key uploaded by this put
+	uploaded := map[string]objectRef{} // hash -> where this put uploaded it
 	for attempt := 0; ; attempt++ {
 		if err := s.upload(ctx, chunks, uploaded); err != nil {
 			return 0, err
@@ -89,15 +85,15 @@ func (s *Store) bigChunk(c *carryover.ChunkInput) bool {
 // 1 MiB chunks) goes in one round.
 const uploadWorkers = 8
 
-// upload puts the large chunks the catalog lacks and this put has not uploaded yet, recording their
-// keys. An upload is not written into this node's cache: that disk write cost the importing server
-// as much CPU as the rest of its import (6 ms per MiB on a loaded machine); the first read fills the
-// cache instead. An upload that failed leaves the others' keys recorded, so dropUnused or the orphan
-// sweep takes them.
-func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploaded map[string]string) error {
+// upload puts the large chunks the catalog lacks and this put has not uploaded yet, in packs
+// (chunks_pack.go), recording their references. An upload is not written into this node's cache:
+// that disk write cost the importing server as much CPU as the rest of its import (6 ms per MiB on
+// a loaded machine); the first read fills the cache instead. An upload that failed leaves the
+// others' references recorded, so dropUnused or the orphan sweep takes them.
+func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploaded map[string]objectRef) error {
 	var big []string
 	for i := range chunks {
-		if s.bigChunk(&chunks[i]) && uploaded[chunks[i].Hash] == "" {
+		if s.bigChunk(&chunks[i]) && uploaded[chunks[i].Hash].key == "" {
 			big = append(big, chunks[i].Hash)
 		}
 	}
@@ -114,44 +110,29 @@ func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploa
 	}
 	var todo []*carryover.ChunkInput
 	for i := range chunks {
-		if c := &chunks[i]; want[c.Hash] && uploaded[c.Hash] == "" {
+		if c := &chunks[i]; want[c.Hash] && uploaded[c.Hash].key == "" {
 			want[c.Hash] = false // a hash twice in one batch is uploaded once
 			todo = append(todo, c)
 		}
 	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(uploadWorkers)
-	for _, c := range todo {
-		g.Go(func() error {
-			key := s.objectKey(c.Hash)
-			if err := s.opts.Objects.Put(gctx, key, c.Data); err != nil {
-				return fmt.Errorf("put chunk %s: %w", c.Hash, err)
-			}
-			mu.Lock()
-			uploaded[c.Hash] = key
-			mu.Unlock()
-			return nil
-		})
+	return s.uploadPacks(ctx, todo, uploaded)
+}
+
+// dropUnused deletes the objects this put uploaded of which the committed transaction recorded no
+// chunk (best effort: the orphan sweep takes what this misses). A pack some of whose chunks another
+// writer stored first stays: its recorded chunks name it, and GC deletes it with the last of them.
+func (s *Store) dropUnused(uploaded map[string]objectRef, used map[string]bool) {
+	keep := map[string]bool{}
+	for h, r := range uploaded {
+		if used[h] {
+			keep[r.key] = true
+		}
 	}
-	return g.Wait()
-}
-
-// objectKey is a key for a new upload of hash: <prefix><hash[:2]>/<hash>.<unique>. Unique, so that a
-// GC deleting the object of a collected chunk never deletes a newer upload of the same content.
-func (s *Store) objectKey(hash string) string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return fmt.Sprintf("%s%s/%s.%s", s.opts.ObjectPrefix, hash[:min(2, len(hash))], hash, hex.EncodeToString(b))
-}
-
-// dropUnused deletes the uploads the committed transaction did not record (best effort: the orphan
-// sweep takes what this misses).
-func (s *Store) dropUnused(uploaded map[string]string, used map[string]bool) {
 	var keys []string
-	for h, k := range uploaded {
-		if !used[h] {
-			keys = append(keys, k)
+	for _, r := range uploaded {
+		if !keep[r.key] {
+			keep[r.key] = true // each key once
+			keys = append(keys, r.key)
 		}
 	}
 	if len(keys) > 0 {

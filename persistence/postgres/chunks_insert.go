@@ -18,6 +18,7 @@ type chunkRows struct {
 	rawLens, storedLens []int64
 	data                [][]byte  // nil for a chunk in the object store
 	keys                []*string // nil for a chunk kept inline
+	offsets             []*int64  // a packed chunk's offset in its object; nil for a whole object
 	byHash              map[string]*carryover.ChunkInput
 }
 
@@ -25,7 +26,7 @@ type chunkRows struct {
 // their uploaded key), and returns the stored bytes written, the inserted chunks that have children,
 // and the hashes whose uploaded key it recorded.
 func (s *Store) insertChunks(ctx context.Context, tx *sqlx.Tx, writer string, chunks []carryover.ChunkInput,
-	uploaded map[string]string) (int64, []*carryover.ChunkInput, map[string]bool, error) {
+	uploaded map[string]objectRef) (int64, []*carryover.ChunkInput, map[string]bool, error) {
 	hashes := make([]string, len(chunks))
 	for i := range chunks {
 		hashes[i] = chunks[i].Hash
@@ -65,7 +66,7 @@ func (s *Store) insertChunks(ctx context.Context, tx *sqlx.Tx, writer string, ch
 
 // rowsOf are the rows of the chunks named in missing (each once); a large one this put has no
 // upload for (it was stored when the put looked, and collected since) is errReupload.
-func (s *Store) rowsOf(chunks []carryover.ChunkInput, missing []string, uploaded map[string]string) (*chunkRows, error) {
+func (s *Store) rowsOf(chunks []carryover.ChunkInput, missing []string, uploaded map[string]objectRef) (*chunkRows, error) {
 	r := &chunkRows{byHash: make(map[string]*carryover.ChunkInput, len(missing))}
 	want := make(map[string]bool, len(missing))
 	for _, h := range missing {
@@ -82,17 +83,18 @@ func (s *Store) rowsOf(chunks []carryover.ChunkInput, missing []string, uploaded
 		c := r.byHash[h]
 		var data []byte
 		var key *string
+		var off *int64
 		if s.bigChunk(c) {
-			k := uploaded[h]
-			if k == "" {
+			ref := uploaded[h]
+			if ref.key == "" {
 				return nil, errReupload
 			}
-			key = &k
+			key, off = &ref.key, ref.off
 		} else if data = c.Data; data == nil {
 			data = []byte{}
 		}
 		r.codecs, r.rawLens, r.storedLens = append(r.codecs, c.Codec), append(r.rawLens, c.RawLen), append(r.storedLens, int64(len(c.Data)))
-		r.data, r.keys = append(r.data, data), append(r.keys, key)
+		r.data, r.keys, r.offsets = append(r.data, data), append(r.keys, key), append(r.offsets, off)
 	}
 	return r, nil
 }
@@ -105,10 +107,10 @@ func (r *chunkRows) insert(ctx context.Context, tx *sqlx.Tx) ([]string, error) {
 		return nil, ctx.Err()
 	}
 	var inserted []string
-	err := tx.SelectContext(ctx, &inserted, `INSERT INTO chunks (hash, codec, raw_len, stored_len, created_at, data, object_key)
-		SELECT h, c, r, s, $5, d, k FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $6::bytea[], $7::text[])
-		AS t(h, c, r, s, d, k) ON CONFLICT (hash) DO NOTHING RETURNING hash`,
-		r.hashes, r.codecs, r.rawLens, r.storedLens, nsOf(time.Time{}), r.data, r.keys)
+	err := tx.SelectContext(ctx, &inserted, `INSERT INTO chunks (hash, codec, raw_len, stored_len, created_at, data, object_key, object_offset)
+		SELECT h, c, r, s, $5, d, k, o FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $6::bytea[], $7::text[], $8::bigint[])
+		AS t(h, c, r, s, d, k, o) ON CONFLICT (hash) DO NOTHING RETURNING hash`,
+		r.hashes, r.codecs, r.rawLens, r.storedLens, nsOf(time.Time{}), r.data, r.keys, r.offsets)
 	if err != nil {
 		return nil, fmt.Errorf("put chunks %s..: %w", r.hashes[0], err)
 	}

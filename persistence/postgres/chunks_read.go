@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -24,15 +25,15 @@ func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, e
 // the hash. A chunk that is not stored is CodeNotFound, wrapping carryover.ErrMissingChunk. A chunk in
 // this node's cache is decoded and verified once, straight into buf.
 func (s *Store) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
-	codec, rawLen, data, key, err := s.catalogChunk(ctx, hash)
+	codec, rawLen, data, obj, err := s.catalogChunk(ctx, hash)
 	if err != nil {
 		return buf, err
 	}
-	if key != "" {
+	if obj.key != "" {
 		if out, ok := s.cache.getRaw(hash, codec, rawLen, buf); ok {
 			return out, nil
 		}
-		if data, err = s.fetchObject(ctx, hash, key); err != nil {
+		if data, err = s.fetchObject(ctx, hash, obj); err != nil {
 			return buf, err
 		}
 	}
@@ -62,44 +63,81 @@ func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int6
 
 // storedChunk returns the stored form of a chunk: inline, or from the node's cache, or from its object.
 func (s *Store) storedChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, err error) {
-	codec, rawLen, data, key, err := s.catalogChunk(ctx, hash)
-	if err != nil || key == "" {
+	codec, rawLen, data, obj, err := s.catalogChunk(ctx, hash)
+	if err != nil || obj.key == "" {
 		return codec, rawLen, data, err
 	}
 	if data, ok := s.cache.get(hash, codec, rawLen); ok {
 		return codec, rawLen, data, nil
 	}
-	data, err = s.fetchObject(ctx, hash, key)
+	data, err = s.fetchObject(ctx, hash, obj)
 	return codec, rawLen, data, err
 }
 
-// catalogChunk is a chunk's catalog row: its codec, raw length, and either its bytes (inline) or the
-// key of its object.
-func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, key string, err error) {
-	var k sql.NullString
-	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, data, object_key FROM chunks WHERE hash = $1`, hash).
-		Scan(&codec, &rawLen, &data, &k)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", 0, nil, "", carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
-	}
-	if err != nil {
-		return "", 0, nil, "", fmt.Errorf("read chunk %s: %w", hash, err)
-	}
-	return codec, rawLen, data, k.String, nil
+// objectSpan is where a chunk's stored bytes are in the object store: its object, and for a packed
+// chunk its byte range in it (off nil: the whole object).
+type objectSpan struct {
+	key string
+	off *int64
+	n   int64
 }
 
-// fetchObject reads a chunk's object from the object store and keeps it in the node's cache (behind
-// the read: a restore does not wait on the cache's disk write).
-func (s *Store) fetchObject(ctx context.Context, hash, key string) ([]byte, error) {
-	if s.opts.Objects == nil {
-		return nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, key)
+// catalogChunk is a chunk's catalog row: its codec, raw length, and either its bytes (inline) or
+// where its object is.
+func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, obj objectSpan, err error) {
+	var k sql.NullString
+	var off sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, stored_len, data, object_key, object_offset FROM chunks WHERE hash = $1`, hash).
+		Scan(&codec, &rawLen, &obj.n, &data, &k, &off)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil, obj, carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
 	}
-	data, err := s.opts.Objects.Get(ctx, key)
+	if err != nil {
+		return "", 0, nil, obj, fmt.Errorf("read chunk %s: %w", hash, err)
+	}
+	obj.key = k.String
+	if off.Valid {
+		obj.off = &off.Int64
+	}
+	return codec, rawLen, data, obj, nil
+}
+
+// fetchObject reads a chunk's stored bytes from the object store (its object, or its range of a
+// pack read whole) and keeps them in the node's cache (behind the read: a restore does not wait on the cache's
+// disk write).
+func (s *Store) fetchObject(ctx context.Context, hash string, obj objectSpan) ([]byte, error) {
+	if s.opts.Objects == nil {
+		return nil, fmt.Errorf("read chunk %s: it is in the object store (%s) and none is configured", hash, obj.key)
+	}
+	var data []byte
+	var err error
+	if obj.off == nil {
+		data, err = s.opts.Objects.Get(ctx, obj.key)
+	} else {
+		data, err = s.packedChunk(ctx, obj)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
 	s.cache.putBehind(hash, data)
 	return data, nil
+}
+
+// packedChunk is a packed chunk's stored bytes, a copy of its range of the pack, which the node
+// reads whole once for all its chunks (pack_reads.go). A pack shorter than the range is an error.
+func (s *Store) packedChunk(ctx context.Context, obj objectSpan) ([]byte, error) {
+	// The fetch outlives a reader that gives up: another may be waiting on it (the bucket's
+	// timeout bounds it).
+	fetchCtx := context.WithoutCancel(ctx)
+	pack, err := s.packs.get(ctx, obj.key, func() ([]byte, error) { return s.opts.Objects.Get(fetchCtx, obj.key) })
+	if err != nil {
+		return nil, err
+	}
+	off := *obj.off
+	if off < 0 || obj.n < 0 || off+obj.n > int64(len(pack)) {
+		return nil, fmt.Errorf("pack %s has %d bytes, the chunk is at %d+%d", obj.key, len(pack), off, obj.n)
+	}
+	return bytes.Clone(pack[off : off+obj.n]), nil
 }
 
 // ReadStoredChunk appends the STORED bytes of a chunk (as kept: compressed when its codec is zstd)

@@ -24,8 +24,9 @@ const liveChunks = `WITH RECURSIVE live(hash) AS (
 // and puts and commits wait for it (they hold the row FOR SHARE). Writers older than WriterMaxAge
 // (their node died before closing them) are dropped first, with their pins.
 //
-// The objects of collected chunks are not deleted at once: the sweep leaves a tombstone per object,
-// and a later GC deletes the objects whose tombstone is older than TombstoneGrace. Objects no catalog
+// The objects of collected chunks are not deleted at once: the sweep leaves a tombstone per object
+// no remaining chunk names (a pack goes with the last of its chunks: the statement's snapshot still
+// sees the rows it deletes, hence the look-up in gone), and a later GC deletes the objects whose tombstone is older than TombstoneGrace. Objects no catalog
 // row or tombstone names and older than OrphanAge (uploads whose transaction never committed) go too.
 func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 	err = s.tx(ctx, func(tx *sqlx.Tx) error {
@@ -38,8 +39,10 @@ func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 		}
 		return tx.QueryRowContext(ctx, liveChunks+`,
 			gone AS (DELETE FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM live WHERE live.hash = c.hash)
-				RETURNING stored_len, object_key),
-			tomb AS (INSERT INTO object_tombstones (key) SELECT object_key FROM gone WHERE object_key IS NOT NULL
+				RETURNING hash, stored_len, object_key),
+			tomb AS (INSERT INTO object_tombstones (key) SELECT DISTINCT g.object_key FROM gone g
+				WHERE g.object_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chunks c
+					WHERE c.object_key = g.object_key AND NOT EXISTS (SELECT 1 FROM gone o WHERE o.hash = c.hash))
 				ON CONFLICT DO NOTHING)
 			SELECT COUNT(*), COALESCE(SUM(stored_len), 0) FROM gone`).Scan(&chunks, &bytes)
 	})

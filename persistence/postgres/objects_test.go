@@ -137,7 +137,7 @@ func TestObjectsAndInline(t *testing.T) {
 }
 
 // TestObjectStoreFailsMidUpload (scenario 5): with the object store cut mid-upload, down, or
-// stalled, a put fails with an error and records nothing; the previous checkpoint stays whole and
+// stalled, a put (of two chunks: one pack) fails with an error and records nothing; the previous checkpoint stays whole and
 // readable, no catalog row names a missing object, and once the store is back the same put succeeds.
 func TestObjectStoreFailsMidUpload(t *testing.T) {
 	gw := s3test.Shared(t)
@@ -166,13 +166,13 @@ func TestObjectStoreFailsMidUpload(t *testing.T) {
 	}
 	for _, f := range faults {
 		f.apply()
-		next := rawChunk(randomT(t, 300<<10))
+		next, second := rawChunk(randomT(t, 300<<10)), rawChunk(randomT(t, 200<<10)) // one pack
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		w, err := s.BeginCheckpoint(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.PutChunks(ctx, []carryover.ChunkInput{next})
+		_, err = w.PutChunks(ctx, []carryover.ChunkInput{next, second})
 		w.Close()
 		cancel()
 		if err == nil {
@@ -180,7 +180,7 @@ func TestObjectStoreFailsMidUpload(t *testing.T) {
 		}
 		proxy.Set(faultproxy.Pass)
 		proxy.CutAfter(0)
-		if missing, _ := s.MissingChunks(context.Background(), []string{next.Hash}); len(missing) != 1 {
+		if missing, _ := s.MissingChunks(context.Background(), []string{next.Hash, second.Hash}); len(missing) != 2 {
 			t.Fatalf("%s: a failed put recorded its chunk", f.name)
 		}
 		cp, err := s.LatestCheckpoint(context.Background(), "s")
@@ -192,7 +192,11 @@ func TestObjectStoreFailsMidUpload(t *testing.T) {
 		}
 		noDanglingObjects(t, s, exists)
 	}
-	putCommit(t, s, "s", "c2", rawChunk(randomT(t, 300<<10)))
+	last, lastOther := rawChunk(randomT(t, 300<<10)), rawChunk(randomT(t, 200<<10))
+	putCommit(t, s, "s", "c2", last, lastOther)
+	if k := objectKeyOf(t, s, last.Hash); !strings.Contains(k, "/packs/") || k != objectKeyOf(t, s, lastOther.Hash) {
+		t.Fatalf("the put's two chunks are not one pack: %s", k)
+	}
 	noDanglingObjects(t, s, exists)
 }
 

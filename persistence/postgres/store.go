@@ -35,6 +35,10 @@ type Options struct {
 	// InlineMax is the largest stored chunk kept inline in PostgreSQL when Objects is set (default
 	// 64 KiB): small chunks cost a row, not an object request.
 	InlineMax int
+	// PackMax is the most stored bytes of one put's large chunks uploaded together as one object (a
+	// pack; default 4 MiB; < 0: each chunk its own object, as before migration 0010, which a node of
+	// an older build still running beside this one needs to read them).
+	PackMax int
 	// ObjectPrefix starts every object key (default "chunks/").
 	ObjectPrefix string
 	// CacheDir, when set, is this node's cache of object chunks by hash (restores read it first).
@@ -57,6 +61,8 @@ type Options struct {
 // ObjectStore is where large chunks live: a bucket of an S3-compatible store (persistence/s3).
 type ObjectStore interface {
 	Put(ctx context.Context, key string, data []byte) error
+	// PutParts stores the concatenation of parts under key (a pack), without copying them.
+	PutParts(ctx context.Context, key string, parts [][]byte) error
 	// Get returns an error wrapping carryover.ErrMissingChunk when key has no object.
 	Get(ctx context.Context, key string) ([]byte, error)
 	Delete(ctx context.Context, keys []string) error
@@ -69,6 +75,7 @@ type Store struct {
 	opts  Options
 	held  holds       // the sessions this node owns, with their epochs (clustered stores only)
 	cache *chunkCache // this node's chunk cache (nil: none)
+	packs packReads   // the last packs this node read whole
 
 	writeFormat    atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
 	recordedFormat atomic.Int64 // the highest format this node recorded in store_meta
@@ -91,6 +98,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.InlineMax <= 0 {
 		opts.InlineMax = 64 << 10
+	}
+	if opts.PackMax == 0 {
+		opts.PackMax = 4 << 20
 	}
 	if opts.ObjectPrefix == "" {
 		opts.ObjectPrefix = "chunks/"

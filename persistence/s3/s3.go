@@ -110,6 +110,60 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// PutParts stores the concatenation of parts under key without copying them into one buffer (a
+// pack of chunks: the importing server's memory holds each chunk once).
+func (b *Bucket) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	r := &partsReader{parts: parts}
+	for _, p := range parts {
+		r.size += int64(len(p))
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	_, err := b.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: &b.opts.Bucket, Key: &key,
+		Body: r, ContentLength: aws.Int64(r.size)}, unsignedPayload)
+	if err != nil {
+		b.tr.CloseIdleConnections()
+		return fmt.Errorf("s3: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// partsReader reads parts one after the other; it seeks, so that the SDK can rewind it to retry.
+type partsReader struct {
+	parts     [][]byte
+	size, pos int64
+}
+
+func (r *partsReader) Read(p []byte) (int, error) {
+	if r.pos >= r.size {
+		return 0, io.EOF
+	}
+	off := r.pos
+	for _, part := range r.parts {
+		if off < int64(len(part)) {
+			n := copy(p, part[off:])
+			r.pos += int64(n)
+			return n, nil
+		}
+		off -= int64(len(part))
+	}
+	return 0, io.EOF
+}
+
+func (r *partsReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		offset += r.pos
+	case io.SeekEnd:
+		offset += r.size
+	}
+	if offset < 0 {
+		return 0, errors.New("s3: seek before the start")
+	}
+	r.pos = offset
+	return offset, nil
+}
+
 // Get returns the object under key; an error wrapping carryover.ErrMissingChunk when there is none.
 // A transfer that breaks mid-body (the SDK retries requests, not body reads) is tried again, up to
 // three times in all.
@@ -136,12 +190,23 @@ func (b *Bucket) get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	var data []byte
+	if n := aws.ToInt64(out.ContentLength); n > 0 && n <= maxPrealloc {
+		// One allocation of the object's size: io.ReadAll's doublings left twice a pack's size of
+		// garbage per GET (the restoring server's memory).
+		data = make([]byte, n)
+		_, err = io.ReadFull(out.Body, data)
+	} else {
+		data, err = io.ReadAll(out.Body)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("s3: get %s: %w", key, err)
 	}
 	return data, nil
 }
+
+// maxPrealloc bounds the buffer a GET allocates up front from the answer's Content-Length.
+const maxPrealloc = 64 << 20
 
 // Exists reports whether an object is stored under key.
 func (b *Bucket) Exists(ctx context.Context, key string) (bool, error) {

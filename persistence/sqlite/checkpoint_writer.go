@@ -53,6 +53,17 @@ func (w *checkpointWriter) Commit(ctx context.Context, cp carryover.Checkpoint) 
 	return w.s.commitCheckpoint(ctx, cp)
 }
 
+// CommitPruning commits cp and prunes its session to keep checkpoints in one transaction
+// (carryover.PruningWriter).
+func (w *checkpointWriter) CommitPruning(ctx context.Context, cp carryover.Checkpoint, keep int) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, errWriterClosed
+	}
+	return w.s.commitPruning(ctx, cp, keep)
+}
+
 // Close lets GC run again; chunks no commit named become garbage. Closing twice is harmless.
 func (w *checkpointWriter) Close() {
 	w.mu.Lock()

@@ -21,43 +21,61 @@ func (s *Store) commitCheckpoint(ctx context.Context, cp carryover.Checkpoint) e
 	if cp.ID == "" {
 		return fmt.Errorf("commit checkpoint: empty id")
 	}
-	roots := dedupe(cp.Roots)
-	return s.writeTx(ctx, func(tx *sqlx.Tx) error {
-		exists, err := tx.PreparexContext(ctx, `SELECT 1 FROM chunks WHERE hash = ?`)
-		if err != nil {
-			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+	return s.writeTx(ctx, func(tx *sqlx.Tx) error { return insertCheckpoint(ctx, tx, cp) })
+}
+
+// commitPruning is commitCheckpoint and then Prune(cp.SessionID, keep), in one transaction.
+func (s *Store) commitPruning(ctx context.Context, cp carryover.Checkpoint, keep int) (pruned int, err error) {
+	if cp.ID == "" {
+		return 0, fmt.Errorf("commit checkpoint: empty id")
+	}
+	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
+		if err := insertCheckpoint(ctx, tx, cp); err != nil {
+			return err
 		}
-		defer exists.Close()
-		for _, h := range roots {
-			if ok, err := chunkExists(ctx, exists, h); err != nil {
-				return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
-			} else if !ok {
-				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, carryover.ErrMissingChunk)
-			}
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO checkpoints (id, session_id, turn, parent_id, manifest, bytes, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			cp.ID, cp.SessionID, cp.Turn, cp.ParentID, jsonText(cp.Manifest, "{}"), cp.Bytes, dbTime(cp.CreatedAt))
-		switch {
-		case isConstraint(err, sqlite3.ErrConstraintPrimaryKey):
-			return carryover.Errorf(carryover.CodeConflict, "checkpoint %q already exists", cp.ID)
-		case isConstraint(err, sqlite3.ErrConstraintForeignKey):
-			return carryover.Errorf(carryover.CodeNotFound, "session %q not found", cp.SessionID)
-		case err != nil:
-			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
-		}
-		ins, err := tx.PreparexContext(ctx, `INSERT INTO checkpoint_roots (checkpoint_id, pos, hash) VALUES (?, ?, ?)`)
-		if err != nil {
-			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
-		}
-		defer ins.Close()
-		for i, h := range roots {
-			if _, err := ins.ExecContext(ctx, cp.ID, i, h); err != nil {
-				return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, err)
-			}
-		}
-		return nil
+		pruned, err = pruneTx(ctx, tx, cp.SessionID, keep)
+		return err
 	})
+	return pruned, err
+}
+
+// insertCheckpoint records cp and its roots in tx (see commitCheckpoint).
+func insertCheckpoint(ctx context.Context, tx *sqlx.Tx, cp carryover.Checkpoint) error {
+	roots := dedupe(cp.Roots)
+	exists, err := tx.PreparexContext(ctx, `SELECT 1 FROM chunks WHERE hash = ?`)
+	if err != nil {
+		return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+	}
+	defer exists.Close()
+	for _, h := range roots {
+		if ok, err := chunkExists(ctx, exists, h); err != nil {
+			return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+		} else if !ok {
+			return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, carryover.ErrMissingChunk)
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO checkpoints (id, session_id, turn, parent_id, manifest, bytes, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		cp.ID, cp.SessionID, cp.Turn, cp.ParentID, jsonText(cp.Manifest, "{}"), cp.Bytes, dbTime(cp.CreatedAt))
+	switch {
+	case isConstraint(err, sqlite3.ErrConstraintPrimaryKey):
+		return carryover.Errorf(carryover.CodeConflict, "checkpoint %q already exists", cp.ID)
+	case isConstraint(err, sqlite3.ErrConstraintForeignKey):
+		return carryover.Errorf(carryover.CodeNotFound, "session %q not found", cp.SessionID)
+	case err != nil:
+		return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+	}
+	ins, err := tx.PreparexContext(ctx, `INSERT INTO checkpoint_roots (checkpoint_id, pos, hash) VALUES (?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("commit checkpoint %s: %w", cp.ID, err)
+	}
+	defer ins.Close()
+	for i, h := range roots {
+		if _, err := ins.ExecContext(ctx, cp.ID, i, h); err != nil {
+			return fmt.Errorf("commit checkpoint %s: root %s: %w", cp.ID, h, err)
+		}
+	}
+	return nil
 }
 
 // dedupe returns hs without repeats, first occurrence kept.
@@ -132,16 +150,20 @@ func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryo
 // Prune keeps the session's newest keep checkpoints and deletes the others with their roots; the latest
 // is always kept (keep < 1 counts as 1). The chunks only they reached are freed by the next GC.
 func (s *Store) Prune(ctx context.Context, sessionID string, keep int) (deleted int, err error) {
-	keep = max(keep, 1)
 	err = s.writeTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE session_id = ? AND rowid NOT IN (
-			SELECT rowid FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT ?)`, sessionID, sessionID, keep)
-		if err != nil {
-			return fmt.Errorf("prune checkpoints of session %q: %w", sessionID, err)
-		}
-		n, _ := res.RowsAffected()
-		deleted = int(n)
-		return nil
+		deleted, err = pruneTx(ctx, tx, sessionID, keep)
+		return err
 	})
 	return deleted, err
+}
+
+// pruneTx is Prune in tx.
+func pruneTx(ctx context.Context, tx *sqlx.Tx, sessionID string, keep int) (int, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE session_id = ? AND rowid NOT IN (
+		SELECT rowid FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT ?)`, sessionID, sessionID, max(keep, 1))
+	if err != nil {
+		return 0, fmt.Errorf("prune checkpoints of session %q: %w", sessionID, err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }

@@ -19,6 +19,8 @@ import (
 // picked from a seed, several times per synchronous mode: with full, every commit that returned is
 // there after the cut (the store's promise: answered = on disk) and the file passes integrity_check;
 // with normal, commits that returned are lost, which is what the setting's documentation says.
+// "full-deferred" is full with a turn's writes: commits under carryover.DeferSync, three at a time,
+// acknowledged when the Sync after them returns (walsync.go): none may be lost either.
 // CARRYOVER_POWERCUT_ROUNDS raises the number of cuts (make chaos: 100).
 func TestPowerCut(t *testing.T) {
 	if why := powercut.Available(); why != "" {
@@ -28,23 +30,27 @@ func TestPowerCut(t *testing.T) {
 	if n, err := fmt.Sscan(os.Getenv("CARRYOVER_POWERCUT_ROUNDS"), &rounds); n == 1 && err == nil {
 		t.Logf("%d rounds", rounds)
 	}
-	for _, mode := range []Synchronous{SyncFull, SyncNormal} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, name := range []string{string(SyncFull), "full-deferred", string(SyncNormal)} {
+		mode, deferred := Synchronous(name), name == "full-deferred"
+		if deferred {
+			mode = SyncFull
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			lost := powerCutRounds(t, mode, rounds)
+			lost := powerCutRounds(t, mode, deferred, rounds)
 			switch {
 			case mode == SyncFull && lost > 0:
-				t.Fatalf("synchronous full lost %d acknowledged commits over %d cuts", lost, rounds)
+				t.Fatalf("synchronous %s lost %d acknowledged commits over %d cuts", name, lost, rounds)
 			case mode == SyncNormal && lost == 0:
 				t.Fatalf("synchronous normal lost nothing over %d cuts: the cut drops nothing, the test proves nothing", rounds)
 			}
-			t.Logf("synchronous %s: %d acknowledged commits lost over %d cuts", mode, lost, rounds)
+			t.Logf("synchronous %s: %d acknowledged commits lost over %d cuts", name, lost, rounds)
 		})
 	}
 }
 
 // powerCutRounds runs the rounds on one disk and returns how many acknowledged commits were lost.
-func powerCutRounds(t *testing.T, mode Synchronous, rounds int) (lost int) {
+func powerCutRounds(t *testing.T, mode Synchronous, deferred bool, rounds int) (lost int) {
 	d, err := powercut.New(t.TempDir(), 128<<20, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -62,22 +68,7 @@ func powerCutRounds(t *testing.T, mode Synchronous, rounds int) (lost int) {
 		acked.Store(int64(next))
 		stop := make(chan struct{})
 		done := make(chan struct{})
-		go func() { // the writer: one commit per "turn", acknowledged when CreateSession returns
-			defer close(done)
-			for i := next; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				now := time.Now().UTC()
-				if err := st.CreateSession(ctx, carryover.SessionRecord{ID: fmt.Sprintf("s%d", i), State: "running",
-					Doc: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}); err != nil {
-					return
-				}
-				acked.Store(int64(i + 1))
-			}
-		}()
+		go powerCutWriter(ctx, st, next, deferred, &acked, stop, done)
 		time.Sleep(time.Duration(20+(round*37)%200) * time.Millisecond)
 		before := acked.Load() // every commit acknowledged before the cut
 		if _, err := d.Cut(); err != nil {
@@ -113,4 +104,35 @@ func powerCutRounds(t *testing.T, mode Synchronous, rounds int) (lost int) {
 		st.Close()
 	}
 	return lost
+}
+
+// powerCutWriter commits sessions s<next>, s<next+1>, ... until stop, storing in acked how many are
+// acknowledged: each when CreateSession returns, or (deferred) three commits under
+// carryover.DeferSync at a time, when the Sync after them returns.
+func powerCutWriter(ctx context.Context, st *Store, next int, deferred bool, acked *atomic.Int64, stop, done chan struct{}) {
+	defer close(done)
+	wctx := ctx
+	if deferred {
+		wctx = carryover.DeferSync(ctx)
+	}
+	for i := next; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		now := time.Now().UTC()
+		if err := st.CreateSession(wctx, carryover.SessionRecord{ID: fmt.Sprintf("s%d", i), State: "running",
+			Doc: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}); err != nil {
+			return
+		}
+		if !deferred {
+			acked.Store(int64(i + 1))
+		} else if (i-next)%3 == 2 {
+			if err := st.Sync(ctx); err != nil {
+				return
+			}
+			acked.Store(int64(i + 1))
+		}
+	}
 }

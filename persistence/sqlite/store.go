@@ -30,15 +30,20 @@ type Store struct {
 	db   *sqlx.DB
 	path string
 
-	wmu  sync.Mutex // serialises write transactions
-	wal  *walCheckpointer
-	ckmu sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
+	wmu sync.Mutex // serialises write transactions
+	wal *walCheckpointer
+	// flush is the WAL's own sync under synchronous=full (walsync.go); nil under normal.
+	flush *walSync
+	ckmu  sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
 
 	readStmt  *sql.Stmt // SELECT codec, raw_len, data FROM chunks WHERE hash = ?
 	existStmt *sql.Stmt // SELECT 1 FROM chunks WHERE hash = ?
 }
 
-var _ carryover.Store = (*Store)(nil)
+var (
+	_ carryover.Store  = (*Store)(nil)
+	_ carryover.Syncer = (*Store)(nil)
+)
 
 // Synchronous is SQLite's synchronous mode for the store's connections: what a commit waits for.
 type Synchronous string
@@ -83,7 +88,9 @@ func OpenWith(path string, o Options) (*Store, error) {
 	if err := prepareNewFile(path); err != nil {
 		return nil, err
 	}
-	db, err := sqlx.Open(driverName, dsn(path, false, mode))
+	// Under full the connections run NORMAL and the store syncs the WAL after each commit itself
+	// (walsync.go), so that a turn's commits can share one sync.
+	db, err := sqlx.Open(driverName, dsn(path, false, SyncNormal))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -92,6 +99,9 @@ func OpenWith(path string, o Options) (*Store, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	s := &Store{db: db, path: path}
+	if mode == SyncFull {
+		s.flush = newWALSync(path)
+	}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -99,6 +109,13 @@ func OpenWith(path string, o Options) (*Store, error) {
 	if err := s.checkFormat(context.Background()); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if s.flush != nil { // the migrations' commits (made outside writeTx)
+		s.flush.committed()
+		if err := s.flush.sync(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if s.readStmt, err = db.Prepare(`SELECT codec, raw_len, data FROM chunks WHERE hash = ?`); err != nil {
 		db.Close()
@@ -173,7 +190,20 @@ func (s *Store) Close() error {
 }
 
 // writeTx runs fn in a write transaction under the writer mutex, committing when fn returns nil.
+// Under synchronous=full the commit is durable when writeTx returns, unless ctx carries
+// carryover.DeferSync: then it is once Sync returns.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if err := s.commitTx(ctx, fn); err != nil {
+		return err
+	}
+	if s.flush != nil && !carryover.SyncDeferred(ctx) {
+		return s.flush.sync()
+	}
+	return nil
+}
+
+// commitTx is writeTx without the flush.
+func (s *Store) commitTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	tx, err := s.db.BeginTxx(ctx, nil)
@@ -187,8 +217,20 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	if s.flush != nil {
+		s.flush.committed()
+	}
 	if s.wal != nil {
 		s.wal.committed()
 	}
 	return nil
+}
+
+// Sync makes every commit made so far durable (carryover.Syncer): the one flush of the writes a
+// turn made under carryover.DeferSync. Under synchronous=normal it does nothing, as each commit does.
+func (s *Store) Sync(context.Context) error {
+	if s.flush == nil {
+		return nil
+	}
+	return s.flush.sync()
 }

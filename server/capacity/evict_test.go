@@ -67,3 +67,38 @@ func TestResolveBudget(t *testing.T) {
 		t.Errorf("a host with no room still holds one kernel: %+v", b)
 	}
 }
+
+// TestKernelMemoryCountsSharedCopiesOnce: 100 fork children each mapping the node's one 1 GiB copy
+// (RssShmem) cost the copy once plus what each holds privately; a child's own growth (writes into
+// the copy become anonymous pages) is counted; shared memory a kernel makes itself is counted in full
+// while the node holds no copy, and at most the copies' bytes of it are ever left out.
+func TestKernelMemoryCountsSharedCopiesOnce(t *testing.T) {
+	t.Parallel()
+	const mib, gib = int64(1 << 20), int64(1 << 30)
+	kids := make([]Resident, 100)
+	for i := range kids {
+		kids[i] = Resident{RSS: gib + 60*mib, Shmem: gib}
+	}
+	if got, want := KernelMemory(kids, gib), gib+100*60*mib; got != want {
+		t.Fatalf("fan-out of 100 = %d MiB, want %d MiB (the copy once)", got/mib, want/mib)
+	}
+	// A 24 GiB node's budget: the old sum (RSS) was 106 GiB, over it, and hibernated ~80 children.
+	if MemoryExcess(KernelMemory(kids, gib), 20*gib, HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}, 0, 0, 0) != 0 {
+		t.Error("the fan-out is over a 20 GiB budget")
+	}
+	grown := append([]Resident{}, kids...)
+	grown[0] = Resident{RSS: gib + 60*mib + 512*mib, Shmem: gib - 512*mib} // wrote half the copy
+	if got, want := KernelMemory(grown, gib), gib+100*60*mib+1024*mib; got != want {
+		t.Errorf("a child's writes: %d MiB, want %d MiB", got/mib, want/mib)
+	}
+	own := Resident{RSS: 3 * gib, Shmem: 3 * gib} // mmap(MAP_SHARED|MAP_ANONYMOUS) of its own
+	if got := own.Charged(0); got != 3*gib {
+		t.Errorf("a kernel's own shared memory with no copy held: %d MiB, want all of it", got/mib)
+	}
+	if got := own.Charged(gib); got != 2*gib {
+		t.Errorf("with a 1 GiB copy held: %d MiB, want all but 1 GiB", got/mib)
+	}
+	if got := KernelMemory([]Resident{{RSS: 200 * mib}}, 0); got != 200*mib {
+		t.Errorf("no copies: %d MiB, want the RSS", got/mib)
+	}
+}

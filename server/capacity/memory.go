@@ -135,3 +135,28 @@ func MemoryExcess(used, budget int64, h HostMemory, reserve int64, psiThreshold 
 	}
 	return excess
 }
+
+// Resident is a kernel's memory at its last sample: RSS and the part of it that is shared memory
+// (RssShmem).
+type Resident struct{ RSS, Shmem int64 }
+
+// Charged is what the kernel costs the node beyond the shared buffer copies it may map: its RSS less
+// its shared memory, but less at most sharedHeld (the bytes of every copy the node holds,
+// persistence.SharedBuffers.Held). A fork's 100 children of a 1 GiB array each map the one copy, and
+// each child's RSS holds all of it: summed, 100 GiB for 1 GiB of memory, and the watch hibernated
+// ~80 of them at once. A kernel cannot map more of the copies than there are, so one that makes
+// shared memory of its own (MAP_SHARED, /dev/shm) hides at most sharedHeld of it, and none while the
+// node holds no copy; what it writes into a copy is private (anonymous) and counted.
+func (r Resident) Charged(sharedHeld int64) int64 {
+	return r.RSS - min(r.Shmem, max(sharedHeld, 0))
+}
+
+// KernelMemory is what the kernels cost together (the memory watch's "used"): each one's Charged,
+// plus the shared copies once.
+func KernelMemory(kernels []Resident, sharedHeld int64) int64 {
+	var sum int64
+	for _, r := range kernels {
+		sum += r.Charged(sharedHeld)
+	}
+	return sum + max(sharedHeld, 0)
+}

@@ -5,7 +5,8 @@
 //  2. the key is reserved in the store, pending, before the work starts: a retry reaching any node,
 //     or this one after a restart, finds it;
 //  3. the work runs, calling started just before its effect begins (a cell's code, a command);
-//  4. its answer is stored with the key (done).
+//  4. its answer is stored with the key (done): when the work returns, or before, when the work
+//     calls Settle (a turn does, among its own writes, before it answers).
 //
 // A retry that finds the key done gets the stored answer (replayed); one that finds it pending with
 // no attempt in flight in this process (the process that reserved it stopped, or lost the session
@@ -107,7 +108,8 @@ func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Cont
 	now := time.Now().UTC()
 	fp := fingerprint(r.Kind, r.Body)
 	attempt := k.process + "-" + strconv.FormatUint(k.attempts.Add(1), 10)
-	rec, won, err := k.store.ReserveIdempotencyKey(ctx, carryover.IdempotencyRecord{SessionID: r.Scope, Key: r.Key,
+	durable, rctx := k.reserveSync(ctx)
+	rec, won, err := k.store.ReserveIdempotencyKey(rctx, carryover.IdempotencyRecord{SessionID: r.Scope, Key: r.Key,
 		Fingerprint: fp, Attempt: attempt, CreatedAt: now, ExpiresAt: now.Add(k.ttl)})
 	if err != nil {
 		return nil, false, err
@@ -115,10 +117,62 @@ func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Cont
 	if !won {
 		return replay[T](rec, fp, r.Kind)
 	}
-	var began atomic.Bool
-	res, runErr := do(ctx, func() { began.Store(true) })
-	k.settle(context.WithoutCancel(ctx), r, attempt, began.Load(), res, runErr)
+	wait := durable() // the reservation is flushed while the work gets ready; started waits for it
+	var began, settled atomic.Bool
+	early := func(sctx context.Context, res any, err error) {
+		if began.Load() && settled.CompareAndSwap(false, true) {
+			k.settle(context.WithoutCancel(sctx), r, attempt, true, res, err)
+		}
+	}
+	res, runErr := do(context.WithValue(ctx, settleKey{}, settleFunc(early)), func() {
+		if err := wait(); err != nil {
+			k.log.Error("idempotency key reserved but not flushed to disk before the work began", "scope", r.Scope, "err", err)
+		}
+		began.Store(true)
+	})
+	if settled.CompareAndSwap(false, true) {
+		k.settle(context.WithoutCancel(ctx), r, attempt, began.Load(), res, runErr)
+	}
 	return res, false, runErr
+}
+
+// reserveSync is how a reservation becomes durable before the work's effect begins. On a store
+// that can defer its flush (carryover.Syncer: SQLite under synchronous=full) the reservation commits
+// without one (rctx) and durable starts the flush at once, in the background; the work readies
+// itself meanwhile (its turn's admission, its checkpoint's preparation) and started waits for the
+// flush: the key is on disk before the code runs, as before, without the work waiting for the disk
+// first. Elsewhere the reservation's commit is durable itself and wait returns at once.
+func (k *Keys) reserveSync(ctx context.Context) (durable func() (wait func() error), rctx context.Context) {
+	sy, ok := k.store.(carryover.Syncer)
+	if !ok {
+		return func() func() error { return func() error { return nil } }, ctx
+	}
+	return func() func() error {
+		done := make(chan error, 1)
+		go func() { done <- sy.Sync(context.WithoutCancel(ctx)) }()
+		var once sync.Once
+		var err error
+		return func() error {
+			once.Do(func() { err = <-done })
+			return err
+		}
+	}, carryover.DeferSync(ctx)
+}
+
+// settleKey carries, in the context Do gives its work, the function Settle calls.
+type settleKey struct{}
+
+type settleFunc func(ctx context.Context, res any, err error)
+
+// Settle stores the answer of the keyed work whose context ctx is (the one Do gave it), now rather
+// than when the work returns, with ctx's write options: a turn settles its key among its own
+// writes, before the one flush that makes them all durable (carryover.DeferSync), so its answer
+// leaves after one flush, not two. res and err must be what the work returns. It does nothing
+// outside keyed work, before started was called, or a second time.
+func Settle(ctx context.Context, res any, err error) {
+	if f, ok := ctx.Value(settleKey{}).(settleFunc); ok {
+		f(ctx, res, err)
+	}
 }
 
 // enter marks r's key in flight here; when it already is, it waits for that attempt to be over.

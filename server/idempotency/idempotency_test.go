@@ -153,3 +153,87 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSettleStoresTheAnswerEarly: work that calls Settle has its answer stored then, with the
+// context it gave (before it returns); Do stores nothing more, a retry gets that answer, and Settle
+// outside keyed work, or before started, does nothing.
+func TestSettleStoresTheAnswerEarly(t *testing.T) {
+	t.Parallel()
+	k, store := newKeys(t)
+	ctx := context.Background()
+	Settle(ctx, &answer{N: 9}, nil) // not keyed work: nothing to do
+	r := Request{Scope: "s", Key: "early", Kind: "run", Body: "1+1"}
+	var doneInside bool
+	first, _, err := Do(ctx, k, r, func(ctx context.Context, started func()) (*answer, error) {
+		Settle(ctx, &answer{N: 1}, nil) // before started: the key is not kept yet
+		if rec, _ := store.GetIdempotencyKey(ctx, "s", "early"); rec.State == carryover.IdempotencyDone {
+			t.Error("Settle before started stored an answer")
+		}
+		started()
+		Settle(ctx, &answer{N: 2}, nil)
+		rec, err := store.GetIdempotencyKey(ctx, "s", "early")
+		doneInside = err == nil && rec.State == carryover.IdempotencyDone
+		Settle(ctx, &answer{N: 3}, nil) // a second time: nothing
+		return &answer{N: 2}, nil
+	})
+	if err != nil || first.N != 2 || !doneInside {
+		t.Fatalf("first: %+v %v, answer stored before the work returned: %v", first, err, doneInside)
+	}
+	again, replayed, err := Do(ctx, k, r, func(context.Context, func()) (*answer, error) {
+		t.Error("a settled key ran again")
+		return nil, nil
+	})
+	if err != nil || !replayed || again.N != 2 {
+		t.Fatalf("retry: %+v replayed %v %v", again, replayed, err)
+	}
+}
+
+// syncingStore is a mock store that can defer its flush (carryover.Syncer): Sync blocks until
+// release is closed and counts the reservations it saw deferred.
+type syncingStore struct {
+	*mock.Store
+	release  chan struct{}
+	deferred atomic.Int32
+	synced   atomic.Bool
+}
+
+func (s *syncingStore) ReserveIdempotencyKey(ctx context.Context, r carryover.IdempotencyRecord) (carryover.IdempotencyRecord, bool, error) {
+	if carryover.SyncDeferred(ctx) {
+		s.deferred.Add(1)
+	}
+	return s.Store.ReserveIdempotencyKey(ctx, r)
+}
+
+func (s *syncingStore) Sync(context.Context) error {
+	<-s.release
+	s.synced.Store(true)
+	return nil
+}
+
+// TestReservationFlushedBeforeStarted: on a store that defers flushes the reservation commits
+// without one, the work runs up to started meanwhile, and started returns only once the flush did:
+// the key is durable before the work's effect begins.
+func TestReservationFlushedBeforeStarted(t *testing.T) {
+	t.Parallel()
+	base, _ := newKeys(t)
+	st := &syncingStore{Store: base.store.(*mock.Store), release: make(chan struct{})}
+	k := New(st, time.Hour, nil)
+	ready := make(chan struct{})
+	go func() {
+		<-ready // the work got ready while the flush was pending
+		time.Sleep(10 * time.Millisecond)
+		close(st.release)
+	}()
+	res, _, err := Do(context.Background(), k, Request{Scope: "s", Key: "flush", Kind: "run", Body: "1"},
+		func(_ context.Context, started func()) (*answer, error) {
+			close(ready)
+			started()
+			if !st.synced.Load() {
+				t.Error("started returned before the reservation was flushed")
+			}
+			return &answer{N: 1}, nil
+		})
+	if err != nil || res.N != 1 || st.deferred.Load() != 1 {
+		t.Fatalf("%+v %v; deferred reservations %d, want 1", res, err, st.deferred.Load())
+	}
+}

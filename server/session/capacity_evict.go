@@ -27,8 +27,8 @@ func evictionCandidates(live []*Session) []capacity.Candidate[*Session] {
 }
 
 // evictIdle hibernates the best idle victim for reason (capacity.EvictionOrder: a tenant over its fair
-// share of slots first), returning the memory its kernel held at its last sample and whether one
-// was hibernated.
+// share of slots first), returning the memory its kernel cost at its last sample (Resident.Charged:
+// a fork child's map of a shared copy frees nothing) and whether one was hibernated.
 func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
 	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
 	for _, ls := range capacity.EvictionOrder(evictionCandidates(s.liveSessions()), s.adm.ledger.OverShare()) {
@@ -51,7 +51,7 @@ func (ls *Session) evictLocked(ctx context.Context, reason string) (int64, bool)
 		return 0, false
 	}
 	ls.mu.Lock()
-	rss := ls.cost.RSS()
+	rss := capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem()}.Charged(s.sharedHeld())
 	ls.mu.Unlock()
 	if err := ls.hibernateLocked(ctx, reason); err != nil {
 		s.log.Warn("eviction skipped: the session could not be saved", "session", ls.id, "reason", reason, "err", err)

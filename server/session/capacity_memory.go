@@ -24,15 +24,23 @@ type (
 // ProcMemory reads MemAvailable (bounded by the cgroup's limit minus its use), and PSI.
 var ProcMemory = capacity.ProcMemory
 
-// kernelMemory is the resident memory of every live kernel at its last sample.
-func kernelMemory(live []*Session) int64 {
-	var sum int64
+// kernelMemory is what the live kernels cost together at their last samples (capacity.KernelMemory:
+// the node's shared buffer copies counted once, not once in every fork child that maps them).
+func (s *Service) kernelMemory(live []*Session) int64 {
+	rs := make([]capacity.Resident, 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
-		sum += ls.cost.RSS()
+		rs = append(rs, capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem()})
 		ls.mu.Unlock()
 	}
-	return sum
+	return capacity.KernelMemory(rs, s.sharedHeld())
+}
+
+// sharedHeld is the bytes of the shared buffer copies the node holds (0 without
+// persistence.shared_buffers).
+func (s *Service) sharedHeld() int64 {
+	_, n := s.ckpt.Shared.Held()
+	return n
 }
 
 // relieveMemory hibernates idle sessions, least recently used first, while memory is short (the
@@ -42,7 +50,7 @@ func (s *Service) relieveMemory(ctx context.Context) {
 	if err != nil {
 		h = HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}
 	}
-	used := kernelMemory(s.liveSessions())
+	used := s.kernelMemory(s.liveSessions())
 	s.watch.NoteMemory(used, h)
 	excess := capacity.MemoryExcess(used, s.watch.Budget.Memory, h, s.cfg.MemoryReserve, s.cfg.PSIThreshold, s.watch.Budget.KernelBytes)
 	for excess > 0 {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/session/metrics"
 	"github.com/carryover/carryover/server/session/nodewatch"
 )
@@ -27,6 +28,11 @@ func (s *Service) Status() nodewatch.NodeStatus {
 	s.mu.Unlock()
 	s.watch.Report(&st)
 	st.Sessions = countSessions(all)
+	if r, ok := s.kern.Provisioner().(kernel.TemplateReporter); ok {
+		if ts, ok := r.TemplateStats(); ok {
+			st.Templates = &ts
+		}
+	}
 	return st
 }
 

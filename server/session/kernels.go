@@ -274,12 +274,15 @@ func (ls *Session) releaseKernel(ctx context.Context, reason string) {
 
 // checkpoint saves the session now. The caller holds ls.lock.
 func (ls *Session) checkpoint(ctx context.Context, k *kernel.Kernel) (*carryover.CheckpointResult, error) {
-	return ls.checkpointWith(ctx, k, ls.docCopy().ExecutionCount, nil, "")
+	return ls.checkpointWith(ctx, k, ls.docCopy().ExecutionCount, nil, "", false)
 }
 
 // checkpointWith commits a checkpoint whose snapshot may already have been taken on the turn's own
-// execute_request (prep and its answer); otherwise the agent is asked now.
-func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string) (*carryover.CheckpointResult, error) {
+// execute_request (prep and its answer); otherwise the agent is asked now. The session then points
+// at it (last_checkpoint): saved at once, or, with byTurn, in memory only, for the turn's own
+// session write (endTurn's accountTurn, which always follows) to save: one document write a turn,
+// not two, and the pointer and the turn's counter stored together.
+func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn int, prep *persistence.Prepared, answer string, byTurn bool) (*carryover.CheckpointResult, error) {
 	s := ls.svc
 	start := time.Now()
 	var err error
@@ -301,10 +304,12 @@ func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn in
 		return nil, err
 	}
 	s.m.CheckpointBytes.Add(float64(res.BytesWritten))
-	if _, err := ls.update(ctx, func(d *carryover.Session) error {
-		d.LastCheckpoint = &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
-		return nil
-	}); err != nil {
+	ref := &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
+	if byTurn {
+		ls.mu.Lock()
+		ls.doc.LastCheckpoint = ref
+		ls.mu.Unlock()
+	} else if _, err := ls.update(ctx, func(d *carryover.Session) error { d.LastCheckpoint = ref; return nil }); err != nil {
 		// The checkpoint is committed; a restore after a restart would still find it only through
 		// the store, so say so instead of claiming the session points at it.
 		return res, fmt.Errorf("checkpoint %s is saved, but the session could not be updated to point at it: %w", res.ID, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
+	"github.com/carryover/carryover/server/idempotency"
 	"github.com/carryover/carryover/server/session/agentops"
 	"github.com/carryover/carryover/server/session/collect"
 	"github.com/carryover/carryover/server/session/stream"
@@ -128,8 +129,11 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	if opts.started != nil {
 		opts.started() // a keyed run's code starts: its key is kept whatever happens next
 	}
-	res, runErr := ls.runCell(ctx, k, req, timeout, opts)
-	ls.checkpointTurn(ctx, k, res, runErr)
+	// The turn's writes (checkpoint, session, history) are flushed to disk once, before its answer
+	// leaves (syncTurn), not one by one (carryover.DeferSync).
+	tctx := carryover.DeferSync(ctx)
+	res, runErr := ls.runCell(tctx, k, req, timeout, opts)
+	ls.checkpointTurn(tctx, k, res, runErr)
 	res.ProcessesEnded = ls.notes.TakeEnded() // after checkpointTurn: a death during this run ended some
 	res.Restore = ls.notes.TakeRestored()
 	if runErr == nil {
@@ -141,9 +145,13 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	}
 	s.m.Runs.WithLabelValues(status).Inc()
 	s.m.RunSeconds.Observe(res.DurationMS / 1000)
-	if err := ls.endTurn(ctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
+	if err := ls.endTurn(tctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
 		res.RecordError = err.Error()
+	}
+	idempotency.Settle(tctx, res, runErr) // a keyed run's answer is stored among the turn's writes
+	if err := ls.syncTurn(ctx); err != nil {
+		res.RecordError = strings.TrimPrefix(res.RecordError+"; "+err.Error(), "; ")
 	}
 	ls.hub.Broadcast(ResultFrame{Type: "result", ID: opts.ID, Result: res})
 	if runErr != nil && opts.OnError != nil {
@@ -217,7 +225,7 @@ func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *Ru
 	if cur != k || ride == nil {
 		ride = &snapshotRide{} // prepared for another kernel: take a fresh one
 	}
-	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer)
+	cp, err := ls.checkpointWith(ctx, cur, res.ExecutionCount, ride.prep, ride.answer, true) // endTurn saves the pointer
 	if ride.answer == "" || err != nil {
 		ls.markSaved(nil, 0, nil) // taken apart from the cell (or not at all): no exact mark
 	} else {

@@ -161,3 +161,20 @@ func (ls *Session) accountTurn(ctx context.Context, t turnRecord) error {
 	})
 	return err
 }
+
+// syncTurn makes the writes a turn made under carryover.DeferSync durable (carryover.Syncer): its
+// answer leaves only after it. A failure is the answer's record_error (the checkpoint and the
+// records may not survive a power cut), logged and counted.
+func (ls *Session) syncTurn(ctx context.Context) error {
+	s := ls.svc
+	sy, ok := s.store.(carryover.Syncer)
+	if !ok {
+		return nil
+	}
+	if err := sy.Sync(context.WithoutCancel(ctx)); err != nil {
+		s.log.Error("turn not flushed to disk", "session", ls.id, "err", err)
+		s.m.RecordFailures.Inc()
+		return fmt.Errorf("the turn's checkpoint and records were committed but not flushed to disk: %w", err)
+	}
+	return nil
+}

@@ -149,7 +149,7 @@ class _MissingDep(Exception):
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners", "described")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -164,6 +164,7 @@ class _Pickled:
         self.pre = None  # sliced containers: [hash, len] of each buffer (its bytes empty when Go has it)
         self.figs = ()  # matplotlib figures in the pickle (figures.take)
         self.owners = None  # name -> "module:attribute" (owners.py), set by the snapshot
+        self.described = None  # a reused state pickle's (group, pieces): snapshot._describe
 
 
 def pickle_def(agent, names, obj, skipped):

@@ -164,7 +164,7 @@ def _write(agent, results, new_groups, cur, prev, outdir, cs):
         th = time.perf_counter()
         if r.kind == "data":
             r.owners = {n: "%s:%s" % ref for n in r.names for ref in (owner_of(cur[n]),) if ref is not None} or None
-        g, pieces = describe(agent._tracker, r, cs, cur)
+        g, pieces = _describe(agent, r, cs, cur)
         hash_t += time.perf_counter() - th
         old = prev.groups.get(frozenset(g.names))
         if g.kind == "data":
@@ -182,6 +182,19 @@ def _write(agent, results, new_groups, cur, prev, outdir, cs):
             chunks_out.append(emit(outdir, made_dir, h, piece, children))
         r.keep = None
     return chunks_out, saved, hash_t
+
+
+def _describe(agent, r, cs, cur):
+    """describe(), kept on a state pickle that has no out-of-band buffer: _pickle_state reuses the
+    same _Pickled while the state is unchanged (most turns: ~30 of them, random's and numpy's
+    generators, the libraries' settings, the history), and the same bytes give the same chunks and
+    descriptor, so they are hashed once, not at every turn. Only a buffer can change under the same
+    object (and the dirty tracker follows buffers), so a pickle with one is described each time."""
+    if r.kind != "state" or r.buffers:
+        return describe(agent._tracker, r, cs, cur)
+    if r.described is None or r.described[0] != cs:
+        r.described = (cs,) + describe(agent._tracker, r, cs, cur)
+    return r.described[1], r.described[2]
 
 
 def _owned(g, r, cur):

@@ -23,6 +23,7 @@ type Meter struct {
 	lastCPU float64
 	lastAt  time.Time
 	rss     int64 // resident memory at the last sample (the memory pressure watch adds them up)
+	shmem   int64 // the shared part of rss (kernel.ProcStats.ShmemBytes)
 	// base, until a sample has used it, gives the CPU the kernel had used when the session claimed
 	// it (Baseline): the sample's starting point instead of lastCPU.
 	base func() float64
@@ -71,7 +72,7 @@ func (m *Meter) Sample(hadBase bool, baseCPU float64, st kernel.ProcStats, now t
 		gibHours = float64(st.RSSBytes) / (1 << 30) * now.Sub(m.lastAt).Hours()
 	}
 	m.lastCPU, m.lastAt = st.CPUSeconds, now
-	m.rss = st.RSSBytes
+	m.rss, m.shmem = st.RSSBytes, st.ShmemBytes
 	return cpu, gibHours
 }
 
@@ -80,3 +81,7 @@ func (m *Meter) LastAt() time.Time { return m.lastAt }
 
 // RSS is the kernel's resident memory at the last sample (the memory pressure watch adds them up).
 func (m *Meter) RSS() int64 { return m.rss }
+
+// Shmem is the shared part of RSS at the last sample (RssShmem: a fork child's mapping of the node's
+// shared buffer copies is counted here).
+func (m *Meter) Shmem() int64 { return m.shmem }

@@ -8,18 +8,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/server/capacity"
 )
 
 // NodeStatus is GET /api/status: what this node holds and can take (docs/api.md, docs/capacity.md).
 type NodeStatus struct {
-	NodeID    string           `json:"node_id,omitempty"`
-	Capacity  CapacityStatus   `json:"capacity"`
-	Sessions  SessionCounts    `json:"sessions"`
-	Memory    MemoryStatus     `json:"memory"`
-	Pool      PoolStatus       `json:"pool"`
-	Evictions map[string]int64 `json:"evictions"` // hibernations since start, by reason
-	Refusals  map[string]int64 `json:"refusals"`  // 429 capacity answers since start, by reason
+	NodeID   string         `json:"node_id,omitempty"`
+	Capacity CapacityStatus `json:"capacity"`
+	Sessions SessionCounts  `json:"sessions"`
+	Memory   MemoryStatus   `json:"memory"`
+	Pool     PoolStatus     `json:"pool"`
+	// Templates are the warm templates kernels are forked from (pool.templates), absent when
+	// kernels are not forked here.
+	Templates *kernel.TemplateStats `json:"templates,omitempty"`
+	Evictions map[string]int64      `json:"evictions"` // hibernations since start, by reason
+	Refusals  map[string]int64      `json:"refusals"`  // 429 capacity answers since start, by reason
 }
 
 // CapacityStatus is the node's live-kernel capacity.
@@ -44,7 +48,7 @@ type SessionCounts struct {
 
 // MemoryStatus is the last memory reading of the pressure watch.
 type MemoryStatus struct {
-	KernelBytes    int64   `json:"kernel_bytes"`    // resident memory of the live kernels, last samples
+	KernelBytes    int64   `json:"kernel_bytes"`    // what the live kernels cost at their last samples (a shared buffer copy once)
 	AvailableBytes int64   `json:"available_bytes"` // the host's (or cgroup's) room; -1: unknown
 	PSIFullAvg10   float64 `json:"psi_full_avg10"`  // -1: no PSI on this host
 }

@@ -1,0 +1,38 @@
+package carryover
+
+import "context"
+
+// A turn writes several records (its checkpoint, the session, its history entry, ...), and each
+// write a store commits durably costs a flush to disk: on SQLite with synchronous=full one
+// fdatasync of the WAL per commit, ~8 per `1+1` turn and most of its time. A turn needs them durable
+// before it answers, not one by one: the service marks the turn's context with DeferSync, the
+// store commits those writes without flushing, and the turn calls Syncer.Sync once before its
+// answer leaves. What Sync returns nil for is durable, as if each commit had flushed.
+
+type deferSyncKey struct{}
+
+// DeferSync returns ctx marked so that a Syncer store commits writes made under it without waiting
+// for the disk; the caller must call Sync before it answers anyone about them. A store that is not a
+// Syncer ignores the mark (its commits stay durable one by one).
+func DeferSync(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferSyncKey{}, true)
+}
+
+// SyncDeferred reports whether ctx carries DeferSync's mark.
+func SyncDeferred(ctx context.Context) bool {
+	v, _ := ctx.Value(deferSyncKey{}).(bool)
+	return v
+}
+
+// Syncer is a store whose commits can be flushed to disk in one go: Sync returns once every write
+// committed before it was called (deferred or not) is durable.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// PruningWriter is a CheckpointWriter that prunes in its commit's own transaction: CommitPruning is
+// Commit(cp) then CheckpointStore.Prune(cp.SessionID, keep), atomically, one commit instead of two.
+// The checkpoint engine uses it when the writer has it, else calls Prune after Commit.
+type PruningWriter interface {
+	CommitPruning(ctx context.Context, cp Checkpoint, keep int) (pruned int, err error)
+}
