@@ -28,7 +28,7 @@ func (s *Service) Evict(id string) bool {
 	if !ok {
 		return false
 	}
-	s.moved.add(id)
+	s.moved.Add(id)
 	ls.mu.Lock()
 	ls.deleted = true // nothing may start a kernel for it here any more
 	ls.evicted = true
@@ -68,7 +68,7 @@ func (s *Service) Adopt(ctx context.Context, id string) error {
 	s.mu.Lock()
 	s.sessions[id] = &Session{svc: s, id: id, doc: doc}
 	s.mu.Unlock()
-	s.moved.forget(id)
+	s.moved.Forget(id)
 	return nil
 }
 

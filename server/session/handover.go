@@ -46,7 +46,7 @@ func (s *Service) Handover(ctx context.Context, id string) (bool, error) {
 		delete(s.sessions, id)
 	}
 	s.mu.Unlock()
-	s.moved.add(id) // a request routed here just before: not_owner, not not_found (moved.go)
+	s.moved.Add(id) // a request routed here just before: not_owner, not not_found (package moves)
 	ls.mu.Lock()
 	ls.deleted, ls.evicted = true, true // a turn queued behind this one answers not_owner (admit)
 	k := ls.kern

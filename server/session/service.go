@@ -23,6 +23,7 @@ import (
 	"github.com/carryover/carryover/server/session/fifo"
 	"github.com/carryover/carryover/server/session/kernels"
 	"github.com/carryover/carryover/server/session/metrics"
+	"github.com/carryover/carryover/server/session/moves"
 	"github.com/carryover/carryover/server/session/nodewatch"
 	"github.com/carryover/carryover/server/session/skills"
 	"github.com/carryover/carryover/server/session/stream"
@@ -47,7 +48,7 @@ type Service struct {
 	skills   *skills.Skills   // the tenants' skills and this node's cache of them
 	adm      admission        // what a turn and a claim of a kernel pass (capacity.go)
 	watch    *nodewatch.Watch // the node's capacity and memory as the status endpoint shows them
-	moved    movedSet         // sessions lately handed to another node: looked up, not_owner (moved.go)
+	moved    moves.Set        // sessions lately handed to another node: looked up, not_owner (package moves)
 }
 
 // admission is the node's admission of turns and kernels, each part a package of its own.
@@ -249,7 +250,7 @@ func (s *Service) Session(id string) (*Session, error) {
 	ls, ok := s.sessions[id]
 	s.mu.Unlock()
 	if !ok {
-		return nil, s.moved.notHere(s.store, id)
+		return nil, s.moved.NotHere(s.store, id)
 	}
 	return ls, nil
 }
