@@ -50,6 +50,7 @@ func (c *cgroups) Version() string {
 type mountEntry struct {
 	point  string
 	fstype string
+	source string // e.g. /dev/loop3
 	opts   []string
 }
 
@@ -72,7 +73,7 @@ func readMountInfo() ([]mountEntry, error) {
 		if len(f1) < 5 || len(f2) < 3 {
 			continue
 		}
-		out = append(out, mountEntry{point: unescapeMount(f1[4]), fstype: f2[0], opts: strings.Split(f2[2], ",")})
+		out = append(out, mountEntry{point: unescapeMount(f1[4]), fstype: f2[0], source: unescapeMount(f2[1]), opts: strings.Split(f2[2], ",")})
 	}
 	return out, sc.Err()
 }

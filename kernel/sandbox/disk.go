@@ -60,6 +60,13 @@ func NewDisks(dir string, size int64, inodes int) (*Disks, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	// Workspace disks a killed predecessor left mounted: nothing of this process uses them yet, and a
+	// session's disk is mounted again when it is served. Left, the mount of a session that is served
+	// elsewhere by then (a cluster) stayed until the host rebooted, since Close unmounts only what its
+	// own process mounted (the chaos harness's cluster run found it: a kill -9 unmounts nothing).
+	for _, mp := range diskMountsIn(dir) {
+		_ = unmountAll(mp)
+	}
 	// Spares a crashed predecessor left are of no use (their mounts may be gone).
 	old, _ := filepath.Glob(filepath.Join(dir, "spare-*"))
 	for _, p := range old {
@@ -71,6 +78,31 @@ func NewDisks(dir string, size int64, inodes int) (*Disks, error) {
 	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{}}
 	d.refill()
 	return d, nil
+}
+
+// diskMountsIn is where this mount namespace has an image of dir loop-mounted (the loop device's
+// backing file names it, as renamed since: a spare's image takes its session's name).
+func diskMountsIn(dir string) []string {
+	abs, err := filepath.Abs(dir) // backing files are absolute; data_dir may not be
+	if err != nil {
+		return nil
+	}
+	entries, err := readMountInfo()
+	if err != nil {
+		return nil
+	}
+	var points []string
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.source, "/dev/loop")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile("/sys/block/loop" + n + "/loop/backing_file")
+		if err == nil && filepath.Dir(strings.TrimSpace(string(b))) == abs {
+			points = append(points, e.point)
+		}
+	}
+	return points
 }
 
 // refill starts a goroutine that makes spares until there are spareCount (one goroutine at a time;
