@@ -79,6 +79,14 @@ type benchEnv struct {
 	Quick   bool   // fewer iterations and smaller data: a smoke test of the bench code, not figures
 }
 
+// python is the interpreter the sections' own kernels run: the config's kernel.python, else Debian's.
+func (e *benchEnv) python() string {
+	if e.Cfg != nil && e.Cfg.Kernel.Python != "" {
+		return e.Cfg.Kernel.Python
+	}
+	return "/usr/bin/python3"
+}
+
 // bigArray is the length of the sections' large float64 array and its size's label: 1 GiB, or 8 MiB
 // in quick mode.
 func (e *benchEnv) bigArray() (elems int, label string) {

@@ -246,10 +246,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 // tmpfs when there is one: the spool only holds state in transit, so there it costs no disk
 // writeback (the server should put it there too). done stops and removes all that.
 func ckptSetUp(ctx context.Context, env *benchEnv) (b *ckptBench, dir, spoolBase string, done func(), err error) {
-	python := "/usr/bin/python3"
-	if env.Cfg != nil && env.Cfg.Kernel.Python != "" {
-		python = env.Cfg.Kernel.Python
-	}
+	python := env.python()
 	spec, err := kernel.FindSpec("python", python)
 	if err != nil {
 		return nil, "", "", nil, err

@@ -67,10 +67,7 @@ func (b *ckptBench) drop(name string) error {
 
 // newNestedBench starts a kernel with the agent on a fresh store, as the checkpoint section does.
 func newNestedBench(ctx context.Context, env *benchEnv) (*ckptBench, func(), error) {
-	python := "/usr/bin/python3"
-	if env.Cfg != nil && env.Cfg.Kernel.Python != "" {
-		python = env.Cfg.Kernel.Python
-	}
+	python := env.python()
 	spec, err := kernel.FindSpec("python", python)
 	if err != nil {
 		return nil, nil, err

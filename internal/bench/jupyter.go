@@ -20,10 +20,7 @@ import (
 // through the same client code (jupyterPeer.execute).
 
 func benchJupyterSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
-	python := env.Cfg.Kernel.Python
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
+	python := env.python()
 	runs, batch, warm := 300, 25, 30
 	if env.Quick {
 		runs, batch, warm = 6, 3, 2

@@ -33,10 +33,7 @@ func benchKernel(ctx context.Context, env *benchEnv) ([]benchRow, error) {
 	if env.Quick {
 		spawns, blocks, block = 1, 2, 3
 	}
-	python := env.Cfg.Kernel.Python
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
+	python := env.python()
 	spec, err := kernel.FindSpec("python3", python)
 	if err != nil {
 		return nil, err

@@ -223,10 +223,7 @@ func (t *nbTally) rows(h *benchSrv, load0 string) []benchRow {
 // notebooks write files), with the server's kernels' matplotlib backend and in-memory history, and
 // the config's pre-imported modules already imported, as the pool's kernels have them.
 func nbRawKernel(ctx context.Context, env *benchEnv, name string) (*kernel.Kernel, error) {
-	python := env.Cfg.Kernel.Python
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
+	python := env.python()
 	spec, err := kernel.FindSpec("python", python)
 	if err != nil {
 		return nil, err

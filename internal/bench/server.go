@@ -17,10 +17,7 @@ import (
 // many concurrent sessions, checking every output arrives.
 
 func benchServerSection(ctx context.Context, env *benchEnv) (rows []benchRow, err error) {
-	python := env.Cfg.Kernel.Python
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
+	python := env.python()
 	defer func() {
 		// Every kernel this section started must be gone: carryover's (children of this process) and
 		// Jupyter Server's (their connection files are under the scratch dir).
