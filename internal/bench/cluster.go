@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"sort"
 	"time"
 
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/freeport"
 	"github.com/carryover/carryover/internal/pgtest"
 )
 
@@ -127,11 +127,4 @@ func proxiedRows(ctx context.Context, env *benchEnv, owner, other *benchSrv) ([]
 
 // freeAddr is a free loopback address: a cluster node must know its own before it listens, since
 // it advertises it to the others.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freeAddr() (string, error) { return freeport.Addr() }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/internal/freeport"
 	"github.com/carryover/carryover/internal/servertest"
 	"github.com/carryover/carryover/kernel/sandbox"
 	"github.com/carryover/carryover/web"
@@ -248,15 +248,6 @@ type jupyterPeer struct {
 	Version  string
 }
 
-func benchFreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func startJupyterPeer(ctx context.Context, scratch, python string) (*jupyterPeer, error) {
 	dir := filepath.Join(scratch, "jupyter")
 	sub := func(s string) string { return filepath.Join(dir, s) }
@@ -265,7 +256,7 @@ func startJupyterPeer(ctx context.Context, scratch, python string) (*jupyterPeer
 			return nil, err
 		}
 	}
-	port, err := benchFreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

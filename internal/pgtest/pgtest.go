@@ -13,7 +13,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/internal/freeport"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
 
@@ -99,7 +99,7 @@ func (s *Server) command(prog string, args ...string) *exec.Cmd {
 // with the extra settings given as "name=value", and waits until it accepts connections.
 func (s *Server) Start(settings ...string) error {
 	if s.Port == 0 {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return err
 		}
@@ -217,15 +217,6 @@ func (s *Server) Kill() {
 func (s *Server) Remove() error {
 	s.Stop()
 	return os.RemoveAll(filepath.Dir(s.Dir))
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(b []byte) string {

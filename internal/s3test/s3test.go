@@ -6,7 +6,6 @@ package s3test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/freeport"
 )
 
 // Access and secret key of the test gateway's root user.
@@ -63,12 +64,10 @@ func Start(parent string) (*Server, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s := &Server{Endpoint: "http://" + addr, Addr: addr, dir: dir, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey, "--quiet",
 		"posix", "--sidecar", filepath.Join(dir, "meta"), filepath.Join(dir, "data"))

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/carryover/carryover/internal/freeport"
 )
 
 // SyncBuffer is a bytes.Buffer that a server process (or a command run in-process) writes while the
@@ -47,53 +46,7 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-func freeAddr() (string, error) {
-	lo, hi := 10000, ephemeralLow()-1
-	if hi-lo < 1000 { // an unusual range: fall back to letting the OS pick
-		return osPickedAddr()
-	}
-	var b [2]byte
-	for range 200 {
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
-		}
-		port := lo + (int(b[0])<<8|int(b[1]))%(hi-lo+1)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // in use
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr, nil
-	}
-	return osPickedAddr()
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be read).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 1 {
-		return 32768
-	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil || n < 1024 {
-		return 32768
-	}
-	return n
-}
-
-func osPickedAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freeAddr() (string, error) { return freeport.Addr() }
 
 // ID is a session id unique to the test and the run (the test's name, lower case, and random hex),
 // so tests that share a server, or run in parallel on one, never meet in each other's sessions.
