@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/freeport"
 )
 
 const python = "/usr/bin/python3"
@@ -119,12 +120,10 @@ type jupyterServer struct {
 // startJupyterServer runs Debian's jupyter_server with --gateway-url=gateway on a free port.
 func startJupyterServer(t *testing.T, gateway string) (*jupyterServer, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	dir := t.TempDir()
 	js := &jupyterServer{}
 	js.cmd = exec.Command(python, "-m", "jupyter_server", "--allow-root", "--no-browser", "--ip=127.0.0.1", fmt.Sprintf("--port=%d", port),
