@@ -51,6 +51,7 @@ type model struct {
 	uncertain bool   // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
 	durable   int    // n of the last turn whose answer said its checkpoint committed
 	unsaved   bool   // a turn since durable answered that its checkpoint (or record) failed
+	raised    bool   // the unanswered turn's answer was its code's own error (it may have run in part)
 	fileLag   int    // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
 	named     bool   // a restore report named turns.txt since the last check
 }
@@ -207,6 +208,7 @@ func (h *harness) turn(m *model, code string) bool {
 	case err != nil || res.Status != "ok":
 		h.t.Logf("%s: a turn not answered cleanly: %v (%+v)", m.id, err, res)
 		m.uncertain = true
+		m.raised = err == nil && res != nil && res.Status == "error"
 		return true
 	}
 	if res.CheckpointError != "" || res.RecordError != "" {
@@ -366,8 +368,10 @@ func (h *harness) check(m *model) string {
 	if v := h.fileVerdict(m, n, f); v != "exact" && verdict != "silent" {
 		verdict = v
 	}
-	m.answered, m.uncertain, m.named = n, false, false
-	if res.CheckpointError == "" && res.RecordError == "" {
+	m.answered, m.uncertain, m.named, m.raised = n, false, false, false
+	if res.CheckpointError != "" || res.RecordError != "" {
+		m.unsaved = true // the state read is live, not yet saved
+	} else {
 		m.durable, m.unsaved = n, false // the check's own turn committed the state it read
 	}
 	return verdict
@@ -407,6 +411,10 @@ func (h *harness) fileVerdict(m *model, n, f int) string {
 	case lag == m.fileLag:
 		return "exact"
 	case lag > m.fileLag && lag <= m.fileLag+extra && m.named:
+		m.fileLag = lag
+		return "named"
+	case lag == m.fileLag-1 && m.raised && n == m.answered+1:
+		// The turn raised between its n += 1 and its line (a full disk, say): its answer said so.
 		m.fileLag = lag
 		return "named"
 	}
