@@ -413,6 +413,11 @@ func (h *harness) fileVerdict(m *model, n, f int) string {
 	case lag > m.fileLag && lag <= m.fileLag+extra && m.named:
 		m.fileLag = lag
 		return "named"
+	case lag > m.fileLag && lag <= 0 && n < m.answered:
+		// The file was behind n (a turn raised before its line) and a restore took n back over
+		// that turn: the file and the namespace agree again, nothing of the file to name.
+		m.fileLag = lag
+		return "exact"
 	case lag == m.fileLag-1 && m.raised && n == m.answered+1:
 		// The turn raised between its n += 1 and its line (a full disk, say): its answer said so.
 		m.fileLag = lag
