@@ -164,4 +164,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--zygote"]:  # a fork server of such kernels (zygote.py)
+        import zygote
+        zygote.serve(main)
+    else:
+        main()

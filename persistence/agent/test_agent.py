@@ -10,6 +10,8 @@ import sys
 import tempfile
 import unittest
 
+import zygote
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -123,8 +125,12 @@ class Harness:
             json.dump({"steps": steps, "manifest": manifest, "restore_args": restore_args,
                        "execution_count": execution_count}, f)
         env = dict(os.environ, MPLBACKEND="Agg")
-        p = subprocess.run([PY, os.path.join(HERE, "agent_harness.py"), self.spool, self.store, plan],
-                           cwd=self.work, capture_output=True, text=True, timeout=300, env=env)
+        harness = os.path.join(HERE, "agent_harness.py")
+        if zygote.FORK:  # a child of a zygote that has imported what the fresh process would have
+            p = zygote.run(PY, harness, [self.spool, self.store, plan], self.work, env, 300)
+        else:
+            p = subprocess.run([PY, harness, self.spool, self.store, plan],
+                               cwd=self.work, capture_output=True, text=True, timeout=300, env=env)
         if p.returncode != 0 or "@@RESULT@@" not in p.stdout:
             raise AssertionError("harness failed (%d):\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
         return json.loads(p.stdout.split("@@RESULT@@", 1)[1])
