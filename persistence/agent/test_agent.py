@@ -1,4 +1,5 @@
-"""Tests of the snapshot agent through the spool protocol, each "kernel" a fresh /usr/bin/python3.
+"""Tests of the snapshot agent through the spool protocol, each "kernel" a new /usr/bin/python3 process
+(forked from a zygote that has imported IPython and the agent only: zygote.py).
 
 Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
 
@@ -118,7 +119,7 @@ class Harness:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def kernel(self, steps, manifest=None, execution_count=None, **restore_args):
-        """Runs steps in a fresh process, after restoring manifest (restore_args: more restore op
+        """Runs steps in a new process (zygote.run), after restoring manifest (restore_args: more restore op
         arguments, e.g. replay=False), its first cell numbered execution_count when given."""
         plan = os.path.join(self.root, "plan.json")
         with open(plan, "w") as f:
@@ -126,7 +127,7 @@ class Harness:
                        "execution_count": execution_count}, f)
         env = dict(os.environ, MPLBACKEND="Agg")
         harness = os.path.join(HERE, "agent_harness.py")
-        if zygote.FORK:  # a child of a zygote that has imported what the fresh process would have
+        if zygote.FORK:  # a child of a zygote that has imported what the fresh process below would have
             p = zygote.run(PY, harness, [self.spool, self.store, plan], self.work, env, 300)
         else:
             p = subprocess.run([PY, harness, self.spool, self.store, plan],
