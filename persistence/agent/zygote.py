@@ -3,7 +3,7 @@
 Each kernel of the agent's tests must start as a restore does in production: in a new interpreter that
 has imported IPython and the agent but none of the user's libraries (numpy, pandas, torch...), which
 the restore must import itself. A fresh /usr/bin/python3 per kernel pays ~0.6 s of CPU before the
-plan's first step (the interpreter, IPython's shell module, the agent); the tests start ~120 of them.
+plan's first step (the interpreter, IPython's shell module, the agent); the tests start ~110 of them.
 A zygote pays it once: ``python3 agent_harness.py --zygote`` imports what a fresh harness process
 imports before main() (agent_harness's own imports, then IPython.core.interactiveshell, which
 new_shell imports first), then forks one child per kernel. The child sets argv, cwd, environment and
