@@ -4,43 +4,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
 
-// TestAgentPython runs the agent's own Python tests (make test only runs go test).
+// TestAgentPython runs the agent's own Python tests (make test only runs go test), one process per
+// module, in parallel: run as one, the modules took 200 s back to back, the longest stretch of this
+// package. Their kernels are children of a zygote per module process (agent/zygote.py), so a module
+// pays the interpreter and IPython's import once, not once per kernel. test_fidelity and
+// test_libstate had run one process per test while each of their kernels was a fresh interpreter;
+// with the zygote, one process per module costs less CPU (test_fidelity 20 s against 28 s split) and
+// no module takes longer than test_replay (26 s).
 func TestAgentPython(t *testing.T) {
 	t.Parallel()
 	mods, err := filepath.Glob("agent/test_*.py")
 	if err != nil || len(mods) == 0 {
 		t.Fatalf("no agent tests found: %v", err)
 	}
-	// One process per module, in parallel: run as one, the modules took 200 s back to back, the
-	// longest stretch of this package. The modules in splitAgentModules, whose tests each start
-	// kernels with the heavy libraries, run one process per test: as one process they took 7-17
-	// minutes and ended this package last.
 	for _, m := range mods {
 		m := filepath.Base(m)
-		mod := strings.TrimSuffix(m, ".py")
-		if !slices.Contains(splitAgentModules, m) {
-			t.Run(mod, func(t *testing.T) {
-				t.Parallel()
-				runUnittest(t, "discover", "-s", ".", "-p", m)
-			})
-			continue
-		}
-		for _, id := range agentTestIDs(t, m) {
-			t.Run(strings.TrimPrefix(id, mod+"."), func(t *testing.T) {
-				t.Parallel()
-				runUnittest(t, id)
-			})
-		}
+		t.Run(strings.TrimSuffix(m, ".py"), func(t *testing.T) {
+			t.Parallel()
+			runUnittest(t, "discover", "-s", ".", "-p", m)
+		})
 	}
 }
-
-// splitAgentModules are the agent test modules TestAgentPython runs one test per process.
-var splitAgentModules = []string{"test_fidelity.py", "test_libstate.py"}
 
 // runUnittest runs /usr/bin/python3 -m unittest args in agent/ and fails t on a failure.
 func runUnittest(t *testing.T, args ...string) {
@@ -51,25 +39,6 @@ func runUnittest(t *testing.T, args ...string) {
 		t.Fatalf("agent tests failed: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
-}
-
-// agentTestIDs are the ids (module.Class.test) of the tests unittest discovers in module m of
-// agent/: what `discover -p m` runs (a module that does not import yields a failing id, which then
-// fails as it would there).
-func agentTestIDs(t *testing.T, m string) []string {
-	const list = `import sys, unittest
-def ids(s):
-    for t in s:
-        yield from ids(t) if isinstance(t, unittest.TestSuite) else [t.id()]
-print("\n".join(ids(unittest.defaultTestLoader.discover(".", pattern=sys.argv[1]))))`
-	cmd := exec.Command("/usr/bin/python3", "-c", list, m)
-	cmd.Dir = "agent"
-	out, err := cmd.Output()
-	ids := strings.Fields(string(out))
-	if err != nil || len(ids) == 0 {
-		t.Fatalf("listing the tests of %s: %v (%q)", m, err, out)
-	}
-	return ids
 }
 
 // TestAgentBootstrapQuotes checks the embedded sources survive quoting as Python literals.

@@ -1,6 +1,9 @@
 """Test harness: plays the Go side of the spool protocol (see carryover_agent's docstring) against an
 in-process IPython shell, with a directory of chunk files as the store. Used by test_agent.py; each
-"kernel" is a fresh /usr/bin/python3 process so restores start from an empty interpreter."""
+"kernel" is a new /usr/bin/python3 process whose interpreter has imported IPython and the agent and
+none of the user's libraries, so restores start as in a new kernel: a child forked from a zygote
+(zygote.py, `agent_harness.py --zygote`) that has imported what this module imports, or a fresh
+process when CARRYOVER_AGENT_TEST_FORK=0."""
 
 import base64
 import json
@@ -129,7 +132,7 @@ def interrupted_checkpoint(agent, spool, store, token, committed):
 
 
 def main():
-    """python3 agent_harness.py <spool> <store> <plan.json>: a fresh "kernel" that optionally restores
+    """python3 agent_harness.py <spool> <store> <plan.json>: a new "kernel" that optionally restores
     plan["manifest"], sets the execution counter to plan["execution_count"] when given (as the server
     sets a new kernel's to the session's), then runs plan["steps"]: {"run": code} (a cell; its repr or "ERROR ..."),
     {"checkpoint": true} (its result, manifest and bytes written; with "interrupt": true, stopped half way
@@ -164,4 +167,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--zygote"]:  # a fork server of such kernels (zygote.py)
+        import zygote
+        zygote.serve(main)
+    else:
+        main()

@@ -1,4 +1,5 @@
-"""Tests of the snapshot agent through the spool protocol, each "kernel" a fresh /usr/bin/python3.
+"""Tests of the snapshot agent through the spool protocol, each "kernel" a new /usr/bin/python3 process
+(forked from a zygote that has imported IPython and the agent only: zygote.py).
 
 Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
 
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import zygote
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -116,15 +119,19 @@ class Harness:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def kernel(self, steps, manifest=None, execution_count=None, **restore_args):
-        """Runs steps in a fresh process, after restoring manifest (restore_args: more restore op
+        """Runs steps in a new process (zygote.run), after restoring manifest (restore_args: more restore op
         arguments, e.g. replay=False), its first cell numbered execution_count when given."""
         plan = os.path.join(self.root, "plan.json")
         with open(plan, "w") as f:
             json.dump({"steps": steps, "manifest": manifest, "restore_args": restore_args,
                        "execution_count": execution_count}, f)
         env = dict(os.environ, MPLBACKEND="Agg")
-        p = subprocess.run([PY, os.path.join(HERE, "agent_harness.py"), self.spool, self.store, plan],
-                           cwd=self.work, capture_output=True, text=True, timeout=300, env=env)
+        harness = os.path.join(HERE, "agent_harness.py")
+        if zygote.FORK:  # a child of a zygote that has imported what the fresh process below would have
+            p = zygote.run(PY, harness, [self.spool, self.store, plan], self.work, env, 300)
+        else:
+            p = subprocess.run([PY, harness, self.spool, self.store, plan],
+                               cwd=self.work, capture_output=True, text=True, timeout=300, env=env)
         if p.returncode != 0 or "@@RESULT@@" not in p.stdout:
             raise AssertionError("harness failed (%d):\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
         return json.loads(p.stdout.split("@@RESULT@@", 1)[1])

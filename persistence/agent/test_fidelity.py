@@ -1,5 +1,5 @@
 """Restore fidelity: what a checkpoint brings back must be what the live kernel had, or be named with a
-reason. Each test runs real kernels (fresh /usr/bin/python3 processes through agent_harness.py) with
+reason. Each test runs real kernels (new /usr/bin/python3 processes through agent_harness.py) with
 the real libraries, and compares a restored kernel with the live one.
 
 Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""

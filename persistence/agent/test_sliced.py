@@ -28,11 +28,13 @@ def rebuild(data, buffers):
     over them made the nested tests 3x slower, and every later test of the process too). The cyclic
     collector is off meanwhile, as in the restore (restore.py): its passes over the containers the
     load makes cost more than the load."""
+    was = gc.isenabled()
     gc.disable()
     try:
         return pickle.loads(data, buffers=buffers)
     finally:
-        gc.enable()
+        if was:  # a caller that turned it off keeps it off (test_nested)
+            gc.enable()
         sliced.forget_rebuilt()
 
 class _Shell:
