@@ -39,10 +39,12 @@ type Disks struct {
 	mu      sync.Mutex
 	mounted map[string]bool // workspace dirs we mounted
 	legacy  map[string]bool // workspace dirs with files but no image (reported once)
-	spares  []string        // spare images, each mounted at <image>.d
-	filling bool            // a refill goroutine runs
-	closed  bool
-	wg      sync.WaitGroup // the refill goroutine
+	// unhealed: workspace dirs a repair unmounted and has not mounted again (diskheal.go)
+	unhealed map[string]bool
+	spares   []string // spare images, each mounted at <image>.d
+	filling  bool     // a refill goroutine runs
+	closed   bool
+	wg       sync.WaitGroup // the refill goroutine
 }
 
 // spareCount is how many mounted spare images are kept ready.
@@ -75,7 +77,8 @@ func NewDisks(dir string, size int64, inodes int) (*Disks, error) {
 		}
 		_ = os.RemoveAll(p)
 	}
-	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{}}
+	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{},
+		unhealed: map[string]bool{}}
 	d.refill()
 	return d, nil
 }
@@ -198,6 +201,9 @@ func (d *Disks) EnsureWorkspaceDisk(ws string, size int64) error {
 	if d.mounted[ws] || d.legacy[ws] {
 		return nil
 	}
+	if d.unhealed[ws] { // its image may still be mounted in a box: never mounted twice
+		return fmt.Errorf("sandbox: workspace %s: the repair of its disk has not finished", ws)
+	}
 	if mp, err := isMountPoint(ws); err != nil || mp {
 		d.mounted[ws] = mp || d.mounted[ws]
 		return err
@@ -223,6 +229,10 @@ func (d *Disks) EnsureWorkspaceDisk(ws string, size int64) error {
 		}
 	} else if err != nil {
 		return err
+	} else if imageHasErrors(img) { // a server stopped before it repaired it (diskheal.go)
+		if err := checkImage(img); err != nil {
+			return err
+		}
 	}
 	if err := d.mountImage(img, ws); err != nil {
 		return err
@@ -261,6 +271,7 @@ func (d *Disks) RemoveWorkspaceDisk(ws string) error {
 	err := unmountAll(ws)
 	delete(d.mounted, ws)
 	delete(d.legacy, ws)
+	delete(d.unhealed, ws)
 	if rerr := os.Remove(d.image(ws)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
