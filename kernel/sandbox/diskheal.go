@@ -31,8 +31,8 @@ import (
 )
 
 // ErrHostFull: the host's file system holding the images has too little room to repair a disk;
-// nothing was changed.
-var ErrHostFull = errors.New("the host's disk holding the workspace images is full")
+// nothing was changed. It wraps ENOSPC, which callers outside the package test for.
+var ErrHostFull = fmt.Errorf("the host's disk holding the workspace images is full: %w", unix.ENOSPC)
 
 // repairRoom is the free space the images' file system must have before a repair starts: e2fsck
 // replays the journal (up to 64 MiB for a 10 GiB image) and the mount writes the superblock, each
