@@ -164,12 +164,20 @@ func (d *Disks) mountImage(img, dir string) error {
 // takeSpare puts a spare's file system on ws and makes its image ws's; false when none is ready.
 // The caller holds d.mu.
 func (d *Disks) takeSpare(ws, img string) bool {
+	defer d.refill()
+	// A spare whose file system failed while it waited (its first journal commit on a full host:
+	// diskheal.go) is thrown away, not handed to a session read-only.
+	for len(d.spares) > 0 && hasErrors(d.spares[0]+".d") {
+		_ = unmountAll(d.spares[0] + ".d")
+		_ = os.Remove(d.spares[0] + ".d")
+		_ = os.Remove(d.spares[0])
+		d.spares = d.spares[1:]
+	}
 	if len(d.spares) == 0 {
 		return false
 	}
 	spare := d.spares[0]
 	d.spares = d.spares[1:]
-	defer d.refill()
 	tfd, err := unix.OpenTree(unix.AT_FDCWD, spare+".d", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err == nil {
 		err = unix.MoveMount(tfd, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH)

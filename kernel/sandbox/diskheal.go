@@ -56,7 +56,13 @@ func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	if !mounted {
 		return false
 	}
-	dev, err := blockDevOf(ws)
+	return hasErrors(ws) && readOnly(ws)
+}
+
+// hasErrors says whether ext4 counted an error on the file system mounted at path
+// (/sys/fs/ext4/<dev>/errors_count).
+func hasErrors(path string) bool {
+	dev, err := blockDevOf(path)
 	if err != nil {
 		return false
 	}
@@ -64,10 +70,8 @@ func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	if err != nil {
 		return false
 	}
-	if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n == 0 {
-		return false
-	}
-	return readOnly(ws)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n > 0
 }
 
 // blockDevOf is the name of the block device (loop3) whose file system holds path.

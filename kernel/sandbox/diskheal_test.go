@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,7 +41,7 @@ func TestHealWorkspaceDiskAfterAFullHost(t *testing.T) {
 
 	filler := filepath.Join(host, "filler")
 	fillHost(t, filler)
-	abortJournal(t, d, ws)
+	abortJournal(t, ws, func() bool { return d.WorkspaceDiskFailed(ws) })
 	if _, err := os.Create(filepath.Join(ws, "new.txt")); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("a write to the aborted workspace: %v, want EROFS", err)
 	}
@@ -73,6 +75,44 @@ func TestHealWorkspaceDiskAfterAFullHost(t *testing.T) {
 	}
 }
 
+// TestFailedSpareNotHandedOut: a spare image whose journal a full host aborted while it waited
+// (its first commits need journal blocks the sparse image has not got) is thrown away, not given
+// to a new session as a read-only workspace.
+func TestFailedSpareNotHandedOut(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	var spares []string
+	for deadline := time.Now().Add(30 * time.Second); len(spares) < spareCount; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no spares after 30 s")
+		}
+		d.mu.Lock()
+		spares = slices.Clone(d.spares)
+		d.mu.Unlock()
+	}
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	for _, sp := range spares {
+		abortJournal(t, sp+".d", func() bool { return hasErrors(sp + ".d") })
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(t.TempDir(), "s1")
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d.WorkspaceDiskFailed(ws) {
+		t.Fatal("a new workspace got a failed spare")
+	}
+	writeSynced(t, filepath.Join(ws, "new.txt"), []byte("new"))
+}
+
 // hostDisk mounts a tmpfs of size at a temp dir: the host file system the images live on.
 func hostDisk(t *testing.T, size string) string {
 	t.Helper()
@@ -104,9 +144,8 @@ func fillHost(t *testing.T, path string) {
 
 // abortJournal makes files and directories in ws and syncs its file system (each commit takes
 // journal blocks the full host has not allocated) until ext4 aborts the journal and
-// WorkspaceDiskFailed says so. No file has data: a data block's failed write is only an error to
-// its fsync.
-func abortJournal(t *testing.T, d *Disks, ws string) {
+// failed says so. No file has data: a data block's failed write is only an error to its fsync.
+func abortJournal(t *testing.T, ws string, failed func() bool) {
 	t.Helper()
 	root, err := os.Open(ws)
 	if err != nil {
@@ -123,7 +162,7 @@ func abortJournal(t *testing.T, d *Disks, ws string) {
 			}
 		}
 		_ = unix.Syncfs(int(root.Fd()))
-		if d.WorkspaceDiskFailed(ws) {
+		if failed() {
 			return
 		}
 	}
