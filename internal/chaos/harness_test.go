@@ -49,8 +49,23 @@ type model struct {
 	drv       runner // the client that drives it
 	answered  int    // n of the last answered turn
 	uncertain bool   // a turn was not answered (run_interrupted, a kernel death, ...): it may have run
+	durable   int    // n of the last turn whose answer said its checkpoint committed
+	unsaved   bool   // a turn since durable answered that its checkpoint (or record) failed
+	raised    bool   // the unanswered turn's answer was its code's own error (it may have run in part)
 	fileLag   int    // lines of turns.txt beyond n that files_ahead named (an unanswered turn's line)
 	named     bool   // a restore report named turns.txt since the last check
+}
+
+// answer updates m from a turn that printed n: it ran. A turn whose answer said its checkpoint or
+// its record failed ran in the live kernel but may not survive the kernel: a later restore may
+// bring the session back as far as the last durable turn, which the product named in that answer.
+func (m *model) answer(n int, res *client.RunResult) {
+	m.answered, m.uncertain = n, false
+	if res.CheckpointError != "" || res.RecordError != "" {
+		m.unsaved = true
+		return
+	}
+	m.durable, m.unsaved = n, false
 }
 
 // tally counts one fault kind's outcomes.
@@ -190,22 +205,26 @@ func (h *harness) turn(m *model, code string) bool {
 	case errors.Is(err, context.DeadlineExceeded):
 		m.uncertain = true
 		return false
-	case err != nil || res.Status != "ok" || res.CheckpointError != "":
+	case err != nil || res.Status != "ok":
 		h.t.Logf("%s: a turn not answered cleanly: %v (%+v)", m.id, err, res)
 		m.uncertain = true
+		m.raised = err == nil && res != nil && res.Status == "error"
 		return true
+	}
+	if res.CheckpointError != "" || res.RecordError != "" {
+		h.t.Logf("%s: a turn answered with a failed checkpoint or record: %q %q", m.id, res.CheckpointError, res.RecordError)
 	}
 	if strings.TrimSpace(res.Stdout) == "" && m.drv.name() == "jupyter" {
 		// Answered from the door's record: the request had run once, ok, on a connection that was
 		// lost before its output reached this one.
-		m.answered, m.uncertain = m.answered+1, false
+		m.answer(m.answered+1, res)
 		return true
 	}
 	n, perr := strconv.Atoi(strings.TrimSpace(res.Stdout))
 	if perr != nil {
 		h.t.Fatalf("%s: the turn printed %q", m.id, res.Stdout)
 	}
-	m.answered, m.uncertain = n, false
+	m.answer(n, res)
 	return true
 }
 
@@ -326,9 +345,13 @@ func (h *harness) check(m *model) string {
 	defer cancel()
 	res, err := h.c.Run(ctx, m.id, client.RunRequest{Code: checkCode})
 	h.noteRestore(m, res)
-	if client.ErrorCode(err) == "kernel_died" {
-		// The fault's kill reached the kernel after the turn and before the server saw it die: the
-		// check met the death (and said so). It reads and changes nothing: run it again.
+	switch client.ErrorCode(err) {
+	case "kernel_died", "run_interrupted":
+		// The fault's kill reached the kernel after the turn and before the server saw it die, or a
+		// node paused or killed under the check cut its first attempt off (the client's retry with
+		// the same key is then refused: it may have run). The check said so; it reads and changes
+		// nothing: run it again, under a new key.
+		h.t.Logf("%s: the check met %v; run again", m.id, err)
 		res, err = h.c.Run(ctx, m.id, client.RunRequest{Code: checkCode})
 		h.noteRestore(m, res)
 	}
@@ -341,31 +364,68 @@ func (h *harness) check(m *model) string {
 		h.t.Errorf("%s: the check printed %q", m.id, res.Stdout) // checkAll's goroutine: no Fatal
 		return "silent"
 	}
-	verdict := "exact"
+	verdict := h.turnVerdict(m, n, l)
+	if v := h.fileVerdict(m, n, f); v != "exact" && verdict != "silent" {
+		verdict = v
+	}
+	m.answered, m.uncertain, m.named, m.raised = n, false, false, false
+	if res.CheckpointError != "" || res.RecordError != "" {
+		m.unsaved = true // the state read is live, not yet saved
+	} else {
+		m.durable, m.unsaved = n, false // the check's own turn committed the state it read
+	}
+	return verdict
+}
+
+// turnVerdict judges the session's turn counter n (and its log's length l) against the model.
+func (h *harness) turnVerdict(m *model, n, l int) string {
 	switch {
 	case l != n:
-		verdict = "silent"
+		h.t.Logf("%s: n is %d but the log has %d entries", m.id, n, l)
+		return "silent"
 	case n == m.answered:
+		return "exact"
 	case n == m.answered+1 && m.uncertain:
-		verdict = "named" // the unanswered turn ran: its answer said so (run_interrupted, an error)
-	default:
-		h.t.Logf("%s: at turn %d, the last answered was %d (unanswered: %v)", m.id, n, m.answered, m.uncertain)
-		verdict = "silent"
+		return "named" // the unanswered turn ran: its answer said so (run_interrupted, an error)
+	case m.unsaved && n >= m.durable && n < m.answered:
+		return "named" // restored to a checkpoint before turns whose answers said theirs failed
 	}
-	switch lag := f - n; {
+	h.t.Logf("%s: at turn %d, the last answered was %d (unanswered: %v; durable %d, unsaved %v)",
+		m.id, n, m.answered, m.uncertain, m.durable, m.unsaved)
+	return "silent"
+}
+
+// fileVerdict judges turns.txt's f lines at turn n: lines beyond n are turns the session ran and a
+// restore took back (an unanswered one, or answered ones whose checkpoint failed), each allowed only
+// when a restore report named the file since the last check.
+func (h *harness) fileVerdict(m *model, n, f int) string {
+	lag := f - n
+	extra := 0
+	if m.uncertain {
+		extra++
+	}
+	if m.unsaved && n < m.answered {
+		extra += m.answered - n
+	}
+	switch {
 	case lag == m.fileLag:
-	case lag == m.fileLag+1 && m.named:
+		return "exact"
+	case lag > m.fileLag && lag <= m.fileLag+extra && m.named:
 		m.fileLag = lag
-		if verdict == "exact" {
-			verdict = "named"
-		}
-	default:
-		h.t.Logf("%s: turns.txt has %d lines at turn %d (lag %d, named %v)", m.id, f, n, m.fileLag, m.named)
-		verdict = "silent"
-		m.fileLag = lag // counted once: the next checks start from the file as it is
+		return "named"
+	case lag > m.fileLag && lag <= 0 && n < m.answered:
+		// The file was behind n (a turn raised before its line) and a restore took n back over
+		// that turn: the file and the namespace agree again, nothing of the file to name.
+		m.fileLag = lag
+		return "exact"
+	case lag == m.fileLag-1 && m.raised && n == m.answered+1:
+		// The turn raised between its n += 1 and its line (a full disk, say): its answer said so.
+		m.fileLag = lag
+		return "named"
 	}
-	m.answered, m.uncertain, m.named = n, false, false
-	return verdict
+	h.t.Logf("%s: turns.txt has %d lines at turn %d (lag %d, named %v)", m.id, f, n, m.fileLag, m.named)
+	m.fileLag = lag // counted once: the next checks start from the file as it is
+	return "silent"
 }
 
 // checkAll checks every session at once (each through its own run: after a server's restart each
