@@ -95,12 +95,19 @@ func readOnly(ws string) bool {
 	if err := unix.Statfs(ws, &sf); err == nil && sf.Flags&unix.ST_RDONLY != 0 {
 		return true
 	}
+	point, err := filepath.Abs(ws) // the mount table's points are absolute, data_dir may not be
+	if err == nil {
+		point, err = filepath.EvalSymlinks(point)
+	}
+	if err != nil {
+		return false
+	}
 	ms, err := readMountInfo()
 	if err != nil {
 		return false
 	}
 	for _, m := range ms {
-		if m.point == ws && (slices.Contains(m.opts, "emergency_ro") || slices.Contains(m.opts, "ro")) {
+		if m.point == point && (slices.Contains(m.opts, "emergency_ro") || slices.Contains(m.opts, "ro")) {
 			return true
 		}
 	}
