@@ -149,7 +149,9 @@ func (d *Disks) refill() {
 var spareSeq atomic.Int64
 
 // mountImage loop-mounts img on dir (made) and removes mkfs's lost+found, of no use to a session
-// and in its listings otherwise.
+// and in its listings otherwise. The removal is committed at once: a fresh image's first journal
+// commit needs host blocks its sparse file has not got, and left to the 5 s commit timer it could
+// meet a host that filled meanwhile and abort the journal of a spare nobody uses yet (diskheal.go).
 func (d *Disks) mountImage(img, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -158,6 +160,12 @@ func (d *Disks) mountImage(img, dir string) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(dir, "lost+found"))
+	// A failed sync is not this mount's failure: a journal it aborted is found as any other is (a
+	// spare's when it is taken, a workspace's before its next turn).
+	if f, err := os.Open(dir); err == nil {
+		_ = unix.Syncfs(int(f.Fd()))
+		_ = f.Close()
+	}
 	return nil
 }
 
