@@ -72,7 +72,7 @@ func TestFullDiskWorkspace(t *testing.T) {
 	if !strings.Contains(res.Stdout, "Read-only file system") {
 		t.Fatalf("the workspace's file system did not fail on the full host: %+v", res)
 	}
-	const why = "made read-only by an I/O error of the host"
+	const why = "lost writes to an I/O error of the host"
 	if !strings.Contains(res.CheckpointError, why) {
 		t.Fatalf("the turn's checkpoint_error does not say why: %q", res.CheckpointError)
 	}

@@ -41,10 +41,12 @@ type Disks struct {
 	legacy  map[string]bool // workspace dirs with files but no image (reported once)
 	// unhealed: workspace dirs a repair unmounted and has not mounted again (diskheal.go)
 	unhealed map[string]bool
-	spares   []string // spare images, each mounted at <image>.d
-	filling  bool     // a refill goroutine runs
-	closed   bool
-	wg       sync.WaitGroup // the refill goroutine
+	// lostWrites: workspace dirs whose file system failed a sync (NoteLostWrites), repaired as failed
+	lostWrites map[string]bool
+	spares     []string // spare images, each mounted at <image>.d
+	filling    bool     // a refill goroutine runs
+	closed     bool
+	wg         sync.WaitGroup // the refill goroutine
 }
 
 // spareCount is how many mounted spare images are kept ready.
@@ -78,7 +80,7 @@ func NewDisks(dir string, size int64, inodes int) (*Disks, error) {
 		_ = os.RemoveAll(p)
 	}
 	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{},
-		unhealed: map[string]bool{}}
+		unhealed: map[string]bool{}, lostWrites: map[string]bool{}}
 	d.refill()
 	return d, nil
 }
@@ -288,6 +290,7 @@ func (d *Disks) RemoveWorkspaceDisk(ws string) error {
 	delete(d.mounted, ws)
 	delete(d.legacy, ws)
 	delete(d.unhealed, ws)
+	delete(d.lostWrites, ws)
 	if rerr := os.Remove(d.image(ws)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

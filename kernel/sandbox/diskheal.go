@@ -48,9 +48,9 @@ const releaseWait = 10 * time.Second
 // stat and one sysfs read; the mount table is read only once ext4 has counted an error.
 func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	d.mu.Lock()
-	mounted, unhealed := d.mounted[ws], d.unhealed[ws]
+	mounted, unhealed, lost := d.mounted[ws], d.unhealed[ws], d.lostWrites[ws]
 	d.mu.Unlock()
-	if unhealed {
+	if unhealed || (mounted && lost) {
 		return true
 	}
 	if !mounted {
@@ -72,6 +72,19 @@ func hasErrors(path string) bool {
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n > 0
+}
+
+// NoteLostWrites takes a failed sync of ws's file system (a checkpoint's): writes of its image
+// failed on the host (a full host fails a data block's writeback with no ext4 error counted), and
+// the page cache still shows what the disk lacks, so later checkpoints would save files that are not
+// on it. The disk is then repaired as a failed one (WorkspaceDiskFailed) and the session restored
+// from its last checkpoint taken before the loss.
+func (d *Disks) NoteLostWrites(ws string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mounted[ws] {
+		d.lostWrites[ws] = true
+	}
 }
 
 // blockDevOf is the name of the block device (loop3) whose file system holds path.
@@ -146,6 +159,7 @@ func (d *Disks) HealWorkspaceDisk(ws string, release func()) (healed bool, err e
 	if err == nil {
 		d.mu.Lock()
 		delete(d.unhealed, ws)
+		delete(d.lostWrites, ws)
 		d.mu.Unlock()
 		err = d.EnsureWorkspaceDisk(ws, 0)
 	}

@@ -113,6 +113,64 @@ func TestFailedSpareNotHandedOut(t *testing.T) {
 	writeSynced(t, filepath.Join(ws, "new.txt"), []byte("new"))
 }
 
+// TestHealWorkspaceDiskAfterLostWrites: on a full host a data block's writeback fails without any
+// ext4 error (the file system stays writable, the page cache still shows the data): a checkpoint's
+// failed sync notes it (NoteLostWrites), and the disk is then repaired like an aborted one, once
+// the host has room.
+func TestHealWorkspaceDiskAfterLostWrites(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	ws := filepath.Join(t.TempDir(), "s1")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, filepath.Join(ws, "kept.txt"), []byte("kept"))
+	d.mu.Lock()
+	d.closed = true // no spare is made on the full host meanwhile
+	d.mu.Unlock()
+	d.wg.Wait()
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	if err := os.WriteFile(filepath.Join(ws, "data.bin"), make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatalf("a write into the page cache: %v", err)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serr := unix.Syncfs(int(root.Fd()))
+	root.Close()
+	if serr == nil {
+		t.Fatal("the workspace's sync succeeded on the full host")
+	}
+	d.NoteLostWrites(ws)
+	if !d.WorkspaceDiskFailed(ws) {
+		t.Fatalf("a workspace whose sync failed (%v) is not reported failed", serr)
+	}
+	if healed, err := d.HealWorkspaceDisk(ws, func() { t.Error("released on the full host") }); healed || !errors.Is(err, ErrHostFull) {
+		t.Fatalf("a repair on the full host: healed %v, err %v", healed, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	if healed, err := d.HealWorkspaceDisk(ws, func() { released++ }); !healed || err != nil || released != 1 {
+		t.Fatalf("the repair once there is room: healed %v, err %v, released %d", healed, err, released)
+	}
+	if d.WorkspaceDiskFailed(ws) {
+		t.Fatal("the repaired workspace is still reported failed")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "kept.txt")); err != nil || string(b) != "kept" {
+		t.Fatalf("the file synced before: %q, %v", b, err)
+	}
+	writeSynced(t, filepath.Join(ws, "after.txt"), []byte("after"))
+}
+
 // hostDisk mounts a tmpfs of size at a temp dir: the host file system the images live on.
 func hostDisk(t *testing.T, size string) string {
 	t.Helper()

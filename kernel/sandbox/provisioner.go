@@ -143,6 +143,13 @@ func (p *Provisioner) HealWorkspaceDisk(dir string, release func()) (bool, error
 	return p.cfg.Disks.HealWorkspaceDisk(dir, release)
 }
 
+// NoteLostWrites takes a failed sync of dir's disk (Disks.NoteLostWrites).
+func (p *Provisioner) NoteLostWrites(dir string) {
+	if p.cfg.Disks != nil {
+		p.cfg.Disks.NoteLostWrites(dir)
+	}
+}
+
 // WorkspaceDiskFailed says whether dir's disk needs HealWorkspaceDisk.
 func (p *Provisioner) WorkspaceDiskFailed(dir string) bool {
 	return p.cfg.Disks != nil && p.cfg.Disks.WorkspaceDiskFailed(dir)

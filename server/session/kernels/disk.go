@@ -25,8 +25,11 @@ type WorkspaceDisks interface {
 // DiskHealer is a provisioner whose workspace disks an I/O error of the host (a full disk under a
 // sparse image) can leave read-only, and that repairs them (kernel/sandbox/diskheal.go).
 type DiskHealer interface {
-	// WorkspaceDiskFailed says whether dir's disk is read-only after an error and needs a repair.
+	// WorkspaceDiskFailed says whether dir's disk is read-only after an error, or lost writes
+	// (NoteLostWrites), and needs a repair.
 	WorkspaceDiskFailed(dir string) bool
+	// NoteLostWrites takes a failed sync of dir's file system (a checkpoint's).
+	NoteLostWrites(dir string)
 	// HealWorkspaceDisk repairs dir's disk if it needs it (healed: it did), calling release first
 	// to end what holds it (the session's kernel). While the host is still full it changes nothing
 	// and answers an error wrapping ENOSPC.
