@@ -29,7 +29,8 @@ func (s *Store) BeginCheckpoint(ctx context.Context) (carryover.CheckpointWriter
 	b := make([]byte, 12)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO writers (id) VALUES ($1)`, id); err != nil {
+	// ON CONFLICT: a lost connection's insert runs again (execSame) and may find its own row.
+	if _, err := s.execSame(ctx, `INSERT INTO writers (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, id); err != nil {
 		return nil, fmt.Errorf("begin checkpoint: %w", err)
 	}
 	return &checkpointWriter{s: s, id: id}, nil
@@ -64,7 +65,7 @@ func (w *checkpointWriter) Close() {
 		return
 	}
 	w.closed = true
-	w.s.db.ExecContext(context.Background(), `DELETE FROM writers WHERE id = $1`, w.id)
+	w.s.execSame(context.Background(), `DELETE FROM writers WHERE id = $1`, w.id)
 }
 
 // The reads of a writer are the store's.

@@ -98,7 +98,7 @@ func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (carryov
 
 func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (carryover.Checkpoint, error) {
 	var r checkpointRow
-	err := s.db.GetContext(ctx, &r, q, args...)
+	err := s.get(ctx, &r, q, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.Checkpoint{}, carryover.Errorf(carryover.CodeNotFound, "%s not found", what)
 	}
@@ -107,7 +107,7 @@ func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) 
 	}
 	cp := r.checkpoint()
 	cp.Roots = []string{}
-	if err := s.db.SelectContext(ctx, &cp.Roots, `SELECT hash FROM checkpoint_roots WHERE checkpoint_id = $1 ORDER BY pos`, cp.ID); err != nil {
+	if err := s.sel(ctx, &cp.Roots, `SELECT hash FROM checkpoint_roots WHERE checkpoint_id = $1 ORDER BY pos`, cp.ID); err != nil {
 		return cp, fmt.Errorf("%s: roots: %w", what, err)
 	}
 	return cp, nil
@@ -116,7 +116,7 @@ func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) 
 // ListCheckpoints returns the session's checkpoints with their roots, newest first.
 func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryover.Checkpoint, error) {
 	var rows []checkpointRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = $1
+	if err := s.sel(ctx, &rows, `SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = $1
 		ORDER BY pos DESC`, sessionID); err != nil {
 		return nil, fmt.Errorf("list checkpoints of session %q: %w", sessionID, err)
 	}
@@ -124,7 +124,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, sessionID string) ([]carryo
 		ID   string `db:"checkpoint_id"`
 		Hash string `db:"hash"`
 	}
-	if err := s.db.SelectContext(ctx, &roots, `SELECT r.checkpoint_id, r.hash FROM checkpoint_roots r
+	if err := s.sel(ctx, &roots, `SELECT r.checkpoint_id, r.hash FROM checkpoint_roots r
 		JOIN checkpoints c ON c.id = r.checkpoint_id WHERE c.session_id = $1 ORDER BY r.checkpoint_id, r.pos`, sessionID); err != nil {
 		return nil, fmt.Errorf("list checkpoint roots of session %q: %w", sessionID, err)
 	}

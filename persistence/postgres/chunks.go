@@ -100,7 +100,8 @@ func (s *Store) upload(ctx context.Context, chunks []carryover.ChunkInput, uploa
 	if len(big) == 0 {
 		return nil
 	}
-	missing, err := missingIn(ctx, s.db, big)
+	var missing []string
+	err := s.read(ctx, func() (err error) { missing, err = missingIn(ctx, s.db, big); return err })
 	if err != nil {
 		return fmt.Errorf("put chunks: %w", err)
 	}

@@ -14,7 +14,8 @@ import (
 
 // MissingChunks returns the subset of hashes not in the store, in input order, each once.
 func (s *Store) MissingChunks(ctx context.Context, hashes []string) ([]string, error) {
-	missing, err := missingIn(ctx, s.db, hashes)
+	var missing []string
+	err := s.read(ctx, func() (err error) { missing, err = missingIn(ctx, s.db, hashes); return err })
 	if err != nil {
 		return nil, fmt.Errorf("missing chunks: %w", err)
 	}
@@ -87,8 +88,10 @@ type objectSpan struct {
 func (s *Store) catalogChunk(ctx context.Context, hash string) (codec string, rawLen int64, data []byte, obj objectSpan, err error) {
 	var k sql.NullString
 	var off sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT codec, raw_len, stored_len, data, object_key, object_offset FROM chunks WHERE hash = $1`, hash).
-		Scan(&codec, &rawLen, &obj.n, &data, &k, &off)
+	err = s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, `SELECT codec, raw_len, stored_len, data, object_key, object_offset FROM chunks WHERE hash = $1`, hash).
+			Scan(&codec, &rawLen, &obj.n, &data, &k, &off)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, nil, obj, carryover.Wrap(carryover.CodeNotFound, carryover.ErrMissingChunk, "chunk %s is not stored", hash)
 	}

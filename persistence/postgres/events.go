@@ -67,7 +67,7 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 			return carryover.Event{}, fmt.Errorf("append event to session %q: %w", sessionID, err)
 		}
 		rows.Close()
-		return carryover.Event{}, s.fenceFailed(ctx, s.db, sessionID)
+		return carryover.Event{}, s.read(ctx, func() error { return s.fenceFailed(ctx, s.db, sessionID) })
 	}
 	if err := rows.Scan(&ev.SequenceNumber); err != nil {
 		return carryover.Event{}, fmt.Errorf("append event to session %q: %w", sessionID, err)
@@ -100,7 +100,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64
 		fmt.Fprintf(&q, ` LIMIT $%d`, len(args))
 	}
 	var rows []eventRow
-	if err := s.db.SelectContext(ctx, &rows, q.String(), args...); err != nil {
+	if err := s.sel(ctx, &rows, q.String(), args...); err != nil {
 		return nil, fmt.Errorf("list events of session %q: %w", sessionID, err)
 	}
 	evs := make([]carryover.Event, len(rows))

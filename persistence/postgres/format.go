@@ -34,7 +34,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		known[i] = path.Base(n)
 	}
 	var recorded []string
-	if err := s.db.SelectContext(ctx, &recorded, `SELECT name FROM schema_migrations`); err != nil {
+	if err := s.sel(ctx, &recorded, `SELECT name FROM schema_migrations`); err != nil {
 		return fmt.Errorf("read schema_migrations: %w", err)
 	}
 	for i, r := range recorded {
@@ -46,7 +46,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 // storeFormat is the highest checkpoint format ever in force in the store (0: none recorded).
 func (s *Store) storeFormat(ctx context.Context) (int, error) {
 	var v int
-	err := s.db.GetContext(ctx, &v, `SELECT value FROM store_meta WHERE name = 'format'`)
+	err := s.get(ctx, &v, `SELECT value FROM store_meta WHERE name = 'format'`)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -99,7 +99,8 @@ func (s *Store) lowestFormat(ctx context.Context, q sqlx.QueryerContext) (int, e
 // and an old node still running fails its heartbeat (Heartbeat). A single node (no cluster)
 // writes its own newest format. The result is what Format returns until the next call.
 func (s *Store) WriteFormat(ctx context.Context) (int, error) {
-	f, err := s.lowestFormat(ctx, s.db)
+	var f int
+	err := s.read(ctx, func() (err error) { f, err = s.lowestFormat(ctx, s.db); return err })
 	if err != nil {
 		return 0, err
 	}

@@ -63,7 +63,7 @@ func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 // deleteTombstoned deletes the objects whose tombstone is past the grace period, then the tombstones.
 func (s *Store) deleteTombstoned(ctx context.Context) error {
 	var keys []string
-	if err := s.db.SelectContext(ctx, &keys, `SELECT key FROM object_tombstones
+	if err := s.sel(ctx, &keys, `SELECT key FROM object_tombstones
 		WHERE deleted_at < now() - make_interval(secs => $1) LIMIT 1000`, s.opts.TombstoneGrace.Seconds()); err != nil {
 		return fmt.Errorf("tombstones: %w", err)
 	}
@@ -73,7 +73,7 @@ func (s *Store) deleteTombstoned(ctx context.Context) error {
 	if err := s.opts.Objects.Delete(ctx, keys); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM object_tombstones WHERE key = ANY($1::text[])`, keys); err != nil {
+	if _, err := s.execSame(ctx, `DELETE FROM object_tombstones WHERE key = ANY($1::text[])`, keys); err != nil {
 		return fmt.Errorf("tombstones: %w", err)
 	}
 	return nil
@@ -94,7 +94,7 @@ func (s *Store) sweepOrphans(ctx context.Context) error {
 		return err
 	}
 	var named []string
-	if err := s.db.SelectContext(ctx, &named, `SELECT object_key FROM chunks WHERE object_key = ANY($1::text[])
+	if err := s.sel(ctx, &named, `SELECT object_key FROM chunks WHERE object_key = ANY($1::text[])
 		UNION SELECT key FROM object_tombstones WHERE key = ANY($1::text[])`, old); err != nil {
 		return fmt.Errorf("orphans: %w", err)
 	}

@@ -51,7 +51,7 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, sessionID, key, attem
 // GetIdempotencyKey returns the record of a key.
 func (s *Store) GetIdempotencyKey(ctx context.Context, sessionID, key string) (carryover.IdempotencyRecord, error) {
 	var row idempotencyRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+sessionKeys.columns+` FROM idempotency_keys WHERE session_id = $1 AND key = $2`, sessionID, key)
+	err := s.get(ctx, &row, `SELECT `+sessionKeys.columns+` FROM idempotency_keys WHERE session_id = $1 AND key = $2`, sessionID, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.IdempotencyRecord{}, carryover.Errorf(carryover.CodeNotFound, "idempotency key %q of session %q not found", key, sessionID)
 	}

@@ -67,7 +67,7 @@ func (s *Store) CreateKey(ctx context.Context, k carryover.APIKey) error {
 // KeyByHash returns the key whose secret hashes to hash; CodeNotFound if there is none.
 func (s *Store) KeyByHash(ctx context.Context, hash string) (carryover.APIKey, error) {
 	var r keyRow
-	err := s.db.GetContext(ctx, &r, `SELECT `+keyColumns+` FROM api_keys WHERE hash = $1`, hash)
+	err := s.get(ctx, &r, `SELECT `+keyColumns+` FROM api_keys WHERE hash = $1`, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.APIKey{}, carryover.Errorf(carryover.CodeNotFound, "no such key")
 	}
@@ -80,7 +80,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash string) (carryover.APIKey, e
 // ListKeys returns the keys of tenant ("" for every tenant), oldest first.
 func (s *Store) ListKeys(ctx context.Context, tenant string) ([]carryover.APIKey, error) {
 	var rows []keyRow
-	err := s.db.SelectContext(ctx, &rows, `SELECT `+keyColumns+` FROM api_keys
+	err := s.sel(ctx, &rows, `SELECT `+keyColumns+` FROM api_keys
 		WHERE $1 = '' OR tenant = $1 ORDER BY created_at, id COLLATE "C"`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -106,7 +106,7 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 
 // TouchKey sets the key's last use.
 func (s *Store) TouchKey(ctx context.Context, id string, at time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE api_keys SET last_used_at = $1 WHERE id = $2`, at.UnixNano(), id); err != nil {
+	if _, err := s.execSame(ctx, `UPDATE api_keys SET last_used_at = $1 WHERE id = $2`, at.UnixNano(), id); err != nil {
 		return fmt.Errorf("touch key %q: %w", id, err)
 	}
 	return nil

@@ -48,6 +48,7 @@ func (t keyTable) reserve(ctx context.Context, s *Store, scope string, r carryov
 	var held carryover.IdempotencyRecord
 	won := false
 	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		won = false // tx may run this again
 		if err := t.fence(ctx, s, tx, scope); err != nil {
 			return err
 		}
@@ -105,7 +106,7 @@ func (t keyTable) finish(ctx context.Context, s *Store, scope, key, attempt stri
 // fencing, is what makes it safe: a node that lost the session never reserved the key anew under
 // the new owner's attempt.
 func (t keyTable) release(ctx context.Context, s *Store, scope, key, attempt string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM `+t.table+` WHERE `+t.scope+` = $1 AND key = $2 AND attempt = $3`,
+	if _, err := s.execSame(ctx, `DELETE FROM `+t.table+` WHERE `+t.scope+` = $1 AND key = $2 AND attempt = $3`,
 		scope, key, attempt); err != nil {
 		return fmt.Errorf("release idempotency key of %s %q: %w", t.noun, scope, err)
 	}

@@ -20,7 +20,7 @@ var migrations embed.FS
 // starting at once take turns on an exclusive lock of schema_migrations (a table lock, released with
 // its transaction), so a migration runs once.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err := s.execSame(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		name       TEXT PRIMARY KEY,
 		applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 	)`); err != nil && !isCode(err, uniqueViolation) { // two nodes creating it at once: one wins

@@ -20,7 +20,7 @@ func (s *Store) Nodes(ctx context.Context) ([]carryover.NodeState, error) {
 		Idle     int    `db:"idle_kernels"`
 		Known    bool   `db:"known"`
 	}
-	err := s.db.SelectContext(ctx, &rows, `SELECT n.id, n.addr, n.live_kernels, n.max_live_kernels, n.queued, n.idle_kernels,
+	err := s.sel(ctx, &rows, `SELECT n.id, n.addr, n.live_kernels, n.max_live_kernels, n.queued, n.idle_kernels,
 			COALESCE(n.load_at = n.heartbeat_at, false) AS known
 		FROM nodes n WHERE `+aliveSQL+` ORDER BY n.id`)
 	if err != nil {

@@ -189,7 +189,7 @@ func (s *Store) Release(ctx context.Context, id string) error {
 	if node == nil {
 		return nil
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET owner_node = NULL WHERE id = $1 AND owner_node = $2 AND owner_epoch = $3`,
+	if _, err := s.execSame(ctx, `UPDATE sessions SET owner_node = NULL WHERE id = $1 AND owner_node = $2 AND owner_epoch = $3`,
 		id, node, epoch); err != nil {
 		return fmt.Errorf("release session %q: %w", id, err)
 	}
@@ -204,7 +204,7 @@ func (s *Store) Owner(ctx context.Context, id string) (carryover.Owner, error) {
 		Epoch int64          `db:"owner_epoch"`
 		Alive sql.NullBool   `db:"alive"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT s.owner_node, n.addr, s.owner_epoch, `+aliveSQL+` AS alive
+	err := s.get(ctx, &row, `SELECT s.owner_node, n.addr, s.owner_epoch, `+aliveSQL+` AS alive
 		FROM sessions s LEFT JOIN nodes n ON n.id = s.owner_node WHERE s.id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.Owner{}, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id)
@@ -227,7 +227,7 @@ func (s *Store) Owners(ctx context.Context) (map[string]carryover.Owner, error) 
 		Addr  string `db:"addr"`
 		Epoch int64  `db:"owner_epoch"`
 	}
-	err := s.db.SelectContext(ctx, &rows, `SELECT s.id, s.owner_node, n.addr, s.owner_epoch
+	err := s.sel(ctx, &rows, `SELECT s.id, s.owner_node, n.addr, s.owner_epoch
 		FROM sessions s JOIN nodes n ON n.id = s.owner_node WHERE `+aliveSQL)
 	if err != nil {
 		return nil, fmt.Errorf("owners of sessions: %w", err)

@@ -40,7 +40,7 @@ func (s *Store) ListExecutions(ctx context.Context, sessionID string, limit int)
 		lim = limit
 	}
 	var rows []executionRow
-	err := s.db.SelectContext(ctx, &rows, `SELECT * FROM (
+	err := s.sel(ctx, &rows, `SELECT * FROM (
 			SELECT id, session_id, execution_count, kind, code, status, convert_to(result, 'UTF8') AS result,
 				started_at, duration_ms
 			FROM executions WHERE session_id = $1 ORDER BY id DESC LIMIT $2
@@ -84,7 +84,7 @@ type toolRow struct {
 // ListTools returns the tools of a session in registration order.
 func (s *Store) ListTools(ctx context.Context, sessionID string) ([]carryover.Tool, error) {
 	var rows []toolRow
-	err := s.db.SelectContext(ctx, &rows, `SELECT session_id, name, tool_type, description,
+	err := s.sel(ctx, &rows, `SELECT session_id, name, tool_type, description,
 			convert_to(input_schema, 'UTF8') AS input_schema, created_at
 		FROM tools WHERE session_id = $1 ORDER BY created_at, name`, sessionID)
 	if err != nil {

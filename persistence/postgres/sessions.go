@@ -59,13 +59,14 @@ func (s *Store) CreateSession(ctx context.Context, r carryover.SessionRecord) er
 // CodeNotFound if it does not exist, CodeNotOwner if this node does not own it. A zero UpdatedAt means now.
 func (s *Store) UpdateSession(ctx context.Context, r carryover.SessionRecord) error {
 	node, epoch := s.fenceArgs(r.ID)
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET client_id = $1, state = $2, doc = $3, updated_at = $4
+	// The same values however often it runs: a lost connection's statement runs again (execSame).
+	n, err := s.execSame(ctx, `UPDATE sessions SET client_id = $1, state = $2, doc = $3, updated_at = $4
 		WHERE id = $5 AND `+fenceSQL(6), r.ClientID, r.State, jsonText(r.Doc, "{}"), nsOf(r.UpdatedAt), r.ID, node, epoch)
 	if err != nil {
 		return fmt.Errorf("update session %q: %w", r.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return s.fenceFailed(ctx, s.db, r.ID)
+	if n == 0 {
+		return s.read(ctx, func() error { return s.fenceFailed(ctx, s.db, r.ID) })
 	}
 	return nil
 }
@@ -73,7 +74,7 @@ func (s *Store) UpdateSession(ctx context.Context, r carryover.SessionRecord) er
 // GetSession returns session id; CodeNotFound if it does not exist.
 func (s *Store) GetSession(ctx context.Context, id string) (carryover.SessionRecord, error) {
 	var r sessionRow
-	err := s.db.GetContext(ctx, &r, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
+	err := s.get(ctx, &r, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.SessionRecord{}, carryover.Errorf(carryover.CodeNotFound, "session %q not found", id)
 	}
@@ -86,7 +87,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (carryover.SessionRec
 // ListSessions returns every session, oldest first (the order they were created in).
 func (s *Store) ListSessions(ctx context.Context) ([]carryover.SessionRecord, error) {
 	var rows []sessionRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, pos`); err != nil {
+	if err := s.sel(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, pos`); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]carryover.SessionRecord, len(rows))

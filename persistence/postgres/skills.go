@@ -28,7 +28,7 @@ func (r skillRow) file() carryover.SkillFile {
 // ListSkills returns the tenant's skill files by path.
 func (s *Store) ListSkills(ctx context.Context, tenant string) ([]carryover.SkillFile, error) {
 	var rows []skillRow
-	err := s.db.SelectContext(ctx, &rows, `SELECT tenant, path, size, hash, updated_at
+	err := s.sel(ctx, &rows, `SELECT tenant, path, size, hash, updated_at
 		FROM skills WHERE tenant = $1 ORDER BY path COLLATE "C"`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list skills of tenant %q: %w", tenant, err)
@@ -43,7 +43,7 @@ func (s *Store) ListSkills(ctx context.Context, tenant string) ([]carryover.Skil
 // GetSkill returns one skill file and its content; CodeNotFound if there is none.
 func (s *Store) GetSkill(ctx context.Context, tenant, path string) (carryover.SkillFile, []byte, error) {
 	var r skillRow
-	err := s.db.GetContext(ctx, &r, `SELECT tenant, path, size, hash, updated_at, content
+	err := s.get(ctx, &r, `SELECT tenant, path, size, hash, updated_at, content
 		FROM skills WHERE tenant = $1 AND path = $2`, tenant, path)
 	if errors.Is(err, sql.ErrNoRows) {
 		return carryover.SkillFile{}, nil, carryover.Errorf(carryover.CodeNotFound, "skill %q not found", path).WithDetails("path", path)
@@ -64,7 +64,7 @@ func (s *Store) PutSkill(ctx context.Context, tenant, path string, content []byt
 	if content == nil {
 		content = []byte{}
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO skills (tenant, path, size, hash, content, updated_at)
+	_, err := s.execSame(ctx, `INSERT INTO skills (tenant, path, size, hash, content, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (tenant, path) DO UPDATE SET size = excluded.size, hash = excluded.hash,
 			content = excluded.content, updated_at = excluded.updated_at`,

@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
 
@@ -56,6 +57,10 @@ type Options struct {
 	// MaxFormat is the newest checkpoint format this node announces and reads (0: format.Newest).
 	// A test hook (cluster.test_max_format): a lower value makes the node act as an older build.
 	MaxFormat int
+
+	// noPoolCheck leaves out the pool's check of a connection before reuse (discardDead), so that a
+	// test sees the retries alone.
+	noPoolCheck bool
 }
 
 // ObjectStore is where large chunks live: a bucket of an S3-compatible store (persistence/s3).
@@ -77,12 +82,17 @@ type Store struct {
 	cache *chunkCache // this node's chunk cache (nil: none)
 	packs packReads   // the last packs this node read whole
 
+	lostLogged  atomic.Int64 // when a lost connection was last logged (unix ns; connlost.go)
+	lostRetries atomic.Int64 // statements and transactions run again after a lost connection
+
 	writeFormat    atomic.Int64 // the checkpoint format the cluster writes, as of the last heartbeat (format.go)
 	recordedFormat atomic.Int64 // the highest format this node recorded in store_meta
 
 	// testHookBeforePutTx, when set, runs between a put's uploads and its catalog transaction (the
 	// window a racing GC is tested in).
 	testHookBeforePutTx func()
+	// testHookBeforeCommit, when set, runs in tx between fn and the COMMIT.
+	testHookBeforeCommit func(tx *sqlx.Tx)
 }
 
 var _ carryover.Store = (*Store)(nil)
@@ -111,10 +121,15 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.OrphanAge <= 0 {
 		opts.OrphanAge = 24 * time.Hour
 	}
-	db, err := sqlx.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	var check []stdlib.OptionOpenDB
+	if !opts.noPoolCheck {
+		check = append(check, stdlib.OptionResetSession(discardDead))
+	}
+	db := sqlx.NewDb(stdlib.OpenDB(*cfg, check...), "pgx")
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -154,20 +169,34 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// tx runs fn in a transaction, committing when it returns nil.
+// tx runs fn in a transaction, committing when it returns nil. A transaction whose connection was
+// lost before its COMMIT was sent (BEGIN or a statement in fn failed: the server rolled it back) runs
+// again on another connection (connlost.go), so fn must do nothing outside tx that it cannot do
+// twice. A failed COMMIT is never run again: whether it took effect is unknown.
 func (s *Store) tx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return s.retryLost(ctx, func() (bool, error) {
+		committing, err := s.txOnce(ctx, fn)
+		return !committing && connLost(err), err
+	})
+}
+
+// txOnce is one attempt of tx; committing reports whether the COMMIT was sent.
+func (s *Store) txOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) (committing bool, err error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return false, fmt.Errorf("begin: %w", err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return err
+		return false, err
+	}
+	if s.testHookBeforeCommit != nil {
+		s.testHookBeforeCommit(tx)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return true, fmt.Errorf("commit: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // PostgreSQL error codes the store gives a meaning.
