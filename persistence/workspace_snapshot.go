@@ -80,7 +80,7 @@ func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, pre
 	res.BytesWritten = b.written
 	if lim.Sync && (res.Saved > 0 || len(res.Files) != len(prev) || changedPaths(res.Files, prev)) {
 		if err := syncRoot(root); err != nil {
-			return res, fmt.Errorf("snapshot files of %s: sync: %w", dir, err)
+			return res, fmt.Errorf("snapshot files of %s: %w", dir, &SyncError{Err: err})
 		}
 	}
 	for _, e := range res.Files {
@@ -270,6 +270,14 @@ func changedPaths(files, prev []FileEntry) bool {
 }
 
 // syncRoot commits the filesystem holding root (data, names, deletions: syncfs(2)).
+// SyncError is a workspace's file system failing the checkpoint's sync: it lost writes the page
+// cache still shows (an I/O error of the disk under it), so the files read for the checkpoint may
+// not be on it. The session service hands it to the workspace disk's repair (kernel/sandbox).
+type SyncError struct{ Err error }
+
+func (e *SyncError) Error() string { return "sync: " + e.Err.Error() }
+func (e *SyncError) Unwrap() error { return e.Err }
+
 func syncRoot(root *os.Root) error {
 	d, err := root.Open(".")
 	if err != nil {

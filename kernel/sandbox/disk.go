@@ -39,10 +39,14 @@ type Disks struct {
 	mu      sync.Mutex
 	mounted map[string]bool // workspace dirs we mounted
 	legacy  map[string]bool // workspace dirs with files but no image (reported once)
-	spares  []string        // spare images, each mounted at <image>.d
-	filling bool            // a refill goroutine runs
-	closed  bool
-	wg      sync.WaitGroup // the refill goroutine
+	// unhealed: workspace dirs a repair unmounted and has not mounted again (diskheal.go)
+	unhealed map[string]bool
+	// lostWrites: workspace dirs whose file system failed a sync (NoteLostWrites), repaired as failed
+	lostWrites map[string]bool
+	spares     []string // spare images, each mounted at <image>.d
+	filling    bool     // a refill goroutine runs
+	closed     bool
+	wg         sync.WaitGroup // the refill goroutine
 }
 
 // spareCount is how many mounted spare images are kept ready.
@@ -75,7 +79,8 @@ func NewDisks(dir string, size int64, inodes int) (*Disks, error) {
 		}
 		_ = os.RemoveAll(p)
 	}
-	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{}}
+	d := &Disks{dir: dir, size: size, inodes: inodes, mounted: map[string]bool{}, legacy: map[string]bool{},
+		unhealed: map[string]bool{}, lostWrites: map[string]bool{}}
 	d.refill()
 	return d, nil
 }
@@ -146,7 +151,9 @@ func (d *Disks) refill() {
 var spareSeq atomic.Int64
 
 // mountImage loop-mounts img on dir (made) and removes mkfs's lost+found, of no use to a session
-// and in its listings otherwise.
+// and in its listings otherwise. The removal is committed at once: a fresh image's first journal
+// commit needs host blocks its sparse file has not got, and left to the 5 s commit timer it could
+// meet a host that filled meanwhile and abort the journal of a spare nobody uses yet (diskheal.go).
 func (d *Disks) mountImage(img, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -155,18 +162,32 @@ func (d *Disks) mountImage(img, dir string) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(dir, "lost+found"))
+	// A failed sync is not this mount's failure: a journal it aborted is found as any other is (a
+	// spare's when it is taken, a workspace's before its next turn).
+	if f, err := os.Open(dir); err == nil {
+		_ = unix.Syncfs(int(f.Fd()))
+		_ = f.Close()
+	}
 	return nil
 }
 
 // takeSpare puts a spare's file system on ws and makes its image ws's; false when none is ready.
 // The caller holds d.mu.
 func (d *Disks) takeSpare(ws, img string) bool {
+	defer d.refill()
+	// A spare whose file system failed while it waited (its first journal commit on a full host:
+	// diskheal.go) is thrown away, not handed to a session read-only.
+	for len(d.spares) > 0 && hasErrors(d.spares[0]+".d") {
+		_ = unmountAll(d.spares[0] + ".d")
+		_ = os.Remove(d.spares[0] + ".d")
+		_ = os.Remove(d.spares[0])
+		d.spares = d.spares[1:]
+	}
 	if len(d.spares) == 0 {
 		return false
 	}
 	spare := d.spares[0]
 	d.spares = d.spares[1:]
-	defer d.refill()
 	tfd, err := unix.OpenTree(unix.AT_FDCWD, spare+".d", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err == nil {
 		err = unix.MoveMount(tfd, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH)
@@ -198,6 +219,9 @@ func (d *Disks) EnsureWorkspaceDisk(ws string, size int64) error {
 	if d.mounted[ws] || d.legacy[ws] {
 		return nil
 	}
+	if d.unhealed[ws] { // its image may still be mounted in a box: never mounted twice
+		return fmt.Errorf("sandbox: workspace %s: the repair of its disk has not finished", ws)
+	}
 	if mp, err := isMountPoint(ws); err != nil || mp {
 		d.mounted[ws] = mp || d.mounted[ws]
 		return err
@@ -223,6 +247,10 @@ func (d *Disks) EnsureWorkspaceDisk(ws string, size int64) error {
 		}
 	} else if err != nil {
 		return err
+	} else if imageHasErrors(img) { // a server stopped before it repaired it (diskheal.go)
+		if err := checkImage(img); err != nil {
+			return err
+		}
 	}
 	if err := d.mountImage(img, ws); err != nil {
 		return err
@@ -261,6 +289,8 @@ func (d *Disks) RemoveWorkspaceDisk(ws string) error {
 	err := unmountAll(ws)
 	delete(d.mounted, ws)
 	delete(d.legacy, ws)
+	delete(d.unhealed, ws)
+	delete(d.lostWrites, ws)
 	if rerr := os.Remove(d.image(ws)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

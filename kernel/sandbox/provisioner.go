@@ -134,6 +134,27 @@ func (p *Provisioner) RemoveWorkspaceDisk(dir string) error {
 	return p.cfg.Disks.RemoveWorkspaceDisk(dir)
 }
 
+// HealWorkspaceDisk repairs a workspace disk an I/O error of the host made read-only
+// (Disks.HealWorkspaceDisk; kernels.DiskHealer).
+func (p *Provisioner) HealWorkspaceDisk(dir string, release func()) (bool, error) {
+	if p.cfg.Disks == nil {
+		return false, nil
+	}
+	return p.cfg.Disks.HealWorkspaceDisk(dir, release)
+}
+
+// NoteLostWrites takes a failed sync of dir's disk (Disks.NoteLostWrites).
+func (p *Provisioner) NoteLostWrites(dir string) {
+	if p.cfg.Disks != nil {
+		p.cfg.Disks.NoteLostWrites(dir)
+	}
+}
+
+// WorkspaceDiskFailed says whether dir's disk needs HealWorkspaceDisk.
+func (p *Provisioner) WorkspaceDiskFailed(dir string) bool {
+	return p.cfg.Disks != nil && p.cfg.Disks.WorkspaceDiskFailed(dir)
+}
+
 // hostEnv is the environment of the wrapper that becomes bubblewrap, which clears it for the box.
 var hostEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 

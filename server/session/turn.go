@@ -42,6 +42,10 @@ func (ls *Session) beginTurn(ctx context.Context, queued func()) (end func(), er
 		ls.lock.Unlock()
 		return nil, err
 	}
+	if err := ls.healDisk(ctx); err != nil { // a workspace a full host left read-only (diskheal.go)
+		ls.lock.Unlock()
+		return nil, err
+	}
 	// Skills changed on another node (or while this one was down) are seen from this turn on. Only a
 	// live kernel that mounts /skills needs it: a new kernel syncs as it attaches (attachSkills),
 	// and a kernel that cannot mount them (no sandbox) never reads the folder.

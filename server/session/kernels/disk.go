@@ -22,6 +22,28 @@ type WorkspaceDisks interface {
 	RemoveWorkspaceDisk(dir string) error             // unmount and delete (the session is gone)
 }
 
+// DiskHealer is a provisioner whose workspace disks an I/O error of the host (a full disk under a
+// sparse image) can leave read-only, and that repairs them (kernel/sandbox/diskheal.go).
+type DiskHealer interface {
+	// WorkspaceDiskFailed says whether dir's disk is read-only after an error, or lost writes
+	// (NoteLostWrites), and needs a repair.
+	WorkspaceDiskFailed(dir string) bool
+	// NoteLostWrites takes a failed sync of dir's file system (a checkpoint's).
+	NoteLostWrites(dir string)
+	// HealWorkspaceDisk repairs dir's disk if it needs it (healed: it did), calling release first
+	// to end what holds it (the session's kernel). While the host is still full it changes nothing
+	// and answers an error wrapping ENOSPC.
+	HealWorkspaceDisk(dir string, release func()) (healed bool, err error)
+}
+
+// Healer is the provisioner as a DiskHealer, nil when workspaces get no disk of their own.
+func (f *Factory) Healer() DiskHealer {
+	if h, ok := f.Disks().(DiskHealer); ok {
+		return h
+	}
+	return nil
+}
+
 // Disks is the provisioner as a WorkspaceDisks, nil when workspaces get no disk of their own.
 func (f *Factory) Disks() WorkspaceDisks {
 	if d, ok := f.opts.Provisioner.(WorkspaceDisks); ok && d.DisksEnabled() {

@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
+)
+
+// TestHealWorkspaceDiskAfterAFullHost: a workspace image on a host file system that fills up gets
+// its journal aborted by a write the host cannot hold (the chaos harness's full-disk fault), and
+// ext4 keeps it read-only after the host has room again. HealWorkspaceDisk changes nothing while
+// the host is full, and once there is room it makes the workspace writable again with the files
+// synced before the abort. Before, nothing repaired it: read-only until the server stopped.
+func TestHealWorkspaceDiskAfterAFullHost(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	ws := filepath.Join(t.TempDir(), "s1")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, filepath.Join(ws, "kept.txt"), []byte("kept"))
+	d.mu.Lock()
+	d.closed = true // no spare is made on the full host meanwhile
+	d.mu.Unlock()
+	d.wg.Wait()
+
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	abortJournal(t, ws, func() bool { return d.WorkspaceDiskFailed(ws) })
+	if _, err := os.Create(filepath.Join(ws, "new.txt")); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("a write to the aborted workspace: %v, want EROFS", err)
+	}
+	released := 0
+	if healed, err := d.HealWorkspaceDisk(ws, func() { released++ }); healed || !errors.Is(err, ErrHostFull) || released != 0 {
+		t.Fatalf("a repair on the full host: healed %v, err %v, released %d: want ErrHostFull and nothing done", healed, err, released)
+	}
+	if !d.WorkspaceDiskFailed(ws) {
+		t.Fatal("the workspace is no longer reported failed after a refused repair")
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Create(filepath.Join(ws, "new.txt")); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("before the repair, with room on the host: %v, want EROFS (ext4 stays read-only)", err)
+	}
+	healed, err := d.HealWorkspaceDisk(ws, func() { released++ })
+	if err != nil || !healed || released != 1 {
+		t.Fatalf("the repair once there is room: healed %v, err %v, released %d", healed, err, released)
+	}
+	if d.WorkspaceDiskFailed(ws) {
+		t.Fatal("the repaired workspace is still reported failed")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "kept.txt")); err != nil || string(b) != "kept" {
+		t.Fatalf("the file synced before the abort: %q, %v", b, err)
+	}
+	writeSynced(t, filepath.Join(ws, "after.txt"), []byte("after"))
+	if healed, err := d.HealWorkspaceDisk(ws, func() { t.Error("released a healthy workspace") }); healed || err != nil {
+		t.Fatalf("a healthy workspace: healed %v, err %v", healed, err)
+	}
+}
+
+// TestFailedSpareNotHandedOut: a spare image whose journal a full host aborted while it waited
+// (its first commits need journal blocks the sparse image has not got) is thrown away, not given
+// to a new session as a read-only workspace.
+func TestFailedSpareNotHandedOut(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	var spares []string
+	for deadline := time.Now().Add(30 * time.Second); len(spares) < spareCount; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no spares after 30 s")
+		}
+		d.mu.Lock()
+		spares = slices.Clone(d.spares)
+		d.mu.Unlock()
+	}
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	for _, sp := range spares {
+		abortJournal(t, sp+".d", func() bool { return hasErrors(sp + ".d") })
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(t.TempDir(), "s1")
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d.WorkspaceDiskFailed(ws) {
+		t.Fatal("a new workspace got a failed spare")
+	}
+	writeSynced(t, filepath.Join(ws, "new.txt"), []byte("new"))
+}
+
+// TestHealWorkspaceDiskAfterLostWrites: on a full host a data block's writeback fails without any
+// ext4 error (the file system stays writable, the page cache still shows the data): a checkpoint's
+// failed sync notes it (NoteLostWrites), and the disk is then repaired like an aborted one, once
+// the host has room.
+func TestHealWorkspaceDiskAfterLostWrites(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	ws := filepath.Join(t.TempDir(), "s1")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, filepath.Join(ws, "kept.txt"), []byte("kept"))
+	d.mu.Lock()
+	d.closed = true // no spare is made on the full host meanwhile
+	d.mu.Unlock()
+	d.wg.Wait()
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	if err := os.WriteFile(filepath.Join(ws, "data.bin"), make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatalf("a write into the page cache: %v", err)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serr := unix.Syncfs(int(root.Fd()))
+	root.Close()
+	if serr == nil {
+		t.Fatal("the workspace's sync succeeded on the full host")
+	}
+	d.NoteLostWrites(ws)
+	if !d.WorkspaceDiskFailed(ws) {
+		t.Fatalf("a workspace whose sync failed (%v) is not reported failed", serr)
+	}
+	if healed, err := d.HealWorkspaceDisk(ws, func() { t.Error("released on the full host") }); healed || !errors.Is(err, ErrHostFull) {
+		t.Fatalf("a repair on the full host: healed %v, err %v", healed, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	if healed, err := d.HealWorkspaceDisk(ws, func() { released++ }); !healed || err != nil || released != 1 {
+		t.Fatalf("the repair once there is room: healed %v, err %v, released %d", healed, err, released)
+	}
+	if d.WorkspaceDiskFailed(ws) {
+		t.Fatal("the repaired workspace is still reported failed")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "kept.txt")); err != nil || string(b) != "kept" {
+		t.Fatalf("the file synced before: %q, %v", b, err)
+	}
+	writeSynced(t, filepath.Join(ws, "after.txt"), []byte("after"))
+}
+
+// hostDisk mounts a tmpfs of size at a temp dir: the host file system the images live on.
+func hostDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = unmountAll(dir) })
+	return dir
+}
+
+// fillHost writes path until its file system is full.
+func fillHost(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); errors.Is(err, syscall.ENOSPC) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// abortJournal makes files and directories in ws and syncs its file system (each commit takes
+// journal blocks the full host has not allocated) until ext4 aborts the journal and
+// failed says so. No file has data: a data block's failed write is only an error to its fsync.
+func abortJournal(t *testing.T, ws string, failed func() bool) {
+	t.Helper()
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for i := range 500 {
+		dir := filepath.Join(ws, fmt.Sprintf("d%d", i))
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			for j := range 20 {
+				if f, err := os.Create(filepath.Join(dir, fmt.Sprint(j))); err == nil {
+					f.Close()
+				}
+			}
+		}
+		_ = unix.Syncfs(int(root.Fd()))
+		if failed() {
+			return
+		}
+	}
+	t.Fatal("the journal did not abort after 500 synced commits on the full host")
+}
+
+func writeSynced(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = f.Write(b)
+		err = errors.Join(err, f.Sync(), f.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
