@@ -20,8 +20,8 @@
 // notebook.go (package nbformat converts), skills.go (package skills keeps them), rotate.go and
 // background.go (rotation, idle hibernation, cost sampling), budget.go and cost.go, usage.go (a
 // session's usage: CPU, memory peak, stored bytes), files.go (a session's workspace for the files
-// API, package workspace), diskheal.go (a workspace disk a full host left read-only, repaired
-// before the next turn), fork.go and fork_many.go, requests.go (the requests that make a session,
+// API, package workspace), diskheal.go (a workspace disk a full host failed, repaired before
+// the next turn by package kernels), fork.go and fork_many.go, requests.go (the requests that make a session,
 // package sessiondoc), stream.go (attaching subscribers to a session's stream, package stream),
 // records.go (events, executions and tools for front doors), tenant.go (which tenant sees which
 // session), cluster.go, list_cluster.go and handover.go (a node of a cluster: adopt, evict, list,

@@ -232,7 +232,7 @@ func (ls *Session) checkpointTurn(ctx context.Context, k *kernel.Kernel, res *Ru
 		ls.markSaved(cur, ride.input, cp)
 	}
 	if err != nil {
-		err = ls.diskNote(err)
+		err = s.kern.DiskNote(ls.id, err)
 		res.lostOwner = lostOwnership(ls.id, err, res)
 		res.CheckpointError = err.Error()
 		s.log.Error("checkpoint failed", "session", ls.id, "err", err)
