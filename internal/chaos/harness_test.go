@@ -208,7 +208,7 @@ func (h *harness) turn(m *model, code string) bool {
 	case err != nil || res.Status != "ok":
 		h.t.Logf("%s: a turn not answered cleanly: %v (%+v)", m.id, err, res)
 		m.uncertain = true
-		m.raised = err == nil && res != nil && res.Status == "error"
+		m.raised = raised(res, err)
 		return true
 	}
 	if res.CheckpointError != "" || res.RecordError != "" {
@@ -226,6 +226,16 @@ func (h *harness) turn(m *model, code string) bool {
 	}
 	m.answer(n, res)
 	return true
+}
+
+// raised says whether an unclean turn's answer was its own code's error (the turn may have run in
+// part), not a kernel death or a lost request: a status "error" with no API error code (the Go and
+// Python clients) or the Jupyter door's execute_reply error other than KernelDied.
+func raised(res *client.RunResult, err error) bool {
+	if res == nil || res.Status != "error" || client.ErrorCode(err) != "" {
+		return false
+	}
+	return err == nil || !strings.Contains(err.Error(), "KernelDied")
 }
 
 // noteRestore remembers a restore report that named the session's file.
@@ -418,6 +428,11 @@ func (h *harness) fileVerdict(m *model, n, f int) string {
 		// that turn: the file and the namespace agree again, nothing of the file to name.
 		m.fileLag = lag
 		return "exact"
+	case lag < m.fileLag && m.named:
+		// The file lost lines the checkpoint had (writes a failed host disk never got, kept from
+		// the page cache by the checkpoint), and the restore named it as differing.
+		m.fileLag = lag
+		return "named"
 	case lag == m.fileLag-1 && m.raised && n == m.answered+1:
 		// The turn raised between its n += 1 and its line (a full disk, say): its answer said so.
 		m.fileLag = lag
