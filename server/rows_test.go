@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/client"
 )
@@ -59,10 +60,52 @@ func TestVariableRows(t *testing.T) {
 	if r2 := ts.run("rows", "1"); r2.ExecutionCount != r1.ExecutionCount+1 {
 		t.Fatalf("execution count %d after %d: the viewer ran a turn", r2.ExecutionCount, r1.ExecutionCount)
 	}
+	rowsDuringCell(t, ts)
 	if _, err := ts.c.Hibernate(ts.ctx(), "rows"); err != nil {
 		t.Fatal(err)
 	}
 	if r := ts.raw("GET", "/api/sessions/rows/variables/df/rows", ""); r.Status != 409 {
 		t.Fatalf("a sleeping session: %d %s, want 409", r.Status, r.Body)
+	}
+}
+
+// rowsDuringCell: a page asked for while a cell is ending waits for it (the session's lock is
+// also held for moments after a cell: its checkpoint, a variables probe), and one asked for while
+// a cell runs on answers 409 in the API's shape once the short wait is over.
+func rowsDuringCell(t *testing.T, ts *testServer) {
+	t.Helper()
+	cell := func(code, marker string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := ts.c.Run(ts.ctx(), "rows", client.RunRequest{Code: "open('" + marker + "', 'w').close()\n" + code})
+			done <- err
+		}()
+		for i := 0; ; i++ { // the cell holds the session once its marker is written
+			if _, err := ts.c.GetFile(ts.ctx(), "rows", marker); err == nil {
+				return done
+			}
+			if i == 600 {
+				t.Fatalf("the cell writing %s did not start", marker)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	done := cell("import time; time.sleep(0.2)", "short-started")
+	if r := ts.raw("GET", "/api/sessions/rows/variables/df/rows?limit=1", ""); r.Status != 200 {
+		t.Errorf("a page asked for as a cell ends: %d %s, want 200 once it is done", r.Status, r.Body)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done = cell("import time; time.sleep(6)", "long-started")
+	r := ts.raw("GET", "/api/sessions/rows/variables/df/rows?limit=1", "")
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if r.Status != 409 || json.Unmarshal(r.Body, &e) != nil || e.Error.Code != "conflict" {
+		t.Errorf("a page asked for while a cell runs: %d %s, want 409 conflict", r.Status, r.Body)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
