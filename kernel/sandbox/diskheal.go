@@ -45,8 +45,8 @@ const releaseWait = 10 * time.Second
 
 // WorkspaceDiskFailed says whether ws's file system needs a repair: mounted by d and made read-only
 // by an error (an aborted journal) or noted to have lost writes (NoteLostWrites), or unmounted by a
-// repair that has not finished. Cheap: one stat and one sysfs read (33 µs); the mount table is read
-// only once ext4 has counted an error.
+// repair that has not finished. Cheap: one stat, one sysfs read and one attribute set (journalRefuses);
+// the mount table is read only once ext4 has counted an error or refused the attribute.
 func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	d.mu.Lock()
 	mounted, unhealed, lost := d.mounted[ws], d.unhealed[ws], d.lostWrites[ws]
@@ -57,7 +57,20 @@ func (d *Disks) WorkspaceDiskFailed(ws string) bool {
 	if !mounted {
 		return false
 	}
-	return hasErrors(ws) && readOnly(ws)
+	return (hasErrors(ws) || journalRefuses(ws)) && readOnly(ws)
+}
+
+// probeXattr is the attribute journalRefuses sets on a workspace's root: trusted.*, which only the
+// host's root reads or writes, so nothing in the box sees it (only the root's ctime moves).
+const probeXattr = "trusted.carryover.probe"
+
+// journalRefuses says whether ws's file system refuses to start a journal handle: a journal that
+// jbd2's timed commit aborted (a full host failed its write) with no write since leaves ext4 with
+// no error counted and the mount rw until the next write, which would be the turn's own. Setting
+// an attribute is such a write (one syscall, the inode's change joins the next commit): refused,
+// ext4 records the error and the mount turns read-only, as after any other failed write.
+func journalRefuses(ws string) bool {
+	return errors.Is(unix.Setxattr(ws, probeXattr, []byte{1}, 0), unix.EROFS)
 }
 
 // hasErrors says whether ext4 counted an error on the file system mounted at path

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -237,4 +238,77 @@ func writeSynced(t *testing.T, path string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestQuietJournalAbortSeen: a journal aborted by jbd2's own timed commit, with no write since
+// (files written on the full host, never synced), leaves no trace ext4 counts (errors_count 0, the
+// mount rw) until the next write. The check before a turn must still see it, so that the turn's
+// code does not run on a workspace that will refuse its first write. Before, it was seen only by
+// that write (the turn's error), and repaired a turn later.
+func TestQuietJournalAbortSeen(t *testing.T) {
+	sandboxtest.Require(t, Probe)
+	host := hostDisk(t, "96m")
+	ws := filepath.Join(t.TempDir(), "s1")
+	d, err := NewDisks(filepath.Join(host, "disks"), 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.EnsureWorkspaceDisk(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, filepath.Join(ws, "kept.txt"), []byte("kept"))
+	d.mu.Lock()
+	d.closed = true // no spare is made on the full host meanwhile
+	d.mu.Unlock()
+	d.wg.Wait()
+	if out, err := exec.Command("mount", "-o", "remount,commit=1", ws).CombinedOutput(); err != nil {
+		t.Fatalf("remount commit=1: %v: %s", err, out)
+	}
+	dev, err := blockDevOf(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := markKernelLog(t)
+	filler := filepath.Join(host, "filler")
+	fillHost(t, filler)
+	for i := range 40 { // metadata for the timed commit: no sync here
+		if err := os.Mkdir(filepath.Join(ws, fmt.Sprintf("q%d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJournalAborted(t, dev, marker)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if hasErrors(ws) {
+		t.Skip("this kernel counted the timed commit's abort: nothing quiet to see")
+	}
+	if !d.WorkspaceDiskFailed(ws) {
+		t.Fatal("a journal aborted by its timed commit is not seen before the next turn")
+	}
+}
+
+// markKernelLog writes a line of its own to the kernel's log and returns it: the ring buffer drops
+// old lines, and loop devices (and their names in older lines) are reused.
+func markKernelLog(t *testing.T) string {
+	t.Helper()
+	marker := fmt.Sprintf("carryover test %s %d", t.Name(), time.Now().UnixNano())
+	if err := os.WriteFile("/dev/kmsg", []byte(marker+"\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return marker
+}
+
+// waitJournalAborted waits for the kernel's log, after marker, to say dev's journal aborted.
+func waitJournalAborted(t *testing.T, dev, marker string) {
+	t.Helper()
+	want := "Aborting journal on device " + dev + "-8"
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		out, _ := exec.Command("dmesg").Output()
+		if _, after, ok := strings.Cut(string(out), marker); ok && strings.Contains(after, want) {
+			return
+		}
+	}
+	t.Fatalf("no %q in the kernel's log after 20 s", want)
 }
