@@ -1,6 +1,7 @@
 package persistence_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/template"
@@ -49,19 +51,34 @@ func kernelProvisioner(t *testing.T, python string) kernel.Provisioner {
 	if os.Getenv(coldKernelsEnv) == "1" {
 		return nil
 	}
-	templates.once.Do(func() {
-		for i := range templates.tps {
-			templates.tps[i], templates.err = template.New(template.Config{Python: python, ImportEnv: kernelEnv})
-			if templates.err != nil {
-				return
-			}
-		}
-	})
+	templates.once.Do(func() { templates.err = startTemplates(python) })
 	if templates.err != nil {
 		t.Fatalf("kernel template: %v", templates.err)
 	}
 	n, _ := templates.count.LoadOrStore(t.Name(), new(atomic.Int64))
 	return templates.tps[(n.(*atomic.Int64).Add(1)-1)%2]
+}
+
+// startTemplates starts both templates and waits until they are warm: a launch waits only 15 s for
+// a template still warming before it starts cold, which make test's load (~20 on 2 cores) can exceed.
+func startTemplates(python string) error {
+	for i := range templates.tps {
+		tp, err := template.New(template.Config{Python: python, ImportEnv: kernelEnv})
+		if err != nil {
+			return err
+		}
+		templates.tps[i] = tp
+	}
+	deadline := time.Now().Add(150 * time.Second) // startKernel's own bound
+	for _, tp := range templates.tps {
+		for tp.Stats().PID == 0 {
+			if time.Now().After(deadline) {
+				return errors.New("not warm after 150 s (its log is template.log in its dir)")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // mustBeForked fails t when its kernel k was started cold although a template was asked for: a cold
