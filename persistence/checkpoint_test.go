@@ -29,12 +29,16 @@ func startKernel(t *testing.T, workDir string) *kernel.Kernel {
 	// 120 s, not the default 30: make test's whole suite at once on 2 cores (servertest.StartupTimeoutSeconds).
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
+	prov := kernelProvisioner(t, spec.Argv[0])
 	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Transport: "ipc", WorkDir: workDir,
-		Env: map[string]string{"MPLBACKEND": "Agg"}, StartupTimeout: 120 * time.Second})
+		Env: kernelEnv, StartupTimeout: 120 * time.Second, Provisioner: prov})
 	if err != nil {
 		t.Fatalf("start kernel: %v", err)
 	}
 	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	if prov != nil {
+		mustBeForked(t, k)
+	}
 	return k
 }
 
@@ -397,6 +401,7 @@ func crashChild() {
 	}
 	ws := filepath.Join(dir, "ws")
 	_ = os.MkdirAll(ws, 0o755)
+	// Cold on purpose: the one kernel of this killed process (a template here would cost as much).
 	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, WorkDir: ws})
 	if err != nil {
 		fail(err)

@@ -8,10 +8,10 @@ import "github.com/carryover/carryover/kernel"
 var templateEnv = map[string]string{"MPLBACKEND": "module://matplotlib_inline.backend_inline"}
 
 // differsAtImport says whether env sets a variable libraries read at import (kernel.ImportTimeEnv) to
-// other than the template's.
-func differsAtImport(env map[string]string) bool {
+// other than base, the template's own.
+func differsAtImport(env, base map[string]string) bool {
 	for k, v := range env {
-		if w, ok := templateEnv[k]; ok && w == v {
+		if w, ok := base[k]; ok && w == v {
 			continue
 		}
 		if kernel.ImportTimeEnv(map[string]string{k: v}) {
@@ -19,4 +19,13 @@ func differsAtImport(env map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// importEnv is the template's env of the variables read at import: Config.ImportEnv, or the server's
+// kernels' (templateEnv).
+func (tp *Provisioner) importEnv() map[string]string {
+	if tp.cfg.ImportEnv != nil {
+		return tp.cfg.ImportEnv
+	}
+	return templateEnv
 }

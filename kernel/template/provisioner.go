@@ -42,8 +42,12 @@ type Config struct {
 	Dir   string // where the template's script and log live ("": a new temp dir, removed by Close)
 	// Env, when set, is the template's environment at import instead of a local kernel's: a
 	// sandbox's kernel environment, for a template whose kernels are forked into boxes (ForkBoxed).
-	Env    map[string]string
-	Logger *slog.Logger
+	Env map[string]string
+	// ImportEnv, when set, replaces the server's kernels' values of the variables libraries read at
+	// import (templateEnv, e.g. MPLBACKEND) in the template's env: a launch is forkable when its env
+	// sets those as this does (the persistence tests' kernels run matplotlib's Agg backend).
+	ImportEnv map[string]string
+	Logger    *slog.Logger
 }
 
 // Stats are the provisioner's figures.
@@ -180,7 +184,7 @@ func (tp *Provisioner) startOne() (*proc, error) {
 	// _retitle), and connection file paths are long.
 	argv := []string{tp.cfg.Python, filepath.Join(tp.dir, "carryover_template.py"), string(cfg), strings.Repeat(" ", 512)}
 	env := make([]string, 0, 8)
-	base := childEnv(templateEnv) // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
+	base := childEnv(tp.importEnv()) // ipykernel reads JPY_PARENT_PID when imported: the template's is the children's
 	if tp.cfg.Env != nil {
 		base = tp.boxedEnv()
 	}
@@ -199,7 +203,7 @@ func (tp *Provisioner) boxedEnv() map[string]string {
 	for k, v := range tp.cfg.Env {
 		env[k] = v
 	}
-	for k, v := range templateEnv {
+	for k, v := range tp.importEnv() {
 		env[k] = v
 	}
 	delete(env, "PYTHONPATH")
@@ -322,7 +326,7 @@ func (tp *Provisioner) forkable(spec kernel.LaunchSpec) ([]string, bool) {
 	if len(a) < 3 || a[0] != tp.cfg.Python || a[1] != "-m" || a[2] != "ipykernel_launcher" {
 		return nil, false
 	}
-	if spec.Fresh || differsAtImport(spec.Env) {
+	if spec.Fresh || differsAtImport(spec.Env, tp.importEnv()) {
 		return nil, false
 	}
 	return a[3:], true

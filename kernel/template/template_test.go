@@ -197,3 +197,27 @@ func TestImportTimeEnvStartsCold(t *testing.T) {
 		t.Errorf("stats %+v, want 2 cold", st)
 	}
 }
+
+// TestImportEnvDecidesForkable: a launch whose env sets a variable read at import is forkable only
+// when it sets it as the template imported with (the server's kernels', or Config.ImportEnv).
+func TestImportEnvDecidesForkable(t *testing.T) {
+	argv := []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "c.json"}
+	agg := map[string]string{"MPLBACKEND": "Agg"}
+	inline := map[string]string{"MPLBACKEND": templateEnv["MPLBACKEND"]}
+	for _, tc := range []struct {
+		importEnv, env map[string]string
+		want           bool
+	}{
+		{nil, nil, true},
+		{nil, inline, true},
+		{nil, agg, false},
+		{agg, agg, true},
+		{agg, inline, false},
+		{agg, map[string]string{"OMP_NUM_THREADS": "1"}, false},
+	} {
+		tp := &Provisioner{cfg: Config{Python: argv[0], ImportEnv: tc.importEnv}}
+		if got := tp.Forkable(kernel.LaunchSpec{Argv: argv, Env: tc.env}); got != tc.want {
+			t.Errorf("import env %v, launch env %v: forkable %v, want %v", tc.importEnv, tc.env, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package persistence_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/kernel/template"
+)
+
+// The package's kernels are forked from warm templates (kernel/template), as the server's are by
+// default (pool.templates): a fresh `python3 -m ipykernel_launcher` costs ~0.6-1 s of CPU before its
+// first cell, and these tests start ~45. The templates pre-import nothing (a restore must still
+// import the user's libraries itself, which is what these tests check) and import with the tests'
+// MPLBACKEND, so every kernel of startKernel is forkable; one that still starts cold fails its test.
+// CARRYOVER_TEST_COLD_KERNELS=1 starts every kernel from scratch, as before.
+const coldKernelsEnv = "CARRYOVER_TEST_COLD_KERNELS"
+
+// kernelEnv is the env of the tests' kernels (and of their templates at import).
+var kernelEnv = map[string]string{"MPLBACKEND": "Agg"}
+
+// templates are two fork servers: a test's kernels take turns between them, so a kernel restoring
+// what the one before it saved has another hash seed (PYTHONHASHSEED is fixed per interpreter and
+// shared by one template's children), as a cold kernel would.
+var templates struct {
+	once  sync.Once
+	tps   [2]*template.Provisioner
+	err   error
+	count sync.Map // test name -> *atomic.Int64: kernels the test started
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := closeTemplates(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// kernelProvisioner is the provisioner of t's next kernel (nil: a cold one, the local provisioner).
+func kernelProvisioner(t *testing.T, python string) kernel.Provisioner {
+	t.Helper()
+	if os.Getenv(coldKernelsEnv) == "1" {
+		return nil
+	}
+	templates.once.Do(func() { templates.err = startTemplates(python) })
+	if templates.err != nil {
+		t.Fatalf("kernel template: %v", templates.err)
+	}
+	n, _ := templates.count.LoadOrStore(t.Name(), new(atomic.Int64))
+	return templates.tps[(n.(*atomic.Int64).Add(1)-1)%2]
+}
+
+// startTemplates starts both templates and waits until they are warm: a launch waits only 15 s for
+// a template still warming before it starts cold, which make test's load (~20 on 2 cores) can exceed.
+func startTemplates(python string) error {
+	for i := range templates.tps {
+		tp, err := template.New(template.Config{Python: python, ImportEnv: kernelEnv})
+		if err != nil {
+			return err
+		}
+		templates.tps[i] = tp
+	}
+	deadline := time.Now().Add(150 * time.Second) // startKernel's own bound
+	for _, tp := range templates.tps {
+		for tp.Stats().PID == 0 {
+			if time.Now().After(deadline) {
+				return errors.New("not warm after 150 s (its log is template.log in its dir)")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// mustBeForked fails t when its kernel k was started cold although a template was asked for: a cold
+// kernel is this process's child, a forked one the template's.
+func mustBeForked(t *testing.T, k *kernel.Kernel) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.PID()))
+	if err != nil {
+		t.Fatalf("kernel's stat: %v", err)
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	fields := append(strings.Fields(rest), "", "")
+	if ppid, err := strconv.Atoi(fields[1]); err != nil || ppid == os.Getpid() {
+		t.Fatalf("kernel %d started cold, not forked from a template (see its log; %s=1 starts all cold)", k.PID(), coldKernelsEnv)
+	}
+}
+
+// closeTemplates stops the templates, and says so when any kernel was started cold.
+func closeTemplates() error {
+	var cold int64
+	for _, tp := range templates.tps {
+		if tp == nil {
+			continue
+		}
+		cold += tp.Stats().Cold
+		_ = tp.Close()
+	}
+	if cold != 0 {
+		return fmt.Errorf("%d kernels started cold instead of forked from a template", cold)
+	}
+	return nil
+}
