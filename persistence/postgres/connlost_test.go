@@ -171,11 +171,10 @@ func killBackend(t testing.TB, admin *sql.DB, tx *sqlx.Tx) {
 	}
 }
 
-// TestTxRetriedWhenLostBeforeCommit: a transaction whose connection is terminated before its
-// COMMIT was sent (the server rolled it back) runs again on another connection, and its work is
-// done once.
-func TestTxRetriedWhenLostBeforeCommit(t *testing.T) {
-	t.Parallel()
+// storeWithRuns is a store on a new database with a table runs (n INT) for a tx's work, and an
+// administrator's connection to terminate its backends.
+func storeWithRuns(t *testing.T) (*Store, *sql.DB) {
+	t.Helper()
 	dsn := pgtest.NewDB(t)
 	s, err := Open(context.Background(), dsn, Options{})
 	if err != nil {
@@ -186,8 +185,17 @@ func TestTxRetriedWhenLostBeforeCommit(t *testing.T) {
 	if _, err := s.db.Exec(`CREATE TABLE runs (n INT)`); err != nil {
 		t.Fatal(err)
 	}
+	return s, admin
+}
+
+// TestTxRetriedWhenLostBeforeCommit: a transaction whose connection is terminated before its
+// COMMIT was sent (the server rolled it back) runs again on another connection, and its work is
+// done once.
+func TestTxRetriedWhenLostBeforeCommit(t *testing.T) {
+	t.Parallel()
+	s, admin := storeWithRuns(t)
 	runs := 0
-	err = s.tx(context.Background(), func(tx *sqlx.Tx) error {
+	err := s.tx(context.Background(), func(tx *sqlx.Tx) error {
 		runs++
 		if _, err := tx.Exec(`INSERT INTO runs VALUES ($1)`, runs); err != nil {
 			return err
@@ -211,19 +219,10 @@ func TestTxRetriedWhenLostBeforeCommit(t *testing.T) {
 // outcome is unknown in general): the error is returned after one run of fn.
 func TestTxCommitFailureNotRetried(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDB(t)
-	s, err := Open(context.Background(), dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	admin := adminT(t, dsn)
-	if _, err := s.db.Exec(`CREATE TABLE runs (n INT)`); err != nil {
-		t.Fatal(err)
-	}
+	s, admin := storeWithRuns(t)
 	s.testHookBeforeCommit = func(tx *sqlx.Tx) { killBackend(t, admin, tx) }
 	runs := 0
-	err = s.tx(context.Background(), func(tx *sqlx.Tx) error {
+	err := s.tx(context.Background(), func(tx *sqlx.Tx) error {
 		runs++
 		_, err := tx.Exec(`INSERT INTO runs VALUES ($1)`, runs)
 		return err
