@@ -2,14 +2,14 @@ package chaos
 
 import (
 	"database/sql"
-	"errors"
-	"github.com/carryover/carryover/internal/sandboxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -34,25 +34,6 @@ func smallDisk(t *testing.T, size string) string {
 		}
 	})
 	return dir
-}
-
-// fill writes a file at path until the filesystem is full (ENOSPC), leaving it full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return
-			}
-			t.Fatal(err)
-		}
-	}
 }
 
 // integrity runs SQLite's integrity_check on the data dir's database (read-only, beside the server).
@@ -100,7 +81,7 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("/api/status before the disk is full: %+v %v", st.Disk, err)
 	}
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	res := run("import os\nb = os.urandom(4 << 20)\na = 2")
 	t.Logf("turn on a full disk: status %s, checkpoint_error %q, record_error %q", res.Status, res.CheckpointError, res.RecordError)
 	if res.Status != "ok" || !(strings.Contains(res.CheckpointError, "disk is full") || strings.Contains(strings.ToLower(res.CheckpointError), "no space left")) {

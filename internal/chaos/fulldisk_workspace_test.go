@@ -66,7 +66,7 @@ func TestFullDiskWorkspace(t *testing.T) {
 		t.Fatalf("first turn: %+v", res)
 	}
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	res := run(abortTurn)
 	t.Logf("the turn on a full host: %s %q, checkpoint_error %q", res.Status, res.Stdout, res.CheckpointError)
 	if !strings.Contains(res.Stdout, "Read-only file system") {

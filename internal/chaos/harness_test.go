@@ -18,6 +18,7 @@ import (
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/faultproxy"
+	"github.com/carryover/carryover/internal/sandboxtest"
 	"github.com/carryover/carryover/internal/servertest"
 )
 
@@ -96,7 +97,7 @@ func TestChaos(t *testing.T) {
 				return false
 			}
 			filler := filepath.Join(dir, "filler")
-			fill(t, filler)
+			sandboxtest.FillDisk(t, filler)
 			time.Sleep(time.Duration(500+h.rng.IntN(1500)) * time.Millisecond)
 			os.Remove(filler)
 			return true

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"github.com/carryover/carryover/internal/sandboxtest"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
 
 	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/powercut"

@@ -2,7 +2,9 @@
 package sandboxtest
 
 import (
+	"errors"
 	"os"
+	"syscall"
 	"testing"
 )
 
@@ -34,4 +36,23 @@ func Missing(t testing.TB, why string) {
 		t.Fatalf("%s (%s=1 requires the sandbox suites to run)", why, RequiredEnv)
 	}
 	t.Skip(why)
+}
+
+// FillDisk writes a file at path until its file system is full (ENOSPC), leaving it full: the
+// full-disk tests of the chaos harness and of the workspace disks.
+func FillDisk(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); errors.Is(err, syscall.ENOSPC) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

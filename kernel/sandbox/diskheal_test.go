@@ -26,7 +26,7 @@ func TestHealWorkspaceDiskAfterAFullHost(t *testing.T) {
 	host, ws, d := workspaceOnSmallHost(t)
 
 	filler := filepath.Join(host, "filler")
-	fillHost(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	abortJournal(t, ws, func() bool { return d.WorkspaceDiskFailed(ws) })
 	if _, err := os.Create(filepath.Join(ws, "new.txt")); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("a write to the aborted workspace: %v, want EROFS", err)
@@ -82,7 +82,7 @@ func TestFailedSpareNotHandedOut(t *testing.T) {
 		d.mu.Unlock()
 	}
 	filler := filepath.Join(host, "filler")
-	fillHost(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	for _, sp := range spares {
 		abortJournal(t, sp+".d", func() bool { return hasErrors(sp + ".d") })
 	}
@@ -106,7 +106,7 @@ func TestFailedSpareNotHandedOut(t *testing.T) {
 func TestHealWorkspaceDiskAfterLostWrites(t *testing.T) {
 	host, ws, d := workspaceOnSmallHost(t)
 	filler := filepath.Join(host, "filler")
-	fillHost(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	if err := os.WriteFile(filepath.Join(ws, "data.bin"), make([]byte, 4<<20), 0o644); err != nil {
 		t.Fatalf("a write into the page cache: %v", err)
 	}
@@ -176,24 +176,6 @@ func workspaceOnSmallHost(t *testing.T) (host, ws string, d *Disks) {
 	return host, ws, d
 }
 
-// fillHost writes path until its file system is full.
-func fillHost(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); errors.Is(err, syscall.ENOSPC) {
-			return
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // abortJournal makes files and directories in ws and syncs its file system (each commit takes
 // journal blocks the full host has not allocated) until ext4 aborts the journal and
 // failed says so. No file has data: a data block's failed write is only an error to its fsync.
@@ -249,7 +231,7 @@ func TestQuietJournalAbortSeen(t *testing.T) {
 	}
 	marker := markKernelLog(t)
 	filler := filepath.Join(host, "filler")
-	fillHost(t, filler)
+	sandboxtest.FillDisk(t, filler)
 	for i := range 40 { // metadata for the timed commit: no sync here
 		if err := os.Mkdir(filepath.Join(ws, fmt.Sprintf("q%d", i)), 0o755); err != nil {
 			t.Fatal(err)
