@@ -106,6 +106,11 @@ func (s *Store) WriteFormat(ctx context.Context) (int, error) {
 	}
 	if int64(f) > s.recordedFormat.Load() { // one locked write per switch, not per heartbeat
 		err := s.tx(ctx, func(tx *sqlx.Tx) error {
+			// Heartbeats queue behind this exclusive request: it waits at most a second (the next
+			// heartbeat tries again), not for as long as a node holding the lock shared is stalled.
+			if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', '1s', true)`); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, formatLock); err != nil {
 				return err
 			}

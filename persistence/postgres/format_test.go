@@ -10,6 +10,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/internal/pgtest"
 	"github.com/carryover/carryover/persistence/format"
+	"github.com/jmoiron/sqlx"
 )
 
 // A rolling upgrade, at the store: node "new" reads one format more than node "old" (MaxFormat,
@@ -132,5 +133,57 @@ func TestSingleNodeWritesItsNewest(t *testing.T) {
 	_, err = Open(ctx, dsn, Options{})
 	if err == nil || !strings.Contains(err.Error(), "holds checkpoint format "+strconv.Itoa(newF)) {
 		t.Fatalf("an older single node on a store in format %d: %v", newF, err)
+	}
+}
+
+// TestFrozenHeartbeatDoesNotHoldTheFormatSwitch: a node frozen inside its heartbeat's transaction
+// (SIGSTOP, a paused VM) holds the format lock shared. The cluster's switch to a newer format must
+// not wait for it to wake: PostgreSQL ends its session once it has been idle in that transaction
+// for its TTL, the switch happens, and the frozen heartbeat fails when the node wakes. Before, the
+// switch waited for as long as the node was frozen (server/clustertest's
+// TestOldNodeRefusedAtHeartbeatExits failed on it when its pause landed inside a heartbeat).
+func TestFrozenHeartbeatDoesNotHoldTheFormatSwitch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	open := func(id string, max int) *Store {
+		s, err := Open(ctx, dsn, Options{Node: carryover.NodeInfo{ID: id, Addr: "http://" + id}, MaxFormat: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	oldF, newF := format.Newest, format.Newest+1
+	const ttl = time.Second
+	old, nw := open("old", oldF), open("new", newF)
+	if err := old.Heartbeat(ctx, ttl, carryover.NodeLoad{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.Heartbeat(ctx, time.Minute, carryover.NodeLoad{}); err != nil {
+		t.Fatal(err)
+	}
+	frozen, wake := make(chan struct{}), make(chan struct{})
+	old.testHookBeforeCommit = func(*sqlx.Tx) { close(frozen); <-wake }
+	beat := make(chan error, 1)
+	go func() { beat <- old.Heartbeat(ctx, ttl, carryover.NodeLoad{}) }()
+	<-frozen
+	start := time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		f, err := nw.WriteFormat(wctx)
+		cancel()
+		if err == nil && f == newF {
+			break
+		}
+		if time.Since(start) > 15*ttl {
+			close(wake)
+			t.Fatalf("the format switch waits for a node frozen in its heartbeat: format %d (%v) after %s", f, err, time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(wake)
+	if err := <-beat; err == nil {
+		t.Fatal("the frozen node's heartbeat committed after the switch")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -120,8 +121,17 @@ const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())
 // A node that reads less than the store's recorded format (the cluster switched to a newer one
 // while this node was away, or as it started) is refused instead: its heartbeat fails, so it does
 // not serve (formatLock).
+//
+// The transaction holds formatLock shared, so a node frozen in it (a SIGSTOP, a VM paused, a stall)
+// would keep the cluster's format switch waiting for as long as it is frozen, and every heartbeat
+// queued behind that switch's exclusive request with it. PostgreSQL ends such a session once it
+// has been idle in the transaction for ttl: by then its node is dead to the cluster anyway.
 func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration, load carryover.NodeLoad) error {
 	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
+			strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, formatLock); err != nil {
 			return err
 		}
