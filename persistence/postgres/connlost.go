@@ -42,7 +42,8 @@ func connLost(err error) bool {
 		case "57P01", // admin_shutdown: pg_terminate_backend, or a fast/smart shutdown
 			"57P02", // crash_shutdown: another backend crashed and the server is resetting
 			"57P03", // cannot_connect_now: the server is starting or shutting down (a restart)
-			"57P05": // idle_session_timeout: the server closed a connection idle too long
+			"57P05", // idle_session_timeout: the server closed a connection idle too long
+			"25P03": // idle_in_transaction_session_timeout: the server ended a stalled transaction's session
 			return true
 		}
 		return len(pe.Code) == 5 && pe.Code[:2] == "08" // connection_exception and its subclasses

@@ -139,7 +139,7 @@ func TestSingleNodeWritesItsNewest(t *testing.T) {
 // TestFrozenHeartbeatDoesNotHoldTheFormatSwitch: a node frozen inside its heartbeat's transaction
 // (SIGSTOP, a paused VM) holds the format lock shared. The cluster's switch to a newer format must
 // not wait for it to wake: PostgreSQL ends its session once it has been idle in that transaction
-// for its TTL, the switch happens, and the frozen heartbeat fails when the node wakes. Before, the
+// for its TTL (at least 5 s), the switch happens, and the frozen heartbeat fails when the node wakes. Before, the
 // switch waited for as long as the node was frozen (server/clustertest's
 // TestOldNodeRefusedAtHeartbeatExits failed on it when its pause landed inside a heartbeat).
 func TestFrozenHeartbeatDoesNotHoldTheFormatSwitch(t *testing.T) {

@@ -116,6 +116,10 @@ func (s *Store) lockFenced(ctx context.Context, tx *sqlx.Tx, id string) error {
 // aliveSQL is true for a nodes row n whose heartbeat has not expired (database clock).
 const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())`
 
+// frozenHeartbeatFloor is the least time PostgreSQL lets a heartbeat's transaction sit idle: a
+// tiny TTL (the tests' 1 ms) must not end a live heartbeat between two of its statements.
+const frozenHeartbeatFloor = 5 * time.Second
+
 // Heartbeat records this node as alive for ttl from now, with its advertised address, the newest
 // checkpoint format it reads (format.go) and its load (Nodes).
 // A node that reads less than the store's recorded format (the cluster switched to a newer one
@@ -125,11 +129,13 @@ const aliveSQL = `(n.heartbeat_at + n.ttl_ms * interval '1 millisecond' > now())
 // The transaction holds formatLock shared, so a node frozen in it (a SIGSTOP, a VM paused, a stall)
 // would keep the cluster's format switch waiting for as long as it is frozen, and every heartbeat
 // queued behind that switch's exclusive request with it. PostgreSQL ends such a session once it
-// has been idle in the transaction for ttl: by then its node is dead to the cluster anyway.
+// has been idle in the transaction for ttl (at least frozenHeartbeatFloor): by then its node is
+// dead to the cluster anyway. A live heartbeat ended so (its process descheduled that long) fails
+// before its commit, so it is retried on a new connection (connLost).
 func (s *Store) Heartbeat(ctx context.Context, ttl time.Duration, load carryover.NodeLoad) error {
 	err := s.tx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
-			strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)); err != nil {
+			strconv.FormatInt(max(ttl, frozenHeartbeatFloor).Milliseconds(), 10)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, formatLock); err != nil {
