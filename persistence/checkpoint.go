@@ -119,7 +119,7 @@ func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoo
 	if err := os.MkdirAll(spoolHost, 0o700); err != nil {
 		return fmt.Errorf("install agent: spool: %w", err)
 	}
-	if _, err := ex.Eval(ctx, agentBootstrap(spoolKernel, spoolHost), ""); err != nil {
+	if _, err := ex.Eval(ctx, "", agentBootExpr(spoolKernel, spoolHost)); err != nil {
 		return fmt.Errorf("install agent: %w", err)
 	}
 	var p agentPing

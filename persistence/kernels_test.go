@@ -13,6 +13,7 @@ import (
 
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/kernel/template"
+	"github.com/carryover/carryover/persistence"
 )
 
 // The package's kernels are forked from warm templates (kernel/template), as the server's are by
@@ -64,7 +65,7 @@ func kernelProvisioner(t *testing.T, python string) kernel.Provisioner {
 // a template still warming before it starts cold, which make test's load (~20 on 2 cores) can exceed.
 func startTemplates(python string) error {
 	for i := range templates.tps {
-		tp, err := template.New(template.Config{Python: python, ImportEnv: kernelEnv})
+		tp, err := template.New(template.Config{Python: python, ImportEnv: kernelEnv, Preload: persistence.AgentPreload()})
 		if err != nil {
 			return err
 		}

@@ -137,7 +137,7 @@ func newTemplate(cfg *configs.Config, env map[string]string, local *kernel.Local
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir,
-			Env: env, Logger: log})
+			Preload: persistence.AgentPreload(), Env: env, Logger: log})
 	}
 	if err != nil {
 		log.Warn("kernel templates unavailable: kernels start cold", "err", err)

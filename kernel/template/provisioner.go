@@ -36,6 +36,10 @@ const warmWait = 15 * time.Second
 type Config struct {
 	Python    string   // the interpreter of the kernels it makes (the kernelspec's argv[0])
 	PreImport []string // persistence.pre_import: imported once, in the template
+	// Preload is Python the template runs once while it warms, after the snapshot agent's
+	// dependencies and before PreImport (persistence.AgentPreload: the agent's modules, compiled
+	// once, not in every kernel). A failure is logged in the template's log; kernels still start.
+	Preload string
 	// Local runs what the template does not: exec commands, kernels of another argv or env, and
 	// kernels while no template is ready. Its SpoolRoot gives forked kernels their spool dirs too.
 	Local *kernel.LocalProvisioner
@@ -107,7 +111,8 @@ func New(cfg Config) (*Provisioner, error) {
 		}
 		tp.dir, tp.ownDir = d, true
 	}
-	for name, b := range map[string][]byte{"carryover_template.py": script, "carryover_box.py": boxScript} {
+	for name, b := range map[string][]byte{"carryover_template.py": script, "carryover_box.py": boxScript,
+		"carryover_preload.py": []byte(cfg.Preload)} {
 		if err := os.WriteFile(filepath.Join(tp.dir, name), b, 0o600); err != nil {
 			return nil, fmt.Errorf("kernel template: %w", err)
 		}
@@ -176,7 +181,8 @@ func (tp *Provisioner) setCur(p *proc) {
 
 // startOne starts a template process (not yet warm).
 func (tp *Provisioner) startOne() (*proc, error) {
-	cfg, err := json.Marshal(map[string]any{"pre_import": tp.cfg.PreImport, "server_pid": os.Getpid()})
+	cfg, err := json.Marshal(map[string]any{"pre_import": tp.cfg.PreImport, "server_pid": os.Getpid(),
+		"preload": filepath.Join(tp.dir, "carryover_preload.py")})
 	if err != nil {
 		return nil, err
 	}

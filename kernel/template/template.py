@@ -1,7 +1,8 @@
 """carryover kernel template: a warm Python process that forks one kernel per request.
 
 Started by the Go side (kernel/template) as ``python <this file> <config json>``. It imports
-ipykernel, the snapshot agent's dependencies and ``persistence.pre_import`` once, freezes the garbage
+ipykernel and the snapshot agent's dependencies, runs the config's preload file (the agent's modules,
+loaded but not installed: persistence.AgentPreload), imports ``persistence.pre_import``, freezes the garbage
 collector's view of those objects (gc.freeze: collections in a child never touch them, so their pages
 stay shared copy-on-write), then waits on stdin for requests, one JSON object a line:
 
@@ -64,8 +65,10 @@ def _say(obj):
     sys.stdout.flush()
 
 
-def _warm(modules):
-    """Imports what every kernel needs, then what the config pre-imports (missing ones are skipped)."""
+def _warm(modules, preload):
+    """Imports what every kernel needs, runs the preload file (the snapshot agent's modules, loaded
+    before pre_import as in a kernel started cold), then imports what the config pre-imports
+    (missing ones are skipped)."""
     # sys.path[0] is this script's dir; a kernel started by `python -m ipykernel_launcher` has the
     # cwd there and deletes it (never import from the cwd): the children match the latter.
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
@@ -74,13 +77,26 @@ def _warm(modules):
     import ipykernel.kernelapp  # noqa: F401  (the kernel app, IPython, zmq, tornado, jupyter_client)
     import ipykernel.ipkernel  # noqa: F401
 
-    for name in AGENT_DEPS + list(modules):
+    for name in AGENT_DEPS:
+        _import(name)
+    if preload:
         try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001  (a module not installed is ignored, as pre_import says)
-            pass
+            with open(preload) as f:
+                code = compile(f.read(), preload, "exec")
+            exec(code, {"__name__": "carryover_preload"})
+        except Exception:  # noqa: BLE001  (each kernel then loads the agent itself, as a cold one does)
+            traceback.print_exc()
+    for name in modules:
+        _import(name)
     gc.collect()
     gc.freeze()
+
+
+def _import(name):
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001  (a module not installed is ignored, as pre_import says)
+        pass
 
 
 def _server_watch(server_pid):
@@ -306,7 +322,7 @@ def _reap():
 
 def main():
     cfg = json.loads(sys.argv[1])
-    _warm(cfg.get("pre_import") or [])
+    _warm(cfg.get("pre_import") or [], cfg.get("preload"))
     rd, wr = os.pipe()
     os.set_blocking(rd, False)
     os.set_blocking(wr, False)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,12 +25,20 @@ func TestMain(m *testing.M) {
 
 // newProvisioner is a template provisioner for the default python3 kernelspec, closed at the end.
 func newProvisioner(t *testing.T, preImport ...string) (*Provisioner, *kernel.Spec) {
+	return newPreloaded(t, preloadProbe, preImport...)
+}
+
+// preloadProbe is the tests' Config.Preload: a module only the template's preload makes.
+const preloadProbe = "import sys, types\nsys.modules['carryover_preload_probe'] = types.ModuleType('carryover_preload_probe')\n"
+
+// newPreloaded is newProvisioner with preload as the template's Config.Preload.
+func newPreloaded(t *testing.T, preload string, preImport ...string) (*Provisioner, *kernel.Spec) {
 	t.Helper()
 	spec, err := kernel.FindSpec("python3", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := New(Config{Python: spec.Argv[0], PreImport: preImport, Dir: t.TempDir(),
+	tp, err := New(Config{Python: spec.Argv[0], PreImport: preImport, Preload: preload, Dir: t.TempDir(),
 		Local: &kernel.LocalProvisioner{SpoolRoot: t.TempDir()}, Logger: slog.Default()})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +77,7 @@ type facts struct {
 	PGID      int    `json:"pgid"`
 	PID       int    `json:"pid"`
 	Preloaded bool   `json:"preloaded"`
+	Probe     bool   `json:"probe"` // the template's preload ran (preloadProbe)
 	NP        string `json:"np"`
 	Random    string `json:"random"`
 	Leak      string `json:"leak"`
@@ -79,6 +89,7 @@ const factsCode = `import os as _o, sys as _s, json as _j, random as _r, threadi
 _pre = 'numpy' in _s.modules
 import numpy as _np
 _facts = _j.dumps({'ppid': _o.getppid(), 'pgid': _o.getpgrp(), 'pid': _o.getpid(), 'preloaded': _pre,
+  'probe': 'carryover_preload_probe' in _s.modules,
   'np': str(_np.random.randint(2**62)), 'random': str(_r.getrandbits(62)),
   'leak': _o.environ.get('` + leakCanary + `', ''), 'env': _o.environ.get('CARRYOVER_TEST_ENV', ''),
   'threads': _t.active_count()})`
@@ -99,7 +110,7 @@ func factsOf(t *testing.T, k *kernel.Kernel) facts {
 }
 
 // Two kernels forked from one template: each is the template's child, leads its own process group,
-// finds numpy already imported, has RNG streams of its own (numpy's legacy global one and random's),
+// finds numpy already imported and what the template's preload made, has RNG streams of its own (numpy's legacy global one and random's),
 // its launch's env and nothing of the server's; SIGKILL to one ends it with the status reported.
 func TestForkedKernelsAreTheirOwn(t *testing.T) {
 	t.Parallel()
@@ -119,8 +130,8 @@ func TestForkedKernelsAreTheirOwn(t *testing.T) {
 	tpid := tp.Stats().PID
 	a, b := factsOf(t, ks[0]), factsOf(t, ks[1])
 	for _, f := range []facts{a, b} {
-		if f.PPID != tpid || f.PGID != f.PID || !f.Preloaded || f.Leak != "" || f.Env != "passed" {
-			t.Errorf("forked kernel %+v: want ppid %d (the template), its own group, numpy preloaded, env passed, no leak", f, tpid)
+		if f.PPID != tpid || f.PGID != f.PID || !f.Preloaded || !f.Probe || f.Leak != "" || f.Env != "passed" {
+			t.Errorf("forked kernel %+v: want ppid %d (the template), its own group, numpy and the probe preloaded, env passed, no leak", f, tpid)
 		}
 	}
 	for _, k := range ks { // ps and whoever looks for kernels by their command line see a kernel's
@@ -219,5 +230,23 @@ func TestImportEnvDecidesForkable(t *testing.T) {
 		if got := tp.Forkable(kernel.LaunchSpec{Argv: argv, Env: tc.env}); got != tc.want {
 			t.Errorf("import env %v, launch env %v: forkable %v, want %v", tc.importEnv, tc.env, got, tc.want)
 		}
+	}
+}
+
+// TestFailingPreloadStillForks: a preload that raises is logged in the template's log, and the
+// template still warms and forks kernels (each then loads the agent itself, as a cold one does).
+func TestFailingPreloadStillForks(t *testing.T) {
+	t.Parallel()
+	tp, spec := newPreloaded(t, "raise RuntimeError('carryover preload probe failed')\n")
+	k := start(t, tp, spec, nil)
+	if f := factsOf(t, k); f.PPID != tp.Stats().PID || f.Probe {
+		t.Errorf("kernel %+v: want forked from the template %d", f, tp.Stats().PID)
+	}
+	if st := tp.Stats(); st.Forks != 1 || st.Cold != 0 {
+		t.Errorf("stats %+v, want 1 fork", st)
+	}
+	log, _ := os.ReadFile(filepath.Join(tp.dir, "template.log"))
+	if !strings.Contains(string(log), "carryover preload probe failed") {
+		t.Errorf("the template's log lacks the preload's error:\n%s", log)
 	}
 }
