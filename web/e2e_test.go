@@ -62,7 +62,7 @@ func runBrowserTest(t *testing.T, script string, limit time.Duration) {
 	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core")); err != nil {
 		t.Fatalf("playwright-core is not installed: run `make web-deps` (cd web && npm install): %v", err)
 	}
-	srv := servertest.StartProcess(t, servertest.Options{Token: "e2e-token-0123456789"})
+	srv := servertest.StartProcess(t, servertest.Options{Token: "e2e-token-0123456789", PreImport: true}) // the default config, as users run it
 	base, token := srv.Base, srv.Token
 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)

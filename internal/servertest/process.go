@@ -22,6 +22,11 @@ type Options struct {
 	// a cluster node drains its turns first.
 	StopGrace time.Duration
 	Race      bool // run RaceBinary: the server's code under the race detector
+	// PreImport keeps the configured persistence.pre_import (numpy, pandas, matplotlib.pyplot). By
+	// default a test's server imports nothing ahead, as Config's in-process servers do: its kernel
+	// template imported them at every start (~1.2 s of CPU, ~90 starts a make test), for sessions
+	// that mostly never use them. A test that passes its own --config decides for itself.
+	PreImport bool
 }
 
 // Process is the carryover binary serving on a loopback port with its own data dir. A test can
@@ -133,7 +138,18 @@ func Launch(o Options) (*Process, error) {
 		}
 		p.tempDir = true
 	}
-	p.args = append([]string{"serve", "--server.addr", addr, "--data_dir", filepath.Join(p.Dir, "data"), "--auth.token", o.Token}, o.Flags...)
+	p.args = []string{"serve", "--server.addr", addr, "--data_dir", filepath.Join(p.Dir, "data"), "--auth.token", o.Token}
+	if !o.PreImport {
+		// Only a config file says "none": an empty CARRYOVER_PERSISTENCE_PRE_IMPORT counts as unset.
+		// The test's own --config, later in the flags, wins.
+		f := filepath.Join(p.Dir, "servertest-no-pre-import.yaml")
+		if err := os.WriteFile(f, []byte("persistence:\n  pre_import: []\n"), 0o600); err != nil {
+			p.Stop()
+			return p, err
+		}
+		p.args = append(p.args, "--config", f)
+	}
+	p.args = append(p.args, o.Flags...)
 	if err := p.launch(); err != nil {
 		p.Stop()
 		return p, err
