@@ -104,6 +104,16 @@ func agentBootExpr(spoolKernel, spoolHost string) string {
 	return "exec(" + pyString(agentBootstrap(spoolKernel, spoolHost)) + ", globals())"
 }
 
+// agentPreloadedExpr is an expression that installs the agent from the modules a template
+// preloaded (AgentPreload), as __carryover_boot would, and is True; False when this kernel has no
+// such modules (another digest, none, or already installed from them), which then needs
+// agentBootExpr.
+func agentPreloadedExpr(spoolKernel, spoolHost string) string {
+	return `(lambda m: m is not None and getattr(m, "__carryover_preloaded__", None) == ` + pyString(agentDigest) +
+		` and not getattr(m, "__carryover_installed__", False) and (setattr(m, "__carryover_installed__", True) or m.install(` +
+		pyString(spoolKernel) + `, spool_host=` + pyString(spoolHost) + `)) is not None)(__import__("sys").modules.get("carryover_agent"))`
+}
+
 // agentSources is the first two arguments of __carryover_load: srcs ({module name: source}) and
 // pkgs (the names among them that are packages), as Python literals.
 var agentSources = func() string {

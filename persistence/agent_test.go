@@ -148,21 +148,25 @@ func TestAgentModulesListed(t *testing.T) {
 }
 
 // TestAgentPreloadInstallsTheTemplatesModules: a kernel forked from a template that ran
-// AgentPreload installs the modules it inherited (not compiled again) through the user expression
-// Install evaluates; modules preloaded from other sources (a digest not this build's) are loaded
-// again from the bootstrap's strings, and so are they by a second bootstrap (the agent re-installs).
+// AgentPreload installs the modules it inherited (not compiled again) on Install's short
+// expression, which is True; on modules preloaded from other sources (a digest not this build's) it
+// is False and changes nothing, and the bootstrap's expression loads the modules from its strings.
+// A second install (the agent re-installs) takes the bootstrap too.
 func TestAgentPreloadInstallsTheTemplatesModules(t *testing.T) {
 	spool := t.TempDir()
 	script := `import json, sys
 from IPython.core.interactiveshell import InteractiveShell
-preload, expr, stale = json.loads(sys.stdin.read())
+preload, quick, expr, stale = json.loads(sys.stdin.read())
 exec(compile(preload, "carryover_preload.py", "exec"), {"__name__": "carryover_preload"})
 pre = sys.modules["carryover_agent"]
 pre_snapshot = sys.modules["carryover_agent.snapshot"]
 if stale:
     pre.__carryover_preloaded__ = "another build"
 sh = InteractiveShell.instance()
-eval(expr, sh.user_ns)
+took = eval(quick, sh.user_ns)
+if not took:
+    assert "__carryover__" not in sh.user_ns
+    eval(expr, sh.user_ns)
 ag = sh.user_ns["__carryover__"]
 reused = sys.modules["carryover_agent"] is pre and sys.modules["carryover_agent.snapshot"] is pre_snapshot
 ag.call("ping", "{}")
@@ -170,14 +174,15 @@ ping = json.loads(ag.take())
 sh.run_cell("x = 41")
 ag.call("snapshot", json.dumps({"token": "t1"}))
 saved = json.loads(ag.take())["saved"]
+again = eval(quick, sh.user_ns)
 eval(expr, sh.user_ns)
-again = sys.modules["carryover_agent"] is pre
+again = again or sys.modules["carryover_agent"] is pre
 leaked = [k for k in sh.user_ns if k.startswith("__carryover_") and k != "__carryover__"]
-print(json.dumps({"reused": reused, "ping": ping["ok"], "saved": saved, "again": again, "leaked": leaked,
+print(json.dumps({"took": took, "reused": reused, "ping": ping["ok"], "saved": saved, "again": again, "leaked": leaked,
                   "finders": sum(1 for f in sys.meta_path if getattr(f, "carryover_agent", False))}))
 `
 	for _, stale := range []bool{false, true} {
-		in, _ := json.Marshal([]any{AgentPreload(), agentBootExpr(spool, spool), stale})
+		in, _ := json.Marshal([]any{AgentPreload(), agentPreloadedExpr(spool, spool), agentBootExpr(spool, spool), stale})
 		cmd := exec.Command("/usr/bin/python3", "-c", script)
 		cmd.Dir = t.TempDir()
 		cmd.Env = append(os.Environ(), "PYTHONPATH=")
@@ -187,18 +192,18 @@ print(json.dumps({"reused": reused, "ping": ping["ok"], "saved": saved, "again":
 			t.Fatalf("stale=%v: %v\n%s", stale, err, out)
 		}
 		var got struct {
-			Reused, Ping, Again bool
-			Saved, Leaked       []string
-			Finders             int
+			Took, Reused, Ping, Again bool
+			Saved, Leaked             []string
+			Finders                   int
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("stale=%v: %v\n%s", stale, err, out)
 		}
-		if got.Reused == stale || !got.Ping || len(got.Saved) != 1 || got.Saved[0] != "x" || got.Again ||
+		if got.Took == stale || got.Reused == stale || !got.Ping || len(got.Saved) != 1 || got.Saved[0] != "x" || got.Again ||
 			len(got.Leaked) != 0 || got.Finders != 1 {
-			t.Errorf("stale=%v: reused %v (want %v), ping %v, saved %v, reloaded by a second bootstrap %v, "+
-				"helpers left %v, finders %d:\n%s", stale, got.Reused, !stale, got.Ping, got.Saved, !got.Again,
+			t.Errorf("stale=%v: short expression %v, reused %v (want %v), ping %v, saved %v, reloaded by a second bootstrap %v, "+
+				"helpers left %v, finders %d:\n%s", stale, got.Took, got.Reused, !stale, got.Ping, got.Saved, !got.Again,
 				got.Leaked, got.Finders, out)
 		}
 	}

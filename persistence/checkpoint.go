@@ -119,7 +119,13 @@ func (c *Checkpointer) Install(ctx context.Context, ex Executor, spoolHost, spoo
 	if err := os.MkdirAll(spoolHost, 0o700); err != nil {
 		return fmt.Errorf("install agent: spool: %w", err)
 	}
-	if _, err := ex.Eval(ctx, "", agentBootExpr(spoolKernel, spoolHost)); err != nil {
+	// A kernel forked from a template that preloaded these sources installs them on a short
+	// expression; only one without them (cold, or another build's template) is sent the 340 KB.
+	done, err := ex.Eval(ctx, "", agentPreloadedExpr(spoolKernel, spoolHost))
+	if err == nil && done != "True" {
+		_, err = ex.Eval(ctx, "", agentBootExpr(spoolKernel, spoolHost))
+	}
+	if err != nil {
 		return fmt.Errorf("install agent: %w", err)
 	}
 	var p agentPing
