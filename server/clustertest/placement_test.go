@@ -66,6 +66,13 @@ func TestPlacement(t *testing.T) {
 	b := startNode(t, "b", dsn, append(placementEnv, "CARRYOVER_CAPACITY_MAX_LIVE_KERNELS=2")...)
 	ctx := t.Context()
 	releasedSession(t, b, "v = 'kept'", "pl-w")
+	// a's view of the loads is read after its heartbeats: until it has read b's since b's restart
+	// (b drained, so its row was gone), a sees no peer with room and keeps what it is sent, as
+	// designed (a stale view costs a placement, never a loop)
+	eventually(t, 10*time.Second, "a reads b's load after b's restart", func() bool {
+		l, ok := viewOf(t, a, "b")
+		return ok && l.LiveKernels == 0 && l.MaxLiveKernels == 2
+	})
 
 	// a new session through a full a goes to b
 	if _, err := a.c.CreateSession(ctx, client.CreateRequest{SessionID: "pl-a"}); err != nil {
