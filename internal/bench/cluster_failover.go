@@ -44,7 +44,8 @@ func spawnBenchServer(env *benchEnv, name, token string, extra ...string) (*serv
 		"CARRYOVER_POOL_MAX_SIZE=" + strconv.Itoa(env.Cfg.Pool.MaxSize), // servertest's processes default to 0
 		"CARRYOVER_SANDBOX_ENABLED=" + strconv.FormatBool(env.Cfg.Sandbox.Enabled && benchSandboxOK()),
 		"CARRYOVER_SANDBOX_UID_BASE=" + strconv.Itoa(nextBenchUIDBase()), "CARRYOVER_SANDBOX_UID_COUNT=10000"}, extra...)
-	p, err := servertest.Launch(servertest.Options{Token: token, Env: vars, Dir: dir, PreImport: true}) // the default config
+	// The configured pre-imports, as startBenchSrv's servers have them (none in quick mode).
+	p, err := servertest.Launch(servertest.Options{Token: token, Env: vars, Dir: dir, PreImport: len(env.Cfg.Persistence.PreImport) > 0})
 	if err != nil {
 		return nil, nil, fmt.Errorf("server %s: %w", name, err)
 	}
