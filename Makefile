@@ -69,15 +69,17 @@ run: build
 
 # The tests mostly wait (kernels, servers, timeouts), so they run wider than the 2 cores: the
 # end-to-end tests that may run side by side call t.Parallel, -parallel 4 lets four of them at a
-# time, and -p 3 three packages. The packages are named longest first (their times in a CI run:
-# server 507 s, persistence 337, clustertest 188, web 185, clients/js 146, kernel 82, clients/python
-# 80, backup 76, ...), so the long ones never start last: named in the order of ./..., persistence
-# and clustertest started after 20-odd short packages and the run ended with one package going and
-# a core idle (727 s, 1.55 cores busy on average). internal/bench (its smoke test runs every
-# benchmark section in quick mode, -parallel of them at a time, each in a process of its own) goes
-# early too: it is minutes long.
-LONGEST = ./server/ ./persistence/ ./internal/bench/ ./server/clustertest/ ./web/ ./clients/js/ ./kernel/ \
-	./clients/python/ ./persistence/backup/ ./persistence/postgres/ ./cmd/carryover/ ./client/
+# time, and -p 3 three packages. The packages are named longest first, so the long ones never start
+# last: named in the order of ./..., persistence and clustertest once started after 20-odd short
+# packages and the run ended with one package going and a core idle (727 s, 1.55 cores busy on
+# average). internal/bench (its smoke test runs every benchmark section in quick mode, -parallel of
+# them at a time, each in a process of its own) is minutes long too. The order is by the packages'
+# wall time in a clean-clone run (2026-11-29: server 487 s, persistence 379, web 294, bench 276,
+# clustertest 273, js 99, kernel 79, postgres 57, chaos 44, sandbox 41, python 36, sqlite 17,
+# backup 16, ...): chaos and sandbox, last in ./... order, had made the run's last 70 s.
+LONGEST = ./server/ ./persistence/ ./web/ ./internal/bench/ ./server/clustertest/ ./clients/js/ ./kernel/ \
+	./persistence/postgres/ ./internal/chaos/ ./kernel/sandbox/ ./clients/python/ ./persistence/sqlite/ \
+	./persistence/backup/ ./persistence/archive/ ./cmd/carryover/ ./client/ ./kernel/template/
 # -trimpath keys the build cache by content, not by the clone's path: a second clone (a worktree, CI's
 # fresh clone on a machine that built the same code) reuses the race-built packages instead of
 # compiling them again (~2 min of CPU for the whole tree).
