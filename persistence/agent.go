@@ -81,7 +81,7 @@ func AgentBootstrap(spoolDir string) string { return agentBootstrap(spoolDir, sp
 // AgentPreload returns the code a kernel template runs once while it warms (kernel/template's
 // Config.Preload): it loads the agent's modules, compiled, without installing them, and marks the
 // package with the sources' digest. A kernel forked from that template then installs the modules it
-// inherited (agentBootCode) instead of compiling 11,000 lines again: ~55 ms of CPU per kernel.
+// inherited (agentPreloadedExpr) instead of compiling 11,000 lines again: ~55 ms of CPU per kernel.
 func AgentPreload() string {
 	return agentLoadCode + "__carryover_load(" + agentSources + ").__carryover_preloaded__ = " + pyString(agentDigest) + "\n"
 }
@@ -92,7 +92,7 @@ func AgentPreload() string {
 // the ZMQ channel with the server; it also leaves nothing to clean up or for a cell to overwrite. A
 // second bootstrap in the same kernel replaces the finder and the modules (the agent re-installs).
 func agentBootstrap(spoolKernel, spoolHost string) string {
-	return agentLoadCode + agentBootCode + "try:\n    __carryover_boot(" + agentSources + ", " + pyString(agentDigest) +
+	return agentLoadCode + agentBootCode + "try:\n    __carryover_boot(" + agentSources +
 		", " + pyString(spoolKernel) + ", " + pyString(spoolHost) + ")\nfinally:\n    del __carryover_boot, __carryover_load\n"
 }
 
@@ -105,9 +105,8 @@ func agentBootExpr(spoolKernel, spoolHost string) string {
 }
 
 // agentPreloadedExpr is an expression that installs the agent from the modules a template
-// preloaded (AgentPreload), as __carryover_boot would, and is True; False when this kernel has no
-// such modules (another digest, none, or already installed from them), which then needs
-// agentBootExpr.
+// preloaded (AgentPreload) and is True; False when this kernel has no such modules (another digest,
+// none, or already installed from them), which then needs agentBootExpr.
 func agentPreloadedExpr(spoolKernel, spoolHost string) string {
 	return `(lambda m: m is not None and getattr(m, "__carryover_preloaded__", None) == ` + pyString(agentDigest) +
 		` and not getattr(m, "__carryover_installed__", False) and (setattr(m, "__carryover_installed__", True) or m.install(` +
@@ -176,17 +175,10 @@ const agentLoadCode = `def __carryover_load(srcs, pkgs):
     return importlib.import_module("carryover_agent")
 `
 
-// agentBootCode defines __carryover_boot(srcs, pkgs, digest, spool, host): it installs the agent,
-// using the modules a template preloaded when they are the same sources (digest) and no agent was
-// installed from them yet, and loading them from srcs otherwise (a cold kernel, a second bootstrap).
-const agentBootCode = `def __carryover_boot(srcs, pkgs, digest, spool, host):
-    import sys
-
-    m = sys.modules.get("carryover_agent")
-    if m is None or getattr(m, "__carryover_preloaded__", None) != digest or getattr(m, "__carryover_installed__", False):
-        m = __carryover_load(srcs, pkgs)
-    m.__carryover_installed__ = True
-    m.install(spool, spool_host=host)
+// agentBootCode defines __carryover_boot(srcs, pkgs, spool, host): it loads the agent's modules
+// from srcs and installs them (unmarked by AgentPreload, agentPreloadedExpr never takes them).
+const agentBootCode = `def __carryover_boot(srcs, pkgs, spool, host):
+    __carryover_load(srcs, pkgs).install(spool, spool_host=host)
 `
 
 // pyString quotes s as a Python string literal: a JSON string is one (\uXXXX, \n, \" and \/ mean the
