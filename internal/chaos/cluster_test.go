@@ -30,9 +30,9 @@ type cluster struct {
 	lb    *balancer
 }
 
-// startCluster starts PostgreSQL, the S3 gateway and the proxy before it, the nodes (with flags
-// besides the pool's size) and the balancer, each stopped when the test ends.
-func startCluster(t *testing.T, nodes, pool int, env []string, flags ...string) *cluster {
+// startCluster starts PostgreSQL, the S3 gateway and the proxy before it, the nodes and the
+// balancer, each stopped when the test ends.
+func startCluster(t *testing.T, nodes, pool int, env []string) *cluster {
 	pg, err := pgtest.Init("")
 	if err == nil {
 		err = pg.Start()
@@ -60,7 +60,7 @@ func startCluster(t *testing.T, nodes, pool int, env []string, flags ...string) 
 		"CARRYOVER_CHUNKS_S3_ACCESS_KEY="+s3test.AccessKey, "CARRYOVER_CHUNKS_S3_SECRET_KEY="+s3test.SecretKey)
 	var addrs []string
 	for i := range nodes {
-		p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: append([]string{"--pool.size", strconv.Itoa(pool)}, flags...),
+		p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Flags: []string{"--pool.size", strconv.Itoa(pool)},
 			Env: append(slices.Clone(env), "CARRYOVER_CLUSTER_NODE_ID="+string(rune('a'+i)))})
 		cl.nodes = append(cl.nodes, p)
 		addrs = append(addrs, strings.TrimPrefix(p.Base, "http://"))
@@ -81,7 +81,7 @@ func TestChaosCluster(t *testing.T) {
 	seed := uint64(envInt("CARRYOVER_CHAOS_SEED", 1))
 	env, sandbox := sandboxEnv()
 	t.Logf("seed %d, %d faults, sandbox %v", seed, faults, sandbox)
-	cl := startCluster(t, 2, 1, env, noPreImport(t)...)
+	cl := startCluster(t, 2, 1, env)
 	h := newHarness(t, "two nodes on PostgreSQL + S3", seed, cl.lb.addr(), cl.nodes)
 	h.kinds = append(slices.Clone(faultKinds), clusterKinds...)
 	if sandbox {

@@ -57,7 +57,7 @@ func TestFullDisk(t *testing.T) {
 	t.Parallel()
 	dir := smallDisk(t, "300m")
 	p := servertest.StartProcess(t, servertest.Options{Token: "fulldisk", Dir: dir,
-		Flags: []string{"--pool.size", "0"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false", "CARRYOVER_PERSISTENCE_PRE_IMPORT=",
+		Flags: []string{"--pool.size", "0"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false",
 			"CARRYOVER_PERSISTENCE_SPOOL_DIR=" + filepath.Join(dir, "spool")}}) // the spool fills up too
 	c := client.New(p.Base, p.Token)
 	ctx := t.Context()

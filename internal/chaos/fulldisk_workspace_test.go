@@ -47,7 +47,7 @@ func TestFullDiskWorkspace(t *testing.T) {
 	}
 	dir := smallDisk(t, "400m")
 	p := servertest.StartProcess(t, servertest.Options{Token: "fdws", Dir: dir,
-		Flags: append([]string{"--pool.size", "0"}, noPreImport(t)...),
+		Flags: []string{"--pool.size", "0"},
 		Env:   append(env, "CARRYOVER_PERSISTENCE_SPOOL_DIR="+filepath.Join(dir, "spool"))})
 	c := client.New(p.Base, p.Token)
 	ctx := t.Context()

@@ -84,7 +84,7 @@ func TestChaos(t *testing.T) {
 		dir = smallDisk(t, "1g")
 		env = append(env, "CARRYOVER_PERSISTENCE_SPOOL_DIR="+filepath.Join(dir, "spool"))
 	}
-	p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Dir: dir, Flags: append([]string{"--pool.size", "1"}, noPreImport(t)...), Env: env})
+	p := servertest.StartProcess(t, servertest.Options{Token: "chaos", Dir: dir, Flags: []string{"--pool.size", "1"}, Env: env})
 	h := newHarness(t, "one SQLite node", seed, strings.TrimPrefix(p.Base, "http://"), []*servertest.Process{p})
 	h.kinds = slices.Clone(faultKinds)
 	if sandbox {
@@ -105,19 +105,6 @@ func TestChaos(t *testing.T) {
 	}
 	h.storeOK = func() bool { return sqliteOK(t, p.Dir) }
 	h.run(faults, runners(t, h.c, "http://"+h.proxy.Addr(), p.Token))
-}
-
-// noPreImport is the flags of a server whose kernels import nothing ahead (persistence.pre_import
-// []: only a config file can say so, an empty CARRYOVER_PERSISTENCE_PRE_IMPORT counts as unset).
-// The harness's sessions use none of numpy, pandas, matplotlib: imported by every restarted
-// server's kernel template, they made each recovery after a kill -9 wait seconds for imports no
-// session used.
-func noPreImport(t *testing.T) []string {
-	f := filepath.Join(t.TempDir(), "no-pre-import.yaml")
-	if err := os.WriteFile(f, []byte("persistence:\n  pre_import: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--config", f}
 }
 
 // sandboxEnv is the servers' environment: the sandbox on where bubblewrap runs as root.

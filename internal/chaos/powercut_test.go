@@ -72,7 +72,7 @@ func powerCutTurns(t *testing.T, sync string, seed uint64, rounds int) (lost int
 	t.Cleanup(func() { d.Close() })
 	p := servertest.StartProcess(t, servertest.Options{Token: "powercut", Dir: d.Dir,
 		Flags: []string{"--pool.size", "1"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false",
-			"CARRYOVER_PERSISTENCE_PRE_IMPORT=", "CARRYOVER_STORE_SQLITE_SYNCHRONOUS=" + sync}})
+			"CARRYOVER_STORE_SQLITE_SYNCHRONOUS=" + sync}})
 	c := client.New(p.Base, p.Token, client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
 	if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: "pc"}); err != nil {
 		t.Fatal(err)
