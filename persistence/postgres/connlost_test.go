@@ -215,6 +215,37 @@ func TestTxRetriedWhenLostBeforeCommit(t *testing.T) {
 	}
 }
 
+// TestTxRetriedWhenIdleInTransactionEnded: a transaction that sat idle past its
+// idle_in_transaction_session_timeout (a heartbeat's, Heartbeat) has its session ended by the server
+// (25P03) before its COMMIT: it runs again on another connection, as after any other lost
+// connection, and its work is done once.
+func TestTxRetriedWhenIdleInTransactionEnded(t *testing.T) {
+	t.Parallel()
+	s, _ := storeWithRuns(t)
+	runs := 0
+	err := s.tx(context.Background(), func(tx *sqlx.Tx) error {
+		runs++
+		if _, err := tx.Exec(`INSERT INTO runs VALUES ($1)`, runs); err != nil {
+			return err
+		}
+		if runs == 1 {
+			if _, err := tx.Exec(`SELECT set_config('idle_in_transaction_session_timeout', '100', true)`); err != nil {
+				return err
+			}
+			time.Sleep(time.Second)
+		}
+		_, err := tx.Exec(`INSERT INTO runs VALUES ($1)`, runs)
+		return err
+	})
+	var got []int
+	if err := s.db.Select(&got, `SELECT n FROM runs ORDER BY n`); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || runs != 2 || len(got) != 2 || got[0] != 2 || got[1] != 2 {
+		t.Fatalf("tx: err %v after %d runs, rows %v; want the second run's two rows", err, runs, got)
+	}
+}
+
 // TestTxCommitFailureNotRetried: a COMMIT that fails on a lost connection is not run again (its
 // outcome is unknown in general): the error is returned after one run of fn.
 func TestTxCommitFailureNotRetried(t *testing.T) {
