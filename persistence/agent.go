@@ -104,6 +104,12 @@ func agentBootExpr(spoolKernel, spoolHost string) string {
 	return "exec(" + pyString(agentBootstrap(spoolKernel, spoolHost)) + ", globals())"
 }
 
+// agentThenExpr is an expression, for after an install, that runs the batch (an agent op call's
+// JSON args) and is its answer: the raw JSON as text/plain (callAgent's JSONText).
+func agentThenExpr(batch string) string {
+	return `(__carryover__.call("batch", ` + pyString(batch) + `) or __carryover__.take())`
+}
+
 // agentPreloadedExpr is an expression that installs the agent from the modules a template
 // preloaded (AgentPreload) and is True; False when this kernel has no such modules (another digest,
 // none, or already installed from them), which then needs agentBootExpr.

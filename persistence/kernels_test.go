@@ -89,15 +89,26 @@ func startTemplates(python string) error {
 // most did, which is a configuration that does not fork.
 func mustBeForked(t *testing.T, k *kernel.Kernel) {
 	t.Helper()
+	if kernelParent(t, k) == os.Getpid() {
+		t.Logf("kernel %d started cold, not forked from a template (see its log; %s=1 starts all cold)", k.PID(), coldKernelsEnv)
+	}
+}
+
+// kernelParent is k's parent process (-1: unknown): this process for a kernel started cold, the
+// template for a forked one.
+func kernelParent(t *testing.T, k *kernel.Kernel) int {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.PID()))
 	if err != nil {
 		t.Fatalf("kernel's stat: %v", err)
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
 	fields := append(strings.Fields(rest), "", "")
-	if ppid, err := strconv.Atoi(fields[1]); err != nil || ppid == os.Getpid() {
-		t.Logf("kernel %d started cold, not forked from a template (see its log; %s=1 starts all cold)", k.PID(), coldKernelsEnv)
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return -1
 	}
+	return ppid
 }
 
 // closeTemplates stops the templates, and fails the run when more kernels started cold than were

@@ -6,7 +6,6 @@ package agentops
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
@@ -23,16 +22,12 @@ func callAgent(ctx context.Context, k *kernel.Kernel, op string, args any) error
 	return persistence.CallAgent(ctx, k, op, args, &ok)
 }
 
-// OutputGuard has a fresh kernel cut what cells print into messages of at most 1 MiB and drop
-// what a cell prints past run.max_output_bytes inside the kernel (the agent's op_output_guard says
-// why). The kernel's cap is a little under the server's own, so its notice still fits in what the
-// server keeps.
-func OutputGuard(ctx context.Context, k *kernel.Kernel, maxOutput int64) error {
-	kcap := max(maxOutput-4096, 1024)
-	if err := callAgent(ctx, k, "output_guard", map[string]any{"cap": kcap}); err != nil {
-		return fmt.Errorf("output guard: %w", err)
-	}
-	return nil
+// OutputGuard is the call that has a fresh kernel cut what cells print into messages of at most 1
+// MiB and drop what a cell prints past run.max_output_bytes inside the kernel (the agent's
+// op_output_guard says why), for persistence's Install to run with the agent's install. The
+// kernel's cap is a little under the server's own, so its notice still fits in what the server keeps.
+func OutputGuard(maxOutput int64) persistence.AgentCall {
+	return persistence.AgentCall{Op: "output_guard", Args: map[string]any{"cap": max(maxOutput-4096, 1024)}, Out: new(agentOK)}
 }
 
 // Setup applies a set-up (working dir, env vars, execution counter: the session's kernelSetup) with

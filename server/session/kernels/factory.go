@@ -96,14 +96,11 @@ func (f *Factory) useProvisioner(p kernel.Provisioner) {
 	}
 }
 
-// installAgent loads the agent into a new kernel, then has it guard the kernel's output (the
-// pool's onStart hook).
+// installAgent loads the agent into a new kernel and has it guard the kernel's output, in one
+// request where it can (persistence's Install; the pool's onStart hook).
 func (f *Factory) installAgent(ctx context.Context, k *kernel.Kernel) error {
 	host, inside := k.Process().Spool() // removed by the provisioner when the kernel shuts down
-	if err := f.ckpt.Install(ctx, k, host, inside); err != nil {
-		return err
-	}
-	return agentops.OutputGuard(ctx, k, f.cfg.MaxOutputBytes)
+	return f.ckpt.Install(ctx, k, host, inside, agentops.OutputGuard(f.cfg.MaxOutputBytes))
 }
 
 // warmKernel imports the configured modules into a kernel bound for the pool (the pool's onWarm hook).
