@@ -33,8 +33,21 @@ type testServer struct {
 // testConfig is the config of startServer before its tweaks (servertest.Config with testToken).
 func testConfig(dir string) *configs.Config { return servertest.Config(dir, testToken) }
 
-// startServer starts a server on dir (a new temp dir when "").
+// startServer starts a server on dir (a new temp dir when ""), its kernel templates shared with the
+// package's other servers (servertest.Start).
 func startServer(t *testing.T, dir string, tweak ...func(*configs.Config)) *testServer {
+	t.Helper()
+	return startWith(t, dir, servertest.Start, tweak...)
+}
+
+// startServerOwnTemplate is startServer with kernel templates of the server's own, in its data dir:
+// for a test that kills its template or looks for it there.
+func startServerOwnTemplate(t *testing.T, dir string, tweak ...func(*configs.Config)) *testServer {
+	t.Helper()
+	return startWith(t, dir, servertest.StartOwnTemplate, tweak...)
+}
+
+func startWith(t *testing.T, dir string, start func(testing.TB, *configs.Config) *servertest.Server, tweak ...func(*configs.Config)) *testServer {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -43,7 +56,7 @@ func startServer(t *testing.T, dir string, tweak ...func(*configs.Config)) *test
 	for _, f := range tweak {
 		f(cfg)
 	}
-	srv := servertest.Start(t, cfg)
+	srv := start(t, cfg)
 	return &testServer{t: t, dir: dir, srv: srv, base: srv.Base, c: newClient(srv.Base, testToken)}
 }
 

@@ -17,13 +17,14 @@ import (
 
 // newProvisioner picks where kernels and exec commands run: kernel/sandbox's bubblewrap boxes when
 // sandbox.enabled and they can run here, else plain local processes (loudly, when the sandbox was
-// wanted). Bad limit values in the config are an error.
-func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, error) {
+// wanted). Bad limit values in the config are an error. shared, when set, holds the templates this
+// server shares with the others of its process (Parts.Templates).
+func newProvisioner(cfg *configs.Config, shared *template.Shared, log *slog.Logger) (kernel.Provisioner, error) {
 	local := &kernel.LocalProvisioner{SpoolRoot: sessionConfig(cfg).Spool()}
 	logHostCheck(context.Background(), cfg, log)
 	if !cfg.Sandbox.Enabled {
 		log.Warn("sandbox disabled (sandbox.enabled=false): kernels and exec commands run as plain processes with the server's privileges")
-		return withTemplates(cfg, local, log), nil
+		return withTemplates(cfg, shared, local, log), nil
 	}
 	pc, tmp, err := sandboxConfig(cfg, log)
 	if err != nil {
@@ -38,7 +39,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		log.Error("SANDBOX UNAVAILABLE: kernels and exec commands run as PLAIN PROCESSES with the server's privileges; "+
 			"any code run can read the database and every workspace. Fix the cause, or set sandbox.enabled=false to acknowledge.",
 			"err", err)
-		return withTemplates(cfg, local, log), nil
+		return withTemplates(cfg, shared, local, log), nil
 	}
 	// One err for both steps (a := in the if would shadow it and the mountability check would never
 	// be looked at).
@@ -50,7 +51,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 		_ = mgr.Close()
 		log.Error("SANDBOX UNAVAILABLE: the checkpoint spool dir cannot be idmapped into sandboxes (set persistence.spool_dir "+
 			"to a directory on the data dir's filesystem); kernels and exec commands run as PLAIN PROCESSES", "spool_dir", pc.SpoolDir, "err", err)
-		return withTemplates(cfg, local, log), nil
+		return withTemplates(cfg, shared, local, log), nil
 	}
 	// A sandbox can leave set-uid files in its workspace (idmapped: they are root's on disk); nobody
 	// but the server may reach them.
@@ -80,7 +81,7 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 	} else {
 		pc.Packages = &pp
 	}
-	pc.Forker = boxTemplates(cfg, pc.KernelEnv(), log)
+	pc.Forker = boxTemplates(cfg, shared, pc.KernelEnv(), log)
 	pc.SpareBoxes = cfg.Pool.SpareBoxes
 	return sandbox.NewProvisioner(mgr, pc), nil
 }
@@ -88,11 +89,11 @@ func newProvisioner(cfg *configs.Config, log *slog.Logger) (kernel.Provisioner, 
 // boxTemplates is kernel/template's fork server for sandboxed kernels when pool.templates is on:
 // each kernel is forked from a warm template into its own box (kernel/sandbox/fork.go). nil: every
 // sandboxed kernel starts cold.
-func boxTemplates(cfg *configs.Config, env map[string]string, log *slog.Logger) sandbox.Forker {
+func boxTemplates(cfg *configs.Config, shared *template.Shared, env map[string]string, log *slog.Logger) sandbox.Forker {
 	if !cfg.Pool.Templates {
 		return nil
 	}
-	tp := newTemplate(cfg, env, &kernel.LocalProvisioner{}, log)
+	tp := newTemplate(cfg, shared, env, &kernel.LocalProvisioner{}, log)
 	if tp == nil {
 		return nil
 	}
@@ -111,11 +112,11 @@ func (f boxForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env map[str
 // withTemplates puts kernel/template's fork server in front of the local provisioner when
 // pool.templates is on: unsandboxed kernels are forked from a warm, pre-imported template. Sandboxed
 // kernels never are (each is started cold in its own box).
-func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slog.Logger) kernel.Provisioner {
+func withTemplates(cfg *configs.Config, shared *template.Shared, local *kernel.LocalProvisioner, log *slog.Logger) kernel.Provisioner {
 	if !cfg.Pool.Templates {
 		return local
 	}
-	tp := newTemplate(cfg, nil, local, log)
+	tp := newTemplate(cfg, shared, nil, local, log)
 	if tp == nil {
 		return local
 	}
@@ -123,9 +124,9 @@ func withTemplates(cfg *configs.Config, local *kernel.LocalProvisioner, log *slo
 	return tp
 }
 
-// newTemplate starts the template (env: its environment at import, nil for a local kernel's); nil
-// when it cannot (logged: kernels start cold).
-func newTemplate(cfg *configs.Config, env map[string]string, local *kernel.LocalProvisioner, log *slog.Logger) *template.Provisioner {
+// newTemplate starts the template (env: its environment at import, nil for a local kernel's), or
+// joins shared's template of the same kernels; nil when it cannot (logged: kernels start cold).
+func newTemplate(cfg *configs.Config, shared *template.Shared, env map[string]string, local *kernel.LocalProvisioner, log *slog.Logger) *template.Provisioner {
 	python := cfg.Kernel.Python
 	if python == "" {
 		python = "/usr/bin/python3"
@@ -133,11 +134,14 @@ func newTemplate(cfg *configs.Config, env map[string]string, local *kernel.Local
 	// Its script and log live in the data dir: a killed server leaves nothing in /tmp, and the next
 	// start writes the script again and appends to the log.
 	dir := filepath.Join(cfg.DataDir, "template")
+	tc := template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir,
+		Preload: persistence.AgentPreload(), Env: env, Logger: log}
 	var tp *template.Provisioner
 	err := os.MkdirAll(dir, 0o700)
-	if err == nil {
-		tp, err = template.New(template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir,
-			Preload: persistence.AgentPreload(), Env: env, Logger: log})
+	if err == nil && shared != nil {
+		tp, err = shared.New(tc)
+	} else if err == nil {
+		tp, err = template.New(tc)
 	}
 	if err != nil {
 		log.Warn("kernel templates unavailable: kernels start cold", "err", err)

@@ -21,7 +21,7 @@ import (
 // sandbox test of this package checks, on these forked kernels.
 func TestSandboxedKernelsAreForked(t *testing.T) {
 	t.Parallel()
-	ts := sandboxed(t, func(c *configs.Config) { c.Persistence.PreImport = []string{"numpy"} })
+	ts := sandboxedOwnTemplate(t, func(c *configs.Config) { c.Persistence.PreImport = []string{"numpy"} })
 	ts.createForked("fa")
 	ts.createForked("fb")
 	code := `import os, sys
@@ -56,7 +56,7 @@ import numpy; print(numpy.random.randint(2**62))`
 // template starts.
 func TestSandboxedTemplateKilledLosesNothing(t *testing.T) {
 	t.Parallel()
-	ts := sandboxed(t)
+	ts := sandboxedOwnTemplate(t)
 	ts.createForked("tk")
 	before := ts.stdout("tk", "import os, sys\nv = 41\nprint(os.getpid(), 'carryover_box' in sys.modules)")
 	tmpl := templateChild(t, ts.dir)

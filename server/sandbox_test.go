@@ -31,11 +31,23 @@ func sandboxed(t *testing.T, tweak ...func(*configs.Config)) *testServer {
 func sandboxedIn(t *testing.T, dir string, tweak ...func(*configs.Config)) *testServer {
 	t.Helper()
 	sandboxtest.Require(t, sandbox.Probe)
-	return startServer(t, dir, append([]func(*configs.Config){func(c *configs.Config) {
+	return startServer(t, dir, sandboxOn(tweak)...)
+}
+
+// sandboxedOwnTemplate is sandboxed with kernel templates of the server's own (startServerOwnTemplate).
+func sandboxedOwnTemplate(t *testing.T, tweak ...func(*configs.Config)) *testServer {
+	t.Helper()
+	sandboxtest.Require(t, sandbox.Probe)
+	return startServerOwnTemplate(t, "", sandboxOn(tweak)...)
+}
+
+// sandboxOn is tweak after the sandbox suites' own settings.
+func sandboxOn(tweak []func(*configs.Config)) []func(*configs.Config) {
+	return append([]func(*configs.Config){func(c *configs.Config) {
 		c.Sandbox.Enabled = true
 		c.Sandbox.UIDBase = 240000
 		c.Pool.Size = 2
-	}}, tweak...)...)
+	}}, tweak...)
 }
 
 // create makes a running session with the given sandbox settings (nil: the defaults).

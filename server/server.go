@@ -20,6 +20,7 @@ import (
 	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/internal/doctor"
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/kernel/template"
 	"github.com/carryover/carryover/persistence/backup"
 	"github.com/carryover/carryover/server/cluster"
 	"github.com/carryover/carryover/server/httpapi"
@@ -59,6 +60,10 @@ type Parts struct {
 	Provisioner kernel.Provisioner
 	UI          http.Handler // served at / when not nil
 	Logger      *slog.Logger
+	// Templates, when set, are kernel templates this server shares with the other servers of its
+	// process whose kernels are alike (kernel/template.Shared: the tests run hundreds of servers in
+	// one process). nil: the server starts its own, as `carryover serve` does.
+	Templates *template.Shared
 }
 
 // New opens the database under cfg.DataDir, recovers the sessions and prepares the API.
@@ -123,7 +128,7 @@ func Assemble(ctx context.Context, cfg *configs.Config, p Parts) (*Server, error
 // fill makes the parts p was not given: the configured provisioner and store.
 func (p *Parts) fill(ctx context.Context, cfg *configs.Config, log *slog.Logger) error {
 	if p.Provisioner == nil {
-		prov, err := newProvisioner(cfg, log)
+		prov, err := newProvisioner(cfg, p.Templates, log)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ func parentTemplate(t *testing.T, ts *testServer, id string) int {
 // it: the session answers from the same kernel, and later kernels come from a new template.
 func TestTemplateKilledLosesNothing(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, "")
+	ts := startServerOwnTemplate(t, "")
 	s := ts.newSession(client.CreateRequest{})
 	ts.run(s.ID, "v = 41")
 	tmpl := parentTemplate(t, ts, s.ID)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover/configs"
+	"github.com/carryover/carryover/kernel/template"
 	"github.com/carryover/carryover/server"
 )
 
@@ -63,7 +64,12 @@ func New(cfg *configs.Config, log *slog.Logger) (*Server, error) {
 // NewWithUI is New with ui served at /, as `carryover serve` serves the web UI (the benchmark's
 // servers, internal/bench).
 func NewWithUI(cfg *configs.Config, ui http.Handler, log *slog.Logger) (*Server, error) {
-	srv, err := server.New(context.Background(), cfg, ui, log)
+	return assemble(cfg, server.Parts{UI: ui, Logger: log})
+}
+
+// assemble builds the server of cfg from parts, listens and serves it.
+func assemble(cfg *configs.Config, parts server.Parts) (*Server, error) {
+	srv, err := server.Assemble(context.Background(), cfg, parts)
 	if err != nil {
 		return nil, fmt.Errorf("server.New: %w", err)
 	}
@@ -75,10 +81,29 @@ func NewWithUI(cfg *configs.Config, ui http.Handler, log *slog.Logger) (*Server,
 	return s, nil
 }
 
-// Start starts an in-process server with cfg, stopped when the test ends (or before, by Stop).
+// templates are the kernel templates the in-process servers of Start share (kernel/template.Shared):
+// a test binary starts a few hundred servers, and each template's start is ~0.7 s of CPU importing
+// ipykernel, for servers that mostly fork a kernel or two. Their kernels are forked as each server's
+// own template would fork them (same interpreter, pre-import set and environment).
+var templates = template.NewShared()
+
+// Start starts an in-process server with cfg, stopped when the test ends (or before, by Stop). Its
+// kernel templates are shared with the process's other servers of Start.
 func Start(t testing.TB, cfg *configs.Config) *Server {
 	t.Helper()
-	s, err := New(cfg, nil)
+	return start(t, cfg, templates)
+}
+
+// StartOwnTemplate is Start with kernel templates of the server's own, in its data dir as
+// `carryover serve` has them: for a test that kills its template or looks for it there.
+func StartOwnTemplate(t testing.TB, cfg *configs.Config) *Server {
+	t.Helper()
+	return start(t, cfg, nil)
+}
+
+func start(t testing.TB, cfg *configs.Config, shared *template.Shared) *Server {
+	t.Helper()
+	s, err := assemble(cfg, server.Parts{Templates: shared})
 	if err != nil {
 		t.Fatal(err)
 	}

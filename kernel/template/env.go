@@ -23,9 +23,9 @@ func differsAtImport(env, base map[string]string) bool {
 
 // importEnv is the template's env of the variables read at import: Config.ImportEnv, or the server's
 // kernels' (templateEnv).
-func (tp *Provisioner) importEnv() map[string]string {
-	if tp.cfg.ImportEnv != nil {
-		return tp.cfg.ImportEnv
+func (c Config) importEnv() map[string]string {
+	if c.ImportEnv != nil {
+		return c.ImportEnv
 	}
 	return templateEnv
 }

@@ -245,7 +245,7 @@ func TestFailingPreloadStillForks(t *testing.T) {
 	if st := tp.Stats(); st.Forks != 1 || st.Cold != 0 {
 		t.Errorf("stats %+v, want 1 fork", st)
 	}
-	log, _ := os.ReadFile(filepath.Join(tp.dir, "template.log"))
+	log, _ := os.ReadFile(filepath.Join(tp.sup.dir, "template.log"))
 	if !strings.Contains(string(log), "carryover preload probe failed") {
 		t.Errorf("the template's log lacks the preload's error:\n%s", log)
 	}
