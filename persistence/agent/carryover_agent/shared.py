@@ -44,7 +44,9 @@ def op_shared_map(agent, a):
         for b, fd in zip(a["bufs"], fds):
             if os.fstat(fd).st_size != b["n"]:
                 raise OSError("shared buffer %d holds %d bytes, want %d" % (b["id"], os.fstat(fd).st_size, b["n"]))
-            made.append((b["id"], mmap.mmap(fd, b["n"], access=mmap.ACCESS_COPY)))
+            m = mmap.mmap(fd, b["n"], access=mmap.ACCESS_COPY)
+            made.append((b["id"], m))
+            _populate(m)
     except BaseException:
         for _, m in made:
             m.close()
@@ -59,6 +61,23 @@ def op_shared_map(agent, a):
         weakref.finalize(m, _unmapped, sock)
         _maps[i] = m
     return {"ok": True}
+
+
+# MADV_POPULATE_READ (Linux 5.14): map every page of a range for reading, in one call.
+_MADV_POPULATE_READ = 22
+
+
+def _populate(m):
+    """Maps all of a shared copy's pages now, read-only (still copy-on-write). The dirty tracker
+    registers restored buffers for userfaultfd write-protection, and Linux maps no neighbouring
+    pages on a fault in such a range (fault-around is off under uffd-wp): reading a 1 GiB copy then
+    took 262,144 faults, ~0.45 s in each fork child, against ~0.1 s for this call. A kernel that never
+    reads the buffer pays that ~0.1 s per GiB, and its page tables (2 MiB per GiB). Best effort: an
+    older kernel (EINVAL) faults the pages in as before."""
+    try:
+        m.madvise(_MADV_POPULATE_READ)
+    except OSError:
+        pass
 
 
 def take(i):
