@@ -50,7 +50,7 @@ func newConnectionInfo(transport, dir, kernelName string) (ConnectionInfo, error
 	switch transport {
 	case "tcp":
 		ci.IP = "127.0.0.1"
-		ports, err := freePorts(5)
+		ports, err := pickPorts(5)
 		if err != nil {
 			return ci, err
 		}
@@ -127,6 +127,9 @@ func (ci ConnectionInfo) write(path string) error {
 // kernel's bind the port is free again, and another kernel started meanwhile could be handed it
 // (seen with a dozen kernels starting at once on a loaded machine): ports handed out in the last
 // minute are skipped, so at least this process never gives one port to two kernels.
+// pickPorts is freePorts; a test replaces it to hand a kernel a port someone else holds.
+var pickPorts = freePorts
+
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {

@@ -361,8 +361,9 @@ func mergeEnv(base, over map[string]string) map[string]string {
 
 // launchInstance starts an incarnation. Over tcp the ports are chosen before the kernel binds
 // them, and on a busy machine another process can take one in between: the kernel then exits with
-// "Address already in use", or our dial meets someone else's socket. Such a start is retried with
-// new ports, up to three times in all.
+// "Address already in use", or our dial meets someone else's socket (a ZMQ socket of another kind,
+// or no ZMQ socket at all: the greeting fails, often before the kernel has logged its own bind
+// error). Such a start is retried with new ports, up to three times in all.
 func (k *Kernel) launchInstance(ctx context.Context, prev KernelProcess) (*instance, error) {
 	for attempt := 1; ; attempt++ {
 		inst, err := k.startInstance(ctx, prev)
@@ -376,5 +377,6 @@ func (k *Kernel) launchInstance(ctx context.Context, prev KernelProcess) (*insta
 // portTaken reports whether a failed start looks like a port race (see launchInstance).
 func portTaken(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with")
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with") ||
+		strings.Contains(s, "could not exchange greetings")
 }
