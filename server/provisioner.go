@@ -137,10 +137,10 @@ func newTemplate(cfg *configs.Config, shared *template.Shared, env map[string]st
 	tc := template.Config{Python: python, PreImport: cfg.Persistence.PreImport, Local: local, Dir: dir,
 		Preload: persistence.AgentPreload(), Env: env, Logger: log}
 	var tp *template.Provisioner
-	err := os.MkdirAll(dir, 0o700)
-	if err == nil && shared != nil {
-		tp, err = shared.New(tc)
-	} else if err == nil {
+	var err error
+	if shared != nil {
+		tp, err = shared.New(tc) // in a dir of the shared template's own
+	} else if err = os.MkdirAll(dir, 0o700); err == nil {
 		tp, err = template.New(tc)
 	}
 	if err != nil {
