@@ -50,7 +50,8 @@ let katexP = null; // KaTeX (a quarter of the bundle) loads with the first math,
 
 /**
  * renderMath draws TeX into el with KaTeX (errors are shown in place, in red, not thrown). The TeX
- * source shows until KaTeX has loaded; el.dataset.math is "done" once drawn.
+ * source shows until KaTeX has loaded; el.dataset.math is "done" once drawn, and a bubbling "mathdrawn"
+ * event is sent from el then.
  */
 export function renderMath(tex, el, displayMode) {
   el.textContent = tex;
@@ -59,6 +60,8 @@ export function renderMath(tex, el, displayMode) {
   return katexP.then((katex) => {
     katex.render(tex, el, { ...KATEX, displayMode });
     el.dataset.math = 'done';
+    // the drawn math is wider than its source, often without its box changing size: tell the page
+    el.dispatchEvent(new Event('mathdrawn', { bubbles: true }));
   }, (err) => { el.dataset.math = 'failed'; el.title = `math not drawn: ${err.message}`; });
 }
 

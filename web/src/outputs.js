@@ -171,3 +171,16 @@ function focusableIfScrolling(el) {
 const scrollWatch = new ResizeObserver((entries) => {
   for (const e of entries) focusableIfScrolling(e.target);
 });
+
+// Two changes of what a box holds leave its size alone, so the observer above misses them: KaTeX
+// drawing a formula in place of its source, and a web font (KaTeX's, the mono one) arriving after the
+// first layout. Both widen the content of a box whose width the page sets. Each re-checks the boxes
+// it may have changed (math: the one drawn in; fonts: every watched output on the page).
+const WATCHED = '.out-latex, .out-json, .out-plain, .out-stream, .out-error';
+document.addEventListener('mathdrawn', (e) => {
+  const box = e.target.closest?.(WATCHED);
+  if (box) focusableIfScrolling(box);
+});
+document.fonts?.addEventListener('loadingdone', () => {
+  for (const el of document.querySelectorAll(WATCHED)) focusableIfScrolling(el);
+});
