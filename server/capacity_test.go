@@ -265,6 +265,15 @@ func TestCapacityAllBusyAnswers429(t *testing.T) {
 	if m := ts.metrics(); !strings.Contains(m, `carryover_capacity_refusals_total{reason="busy"}`) {
 		t.Error("no carryover_capacity_refusals_total in /metrics")
 	}
+	// A create that starts its session, refused the same way, leaves no session behind: with a
+	// generated id the caller could not even delete it, and a retry must meet the refusal, not a 409.
+	sixth := servertest.ID(t)
+	for _, body := range []string{`{"start": true}`, `{"session_id": "` + sixth + `", "start": true}`, `{"session_id": "` + sixth + `", "start": true}`} {
+		capacityRefusal(t, rawPost(t, ts, "/api/sessions", body), "1")
+	}
+	if list, err := ts.c.ListSessions(ts.ctx()); err != nil || len(list) != 5 {
+		t.Errorf("sessions after three refused creates = %s (%v), want the 5 made before", dump(list), err)
+	}
 	for _, id := range ids {
 		ts.act(ts.c.Interrupt, id)
 	}
@@ -423,7 +432,7 @@ type rawAnswer struct {
 func capacityRefusal(t *testing.T, res rawAnswer, retry string) client.ErrorBody {
 	t.Helper()
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != retry {
-		t.Fatalf("run: %d Retry-After %q %s, want 429 with Retry-After %s", res.StatusCode, res.Header.Get("Retry-After"), res.body, retry)
+		t.Fatalf("%d Retry-After %q %s, want 429 with Retry-After %s", res.StatusCode, res.Header.Get("Retry-After"), res.body, retry)
 	}
 	var body struct {
 		Error client.ErrorBody `json:"error"`
@@ -437,7 +446,13 @@ func capacityRefusal(t *testing.T, res rawAnswer, retry string) client.ErrorBody
 func rawRun(t *testing.T, ts *testServer, id, code string) rawAnswer {
 	t.Helper()
 	b, _ := json.Marshal(map[string]string{"code": code})
-	req, err := http.NewRequestWithContext(ts.ctx(), http.MethodPost, ts.base+"/api/sessions/"+id+"/run", strings.NewReader(string(b)))
+	return rawPost(t, ts, "/api/sessions/"+id+"/run", string(b))
+}
+
+// rawPost posts a JSON body to path and answers the response with its body read.
+func rawPost(t *testing.T, ts *testServer, path, body string) rawAnswer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ts.ctx(), http.MethodPost, ts.base+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,15 +12,6 @@ import (
 // there on its key is kept whatever happens, since the code may have run; a turn refused before
 // (paused, over budget, a kernel that would not start) releases its key, so a retry runs it.
 
-// IdempotencyKeyMax is the longest key accepted.
-const IdempotencyKeyMax = idempotency.KeyMax
-
-// DefaultIdempotencyTTL is how long a key binds when Config.IdempotencyTTL is zero.
-const DefaultIdempotencyTTL = idempotency.DefaultTTL
-
-// ValidateIdempotencyKey checks a client's key: 1 to 255 printable ASCII characters.
-func ValidateIdempotencyKey(key string) error { return idempotency.Validate(key) }
-
 // runKeyed runs do once for session ls's key; onReplay, when set, is told that the answer is an
 // earlier attempt's. req is the request without its key (its fingerprint).
 func runKeyed[T any](ctx context.Context, ls *Session, kind, key string, req any, onReplay func(),

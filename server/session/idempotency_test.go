@@ -11,6 +11,7 @@ import (
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/mock"
+	"github.com/carryover/carryover/server/idempotency"
 )
 
 // counting is a CommandFn that counts its runs, prints the count, and waits for gate (when not nil)
@@ -162,7 +163,7 @@ func TestIdempotentErrorAnswerIsReplayed(t *testing.T) {
 func TestIdempotencyKeyValidation(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "x"})
-	for _, key := range []string{strings.Repeat("k", IdempotencyKeyMax+1), "a\nb", "caf\u00e9"} {
+	for _, key := range []string{strings.Repeat("k", idempotency.KeyMax+1), "a\nb", "caf\u00e9"} {
 		_, err := handleOf(t, s, "x").RunCommand(context.Background(), CommandRequest{Command: "true", IdempotencyKey: key}, CommandOptions{})
 		wantCode(t, err, carryover.CodeInvalid)
 	}

@@ -67,10 +67,19 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if err := os.MkdirAll(s.cfg.workspace(id), 0o755); err != nil {
 		return carryover.Session{}, err
 	}
-	if req.Start {
-		return s.Start(ctx, id)
+	if !req.Start {
+		return ls.docCopy(), nil
 	}
-	return ls.docCopy(), nil
+	// A refused start (capacity, quota, a kernel that failed) takes the session out again: the caller
+	// got an error, not a session (perhaps of an id it never saw), and a retry meets the refusal, not a 409.
+	started, err := s.Start(ctx, id)
+	if err != nil {
+		if derr := s.Delete(context.WithoutCancel(ctx), id); derr != nil {
+			s.log.Warn("a session whose start failed at its create was not deleted", "session", id, "err", derr)
+		}
+		return carryover.Session{}, err
+	}
+	return started, nil
 }
 
 // Patch merges data into the session's data.
