@@ -51,6 +51,24 @@ display(Latex(r"$$\sum_{k=1}^{n} k = \frac{n(n+1)}{2}$$"))`);
   assert.equal(await cell.locator('.out-markdown table td').count(), 2);
   assert.equal(await cell.locator('.out-latex .katex-display').count(), 1);
   assert.match(await cell.locator('.out-latex .katex-mathml annotation').textContent(), /\\sum_\{k=1\}/);
+  // A web font arriving after the first layout widens what an output holds without resizing its box
+  // (so no ResizeObserver entry): the page must then make it a tab stop if it now scrolls (axe's
+  // scrollable-region-focusable). Here the formula is widened in place, its box keeping its size,
+  // then a font of the page's own is loaded.
+  const focus = await cell.locator('.out-latex').evaluate(async (box) => {
+    const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const size = [box.clientWidth, box.clientHeight];
+    box.querySelector('.katex').style.width = `${box.clientWidth * 3}px`;
+    await frames();
+    const widened = { scrolls: box.scrollWidth > box.clientWidth, sameBox: box.clientWidth === size[0] && box.clientHeight === size[1], tabIndex: box.tabIndex };
+    const font = new FontFace('carryover-late-font', 'url(dist/fonts/KaTeX_AMS-Regular.woff2)');
+    document.fonts.add(font);
+    await font.load();
+    await frames();
+    return { widened, afterFont: box.tabIndex };
+  });
+  assert.deepEqual(focus.widened, { scrolls: true, sameBox: true, tabIndex: -1 }, 'the widened formula scrolls in a box of the same size, not yet a tab stop');
+  assert.equal(focus.afterFont, 0, 'after a font arrived, the scrolling formula is a tab stop');
   await t.shot('math');
 }
 
