@@ -96,7 +96,7 @@ func Validate(key string) error {
 
 // Do runs do once for (r.Scope, r.Key): see the package's doc. do calls started just before its
 // effect begins; replayed is true when the answer is the stored one of an earlier attempt.
-func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Context, started func()) (*T, error)) (res *T, replayed bool, err error) {
+func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Context, started func() error) (*T, error)) (res *T, replayed bool, err error) {
 	if err := Validate(r.Key); err != nil {
 		return nil, false, err
 	}
@@ -124,11 +124,14 @@ func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Cont
 			k.settle(context.WithoutCancel(sctx), r, attempt, true, res, err)
 		}
 	}
-	res, runErr := do(context.WithValue(ctx, settleKey{}, settleFunc(early)), func() {
-		if err := wait(); err != nil {
-			k.log.Error("idempotency key reserved but not flushed to disk before the work began", "scope", r.Scope, "err", err)
+	res, runErr := do(context.WithValue(ctx, settleKey{}, settleFunc(early)), func() error {
+		if err := wait(); err != nil { // not durable: a retry after a crash could run the work again
+			k.log.Error("idempotency key reserved but not flushed to disk: the work is refused", "scope", r.Scope, "err", err)
+			return carryover.Wrap(carryover.CodeInternal, err,
+				"the idempotency key %q could not be made durable, so nothing was run (a retry with it runs it)", r.Key)
 		}
 		began.Store(true)
+		return nil
 	})
 	if settled.CompareAndSwap(false, true) {
 		k.settle(context.WithoutCancel(ctx), r, attempt, began.Load(), res, runErr)

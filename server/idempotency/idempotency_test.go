@@ -26,10 +26,20 @@ func newKeys(t *testing.T) (*Keys, *mock.Store) {
 }
 
 // counter is work that counts its runs, calling started first.
-func counter(n *atomic.Int32) func(context.Context, func()) (*answer, error) {
-	return func(_ context.Context, started func()) (*answer, error) {
-		started()
+func counter(n *atomic.Int32) func(context.Context, func() error) (*answer, error) {
+	return func(_ context.Context, started func() error) (*answer, error) {
+		if err := started(); err != nil {
+			return nil, err
+		}
 		return &answer{N: n.Add(1)}, nil
+	}
+}
+
+// mustStart calls the started function Do gave the work, failing the test if it refuses.
+func mustStart(t *testing.T, started func() error) {
+	t.Helper()
+	if err := started(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -74,7 +84,7 @@ func TestUnstartedWorkReleasesItsKey(t *testing.T) {
 	ctx := context.Background()
 	r := Request{Scope: "s", Key: "k", Kind: "run"}
 	refused := errors.New("paused")
-	if _, _, err := Do(ctx, k, r, func(context.Context, func()) (*answer, error) { return nil, refused }); !errors.Is(err, refused) {
+	if _, _, err := Do(ctx, k, r, func(context.Context, func() error) (*answer, error) { return nil, refused }); !errors.Is(err, refused) {
 		t.Fatal(err)
 	}
 	var n atomic.Int32
@@ -83,7 +93,7 @@ func TestUnstartedWorkReleasesItsKey(t *testing.T) {
 	}
 	r.Key = "failed"
 	timeout := carryover.Errorf(carryover.CodeTimeout, "too slow")
-	_, _, _ = Do(ctx, k, r, func(_ context.Context, started func()) (*answer, error) { started(); return &answer{N: 7}, timeout })
+	_, _, _ = Do(ctx, k, r, func(_ context.Context, started func() error) (*answer, error) { mustStart(t, started); return &answer{N: 7}, timeout })
 	res, replayed, err := Do(ctx, k, r, counter(&n))
 	wantCode(t, err, carryover.CodeTimeout)
 	if !replayed || res == nil || res.N != 7 || carryover.ErrorOf(err).Result.(*answer).N != 7 || n.Load() != 1 {
@@ -121,8 +131,8 @@ func TestRetryWaitsForTheAttemptInFlight(t *testing.T) {
 	var n atomic.Int32
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _, _ = Do(context.Background(), k, r, func(_ context.Context, started func()) (*answer, error) {
-			started()
+		_, _, _ = Do(context.Background(), k, r, func(_ context.Context, started func() error) (*answer, error) {
+			mustStart(t, started)
 			close(inside)
 			<-gate
 			return &answer{N: n.Add(1)}, nil
@@ -164,12 +174,12 @@ func TestSettleStoresTheAnswerEarly(t *testing.T) {
 	Settle(ctx, &answer{N: 9}, nil) // not keyed work: nothing to do
 	r := Request{Scope: "s", Key: "early", Kind: "run", Body: "1+1"}
 	var doneInside bool
-	first, _, err := Do(ctx, k, r, func(ctx context.Context, started func()) (*answer, error) {
+	first, _, err := Do(ctx, k, r, func(ctx context.Context, started func() error) (*answer, error) {
 		Settle(ctx, &answer{N: 1}, nil) // before started: the key is not kept yet
 		if rec, _ := store.GetIdempotencyKey(ctx, "s", "early"); rec.State == carryover.IdempotencyDone {
 			t.Error("Settle before started stored an answer")
 		}
-		started()
+		mustStart(t, started)
 		Settle(ctx, &answer{N: 2}, nil)
 		rec, err := store.GetIdempotencyKey(ctx, "s", "early")
 		doneInside = err == nil && rec.State == carryover.IdempotencyDone
@@ -179,7 +189,7 @@ func TestSettleStoresTheAnswerEarly(t *testing.T) {
 	if err != nil || first.N != 2 || !doneInside {
 		t.Fatalf("first: %+v %v, answer stored before the work returned: %v", first, err, doneInside)
 	}
-	again, replayed, err := Do(ctx, k, r, func(context.Context, func()) (*answer, error) {
+	again, replayed, err := Do(ctx, k, r, func(context.Context, func() error) (*answer, error) {
 		t.Error("a settled key ran again")
 		return nil, nil
 	})
@@ -225,9 +235,9 @@ func TestReservationFlushedBeforeStarted(t *testing.T) {
 		close(st.release)
 	}()
 	res, _, err := Do(context.Background(), k, Request{Scope: "s", Key: "flush", Kind: "run", Body: "1"},
-		func(_ context.Context, started func()) (*answer, error) {
+		func(_ context.Context, started func() error) (*answer, error) {
 			close(ready)
-			started()
+			mustStart(t, started)
 			if !st.synced.Load() {
 				t.Error("started returned before the reservation was flushed")
 			}
@@ -235,5 +245,42 @@ func TestReservationFlushedBeforeStarted(t *testing.T) {
 		})
 	if err != nil || res.N != 1 || st.deferred.Load() != 1 {
 		t.Fatalf("%+v %v; deferred reservations %d, want 1", res, err, st.deferred.Load())
+	}
+}
+
+// failingSync is a store that defers its flushes, the next of which fails while fail is set.
+type failingSync struct {
+	*mock.Store
+	fail atomic.Bool
+}
+
+func (s *failingSync) Sync(context.Context) error {
+	if s.fail.Load() {
+		return errors.New("fsync: input/output error")
+	}
+	return nil
+}
+
+// TestUnflushedReservationRunsNothing: when the flush that makes a reservation durable fails, the
+// work is refused at started (a crash could lose the key, and a retry would run the work twice):
+// the work's effect never happens, the answer says why, and the key is released, so a retry runs
+// the work, once.
+func TestUnflushedReservationRunsNothing(t *testing.T) {
+	t.Parallel()
+	base, _ := newKeys(t)
+	st := &failingSync{Store: base.store.(*mock.Store)}
+	st.fail.Store(true)
+	k := New(st, time.Hour, nil)
+	r := Request{Scope: "s", Key: "disk", Kind: "run", Body: "orders.append(7)"}
+	var n atomic.Int32
+	_, replayed, err := Do(context.Background(), k, r, counter(&n))
+	wantCode(t, err, carryover.CodeInternal)
+	if n.Load() != 0 || replayed || !strings.Contains(err.Error(), "nothing was run") || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("runs %d, replayed %v, err %v", n.Load(), replayed, err)
+	}
+	st.fail.Store(false)
+	res, replayed, err := Do(context.Background(), k, r, counter(&n))
+	if err != nil || replayed || res.N != 1 || n.Load() != 1 {
+		t.Fatalf("retry once the disk is back: %+v replayed %v %v (runs %d)", res, replayed, err, n.Load())
 	}
 }

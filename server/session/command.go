@@ -24,11 +24,11 @@ type (
 func (ls *Session) RunCommand(ctx context.Context, req CommandRequest, opts CommandOptions) (*CommandResult, error) {
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, ls, "exec", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*CommandResult, error) {
+		return runKeyed(ctx, ls, "exec", key, req, opts.OnReplay, func(ctx context.Context, started func() error) (*CommandResult, error) {
 			return ls.runCommand(ctx, req, started)
 		})
 	}
-	return ls.runCommand(ctx, req, func() {})
+	return ls.runCommand(ctx, req, func() error { return nil })
 }
 
 // CommandOptions connect a shell command to the front door that sent it.
@@ -39,7 +39,7 @@ type CommandOptions struct {
 }
 
 // runCommand is RunCommand without its key; started is called just before the command starts.
-func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started func()) (*CommandResult, error) {
+func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started func() error) (*CommandResult, error) {
 	s := ls.svc
 	argv, err := shellcmd.Argv(req.Command)
 	if err != nil {
@@ -70,7 +70,9 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 		return nil, err
 	}
 	start := time.Now()
-	started() // a keyed command starts: its key is kept whatever happens next
+	if err := started(); err != nil { // a keyed command starts: its key is kept whatever happens next
+		return nil, err
+	}
 	res, cpu, err := ls.runInSandbox(ctx, doc, req, argv, wd, rel, timeout)
 	if err != nil {
 		return nil, err

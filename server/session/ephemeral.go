@@ -15,12 +15,12 @@ type EphemeralRequest struct {
 
 // RunEphemeral runs code (POST /api/execute) in a throwaway session destroyed at once: nothing is saved or kept.
 func (s *Service) RunEphemeral(ctx context.Context, req EphemeralRequest) (*RunResult, error) {
-	return s.runEphemeral(ctx, req, func() {})
+	return s.runEphemeral(ctx, req, func() error { return nil })
 }
 
 // runEphemeral is RunEphemeral calling started just before the cell's code starts (a keyed run's
 // key is kept from there on: ephemeral_keyed.go).
-func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, started func()) (*RunResult, error) {
+func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, started func() error) (*RunResult, error) {
 	if err := carryover.ValidateLanguage(req.Language); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,9 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	if err := s.kern.Prepare(ctx, id, k, ls.doc); err != nil {
 		return nil, err
 	}
-	started()
+	if err := started(); err != nil {
+		return nil, err
+	}
 	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {

@@ -14,7 +14,7 @@ import (
 // cannot hold it; the rules are idempotency.Do's. replayed: the answer is an earlier attempt's.
 func (s *Service) RunEphemeralKeyed(ctx context.Context, key string, req EphemeralRequest) (res *RunResult, replayed bool, err error) {
 	r := idempotency.Request{Scope: carryover.TenantFromContext(ctx), Key: key, Kind: "execute", Body: req}
-	return idempotency.Do(ctx, s.adm.ephemeral, r, func(ctx context.Context, started func()) (*RunResult, error) {
+	return idempotency.Do(ctx, s.adm.ephemeral, r, func(ctx context.Context, started func() error) (*RunResult, error) {
 		return s.runEphemeral(ctx, req, started)
 	})
 }

@@ -70,8 +70,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (carryover.Sess
 	if !req.Start {
 		return ls.docCopy(), nil
 	}
-	// A refused start (capacity, quota, a kernel that failed) takes the session out again: the caller
-	// got an error, not a session (perhaps of an id it never saw), and a retry meets the refusal, not a 409.
+	// A refused start takes the session out again: the caller got an error, not a session (nor an id).
 	started, err := s.Start(ctx, id)
 	if err != nil {
 		if derr := s.Delete(context.WithoutCancel(ctx), id); derr != nil {

@@ -80,7 +80,7 @@ type RunOptions struct {
 	// the frames itself).
 	OnReplay func()
 
-	started func() // a keyed run's: called just before its code starts (idempotency.go)
+	started func() error // a keyed run's: called just before its code starts (idempotency.go)
 }
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
@@ -89,7 +89,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	s := ls.svc
 	if key := req.IdempotencyKey; key != "" {
 		req.IdempotencyKey = ""
-		return runKeyed(ctx, ls, "run", key, req, opts.OnReplay, func(ctx context.Context, started func()) (*RunResult, error) {
+		return runKeyed(ctx, ls, "run", key, req, opts.OnReplay, func(ctx context.Context, started func() error) (*RunResult, error) {
 			opts.started = started
 			return ls.Run(ctx, req, opts)
 		})
@@ -126,8 +126,10 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 			return nil, err
 		}
 	}
-	if opts.started != nil {
-		opts.started() // a keyed run's code starts: its key is kept whatever happens next
+	if opts.started != nil { // a keyed run's code starts: its key is kept whatever happens next
+		if err := opts.started(); err != nil {
+			return nil, err
+		}
 	}
 	// The turn's writes (checkpoint, session, history) are flushed to disk once, before its answer
 	// leaves (syncTurn), not one by one (carryover.DeferSync).
