@@ -93,7 +93,10 @@ func TestUnstartedWorkReleasesItsKey(t *testing.T) {
 	}
 	r.Key = "failed"
 	timeout := carryover.Errorf(carryover.CodeTimeout, "too slow")
-	_, _, _ = Do(ctx, k, r, func(_ context.Context, started func() error) (*answer, error) { mustStart(t, started); return &answer{N: 7}, timeout })
+	_, _, _ = Do(ctx, k, r, func(_ context.Context, started func() error) (*answer, error) {
+		mustStart(t, started)
+		return &answer{N: 7}, timeout
+	})
 	res, replayed, err := Do(ctx, k, r, counter(&n))
 	wantCode(t, err, carryover.CodeTimeout)
 	if !replayed || res == nil || res.N != 7 || carryover.ErrorOf(err).Result.(*answer).N != 7 || n.Load() != 1 {
