@@ -5,6 +5,8 @@
 //  2. the key is reserved in the store, pending, before the work starts: a retry reaching any node,
 //     or this one after a restart, finds it;
 //  3. the work runs, calling started just before its effect begins (a cell's code, a command);
+//     started waits for the reservation to be on disk, and refuses (an error the work must return)
+//     when it could not be: a crash could lose the key, and a retry would run the work again;
 //  4. its answer is stored with the key (done): when the work returns, or before, when the work
 //     calls Settle (a turn does, among its own writes, before it answers).
 //
@@ -95,7 +97,8 @@ func Validate(key string) error {
 }
 
 // Do runs do once for (r.Scope, r.Key): see the package's doc. do calls started just before its
-// effect begins; replayed is true when the answer is the stored one of an earlier attempt.
+// effect begins, and returns at once with started's error, if any (its effect must not begin);
+// replayed is true when the answer is the stored one of an earlier attempt.
 func Do[T any](ctx context.Context, k *Keys, r Request, do func(ctx context.Context, started func() error) (*T, error)) (res *T, replayed bool, err error) {
 	if err := Validate(r.Key); err != nil {
 		return nil, false, err
