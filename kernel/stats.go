@@ -44,13 +44,9 @@ func (inst *instance) deadErrOr(fallback error) error {
 // (so the leader, what it is running now, and what it ran and reaped) and RSS. A child reaped by the
 // leader moves from its own line into the leader's cutime, so nothing is counted twice. Children that
 // left the group (setsid) are not counted. Without the leader the figures are meaningless: an error.
-func GroupStats(pgid int) (ProcStats, error) {
-	t, err := ScanProcs()
-	if err != nil {
-		return ProcStats{}, err
-	}
-	return t.Group(pgid)
-}
+// The members are found through the node's shared map of groups (procgroups.go), their figures
+// read fresh.
+func GroupStats(pgid int) (ProcStats, error) { return groups.stats(pgid) }
 
 // ProcTable is one pass over /proc: the stat line of every live process, by pid. A caller needing
 // several groups' figures (a sandbox: the wrapper's group and the box's) reads /proc once, not once
