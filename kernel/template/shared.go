@@ -69,14 +69,23 @@ func (sh *Shared) release(key string, st *sharedTemplate) error {
 	return st.sup.close()
 }
 
-// templateKey names what makes two Configs' templates the same process.
+// templateKey names what makes two Configs' templates the same process. An empty list or map and
+// none are the same (JSON tells [] from null: a config's `pre_import: []` and another's left out
+// made two templates of the same kernels).
 func (c Config) templateKey() (string, error) {
+	pre, env := c.PreImport, c.Env
+	if len(pre) == 0 {
+		pre = nil
+	}
+	if len(env) == 0 {
+		env = nil
+	}
 	b, err := json.Marshal(struct {
 		Python    string
 		PreImport []string
 		Preload   [32]byte
 		Env       map[string]string
 		ImportEnv map[string]string
-	}{c.Python, c.PreImport, sha256.Sum256([]byte(c.Preload)), c.Env, c.importEnv()})
+	}{c.Python, pre, sha256.Sum256([]byte(c.Preload)), env, c.importEnv()})
 	return string(b), err
 }

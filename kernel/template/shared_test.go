@@ -66,3 +66,27 @@ func TestSharedTemplateOutlivesAllButItsLastProvisioner(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTemplateKeyEmptyIsNone: configs that differ only by an empty list or map against none name
+// the same template; a pre-import set or an env var makes another.
+func TestTemplateKeyEmptyIsNone(t *testing.T) {
+	key := func(c Config) string {
+		k, err := c.templateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	none := key(Config{Python: "/usr/bin/python3"})
+	if empty := key(Config{Python: "/usr/bin/python3", PreImport: []string{}, Env: map[string]string{}}); empty != none {
+		t.Errorf("empty pre-import and env: key %s, none: %s", empty, none)
+	}
+	for _, c := range []Config{
+		{Python: "/usr/bin/python3", PreImport: []string{"numpy"}},
+		{Python: "/usr/bin/python3", Env: map[string]string{"A": "1"}},
+	} {
+		if key(c) == none {
+			t.Errorf("%+v names the template of a bare config", c)
+		}
+	}
+}
