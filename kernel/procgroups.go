@@ -25,8 +25,8 @@ type groupScan struct {
 	reads   int           // full reads of /proc so far (tests)
 }
 
-// pids lists the members of group pgid (its leader first when it is alive), reading /proc whole
-// when the map is older than every or does not hold pgid.
+// pids lists the members of group pgid as the map knows them, reading /proc whole first when the
+// map is older than every or does not hold pgid.
 func (g *groupScan) pids(pgid int) ([]int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -19,9 +19,9 @@ func startGroup(t *testing.T, script string) *exec.Cmd {
 	return cmd
 }
 
-// TestGroupScanReadsProcOnceForManyGroups: samples of several groups within a second read /proc
-// whole once; a group started since is looked for at once; a member that joined a known group is
-// counted from the next full read; the leader's CPU is read fresh at every sample.
+// TestGroupScanReadsProcOnceForManyGroups: samples of several groups within the map's age read
+// /proc whole once; a group started since is looked for at once; the leader's CPU is read fresh at
+// every sample; a gone leader is an error.
 func TestGroupScanReadsProcOnceForManyGroups(t *testing.T) {
 	t.Parallel()
 	g := &groupScan{every: time.Hour}

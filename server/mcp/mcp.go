@@ -40,8 +40,9 @@ type Options struct {
 }
 
 // schemas holds the tools' JSON schemas, inferred from their Go types and resolved once per
-// process: every server (a test binary starts hundreds) would otherwise reflect and resolve the same
-// eleven tools' schemas again (~15 ms of CPU a start under the race detector).
+// process: every server start would otherwise reflect and resolve the same eleven tools' schemas
+// again (5 s of the CPU of server's tests, which start a few hundred servers, under the race
+// detector).
 var schemas = sdk.NewSchemaCache()
 
 // Handler is the MCP endpoint over svc.
