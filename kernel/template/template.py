@@ -44,6 +44,7 @@ capability and the bounding set, becomes the box's uid, sets no_new_privs, loads
 seccomp program, checks all of it in /proc/self/status, and only then builds the kernel app.
 """
 
+import atexit
 import gc
 import importlib
 import json
@@ -194,16 +195,19 @@ def _become(spec):
 
 
 def _launch(args):
-    """Runs the kernel app; answers its exit code."""
+    """Runs the kernel app, then the atexit handlers (the user's among them) as the interpreter's
+    exit would: the child leaves with os._exit, which runs none. Answers the app's exit code."""
     _reseed()
     from ipykernel import kernelapp
 
     sys.argv = ["ipykernel_launcher"] + list(args)
+    code = 0
     try:
         kernelapp.launch_new_instance(argv=list(args))
     except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 1
-    return 0
+        code = e.code if isinstance(e.code, int) else 1
+    atexit._run_exitfuncs()  # prints a failing handler's traceback to the kernel log and goes on
+    return code
 
 
 def _exit(code):

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -248,5 +249,28 @@ func TestFailingPreloadStillForks(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(tp.sup.dir, "template.log"))
 	if !strings.Contains(string(log), "carryover preload probe failed") {
 		t.Errorf("the template's log lacks the preload's error:\n%s", log)
+	}
+}
+
+// A forked kernel ends as a cold one does: its atexit handlers (the user's among them) run when it
+// is shut down. The child leaves with os._exit, which skips them unless the launch runs them.
+func TestForkedKernelRunsAtexitOnShutdown(t *testing.T) {
+	t.Parallel()
+	tp, spec := newProvisioner(t)
+	k := start(t, tp, spec, nil)
+	if tp.Stats().Forks != 1 {
+		t.Fatalf("stats %+v: want the kernel forked", tp.Stats())
+	}
+	path := filepath.Join(t.TempDir(), "bye")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := k.Eval(ctx, "import atexit\natexit.register(lambda: open("+strconv.Quote(path)+", 'w').write('bye'))", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "bye" {
+		t.Fatalf("the kernel's atexit handler did not run at shutdown: %q, %v", b, err)
 	}
 }
