@@ -8,7 +8,7 @@ import (
 )
 
 // startGroup starts a process that leads a process group of its own and stops it at the test's end.
-func startGroup(t *testing.T, script string) *exec.Cmd {
+func startGroup(t testing.TB, script string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
