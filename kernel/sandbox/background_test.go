@@ -33,6 +33,16 @@ func TestBackgroundOfADeadKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = unix.Kill(leader, unix.SIGCONT) }()
+	// SIGSTOP takes effect when the leader is next scheduled: on a loaded host it may still be
+	// runnable (R) after the kernel below is dead and reaped, so wait until it is stopped.
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, ok := procStat(leader); ok && st.state == 'T' {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("bubblewrap (%d) not stopped 20 s after SIGSTOP", leader)
+		}
+	}
 	if err := unix.Kill(kernelPID, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
