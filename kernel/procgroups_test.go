@@ -42,20 +42,8 @@ func TestGroupScanReadsProcOnceForManyGroups(t *testing.T) {
 	if err != nil || g.reads != 2 {
 		t.Fatalf("new group: %v, %d reads (want 2)", err, g.reads)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := g.stats(spin.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.CPUSeconds >= first.CPUSeconds+0.05 {
-			break // the leader's figures are fresh, not the map's
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spinning leader's CPU stayed at %.2f s", st.CPUSeconds)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// the leader's figures are fresh, not the map's
+	waitForCPU(t, g, spin.Process.Pid, first.CPUSeconds+0.05, "the spinning leader's CPU")
 	if g.reads != 2 {
 		t.Fatalf("%d full reads, want 2: samples of a known group read only its members", g.reads)
 	}
@@ -83,18 +71,23 @@ func TestGroupScanFindsNewMembersAfterEvery(t *testing.T) {
 	if err := exec.Command("touch", dir+"/go").Run(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := g.stats(lead.Process.Pid)
+	waitForCPU(t, g, lead.Process.Pid, before.CPUSeconds+0.3, "the group's CPU (its new member not counted)")
+}
+
+// waitForCPU samples group pgid through g until its CPU reaches atLeast seconds, and fails t when it
+// has not 10 s later (what names the figure in the failure).
+func waitForCPU(t *testing.T, g *groupScan, pgid int, atLeast float64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := g.stats(pgid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.CPUSeconds >= before.CPUSeconds+0.3 {
-			return // the spinning child, a new member, is counted
+		if st.CPUSeconds >= atLeast {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the group's CPU stayed at %.2f s (from %.2f): its new member is not counted", st.CPUSeconds, before.CPUSeconds)
+			t.Fatalf("%s stayed at %.2f s, want %.2f", what, st.CPUSeconds, atLeast)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
