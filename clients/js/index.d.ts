@@ -737,6 +737,8 @@ export declare namespace Schemas {
   export interface WSEventFrame {
     type: "event";
     event: Event;
+    /** true for an event logged before this subscribe_events (sent from the store); absent for a live one */
+    backlog?: boolean;
   }
 
   export interface WSErrorFrame {

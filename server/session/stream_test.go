@@ -42,8 +42,8 @@ func TestSubscribeEventsBacklogThenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer handleOf(t, s, "e").Attach(sub)()
-	if f := nextFrame(t, sub); f["type"] != "event" || f["event"].(map[string]any)["sequence_number"] != 2.0 {
-		t.Fatalf("backlog frame = %v, want event 2 only", f)
+	if f := nextFrame(t, sub); f["type"] != "event" || f["event"].(map[string]any)["sequence_number"] != 2.0 || f["backlog"] != true {
+		t.Fatalf("backlog frame = %v, want event 2 only, marked backlog", f)
 	}
 	if _, err := s.Pause(ctx, "e"); err == nil {
 		t.Fatal("a pending session was paused")
@@ -53,8 +53,8 @@ func TestSubscribeEventsBacklogThenLive(t *testing.T) {
 	}
 	f := nextFrame(t, sub)
 	ev := f["event"].(map[string]any)
-	if ev["sequence_number"] != 3.0 || ev["event_type"] != carryover.EventHeartbeat {
-		t.Fatalf("live frame = %v", f)
+	if ev["sequence_number"] != 3.0 || ev["event_type"] != carryover.EventHeartbeat || f["backlog"] != nil {
+		t.Fatalf("live frame = %v (a live event is not marked backlog)", f)
 	}
 	if _, err := s.Session("nope"); carryover.ErrorCode(err) != carryover.CodeNotFound {
 		t.Fatalf("unknown session: %v", err)

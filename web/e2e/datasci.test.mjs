@@ -52,6 +52,19 @@ async function step(name, fn) {
     throw err;
   }
 }
+// historyDrawn waits until a (re)loaded page has drawn its history's first page; when it does not,
+// the error says how far the page got (which of the history's marks are set, cells, page errors).
+async function historyDrawn() {
+  try {
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+  } catch (err) {
+    const state = await page.evaluate(() => ({
+      marks: { ...document.body.dataset }, cells: document.querySelectorAll('.cell').length,
+      loading: !!document.querySelector('.loading'), toasts: [...document.querySelectorAll('.toast')].map((t) => t.innerText),
+    })).catch((e) => `unreadable: ${e.message}`);
+    throw new Error(`the history was not drawn: ${err.message}\npage: ${JSON.stringify(state)}\nproblems: ${JSON.stringify(problems)}`);
+  }
+}
 async function shot(name) {
   const file = path.join(SHOTS, `datasci-${name}.png`);
   await page.screenshot({ path: file, fullPage: false });
@@ -252,8 +265,9 @@ try {
     await page.exposeFunction('__toastShown', (text) => seen.push(`toast: ${text}`)).catch(() => {});
     // the websocket frames are watched from here on: reconnect so the page's socket is a new one
     await page.reload();
-    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    await historyDrawn();
     await page.locator('#conn[data-state=open]').waitFor({ timeout: 15_000 });
+    await page.locator('[data-panel=events][data-subscribed]').waitFor({ state: 'attached', timeout: 15_000 }); // the page hears events live
     await page.evaluate(() => new MutationObserver((ms) => {
       for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('toast')) window.__toastShown(n.innerText);
     }).observe(document.getElementById('toasts'), { childList: true }));
@@ -285,9 +299,21 @@ try {
     await run('alt.renderers.enable("mimetype")');
   });
 
-  await step('both charts are drawn again after a reload, from the history', async () => {
+  await step('both charts are drawn again after a reload, from the history; the past kernel death is listed, not told again', async () => {
+    // the socket's first frames replay the session's events (the kill above among them), marked backlog
+    let died = null;
+    const onWs = (ws) => ws.on('framereceived', ({ payload }) => {
+      if (typeof payload === 'string' && payload.includes('"kernel_died"')) died = JSON.parse(payload);
+    });
+    page.on('websocket', onWs);
     await page.reload();
-    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 }); // the history is drawn
+    await historyDrawn();
+    await page.locator('[data-panel=events][data-subscribed]').waitFor({ state: 'attached', timeout: 15_000 });
+    await page.locator('[data-panel=events] li.event .ev-type', { hasText: 'kernel_died' }).first().waitFor({ state: 'attached', timeout: 15_000 });
+    page.off('websocket', onWs);
+    assert.ok(!died || died.backlog === true, `the past death came over the socket unmarked: ${JSON.stringify(died)}`);
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 50))));
+    assert.equal(await page.locator('.toast', { hasText: 'The kernel died' }).count(), 0, 'reopening the page told a past death as news');
     await armProbe();
     const all = await cells().count();
     const sc = cells().filter({ has: page.locator('.out-plotly') }).first();
@@ -512,7 +538,7 @@ try {
 
   await step('after a reload, a widget comes back from the live kernel at its value, with its output', async () => {
     await page.reload();
-    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    await historyDrawn();
     const cell = cells().filter({ has: page.locator('.out-widget .widget-slider') }).first();
     const live = cell.locator('.out-widget[data-widget=live]');
     await live.locator('.widget-output', { hasText: 'square of 7 is 49' }).waitFor({ timeout: 30_000 });

@@ -78,8 +78,8 @@ export class LiveFrames {
       case 'result': this.result(f); break;
       case 'error': this.error(f); break;
       case 'event':
-        v.panels.addEvent(f.event);
-        v.events.on(f.event);
+        // an event is told once: not again when a second subscription's backlog repeats it
+        if (v.panels.addEvent(f.event)) v.events.on(f.event, f.backlog === true);
         break;
       case 'comm': case 'comm_output': case 'comm_idle': case 'comm_reset':
         v.widgets.onFrame(f);

@@ -88,8 +88,7 @@ export class SessionView {
     document.getElementById('kernel-tools').hidden = false;
     renderHeader(this);
     this.panels.renderInfo();
-    this.app.sessionUpdated(this.session);
-    if (this.socket.open) this.panels.subscribeEvents();
+    this.app.sessionUpdated(this.session); // the panels subscribe to events once their first page is listed
     this.poll = setInterval(() => this.refreshSession(), 15000);
     await this.history.load(history);
     if (this.destroyed) return;
@@ -142,6 +141,7 @@ export class SessionView {
 
   onSocketState(state, info) {
     setConn(state, info?.reason);
+    if (state === 'closed' && this.panels) delete this.panels.evs.dataset.subscribed; // until the next socket subscribes
     if (state === 'closed' && info && !info.opened && info.failures === 3) {
       // the handshake keeps failing: ask the API why (unknown session, bad token, ...)
       api('GET', sessionPath(this.id)).then(

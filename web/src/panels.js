@@ -359,13 +359,16 @@ export class Panels {
     this.subscribeEvents();
   }
 
+  /** subscribeEvents asks the socket for the events after the last listed one, then live ones. */
   subscribeEvents() {
-    this.view.socket?.send({ type: 'subscribe_events', after_sequence: this.lastSeq });
+    // the panel says when the page hears events live (a test waits for it before a kill)
+    if (this.view.socket?.send({ type: 'subscribe_events', after_sequence: this.lastSeq })) this.evs.dataset.subscribed = 'true';
   }
 
+  /** addEvent lists an event; false when it was listed already (or is not one), true when new. */
   addEvent(ev, quiet) {
-    if (!ev || ev.sequence_number == null) return;
-    if (this.events.some((e) => e.sequence_number === ev.sequence_number)) return;
+    if (!ev || ev.sequence_number == null) return false;
+    if (this.events.some((e) => e.sequence_number === ev.sequence_number)) return false;
     this.events.push(ev);
     this.events.sort((a, b) => a.sequence_number - b.sequence_number);
     if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
@@ -374,6 +377,7 @@ export class Panels {
       if (this.current !== 'events' || this.root.hidden) { this.unread++; this.renderUnread(); }
       this.renderEvents();
     }
+    return true;
   }
 
   renderUnread() {

@@ -36,10 +36,13 @@ type InputRequestFrame struct {
 	Password bool   `json:"password"`
 }
 
-// EventFrame carries one event of the session's log.
+// EventFrame carries one event of the session's log. Backlog marks an event logged before the
+// subscription (sent from the store): a client lists it but does not announce it as news (a page
+// opened after a kernel's death must not say "the kernel died").
 type EventFrame struct {
-	Type  string          `json:"type"` // "event"
-	Event carryover.Event `json:"event"`
+	Type    string          `json:"type"` // "event"
+	Event   carryover.Event `json:"event"`
+	Backlog bool            `json:"backlog,omitempty"`
 }
 
 // ErrorFrame is an error for the client (ID "" when not about one run).

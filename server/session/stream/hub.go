@@ -183,7 +183,7 @@ func (h *Hub) SubscribeEvents(sub *Subscriber, after int64, backlog func() ([]ca
 		return err
 	}
 	for _, ev := range evs {
-		sub.Send(EventFrame{Type: "event", Event: ev})
+		sub.Send(EventFrame{Type: "event", Event: ev, Backlog: true})
 		sub.afterEv.Store(ev.SequenceNumber)
 	}
 	sub.events.Store(true)
