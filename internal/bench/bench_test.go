@@ -75,11 +75,22 @@ func runSmokeProcess(t *testing.T, name string) {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
 	cmd.Env = append(os.Environ(), sectionEnv+"="+name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the section's process failed: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	t.Logf("the section took %.1f s, %.1f CPU-s with the kernels it waited for", time.Since(start).Seconds(), cpuSeconds(cmd.ProcessState))
+}
+
+// cpuSeconds is the user and system CPU of an ended process and of the descendants it waited for
+// (wait4 reports both): the smoke's cost in make test, per section, so the costly ones are seen.
+func cpuSeconds(ps *os.ProcessState) float64 {
+	if ps == nil {
+		return 0
+	}
+	return (ps.UserTime() + ps.SystemTime()).Seconds()
 }
 
 // runSmokeSection runs section name in this process and checks its outcome.
