@@ -28,9 +28,11 @@ type Frame struct {
 	Output         *Output    `json:"output,omitempty"`
 	Result         *RunResult `json:"result,omitempty"`
 	Event          *Event     `json:"event,omitempty"`
-	Error          *ErrorBody `json:"error,omitempty"`
-	Prompt         string     `json:"prompt,omitempty"`
-	Password       bool       `json:"password,omitempty"`
+	// Backlog marks an event frame sent from the store (logged before the subscription), not live.
+	Backlog  bool       `json:"backlog,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
+	Prompt   string     `json:"prompt,omitempty"`
+	Password bool       `json:"password,omitempty"`
 	// InputRequest is the prompt pending when a "running" frame was sent (Type input_request).
 	InputRequest   *Frame   `json:"input_request,omitempty"`
 	Outputs        []Output `json:"outputs,omitempty"`
