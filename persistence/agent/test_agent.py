@@ -260,6 +260,28 @@ class AgentTest(unittest.TestCase):
         self.assertIn("ok", r["saved"])
         self.assertIn("f0", r["saved"])  # a closed file: saved, reopened closed
 
+    def test_files_held_by_skipped_values_are_flushed(self):
+        # A generator (or any value that cannot be saved) may hold an open file with writes still in
+        # its buffer: the checkpoint's workspace would keep the file without them and the restore
+        # would have neither the generator nor the bytes. The checkpoint flushes such files first.
+        steps = [
+            {"run": "def writer(path):\n    f = open(path, 'w')\n    while True:\n        f.write('x' * 100)\n        yield\n"
+                    "g = writer('g.txt'); next(g)\n"
+                    "import threading\nclass Holder:\n    def __init__(self):\n        self.lock = threading.Lock()\n"
+                    "        self.sock = __import__('socket').socket()\n        self.parts = [open('h.txt', 'wb')]\n"
+                    "h = Holder(); h.parts[0].write(b'y' * 50)"},
+            {"checkpoint": True},
+            {"run": "import os; (os.path.getsize('g.txt'), os.path.getsize('h.txt'))"},
+            {"run": "next(g)"},
+            {"checkpoint": True},
+            {"run": "os.path.getsize('g.txt')"},
+        ]
+        out = self.h.kernel(steps)
+        skipped = {s["name"] for s in out["steps"][1]["result"]["skipped"]}
+        self.assertTrue({"g", "h"} <= skipped, skipped)
+        self.assertEqual(out["steps"][2], "(100, 50)")
+        self.assertEqual(out["steps"][5], "200")  # a value skipped again (carried over) is flushed too
+
 
 if __name__ == "__main__":
     unittest.main()

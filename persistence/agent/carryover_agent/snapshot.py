@@ -10,7 +10,7 @@ import sys
 import time
 import types
 
-from . import figures, fingerprint, history, lazy, libstate, owners, quiet, widgetstate
+from . import figures, fingerprint, heldfiles, history, lazy, libstate, owners, quiet, widgetstate
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State
@@ -60,6 +60,7 @@ def op_snapshot(agent, a):
         raise
     forget_ahead()  # slices compressed ahead that Go had already
     _carry_over(prev, cur, new_groups, skipped)
+    heldfiles.flush_held(cur, skipped)  # before Go reads the workspace: a skipped generator's writes
     write = time.perf_counter() - t2 - hash_t
     serialize += hash_t
 
