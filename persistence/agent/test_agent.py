@@ -269,7 +269,8 @@ class AgentTest(unittest.TestCase):
                     "g = writer('g.txt'); next(g)\n"
                     "import threading\nclass Holder:\n    def __init__(self):\n        self.lock = threading.Lock()\n"
                     "        self.sock = __import__('socket').socket()\n        self.parts = [open('h.txt', 'wb')]\n"
-                    "h = Holder(); h.parts[0].write(b'y' * 50)"},
+                    "h = Holder(); h.parts[0].write(b'y' * 50)\n"
+                    "full = writer('/dev/full'); next(full)"},
             {"checkpoint": True},
             {"run": "import os; (os.path.getsize('g.txt'), os.path.getsize('h.txt'))"},
             {"run": "next(g)"},
@@ -277,10 +278,15 @@ class AgentTest(unittest.TestCase):
             {"run": "os.path.getsize('g.txt')"},
         ]
         out = self.h.kernel(steps)
-        skipped = {s["name"] for s in out["steps"][1]["result"]["skipped"]}
-        self.assertTrue({"g", "h"} <= skipped, skipped)
+        skipped = {s["name"]: s for s in out["steps"][1]["result"]["skipped"]}
+        self.assertTrue({"g", "h", "full"} <= set(skipped), skipped)
+        # a flush that fails (here: no space left) is told with the value, not dropped
+        self.assertRegex(skipped["full"]["reason"], r"its open file /dev/full could not be written: .*No space left", skipped)
+        self.assertNotIn("could not be written", skipped["g"]["reason"])
         self.assertEqual(out["steps"][2], "(100, 50)")
         self.assertEqual(out["steps"][5], "200")  # a value skipped again (carried over) is flushed too
+        again = {s["name"]: s for s in out["steps"][4]["result"]["skipped"]}
+        self.assertEqual(again["full"]["reason"].count("could not be written"), 1, again["full"])
 
 
 if __name__ == "__main__":

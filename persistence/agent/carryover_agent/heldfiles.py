@@ -20,6 +20,9 @@ _DEPTH = 4  # a generator's frame -> its locals -> a holder -> its list of files
 _BUDGET = 5000  # objects walked per checkpoint, in all: the walk costs well under a millisecond
 
 
+_NOTE = "; its open file "
+
+
 def flush_held(cur, skipped):
     """Flushes the open writable files the skipped values of namespace cur reach (within _DEPTH
     references and _BUDGET objects); a failed flush is added to the value's reason."""
@@ -28,9 +31,9 @@ def flush_held(cur, skipped):
     for n in sorted(skipped):
         if n in cur:
             err = _walk(cur[n], seen, left)
-            if err:
-                skipped[n] = dict(skipped[n], reason="%s; its open file %s could not be written: %s" % (
-                    skipped[n].get("reason", ""), err[0], err[1]))
+            if err:  # (a reason carried over from the last turn already has its own note: replaced)
+                base = skipped[n].get("reason", "").split(_NOTE)[0]
+                skipped[n] = dict(skipped[n], reason="%s%s%s could not be written: %s" % (base, _NOTE, err[0], err[1]))
 
 
 def _walk(root, seen, left):
