@@ -153,6 +153,28 @@ func TestCostIsMeasured(t *testing.T) {
 	}
 }
 
+// TestShutdownChargesTheKernelsLastUse: the CPU a kernel used after its last cost sample (a thread
+// that burns 0.3 s once its turn has ended, within the second before the next sample) is charged
+// when the server shuts down, not dropped with the kernel.
+func TestShutdownChargesTheKernelsLastUse(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "last"})
+	ts.run("last", "import threading, time")
+	before := ts.session("last").BudgetConsumed.CPUSeconds
+	// the turn lasts over 100 ms, so it is sampled as it ends, the burn at most begun
+	ts.run("last", "def burn():\n    t = time.thread_time()\n"+
+		"    while time.thread_time() - t < 0.3: pass\n    open('burnt', 'w').close()\n"+
+		"time.sleep(0.15)\nthreading.Thread(target=burn).start()")
+	for ts.raw("GET", "/api/sessions/last/files/burnt", "").Status != 200 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts = ts.restart()
+	if after := ts.session("last").BudgetConsumed.CPUSeconds; after < before+0.28 { // (/proc counts in 10 ms ticks)
+		t.Fatalf("CPU charged: %.3f s before the burn's turn, %.3f s after the shutdown; want the burn's 0.3 s in it", before, after)
+	}
+}
+
 // TestAgentFlowsSurviveRestart: a server restart between steps of rotation, hibernation and budget
 // flows loses nothing committed.
 func TestAgentFlowsSurviveRestart(t *testing.T) {

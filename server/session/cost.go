@@ -42,6 +42,7 @@ func (ls *Session) sampleCost(ctx context.Context, k *kernel.Kernel) {
 // memory peak to rss if rss is above it.
 func (ls *Session) addCost(ctx context.Context, cpu, gibHours float64, rss int64) {
 	s := ls.svc
+	ctx = context.WithoutCancel(ctx) // measured and taken from the meter: a cancellation must not drop it
 	if _, err := ls.update(ctx, func(d *carryover.Session) error {
 		s.cfg.chargeLocked(d, cpu, gibHours)
 		d.MemoryPeakBytes = max(d.MemoryPeakBytes, rss)

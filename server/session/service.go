@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -336,7 +337,7 @@ func (s *Service) List() []carryover.Session {
 		out = append(out, ls.docCopy())
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	slices.SortFunc(out, func(a, b carryover.Session) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out
 }
 
@@ -356,13 +357,13 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.bg.stop != nil {
 		s.bg.stop()
 	}
-	all := make([]*Session, 0, len(s.sessions))
-	for _, ls := range s.sessions {
-		all = append(all, ls)
-	}
+	all := slices.Collect(maps.Values(s.sessions))
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ls := range all {
+		if k := ls.currentKernel(); k != nil {
+			ls.sampleCost(context.WithoutCancel(ctx), k) // its use since the last sample is the session's
+		}
 		ls.mu.Lock()
 		k := ls.kern
 		ls.kern = nil
