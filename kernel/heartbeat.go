@@ -5,16 +5,17 @@ import (
 	"time"
 )
 
-// missedBeats is how many heartbeats in a row may go unanswered before the kernel counts as dead.
+// missedBeats is how many heartbeats in a row may go unanswered before the kernel's process is
+// looked at: stopped or gone, the kernel counts as dead.
 const missedBeats = 3
 
 var ping = [][]byte{[]byte("ping")}
 
 // startHeartbeat pings the kernel's heartbeat socket (an echo device in its own thread, so it answers
 // even while Python is busy) every interval. A beat is missed when no echo arrived since the previous
-// ping; missedBeats in a row mark the kernel dead. Counting per tick rather than by wall clock keeps a
-// starved server (GC, an overloaded box) from declaring healthy kernels dead: if the ticker is late,
-// so is the verdict.
+// ping. Counting per tick rather than by wall clock keeps a starved server (GC, an overloaded box)
+// from declaring healthy kernels dead: if the ticker is late, so is the verdict. The verdict itself is
+// heartbeatVerdict's.
 func (inst *instance) startHeartbeat(interval time.Duration) {
 	inst.lastPong.Store(time.Now().UnixNano())
 	inst.wg.Add(1)
@@ -35,15 +36,15 @@ func (inst *instance) startHeartbeat(interval time.Duration) {
 			if lastPing != 0 && inst.lastPong.Load() < lastPing {
 				missed++
 			} else {
+				inst.answersAgain(missed, interval)
 				missed = 0
 			}
-			if missed >= missedBeats {
-				inst.die(&DiedError{
-					PID: inst.proc.PID(), ExitCode: -1,
-					Reason:  fmt.Sprintf("heartbeat lost: no echo to %d pings %s apart", missedBeats, interval),
-					LogTail: logTail(inst.k.opts.LogPath),
-				})
+			if reason, dead := heartbeatVerdict(missed, interval, inst.k.opts.WedgedAfter, inst.proc.PID()); dead {
+				inst.die(&DiedError{PID: inst.proc.PID(), ExitCode: -1, Reason: reason, LogTail: logTail(inst.k.opts.LogPath)})
 				return
+			} else if missed == missedBeats {
+				inst.k.log.Warn("kernel not answering heartbeats; its process still runs, so it is given more time",
+					"pid", inst.proc.PID(), "silent", time.Duration(missed)*interval, "dead_after", inst.k.opts.WedgedAfter)
 			}
 			lastPing = time.Now().UnixNano()
 			if err := inst.socks.send(chHB, ping); err != nil {
@@ -51,4 +52,47 @@ func (inst *instance) startHeartbeat(interval time.Duration) {
 			}
 		}
 	}()
+}
+
+// answersAgain logs a kernel that was given more time and answered.
+func (inst *instance) answersAgain(missed int, interval time.Duration) {
+	if missed >= missedBeats {
+		inst.k.log.Info("kernel answers heartbeats again", "pid", inst.proc.PID(), "silent", time.Duration(missed)*interval)
+	}
+}
+
+// heartbeatVerdict says whether a kernel that has missed `missed` beats in a row is dead, and why.
+// After missedBeats, a kernel whose process is stopped (SIGSTOP) or gone is; one whose process still
+// runs, sleeps or waits in the kernel (a host so loaded the echo thread is not scheduled, a frozen
+// cgroup, swap) is given until wedgedAfter: declaring it dead would restore the session from its
+// checkpoint and lose the turn in flight, which a late echo does not justify. (jupyter_client's
+// restarter goes by the process alone; carryover also ends a kernel that is silent for that long.)
+// A sandboxed kernel's pid is its box's: the box runs while the kernel inside is stopped, so such a
+// kernel is given the longer time.
+func heartbeatVerdict(missed int, interval, wedgedAfter time.Duration, pid int) (string, bool) {
+	if missed < missedBeats {
+		return "", false
+	}
+	silent := time.Duration(missed) * interval
+	if !processRuns(pid) {
+		return fmt.Sprintf("heartbeat lost: no echo to %d pings %s apart, and its process is stopped or gone", missed, interval), true
+	}
+	if silent >= wedgedAfter {
+		return fmt.Sprintf("heartbeat lost: no echo for %s while its process still ran", silent), true
+	}
+	return "", false
+}
+
+// processRuns reports whether process pid exists and is running, sleeping or in an uninterruptible
+// wait (R, S, D; a frozen cgroup's tasks show D), not stopped, traced, a zombie or gone.
+func processRuns(pid int) bool {
+	st, err := readStat(pid)
+	if err != nil {
+		return false
+	}
+	switch st.state {
+	case 'R', 'S', 'D', 'I', 'W':
+		return true
+	}
+	return false
 }

@@ -22,8 +22,11 @@ type Options struct {
 	Env               map[string]string // the controlled environment (PATH, HOME, LANG... plus these); nothing else leaks
 	LogPath           string            // kernel stdout+stderr go here (default: kernel.log in the runtime subdir)
 	StartupTimeout    time.Duration     // default 30s
-	HeartbeatInterval time.Duration     // default 500ms; 3 missed beats or process exit => dead
-	ShutdownGrace     time.Duration     // default 2s
+	HeartbeatInterval time.Duration     // default 500ms; 3 missed beats (of a stopped or gone process) or process exit => dead
+	// WedgedAfter is how long a kernel whose process still runs may go without a heartbeat echo
+	// (starved by an overloaded host, frozen) before it counts as dead; default 30s.
+	WedgedAfter   time.Duration
+	ShutdownGrace time.Duration // default 2s
 	// Provisioner starts the kernel process (nil: a LocalProvisioner without spool). It is told the
 	// runtime subdir, which must stay reachable from the kernel at the same path.
 	Provisioner  Provisioner
@@ -61,6 +64,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = 500 * time.Millisecond
+	}
+	if o.WedgedAfter <= 0 {
+		o.WedgedAfter = 30 * time.Second
 	}
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = 2 * time.Second

@@ -142,6 +142,7 @@ func (t ProcTable) Children(pid int) []int {
 }
 
 type procStat struct {
+	state                        byte // R running, S sleeping, D uninterruptible (or frozen), T stopped, Z zombie, ...
 	ppid, pgrp                   int
 	utime, stime, cutime, cstime int64
 	rss                          int64 // pages
@@ -168,6 +169,7 @@ func readStat(pid int) (procStat, error) {
 		v, _ := strconv.ParseInt(string(f[field-3]), 10, 64)
 		return v
 	}
+	s.state = f[0][0]
 	s.ppid, s.pgrp = int(num(4)), int(num(5))
 	s.utime, s.stime, s.cutime, s.cstime = num(14), num(15), num(16), num(17)
 	s.rss = num(24)

@@ -28,17 +28,8 @@ func Config(dir, token string) *configs.Config {
 	cfg.Server.ShutdownGraceSeconds = 10
 	cfg.Sandbox.Enabled = false
 	cfg.Kernel.StartupTimeoutSeconds = StartupTimeoutSeconds
-	cfg.Kernel.HeartbeatIntervalMS = HeartbeatIntervalMS
 	return cfg
 }
-
-// HeartbeatIntervalMS is the tests' kernel.heartbeat_interval_ms (500 configured: 3 unanswered
-// pings, 1.5 s, and a kernel counts as dead). In a clean-clone run (CI, 2026-11-29) four live
-// kernels of one node and a sibling in the sandbox suite were declared dead by that verdict at a
-// moment the whole suite starved the machine (a sandbox took 16-38 s to create), failing turns that
-// had done nothing wrong. 2 s (6 s to the verdict) keeps a starved test from killing live kernels;
-// a kernel that exits is still seen at once (its process's exit).
-const HeartbeatIntervalMS = 2000
 
 // StartupTimeoutSeconds is the tests' kernel.startup_timeout_seconds (30 configured). make test runs
 // every package at once, -race, on 2 cores: there a cold start took past 30 s (CI, 2026-11-29: a

@@ -126,8 +126,7 @@ func Launch(o Options) (*Process, error) {
 	// No pool growth under the tests' back-to-back creates unless a test asks (its Env comes later
 	// and wins): each grown kernel imports pre_import on a machine the whole suite shares.
 	env := append([]string{"CARRYOVER_POOL_MAX_SIZE=0",
-		"CARRYOVER_KERNEL_STARTUP_TIMEOUT_SECONDS=" + strconv.Itoa(StartupTimeoutSeconds),
-		"CARRYOVER_KERNEL_HEARTBEAT_INTERVAL_MS=" + strconv.Itoa(HeartbeatIntervalMS)}, o.Env...)
+		"CARRYOVER_KERNEL_STARTUP_TIMEOUT_SECONDS=" + strconv.Itoa(StartupTimeoutSeconds)}, o.Env...)
 	p := &Process{Base: "http://" + addr, Token: o.Token, Dir: o.Dir, bin: bin, env: env, grace: o.StopGrace}
 	if p.grace == 0 {
 		p.grace = 15 * time.Second

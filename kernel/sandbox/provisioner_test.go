@@ -47,8 +47,7 @@ func startBoxedKernelIn(t *testing.T, p *Provisioner, rt string) *kernel.Kernel 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second,
-		HeartbeatInterval: 2 * time.Second}) // as servertest.HeartbeatIntervalMS: a starved suite is no dead kernel
+	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,153 @@
+package kernel
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHeartbeatWaitsForAFrozenKernel: a kernel whose processes exist but do not answer (their cgroup
+// frozen, which shows them in D as a host's uninterruptible wait does) is not declared dead at the
+// third missed beat, which would restore its session and lose the turn in flight: thawed, it answers
+// and its turn ends. Frozen past WedgedAfter, it is dead. (A stopped kernel is dead at the third
+// missed beat: TestHeartbeatLoss.)
+func TestHeartbeatWaitsForAFrozenKernel(t *testing.T) {
+	t.Parallel()
+	fz := newFreezer(t)
+	opts := testOptions(t, "ipc")
+	opts.HeartbeatInterval = 200 * time.Millisecond
+	opts.WedgedAfter = 3 * time.Second
+	k := startKernel(t, opts)
+	mustRun(t, k, "import time")
+	fz.add(t, groupMembers(k.PID()))
+	done := make(chan *runResult, 1)
+	go func() { done <- run(t, k, "time.sleep(0.3); 6 * 7", ExecOptions{}) }()
+	time.Sleep(100 * time.Millisecond)
+	fz.set(t, "FROZEN")
+	fz.waitFrozen(t)
+	time.Sleep(1500 * time.Millisecond) // 7 beats unanswered: the old verdict came after 3 (600 ms)
+	if err := k.Err(); err != nil {
+		t.Fatalf("a frozen kernel (its process in D) was declared dead after 1.5 s: %v", err)
+	}
+	fz.set(t, "THAWED")
+	if r := <-done; r.err != nil || plain(t, r) != "42" {
+		t.Fatalf("the turn in flight across the freeze: %+v, %v", r.res, r.err)
+	}
+	fz.set(t, "FROZEN")
+	defer fz.set(t, "THAWED")
+	select {
+	case <-k.Dead():
+		var de *DiedError
+		if !errors.As(k.Err(), &de) || !strings.Contains(de.Reason, "while its process still ran") {
+			t.Errorf("Err = %v, want a heartbeat loss of a running process", k.Err())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a kernel frozen past WedgedAfter (3 s) was not declared dead")
+	}
+}
+
+// TestHeartbeatVerdict: the verdict for each kind of silent kernel, on real processes.
+func TestHeartbeatVerdict(t *testing.T) {
+	t.Parallel()
+	p, err := StartProcess(ProcessSpec{Argv: []string{"sleep", "60"}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	const iv = 500 * time.Millisecond
+	if _, dead := heartbeatVerdict(2, iv, 30*time.Second, p.PID()); dead {
+		t.Error("dead after 2 missed beats")
+	}
+	if _, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); dead {
+		t.Error("a sleeping process's kernel dead at 3 missed beats")
+	}
+	if r, dead := heartbeatVerdict(60, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "no echo for 30s") {
+		t.Errorf("60 beats silent of 30 s allowed: %q, %v", r, dead)
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(10*time.Second, func() bool { s, err := readStat(p.PID()); return err == nil && s.state == 'T' }) {
+		t.Fatal("sleep not stopped")
+	}
+	if r, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
+		t.Errorf("a stopped process's kernel: %q, %v", r, dead)
+	}
+	p.Kill()
+	if r, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
+		t.Errorf("a gone process's kernel: %q, %v", r, dead)
+	}
+}
+
+// freezer is a cgroup v1 freezer group of the test's own.
+type freezer struct{ dir string }
+
+// newFreezer makes one; without the v1 freezer the test is skipped, or fails where make test
+// requires the sandbox's host (CARRYOVER_TEST_SANDBOX_REQUIRED: this host has cgroups).
+func newFreezer(t *testing.T) *freezer {
+	root := "/sys/fs/cgroup/freezer"
+	if _, err := os.Stat(filepath.Join(root, "freezer.state")); err != nil {
+		if _, err := os.Stat(filepath.Join(root, "tasks")); err != nil {
+			if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") == "1" {
+				t.Fatalf("no cgroup v1 freezer at %s (required: CARRYOVER_TEST_SANDBOX_REQUIRED=1)", root)
+			}
+			t.Skipf("no cgroup v1 freezer at %s", root)
+		}
+	}
+	dir := filepath.Join(root, "carryover-test-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fz := &freezer{dir: dir}
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0o644)
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(f), 0o644)
+		}
+		_ = os.Remove(dir)
+	})
+	return fz
+}
+
+func (fz *freezer) add(t *testing.T, pids []int) {
+	if len(pids) == 0 {
+		t.Fatal("no process to freeze")
+	}
+	for _, pid := range pids {
+		// cgroup.procs moves every thread of the process (tasks would move one: the heartbeat's
+		// thread would go on answering)
+		if err := os.WriteFile(filepath.Join(fz.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("moving %d into the freezer: %v", pid, err)
+		}
+	}
+}
+
+// waitFrozen waits until every task of the group shows D (frozen).
+func (fz *freezer) waitFrozen(t *testing.T) {
+	frozen := func() bool {
+		b, _ := os.ReadFile(filepath.Join(fz.dir, "tasks"))
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if s, err := readStat(pid); err == nil && s.state != 'D' {
+				return false
+			}
+		}
+		return len(b) > 0
+	}
+	if !eventually(10*time.Second, frozen) {
+		b, _ := os.ReadFile(filepath.Join(fz.dir, "tasks"))
+		t.Fatalf("the group (tasks %q) is not frozen", b)
+	}
+}
+
+func (fz *freezer) set(t *testing.T, state string) {
+	if err := os.WriteFile(filepath.Join(fz.dir, "freezer.state"), []byte(state), 0o644); err != nil {
+		t.Fatalf("freezer %s: %v", state, err)
+	}
+}
