@@ -32,6 +32,7 @@ export class Panels {
     this.view = view;
     this.root = root;
     this.events = [];
+    this.seen = new Set(); // the sequence numbers listed (kept when old ones leave the list: told once)
     this.lastSeq = 0;
     this.unread = 0;
     this.timers = {};
@@ -67,6 +68,7 @@ export class Panels {
 
   destroy() {
     Object.values(this.timers).forEach(clearTimeout);
+    cancelAnimationFrame(this.evFrame);
     this.root.querySelector('.tabs').removeEventListener('click', this.onTab);
     this.root.querySelector('.tabs').removeEventListener('keydown', this.onTabKey);
     for (const p of [this.files, this.ckpts, this.evs, this.info, this.vars.root]) p.replaceChildren();
@@ -365,19 +367,34 @@ export class Panels {
     if (this.view.socket?.send({ type: 'subscribe_events', after_sequence: this.lastSeq })) this.evs.dataset.subscribed = 'true';
   }
 
-  /** addEvent lists an event; false when it was listed already (or is not one), true when new. */
+  /**
+   * addEvent lists an event; false when it was listed already (or is not one), true when new. A
+   * subscription's backlog can bring thousands at once: each is O(1) here and the list is drawn once
+   * per frame, not once per event.
+   */
   addEvent(ev, quiet) {
-    if (!ev || ev.sequence_number == null) return false;
-    if (this.events.some((e) => e.sequence_number === ev.sequence_number)) return false;
+    if (!ev || ev.sequence_number == null || this.seen.has(ev.sequence_number)) return false;
+    this.seen.add(ev.sequence_number);
+    const last = this.events[this.events.length - 1];
     this.events.push(ev);
-    this.events.sort((a, b) => a.sequence_number - b.sequence_number);
-    if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
+    if (last && last.sequence_number > ev.sequence_number) this.events.sort((a, b) => a.sequence_number - b.sequence_number);
+    if (this.events.length > 1500) this.events.splice(0, this.events.length - 1000);
     this.lastSeq = Math.max(this.lastSeq, ev.sequence_number);
     if (!quiet) {
-      if (this.current !== 'events' || this.root.hidden) { this.unread++; this.renderUnread(); }
-      this.renderEvents();
+      if (this.current !== 'events' || this.root.hidden) this.unread++;
+      this.drawEventsSoon();
     }
     return true;
+  }
+
+  /** drawEventsSoon draws the list and the unread count at the next frame (once for many events). */
+  drawEventsSoon() {
+    if (this.evFrame) return;
+    this.evFrame = requestAnimationFrame(() => {
+      this.evFrame = 0;
+      this.renderUnread();
+      this.renderEvents();
+    });
   }
 
   renderUnread() {
@@ -387,6 +404,7 @@ export class Panels {
   }
 
   renderEvents() {
+    this.evList.dataset.draws = String(Number(this.evList.dataset.draws || 0) + 1); // how often the list was drawn (a test reads it)
     const f = this.evFilter.value.trim().toLowerCase();
     const list = this.events.filter((e) => !f || (e.event_type || '').includes(f)).slice(-300).reverse();
     if (!list.length) { this.evList.replaceChildren(h('li.muted.pad', f ? 'No event of that type.' : 'No events yet.')); return; }
