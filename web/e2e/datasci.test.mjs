@@ -559,6 +559,8 @@ try {
     const draws = Number(await page.locator('[data-panel=events] ol.events').getAttribute('data-draws'));
     assert.ok(draws >= 1 && draws <= 20, `the events list was drawn ${draws} times for 1,500 events`);
     console.log(`  1,500 events: the list drawn ${draws} times`);
+    // events logged before the page opened are listed, not counted as unread news
+    assert.ok(await page.locator('#events-unread').isHidden(), `unread: ${await page.locator('#events-unread').textContent()}`);
     assert.equal(await page.locator('.toast', { hasText: /Budget|kernel died/ }).count(), 0);
   });
 

@@ -79,7 +79,7 @@ export class LiveFrames {
       case 'error': this.error(f); break;
       case 'event':
         // an event is told once: not again when a second subscription's backlog repeats it
-        if (v.panels.addEvent(f.event)) v.events.on(f.event, f.backlog === true);
+        if (v.panels.addEvent(f.event, false, f.backlog === true)) v.events.on(f.event, f.backlog === true);
         break;
       case 'comm': case 'comm_output': case 'comm_idle': case 'comm_reset':
         v.widgets.onFrame(f);

@@ -370,9 +370,9 @@ export class Panels {
   /**
    * addEvent lists an event; false when it was listed already (or is not one), true when new. A
    * subscription's backlog can bring thousands at once: each is O(1) here and the list is drawn once
-   * per frame, not once per event.
+   * per frame, not once per event. A backlog's events are listed but not counted unread.
    */
-  addEvent(ev, quiet) {
+  addEvent(ev, quiet, backlog = false) {
     if (!ev || ev.sequence_number == null || this.seen.has(ev.sequence_number)) return false;
     this.seen.add(ev.sequence_number);
     const last = this.events[this.events.length - 1];
@@ -381,7 +381,7 @@ export class Panels {
     if (this.events.length > 1500) this.events.splice(0, this.events.length - 1000);
     this.lastSeq = Math.max(this.lastSeq, ev.sequence_number);
     if (!quiet) {
-      if (this.current !== 'events' || this.root.hidden) this.unread++;
+      if (!backlog && (this.current !== 'events' || this.root.hidden)) this.unread++; // unread: what happened while watching
       this.drawEventsSoon();
     }
     return true;
