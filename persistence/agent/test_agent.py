@@ -265,14 +265,16 @@ class AgentTest(unittest.TestCase):
         # its buffer: the checkpoint's workspace would keep the file without them and the restore
         # would have neither the generator nor the bytes. The checkpoint flushes such files first.
         steps = [
-            {"run": "def writer(path):\n    f = open(path, 'w')\n    while True:\n        f.write('x' * 100)\n        yield\n"
+            {"run": "import os\ndef writer(path):\n    f = open(path, 'w')\n    while True:\n        f.write('x' * 100)\n        yield\n"
                     "g = writer('g.txt'); next(g)\n"
                     "import threading\nclass Holder:\n    def __init__(self):\n        self.lock = threading.Lock()\n"
                     "        self.sock = __import__('socket').socket()\n        self.parts = [open('h.txt', 'wb')]\n"
                     "h = Holder(); h.parts[0].write(b'y' * 50)\n"
-                    "full = writer('/dev/full'); next(full)"},
+                    # a regular file whose descriptor no longer writes (as a full disk would refuse)
+                    "full = writer('ro.txt'); next(full)\n"
+                    "fd = full.gi_frame.f_locals['f'].fileno(); os.dup2(os.open('ro.txt', os.O_RDONLY), fd)"},
             {"checkpoint": True},
-            {"run": "import os; (os.path.getsize('g.txt'), os.path.getsize('h.txt'))"},
+            {"run": "(os.path.getsize('g.txt'), os.path.getsize('h.txt'))"},
             {"run": "next(g)"},
             {"checkpoint": True},
             {"run": "os.path.getsize('g.txt')"},
@@ -281,12 +283,26 @@ class AgentTest(unittest.TestCase):
         skipped = {s["name"]: s for s in out["steps"][1]["result"]["skipped"]}
         self.assertTrue({"g", "h", "full"} <= set(skipped), skipped)
         # a flush that fails (here: no space left) is told with the value, not dropped
-        self.assertRegex(skipped["full"]["reason"], r"its open file /dev/full could not be written: .*No space left", skipped)
+        self.assertRegex(skipped["full"]["reason"], r"its open file ro.txt could not be written: .*Bad file descriptor", skipped)
         self.assertNotIn("could not be written", skipped["g"]["reason"])
         self.assertEqual(out["steps"][2], "(100, 50)")
         self.assertEqual(out["steps"][5], "200")  # a value skipped again (carried over) is flushed too
         again = {s["name"]: s for s in out["steps"][4]["result"]["skipped"]}
         self.assertEqual(again["full"]["reason"].count("could not be written"), 1, again["full"])
+
+    def test_a_full_pipe_held_by_a_skipped_value_does_not_block_the_checkpoint(self):
+        # Only regular files are flushed: a pipe whose reader never reads would block the flush.
+        steps = [
+            {"run": "import os, fcntl\nr, w = os.pipe()\nfcntl.fcntl(w, fcntl.F_SETFL, os.O_NONBLOCK)\n"
+                    "while True:\n    try: os.write(w, b'z' * 4096)\n    except BlockingIOError: break\n"
+                    "fcntl.fcntl(w, fcntl.F_SETFL, 0)\npipe = os.fdopen(w, 'wb')\npipe.write(b'y' * 100)\n"
+                    "def hold(f):\n    yield f\ng = hold(pipe); next(g)"},
+            {"checkpoint": True},
+            {"run": "len(pipe.raw.name.__class__.__name__) > 0"},
+        ]
+        out = self.h.kernel(steps)  # the harness's 300 s timeout would fail a blocked flush
+        self.assertIn("g", {s["name"] for s in out["steps"][1]["result"]["skipped"]})
+        self.assertEqual(out["steps"][2], "True")
 
 
 if __name__ == "__main__":

