@@ -56,7 +56,10 @@ async function step(name, fn) {
 // the error says how far the page got (which of the history's marks are set, cells, page errors).
 async function historyDrawn() {
   try {
-    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 30_000 });
+    // 60 s as the other heavy waits: the full history (79 charts of the XSS step among them) is drawn
+    // again while make test loads both cores (step 14: 4.4 s quiet, 6.3 s beside six CPU hogs; twice
+    // past 30 s in make test, ci39 and ci5 of 2026-11-30)
+    await page.waitForFunction(() => document.body.dataset.historyAllMs, null, { timeout: 60_000 });
   } catch (err) {
     const state = await page.evaluate(() => ({
       marks: { ...document.body.dataset }, cells: document.querySelectorAll('.cell').length,
@@ -541,7 +544,15 @@ try {
     await historyDrawn();
     const cell = cells().filter({ has: page.locator('.out-widget .widget-slider') }).first();
     const live = cell.locator('.out-widget[data-widget=live]');
-    await live.locator('.widget-output', { hasText: 'square of 7 is 49' }).waitFor({ timeout: 30_000 });
+    const t0 = Date.now();
+    try {
+      await live.locator('.widget-output', { hasText: 'square of 7 is 49' }).waitFor({ timeout: 60_000 }); // as historyDrawn
+    } catch (err) {
+      // how far each widget view of the page got (pending, drawing, live, lost, failed) and what it shows
+      const views = await page.evaluate(() => [...document.querySelectorAll('.out-widget')].map((el) =>
+        `${el.dataset.widget} ${el.dataset.modelId}: ${el.innerText.slice(0, 80).replace(/\s+/g, ' ')}`)).catch((e) => [e.message]);
+      throw new Error(`${err.message}\nafter ${Date.now() - t0} ms, the widget views: ${JSON.stringify(views, null, 1)}`);
+    }
     assert.equal((await live.locator('.widget-readout').first().textContent()).trim(), '7');
   });
 
