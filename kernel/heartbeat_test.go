@@ -92,13 +92,11 @@ type freezer struct{ dir string }
 // requires the sandbox's host (CARRYOVER_TEST_SANDBOX_REQUIRED: this host has cgroups).
 func newFreezer(t *testing.T) *freezer {
 	root := "/sys/fs/cgroup/freezer"
-	if _, err := os.Stat(filepath.Join(root, "freezer.state")); err != nil {
-		if _, err := os.Stat(filepath.Join(root, "tasks")); err != nil {
-			if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") == "1" {
-				t.Fatalf("no cgroup v1 freezer at %s (required: CARRYOVER_TEST_SANDBOX_REQUIRED=1)", root)
-			}
-			t.Skipf("no cgroup v1 freezer at %s", root)
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		if os.Getenv("CARRYOVER_TEST_SANDBOX_REQUIRED") == "1" {
+			t.Fatalf("no cgroup v1 freezer at %s (required: CARRYOVER_TEST_SANDBOX_REQUIRED=1)", root)
 		}
+		t.Skipf("no cgroup v1 freezer at %s", root)
 	}
 	dir := filepath.Join(root, "carryover-test-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	if err := os.Mkdir(dir, 0o755); err != nil {
