@@ -15,6 +15,17 @@ type Event struct {
 	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
 }
 
+// EventQuery selects events of a session's log: those after sequence After and before sequence
+// Before (0: unbounded), only those of Type when set, at most Limit of them (<= 0: all). Limit counts
+// from the oldest, or with Newest from the newest (answered newest first then): a client opening a
+// long log lists its end without reading it all, then pages back with Before.
+type EventQuery struct {
+	After, Before int64
+	Limit         int
+	Type          string
+	Newest        bool
+}
+
 // Event types: docs/api.md's and carryover's own (session_hibernated, session_forked,
 // checkpoint_failed, sandbox_limit_exceeded, kernel_restarted). Emit them by these names, never by
 // string literal.

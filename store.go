@@ -45,9 +45,9 @@ type EventLog interface {
 	// without gaps, also under concurrent appends. payload is marshalled to JSON unless it already is
 	// JSON (json.RawMessage or []byte). CodeNotFound if the session does not exist.
 	AppendEvent(ctx context.Context, sessionID, eventType string, payload any) (Event, error)
-	// ListEvents returns up to limit events after sequence afterSeq, oldest first, of one type when
-	// eventType is not empty. An unknown session has no events.
-	ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]Event, error)
+	// ListEvents returns the events q selects (EventQuery), oldest first, or newest first with
+	// q.Newest. An unknown session has no events.
+	ListEvents(ctx context.Context, sessionID string, q EventQuery) ([]Event, error)
 }
 
 // ExecutionLog is each session's history of runs and shell commands.

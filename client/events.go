@@ -84,13 +84,33 @@ type (
 // Events lists the session's events after sequence number after, at most limit of them (0: the
 // server's default, 50), only those of eventType unless it is "".
 func (c *Client) Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]Event, error) {
+	return c.EventsWhere(ctx, id, EventsQuery{After: after, Limit: limit, Type: eventType})
+}
+
+// EventsQuery is what EventsWhere asks GET .../events for.
+type EventsQuery struct {
+	After, Before int64  // after_sequence, before_sequence (0: no bound)
+	Limit         int    // 0: the server's default (50); at most 1,000
+	Type          string // only events of this type, unless ""
+	Newest        bool   // order=desc: the newest first, Limit counted from them
+}
+
+// EventsWhere lists the session's events that q selects: EventsQuery{Newest: true, Limit: 50} is
+// the end of the log; its oldest event's sequence number as Before pages back from there.
+func (c *Client) EventsWhere(ctx context.Context, id string, eq EventsQuery) ([]Event, error) {
 	q := url.Values{}
-	q.Set("after_sequence", strconv.FormatInt(after, 10))
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	q.Set("after_sequence", strconv.FormatInt(eq.After, 10))
+	if eq.Before > 0 {
+		q.Set("before_sequence", strconv.FormatInt(eq.Before, 10))
 	}
-	if eventType != "" {
-		q.Set("event_type", eventType)
+	if eq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(eq.Limit))
+	}
+	if eq.Type != "" {
+		q.Set("event_type", eq.Type)
+	}
+	if eq.Newest {
+		q.Set("order", "desc")
 	}
 	var out eventsAnswer
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "events")+"?"+q.Encode(), nil, &out); err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -163,16 +164,20 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 	return ev, nil
 }
 
-// ListEvents returns up to limit events after afterSeq, of one type when eventType is set.
-func (s *Store) ListEvents(_ context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]carryover.Event, error) {
+// ListEvents returns the events q selects (carryover.EventQuery).
+func (s *Store) ListEvents(_ context.Context, sessionID string, q carryover.EventQuery) ([]carryover.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	all := slices.Clone(s.events[sessionID])
+	if q.Newest {
+		slices.Reverse(all)
+	}
 	out := []carryover.Event{}
-	for _, ev := range s.events[sessionID] {
-		if ev.SequenceNumber <= afterSeq || (eventType != "" && ev.EventType != eventType) {
+	for _, ev := range all {
+		if ev.SequenceNumber <= q.After || (q.Before > 0 && ev.SequenceNumber >= q.Before) || (q.Type != "" && ev.EventType != q.Type) {
 			continue
 		}
-		if limit > 0 && len(out) == limit {
+		if q.Limit > 0 && len(out) == q.Limit {
 			break
 		}
 		out = append(out, ev)

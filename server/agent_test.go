@@ -100,6 +100,20 @@ func TestStateSetCompleteExample(t *testing.T) {
 	if n := len(ts.events(id, 0, 0, "exec_completed")); n != 2 {
 		t.Fatalf("event_type filter: %d exec_completed events", n)
 	}
+	// order=desc: the end of the log first; before_sequence pages back from there.
+	n := int64(len(evs))
+	tail := must(t, 200, "newest events", func(ctx context.Context) ([]client.Event, error) {
+		return ts.c.EventsWhere(ctx, id, client.EventsQuery{Newest: true, Limit: 2})
+	})
+	if len(tail) != 2 || tail[0].SequenceNumber != n || tail[1].SequenceNumber != n-1 {
+		t.Fatalf("newest 2 of %d: %s", n, dump(tail))
+	}
+	back := must(t, 200, "events before", func(ctx context.Context) ([]client.Event, error) {
+		return ts.c.EventsWhere(ctx, id, client.EventsQuery{Newest: true, Limit: 2, Before: tail[1].SequenceNumber, Type: "exec_completed"})
+	})
+	if len(back) != 2 || back[0].EventType != "exec_completed" || back[0].SequenceNumber <= back[1].SequenceNumber || back[0].SequenceNumber >= n-1 {
+		t.Fatalf("2 exec_completed before #%d: %s", n-1, dump(back))
+	}
 }
 
 // typesOf lists the types of events, in their order.

@@ -94,6 +94,8 @@ func TestBadInput(t *testing.T) {
 			return errOf(c.PatchContext(ctx, good, client.ContextRequest{WorkingDir: &dir}))
 		}, 400, "invalid_request"},
 		{"bad events limit", raw("GET", "/api/sessions/good/events?limit=-1", ""), 400, "invalid_request"},
+		{"bad events order", raw("GET", "/api/sessions/good/events?order=newest", ""), 400, "invalid_request"},
+		{"bad events before", raw("GET", "/api/sessions/good/events?before_sequence=x", ""), 400, "invalid_request"},
 		{"bad tool schema", func(ctx context.Context) error {
 			return errOf(c.RegisterTool(ctx, good, client.ToolRequest{Name: "t", InputSchema: map[string]any{"type": "banana"}}))
 		}, 400, "invalid_request"},

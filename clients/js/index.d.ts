@@ -36,8 +36,12 @@ export type ErrorObject = Schemas.ErrorObject;
 
 export interface EventsQuery {
   after_sequence?: number;
+  /** only events with a lower sequence number: pages back from the end with order "desc" */
+  before_sequence?: number;
   limit?: number;
   event_type?: string;
+  /** "desc": the newest first, the limit counted from them */
+  order?: "asc" | "desc";
 }
 
 export interface RunOptions {

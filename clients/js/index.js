@@ -291,7 +291,8 @@ export class Carryover {
   /**
    * GET /api/sessions/{id}/events.
    * @param {string} sessionId
-   * @param {{after_sequence?: number, limit?: number, event_type?: string}} [opts]
+   * @param {{after_sequence?: number, before_sequence?: number, limit?: number, event_type?: string, order?: 'asc'|'desc'}} [opts]
+   *   order 'desc': the newest first, the limit counted from them; before_sequence pages back
    * @returns {Promise<{events: any[]}>}
    */
   getAgentSessionEvents(sessionId, opts = {}) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -22,12 +23,20 @@ const eventsPage = 1000
 func (c *cli) eventsCmd() *cobra.Command {
 	var sid, typ string
 	var after int64
+	var last int
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "events -s SESSION [--follow] [--after N] [--type T]",
+		Use:   "events -s SESSION [--follow] [--after N] [--last N] [--type T]",
 		Short: "List a session's events; with --follow, print new ones as they come until Ctrl-C",
 		Args:  cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if last > 0 {
+				newest, err := c.lastEvents(cmd, sid, client.EventsQuery{After: after, Type: typ}, last, !follow)
+				if err != nil || !follow {
+					return err
+				}
+				return c.followEvents(cmd, sid, max(newest, after), typ)
+			}
 			if follow {
 				return c.followEvents(cmd, sid, after, typ)
 			}
@@ -37,6 +46,7 @@ func (c *cli) eventsCmd() *cobra.Command {
 	sessionFlag(cmd, &sid)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they come (over the websocket)")
 	cmd.Flags().Int64Var(&after, "after", 0, "only events after this sequence number")
+	cmd.Flags().IntVar(&last, "last", 0, "only the newest N events (with --follow: then the new ones)")
 	cmd.Flags().StringVar(&typ, "type", "", "only events of this type")
 	return cmd
 }
@@ -79,6 +89,48 @@ func (c *cli) listEvents(cmd *cobra.Command, sid string, after int64, typ string
 		return marshalJSON(cmd.OutOrStdout(), map[string]any{"events": all})
 	}
 	return nil
+}
+
+// lastEvents prints the newest n events that q selects, oldest of them first, paging back from the
+// end of the log (GET .../events?order=desc&before_sequence=), and answers the newest one's
+// sequence number (0 when there is none) for --follow to go on after. With --json they are one
+// {"events": [...]} answer when whole is set, else one line each as --follow prints.
+func (c *cli) lastEvents(cmd *cobra.Command, sid string, q client.EventsQuery, n int, whole bool) (int64, error) {
+	var got []client.Event
+	q.Newest = true
+	for len(got) < n {
+		q.Limit = min(n-len(got), eventsPage)
+		page, err := c.client().EventsWhere(cmd.Context(), sid, q)
+		if err != nil {
+			return 0, err
+		}
+		got = append(got, page...)
+		if len(page) < q.Limit {
+			break
+		}
+		q.Before = page[len(page)-1].SequenceNumber
+	}
+	slices.Reverse(got)
+	var newest int64
+	if len(got) > 0 {
+		newest = got[len(got)-1].SequenceNumber
+	}
+	out := cmd.OutOrStdout()
+	if c.json && whole {
+		return newest, marshalJSON(out, map[string]any{"events": got})
+	}
+	for i := range got {
+		if !c.json {
+			printEvent(out, &got[i])
+			continue
+		}
+		raw, err := json.Marshal(&got[i])
+		if err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(out, "%s\n", raw)
+	}
+	return newest, nil
 }
 
 // followEvents subscribes to the session's events over its websocket (the stored ones after

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carryover/carryover/client"
 	"github.com/carryover/carryover/internal/servertest"
 )
 
@@ -338,6 +339,22 @@ func TestCLIEvents(t *testing.T) {
 		t.Fatalf("events --json: %q, %v", r.stdout, err)
 	}
 	last := len(list.Events)
+	// --last N: the newest N, oldest of them first, paged back from the end of the log.
+	cl := client.New(cliBase, cliTestToken)
+	for i := 0; i < 3; i++ {
+		if _, err := cl.Heartbeat(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = must(t, "events", "-s", id, "--last", "2")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], fmt.Sprintf("%d\t", last+2)) || !strings.HasPrefix(lines[1], fmt.Sprintf("%d\t", last+3)) {
+		t.Fatalf("events --last 2 of %d:\n%s", last+3, r.stdout)
+	}
+	r = must(t, "events", "-s", id, "--json", "--last", "1000", "--type", "heartbeat")
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Events) != 3 {
+		t.Fatalf("events --last 1000 --type heartbeat: %q, %v", r.stdout, err)
+	}
 
 	// --follow prints the stored events after --after, then new ones, until its context ends.
 	ctx, cancel := context.WithCancel(t.Context())

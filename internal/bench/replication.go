@@ -34,7 +34,7 @@ func benchReplicationSection(ctx context.Context, env *benchEnv) ([]benchRow, er
 	if err != nil {
 		return nil, err
 	}
-	got, err := s.ListEvents(ctx, "f", 0, 0, "")
+	got, err := s.ListEvents(ctx, "f", carryover.EventQuery{})
 	if err != nil {
 		return nil, err
 	}

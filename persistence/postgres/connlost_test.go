@@ -108,7 +108,7 @@ func terminatedConnections(t *testing.T, retriesAlone bool) {
 			}
 			return err
 		}},
-		{"list events", false, func(int) error { _, err := s.ListEvents(ctx, "k", 0, 0, ""); return err }},
+		{"list events", false, func(int) error { _, err := s.ListEvents(ctx, "k", carryover.EventQuery{}); return err }},
 		{"checkpoint", false, func(round int) error { return putCheckpoint(ctx, s, "k", fmt.Sprint("c", round)) }},
 		{"latest checkpoint", false, func(int) error { _, err := s.LatestCheckpoint(ctx, "k"); return err }},
 		{"reserve idempotency key", false, func(round int) error {
@@ -137,7 +137,7 @@ func terminatedConnections(t *testing.T, retriesAlone bool) {
 			}
 		}
 	}
-	evs, err := s.ListEvents(ctx, "k", 0, 0, "")
+	evs, err := s.ListEvents(ctx, "k", carryover.EventQuery{})
 	if err != nil || len(evs) != appended || !retriesAlone && appended != 2 || retriesAlone && s.lostRetries.Load() == 0 {
 		t.Fatalf("%d events stored (err %v), %d appends answered, %d retries (retries alone: %v)", len(evs), err, appended,
 			s.lostRetries.Load(), retriesAlone)

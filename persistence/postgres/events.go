@@ -83,20 +83,27 @@ type eventRow struct {
 	CreatedAt int64 `db:"created_at"`
 }
 
-// ListEvents returns the events of a session with seq > afterSeq in order, at most limit of them
-// (limit <= 0: all), only those of eventType when it is not "".
-func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]carryover.Event, error) {
+// ListEvents returns the events of a session that eq selects (carryover.EventQuery), by the
+// primary key's order (session_id, seq) either way.
+func (s *Store) ListEvents(ctx context.Context, sessionID string, eq carryover.EventQuery) ([]carryover.Event, error) {
 	var q strings.Builder
 	q.WriteString(`SELECT session_id, seq, event_type, convert_to(payload, 'UTF8') AS payload, created_at
 		FROM events WHERE session_id = $1 AND seq > $2`)
-	args := []any{sessionID, afterSeq}
-	if eventType != "" {
-		args = append(args, eventType)
+	args := []any{sessionID, eq.After}
+	if eq.Before > 0 {
+		args = append(args, eq.Before)
+		fmt.Fprintf(&q, ` AND seq < $%d`, len(args))
+	}
+	if eq.Type != "" {
+		args = append(args, eq.Type)
 		fmt.Fprintf(&q, ` AND event_type = $%d`, len(args))
 	}
 	q.WriteString(` ORDER BY seq`)
-	if limit > 0 {
-		args = append(args, limit)
+	if eq.Newest {
+		q.WriteString(` DESC`)
+	}
+	if eq.Limit > 0 {
+		args = append(args, eq.Limit)
 		fmt.Fprintf(&q, ` LIMIT $%d`, len(args))
 	}
 	var rows []eventRow

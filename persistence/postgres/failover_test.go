@@ -120,7 +120,7 @@ func promote(t *testing.T, replica *pgtest.Server) {
 // are gapless and no number was acknowledged twice.
 func checkAcked(t *testing.T, s *Store, sid string, acked []carryover.Event) {
 	t.Helper()
-	got, err := s.ListEvents(context.Background(), sid, 0, 0, "")
+	got, err := s.ListEvents(context.Background(), sid, carryover.EventQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if evs, _ := s.ListEvents(ctx, "a", 0, 0, ""); len(evs) != 60 {
+	if evs, _ := s.ListEvents(ctx, "a", carryover.EventQuery{}); len(evs) != 60 {
 		t.Fatalf("%d events", len(evs))
 	}
 }

@@ -54,21 +54,28 @@ func (s *Store) AppendEvent(ctx context.Context, sessionID, eventType string, pa
 	return ev, nil
 }
 
-// ListEvents returns the events of a session with seq > afterSeq in order, at most limit of them
-// (limit <= 0: all), only those of eventType when it is not "".
-func (s *Store) ListEvents(ctx context.Context, sessionID string, afterSeq int64, limit int, eventType string) ([]carryover.Event, error) {
+// ListEvents returns the events of a session that eq selects (carryover.EventQuery), by the
+// primary key's order (session_id, seq) either way.
+func (s *Store) ListEvents(ctx context.Context, sessionID string, eq carryover.EventQuery) ([]carryover.Event, error) {
 	var q strings.Builder
 	q.WriteString(`SELECT session_id, seq, event_type, CAST(payload AS BLOB) AS payload, created_at
 		FROM events WHERE session_id = ? AND seq > ?`)
-	args := []any{sessionID, afterSeq}
-	if eventType != "" {
+	args := []any{sessionID, eq.After}
+	if eq.Before > 0 {
+		q.WriteString(` AND seq < ?`)
+		args = append(args, eq.Before)
+	}
+	if eq.Type != "" {
 		q.WriteString(` AND event_type = ?`)
-		args = append(args, eventType)
+		args = append(args, eq.Type)
 	}
 	q.WriteString(` ORDER BY seq`)
-	if limit > 0 {
+	if eq.Newest {
+		q.WriteString(` DESC`)
+	}
+	if eq.Limit > 0 {
 		q.WriteString(` LIMIT ?`)
-		args = append(args, limit)
+		args = append(args, eq.Limit)
 	}
 	evs := []carryover.Event{}
 	if err := s.db.SelectContext(ctx, &evs, q.String(), args...); err != nil {

@@ -136,7 +136,7 @@ func testDeleteSession(t *testing.T, s carryover.Store) {
 		t.Fatal(err)
 	}
 	count := func(id string) string {
-		evs, _ := s.ListEvents(ctx, id, 0, 0, "")
+		evs, _ := s.ListEvents(ctx, id, carryover.EventQuery{})
 		exs, _ := s.ListExecutions(ctx, id, 0)
 		tools, _ := s.ListTools(ctx, id)
 		cps, _ := s.ListCheckpoints(ctx, id)

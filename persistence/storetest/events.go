@@ -47,7 +47,7 @@ func testEventsGapless(t *testing.T, s carryover.Store) {
 		t.Fatal(err)
 	}
 	for sid, want := range map[string]int{"a": workers * each, "b": others} {
-		evs, err := s.ListEvents(ctx, sid, 0, 0, "")
+		evs, err := s.ListEvents(ctx, sid, carryover.EventQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func testEventsGapless(t *testing.T, s carryover.Store) {
 	wantCode(t, "append to a missing session", err, carryover.CodeNotFound)
 }
 
-// testEventsListing: after, limit and type filters, payload round trips, invalid JSON refused.
+// testEventsListing: after, before, limit, type filters and newest first, payload round trips, invalid JSON refused.
 func testEventsListing(t *testing.T, s carryover.Store) {
 	ctx := context.Background()
 	session(t, s, "a")
@@ -88,21 +88,27 @@ func testEventsListing(t *testing.T, s carryover.Store) {
 	if _, err := s.AppendEvent(ctx, "a", "bad", json.RawMessage(`{nope`)); err == nil {
 		t.Fatal("invalid JSON payload accepted")
 	}
+	type q = carryover.EventQuery
 	cases := []struct {
-		after int64
-		limit int
-		typ   string
-		want  string
+		q    q
+		want string
 	}{
-		{0, 0, "", "1 2 3 4 5 6 7 8 9 10 11 "},
-		{4, 0, "", "5 6 7 8 9 10 11 "},
-		{4, 3, "", "5 6 7 "},
-		{0, 0, "output", "3 6 9 "},
-		{3, 1, "output", "6 "},
-		{11, 0, "", ""},
+		{q{}, "1 2 3 4 5 6 7 8 9 10 11 "},
+		{q{After: 4}, "5 6 7 8 9 10 11 "},
+		{q{After: 4, Limit: 3}, "5 6 7 "},
+		{q{Type: "output"}, "3 6 9 "},
+		{q{After: 3, Limit: 1, Type: "output"}, "6 "},
+		{q{After: 11}, ""},
+		{q{Before: 4}, "1 2 3 "},
+		{q{After: 2, Before: 6}, "3 4 5 "},
+		{q{Before: 1}, ""},
+		{q{Newest: true, Limit: 3}, "11 10 9 "},
+		{q{Newest: true, Before: 9, Limit: 3}, "8 7 6 "},
+		{q{Newest: true, Before: 9, Limit: 2, Type: "output"}, "6 3 "},
+		{q{Newest: true, After: 9}, "11 10 "},
 	}
 	for _, c := range cases {
-		evs, err := s.ListEvents(ctx, "a", c.after, c.limit, c.typ)
+		evs, err := s.ListEvents(ctx, "a", c.q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,17 +117,17 @@ func testEventsListing(t *testing.T, s carryover.Store) {
 			got += fmt.Sprint(e.SequenceNumber, " ")
 		}
 		if got != c.want {
-			t.Errorf("after=%d limit=%d type=%q: got %q want %q", c.after, c.limit, c.typ, got, c.want)
+			t.Errorf("%+v: got %q want %q", c.q, got, c.want)
 		}
 	}
-	evs, _ := s.ListEvents(ctx, "a", 10, 0, "")
+	evs, _ := s.ListEvents(ctx, "a", q{After: 10})
 	if len(evs) != 1 || string(evs[0].Payload) != `{"already":"json"}` || evs[0].EventType != "raw" {
 		t.Fatalf("payload round trip: %+v", evs)
 	}
-	if evs, _ = s.ListEvents(ctx, "a", 0, 1, ""); len(evs) != 1 || string(evs[0].Payload) != `{"i":1}` {
+	if evs, _ = s.ListEvents(ctx, "a", q{Limit: 1}); len(evs) != 1 || string(evs[0].Payload) != `{"i":1}` {
 		t.Fatalf("marshalled payload %+v", evs)
 	}
-	if evs, err := s.ListEvents(ctx, "unknown", 0, 0, ""); err != nil || len(evs) != 0 {
+	if evs, err := s.ListEvents(ctx, "unknown", q{}); err != nil || len(evs) != 0 {
 		t.Fatalf("events of an unknown session: %+v %v", evs, err)
 	}
 }

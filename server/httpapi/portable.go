@@ -25,7 +25,7 @@ func (a *API) portableRoutes() []route {
 // exportEvents is session id's event log, oldest first, as an archive's events member. A log over
 // the archive's part limit is refused (payload_too_large): export without events then.
 func (a *API) exportEvents(r *http.Request, id string) ([]byte, error) {
-	evs, err := a.svc.Events(r.Context(), id, 0, 0, "")
+	evs, err := a.svc.Events(r.Context(), id, carryover.EventQuery{})
 	if err != nil {
 		return nil, fmt.Errorf("export: events: %w", err)
 	}

@@ -24,18 +24,37 @@ func (a *API) recordRoutes() []route {
 }
 
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
-	after, err := intParam(r, "after_sequence", 0, 0)
+	q, err := eventQuery(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	evs, err := a.svc.Events(r.Context(), r.PathValue("id"), q)
+	a.reply(w, r, 200, map[string]any{"events": evs}, err)
+}
+
+// eventQuery reads GET /events' parameters: after_sequence, before_sequence (0: none), limit
+// (default 50, at most 1,000), event_type, and order: asc (the default) or desc, the newest first
+// with the limit counted from them, so a page opening a long log lists its end without reading it.
+func eventQuery(r *http.Request) (carryover.EventQuery, error) {
+	after, err := intParam(r, "after_sequence", 0, 0)
+	if err != nil {
+		return carryover.EventQuery{}, err
+	}
+	before, err := intParam(r, "before_sequence", 0, 0)
+	if err != nil {
+		return carryover.EventQuery{}, err
 	}
 	limit, err := intParam(r, "limit", 50, 1000)
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return carryover.EventQuery{}, err
 	}
-	evs, err := a.svc.Events(r.Context(), r.PathValue("id"), int64(after), limit, r.URL.Query().Get("event_type"))
-	a.reply(w, r, 200, map[string]any{"events": evs}, err)
+	order := r.URL.Query().Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		return carryover.EventQuery{}, carryover.Errorf(carryover.CodeInvalid, "order must be asc or desc, not %q", order).WithDetails("field", "order")
+	}
+	return carryover.EventQuery{After: int64(after), Before: int64(before), Limit: limit,
+		Type: r.URL.Query().Get("event_type"), Newest: order == "desc"}, nil
 }
 
 func (a *API) listExecutions(w http.ResponseWriter, r *http.Request) {

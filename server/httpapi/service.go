@@ -42,7 +42,7 @@ type Sessions interface {
 	PatchContext(ctx context.Context, id string, req session.ContextRequest) (carryover.Session, error)
 
 	// The session's records.
-	Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error)
+	Events(ctx context.Context, id string, q carryover.EventQuery) ([]carryover.Event, error)
 	Executions(ctx context.Context, id string, limit int) ([]carryover.Execution, error)
 	Tools(ctx context.Context, id string) ([]carryover.Tool, error)
 	RegisterTool(ctx context.Context, id string, t carryover.Tool) (carryover.Tool, error)

@@ -99,7 +99,7 @@ func (t *tools) importSession(ctx context.Context, req *sdk.CallToolRequest, in 
 // exportEvents is session id's event log, oldest first, as an archive's events member (as the HTTP
 // route's ?events=true); a log over the archive's part limit is payload_too_large.
 func (t *tools) exportEvents(ctx context.Context, id string) ([]byte, error) {
-	evs, err := t.svc.Events(ctx, id, 0, 0, "")
+	evs, err := t.svc.Events(ctx, id, carryover.EventQuery{})
 	if err != nil {
 		return nil, fmt.Errorf("export: events: %w", err)
 	}

@@ -22,7 +22,7 @@ type Sessions interface {
 	Checkpoints(ctx context.Context, id string) ([]carryover.CheckpointSummary, error)
 	Files(id string) (workspace.Dir, error)
 	// Events is session id's event log (export_session with events).
-	Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error)
+	Events(ctx context.Context, id string, q carryover.EventQuery) ([]carryover.Event, error)
 	ExportSource(ctx context.Context, id, checkpointID string) (archive.Export, error)
 	Import(ctx context.Context, r io.Reader, req session.ImportRequest) (session.ImportResult, error)
 }

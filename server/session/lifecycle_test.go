@@ -120,7 +120,10 @@ func TestGetUnknown(t *testing.T) {
 			_, err := s.Session("nope")
 			return err
 		},
-		"events": func() error { _, err := s.Events(context.Background(), "nope", 0, 10, ""); return err },
+		"events": func() error {
+			_, err := s.Events(context.Background(), "nope", carryover.EventQuery{Limit: 10})
+			return err
+		},
 	} {
 		if err := call(); carryover.ErrorCode(err) != carryover.CodeNotFound {
 			t.Errorf("%s of an unknown session: %v, want not_found", name, err)

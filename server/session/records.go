@@ -8,13 +8,12 @@ import (
 
 // What the service recorded about a session, for the front doors (they never reach the store).
 
-// Events lists up to limit events of session id after sequence after, of one type when eventType
-// is not empty.
-func (s *Service) Events(ctx context.Context, id string, after int64, limit int, eventType string) ([]carryover.Event, error) {
+// Events lists the events of session id that q selects (carryover.EventQuery).
+func (s *Service) Events(ctx context.Context, id string, q carryover.EventQuery) ([]carryover.Event, error) {
 	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
-	evs, err := s.store.ListEvents(ctx, id, after, limit, eventType)
+	evs, err := s.store.ListEvents(ctx, id, q)
 	if evs == nil && err == nil {
 		evs = []carryover.Event{}
 	}

@@ -32,7 +32,7 @@ func (ls *Session) Attach(sub *stream.Subscriber) (detach func()) {
 // (stream.Hub.SubscribeEvents).
 func (ls *Session) SubscribeEvents(ctx context.Context, sub *stream.Subscriber, after int64) error {
 	return ls.hub.SubscribeEvents(sub, after, func() ([]carryover.Event, error) {
-		return ls.svc.store.ListEvents(ctx, ls.id, after, 100000, "")
+		return ls.svc.store.ListEvents(ctx, ls.id, carryover.EventQuery{After: after, Limit: 100000})
 	})
 }
 

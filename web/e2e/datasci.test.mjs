@@ -303,7 +303,8 @@ try {
   });
 
   await step('both charts are drawn again after a reload, from the history; the past kernel death is listed, not told again', async () => {
-    // the socket's first frames replay the session's events (the kill above among them), marked backlog
+    // the events panel lists the newest page of the log (the kill above among them) from GET /events;
+    // an event the socket's backlog brings again comes marked backlog
     let died = null;
     const onWs = (ws) => ws.on('framereceived', ({ payload }) => {
       if (typeof payload === 'string' && payload.includes('"kernel_died"')) died = JSON.parse(payload);
@@ -556,23 +557,38 @@ try {
     assert.equal((await live.locator('.widget-readout').first().textContent()).trim(), '7');
   });
 
-  await step('a session with 1,500 events opens with its newest listed; the list is drawn a few times, not once per event', async () => {
+  await step('a session with 1,500 events opens with its newest listed, without the log sent over its socket; older pages on request', async () => {
     const id = 'many-events';
     await apiCall('POST', '/api/sessions', JSON.stringify({ session_id: id }));
     let left = 1500;
     await Promise.all(Array.from({ length: 8 }, async () => { while (left-- > 0) await apiCall('POST', `/api/sessions/${id}/heartbeat`); }));
-    const tail = await apiCall('GET', `/api/sessions/${id}/events?after_sequence=1000&limit=1000`);
-    const newest = tail.events.at(-1).sequence_number;
+    const tail = await apiCall('GET', `/api/sessions/${id}/events?order=desc&limit=1`);
+    const newest = tail.events[0].sequence_number;
     assert.ok(newest >= 1500, `newest event ${newest}`);
+    let frames = 0;
+    const onWs = (ws) => ws.on('framereceived', ({ payload }) => { if (typeof payload === 'string' && payload.startsWith('{"type":"event"')) frames++; });
+    page.on('websocket', onWs);
     await openSession(id);
-    // the panel lists the first 200 from GET /events; the other 1,300 come as the socket's backlog
+    // the panel lists the newest 200 from GET /events and subscribes after them
     await page.locator('[data-panel=events] .ev-seq', { hasText: new RegExp(`^#${newest}$`) }).first().waitFor({ state: 'attached', timeout: 60_000 });
+    await page.locator('[data-panel=events][data-subscribed]').waitFor({ state: 'attached', timeout: 15_000 });
+    await page.evaluate(() => new Promise((r) => setTimeout(r, 300)));
+    page.off('websocket', onWs);
+    assert.ok(frames < 20, `opening the session sent ${frames} events over its socket (its log has ${newest})`);
     const draws = Number(await page.locator('[data-panel=events] ol.events').getAttribute('data-draws'));
     assert.ok(draws >= 1 && draws <= 20, `the events list was drawn ${draws} times for 1,500 events`);
-    console.log(`  1,500 events: the list drawn ${draws} times`);
+    console.log(`  1,500 events: ${frames} sent over the socket at opening, the list drawn ${draws} times`);
     // events logged before the page opened are listed, not counted as unread news
     assert.ok(await page.locator('#events-unread').isHidden(), `unread: ${await page.locator('#events-unread').textContent()}`);
     assert.equal(await page.locator('.toast', { hasText: /Budget|kernel died/ }).count(), 0);
+    // the page asked for the newest 200: the one before them comes with "Older events"
+    const before = newest - 200;
+    const seq = (n) => page.locator('[data-panel=events] .ev-seq', { hasText: new RegExp(`^#${n}$`) });
+    assert.equal(await seq(before).count(), 0, `#${before} listed before it was asked for`);
+    await page.click('[role=tab][data-tab=events]');
+    await page.click('[data-testid=events-older]');
+    await seq(before).first().waitFor({ state: 'attached', timeout: 15_000 });
+    assert.equal(await seq(newest).count(), 1, 'the newest event left the list when older ones came');
   });
 
   assert.deepEqual(problems, []);

@@ -9,6 +9,8 @@ import { exportArchive } from './portable.js';
 import { sortCheckpoints, checkpointKey, FoldState } from './checkpoints.js';
 
 const TABS = ['files', 'checkpoints', 'variables', 'events', 'info'];
+const EVENTS_PAGE = 200; // events asked for at a time: the newest page at opening, then older ones on request
+const EVENTS_SHOWN = 300; // the newest events the list draws (raised by each older page asked for)
 
 const EVENT_CLASS = [
   [/failed|died|exceeded|cancelled/, 'ev-bad'],
@@ -34,6 +36,7 @@ export class Panels {
     this.events = [];
     this.seen = new Set(); // the sequence numbers listed (kept when old ones leave the list: told once)
     this.lastSeq = 0;
+    this.evShown = EVENTS_SHOWN; // how many of the newest events the list draws
     this.unread = 0;
     this.timers = {};
     this.folds = new FoldState(); // which checkpoints show their variables (kept across re-renders)
@@ -345,20 +348,45 @@ export class Panels {
   buildEvents() {
     this.evList = h('ol.events', { 'aria-live': 'polite' });
     this.evFilter = h('input.small-input', { type: 'search', placeholder: 'filter by type', 'aria-label': 'Filter events', oninput: () => this.renderEvents() });
-    this.evs.replaceChildren(h('div.panel-head', h('span', 'Events ', h('span.muted.live-dot', '● live')), this.evFilter), this.evList);
+    this.evOlder = h('button.btn.small.ev-older', { hidden: true, 'data-testid': 'events-older', title: 'List the events before these', onclick: () => this.loadOlderEvents() }, 'Older events');
+    this.evs.replaceChildren(h('div.panel-head', h('span', 'Events ', h('span.muted.live-dot', '● live')), this.evFilter), this.evList, this.evOlder);
   }
 
+  /**
+   * loadEvents lists the newest page of the log (GET /events?order=desc), then subscribes after it:
+   * a session with thousands of events opens with its end, and the socket's backlog holds only what
+   * happened between the two (the oldest-first page it asked for before left all the rest to it).
+   */
   async loadEvents() {
     try {
-      // newest 200: page forward from the start only when the log is short; otherwise jump near the end
-      const ans = await api('GET', sessionPath(this.view.id, '/events?after_sequence=0&limit=200'));
-      for (const ev of ans?.events || []) this.addEvent(ev, true);
-      this.renderEvents();
+      const ans = await api('GET', sessionPath(this.view.id, `/events?order=desc&limit=${EVENTS_PAGE}`));
+      this.addOlder(ans?.events || []);
     } catch (err) {
       this.evList.replaceChildren(h('li.panel-error', `Cannot load events: ${err.code}: ${err.message}`));
       showError('Loading events failed', err);
     }
     this.subscribeEvents();
+  }
+
+  /** loadOlderEvents lists the page of events before the oldest listed one, and draws them too. */
+  async loadOlderEvents() {
+    this.evOlder.disabled = true;
+    try {
+      const ans = await api('GET', sessionPath(this.view.id, `/events?order=desc&limit=${EVENTS_PAGE}&before_sequence=${this.events[0]?.sequence_number ?? 0}`));
+      this.evShown += ans?.events?.length || 0;
+      this.addOlder(ans?.events || []);
+    } catch (err) {
+      showError('Loading older events failed', err);
+    } finally {
+      this.evOlder.disabled = false;
+    }
+  }
+
+  /** addOlder lists a page of events older than the listed ones (newest first, as order=desc answers). */
+  addOlder(page) {
+    for (const ev of page) this.addEvent(ev, true);
+    this.evOlder.hidden = !(page.length === EVENTS_PAGE && (this.events[0]?.sequence_number ?? 1) > 1);
+    this.renderEvents();
   }
 
   /** subscribeEvents asks the socket for the events after the last listed one, then live ones. */
@@ -376,9 +404,17 @@ export class Panels {
     if (!ev || ev.sequence_number == null || this.seen.has(ev.sequence_number)) return false;
     this.seen.add(ev.sequence_number);
     const last = this.events[this.events.length - 1];
-    this.events.push(ev);
-    if (last && last.sequence_number > ev.sequence_number) this.events.sort((a, b) => a.sequence_number - b.sequence_number);
-    if (this.events.length > 1500) this.events.splice(0, this.events.length - 1000);
+    if (last && last.sequence_number > ev.sequence_number) {
+      // an older page's event (newest first): in its place, found by halving; nothing is dropped
+      let lo = 0, hi = this.events.length;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (this.events[mid].sequence_number < ev.sequence_number) lo = mid + 1; else hi = mid; }
+      this.events.splice(lo, 0, ev);
+    } else {
+      this.events.push(ev);
+      // a long-lived page keeps what it draws and a margin; the older pages it was asked for stay
+      const keep = Math.max(1500, this.evShown + 200);
+      if (this.events.length > keep) this.events.splice(0, this.events.length - keep);
+    }
     this.lastSeq = Math.max(this.lastSeq, ev.sequence_number);
     if (!quiet) {
       if (!backlog && (this.current !== 'events' || this.root.hidden)) this.unread++; // unread: what happened while watching
@@ -406,7 +442,7 @@ export class Panels {
   renderEvents() {
     this.evList.dataset.draws = String(Number(this.evList.dataset.draws || 0) + 1); // how often the list was drawn (a test reads it)
     const f = this.evFilter.value.trim().toLowerCase();
-    const list = this.events.filter((e) => !f || (e.event_type || '').includes(f)).slice(-300).reverse();
+    const list = this.events.filter((e) => !f || (e.event_type || '').includes(f)).slice(-this.evShown).reverse();
     if (!list.length) { this.evList.replaceChildren(h('li.muted.pad', f ? 'No event of that type.' : 'No events yet.')); return; }
     this.evList.replaceChildren(...list.map((e) => {
       const t = e.event_type || '?';

@@ -86,6 +86,12 @@ class StateSetExample(unittest.TestCase):
             self.assertIn(t, types)
         later = client.get_agent_session_events(session.id, after_sequence=seqs[1], limit=2)
         self.assertEqual([e.sequence_number for e in later], seqs[2:4])
+        # The end of the log first (order="desc"), then the page before it (before_sequence).
+        newest = client.get_agent_session_events(session.id, limit=2, order="desc")
+        self.assertEqual([e.sequence_number for e in newest], seqs[::-1][:2])
+        before = client.get_agent_session_events(session.id, limit=2, order="desc",
+                                                 before_sequence=newest[-1].sequence_number)
+        self.assertEqual([e.sequence_number for e in before], seqs[::-1][2:4])
         execs = client.get_agent_session_events(session.id, event_type="exec_completed")
         self.assertEqual(len(execs), 2)
         self.assertTrue(all(e.event_type == "exec_completed" for e in execs))

@@ -318,10 +318,15 @@ class Carryover:
 
     def get_agent_session_events(self, session_id: str, after_sequence: Optional[int] = None,
                                  limit: Optional[int] = None,
-                                 event_type: Optional[str] = None) -> List[Event]:
+                                 event_type: Optional[str] = None,
+                                 before_sequence: Optional[int] = None,
+                                 order: Optional[str] = None) -> List[Event]:
+        """GET .../events: oldest first, or with ``order="desc"`` the newest first (``limit``
+        counted from them); ``before_sequence`` pages back from there."""
         out = self.request("GET", self._session_path(session_id, "events"),
                            query={"after_sequence": after_sequence, "limit": limit,
-                                  "event_type": event_type})
+                                  "event_type": event_type, "before_sequence": before_sequence,
+                                  "order": order})
         return [Event.from_dict(e) for e in out.get("events") or []]
 
     def register_agent_tool(self, session_id: str, tool: Optional[Dict[str, Any]] = None,
@@ -548,8 +553,10 @@ class Carryover:
     # ---- events (plain name) ----------------------------------------------------------------
 
     def events(self, session_id: str, after_sequence: Optional[int] = None,
-               limit: Optional[int] = None, event_type: Optional[str] = None) -> List[Event]:
-        return self.get_agent_session_events(session_id, after_sequence, limit, event_type)
+               limit: Optional[int] = None, event_type: Optional[str] = None,
+               before_sequence: Optional[int] = None, order: Optional[str] = None) -> List[Event]:
+        return self.get_agent_session_events(session_id, after_sequence, limit, event_type,
+                                             before_sequence, order)
 
     # ---- streaming (websocket; needs python3-websocket) -------------------------------------
 
