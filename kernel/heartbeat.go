@@ -39,7 +39,11 @@ func (inst *instance) startHeartbeat(interval time.Duration) {
 				inst.answersAgain(missed, interval)
 				missed = 0
 			}
-			if reason, dead := heartbeatVerdict(missed, interval, inst.k.opts.WedgedAfter, inst.proc.PID()); dead {
+			pid := 0 // read only when the verdict needs it
+			if missed >= missedBeats {
+				pid = ownPID(inst.proc)
+			}
+			if reason, dead := heartbeatVerdict(missed, interval, inst.k.opts.WedgedAfter, pid); dead {
 				inst.die(&DiedError{PID: inst.proc.PID(), ExitCode: -1, Reason: reason, LogTail: logTail(inst.k.opts.LogPath)})
 				return
 			} else if missed == missedBeats {
@@ -67,8 +71,8 @@ func (inst *instance) answersAgain(missed int, interval time.Duration) {
 // cgroup, swap) is given until wedgedAfter: declaring it dead would restore the session from its
 // checkpoint and lose the turn in flight, which a late echo does not justify. (jupyter_client's
 // restarter goes by the process alone; carryover also ends a kernel that is silent for that long.)
-// A sandboxed kernel's pid is its box's: the box runs while the kernel inside is stopped, so such a
-// kernel is given the longer time.
+// pid is the kernel's own process (ownPID), not a sandbox's wrapper, which runs while the kernel
+// inside its box is stopped.
 func heartbeatVerdict(missed int, interval, wedgedAfter time.Duration, pid int) (string, bool) {
 	if missed < missedBeats {
 		return "", false
@@ -81,6 +85,17 @@ func heartbeatVerdict(missed int, interval, wedgedAfter time.Duration, pid int) 
 		return fmt.Sprintf("heartbeat lost: no echo for %s while its process still ran", silent), true
 	}
 	return "", false
+}
+
+// ownPID is the pid whose state says whether the kernel runs: its own process (for a sandboxed one,
+// inside its box: KernelPIDer), else the process the provisioner started.
+func ownPID(p KernelProcess) int {
+	if kp, ok := p.(KernelPIDer); ok {
+		if pid := kp.KernelPID(); pid > 0 {
+			return pid
+		}
+	}
+	return p.PID()
 }
 
 // processRuns reports whether process pid exists and is running, sleeping or in an uninterruptible

@@ -115,6 +115,13 @@ func (s ExitStatus) SignalName() string {
 	return s.Signal.String()
 }
 
+// KernelPIDer is a KernelProcess whose PID is a wrapper's (a sandbox's bubblewrap, outside the box):
+// KernelPID is the host pid of the kernel's own process, 0 while it is not known. The heartbeat
+// reads its state to tell a stopped kernel from a busy one.
+type KernelPIDer interface {
+	KernelPID() int
+}
+
 // Process is one started process, shaped like Popen: what any caller needs, kernels and commands alike.
 type Process interface {
 	PID() int                        // the process we started (for a sandbox: bubblewrap's wrapper)

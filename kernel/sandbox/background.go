@@ -65,6 +65,10 @@ func nsPID(pid int) int {
 	return pid
 }
 
+// KernelPID is the kernel's own host pid (kernel.KernelPIDer: its heartbeat reads that process's
+// state, not the wrapper's, which runs while the kernel is stopped).
+func (k *boxKernel) KernelPID() int { return k.kernelProcess() }
+
 // kernelProcess is the kernel's host pid: the box's first sandboxed process, as seen the first time
 // it was asked for (when the kernel is up: a cost sample follows its claim). It is remembered because
 // "the oldest child of the box's init" names another process once the kernel is gone. 0 when none.

@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// TestHeartbeatSeesTheKernelInItsBox: a boxed kernel that is stopped (SIGSTOP) is dead after its
+// missed beats, as an unsandboxed one is. The heartbeat read the state of bubblewrap's wrapper,
+// which runs while the kernel inside is stopped, so such a kernel was given WedgedAfter (a minute
+// here) as if it were busy.
+func TestHeartbeatSeesTheKernelInItsBox(t *testing.T) {
+	p := newProvisioner(t)
+	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second,
+		HeartbeatInterval: 200 * time.Millisecond, WedgedAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	if _, err := k.Eval(ctx, "1", "1"); err != nil {
+		t.Fatal(err)
+	}
+	bk := k.Process().(*boxKernel)
+	inside := bk.KernelPID()
+	if inside == 0 || inside == bk.PID() {
+		t.Fatalf("the kernel's own pid %d (the wrapper's %d)", inside, bk.PID())
+	}
+	if err := unix.Kill(inside, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Kill(inside, unix.SIGCONT) }()
+	stopped := time.Now()
+	select {
+	case <-k.Dead():
+		var de *kernel.DiedError
+		if !errors.As(k.Err(), &de) || !strings.Contains(de.Reason, "stopped or gone") {
+			t.Errorf("Err = %v, want a heartbeat loss of a stopped process", k.Err())
+		}
+		t.Logf("a stopped boxed kernel declared dead %s after its SIGSTOP", time.Since(stopped).Round(time.Millisecond))
+	case <-time.After(20 * time.Second): // 3 beats are 0.6 s; WedgedAfter is a minute
+		t.Fatalf("a boxed kernel stopped for 20 s is not dead (its wrapper %d runs: %s)", bk.PID(), procState(bk.PID()))
+	}
+}
+
+// procState is pid's state letter from /proc, or why there is none.
+func procState(pid int) string {
+	st, ok := procStat(pid)
+	if !ok {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return "unreadable: " + fmt.Sprint(err)
+	}
+	return string(st.state)
+}
