@@ -24,6 +24,8 @@ import (
 //   - a burst of 20 creates at once, each importing numpy+pandas and then making a 1,000-row frame,
 //     on the default pool, templates on beside off; then the issue's burst of 100 with templates,
 //     beside one cold start measured in the same run;
+//   - the server's CPU per idle live session once the burst is over, beside the server's own with
+//     one session before it (templates_idle.go);
 //   - private memory (USS: smaps_rollup Private_Clean + Private_Dirty) per idle data-science
 //     session after the burst, beside the same sessions' kernels with templates off, and the
 //     template's own cost at rest.
@@ -169,7 +171,18 @@ func tplBurst(ctx context.Context, env *benchEnv, n int, cold time.Duration, col
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, stopSrv(h, "templates-burst", &rows)) }()
+	cpuBase, err := quietCPU(ctx, env, h)
+	if err != nil {
+		return nil, err
+	}
 	total, lat, err := burstCreates(ctx, h, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPoolFilled(ctx, h); err != nil { // its refill is not the sessions' cost
+		return nil, err
+	}
+	cpuLive, err := selfCPUOver(ctx, idleWindow(env))
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +194,19 @@ func tplBurst(ctx context.Context, env *benchEnv, n int, cold time.Duration, col
 	rows = append(rows, benchRow{Name: fmt.Sprintf("burst of %d creates at once, each `import numpy, pandas` then a frame cell (templates)", n),
 		Ours: fmt.Sprintf("%.2f sessions/s", rate), Peer: fmtDur(cold) + " (one cold start + imports, p50)", Ratio: ratio(p50, cold) + " p50",
 		Note: fmt.Sprintf("all in %s, create -> second result p50 %s p99 %s; goal >= 25/s, p99 <= 2 s: %s", fmtDur(total), fmtDur(p50), fmtDur(p99), met)})
+	rows = append(rows, idleRow(n+2, 1, cpuLive, cpuBase, idleWindow(env), h.sandboxNote()))
 	return append(rows, tplMemoryRows(n, coldUSS, h.sandboxNote())...), nil
+}
+
+// quietCPU is the server's CPU over a quiet window with one live session and its pool filled.
+func quietCPU(ctx context.Context, env *benchEnv, h *benchSrv) (time.Duration, error) {
+	if _, _, err := firstResults(ctx, h, 1); err != nil {
+		return 0, err
+	}
+	if err := waitPoolFilled(ctx, h); err != nil {
+		return 0, err
+	}
+	return selfCPUOver(ctx, idleWindow(env))
 }
 
 // burstCreates waits for a warm template (when there is one) and a filled pool, then creates n

@@ -33,6 +33,7 @@ type cgroups struct {
 type cgroup struct {
 	root *cgroups
 	dirs map[string]string // controller -> group dir
+	ev   eventFiles        // its limit-hit counters, held open (cgroup_events.go)
 }
 
 // Version says which hierarchy is used: "v2", "v1" or "" (none).
@@ -371,42 +372,6 @@ func (g *cgroup) set(l Limits) error {
 	return errors.Join(errs...)
 }
 
-// keyed reads "key value" lines and returns the value of key (0 when absent).
-func keyed(path, key string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// Events counts limit hits of a box since it was created.
-type Events struct {
-	OOMKills int64 // processes killed by the OOM killer for the memory limit
-	PidsMax  int64 // forks refused for the process limit
-}
-
-func (g *cgroup) events() Events {
-	var e Events
-	if d, ok := g.dir("memory"); ok {
-		if g.root.v2 {
-			e.OOMKills = keyed(filepath.Join(d, "memory.events"), "oom_kill")
-		} else {
-			e.OOMKills = keyed(filepath.Join(d, "memory.oom_control"), "oom_kill")
-		}
-	}
-	if d, ok := g.dir("pids"); ok {
-		e.PidsMax = keyed(filepath.Join(d, "pids.events"), "max")
-	}
-	return e
-}
-
 // pids lists the processes in the group.
 func (g *cgroup) pids() []int {
 	for _, d := range g.dirs {
@@ -446,6 +411,7 @@ func (g *cgroup) kill() {
 
 // remove deletes the group's dirs; processes still dying hold them for a moment, so it retries.
 func (g *cgroup) remove() error {
+	g.ev.close()
 	var errs []error
 	for _, d := range g.dirs {
 		var err error

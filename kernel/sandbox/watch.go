@@ -20,7 +20,7 @@ func (k *boxKernel) watch() {
 		k.kb.mu.Unlock()
 	}()
 	base := k.box.Events()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	var strikes []time.Time
 	dead := k.Exited()
@@ -61,6 +61,12 @@ func (k *boxKernel) watch() {
 		}
 	}
 }
+
+// watchEvery is how often a live kernel's box counters are read. Each read is a system call per
+// counter, made for every live kernel of the node whether it does anything or not: at ten a second
+// they were the largest part of an idle node's CPU. A limit hit waits up to this long to be seen
+// (the limit itself holds meanwhile: the OOM killer has acted, forks are refused).
+const watchEvery = 250 * time.Millisecond
 
 // recent appends now to the strikes and keeps those younger than window.
 func recent(strikes []time.Time, now time.Time, window time.Duration) []time.Time {

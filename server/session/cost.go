@@ -61,12 +61,21 @@ func (c Config) chargeLocked(d *carryover.Session, cpu, gibHours float64) {
 	b.CostCents = carryover.CostCents(*b, c.CPUSecondCents, c.GiBHourCents)
 }
 
-// sampleLiveCost samples the session's live kernel, if it has one (the background loop, each session).
+// sampleLiveCost samples the session's live kernel, if it has one (the background loop, each
+// session): each second while a run is in flight, whose budget is checked against it; every
+// idleSampleEvery otherwise, when what accrues is mostly its memory's GiB-hours (a thread's CPU is
+// charged all the same, later). Sampling idle kernels each second was a third of an idle node's CPU.
 func (ls *Session) sampleLiveCost(ctx context.Context) {
-	if k := ls.currentKernel(); k != nil {
-		ls.sampleCostIfStale(ctx, k)
+	k := ls.currentKernel()
+	ls.mu.Lock()
+	stale := time.Since(ls.cost.LastAt()) >= time.Second && (ls.running != nil || time.Since(ls.cost.LastAt()) >= idleSampleEvery)
+	ls.mu.Unlock()
+	if k != nil && stale {
+		ls.sampleCost(ctx, k)
 	}
 }
+
+const idleSampleEvery = 5 * time.Second
 
 // sampleCostIfStale samples at most once a second per session: reading /proc costs about a
 // millisecond, too much for every turn of a fast loop, and a second is fine-grained for a budget.

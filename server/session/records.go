@@ -10,36 +10,28 @@ import (
 
 // Events lists the events of session id that q selects (carryover.EventQuery).
 func (s *Service) Events(ctx context.Context, id string, q carryover.EventQuery) ([]carryover.Event, error) {
-	if _, err := s.Session(id); err != nil {
-		return nil, err
-	}
-	evs, err := s.store.ListEvents(ctx, id, q)
-	if evs == nil && err == nil {
-		evs = []carryover.Event{}
-	}
-	return evs, err
+	return listOf(s, id, func() ([]carryover.Event, error) { return s.store.ListEvents(ctx, id, q) })
 }
 
 // Executions lists the newest limit runs and shell commands of session id, oldest first.
 func (s *Service) Executions(ctx context.Context, id string, limit int) ([]carryover.Execution, error) {
-	if _, err := s.Session(id); err != nil {
-		return nil, err
-	}
-	ex, err := s.store.ListExecutions(ctx, id, limit)
-	if ex == nil && err == nil {
-		ex = []carryover.Execution{}
-	}
-	return ex, err
+	return listOf(s, id, func() ([]carryover.Execution, error) { return s.store.ListExecutions(ctx, id, limit) })
 }
 
 // Tools lists session id's registered tools.
 func (s *Service) Tools(ctx context.Context, id string) ([]carryover.Tool, error) {
+	return listOf(s, id, func() ([]carryover.Tool, error) { return s.store.ListTools(ctx, id) })
+}
+
+// listOf answers what list reads of session id (not_found for an unknown session), never a nil
+// slice: an empty list is [] in an answer, not null.
+func listOf[T any](s *Service, id string, list func() ([]T, error)) ([]T, error) {
 	if _, err := s.Session(id); err != nil {
 		return nil, err
 	}
-	ts, err := s.store.ListTools(ctx, id)
-	if ts == nil && err == nil {
-		ts = []carryover.Tool{}
+	out, err := list()
+	if out == nil && err == nil {
+		out = []T{}
 	}
-	return ts, err
+	return out, err
 }
