@@ -568,6 +568,18 @@ try {
     let frames = 0;
     const onWs = (ws) => ws.on('framereceived', ({ payload }) => { if (typeof payload === 'string' && payload.startsWith('{"type":"event"')) frames++; });
     page.on('websocket', onWs);
+    // the page's sockets, kept so the test can drop one, and held back while the test says so
+    await page.addInitScript(() => {
+      const Orig = window.WebSocket;
+      window.__sockets = [];
+      window.WebSocket = class extends Orig {
+        constructor(...a) {
+          if (window.__holdSockets) throw new Error('held by the test');
+          super(...a);
+          window.__sockets.push(this);
+        }
+      };
+    });
     await openSession(id);
     // the panel lists the newest 200 from GET /events and subscribes after them
     await page.locator('[data-panel=events] .ev-seq', { hasText: new RegExp(`^#${newest}$`) }).first().waitFor({ state: 'attached', timeout: 60_000 });
@@ -581,6 +593,16 @@ try {
     // events logged before the page opened are listed, not counted as unread news
     assert.ok(await page.locator('#events-unread').isHidden(), `unread: ${await page.locator('#events-unread').textContent()}`);
     assert.equal(await page.locator('.toast', { hasText: /Budget|kernel died/ }).count(), 0);
+    // events logged while the page's socket was down are news when it is back: counted unread
+    await page.click('[role=tab][data-tab=files]');
+    await page.evaluate(() => { window.__holdSockets = true; window.__sockets.at(-1).close(); });
+    await page.locator('[data-panel=events][data-subscribed]').waitFor({ state: 'detached', timeout: 15_000 });
+    await apiCall('POST', `/api/sessions/${id}/heartbeat`);
+    await apiCall('POST', `/api/sessions/${id}/heartbeat`);
+    await page.evaluate(() => { window.__holdSockets = false; });
+    await page.locator('[data-panel=events][data-subscribed]').waitFor({ state: 'attached', timeout: 30_000 });
+    await page.locator('#events-unread:not([hidden])').waitFor({ timeout: 15_000 });
+    assert.equal((await page.locator('#events-unread').textContent()).trim(), '2', 'the 2 events missed while the socket was down');
     // the page asked for the newest 200: the one before them comes with "Older events"
     const before = newest - 200;
     const seq = (n) => page.locator('[data-panel=events] .ev-seq', { hasText: new RegExp(`^#${n}$`) });

@@ -77,10 +77,13 @@ export class LiveFrames {
       case 'input_request': this.cellFor(f)?.askInput(f.prompt, f.password); break;
       case 'result': this.result(f); break;
       case 'error': this.error(f); break;
-      case 'event':
-        // an event is told once: not again when a second subscription's backlog repeats it
-        if (v.panels.addEvent(f.event, false, f.backlog === true)) v.events.on(f.event, f.backlog === true);
+      case 'event': {
+        // an event is told once (not again when a second subscription's backlog repeats it), and
+        // only when it is news: live, or missed while the socket was down (Panels.isNews)
+        const old = !v.panels.isNews(f.event, f.backlog === true);
+        if (v.panels.addEvent(f.event, false, old)) v.events.on(f.event, old);
         break;
+      }
       case 'comm': case 'comm_output': case 'comm_idle': case 'comm_reset':
         v.widgets.onFrame(f);
         break;

@@ -36,6 +36,8 @@ export class Panels {
     this.events = [];
     this.seen = new Set(); // the sequence numbers listed (kept when old ones leave the list: told once)
     this.lastSeq = 0;
+    this.listed = false; // the first page of the log was asked for: subscribing waits for it
+    this.listedTo = null; // the newest event that first page listed: later ones happened while the page was open
     this.evShown = EVENTS_SHOWN; // how many of the newest events the list draws
     this.unread = 0;
     this.timers = {};
@@ -361,11 +363,22 @@ export class Panels {
     try {
       const ans = await api('GET', sessionPath(this.view.id, `/events?order=desc&limit=${EVENTS_PAGE}`));
       this.addOlder(ans?.events || []);
+      this.listedTo = this.lastSeq;
     } catch (err) {
       this.evList.replaceChildren(h('li.panel-error', `Cannot load events: ${err.code}: ${err.message}`));
       showError('Loading events failed', err);
     }
+    this.listed = true;
     this.subscribeEvents();
+  }
+
+  /**
+   * isNews says whether an event is told (toasted, counted unread): a live one is; one of a
+   * subscription's backlog is when it is newer than what the page listed at its opening, as the
+   * events missed while the socket was down (a kernel that died while the laptop slept).
+   */
+  isNews(ev, backlog) {
+    return !backlog || (this.listedTo != null && ev?.sequence_number > this.listedTo);
   }
 
   /** loadOlderEvents lists the page of events before the oldest listed one, and draws them too. */
@@ -391,6 +404,7 @@ export class Panels {
 
   /** subscribeEvents asks the socket for the events after the last listed one, then live ones. */
   subscribeEvents() {
+    if (!this.listed) return; // loadEvents subscribes once the page is listed
     // the panel says when the page hears events live (a test waits for it before a kill)
     if (this.view.socket?.send({ type: 'subscribe_events', after_sequence: this.lastSeq })) this.evs.dataset.subscribed = 'true';
   }
@@ -398,9 +412,10 @@ export class Panels {
   /**
    * addEvent lists an event; false when it was listed already (or is not one), true when new. A
    * subscription's backlog can bring thousands at once: each is O(1) here and the list is drawn once
-   * per frame, not once per event. A backlog's events are listed but not counted unread.
+   * per frame, not once per event. An old event (logged before the page opened: not isNews) is
+   * listed but not counted unread.
    */
-  addEvent(ev, quiet, backlog = false) {
+  addEvent(ev, quiet, old = false) {
     if (!ev || ev.sequence_number == null || this.seen.has(ev.sequence_number)) return false;
     this.seen.add(ev.sequence_number);
     const last = this.events[this.events.length - 1];
@@ -417,7 +432,7 @@ export class Panels {
     }
     this.lastSeq = Math.max(this.lastSeq, ev.sequence_number);
     if (!quiet) {
-      if (!backlog && (this.current !== 'events' || this.root.hidden)) this.unread++; // unread: what happened while watching
+      if (!old && (this.current !== 'events' || this.root.hidden)) this.unread++; // unread: what happened while watching
       this.drawEventsSoon();
     }
     return true;

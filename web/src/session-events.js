@@ -12,17 +12,18 @@ export class SessionEvents {
   }
 
   /**
-   * on takes one event of the session (a websocket "event" frame's). An event of the backlog (logged
-   * before the page subscribed: a kernel that died an hour ago) refreshes what it touches but is not
-   * announced: toasts and markers tell what happens while the page is open.
+   * on takes one event of the session (a websocket "event" frame's). An old event (logged before
+   * the page opened: a kernel that died an hour ago; Panels.isNews) refreshes what it touches but is
+   * not announced: toasts and markers tell what happens while the page is open, a drop of its
+   * socket included.
    */
-  on(ev, backlog = false) {
+  on(ev, old = false) {
     if (!ev) return;
     const v = this.view;
     const t = ev.event_type || '';
     if (/^(session_|sandbox_|rotation_|budget_|kernel_died|checkpoint_restored|checkpoint_created)/.test(t)) v.refreshSessionSoon();
     if (t === 'checkpoint_created' || t === 'checkpoint_restored') v.panels.refreshCheckpointsSoon();
-    if (backlog) return;
+    if (old) return;
     this.death(t, ev.payload);
     if (t === 'checkpoint_restored') {
       const n = replayNote(ev.payload);
