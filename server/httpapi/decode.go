@@ -57,7 +57,8 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, status int, v any, e
 	writeJSON(w, status, v)
 }
 
-// intParam parses a non-negative integer query parameter.
+// intParam parses a non-negative integer query parameter. With a max (a page's size), 0 and
+// anything above it are taken as max: a store reads 0 as "no limit", and an answer must stay a page.
 func intParam(r *http.Request, name string, def, max int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -67,7 +68,7 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 	if err != nil || n < 0 {
 		return 0, carryover.Errorf(carryover.CodeInvalid, "%s must be a non-negative integer", name).WithDetails("field", name)
 	}
-	if max > 0 && n > max {
+	if max > 0 && (n > max || n == 0) {
 		n = max
 	}
 	return n, nil
