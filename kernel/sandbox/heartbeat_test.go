@@ -3,9 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,21 +17,10 @@ import (
 // which runs while the kernel inside is stopped, so such a kernel was given WedgedAfter (a minute
 // here) as if it were busy.
 func TestHeartbeatSeesTheKernelInItsBox(t *testing.T) {
-	p := newProvisioner(t)
-	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second,
-		HeartbeatInterval: 200 * time.Millisecond, WedgedAfter: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
-	if _, err := k.Eval(ctx, "1", "1"); err != nil {
+	k := startBoxedKernelWith(t, newProvisioner(t), t.TempDir(), func(o *kernel.Options) {
+		o.HeartbeatInterval, o.WedgedAfter = 200*time.Millisecond, time.Minute
+	})
+	if _, err := k.Eval(context.Background(), "1", "1"); err != nil {
 		t.Fatal(err)
 	}
 	bk := k.Process().(*boxKernel)
@@ -59,12 +45,10 @@ func TestHeartbeatSeesTheKernelInItsBox(t *testing.T) {
 	}
 }
 
-// procState is pid's state letter from /proc, or why there is none.
+// procState is pid's state letter from /proc, or "gone".
 func procState(pid int) string {
-	st, ok := procStat(pid)
-	if !ok {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return "unreadable: " + fmt.Sprint(err)
+	if st, ok := procStat(pid); ok {
+		return string(st.state)
 	}
-	return string(st.state)
+	return "gone"
 }

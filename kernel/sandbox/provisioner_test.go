@@ -41,13 +41,23 @@ func startBoxedKernel(t *testing.T, p *Provisioner) *kernel.Kernel {
 // startBoxedKernelIn is startBoxedKernel with its runtime dir made in rt.
 func startBoxedKernelIn(t *testing.T, p *Provisioner, rt string) *kernel.Kernel {
 	t.Helper()
+	return startBoxedKernelWith(t, p, rt, nil)
+}
+
+// startBoxedKernelWith is startBoxedKernelIn with tweak applied to the kernel's options.
+func startBoxedKernelWith(t *testing.T, p *Provisioner, rt string, tweak func(*kernel.Options)) *kernel.Kernel {
+	t.Helper()
 	spec, err := kernel.FindSpec("python", "/usr/bin/python3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	k, err := kernel.Start(ctx, kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second})
+	opts := kernel.Options{Spec: spec, Provisioner: p, RuntimeDir: rt, StartupTimeout: 60 * time.Second}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	k, err := kernel.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
