@@ -28,11 +28,11 @@ func (ls *Session) Attach(sub *stream.Subscriber) (detach func()) {
 	return func() { ls.hub.Remove(sub) }
 }
 
-// SubscribeEvents sends sub the stored events after sequence after, then live ones, each once
-// (stream.Hub.SubscribeEvents).
+// SubscribeEvents sends sub the stored events after sequence after, page by page, then live ones,
+// each once (stream.Hub.SubscribeEvents).
 func (ls *Session) SubscribeEvents(ctx context.Context, sub *stream.Subscriber, after int64) error {
-	return ls.hub.SubscribeEvents(sub, after, func() ([]carryover.Event, error) {
-		return ls.svc.store.ListEvents(ctx, ls.id, carryover.EventQuery{After: after, Limit: 100000})
+	return ls.hub.SubscribeEvents(ctx, sub, after, func(after int64, limit int) ([]carryover.Event, error) {
+		return ls.svc.store.ListEvents(ctx, ls.id, carryover.EventQuery{After: after, Limit: limit})
 	})
 }
 

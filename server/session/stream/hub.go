@@ -1,9 +1,12 @@
 package stream
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +73,46 @@ func (s *Subscriber) send(frame []byte) bool {
 			(*c).Inc()
 		}
 		return false
+	}
+}
+
+// errClosed is SubscribeEvents' answer when the subscriber was closed (its client went away) before
+// its backlog was queued.
+var errClosed = errors.New("stream: the subscriber is closed")
+
+// backlogPoll is how often sendBacklog looks again at a queue over half full.
+const backlogPoll = 2 * time.Millisecond
+
+// sendBacklog queues one stored event, waiting while the queue is over half full: a long backlog
+// goes at the client's pace, none of it dropped, and leaves room for live frames meanwhile.
+func (s *Subscriber) sendBacklog(ctx context.Context, ev carryover.Event) error {
+	frame, err := json.Marshal(EventFrame{Type: "event", Event: ev, Backlog: true})
+	if err != nil {
+		return err
+	}
+	var wait *time.Timer
+	for len(s.out) > cap(s.out)/2 {
+		if wait == nil {
+			wait = time.NewTimer(backlogPoll)
+			defer wait.Stop()
+		} else {
+			wait.Reset(backlogPoll)
+		}
+		select {
+		case <-s.closed:
+			return errClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait.C:
+		}
+	}
+	select {
+	case s.out <- frame:
+		return nil
+	case <-s.closed:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -171,21 +214,61 @@ func (h *Hub) BroadcastComms(v any) {
 // CountDrops has s count the frames it drops in c (the service's carryover_ws_dropped_frames_total).
 func (s *Subscriber) CountDrops(c prometheus.Counter) { s.dropM.Store(&c) }
 
-// SubscribeEvents sends sub the events backlog gives (those after sequence after, from the store),
-// then live ones, each once (deduplicated by sequence): under the hub lock, an event appended
-// meanwhile is either in the backlog or sent live.
-func (h *Hub) SubscribeEvents(sub *Subscriber, after int64, backlog func() ([]carryover.Event, error)) error {
+// backlogPage is how many stored events SubscribeEvents reads at a time.
+const backlogPage = 1000
+
+// EventPage answers up to limit stored events after sequence after, oldest first.
+type EventPage func(after int64, limit int) ([]carryover.Event, error)
+
+// SubscribeEvents sends sub the stored events after sequence after, page by page, then live ones,
+// each once, in order (deduplicated by sequence). The pages are read and queued outside the hub
+// lock, paced by the client's reading (a backlog of any length is sent whole, never dropped, and
+// the session's other frames are not held up meanwhile); only the last page, the events logged
+// while the others were sent, is read under the lock, so that an event appended meanwhile is
+// either in it or sent live. It returns when the backlog is queued, or with ctx's error or
+// errClosed when the client went away first.
+func (h *Hub) SubscribeEvents(ctx context.Context, sub *Subscriber, after int64, page EventPage) error {
+	sub.events.Store(false) // a second subscription starts over: live events wait for its backlog
+	for {
+		evs, err := page(after, backlogPage)
+		if err != nil {
+			return err
+		}
+		if len(evs) < backlogPage {
+			done, err := h.catchUp(sub, after, page)
+			if done || err != nil {
+				return err
+			}
+			after = sub.afterEv.Load()
+			continue
+		}
+		for _, ev := range evs {
+			if err := sub.sendBacklog(ctx, ev); err != nil {
+				return err
+			}
+			after = ev.SequenceNumber
+		}
+	}
+}
+
+// catchUp reads the events after sequence after under the hub lock and queues them; when they are
+// fewer than a page it turns live delivery on (done). A full page (events logged fast while the
+// backlog was sent) is queued and left for another round outside the lock.
+func (h *Hub) catchUp(sub *Subscriber, after int64, page EventPage) (done bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	sub.afterEv.Store(after)
-	evs, err := backlog()
+	evs, err := page(after, backlogPage)
 	if err != nil {
-		return err
+		return false, err
 	}
+	sub.afterEv.Store(after)
 	for _, ev := range evs {
 		sub.Send(EventFrame{Type: "event", Event: ev, Backlog: true})
 		sub.afterEv.Store(ev.SequenceNumber)
 	}
+	if len(evs) == backlogPage {
+		return false, nil
+	}
 	sub.events.Store(true)
-	return nil
+	return true, nil
 }

@@ -1,8 +1,14 @@
 package stream
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover"
 )
@@ -42,5 +48,169 @@ func TestSlowSubscriberDropsAndIsTold(t *testing.T) {
 	h.Broadcast(StatusFrame{Type: "status"})
 	if n := len(other.Frames()); n != 0 {
 		t.Fatalf("the other subscriber got %d frames: an event, a comm frame or one after its removal", n)
+	}
+}
+
+// eventLog is a session's stored log for the subscription tests: appended under a lock, read in
+// pages as the store's ListEvents answers them. reads counts the pages read.
+type eventLog struct {
+	mu    sync.Mutex
+	evs   []carryover.Event
+	reads int
+}
+
+func (l *eventLog) append(h *Hub) carryover.Event {
+	l.mu.Lock()
+	ev := carryover.Event{SequenceNumber: int64(len(l.evs)) + 1, EventType: "note"}
+	l.evs = append(l.evs, ev)
+	l.mu.Unlock()
+	if h != nil {
+		h.BroadcastEvent(ev) // after the append commits, as Session.emit does
+	}
+	return ev
+}
+
+func (l *eventLog) page(after int64, limit int) ([]carryover.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads++
+	from := min(int(after), len(l.evs))
+	return slices.Clone(l.evs[from:min(from+limit, len(l.evs))]), nil
+}
+
+// drained is what drain read: the events' sequences, how many were marked backlog, and why it
+// stopped early (nil: it saw the last sequence).
+type drained struct {
+	seqs    []int64
+	backlog int
+	err     error
+}
+
+// drain reads sub's event frames until it has seen sequence last (it runs beside the subscription,
+// so it answers its failure rather than ending the test).
+func drain(sub *Subscriber, last int64) (d drained) {
+	for len(d.seqs) == 0 || d.seqs[len(d.seqs)-1] < last {
+		select {
+		case b := <-sub.Frames():
+			var f EventFrame
+			if err := json.Unmarshal(b, &f); err != nil || f.Type != "event" {
+				d.err = fmt.Errorf("frame %s: %v", b, err)
+				return d
+			}
+			d.seqs = append(d.seqs, f.Event.SequenceNumber)
+			if f.Backlog {
+				d.backlog++
+			}
+		case <-time.After(10 * time.Second):
+			d.err = fmt.Errorf("no frame for 10 s after %d events (want up to sequence %d)", len(d.seqs), last)
+			return d
+		}
+	}
+	return d
+}
+
+func wantOneToN(t *testing.T, d drained, n int64) {
+	t.Helper()
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	seqs := d.seqs
+	if int64(len(seqs)) != n {
+		t.Fatalf("got %d events, want %d (each once)", len(seqs), n)
+	}
+	for i, s := range seqs {
+		if s != int64(i)+1 {
+			t.Fatalf("event %d is sequence %d: want 1..%d in order, each once", i, s, n)
+		}
+	}
+}
+
+// TestLongBacklogIsSentWhole: a subscription from the start of a 10,000-event log gets every event,
+// in order, once, marked backlog, then a live one unmarked. Sent into the bounded queue without
+// waiting (before), all but ~4,096 were dropped. The log is read in pages, not whole.
+func TestLongBacklogIsSentWhole(t *testing.T) {
+	var h Hub
+	var log eventLog
+	for range 10_000 {
+		log.append(nil)
+	}
+	sub := NewSubscriber()
+	h.Add(sub)
+	got := make(chan drained)
+	go func() { got <- drain(sub, 10_001) }()
+	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
+		t.Fatal(err)
+	}
+	log.append(&h)
+	d := <-got
+	wantOneToN(t, d, 10_001)
+	if d.backlog != 10_000 {
+		t.Fatalf("%d events marked backlog, want the 10,000 stored before the subscription", d.backlog)
+	}
+	if log.reads < 10 {
+		t.Fatalf("the log was read in %d pages: whole, not paged", log.reads)
+	}
+}
+
+// TestBacklogMeetsLiveEvents: events logged while the backlog is being sent reach the subscriber
+// exactly once and in order, whether it reads them from the store or live.
+func TestBacklogMeetsLiveEvents(t *testing.T) {
+	var h Hub
+	var log eventLog
+	for range 5_000 {
+		log.append(nil)
+	}
+	sub := NewSubscriber()
+	h.Add(sub)
+	got := make(chan drained)
+	go func() { got <- drain(sub, 8_000) }()
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		for range 3_000 {
+			log.append(&h)
+		}
+	}()
+	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
+		t.Fatal(err)
+	}
+	<-logged
+	wantOneToN(t, <-got, 8_000)
+}
+
+// TestBacklogWaitsOnItsClientAlone: a client that does not read holds up only its own backlog: the
+// session's other frames are broadcast meanwhile (the hub is not locked), the backlog leaves half
+// the queue for them, and the subscription ends when the client goes away.
+func TestBacklogWaitsOnItsClientAlone(t *testing.T) {
+	var h Hub
+	var log eventLog
+	for range 10_000 {
+		log.append(nil)
+	}
+	sub := NewSubscriber()
+	h.Add(sub)
+	done := make(chan error)
+	go func() { done <- h.SubscribeEvents(context.Background(), sub, 0, log.page) }()
+	for len(sub.Frames()) < subscriberQueue/2 {
+		time.Sleep(time.Millisecond)
+	}
+	broadcast := make(chan struct{})
+	go func() { h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"}); close(broadcast) }()
+	select {
+	case <-broadcast:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a broadcast waited on another client's backlog (the hub was locked)")
+	}
+	if n := sub.dropped.Load(); n != 0 {
+		t.Fatalf("the live frame was dropped (%d): the backlog left no room", n)
+	}
+	sub.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errClosed) {
+			t.Fatalf("SubscribeEvents = %v, want errClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SubscribeEvents still waits on a closed client")
 	}
 }
