@@ -315,18 +315,18 @@ func (ls *Session) logSaveErr(what string, err error) {
 	}
 }
 
-// emit appends an event to the session's log and pushes it to subscribed websockets.
+// emit appends an event to the session's log and pushes it to subscribed websockets, in order.
 func (ls *Session) emit(ctx context.Context, typ string, payload any) {
 	s := ls.svc
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	ev, err := s.store.AppendEvent(context.WithoutCancel(ctx), ls.id, typ, payload)
-	if err != nil {
-		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
-		return
+	add := func() (carryover.Event, error) {
+		return s.store.AppendEvent(context.WithoutCancel(ctx), ls.id, typ, payload)
 	}
-	ls.hub.BroadcastEvent(ev)
+	if _, err := ls.hub.LogEvent(add); err != nil {
+		s.log.Error("event not recorded", "session", ls.id, "type", typ, "err", err)
+	}
 }
 
 // List returns every session, oldest first.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +107,51 @@ func TestActiveRunInput(t *testing.T) {
 	}
 	if v := <-got; v != "Ada" {
 		t.Fatalf("input() got %q", v)
+	}
+}
+
+// TestConcurrentEventsReachSubscribersInOrder: events logged at once by several requests (eight
+// clients' heartbeats) reach a subscriber each once and in sequence order. Appended in one order
+// and broadcast in another, a later event went out first and the earlier one was then taken for a
+// duplicate and never sent.
+func TestConcurrentEventsReachSubscribersInOrder(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "c"})
+	sub := stream.NewSubscriber()
+	ls := handleOf(t, s, "c")
+	defer ls.Attach(sub)()
+	if err := ls.SubscribeEvents(ctx, sub, 0); err != nil {
+		t.Fatal(err)
+	}
+	const clients, each = 8, 100
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := s.Heartbeat(ctx, "c"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var got []float64
+	for len(sub.Frames()) > 0 {
+		if f := nextFrame(t, sub); f["type"] == "event" {
+			got = append(got, f["event"].(map[string]any)["sequence_number"].(float64))
+		}
+	}
+	for i, seq := range got {
+		if seq != float64(i+1) {
+			t.Fatalf("event frame %d is sequence %v (%d frames of %d events): want 1..%d, each once, in order",
+				i, seq, len(got), clients*each, clients*each)
+		}
+	}
+	if len(got) != clients*each {
+		t.Fatalf("%d event frames, want %d", len(got), clients*each)
 	}
 }

@@ -118,8 +118,23 @@ func (s *Subscriber) sendBacklog(ctx context.Context, ev carryover.Event) error 
 
 // Hub fans a session's frames out to its subscribers. Its zero value has none.
 type Hub struct {
-	mu   sync.Mutex
-	subs map[*Subscriber]struct{}
+	mu    sync.Mutex
+	subs  map[*Subscriber]struct{}
+	logMu sync.Mutex // LogEvent's: one event appended and broadcast at a time
+}
+
+// LogEvent appends an event with add and broadcasts it, one event at a time. The store numbers
+// events in the order they are appended, and they must go out in that order: BroadcastEvent takes
+// an event older than the newest a subscriber got for a duplicate, so two requests logging at once
+// (eight clients' heartbeats) whose broadcasts crossed lost the earlier event to live subscribers.
+func (h *Hub) LogEvent(add func() (carryover.Event, error)) (carryover.Event, error) {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	ev, err := add()
+	if err == nil {
+		h.BroadcastEvent(ev)
+	}
+	return ev, err
 }
 
 // Add makes s a subscriber.
