@@ -79,6 +79,12 @@ type ChunkReader interface {
 	MissingChunks(ctx context.Context, hashes []string) ([]string, error)
 }
 
+// ChunkCataloger is a ChunkReader whose every read looks its chunk up in a catalog a round trip
+// away (PostgreSQL): ReaderFor looks up many at once, for a reader that reads them (a restore).
+type ChunkCataloger interface {
+	ReaderFor(ctx context.Context, hashes []string) (ChunkReader, error)
+}
+
 // ChunkWriter is what a checkpoint in progress writes through.
 type ChunkWriter interface {
 	ChunkReader

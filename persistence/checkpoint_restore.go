@@ -402,7 +402,25 @@ func runAssembly(ctx context.Context, r carryover.ChunkReader, jobs []assembleJo
 	if err != nil {
 		return err
 	}
-	return copyPieces(ctx, r, pieces)
+	return copyPieces(ctx, readerFor(ctx, r, pieces), pieces)
+}
+
+// readerFor is r, or, when r can look chunks up ahead (carryover.ChunkCataloger: PostgreSQL, a
+// round trip a look-up), a reader that looked pieces' chunks up in one. A failed look-up leaves r:
+// each read looks its chunk up again, and fails as it would have.
+func readerFor(ctx context.Context, r carryover.ChunkReader, pieces []piece) carryover.ChunkReader {
+	cat, ok := r.(carryover.ChunkCataloger)
+	if !ok || len(pieces) < 2 {
+		return r
+	}
+	hashes := make([]string, len(pieces))
+	for i, p := range pieces {
+		hashes[i] = p.hash
+	}
+	if ahead, err := cat.ReaderFor(ctx, hashes); err == nil {
+		return ahead
+	}
+	return r
 }
 
 // piece is one chunk's place in an assembled file.

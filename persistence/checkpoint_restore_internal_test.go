@@ -3,9 +3,12 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/carryover/carryover"
@@ -166,5 +169,76 @@ func TestAssemblySplitParts(t *testing.T) {
 	wantFirst := append(bytes.Join(raws[:3], nil), make([]byte, 2*8192)...)
 	if !bytes.Equal(first, wantFirst) || !bytes.Equal(second, bytes.Join(raws[3:], nil)) {
 		t.Fatalf("files of %d and %d bytes differ from the chunks", len(first), len(second))
+	}
+}
+
+// cataloger is a store that looks chunks up ahead (as PostgreSQL does), counting what it was asked
+// and the reads made through its readers; fail makes its look-ups fail.
+type cataloger struct {
+	carryover.ChunkReader
+	fail     bool
+	asked    [][]string
+	viaAhead atomic.Int64
+}
+
+func (c *cataloger) ReaderFor(_ context.Context, hashes []string) (carryover.ChunkReader, error) {
+	c.asked = append(c.asked, hashes)
+	if c.fail {
+		return nil, errors.New("look-up failed")
+	}
+	return aheadCounter{c}, nil
+}
+
+type aheadCounter struct{ c *cataloger }
+
+func (a aheadCounter) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte, error) {
+	a.c.viaAhead.Add(1)
+	return a.c.ChunkReader.ReadChunk(ctx, hash, buf)
+}
+
+func (a aheadCounter) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int64, error) {
+	a.c.viaAhead.Add(1)
+	return a.c.ChunkReader.ReadChunkTo(ctx, hash, w)
+}
+
+func (a aheadCounter) MissingChunks(ctx context.Context, hashes []string) ([]string, error) {
+	return a.c.ChunkReader.MissingChunks(ctx, hashes)
+}
+
+// TestAssemblyLooksChunksUpAhead: on a store that looks chunks up ahead, an assembly asks once for
+// all its chunks and reads every one through that reader; when the look-up fails it reads through
+// the store, and the files come out the same.
+func TestAssemblyLooksChunksUpAhead(t *testing.T) {
+	ctx := context.Background()
+	st := storeT(t)
+	w := writerT(t, st)
+	var chunks []descChunk
+	var want []byte
+	for range 5 {
+		raw := randomBytes(t, 3000)
+		c, err := chunk.Encode(raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
+			t.Fatal(err)
+		}
+		chunks, want = append(chunks, descChunk{Hash: c.Hash, Len: int64(len(raw))}), append(want, raw...)
+	}
+	for _, fail := range []bool{false, true} {
+		cat := &cataloger{ChunkReader: st, fail: fail}
+		path := filepath.Join(t.TempDir(), "b")
+		if err := runAssembly(ctx, cat, []assembleJob{{path: path, chunks: chunks, size: int64(len(want))}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("look-up failing %v: the file differs (%v)", fail, err)
+		}
+		if len(cat.asked) != 1 || len(cat.asked[0]) != len(chunks) {
+			t.Fatalf("look-up failing %v: asked %d times (%v), want once for the %d chunks", fail, len(cat.asked), cat.asked, len(chunks))
+		}
+		if reads, wantReads := cat.viaAhead.Load(), int64(len(chunks)); fail && reads != 0 || !fail && reads != wantReads {
+			t.Fatalf("look-up failing %v: %d reads through the ahead reader", fail, reads)
+		}
 	}
 }

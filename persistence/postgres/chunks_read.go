@@ -30,20 +30,28 @@ func (s *Store) ReadChunk(ctx context.Context, hash string, buf []byte) ([]byte,
 	if err != nil {
 		return buf, err
 	}
-	if obj.key != "" {
-		if out, ok := s.cache.getRaw(hash, codec, rawLen, buf); ok {
+	return s.readRow(ctx, hash, catalogRow{codec: codec, rawLen: rawLen, data: data, obj: obj}, buf)
+}
+
+// readRow appends the raw bytes of the chunk of catalog row r to buf: inline, from the node's
+// cache, or from the object store; verified against the hash.
+func (s *Store) readRow(ctx context.Context, hash string, r catalogRow, buf []byte) ([]byte, error) {
+	data := r.data
+	if r.obj.key != "" {
+		if out, ok := s.cache.getRaw(hash, r.codec, r.rawLen, buf); ok {
 			return out, nil
 		}
-		if data, err = s.fetchObject(ctx, hash, obj); err != nil {
+		var err error
+		if data, err = s.fetchObject(ctx, hash, r.obj); err != nil {
 			return buf, err
 		}
 	}
 	start := len(buf)
-	out, err := chunk.Decode(codec, data, buf)
+	out, err := chunk.Decode(r.codec, data, buf)
 	if err != nil {
 		return buf, fmt.Errorf("read chunk %s: decode: %w", hash, err)
 	}
-	if err := chunk.Verify(hash, rawLen, out[start:]); err != nil {
+	if err := chunk.Verify(hash, r.rawLen, out[start:]); err != nil {
 		return buf, fmt.Errorf("read chunk %s: %w", hash, err)
 	}
 	return out, nil
@@ -55,6 +63,11 @@ func (s *Store) ReadChunkTo(ctx context.Context, hash string, w io.Writer) (int6
 	if err != nil {
 		return 0, err
 	}
+	return writeChunk(hash, out, w)
+}
+
+// writeChunk writes a chunk's raw bytes to w.
+func writeChunk(hash string, out []byte, w io.Writer) (int64, error) {
 	n, err := w.Write(out)
 	if err != nil {
 		return int64(n), fmt.Errorf("read chunk %s: write: %w", hash, err)
