@@ -214,3 +214,61 @@ func TestBacklogWaitsOnItsClientAlone(t *testing.T) {
 		t.Fatal("SubscribeEvents still waits on a closed client")
 	}
 }
+
+// TestSlowSubscriberCatchesUpOnEvents: live events logged while a subscriber's queue is full of
+// output are not lost to it: it takes them from the store once it reads again, each once, in
+// order, not marked backlog (they are news), while the output frames it could not take are
+// dropped and told. Before, those events were dropped like output (the log gap never closed).
+func TestSlowSubscriberCatchesUpOnEvents(t *testing.T) {
+	var h Hub
+	var log eventLog
+	log.append(nil)
+	sub := NewSubscriber()
+	h.Add(sub)
+	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
+		t.Fatal(err)
+	}
+	for len(sub.Frames()) < subscriberQueue {
+		h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
+	}
+	for range 300 {
+		log.append(&h)
+		h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"}) // dropped: the queue is full
+	}
+	var seqs []int64
+	var notices int64
+	deadline := time.After(10 * time.Second)
+	for len(seqs) == 0 || seqs[len(seqs)-1] < 301 {
+		select {
+		case b := <-sub.Frames():
+			var f struct {
+				Type    string
+				Event   carryover.Event
+				Backlog bool
+				Dropped int64
+			}
+			if err := json.Unmarshal(b, &f); err != nil {
+				t.Fatal(err)
+			}
+			switch f.Type {
+			case "event":
+				if f.Backlog && f.Event.SequenceNumber > 1 {
+					t.Fatalf("event %d, logged after the subscription, marked backlog", f.Event.SequenceNumber)
+				}
+				seqs = append(seqs, f.Event.SequenceNumber)
+			case "notice":
+				notices += f.Dropped
+			}
+		case <-deadline:
+			t.Fatalf("after %d events (last %v), no frame for 10 s", len(seqs), seqs[max(0, len(seqs)-1):])
+		}
+	}
+	wantOneToN(t, drained{seqs: seqs}, 301)
+	if notices < 300 {
+		t.Fatalf("notices told of %d dropped frames, want the 300 outputs", notices)
+	}
+	log.append(&h) // live again
+	if d := drain(sub, 302); d.err != nil || d.seqs[len(d.seqs)-1] != 302 {
+		t.Fatalf("after the catch-up, the next live event: %+v", d)
+	}
+}
