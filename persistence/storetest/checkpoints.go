@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/carryover/carryover"
@@ -159,5 +160,39 @@ func testDeleteSession(t *testing.T, s carryover.Store) {
 	}
 	if _, err := s.ReadChunk(ctx, cp.Roots[0], nil); err != nil {
 		t.Fatalf("chunk of the kept session: %v", err)
+	}
+}
+
+// testCheckpointManyRoots: a checkpoint of 700 roots (a session of many variables: a store may
+// check and record them in batches) comes back with all of them in their order, repeats once; one
+// missing root among them, past the first few hundred, fails the commit with ErrMissingChunk,
+// naming it.
+func testCheckpointManyRoots(t *testing.T, s carryover.Store) {
+	ctx := context.Background()
+	session(t, s, "m")
+	w := begin(t, s)
+	defer w.Close()
+	chunks := make([]carryover.ChunkInput, 700)
+	roots := make([]string, len(chunks))
+	for i := range chunks {
+		chunks[i] = raw([]byte(fmt.Sprint("root ", i)))
+		roots[len(roots)-1-i] = chunks[i].Hash // not in the order they were put
+	}
+	if _, err := w.PutChunks(ctx, chunks); err != nil {
+		t.Fatal(err)
+	}
+	cp := carryover.Checkpoint{ID: "m1", SessionID: "m", Turn: 1, Roots: append(roots, roots[3])}
+	if err := w.Commit(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetCheckpoint(ctx, "m", "m1")
+	if err != nil || fmt.Sprint(got.Roots) != fmt.Sprint(roots) {
+		t.Fatalf("roots came back as %d (%v), want the 700 in their order, the repeat once", len(got.Roots), err)
+	}
+	absent := chunk.Hash([]byte("never stored"))
+	bad := append(append(append([]string(nil), roots[:450]...), absent), roots[450:]...)
+	err = w.Commit(ctx, carryover.Checkpoint{ID: "m2", SessionID: "m", Turn: 2, Roots: bad})
+	if !errors.Is(err, carryover.ErrMissingChunk) || !strings.Contains(err.Error(), absent) {
+		t.Fatalf("a missing root 451st of 701: %v, want ErrMissingChunk naming it", err)
 	}
 }

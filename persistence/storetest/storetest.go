@@ -33,6 +33,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 		{"ChunksPutConcurrently", testChunksPutConcurrently},
 		{"CheckpointCommit", testCheckpointCommit},
 		{"CheckpointCommitAtomic", testCheckpointCommitAtomic},
+		{"CheckpointManyRoots", testCheckpointManyRoots},
 		{"CheckpointListAndPrune", testCheckpointListAndPrune},
 		{"DeleteSessionRemovesEverything", testDeleteSession},
 		{"GCFollowsDescriptors", testGCFollowsDescriptors},
