@@ -79,8 +79,9 @@ type ChunkReader interface {
 	MissingChunks(ctx context.Context, hashes []string) ([]string, error)
 }
 
-// ChunkCataloger is a ChunkReader whose every read looks its chunk up in a catalog a round trip
-// away (PostgreSQL): ReaderFor looks up many at once, for a reader that reads them (a restore).
+// ChunkCataloger is what a store whose every chunk read looks its chunk up in a catalog a round
+// trip away (PostgreSQL) offers besides: ReaderFor looks many up at once, for a reader that reads
+// them (a restore's assembly). A store without it is read chunk by chunk.
 type ChunkCataloger interface {
 	ReaderFor(ctx context.Context, hashes []string) (ChunkReader, error)
 }
