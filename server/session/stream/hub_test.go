@@ -78,6 +78,16 @@ func (l *eventLog) page(after int64, limit int) ([]carryover.Event, error) {
 	return slices.Clone(l.evs[from:min(from+limit, len(l.evs))]), nil
 }
 
+// logged is a hub with a log of n events and one subscriber added, not subscribed yet.
+func logged(n int) (*Hub, *eventLog, *Subscriber) {
+	h, log, sub := &Hub{}, &eventLog{}, NewSubscriber()
+	for range n {
+		log.append(nil)
+	}
+	h.Add(sub)
+	return h, log, sub
+}
+
 // drained is what drain read: the events' sequences, how many were marked backlog, and why it
 // stopped early (nil: it saw the last sequence).
 type drained struct {
@@ -129,19 +139,13 @@ func wantOneToN(t *testing.T, d drained, n int64) {
 // in order, once, marked backlog, then a live one unmarked. Sent into the bounded queue without
 // waiting (before), all but ~4,096 were dropped. The log is read in pages, not whole.
 func TestLongBacklogIsSentWhole(t *testing.T) {
-	var h Hub
-	var log eventLog
-	for range 10_000 {
-		log.append(nil)
-	}
-	sub := NewSubscriber()
-	h.Add(sub)
+	h, log, sub := logged(10_000)
 	got := make(chan drained)
 	go func() { got <- drain(sub, 10_001) }()
 	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
 		t.Fatal(err)
 	}
-	log.append(&h)
+	log.append(h)
 	d := <-got
 	wantOneToN(t, d, 10_001)
 	if d.backlog != 10_000 {
@@ -155,26 +159,20 @@ func TestLongBacklogIsSentWhole(t *testing.T) {
 // TestBacklogMeetsLiveEvents: events logged while the backlog is being sent reach the subscriber
 // exactly once and in order, whether it reads them from the store or live.
 func TestBacklogMeetsLiveEvents(t *testing.T) {
-	var h Hub
-	var log eventLog
-	for range 5_000 {
-		log.append(nil)
-	}
-	sub := NewSubscriber()
-	h.Add(sub)
+	h, log, sub := logged(5_000)
 	got := make(chan drained)
 	go func() { got <- drain(sub, 8_000) }()
-	logged := make(chan struct{})
+	appended := make(chan struct{})
 	go func() {
-		defer close(logged)
+		defer close(appended)
 		for range 3_000 {
-			log.append(&h)
+			log.append(h)
 		}
 	}()
 	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
 		t.Fatal(err)
 	}
-	<-logged
+	<-appended
 	wantOneToN(t, <-got, 8_000)
 }
 
@@ -182,13 +180,7 @@ func TestBacklogMeetsLiveEvents(t *testing.T) {
 // session's other frames are broadcast meanwhile (the hub is not locked), the backlog leaves half
 // the queue for them, and the subscription ends when the client goes away.
 func TestBacklogWaitsOnItsClientAlone(t *testing.T) {
-	var h Hub
-	var log eventLog
-	for range 10_000 {
-		log.append(nil)
-	}
-	sub := NewSubscriber()
-	h.Add(sub)
+	h, log, sub := logged(10_000)
 	done := make(chan error)
 	go func() { done <- h.SubscribeEvents(context.Background(), sub, 0, log.page) }()
 	for len(sub.Frames()) < subscriberQueue/2 {
@@ -220,11 +212,7 @@ func TestBacklogWaitsOnItsClientAlone(t *testing.T) {
 // order, not marked backlog (they are news), while the output frames it could not take are
 // dropped and told. Before, those events were dropped like output (the log gap never closed).
 func TestSlowSubscriberCatchesUpOnEvents(t *testing.T) {
-	var h Hub
-	var log eventLog
-	log.append(nil)
-	sub := NewSubscriber()
-	h.Add(sub)
+	h, log, sub := logged(1)
 	if err := h.SubscribeEvents(context.Background(), sub, 0, log.page); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +220,7 @@ func TestSlowSubscriberCatchesUpOnEvents(t *testing.T) {
 		h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
 	}
 	for range 300 {
-		log.append(&h)
+		log.append(h)
 		h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"}) // dropped: the queue is full
 	}
 	var seqs []int64
@@ -267,7 +255,7 @@ func TestSlowSubscriberCatchesUpOnEvents(t *testing.T) {
 	if notices < 300 {
 		t.Fatalf("notices told of %d dropped frames, want the 300 outputs", notices)
 	}
-	log.append(&h) // live again
+	log.append(h) // live again
 	if d := drain(sub, 302); d.err != nil || d.seqs[len(d.seqs)-1] != 302 {
 		t.Fatalf("after the catch-up, the next live event: %+v", d)
 	}
