@@ -35,7 +35,9 @@ type Config struct {
 	PreImport []string // persistence.pre_import: imported once, in the template
 	// Preload is Python the template runs once while it warms, after the snapshot agent's
 	// dependencies and before PreImport (persistence.AgentPreload: the agent's modules, compiled
-	// once, not in every kernel). A failure is logged in the template's log; kernels still start.
+	// once, not in every kernel). A function carryover_warm it defines is called after PreImport,
+	// before the freeze: work over the imported modules that every child then shares (the agent's
+	// index of their objects). A failure is logged in the template's log; kernels still start.
 	Preload string
 	// Local runs what the template does not: exec commands, kernels of another argv or env, and
 	// kernels while no template is ready. Its SpoolRoot gives forked kernels their spool dirs too.

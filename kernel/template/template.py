@@ -2,7 +2,8 @@
 
 Started by the Go side (kernel/template) as ``python <this file> <config json>``. It imports
 ipykernel and the snapshot agent's dependencies, runs the config's preload file (the agent's modules,
-loaded but not installed: persistence.AgentPreload), imports ``persistence.pre_import``, freezes the garbage
+loaded but not installed: persistence.AgentPreload), imports ``persistence.pre_import``, calls the
+preload's ``carryover_warm()`` if it defines one (the agent indexes the modules' objects), freezes the garbage
 collector's view of those objects (gc.freeze: collections in a child never touch them, so their pages
 stay shared copy-on-write), then waits on stdin for requests, one JSON object a line:
 
@@ -80,17 +81,31 @@ def _warm(modules, preload):
 
     for name in AGENT_DEPS:
         _import(name)
+    loaded = {"__name__": "carryover_preload"}
     if preload:
         try:
             with open(preload) as f:
                 code = compile(f.read(), preload, "exec")
-            exec(code, {"__name__": "carryover_preload"})
+            exec(code, loaded)
         except Exception:  # noqa: BLE001  (each kernel then loads the agent itself, as a cold one does)
             traceback.print_exc()
     for name in modules:
         _import(name)
+    _preload_warm(loaded.get("carryover_warm"))
     gc.collect()
     gc.freeze()
+
+
+def _preload_warm(warm):
+    """Calls the preload's carryover_warm, if it defines one: its work over what was imported (the
+    agent's index of the modules' objects), done once here so that every child shares its result
+    instead of redoing it, and copying the pages it touches."""
+    if not callable(warm):
+        return
+    try:
+        warm()
+    except Exception:  # noqa: BLE001  (each kernel then does that work itself, as a cold one does)
+        traceback.print_exc()
 
 
 def _import(name):

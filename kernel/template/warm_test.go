@@ -1,0 +1,66 @@
+package template
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/persistence"
+)
+
+// indexCode has a kernel index its modules' objects as the snapshot agent does before a session's
+// first turn (its preimport op, its first snapshot), and says how much private memory that took.
+const indexCode = `import json as _j, sys as _s
+def _uss():
+    with open('/proc/self/smaps_rollup') as f:
+        return sum(int(l.split()[1]) for l in f if l.startswith('Private_'))
+_m = _s.modules['carryover_agent']
+_had = len(_m.owners._index)
+_b = _uss()
+_m.owners.index()
+_index = _j.dumps({'had': _had, 'grew_kib': _uss() - _b})`
+
+// TestPreloadWarmIsTheChildrensToo: the agent's index of the modules' objects is made once, in the
+// template (the preload's carryover_warm), so a forked kernel starts with it and its own index
+// costs it nothing. Made in each kernel instead (the control: the same preload without the hook),
+// reading every module attribute bumps each object's reference count and back, which copies every
+// page holding one: megabytes of the template's memory made private in every kernel.
+func TestPreloadWarmIsTheChildrensToo(t *testing.T) {
+	t.Parallel()
+	warm, spec := newPreloaded(t, persistence.AgentPreload(), "numpy")
+	cold, _ := newPreloaded(t, persistence.AgentPreload()+"del carryover_warm\n", "numpy")
+	got, control := indexed(t, start(t, warm, spec, nil)), indexed(t, start(t, cold, spec, nil))
+	if got.Had < 1000 || got.GrewKiB > 1024 {
+		t.Errorf("forked from a warmed template: the kernel had %d objects indexed (want the template's, >= 1,000) "+
+			"and its index took %d KiB of private memory (want <= 1 MiB)", got.Had, got.GrewKiB)
+	}
+	if control.Had != 0 || control.GrewKiB < 4*got.GrewKiB+2048 {
+		t.Errorf("control (no warm hook): had %d indexed (want 0), its index took %d KiB (want well over the "+
+			"warmed kernel's %d KiB: else this test measures nothing)", control.Had, control.GrewKiB, got.GrewKiB)
+	}
+	t.Logf("index in the child: %d KiB warmed, %d KiB without the hook", got.GrewKiB, control.GrewKiB)
+}
+
+type indexFacts struct {
+	Had     int `json:"had"`
+	GrewKiB int `json:"grew_kib"`
+}
+
+// indexed runs indexCode in k.
+func indexed(t *testing.T, k *kernel.Kernel) indexFacts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := k.Eval(ctx, indexCode, "_index")
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var f indexFacts
+	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), &f); err != nil {
+		t.Fatalf("index facts %q: %v", out, err)
+	}
+	return f
+}
