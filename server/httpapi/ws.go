@@ -101,6 +101,38 @@ type wsClient struct {
 	comms bool
 
 	runs sync.WaitGroup
+	// events is the connection's event subscription still sending its backlog (subscribe), if
+	// any; only the reader touches it.
+	events struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+}
+
+// subscribe serves a subscribe_events frame in a goroutine of its own: its backlog goes out at the
+// client's pace (stream.Hub.SubscribeEvents), which for a long log and a slow client takes as long
+// as the client takes to read it, and meanwhile the reader must go on reading the client's frames
+// (an interrupt, an input reply). A new subscription ends the one still sending, and starts once
+// that one has stopped: it sends from its own after_sequence, as the client asked last.
+func (c *wsClient) subscribe(ctx context.Context, after int64) {
+	prev, stopPrev := c.events.done, c.events.cancel
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c.events.cancel, c.events.done = cancel, done
+	if stopPrev != nil {
+		stopPrev()
+	}
+	go func() {
+		defer close(done)
+		defer cancel()
+		if prev != nil {
+			<-prev
+		}
+		err := c.onSession(func(ls *session.Session) error { return ls.SubscribeEvents(sctx, c.sub, after) })
+		if err != nil && sctx.Err() == nil {
+			c.sendErr("", err)
+		}
+	}()
 }
 
 // serve runs the connection until it closes; detach takes its subscriber off the session.
@@ -158,9 +190,7 @@ func (c *wsClient) handle(ctx context.Context, data []byte) {
 			c.sendErr(f.ID, err)
 		}
 	case "subscribe_events":
-		if err := c.onSession(func(ls *session.Session) error { return ls.SubscribeEvents(ctx, c.sub, f.AfterSequence) }); err != nil {
-			c.sendErr("", err)
-		}
+		c.subscribe(ctx, f.AfterSequence)
 	case "ping":
 		c.sub.Send(pongFrame{Type: "pong", ID: f.ID})
 	case "comm":
