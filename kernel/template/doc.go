@@ -3,9 +3,10 @@
 //
 // A template is one Python process per interpreter (the kernelspec's argv[0]) and pre-import set
 // (persistence.pre_import): it imports ipykernel, the snapshot agent's dependencies and the
-// pre-import set once, freezes them out of the garbage collector's reach (gc.freeze, so refcount
-// and GC writes in a child do not unshare their pages), and then forks a child per kernel asked
-// for. The child builds its own kernel app (ZMQ context and sockets, threads, connection file,
+// pre-import set once, has the preload's carryover_warm do its work over them (the agent's index of
+// the modules' objects, which a child would otherwise make by touching every module object's
+// page), freezes them out of the garbage collector's reach (gc.freeze, so refcount and GC writes
+// in a child do not unshare their pages), and then forks a child per kernel asked for. The child builds its own kernel app (ZMQ context and sockets, threads, connection file,
 // IPython shell) after the fork, gets the environment, cwd and log the launch asks for, and
 // reseeds numpy's legacy global RandomState from the OS (Python's random reseeds itself at fork).
 // template.py says the protocol and each step.
