@@ -97,17 +97,23 @@ _facts = _j.dumps({'ppid': _o.getppid(), 'pgid': _o.getpgrp(), 'pid': _o.getpid(
 
 func factsOf(t *testing.T, k *kernel.Kernel) facts {
 	t.Helper()
+	var f facts
+	evalJSON(t, k, factsCode, "_facts", &f)
+	return f
+}
+
+// evalJSON runs code in k and decodes into v the JSON text that expr then is (a str).
+func evalJSON(t *testing.T, k *kernel.Kernel, code, expr string, v any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := k.Eval(ctx, factsCode, "_facts")
+	out, err := k.Eval(ctx, code, expr)
 	if err != nil {
 		t.Fatalf("eval: %v", err)
 	}
-	var f facts
-	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), &f); err != nil {
-		t.Fatalf("facts %q: %v", out, err)
+	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), v); err != nil {
+		t.Fatalf("%s = %q: %v", expr, out, err)
 	}
-	return f
 }
 
 // Two kernels forked from one template: each is the template's child, leads its own process group,

@@ -1,11 +1,7 @@
 package template
 
 import (
-	"context"
-	"encoding/json"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover/kernel"
 	"github.com/carryover/carryover/persistence"
@@ -52,15 +48,7 @@ type indexFacts struct {
 // indexed runs indexCode in k.
 func indexed(t *testing.T, k *kernel.Kernel) indexFacts {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := k.Eval(ctx, indexCode, "_index")
-	if err != nil {
-		t.Fatalf("eval: %v", err)
-	}
 	var f indexFacts
-	if err := json.Unmarshal([]byte(strings.Trim(out, "'")), &f); err != nil {
-		t.Fatalf("index facts %q: %v", out, err)
-	}
+	evalJSON(t, k, indexCode, "_index", &f)
 	return f
 }
