@@ -17,7 +17,7 @@ _m = _s.modules['carryover_agent']
 _had = len(_m.owners._index)
 _b = _uss()
 _m.owners.index()
-_index = _j.dumps({'had': _had, 'grew_kib': _uss() - _b})`
+_index = _j.dumps({'had': _had, 'grew_kib': _uss() - _b, 'stdout': _m.owners.owner_of(_s.stdout)})`
 
 // TestPreloadWarmIsTheChildrensToo: the agent's index of the modules' objects is made once, in the
 // template (the preload's carryover_warm), so a forked kernel starts with it and its own index
@@ -37,12 +37,20 @@ func TestPreloadWarmIsTheChildrensToo(t *testing.T) {
 		t.Errorf("control (no warm hook): had %d indexed (want 0), its index took %d KiB (want well over the "+
 			"warmed kernel's %d KiB: else this test measures nothing)", control.Had, control.GrewKiB, got.GrewKiB)
 	}
+	// What the kernel's start rebinds after the fork (sys.stdout is its stream) is indexed as the
+	// child has it: the child indexes again the modules whose dicts changed since the template's.
+	for _, f := range []indexFacts{got, control} {
+		if len(f.Stdout) != 2 || f.Stdout[0] != "sys" || f.Stdout[1] != "stdout" {
+			t.Errorf("the kernel's sys.stdout is indexed as %v, want sys.stdout", f.Stdout)
+		}
+	}
 	t.Logf("index in the child: %d KiB warmed, %d KiB without the hook", got.GrewKiB, control.GrewKiB)
 }
 
 type indexFacts struct {
-	Had     int `json:"had"`
-	GrewKiB int `json:"grew_kib"`
+	Had     int      `json:"had"`
+	GrewKiB int      `json:"grew_kib"`
+	Stdout  []string `json:"stdout"` // the module attribute sys.stdout is found as
 }
 
 // indexed runs indexCode in k.

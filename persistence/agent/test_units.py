@@ -400,3 +400,39 @@ class UserNamesTest(unittest.TestCase):
         want = {k for k, v in agent.ns.items() if agent._keep(k, v)}
         self.assertEqual(set(agent._user_names()), want)
         self.assertEqual(want, {"x", "_x", "__x", "_i1a", "a_1", "x__", "__x_", "_5_"})
+
+
+class OwnersWarmTest(unittest.TestCase):
+    """owners.warm in a template, then a fork: the child indexes again only the modules whose dicts
+    changed since (here, one it rebinds an attribute of), and finds the rebound object."""
+
+    def test_child_indexes_again_only_what_changed(self):
+        import calendar
+        import colorsys  # noqa: F401  (a module the child leaves alone)
+
+        from carryover_agent import owners
+
+        owners.warm()
+        self.assertTrue(owners._warmed.get("addrs"), "this CPython's dict version tags are not readable")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(r)
+                mine = ["the child's"]
+                calendar.carryover_test_value = mine
+                changed = owners._changed_since_warm()
+                owners._refresh()
+                ok = ("calendar" in changed and "colorsys" not in changed
+                      and owners.owner_of(mine) == ("calendar", "carryover_test_value"))
+                os.write(w, json.dumps({"ok": ok, "changed": sorted(changed)[:20]}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            got = json.loads(f.read() or "{}")
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(status, 0)
+        self.assertTrue(got.get("ok"), got)

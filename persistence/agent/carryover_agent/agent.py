@@ -210,8 +210,9 @@ def template_warm():
     each object's reference count and back: done in each kernel (its first preimport or snapshot),
     that copied every page holding a module object, ~28 MiB of numpy + pandas + matplotlib per kernel,
     byte-identical to the template's. Done here, the index is the children's too, shared
-    copy-on-write, and a child indexes only the modules it imports later."""
-    owners.index()
+    copy-on-write, and a child indexes again only the modules it imports later or its own start
+    changed (owners.warm)."""
+    owners.warm()
 
 
 def install(spool_dir, shell=None, spool_host=None):

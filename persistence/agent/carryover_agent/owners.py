@@ -21,9 +21,12 @@ Only importable modules count (never ``__main__``), only an attribute that IS th
 time (identity, checked again when the index answers), and only small values (a large one is never
 imported again to be compared)."""
 
+import ctypes
 import importlib
+import os
 import sys
 import types
+from array import array
 from itertools import compress
 from operator import itemgetter, not_
 
@@ -66,27 +69,91 @@ def index():
 
 
 def _refresh():
-    """Indexes the modules imported since the last call (a turn that imports nothing costs one len).
-    Each module's attributes are filtered by exact type at C speed: of the 50,000 attributes of a
-    kernel with numpy, pandas, matplotlib and scipy, a few thousand are objects to index."""
+    """Indexes the modules imported since the last call (a turn that imports nothing costs one len),
+    and, once in a process forked from a template that indexed for it (warm), the modules that
+    changed since. Each module's attributes are filtered by exact type at C speed: of the 50,000
+    attributes of a kernel with numpy, pandas, matplotlib and scipy, a few thousand are objects to
+    index."""
     mods = sys.modules
+    if _warmed["pid"] not in (None, os.getpid()):
+        _warmed["pid"] = os.getpid()
+        _scanned.difference_update(_changed_since_warm())
+        _nmods[0] = 0
     if len(mods) == _nmods[0]:
         return
     _nmods[0] = len(mods)
-    skip = _NOT_OWNED_EXACT.__contains__
     user = _user_dicts()
     for name in [n for n in list(mods) if n not in _scanned]:
         _scanned.add(name)
         d = getattr(mods.get(name), "__dict__", None)
-        if type(d) is not dict or name.startswith(_SKIP_MODULES) or id(d) in user:
+        if type(d) is dict and not name.startswith(_SKIP_MODULES) and id(d) not in user:
+            _scan(name, d)
+
+
+def _scan(name, d):
+    """Indexes the attributes of module name (its dict d)."""
+    items = list(d.items())
+    for k, v in compress(items, map(not_, map(_NOT_OWNED_EXACT.__contains__, map(type, map(itemgetter(1), items))))):
+        if k[:2] == "__":
             continue
-        items = list(d.items())
-        for k, v in compress(items, map(not_, map(skip, map(type, map(itemgetter(1), items))))):
-            if k[:2] == "__":
-                continue
-            old = _index.setdefault(id(v), (name, k))
-            if old[0] != name and _rank(name, k) < _rank(*old):
-                _index[id(v)] = (name, k)
+        old = _index.setdefault(id(v), (name, k))
+        if old[0] != name and _rank(name, k) < _rank(*old):
+            _index[id(v)] = (name, k)
+
+
+# What warm() left for the processes forked after it: the pid that made it (None: not made), the
+# modules' names and their dicts' addresses and version tags then, and the dicts themselves (kept
+# alive, so that an address stays theirs; never iterated in a child, which would touch their pages).
+_warmed = {"pid": None}
+
+
+def warm():
+    """Indexes the modules in a kernel template, before it forks (agent.template_warm), and notes each
+    module dict's version tag (PEP 509: CPython 3.11 gives a dict a new one at every change): a
+    child then indexes again only the modules its own start changed (sys.stdout is the kernel's
+    stream there), reading those tags from memory without touching the dicts; the index is as of
+    the child's first use, as when the child made it all. Where the tags cannot be read, a child
+    indexes everything again."""
+    _refresh()
+    tag = _tag_reader()
+    if tag is None:
+        return
+    mods = sys.modules
+    named = [(n, mods[n].__dict__) for n in sorted(_scanned)
+             if n in mods and type(getattr(mods[n], "__dict__", None)) is dict]
+    addrs = array("Q", [id(d) for _, d in named])
+    _warmed.update(pid=os.getpid(), names=tuple(n for n, _ in named), addrs=addrs,
+                   tags=array("Q", [tag(a) for a in addrs]), keep=tuple(d for _, d in named))
+
+
+def _changed_since_warm():
+    """The names of the modules to index again in a forked child: those whose dict's tag changed
+    since warm, or all of them when warm could not note the tags."""
+    if "addrs" not in _warmed:
+        return set(_scanned)
+    tag = _tag_reader()
+    names, tags = _warmed["names"], _warmed["tags"]
+    return {names[i] for i, a in enumerate(_warmed["addrs"]) if tag(a) != tags[i]}
+
+
+def _tag_reader():
+    """A function reading the version tag of the dict at an address (the word after ob_refcnt,
+    ob_type and ma_used), or None when a live dict does not show that layout: a new tag at each
+    change, and its size in the word before."""
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in ((3, 11), (3, 12)):
+        return None
+
+    def tag(addr):
+        return ctypes.c_uint64.from_address(addr + 24).value
+
+    d = {}
+    seen = [tag(id(d))]
+    for op in (lambda: d.__setitem__("a", 1), lambda: d.__setitem__("a", 2), lambda: d.pop("a")):
+        op()
+        seen.append(tag(id(d)))
+    d["b"] = 3
+    ok = len(set(seen)) == len(seen) and ctypes.c_ssize_t.from_address(id(d) + 16).value == 1
+    return tag if ok else None
 
 
 def _user_dicts():
