@@ -126,19 +126,7 @@ func TestAssemblySplitParts(t *testing.T) {
 	ctx := context.Background()
 	st := storeT(t)
 	w := writerT(t, st)
-	var cs []descChunk
-	var raws [][]byte
-	for range 5 {
-		raw := randomBytes(t, 8192)
-		c, err := chunk.Encode(raw, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			t.Fatal(err)
-		}
-		cs, raws = append(cs, descChunk{Hash: c.Hash, Len: 8192}), append(raws, raw)
-	}
+	cs, raws := putRandomChunks(t, w, 5, 8192)
 	defer SetSplitBufferMin(1)()
 	parts := splitBuffer(cs, 5*8192, 4096)
 	if len(parts) != 2 || parts[1].off != 3*8192 {
@@ -212,19 +200,8 @@ func TestAssemblyLooksChunksUpAhead(t *testing.T) {
 	ctx := context.Background()
 	st := storeT(t)
 	w := writerT(t, st)
-	var chunks []descChunk
-	var want []byte
-	for range 5 {
-		raw := randomBytes(t, 3000)
-		c, err := chunk.Encode(raw, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			t.Fatal(err)
-		}
-		chunks, want = append(chunks, descChunk{Hash: c.Hash, Len: int64(len(raw))}), append(want, raw...)
-	}
+	chunks, raws := putRandomChunks(t, w, 5, 3000)
+	want := bytes.Join(raws, nil)
 	for _, fail := range []bool{false, true} {
 		cat := &cataloger{ChunkReader: st, fail: fail}
 		path := filepath.Join(t.TempDir(), "b")
@@ -241,4 +218,24 @@ func TestAssemblyLooksChunksUpAhead(t *testing.T) {
 			t.Fatalf("look-up failing %v: %d reads through the ahead reader", fail, reads)
 		}
 	}
+}
+
+// putRandomChunks stores n chunks of size random bytes through w and answers them as a descriptor's
+// chunks, with their raw bytes.
+func putRandomChunks(t *testing.T, w carryover.CheckpointWriter, n, size int) ([]descChunk, [][]byte) {
+	t.Helper()
+	var cs []descChunk
+	var raws [][]byte
+	for range n {
+		raw := randomBytes(t, size)
+		c, err := chunk.Encode(raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+			t.Fatal(err)
+		}
+		cs, raws = append(cs, descChunk{Hash: c.Hash, Len: int64(size)}), append(raws, raw)
+	}
+	return cs, raws
 }
