@@ -115,6 +115,7 @@ def warm():
     the child's first use, as when the child made it all. Where the tags cannot be read, a child
     indexes everything again."""
     _refresh()
+    _warmed["pid"] = os.getpid()  # without the tags below, a child indexes everything again
     tag = _tag_reader()
     if tag is None:
         return
@@ -122,7 +123,7 @@ def warm():
     named = [(n, mods[n].__dict__) for n in sorted(_scanned)
              if n in mods and type(getattr(mods[n], "__dict__", None)) is dict]
     addrs = array("Q", [id(d) for _, d in named])
-    _warmed.update(pid=os.getpid(), names=tuple(n for n, _ in named), addrs=addrs,
+    _warmed.update(names=tuple(n for n, _ in named), addrs=addrs,
                    tags=array("Q", [tag(a) for a in addrs]), keep=tuple(d for _, d in named))
 
 
