@@ -85,6 +85,9 @@ type sockets struct {
 	countMu  sync.Mutex
 	inflight int
 	inputs   *atomic.Uint64
+	// sent is signalled (never blocking) by every send but a heartbeat: the heartbeat of an idle
+	// kernel then goes back to its working pace (startHeartbeat).
+	sent chan struct{}
 }
 
 // dialRetry is how often a socket retries connecting to a kernel that has not bound yet. zmq4's
@@ -93,7 +96,7 @@ const dialRetry = 5 * time.Millisecond
 
 func newSockets(identity string, logger *slog.Logger, inputs *atomic.Uint64) *sockets {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sockets{ctx: ctx, cancel: cancel, inputs: inputs}
+	s := &sockets{ctx: ctx, cancel: cancel, inputs: inputs, sent: make(chan struct{}, 1)}
 	zlog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	common := []zmq4.Option{
 		zmq4.WithDialerRetry(dialRetry),
@@ -226,6 +229,10 @@ func (s *sockets) sendCounted(ch channelKind, frames [][]byte) (uint64, error) {
 	}
 	s.inflight++
 	s.countMu.Unlock()
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
 	err := s.sendNow(ch, frames)
 	s.countMu.Lock()
 	s.inflight--

@@ -61,13 +61,13 @@ func TestHeartbeatVerdict(t *testing.T) {
 	}
 	defer p.Kill()
 	const iv = 500 * time.Millisecond
-	if _, dead := heartbeatVerdict(2, iv, 30*time.Second, p.PID()); dead {
+	if _, dead := heartbeatVerdict(2, 2*iv, 30*time.Second, p.PID()); dead {
 		t.Error("dead after 2 missed beats")
 	}
-	if _, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); dead {
+	if _, dead := heartbeatVerdict(3, 3*iv, 30*time.Second, p.PID()); dead {
 		t.Error("a sleeping process's kernel dead at 3 missed beats")
 	}
-	if r, dead := heartbeatVerdict(60, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "no echo for 30s") {
+	if r, dead := heartbeatVerdict(60, 60*iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "no echo for 30s") {
 		t.Errorf("60 beats silent of 30 s allowed: %q, %v", r, dead)
 	}
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
@@ -76,11 +76,11 @@ func TestHeartbeatVerdict(t *testing.T) {
 	if !eventually(10*time.Second, func() bool { s, err := readStat(p.PID()); return err == nil && s.state == 'T' }) {
 		t.Fatal("sleep not stopped")
 	}
-	if r, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
+	if r, dead := heartbeatVerdict(3, 3*iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
 		t.Errorf("a stopped process's kernel: %q, %v", r, dead)
 	}
 	p.Kill()
-	if r, dead := heartbeatVerdict(3, iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
+	if r, dead := heartbeatVerdict(3, 3*iv, 30*time.Second, p.PID()); !dead || !strings.Contains(r, "stopped or gone") {
 		t.Errorf("a gone process's kernel: %q, %v", r, dead)
 	}
 }
@@ -148,5 +148,69 @@ func (fz *freezer) waitFrozen(t *testing.T) {
 func (fz *freezer) set(t *testing.T, state string) {
 	if err := os.WriteFile(filepath.Join(fz.dir, "freezer.state"), []byte(state), 0o644); err != nil {
 		t.Fatalf("freezer %s: %v", state, err)
+	}
+}
+
+// TestHeartbeatPace: an idle kernel is pinged at IdleHeartbeatInterval, one running a turn at
+// HeartbeatInterval (the echoes counted as the kernel sends them, from the time of the last one).
+func TestHeartbeatPace(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, "ipc")
+	opts.HeartbeatInterval, opts.IdleHeartbeatInterval = 50*time.Millisecond, time.Second
+	k := startKernel(t, opts)
+	inst := k.current()
+	echoes := func(d time.Duration) int {
+		n, last := 0, inst.lastPong.Load()
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if p := inst.lastPong.Load(); p != last {
+				n, last = n+1, p
+			}
+		}
+		return n
+	}
+	time.Sleep(300 * time.Millisecond) // the start's own request answered, the pace idle
+	if n := echoes(2500 * time.Millisecond); n < 1 || n > 4 {
+		t.Errorf("an idle kernel echoed %d pings in 2.5 s, want 2 or 3 (one a second)", n)
+	}
+	done := make(chan *runResult, 1)
+	go func() { done <- run(t, k, "import time; time.sleep(1.5)", ExecOptions{}) }()
+	time.Sleep(200 * time.Millisecond)
+	if n := echoes(time.Second); n < 10 {
+		t.Errorf("a kernel running a turn echoed %d pings in 1 s, want ~20 (one each 50 ms)", n)
+	}
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// TestTurnToAStoppedIdleKernelFailsFast: a kernel stopped (SIGSTOP) while idle would be found dead
+// only after three idle beats (here 30 s each); a turn sent to it brings the working pace back, so
+// the turn fails within three working beats instead of waiting on the idle ones.
+func TestTurnToAStoppedIdleKernelFailsFast(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, "ipc")
+	opts.HeartbeatInterval, opts.IdleHeartbeatInterval = 200*time.Millisecond, 30*time.Second
+	k := startKernel(t, opts)
+	mustRun(t, k, "1")
+	if err := syscall.Kill(-k.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-k.PID(), syscall.SIGCONT)
+	if !eventually(10*time.Second, func() bool { s, err := readStat(k.PID()); return err == nil && s.state == 'T' }) {
+		t.Fatal("kernel not stopped")
+	}
+	time.Sleep(3 * opts.HeartbeatInterval) // a beat after the turn: the pace is the idle one now
+	sent := time.Now()
+	done := make(chan *runResult, 1)
+	go func() { done <- run(t, k, "2", ExecOptions{}) }()
+	select {
+	case r := <-done:
+		var de *DiedError
+		if !errors.As(r.err, &de) || !strings.Contains(de.Reason, "stopped or gone") {
+			t.Fatalf("the turn to a stopped kernel: %+v, %v", r.res, r.err)
+		}
+		t.Logf("the turn failed %s after it was sent", time.Since(sent).Round(time.Millisecond))
+	case <-time.After(20 * time.Second): // three idle beats would be 90 s
+		t.Fatal("a turn sent to a stopped idle kernel still waits after 20 s")
 	}
 }

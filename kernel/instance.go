@@ -33,6 +33,7 @@ type instance struct {
 	iopubOnce sync.Once
 
 	lastPong atomic.Int64 // unix nanos of the last heartbeat echo
+	busy     atomic.Bool  // the kernel's last iopub status was busy (noteStatus)
 
 	dead     chan struct{} // closed by die
 	deadOnce sync.Once
@@ -100,7 +101,7 @@ func (k *Kernel) startInstance(ctx context.Context, prev KernelProcess) (*instan
 	if err := inst.waitReady(ctx); err != nil {
 		return nil, inst.failStart(prev, err)
 	}
-	inst.startHeartbeat(k.opts.HeartbeatInterval)
+	inst.startHeartbeat(k.opts.HeartbeatInterval, k.opts.IdleHeartbeatInterval)
 	// Ready: the sandbox's wrapper has forked the kernel by now, so the whole tree gets the score.
 	if err := RaiseOOMScore(proc.PID(), KernelOOMScoreAdj); err != nil {
 		k.log.Warn("kernel oom_score_adj not raised", "pid", proc.PID(), "err", err)
@@ -216,6 +217,7 @@ func (inst *instance) handle(ch channelKind, frames [][]byte) {
 	}
 	if ch == chIOPub {
 		inst.iopubOnce.Do(func() { close(inst.iopubSeen) })
+		inst.noteStatus(m)
 	}
 	inst.k.publishRaw(ch, m)
 	if m.Parent.MsgID == "" {

@@ -23,6 +23,10 @@ type Options struct {
 	LogPath           string            // kernel stdout+stderr go here (default: kernel.log in the runtime subdir)
 	StartupTimeout    time.Duration     // default 30s
 	HeartbeatInterval time.Duration     // default 500ms; 3 missed beats (of a stopped or gone process) or process exit => dead
+	// IdleHeartbeatInterval is the heartbeat's pace while the kernel is idle (no request of ours
+	// awaits a reply, its last status was idle); default 10 x HeartbeatInterval. A request sent
+	// brings back HeartbeatInterval at once (startHeartbeat).
+	IdleHeartbeatInterval time.Duration
 	// WedgedAfter is how long a kernel whose process still runs may go without a heartbeat echo
 	// (starved by an overloaded host, frozen) before it counts as dead; default 30s.
 	WedgedAfter   time.Duration
@@ -64,6 +68,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = 500 * time.Millisecond
+	}
+	if o.IdleHeartbeatInterval < o.HeartbeatInterval {
+		o.IdleHeartbeatInterval = idleBeatsFactor * o.HeartbeatInterval
 	}
 	if o.WedgedAfter <= 0 {
 		o.WedgedAfter = 30 * time.Second

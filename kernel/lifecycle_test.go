@@ -177,11 +177,13 @@ func TestKillDetected(t *testing.T) {
 	}
 }
 
-// TestHeartbeatLoss: a stopped (SIGSTOP) kernel still has a process but no heartbeat.
+// TestHeartbeatLoss: a stopped (SIGSTOP) kernel still has a process but no heartbeat; idle, it is
+// dead after three of its idle beats.
 func TestHeartbeatLoss(t *testing.T) {
 	t.Parallel()
 	opts := testOptions(t, "ipc")
 	opts.HeartbeatInterval = 200 * time.Millisecond
+	opts.IdleHeartbeatInterval = time.Second
 	k := startKernel(t, opts)
 	time.Sleep(time.Second) // healthy beats first
 	if err := k.Err(); err != nil {

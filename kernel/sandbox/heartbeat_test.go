@@ -18,7 +18,7 @@ import (
 // here) as if it were busy.
 func TestHeartbeatSeesTheKernelInItsBox(t *testing.T) {
 	k := startBoxedKernelWith(t, newProvisioner(t), t.TempDir(), func(o *kernel.Options) {
-		o.HeartbeatInterval, o.WedgedAfter = 200*time.Millisecond, time.Minute
+		o.HeartbeatInterval, o.IdleHeartbeatInterval, o.WedgedAfter = 200*time.Millisecond, time.Second, time.Minute
 	})
 	if _, err := k.Eval(context.Background(), "1", "1"); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestHeartbeatSeesTheKernelInItsBox(t *testing.T) {
 			t.Errorf("Err = %v, want a heartbeat loss of a stopped process", k.Err())
 		}
 		t.Logf("a stopped boxed kernel declared dead %s after its SIGSTOP", time.Since(stopped).Round(time.Millisecond))
-	case <-time.After(20 * time.Second): // 3 beats are 0.6 s; WedgedAfter is a minute
+	case <-time.After(20 * time.Second): // 3 idle beats are 3 s; WedgedAfter is a minute
 		t.Fatalf("a boxed kernel stopped for 20 s is not dead (its wrapper %d runs: %s)", bk.PID(), procState(bk.PID()))
 	}
 }
