@@ -144,6 +144,7 @@ func heartbeatVerdict(missed int, silent, wedgedAfter time.Duration, pid int) (s
 	}
 	return "", false
 }
+
 // ownPID is the pid whose state says whether the kernel runs: its own process (for a sandboxed one,
 // inside its box: KernelPIDer), else the process the provisioner started.
 func ownPID(p KernelProcess) int {
