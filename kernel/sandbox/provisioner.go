@@ -48,10 +48,11 @@ type Provisioner struct {
 	m      *Manager
 	cfg    ProvisionerConfig
 	log    *slog.Logger
-	seq    atomic.Int64 // names of command and spare boxes
-	sleep  string       // the holder of a box a kernel is forked into (fork.go)
-	spares *spares      // boxes made ahead for forked kernels (nil: none)
-	cold   atomic.Int64 // kernels started cold while a Forker was set (TemplateStats)
+	seq    atomic.Int64  // names of command and spare boxes
+	sleep  string        // the holder of a box a kernel is forked into (fork.go)
+	spares *spares       // boxes made ahead for forked kernels (nil: none)
+	cold   atomic.Int64  // kernels started cold while a Forker was set (TemplateStats)
+	counts counterPoller // reads the watched boxes' limit-hit counters (watch.go)
 }
 
 var _ kernel.Provisioner = (*Provisioner)(nil)

@@ -20,8 +20,8 @@ func (k *boxKernel) watch() {
 		k.kb.mu.Unlock()
 	}()
 	base := k.box.Events()
-	tick := time.NewTicker(watchEvery)
-	defer tick.Stop()
+	changed := k.kb.p.counts.add(k, base)
+	defer k.kb.p.counts.remove(k)
 	var strikes []time.Time
 	dead := k.Exited()
 	for {
@@ -31,7 +31,7 @@ func (k *boxKernel) watch() {
 				k.report("memory", "the kernel was killed by the out-of-memory killer; the session is restored from its last checkpoint")
 			}
 			return
-		case <-tick.C:
+		case <-changed: // the provisioner's poller saw the counters move (watch_poll.go)
 		}
 		ev := k.box.Events()
 		if ev.OOMKills > base.OOMKills {
@@ -62,10 +62,11 @@ func (k *boxKernel) watch() {
 	}
 }
 
-// watchEvery is how often a live kernel's box counters are read. Each read is a system call per
-// counter, made for every live kernel of the node whether it does anything or not: at ten a second
-// they were the largest part of an idle node's CPU. A limit hit waits up to this long to be seen
-// (the limit itself holds meanwhile: the OOM killer has acted, forks are refused).
+// watchEvery is how often a live kernel's box counters are read (by the provisioner's one poller,
+// watch_poll.go). Each read is a system call per counter, made for every live kernel of the node
+// whether it does anything or not: at ten a second they were the largest part of an idle node's
+// CPU. A limit hit waits up to this long to be seen (the limit itself holds meanwhile: the OOM
+// killer has acted, forks are refused).
 const watchEvery = 250 * time.Millisecond
 
 // recent appends now to the strikes and keeps those younger than window.
