@@ -160,7 +160,7 @@ func (k *boxKernel) rewatch() {
 		return
 	}
 	go func() {
-		for i := 0; i < 100; i++ { // the old watcher notices its process's exit within a tick (100 ms)
+		for i := 0; i < 100; i++ { // the old watcher ends as soon as its process has exited
 			k.kb.mu.Lock()
 			busy := k.kb.watching
 			k.kb.mu.Unlock()
