@@ -2,6 +2,8 @@ package stream
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -12,13 +14,14 @@ import (
 // queue so a slow or vanished client never blocks the kernel, the record or other clients: when the
 // queue is full the frame is dropped for this client only, and a notice tells it how many it missed.
 type Subscriber struct {
-	out     chan []byte
-	comms   atomic.Bool                        // gets the comm relay's frames (WantComms)
-	dropped atomic.Int64                       // frames dropped since the last notice
-	dropM   atomic.Pointer[prometheus.Counter] // counts the drops (CountDrops)
-	closed  chan struct{}
-	once    sync.Once
-	evs     eventSub // its subscription to the session's events (events.go)
+	out          chan []byte
+	comms        atomic.Bool                        // gets the comm relay's frames (WantComms)
+	dropped      atomic.Int64                       // frames dropped since the last notice
+	droppedComms atomic.Int64                       // of which comm frames (widget messages)
+	dropM        atomic.Pointer[prometheus.Counter] // counts the drops (CountDrops)
+	closed       chan struct{}
+	once         sync.Once
+	evs          eventSub // its subscription to the session's events (events.go)
 }
 
 const subscriberQueue = 4096
@@ -44,7 +47,11 @@ func (s *Subscriber) Send(v any) bool {
 }
 
 // send queues a frame without blocking; it reports whether the frame was queued.
-func (s *Subscriber) send(frame []byte) bool {
+func (s *Subscriber) send(frame []byte) bool { return s.sendAs(frame, false) }
+
+// sendAs is send, counting a dropped frame as a comm frame when comm is set (the notice says what
+// was lost, and what brings it back differs: the stored record, or a new connection).
+func (s *Subscriber) sendAs(frame []byte, comm bool) bool {
 	select {
 	case <-s.closed:
 		return false
@@ -55,6 +62,9 @@ func (s *Subscriber) send(frame []byte) bool {
 	case s.out <- frame:
 		return true
 	default:
+		if comm {
+			s.droppedComms.Add(1) // before the total: tellDrops reads the total first
+		}
 		s.dropped.Add(1)
 		if c := s.dropM.Load(); c != nil {
 			(*c).Inc()
@@ -66,14 +76,38 @@ func (s *Subscriber) send(frame []byte) bool {
 // tellDrops queues the notice of the frames dropped since the last one, if any and if it fits.
 func (s *Subscriber) tellDrops() {
 	if n := s.dropped.Load(); n > 0 {
-		notice, _ := json.Marshal(NoticeFrame{Type: "notice",
-			Message: "output frames were dropped for this slow client; the stored record is complete", Dropped: n})
+		c := min(s.droppedComms.Load(), n) // a comm drop counted after n was read is told next time
+		notice, _ := json.Marshal(NoticeFrame{Type: "notice", Message: dropMessage(n, c), Dropped: n})
 		select {
 		case s.out <- notice:
 			s.dropped.Add(-n)
+			s.droppedComms.Add(-c)
 		default:
 		}
 	}
+}
+
+// dropMessage says what n dropped frames, c of them comm frames, were and what brings them back:
+// output is in the stored record; a widget's state comes with the next connection (SyncWidgets).
+func dropMessage(n, c int64) string {
+	const output = "the stored record is complete"
+	const widgets = "its widgets may be out of date until it connects again, which gets their live state"
+	switch c {
+	case 0:
+		return "output frames were dropped for this slow client; " + output
+	case n:
+		return fmt.Sprintf("%s dropped for this slow client: %s", widgetMessages(c, "was", "were"), widgets)
+	}
+	return fmt.Sprintf("%d frames were dropped for this slow client: %d of output (%s) and %s (%s)",
+		n, n-c, output, widgetMessages(c, "", ""), widgets)
+}
+
+// widgetMessages is "1 widget message" or "N widget messages", then verb one or many.
+func widgetMessages(c int64, one, many string) string {
+	if c == 1 {
+		return strings.TrimSpace("1 widget message " + one)
+	}
+	return strings.TrimSpace(fmt.Sprintf("%d widget messages %s", c, many))
 }
 
 // offer queues a frame if the queue has room, and counts no drop when it has not: its caller (a
@@ -160,7 +194,7 @@ func (h *Hub) BroadcastComms(v any) {
 				return
 			}
 		}
-		sub.send(frame)
+		sub.sendAs(frame, true)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,5 +259,53 @@ func TestSlowSubscriberCatchesUpOnEvents(t *testing.T) {
 	log.append(h) // live again
 	if d := drain(sub, 302); d.err != nil || d.seqs[len(d.seqs)-1] != 302 {
 		t.Fatalf("after the catch-up, the next live event: %+v", d)
+	}
+}
+
+// TestDropNoticeSaysWhatWasLost: a notice tells comm frames (widget messages, which only a new
+// connection brings back) apart from output (in the stored record); it said "output" of both.
+func TestDropNoticeSaysWhatWasLost(t *testing.T) {
+	var h Hub
+	slow := NewSubscriber()
+	slow.WantComms()
+	h.Add(slow)
+	notice := func() NoticeFrame {
+		t.Helper()
+		for len(slow.Frames()) > 0 {
+			<-slow.Frames()
+		}
+		h.Broadcast(StatusFrame{Type: "status", ExecutionState: "idle"}) // brings the notice first
+		var n NoticeFrame
+		if err := json.Unmarshal(<-slow.Frames(), &n); err != nil || n.Type != "notice" {
+			t.Fatalf("first frame after draining = %+v, %v; want a notice", n, err)
+		}
+		<-slow.Frames()
+		return n
+	}
+	fill := func() {
+		for range subscriberQueue {
+			h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
+		}
+	}
+	comm := CommFrame{Type: "comm", MsgType: "comm_msg", Content: json.RawMessage(`{}`)}
+
+	fill()
+	h.BroadcastComms(comm)
+	h.BroadcastComms(comm)
+	if n := notice(); n.Dropped != 2 || n.Message != "2 widget messages were dropped for this slow client: its widgets may be out of date until it connects again, which gets their live state" {
+		t.Errorf("comm frames only: %+v", n)
+	}
+	fill()
+	h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
+	h.BroadcastComms(comm)
+	h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
+	if n := notice(); n.Dropped != 3 || !strings.Contains(n.Message, "3 frames were dropped") ||
+		!strings.Contains(n.Message, "2 of output (the stored record is complete)") || !strings.Contains(n.Message, "and 1 widget message (") {
+		t.Errorf("both: %+v", n)
+	}
+	fill()
+	h.Broadcast(StatusFrame{Type: "status", ExecutionState: "busy"})
+	if n := notice(); n.Dropped != 1 || n.Message != "output frames were dropped for this slow client; the stored record is complete" {
+		t.Errorf("output only (the counts were reset by the notices before): %+v", n)
 	}
 }
