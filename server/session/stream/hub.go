@@ -63,7 +63,7 @@ func (s *Subscriber) sendAs(frame []byte, comm bool) bool {
 		return true
 	default:
 		if comm {
-			s.droppedComms.Add(1) // before the total: tellDrops reads the total first
+			s.droppedComms.Add(1) // before the total, which tellDrops reads first
 		}
 		s.dropped.Add(1)
 		if c := s.dropM.Load(); c != nil {
@@ -76,7 +76,9 @@ func (s *Subscriber) sendAs(frame []byte, comm bool) bool {
 // tellDrops queues the notice of the frames dropped since the last one, if any and if it fits.
 func (s *Subscriber) tellDrops() {
 	if n := s.dropped.Load(); n > 0 {
-		c := min(s.droppedComms.Load(), n) // a comm drop counted after n was read is told next time
+		// A drop counted between the two reads may be told under the other kind (the totals stay
+		// exact: what is subtracted is what was told); the drop path is not worth a lock for that.
+		c := min(s.droppedComms.Load(), n)
 		notice, _ := json.Marshal(NoticeFrame{Type: "notice", Message: dropMessage(n, c), Dropped: n})
 		select {
 		case s.out <- notice:
