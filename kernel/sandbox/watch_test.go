@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +18,7 @@ func TestLimitHitsAreReported(t *testing.T) {
 	m := newManager(t)
 	spool := t.TempDir()
 	p := NewProvisioner(m, ProvisionerConfig{Defaults: Limits{Pids: 48}, MaxCPUs: 2, MaxMemory: 2 << 30, SpoolDir: spool})
-	rt, err := os.MkdirTemp("", "cos")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
-	k := startBoxedKernelWith(t, p, rt, nil)
+	k := startBoxedKernel(t, p)
 	hits := make(chan kernel.LimitHit, 16)
 	bk := k.Process().(*boxKernel)
 	bk.OnLimit(func(h kernel.LimitHit) { hits <- h })
