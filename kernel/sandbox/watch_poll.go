@@ -50,7 +50,11 @@ func (cp *counterPoller) remove(k *boxKernel) {
 func (cp *counterPoller) loop() {
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
-	var batch []*boxKernel
+	type entry struct {
+		k *boxKernel
+		p *polled
+	}
+	var batch []entry
 	for range t.C {
 		cp.mu.Lock()
 		if len(cp.watched) == 0 {
@@ -59,24 +63,18 @@ func (cp *counterPoller) loop() {
 			return
 		}
 		batch = batch[:0]
-		for k := range cp.watched {
-			batch = append(batch, k)
+		for k, p := range cp.watched {
+			batch = append(batch, entry{k, p})
 		}
 		cp.mu.Unlock()
-		for _, k := range batch {
-			cp.poll(k)
+		for _, e := range batch {
+			poll(e.k, e.p) // one removed meanwhile is read once more: its channel has no reader left
 		}
 	}
 }
 
 // poll reads k's counters and wakes its watch if they changed.
-func (cp *counterPoller) poll(k *boxKernel) {
-	cp.mu.Lock()
-	p := cp.watched[k]
-	cp.mu.Unlock()
-	if p == nil {
-		return // removed meanwhile
-	}
+func poll(k *boxKernel, p *polled) {
 	if ev := k.box.Events(); ev != p.last {
 		p.last = ev
 		select {
