@@ -5,6 +5,7 @@
 //
 //   CARRYOVER_URL=http://127.0.0.1:8080 CARRYOVER_TOKEN=secret node web/e2e/datasci.test.mjs
 import { chromium } from 'playwright-core';
+import { pollEvery } from './poll.mjs';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,7 +26,7 @@ const browser = await chromium.launch({
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
-const page = await context.newPage();
+const page = pollEvery(await context.newPage());
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });

@@ -6,6 +6,7 @@
 // Screenshots go to web/e2e/screenshots/ (or $SCREENSHOT_DIR); their paths are printed.
 
 import { chromium } from 'playwright-core';
+import { pollEvery } from './poll.mjs';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -27,7 +28,7 @@ const browser = await chromium.launch({
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
-const page = await context.newPage();
+const page = pollEvery(await context.newPage());
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });

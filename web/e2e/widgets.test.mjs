@@ -5,6 +5,7 @@
 //
 //   CARRYOVER_URL=http://127.0.0.1:8080 CARRYOVER_TOKEN=secret node web/e2e/widgets.test.mjs
 import { chromium } from 'playwright-core';
+import { pollEvery } from './poll.mjs';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,7 +22,7 @@ const browser = await chromium.launch({
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-const page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
+const page = pollEvery(await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage());
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 page.on('console', (m) => { if (m.type() === 'error') console.log(`  [console.error] ${m.text()}`); });
