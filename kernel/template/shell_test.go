@@ -1,0 +1,78 @@
+package template
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/carryover/carryover/kernel"
+)
+
+// shellFacts is what a kernel says about its IPython shell: whether the shell was built before the
+// fork (Frozen: the template froze it with the garbage collector's view of its heap, so a shell in
+// the permanent generation is the template's), and what a shell must have of its own kernel.
+type shellFacts struct {
+	Frozen   bool              `json:"frozen"`
+	Env      map[string]string `json:"env"`
+	Cwd      bool              `json:"cwd"`     // _dh and starting_dir are the kernel's cwd
+	Kernel   bool              `json:"kernel"`  // the shell's kernel and parent are the running kernel
+	Profile  bool              `json:"profile"` // its profile and IPython dir are the kernel app's
+	Home     bool              `json:"home"`
+	DB       bool              `json:"db"` // %store's db is in its profile
+	History  string            `json:"history"`
+	Session  int               `json:"session"`
+	Main     bool              `json:"main"` // sys.modules['__main__'] is the user's namespace
+	Magics   bool              `json:"magics"`
+	Builtins bool              `json:"builtins"`
+}
+
+const shellFactsCode = `import gc as _g, os as _o, sys as _s, json as _j, builtins as _b
+from IPython.utils.path import get_home_dir as _home
+from IPython.paths import get_ipython_dir as _ipd
+_sh = get_ipython()
+_k = _sh.kernel
+_shell = _j.dumps({'frozen': not any(o is _sh for o in _g.get_objects()),
+  'env': {v: _o.environ.get(v, '') for v in ('PAGER', 'GIT_PAGER', 'CLICOLOR', 'TERM')},
+  'cwd': [str(p) for p in _dh] == [_o.getcwd()] and _sh.starting_dir == _o.getcwd(),
+  'kernel': _k is not None and _k.shell is _sh and _sh.parent is _k and _k.profile_dir is _sh.profile_dir,
+  'profile': _sh.ipython_dir == _ipd() and _sh.profile_dir.location.startswith(_ipd()),
+  'home': _sh.home_dir == _home() and _sh.logger.home_dir == _home(),
+  'db': str(_sh.db.root) == _o.path.join(_sh.profile_dir.location, 'db'),
+  'history': str(_sh.history_manager.hist_file), 'session': _sh.history_manager.session_number,
+  'main': _s.modules['__main__'] is _sh.user_module,
+  'magics': 'bash' in _sh.magics_manager.magics['cell'] and 'store' in _sh.magics_manager.magics['line'],
+  'builtins': _b.get_ipython() is _sh})`
+
+// A forked kernel launched as the server launches its kernels (its history in memory) adopts the
+// shell the template built, and that shell is then the kernel's own as a cold kernel's is: its
+// kernel, profile, home, cwd history and the environment ZMQInteractiveShell sets. A kernel
+// launched with another config (here without the history argument) builds its own shell.
+func TestForkedKernelAdoptsTheTemplatesShell(t *testing.T) {
+	t.Parallel()
+	tp, spec := newProvisioner(t)
+	server := *spec
+	server.Argv = append(append([]string(nil), spec.Argv...), "--HistoryManager.hist_file=:memory:")
+	adopted := start(t, tp, &server, nil)
+	cold := startOpts(t, tp, kernel.Options{Spec: &server, Fresh: true})
+	other := start(t, tp, spec, nil)
+	var a, c, o shellFacts
+	evalJSON(t, adopted, shellFactsCode, "_shell", &a)
+	evalJSON(t, cold, shellFactsCode, "_shell", &c)
+	evalJSON(t, other, shellFactsCode, "_shell", &o)
+	if st := tp.Stats(); st.Forks != 2 || st.Cold != 1 {
+		t.Fatalf("stats %+v, want 2 forks and 1 cold start", st)
+	}
+	if !a.Frozen || c.Frozen || o.Frozen {
+		t.Errorf("shell built before the fork: adopted %v, cold %v, other config %v; want true, false, false", a.Frozen, c.Frozen, o.Frozen)
+	}
+	want := shellFacts{Env: map[string]string{"PAGER": "cat", "GIT_PAGER": "cat", "CLICOLOR": "1", "TERM": "xterm-color"},
+		Cwd: true, Kernel: true, Profile: true, Home: true, DB: true, History: ":memory:", Session: 1, Main: true, Magics: true, Builtins: true}
+	for name, f := range map[string]shellFacts{"adopted": a, "cold": c} {
+		f.Frozen = false
+		if !reflect.DeepEqual(f, want) {
+			t.Errorf("%s kernel's shell %+v, want %+v", name, f, want)
+		}
+	}
+	if o.History == ":memory:" {
+		t.Errorf("the kernel launched without the history argument has its history %q", o.History)
+	}
+}
