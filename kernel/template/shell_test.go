@@ -23,11 +23,22 @@ type shellFacts struct {
 	Main     bool              `json:"main"` // sys.modules['__main__'] is the user's namespace
 	Magics   bool              `json:"magics"`
 	Builtins bool              `json:"builtins"`
+	// the app's command-line config and the config it ended with, each value's type and text (the
+	// connection file's as whether it is the app's), its argv (the file's place) and extra args
+	CLI    map[string]map[string][2]string `json:"cli"`
+	Config map[string]map[string][2]string `json:"config"`
+	Argv   []string                        `json:"argv"`
+	Extra  []string                        `json:"extra"`
 }
 
 const shellFactsCode = `import gc as _g, os as _o, sys as _s, json as _j, builtins as _b
 from IPython.utils.path import get_home_dir as _home
 from IPython.paths import get_ipython_dir as _ipd
+from ipykernel.kernelapp import IPKernelApp as _A
+_app = _A.instance()
+def _cfg(c):
+    return {s: {k: [type(v).__name__, str(v) if k != 'connection_file' else str(v == _app.connection_file)]
+                for k, v in sec.items()} for s, sec in c.items()}
 _sh = get_ipython()
 _k = _sh.kernel
 _shell = _j.dumps({'frozen': not any(o is _sh for o in _g.get_objects()),
@@ -40,11 +51,14 @@ _shell = _j.dumps({'frozen': not any(o is _sh for o in _g.get_objects()),
   'history': str(_sh.history_manager.hist_file), 'session': _sh.history_manager.session_number,
   'main': _s.modules['__main__'] is _sh.user_module,
   'magics': 'bash' in _sh.magics_manager.magics['cell'] and 'store' in _sh.magics_manager.magics['line'],
-  'builtins': _b.get_ipython() is _sh})`
+  'builtins': _b.get_ipython() is _sh,
+  'cli': _cfg(_app.cli_config), 'config': _cfg(_app.config),
+  'argv': [a if a != _app.connection_file else 'FILE' for a in _app.argv], 'extra': list(_app.extra_args)})`
 
 // A forked kernel launched as the server launches its kernels (its history in memory) adopts the
 // shell the template built, and that shell is then the kernel's own as a cold kernel's is: its
-// kernel, profile, home, cwd history and the environment ZMQInteractiveShell sets. A kernel
+// kernel, profile, home, cwd history and the environment ZMQInteractiveShell sets; its app, which
+// read that argv without traitlets' parser, has the config a cold kernel's parse gives. A kernel
 // launched with another config (here without the history argument) builds its own shell.
 func TestForkedKernelAdoptsTheTemplatesShell(t *testing.T) {
 	t.Parallel()
@@ -64,8 +78,11 @@ func TestForkedKernelAdoptsTheTemplatesShell(t *testing.T) {
 	if !a.Frozen || c.Frozen || o.Frozen {
 		t.Errorf("shell built before the fork: adopted %v, cold %v, other config %v; want true, false, false", a.Frozen, c.Frozen, o.Frozen)
 	}
+	cli := map[string]map[string][2]string{"IPKernelApp": {"connection_file": {"str", "True"}},
+		"HistoryManager": {"hist_file": {"DeferredConfigString", ":memory:"}}}
 	want := shellFacts{Env: map[string]string{"PAGER": "cat", "GIT_PAGER": "cat", "CLICOLOR": "1", "TERM": "xterm-color"},
-		Cwd: true, Kernel: true, Profile: true, Home: true, DB: true, History: ":memory:", Session: 1, Main: true, Magics: true, Builtins: true}
+		Cwd: true, Kernel: true, Profile: true, Home: true, DB: true, History: ":memory:", Session: 1, Main: true, Magics: true,
+		Builtins: true, CLI: cli, Config: cli, Argv: []string{"-f", "FILE", "--HistoryManager.hist_file=:memory:"}, Extra: []string{}}
 	for name, f := range map[string]shellFacts{"adopted": a, "cold": c} {
 		f.Frozen = false
 		if !reflect.DeepEqual(f, want) {

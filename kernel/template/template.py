@@ -155,7 +155,8 @@ def _drop_shell():
 
 
 def _kernel_app():
-    """The kernel app class: ipykernel's, whose kernel adopts the shell built in the template when
+    """The kernel app class: ipykernel's, which reads the server's argv without building traitlets'
+    parser (parse_command_line), and whose kernel adopts the shell built in the template when
     the app's config is the one that shell was built with (its kernel class ipykernel's, nothing
     configured but the app itself and SHELL_CONFIG, VIRTUAL_ENV unchanged); otherwise the shell is
     dropped and the kernel builds its own. The app's config is known only once it has read its
@@ -167,6 +168,22 @@ def _kernel_app():
         return kernelapp.IPKernelApp
 
     class IPKernelApp(kernelapp.IPKernelApp):  # its name: the config's section, as a cold kernel's
+        def parse_command_line(self, argv=None):
+            """The server's kernel argv read as traitlets would read it, without building its
+            parser (an argparse argument for every configurable trait of every class: ~15 ms of
+            CPU, the largest part of what a kernel's start costs once the shell is adopted); any
+            other argv is parsed by traitlets."""
+            conn = _server_connection_file(argv)
+            if conn is None:
+                return super().parse_command_line(argv)
+            from traitlets.config.loader import Config, DeferredConfigString
+
+            self.argv = list(argv)
+            self.cli_config = Config({"IPKernelApp": {"connection_file": conn},  # an alias: not deferred
+                                      "HistoryManager": {"hist_file": DeferredConfigString(":memory:")}})
+            self.update_config(self.cli_config)
+            self.extra_args = []
+
         def init_kernel(self):
             shell = ZMQInteractiveShell.instance()
             config = {k: dict(v) for k, v in self.config.items() if k != "IPKernelApp"}
@@ -179,6 +196,14 @@ def _kernel_app():
                 _adopt(shell, self)
 
     return IPKernelApp
+
+
+def _server_connection_file(argv):
+    """The connection file of argv when argv is exactly what the server launches its kernels with
+    ("-f FILE --HistoryManager.hist_file=:memory:"), else None."""
+    if argv is None or len(argv) != 3 or argv[0] != "-f" or argv[2] != "--HistoryManager.hist_file=:memory:":
+        return None
+    return argv[1] if argv[1] and not argv[1].startswith("-") else None
 
 
 def _adopt(shell, app):
