@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -109,11 +108,8 @@ func (inst *instance) noteStatus(m *message) {
 	if m.Header.MsgType != "status" {
 		return
 	}
-	var c struct {
-		State string `json:"execution_state"`
-	}
-	if json.Unmarshal(m.Content, &c) == nil {
-		inst.busy.Store(c.State == "busy")
+	if state := (RawMessage{Content: m.Content}).ExecutionState(); state != "" {
+		inst.busy.Store(state == "busy")
 	}
 }
 
