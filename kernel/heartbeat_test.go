@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -181,6 +183,18 @@ func TestHeartbeatPace(t *testing.T) {
 	if r := <-done; r.err != nil {
 		t.Fatal(r.err)
 	}
+	// A raw client's request (the Jupyter door's) is not one of ours: the kernel's busy status
+	// keeps the working pace while it runs.
+	c, _ := json.Marshal(map[string]any{"code": "import time; time.sleep(1.5)", "silent": false, "store_history": true,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true})
+	if err := k.SendRaw(context.Background(), "shell", RawMessage{Header: rawHeader("execute_request", "raw-sleep"), Content: c}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the beat the send itself brought forward
+	if n := echoes(time.Second); n < 10 {
+		t.Errorf("a kernel running a raw client's request echoed %d pings in 1 s, want ~20 (one each 50 ms)", n)
+	}
+	mustRun(t, k, "1") // after the raw request
 }
 
 // TestTurnToAStoppedIdleKernelFailsFast: a kernel stopped (SIGSTOP) while idle would be found dead
