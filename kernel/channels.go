@@ -85,8 +85,8 @@ type sockets struct {
 	countMu  sync.Mutex
 	inflight int
 	inputs   *atomic.Uint64
-	// sent is signalled (never blocking) by every send but a heartbeat: the heartbeat of an idle
-	// kernel then goes back to its working pace (startHeartbeat).
+	// sent is signalled (never blocking, wake) by every send but a heartbeat, and when the kernel
+	// turns busy: the heartbeat of an idle kernel then goes back to its working pace (startHeartbeat).
 	sent chan struct{}
 }
 
@@ -229,15 +229,20 @@ func (s *sockets) sendCounted(ch channelKind, frames [][]byte) (uint64, error) {
 	}
 	s.inflight++
 	s.countMu.Unlock()
-	select {
-	case s.sent <- struct{}{}:
-	default:
-	}
+	s.wake()
 	err := s.sendNow(ch, frames)
 	s.countMu.Lock()
 	s.inflight--
 	s.countMu.Unlock()
 	return n, err
+}
+
+// wake tells the heartbeat that work arrived (sent), never blocking.
+func (s *sockets) wake() {
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
 }
 
 func (s *sockets) sendNow(ch channelKind, frames [][]byte) error {

@@ -19,8 +19,8 @@ var ping = [][]byte{[]byte("ping")}
 // awaits its reply, or its last status was busy), every IdleHeartbeatInterval while it is idle. An
 // idle kernel keeps no caller waiting, and the pings of a node's idle kernels were half of its idle
 // CPU; a kernel that exits is dead at once either way (watchExit). A request sent to an idle kernel
-// brings the fast pace back at once (sockets.sent), so a turn sent to a stopped kernel fails within
-// missedBeats fast beats. A beat is missed when no echo arrived since the previous ping. Counting
+// brings the fast pace back at once (sockets.sent), as does a busy status, so a turn sent to a
+// stopped kernel fails within missedBeats fast beats. A beat is missed when no echo arrived since the previous ping. Counting
 // per tick rather than by wall clock keeps a starved server (GC, an overloaded box) from declaring
 // healthy kernels dead: if the ticker is late, so is the verdict. The verdict is heartbeatVerdict's.
 func (inst *instance) startHeartbeat(fast, idle time.Duration) {
@@ -103,13 +103,22 @@ func (inst *instance) working() bool {
 	return len(inst.pending) > 0
 }
 
-// noteStatus records the kernel's execution_state from an iopub status message.
+// noteStatus records the kernel's execution_state from an iopub status message. A kernel turning
+// busy wakes the heartbeat: a raw client's request is not one of ours, and its busy status may come
+// after the beat its send brought forward (a loaded machine), which found the kernel idle and set
+// the idle pace.
 func (inst *instance) noteStatus(m *message) {
 	if m.Header.MsgType != "status" {
 		return
 	}
-	if state := (RawMessage{Content: m.Content}).ExecutionState(); state != "" {
-		inst.busy.Store(state == "busy")
+	switch (RawMessage{Content: m.Content}).ExecutionState() {
+	case "busy":
+		if !inst.busy.Swap(true) {
+			inst.socks.wake()
+		}
+	case "":
+	default:
+		inst.busy.Store(false)
 	}
 }
 

@@ -195,6 +195,17 @@ func TestHeartbeatPace(t *testing.T) {
 		t.Errorf("a kernel running a raw client's request echoed %d pings in 1 s, want ~20 (one each 50 ms)", n)
 	}
 	mustRun(t, k, "1") // after the raw request
+	// A busy status that comes after the beat its request's send brought forward (that beat found
+	// the kernel idle and set the idle pace; seen on a loaded machine) brings the working pace back.
+	time.Sleep(1200 * time.Millisecond) // a beat since the turn: the idle pace
+	status := func(state string) *message {
+		return &message{Header: header{MsgType: "status"}, Content: []byte(`{"execution_state":"` + state + `"}`)}
+	}
+	inst.noteStatus(status("busy"))
+	if n := echoes(500 * time.Millisecond); n < 5 {
+		t.Errorf("after a late busy status the kernel echoed %d pings in 0.5 s, want ~10 (one each 50 ms)", n)
+	}
+	inst.noteStatus(status("idle"))
 }
 
 // TestTurnToAStoppedIdleKernelFailsFast: a kernel stopped (SIGSTOP) while idle would be found dead
