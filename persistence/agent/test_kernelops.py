@@ -95,6 +95,56 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class SnapshotBookkeepingTest(unittest.TestCase):
+    """What a snapshot reads cheaply from caches (the names judged IPython's, the environment's last
+    diff) follows the kernel as a fresh reading would."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.env0 = dict(os.environ)
+        self.sh, self.agent = h.new_shell(os.path.join(self.tmp, "spool"))
+        self.n = 0
+
+    def tearDown(self):
+        os.environ.clear()
+        os.environ.update(self.env0)
+
+    def snap(self):
+        self.n += 1
+        return h.call(self.agent, "snapshot", {"token": "t%d" % self.n, "committed": "t%d" % (self.n - 1)})
+
+    def test_environment_changes_after_a_cached_diff(self):
+        os.environ.pop("CARRYOVER_SNAP", None)
+        self.snap()
+        self.assertNotIn("CARRYOVER_SNAP", self.snap()["env"]["set"])  # the cached diff
+        os.environ["CARRYOVER_SNAP"] = "1"
+        self.assertEqual(self.snap()["env"]["set"].get("CARRYOVER_SNAP"), "1")
+        os.environ["CARRYOVER_SNAP"] = "2"
+        self.assertEqual(self.snap()["env"]["set"].get("CARRYOVER_SNAP"), "2")
+        del os.environ["CARRYOVER_SNAP"]
+        self.assertNotIn("CARRYOVER_SNAP", self.snap()["env"]["set"])
+        home = os.environ.pop("HOME", None)
+        if home is not None:
+            self.assertIn("HOME", self.snap()["env"]["unset"])
+
+    def test_names_over_many_turns(self):
+        base = set(self.agent._user_names())  # the shell is the process's one: other tests' names
+        for i in range(300):
+            self.sh.run_cell("%d" % i, store_history=True)
+        self.sh.run_cell("snap_x = 1\n_snap_y = 2", store_history=True)
+        self.snap()
+        ns = self.agent.ns
+        self.assertEqual(set(self.agent._user_names()), base | {"snap_x", "_snap_y"})
+        self.sh.run_cell("del snap_x\n_7 = 'mine'\nsnap_z = 3", store_history=True)  # _7: an IPython name, as ever
+        self.assertEqual(set(self.agent._user_names()), base | {"_snap_y", "snap_z"})
+        for k in [k for k in ns if k[:1] == "_" and k[1:].isdigit()]:
+            del ns[k]  # IPython's output cache flushed (%reset out)
+        ns["_ipy_like_but_mine"] = 4
+        self.assertEqual(set(self.agent._user_names()), base | {"_snap_y", "snap_z", "_ipy_like_but_mine"})
+        self.assertLess(len(self.agent._ipy_seen), 2 * len(ns) + 1025)
+        self.assertEqual(list(self.agent._user_names()), [k for k in ns if k in self.agent._user_names()])
+
+
 class RendererHooksTest(unittest.TestCase):
     """install_renderer_hooks (kernelops.py) picks Plotly's and Altair's mimetype renderers when the
     user's code imports them, and imports neither itself. Run in a fresh interpreter: this process may

@@ -284,9 +284,18 @@ def _dirty_timings(agent):
     return out
 
 def _env_diff(agent):
+    """The environment's changes since the kernel started. os.environ decodes every key and value
+    when iterated (0.2 ms a snapshot with 70 variables); its bytes mapping is compared in C first and
+    an unchanged environment gives the last diff again."""
     env = os.environ
+    data = getattr(env, "_data", None)
+    last = agent._env_last
+    if last is not None and data is not None and last[0] == data:
+        return last[1]
     out = {"set": {k: v for k, v in env.items() if agent._env0.get(k) != v},
            "unset": sorted(k for k in agent._env0 if k not in env)}
+    if data is not None:
+        agent._env_last = (dict(data), out)
     return out
 
 
