@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/carryover/carryover"
@@ -159,6 +160,44 @@ func BenchmarkPutTurnS3(b *testing.B) {
 		d := rawInput([]byte(fmt.Sprintf("descriptor %d", i)), append(append([]string{}, kids...), c.Hash)...)
 		b.StartTimer()
 		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c, d}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCommitTurn measures the store's part of a small turn's checkpoint (a `1+1`): one new small
+// chunk (the turn's history entry), then the checkpoint committed with 30 roots (the groups of a
+// session with a few variables and its history blocks), the session's older checkpoints pruned to
+// 20, in one transaction.
+func BenchmarkCommitTurn(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "turn.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "s", State: "running", CreatedAt: dbNow()}); err != nil {
+		b.Fatal(err)
+	}
+	roots := make([]string, 0, 30)
+	for i := range 29 {
+		c := rawInput([]byte(fmt.Sprintf("group %d", i)))
+		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+		roots = append(roots, c.Hash)
+	}
+	manifest := []byte(fmt.Sprintf(`{"v":2,"groups":[%s]}`, strings.Repeat(`{"k":"state","n":["@carryover.history.b000000"],"t":["state"],"r":"c0f8110e85c0cfe45ab21c86866c8187"},`, 29)+`{}`))
+	i := 0
+	for b.Loop() {
+		i++
+		c := rawInput([]byte(fmt.Sprintf("history entry %d", i)))
+		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+		cp := carryover.Checkpoint{ID: fmt.Sprintf("c%d", i), SessionID: "s", Turn: i, Manifest: manifest,
+			CreatedAt: dbNow(), Roots: append(roots[:29:29], c.Hash)}
+		if _, err := s.commitPruning(ctx, cp, 20); err != nil {
 			b.Fatal(err)
 		}
 	}
