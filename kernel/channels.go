@@ -85,7 +85,7 @@ type sockets struct {
 	countMu  sync.Mutex
 	inflight int
 	inputs   *atomic.Uint64
-	// sent is signalled (never blocking, wake) by every send but a heartbeat, and when the kernel
+	// sent is signalled (wake, never blocking) at every send but a heartbeat's and when the kernel
 	// turns busy: the heartbeat of an idle kernel then goes back to its working pace (startHeartbeat).
 	sent chan struct{}
 }

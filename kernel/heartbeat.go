@@ -20,9 +20,10 @@ var ping = [][]byte{[]byte("ping")}
 // idle kernel keeps no caller waiting, and the pings of a node's idle kernels were half of its idle
 // CPU; a kernel that exits is dead at once either way (watchExit). A request sent to an idle kernel
 // brings the fast pace back at once (sockets.sent), as does a busy status, so a turn sent to a
-// stopped kernel fails within missedBeats fast beats. A beat is missed when no echo arrived since the previous ping. Counting
-// per tick rather than by wall clock keeps a starved server (GC, an overloaded box) from declaring
-// healthy kernels dead: if the ticker is late, so is the verdict. The verdict is heartbeatVerdict's.
+// stopped kernel fails within missedBeats fast beats. A beat is missed when no echo arrived since
+// the previous ping. Counting per tick rather than by wall clock keeps a starved server (GC, an
+// overloaded box) from declaring healthy kernels dead: if the ticker is late, so is the verdict.
+// The verdict is heartbeatVerdict's.
 func (inst *instance) startHeartbeat(fast, idle time.Duration) {
 	inst.lastPong.Store(time.Now().UnixNano())
 	inst.wg.Add(1)
