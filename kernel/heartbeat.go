@@ -117,7 +117,7 @@ func (inst *instance) noteStatus(m *message) {
 		if !inst.busy.Swap(true) {
 			inst.socks.wake()
 		}
-	case "":
+	case "": // no execution_state: what was last known stands
 	default:
 		inst.busy.Store(false)
 	}
