@@ -87,13 +87,13 @@ func (ls *Session) RestoreCheckpoint(ctx context.Context, cid string) (*carryove
 	}
 	ls.releaseKernel(ctx, "checkpoint restore")
 	baseline.Settle() // the claim's CPU read before the next cell (cost.Meter.Settle)
+	ls.relayComms(k)  // comm_relay.go: the widgets' messages, subscribed before anyone can send a cell
 	ls.mu.Lock()
 	ls.attachLocked(k, baseline)
 	ls.doc.Sandbox.ID = "sbx_" + k.ID()
 	ls.doc.Sandbox.Status = carryover.SandboxLive
 	ls.mu.Unlock()
 	go ls.watchKernel(k)
-	go ls.relayComms(k) // comms.go: the widgets' messages
 	ls.notes.Restored(res)
 	// The restored state becomes the newest checkpoint, so a later crash comes back to it.
 	cpRes, err := ls.checkpoint(ctx, k)

@@ -45,15 +45,22 @@ func (ls *Session) SendComm(ctx context.Context, req CommRequest) (msgID string,
 	return msgID, nil
 }
 
-// relayComms forwards k's comm traffic to ls's subscribers until k dies. It runs once per kernel
-// attached to the session (ensureKernelWith), and first tells clients that earlier widgets are gone.
+// relayComms starts forwarding k's comm traffic to ls's subscribers until k dies. It runs once per
+// kernel attached to the session (attachNew, a checkpoint restore) and subscribes before it returns:
+// the caller runs the cell next, and a comm_open that cell sends before a late subscription would
+// never reach the clients (a loaded machine did that).
 func (ls *Session) relayComms(k *kernel.Kernel) {
-	s := ls.svc
 	msgs, cancel, err := k.Subscribe("iopub")
 	if err != nil {
-		s.log.Warn("comm relay", "session", ls.id, "err", err)
+		ls.svc.log.Warn("comm relay", "session", ls.id, "err", err)
 		return
 	}
+	go ls.forwardComms(k, msgs, cancel)
+}
+
+// forwardComms first tells clients that earlier widgets are gone, then forwards the comm frames of
+// k's iopub messages until k dies.
+func (ls *Session) forwardComms(k *kernel.Kernel, msgs <-chan kernel.RawMessage, cancel func()) {
 	defer cancel()
 	ls.hub.BroadcastComms(stream.CommResetFrame{Type: "comm_reset",
 		Message: "a new kernel started: the widgets come back from the last checkpoint"})

@@ -132,6 +132,7 @@ func (ls *Session) startSession(ctx context.Context, nk *newKernel, firstCell bo
 func (ls *Session) attachNew(ctx context.Context, nk newKernel) {
 	k := nk.k
 	now := time.Now().UTC()
+	ls.relayComms(k) // comm_relay.go: the widgets' messages, subscribed before anyone can send a cell
 	ls.mu.Lock()
 	ls.attachLocked(k, nk.baseline)
 	ls.setup = nk.setup
@@ -148,7 +149,6 @@ func (ls *Session) attachNew(ctx context.Context, nk newKernel) {
 		ls.notes.Restored(nk.restored)
 	}
 	go ls.watchKernel(k)
-	go ls.relayComms(k) // comms.go: the widgets' messages
 }
 
 // ensureWorkspace makes the session's workspace dir. When it does not exist and the session has a
