@@ -127,6 +127,30 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         if home is not None:
             self.assertIn("HOME", self.snap()["env"]["unset"])
 
+    def test_a_list_holding_a_named_value_is_pickled_once(self):
+        """``path.append(theta)`` in a loop: path and theta are pickled together at once, not path
+        alone first and then again with theta (twice the work for the same group); a list holding a
+        string of another name (a shared type) still saves apart."""
+        from carryover_agent import pickling
+        calls = []
+        real = pickling.pickle_one
+
+        def counting(agent, names, values):
+            calls.append(tuple(names))
+            return real(agent, names, values)
+        self.sh.run_cell("import numpy as np\nhold_theta = np.zeros((2, 1))\nhold_path = []\n"
+                         "for _ in range(50):\n    hold_theta = hold_theta - 1\n    hold_path.append(hold_theta)\n"
+                         "hold_s = 'x' * 3\nhold_l = [hold_s, 1]")
+        pickling.pickle_one = counting
+        try:
+            r = self.snap()
+        finally:
+            pickling.pickle_one = real
+        mine = [c for c in calls if any(n.startswith("hold_") for n in c)]
+        self.assertEqual(sorted(mine), [("hold_l",), ("hold_path", "hold_theta"), ("hold_s",)])
+        groups = sorted(tuple(g["n"]) for g in r["groups"] if any(n.startswith("hold_") for n in g["n"]))
+        self.assertEqual(groups, [("hold_l",), ("hold_path", "hold_theta"), ("hold_s",)])
+
     def test_names_over_many_turns(self):
         base = set(self.agent._user_names())  # the shell is the process's one: other tests' names
         for i in range(300):
