@@ -151,6 +151,39 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         groups = sorted(tuple(g["n"]) for g in r["groups"] if any(n.startswith("hold_") for n in g["n"]))
         self.assertEqual(groups, [("hold_l",), ("hold_path", "hold_theta"), ("hold_s",)])
 
+    def test_a_small_array_only_read_is_not_pickled_again(self):
+        """A cell that reads ``theta`` (held by ``path`` too) does not pickle their group again; one
+        that changes it does, and so does a read after a change no snapshot saw (made here from
+        outside any cell; the group, over SMALL_GROUP, is not re-checked): the print compared is the
+        one of the bytes saved, not of the value at the last snapshot."""
+        from carryover_agent import pickling
+        calls = []
+        real = pickling.pickle_one
+
+        def counting(agent, names, values):
+            calls.append(tuple(names))
+            return real(agent, names, values)
+
+        def snap(code):
+            if code:
+                self.sh.run_cell(code)
+            del calls[:]
+            pickling.pickle_one = counting
+            try:
+                r = self.snap()
+            finally:
+                pickling.pickle_one = real
+            return [c for c in calls if "sm_path" in c], [n for n in r["saved"] if n.startswith("sm_")]
+        snap("import numpy as np\nsm_theta = np.zeros((2, 1))\nsm_path = []\n"
+             "for _ in range(2000):\n    sm_theta = sm_theta - 1\n    sm_path.append(sm_theta)")
+        self.assertEqual(snap("sm_theta"), ([], []))
+        self.assertEqual(snap("sm_theta.sum()"), ([], []))
+        self.assertEqual(snap("sm_theta += 1"), ([("sm_path", "sm_theta")], ["sm_path", "sm_theta"]))
+        self.agent.ns["sm_theta"][0, 0] = 42.0  # no cell names it, and the group is too large to re-check
+        self.assertEqual(snap(None), ([], []))
+        self.assertEqual(snap("sm_theta"), ([("sm_path", "sm_theta")], ["sm_path", "sm_theta"]))
+        self.assertEqual(snap("sm_theta"), ([], []))
+
     def test_names_over_many_turns(self):
         base = set(self.agent._user_names())  # the shell is the process's one: other tests' names
         for i in range(300):

@@ -1,5 +1,7 @@
 """The agent's memory between turns: the groups of the last snapshot (what each is, its descriptor
-hash and chunks, the ids it shares by) and the chunks Go is known to have."""
+hash and chunks, the ids it shares by), the chunks Go is known to have and the small arrays as saved."""
+
+import sys
 
 # Restore order of group kinds: state last (magics name session functions, the numpy generator needs numpy).
 _KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
@@ -45,7 +47,25 @@ class _State:
         self.known = set()  # chunk hashes Go has for sure (referenced by this state)
         self.full = True  # a fresh agent checks everything once
         self.recheck_all = False  # after a restore: every small group once, whatever the budget
+        self.small = {}  # name -> small_print of its value as its group's saved bytes have it
 
     def name2group(self):
         return {n: g for g in self.groups.values() for n in g.names}
 
+
+
+# Arrays up to this many bytes are remembered whole (small_print).
+SMALL_ARRAY = 4096
+
+
+def small_print(v):
+    """A small numpy array, whole (its dtype, layout, flags and bytes), or None for any other value.
+    A name a cell only reads (``theta`` after a loop that appended it to ``path``) is a candidate, and
+    its group (path's 5,000 arrays) was pickled again to find it unchanged; a small array equal to
+    its print at the last snapshot cannot have changed, nor anything through it (it owns its bytes
+    and references nothing else), so its group need not be pickled for it."""
+    np = sys.modules.get("numpy")
+    if np is None or type(v) is not np.ndarray or v.base is not None or v.nbytes > SMALL_ARRAY or v.dtype.hasobject:
+        return None
+    f = v.flags
+    return (v.dtype, v.shape, v.strides, f.writeable, f.c_contiguous, f.f_contiguous, v.tobytes("A"))

@@ -13,7 +13,7 @@ import types
 from . import figures, fingerprint, heldfiles, history, lazy, libstate, owners, quiet, widgetstate
 from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
-from .groups import _KIND_ORDER, _Group, _State
+from .groups import _KIND_ORDER, _Group, _State, small_print
 from .interp import _capture_state
 from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
 from .reducers import _DISPATCH, _library_dispatch
@@ -64,7 +64,9 @@ def op_snapshot(agent, a):
     write = time.perf_counter() - t2 - hash_t
     serialize += hash_t
 
-    agent.pending = (token, _new_state(new_groups, cur, skipped), cells, recorded)
+    st = _new_state(new_groups, cur, skipped)
+    st.small = _small_prints(results, skipped, cur, prev)
+    agent.pending = (token, st, cells, recorded)
     saved_set = set(saved) | {n for k, g in new_groups.items() if g.kind == "imp" and k not in prev.groups for n in g.names}
     nsaved = sum(len(g.names) for g in new_groups.values() if g.kind != "state")
     groups = sorted(new_groups.values(), key=lambda g: (_KIND_ORDER[g.kind], g.names))
@@ -108,7 +110,10 @@ def _candidates(agent, cells, cur, prev):
             cand.add(n)
     if dynamic or prev.full:
         cand |= set(cur)
-    cand |= touched & cur.keys()
+    for n in touched & cur.keys() - cand:  # read, maybe written: unless a small array as saved (small_print)
+        fp = prev.small.get(n)
+        if fp is None or small_print(cur[n]) != fp:
+            cand.add(n)
     cand |= figures.changed(prev.groups.values(), cur)  # figures changed through pyplot, unnamed
     gone = prev.ids.keys() - cur.keys()
     for n in cand | gone:
@@ -269,6 +274,22 @@ def _new_state(new_groups, cur, skipped):
             st.known.add(g.ref)
             st.known.update(g.chunks)
     return st
+
+
+def _small_prints(results, skipped, cur, prev):
+    """name -> small_print of each small array pickled now; a name carried over (not pickled) keeps
+    the print its saved bytes were made from, never its current value's, so a change made through
+    an alias and not yet saved is still found when a cell names it."""
+    out = {n: fp for n, fp in prev.small.items() if n in cur and n not in skipped and prev.ids.get(n) == id(cur[n])}
+    for r in results:
+        for n in r.names:
+            if n in cur and n not in skipped:
+                fp = small_print(cur[n])
+                if fp is None:
+                    out.pop(n, None)
+                else:
+                    out[n] = fp
+    return out
 
 
 def _dirty_timings(agent):
