@@ -184,6 +184,36 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         self.assertEqual(snap("sm_theta"), ([("sm_path", "sm_theta")], ["sm_path", "sm_theta"]))
         self.assertEqual(snap("sm_theta"), ([], []))
 
+    def test_a_recheck_finds_a_change_and_pickles_only_it(self):
+        """The re-check of small groups (mutations through aliases no cell names) compares a plain
+        dump with the bytes saved: the changed group is found and pickled whole, the unchanged ones
+        are not (pickle_one is their cost, a sixth of it the dump)."""
+        from carryover_agent import pickling, snapshot
+        calls = []
+        real = pickling.pickle_one
+
+        def counting(agent, names, values):
+            calls.append(tuple(names))
+            return real(agent, names, values)
+
+        def quiet():
+            self.agent.state.recheck_all = True  # every small group, whatever the budget
+            del calls[:]
+            pickling.pickle_one = snapshot.pickle_one = counting
+            try:
+                r = self.snap()
+            finally:
+                pickling.pickle_one = snapshot.pickle_one = real
+            return [c for c in calls if c[0].startswith("rc_")], [n for n in r["saved"] if n.startswith("rc_")]
+        self.sh.run_cell("import numpy as np\nrc_a = {'k': [1]}\nrc_b = [1, 2]\nrc_c = {'x': np.arange(3)}\n"
+                         "rc_v = np.zeros(1000)")
+        self.snap()
+        self.assertEqual(quiet(), ([], []))
+        self.agent.ns["rc_a"]["k"].append(2)  # no cell names them
+        self.agent.ns["rc_v"][5] = 1.0  # out of band (8,000 bytes): its buffer is in the digest
+        self.assertEqual(quiet(), ([("rc_a",), ("rc_v",)], ["rc_a", "rc_v"]))
+        self.assertEqual(quiet(), ([], []))
+
     def test_names_over_many_turns(self):
         base = set(self.agent._user_names())  # the shell is the process's one: other tests' names
         for i in range(300):

@@ -10,7 +10,7 @@ _KIND_ORDER = {"imp": 0, "def": 1, "data": 2, "state": 3}
 class _Group:
     """One unit of saving: names sharing objects (or one session definition under several names)."""
 
-    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn", "figs", "owners")
+    __slots__ = ("names", "kind", "ref", "size", "ids", "chunks", "types", "mod", "attr", "warn", "figs", "owners", "digest")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -25,6 +25,7 @@ class _Group:
         self.warn = None  # _verify's findings: None = not verified, () = restores as itself
         self.figs = ()  # the matplotlib figures its pickle holds, as figures.take() noted them
         self.owners = None  # name -> "module:attribute" its value is (owners.py), when all its names are
+        self.digest = None  # its saved pickle's, when small and plain (pickling.dump_digest)
 
     def entry(self):
         e = {"k": self.kind, "n": list(self.names), "t": list(self.types)}

@@ -19,7 +19,7 @@ from . import figures
 from .containers import holders
 from .classes import _reduce_class
 from .liveids import died, sharing_ids, temporaries, untracked, young_begin, young_ids
-from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, _ATOMS, _reason, _typename, dill
+from .common import BIG_BYTES, BIG_GRAPH, PROTOCOL, SMALL_GROUP, _ATOMS, _hash, _reason, _typename, dill
 from .reducers import _DISPATCH, _NOTES, _SEEN, _OOBBytes
 from .containers.objarrays import begin as begin_arrays
 from .containers.objarrays import is_pre, take_nested_ids, take_pre
@@ -149,7 +149,8 @@ class _MissingDep(Exception):
 
 
 class _Pickled:
-    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners", "described")
+    __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners", "described",
+                 "digest")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -165,6 +166,7 @@ class _Pickled:
         self.figs = ()  # matplotlib figures in the pickle (figures.take)
         self.owners = None  # name -> "module:attribute" (owners.py), set by the snapshot
         self.described = None  # a reused state pickle's (group, pieces): snapshot._describe
+        self.digest = None  # a small plain pickle's bytes, hashed (dump_digest compares with it)
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -198,15 +200,9 @@ def pickle_one(agent, names, values):
     if len(values) == 1 and type(obj) in (bytes, bytearray) and len(obj) >= BIG_BYTES:
         obj = _OOBBytes(obj)
     bufs = []
-    buf = io.BytesIO()
-    del _SEEN[:], _NOTES[:]
-    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), len(values) > 1)
-    figures.begin()
-    before = young_begin()  # every tracked object the dump makes is young after it, not before (liveids)
+    before = None
     try:
-        p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
-        p.dump(obj)
-        r.data = buf.getvalue()
+        p, r.data, before = _c_dump(agent, obj, len(values) > 1, bufs, True)
         r.keep = p.memo.copy() if len(r.data) <= BIG_GRAPH else None
     except Exception as first:
         if dill is None:
@@ -246,7 +242,52 @@ def pickle_one(agent, names, values):
     if len(values) > 1 or obj is values[0]:
         ids.update(id(v) for v in values if not isinstance(v, shared))
     r.ids = _with_nested(ids - carried_ids(), take_nested_ids())
+    if r.fmt == "p" and not (r.pre or r.figs or r.notes):
+        r.digest = _small_digest(r.data, r.buffers)
     return r
+
+
+def _c_dump(agent, obj, multi, bufs, young):
+    """obj pickled by the C pickler with the agent's reducers, its large buffers into bufs: (the
+    pickler, the bytes, young_begin's answer taken just before the dump when young)."""
+    buf = io.BytesIO()
+    del _SEEN[:], _NOTES[:]
+    begin_arrays(getattr(getattr(agent, "state", None), "known", frozenset()), multi)
+    figures.begin()
+    before = young_begin() if young else None  # every tracked object the dump makes is young after it (liveids)
+    p = _DataPickler(buf, protocol=PROTOCOL, buffer_callback=_out_of_band(bufs))
+    p.dump(obj)
+    return p, buf.getvalue(), before
+
+
+def _small_digest(data, bufs):
+    """The hashes of a pickle and its buffers when all of it is under SMALL_GROUP, else None."""
+    try:
+        views = [b.raw() if isinstance(b, pickle.PickleBuffer) else memoryview(b) for b in bufs]
+    except (BufferError, TypeError):
+        return None
+    if len(data) + sum(v.nbytes for v in views) >= SMALL_GROUP:
+        return None
+    return (_hash(data),) + tuple(_hash(v) for v in views)
+
+
+def dump_digest(agent, values):
+    """The digest (_small_digest) of values pickled as pickle_one's C pickler pickles them, without
+    what pickle_one works out besides (the ids the group shares by): a re-check of a small group
+    whose digest is the one its saved bytes had has found it unchanged, for a sixth of the cost.
+    None when the dump needs more than that (a figure, an object array's slices, a reducer's note,
+    dill): the caller pickles it whole."""
+    obj = values[0] if len(values) == 1 else tuple(values)
+    bufs = []
+    try:
+        _, data, _ = _c_dump(agent, obj, len(values) > 1, bufs, False)
+    except Exception:
+        return None
+    finally:
+        del _SEEN[:]
+    odd = take_pre(bufs) or figures.take() or _NOTES
+    del _NOTES[:]
+    return None if odd else _small_digest(data, bufs)
 
 
 def _memo_ids(r, p, obj, shared, before):

@@ -15,7 +15,7 @@ from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State, small_print
 from .interp import _capture_state
-from .pickling import _import_ref, _is_session_def, pickle_data, pickle_def, pickle_one
+from .pickling import _import_ref, _is_session_def, dump_digest, pickle_data, pickle_def, pickle_one
 from .reducers import _DISPATCH, _library_dispatch
 from .containers.objarrays import purge as purge_arrays
 from .owners import owner_of
@@ -171,6 +171,7 @@ def _write(agent, results, new_groups, cur, prev, outdir, cs):
         if r.kind == "data":
             r.owners = {n: "%s:%s" % ref for n in r.names for ref in (owner_of(cur[n]),) if ref is not None} or None
         g, pieces = _describe(agent, r, cs, cur)
+        g.digest = r.digest
         hash_t += time.perf_counter() - th
         old = prev.groups.get(frozenset(g.names))
         if g.kind == "data":
@@ -433,7 +434,10 @@ def _recheck(agent, prev, cur, picked, skipped, t_start):
                 if r is None:
                     continue
             else:
-                r = pickle_one(agent, list(g.names), [cur[n] for n in g.names])
+                values = [cur[n] for n in g.names]
+                if g.digest is not None and dump_digest(agent, values) == g.digest:
+                    continue  # the bytes saved: unchanged, the group carried over as it is
+                r = pickle_one(agent, list(g.names), values)
         except Exception as e:
             for n in g.names:
                 skipped[n] = {"name": n, "type": _typename(cur[n]), "reason": _reason(e)}
