@@ -187,32 +187,43 @@ class SnapshotBookkeepingTest(unittest.TestCase):
     def test_a_recheck_finds_a_change_and_pickles_only_it(self):
         """The re-check of small groups (mutations through aliases no cell names) compares a plain
         dump with the bytes saved: the changed group is found and pickled whole, the unchanged ones
-        are not (pickle_one is their cost, a sixth of it the dump)."""
+        are not (pickle_one is their cost, a sixth of it the dump); session functions likewise, by
+        their code and the rest dill would save (dill is their cost)."""
         from carryover_agent import pickling, snapshot
         calls = []
-        real = pickling.pickle_one
+        real, real_def = pickling.pickle_one, snapshot.pickle_def
 
         def counting(agent, names, values):
             calls.append(tuple(names))
             return real(agent, names, values)
 
+        def counting_def(agent, names, obj, skipped):
+            calls.append(tuple(names))
+            return real_def(agent, names, obj, skipped)
+
         def quiet():
             self.agent.state.recheck_all = True  # every small group, whatever the budget
             del calls[:]
             pickling.pickle_one = snapshot.pickle_one = counting
+            snapshot.pickle_def = counting_def
             try:
                 r = self.snap()
             finally:
                 pickling.pickle_one = snapshot.pickle_one = real
-            return [c for c in calls if c[0].startswith("rc_")], [n for n in r["saved"] if n.startswith("rc_")]
+                snapshot.pickle_def = real_def
+            return sorted(c for c in calls if c[0].startswith("rc_")), [n for n in r["saved"] if n.startswith("rc_")]
         self.sh.run_cell("import numpy as np\nrc_a = {'k': [1]}\nrc_b = [1, 2]\nrc_c = {'x': np.arange(3)}\n"
-                         "rc_v = np.zeros(1000)")
+                         "rc_v = np.zeros(1000)\ndef rc_f(x, acc=[]):\n    return x\ndef rc_g(y):\n    return y")
         self.snap()
         self.assertEqual(quiet(), ([], []))
-        self.agent.ns["rc_a"]["k"].append(2)  # no cell names them
-        self.agent.ns["rc_v"][5] = 1.0  # out of band (8,000 bytes): its buffer is in the digest
-        self.assertEqual(quiet(), ([("rc_a",), ("rc_v",)], ["rc_a", "rc_v"]))
+        ns = self.agent.ns  # no cell names what changes below
+        ns["rc_a"]["k"].append(2)
+        ns["rc_v"][5] = 1.0  # out of band (8,000 bytes): its buffer is in the digest
+        ns["rc_f"].__defaults__[0].append(1)  # a session function's mutable default
+        self.assertEqual(quiet(), ([("rc_a",), ("rc_f",), ("rc_v",)], ["rc_a", "rc_f", "rc_v"]))
         self.assertEqual(quiet(), ([], []))
+        ns["rc_g"].__code__ = ns["rc_f"].__code__  # its code replaced
+        self.assertEqual(quiet(), ([("rc_g",)], ["rc_g"]))
 
     def test_names_over_many_turns(self):
         base = set(self.agent._user_names())  # the shell is the process's one: other tests' names

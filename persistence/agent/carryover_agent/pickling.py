@@ -181,6 +181,7 @@ def pickle_def(agent, names, obj, skipped):
         p = _DillPickler(buf, agent, obj, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.fmt, r.data, r.buffers, r.deps = "d", buf.getvalue(), bufs, tuple(sorted(p.deps - set(names)))
+        r.digest = def_digest(agent, obj)
         return r
     except Exception as e:
         for n in names:
@@ -269,6 +270,23 @@ def _small_digest(data, bufs):
     if len(data) + sum(v.nbytes for v in views) >= SMALL_GROUP:
         return None
     return (_hash(data),) + tuple(_hash(v) for v in views)
+
+
+def def_digest(agent, f):
+    """What a session function is, for the re-check: its code object and the digest (dump_digest)
+    of the rest dill saves of it (names, doc, defaults, attributes, annotations, closure values), or
+    None for a class or when that rest needs more than the C pickler (a lambda in a closure). Equal
+    to the one taken when its group was pickled, the function is unchanged: dill, which the group's
+    re-pickle paid (~0.5 ms a function), need not run."""
+    if type(f) is not types.FunctionType:
+        return None
+    try:
+        cells = tuple(c.cell_contents for c in f.__closure__ or ())
+    except ValueError:  # an empty cell
+        return None
+    d = dump_digest(agent, [(f.__name__, f.__qualname__, f.__module__, f.__doc__, f.__defaults__, f.__kwdefaults__,
+                             f.__dict__, f.__annotations__, cells)])
+    return None if d is None else (f.__code__,) + d
 
 
 def dump_digest(agent, values):

@@ -15,7 +15,7 @@ from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State, small_print
 from .interp import _capture_state
-from .pickling import _import_ref, _is_session_def, dump_digest, pickle_data, pickle_def, pickle_one
+from .pickling import _import_ref, _is_session_def, def_digest, dump_digest, pickle_data, pickle_def, pickle_one
 from .reducers import _DISPATCH, _library_dispatch
 from .containers.objarrays import purge as purge_arrays
 from .owners import owner_of
@@ -430,6 +430,8 @@ def _recheck(agent, prev, cur, picked, skipped, t_start):
         g = small[(start + i) % len(small)]
         try:
             if g.kind == "def":
+                if g.digest is not None and def_digest(agent, cur[g.names[0]]) == g.digest:
+                    continue  # as saved: dill need not run
                 r = pickle_def(agent, list(g.names), cur[g.names[0]], skipped)
                 if r is None:
                     continue
