@@ -297,15 +297,16 @@ def dump_digest(agent, values):
     dill): the caller pickles it whole."""
     obj = values[0] if len(values) == 1 else tuple(values)
     bufs = []
+    data = None
     try:
         _, data, _ = _c_dump(agent, obj, len(values) > 1, bufs, False)
     except Exception:
-        return None
+        pass
     finally:
-        del _SEEN[:]
-    odd = take_pre(bufs) or figures.take() or _NOTES
-    del _NOTES[:]
-    return None if odd else _small_digest(data, bufs)
+        # What the dump left for pickle_one's caller, taken and dropped (each pickle resets it too).
+        odd = [take_pre(bufs), take_nested_ids(), figures.take(), list(_NOTES)]
+        del _SEEN[:], _NOTES[:]
+    return None if data is None or any(odd) else _small_digest(data, bufs)
 
 
 def _memo_ids(r, p, obj, shared, before):
