@@ -181,7 +181,8 @@ def pickle_def(agent, names, obj, skipped):
         p = _DillPickler(buf, agent, obj, buffer_callback=_out_of_band(bufs))
         p.dump(obj)
         r.fmt, r.data, r.buffers, r.deps = "d", buf.getvalue(), bufs, tuple(sorted(p.deps - set(names)))
-        r.digest = def_digest(agent, obj)
+        if len(r.data) + sum(memoryview(b).nbytes for b in bufs) < SMALL_GROUP:  # re-checked: its digest
+            r.digest = def_digest(agent, obj)
         return r
     except Exception as e:
         for n in names:
