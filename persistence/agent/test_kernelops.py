@@ -202,7 +202,8 @@ class SnapshotBookkeepingTest(unittest.TestCase):
             return real_def(agent, names, obj, skipped)
 
         def quiet():
-            self.agent.state.recheck_all = True  # every small group, whatever the budget
+            self.agent._settle("t%d" % self.n)  # the last snapshot's state is the one re-checked:
+            self.agent.state.recheck_all = True  # every small group of it, whatever the budget
             del calls[:]
             pickling.pickle_one = snapshot.pickle_one = counting
             snapshot.pickle_def = counting_def
