@@ -54,7 +54,6 @@ class _State:
         return {n: g for g in self.groups.values() for n in g.names}
 
 
-
 # Arrays up to this many bytes are remembered whole (small_print).
 SMALL_ARRAY = 4096
 
