@@ -142,14 +142,7 @@ func BenchmarkPutTurnS3(b *testing.B) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	kids := make([]string, 0, 1024)
-	for i := range 1023 {
-		c := rawInput([]byte(fmt.Sprintf("chunk %d", i)))
-		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			b.Fatal(err)
-		}
-		kids = append(kids, c.Hash)
-	}
+	kids := putSmallChunks(b, s, "chunk %d", 1023)
 	buf := make([]byte, 1<<20)
 	i := uint64(0)
 	for b.Loop() {
@@ -179,14 +172,7 @@ func BenchmarkCommitTurn(b *testing.B) {
 	if err := s.CreateSession(ctx, carryover.SessionRecord{ID: "s", State: "running", CreatedAt: dbNow()}); err != nil {
 		b.Fatal(err)
 	}
-	roots := make([]string, 0, 30)
-	for i := range 29 {
-		c := rawInput([]byte(fmt.Sprintf("group %d", i)))
-		if _, err := s.putChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			b.Fatal(err)
-		}
-		roots = append(roots, c.Hash)
-	}
+	roots := putSmallChunks(b, s, "group %d", 29)
 	manifest := []byte(fmt.Sprintf(`{"v":2,"groups":[%s]}`, strings.Repeat(`{"k":"state","n":["@carryover.history.b000000"],"t":["state"],"r":"c0f8110e85c0cfe45ab21c86866c8187"},`, 29)+`{}`))
 	i := 0
 	for b.Loop() {
@@ -201,4 +187,18 @@ func BenchmarkCommitTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// putSmallChunks stores n small chunks (format's text with their index), one put each as turns
+// make them, and returns their hashes in order: the set-up a benchmark's descriptor or roots list.
+func putSmallChunks(b *testing.B, s *Store, format string, n int) []string {
+	hashes := make([]string, 0, n+1)
+	for i := range n {
+		c := rawInput([]byte(fmt.Sprintf(format, i)))
+		if _, err := s.putChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+			b.Fatal(err)
+		}
+		hashes = append(hashes, c.Hash)
+	}
+	return hashes
 }
