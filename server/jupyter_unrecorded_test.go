@@ -65,6 +65,13 @@ func TestJupyterUnrecordedTurnIsNotAnsweredOK(t *testing.T) {
 // serveParts serves a server assembled on dir with parts until the test ends; it returns its base URL.
 func serveParts(t *testing.T, dir string, parts server.Parts) string {
 	t.Helper()
+	_, base := serveServer(t, dir, parts)
+	return base
+}
+
+// serveServer is serveParts that also gives the server (a test reaches its session service).
+func serveServer(t *testing.T, dir string, parts server.Parts) (*server.Server, string) {
+	t.Helper()
 	srv, err := server.Assemble(context.Background(), testConfig(dir), parts)
 	if err != nil {
 		t.Fatal(err)
@@ -82,5 +89,5 @@ func serveParts(t *testing.T, dir string, parts server.Parts) string {
 		}
 		<-done
 	})
-	return "http://" + srv.Addr()
+	return srv, "http://" + srv.Addr()
 }

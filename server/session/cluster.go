@@ -103,20 +103,41 @@ func lostOwnership(id string, err error, res *RunResult) error {
 		Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", id)}
 }
 
-// lostDuring is the not_owner error of a run whose session this node lost while it ran (evicted, or
-// its checkpoint fenced); nil when it still serves the session.
-func lostDuring(ls *Session, res *RunResult) error {
+// lostDuring is the run's error once this node lost its session while the run went on (evicted:
+// its lease lapsed, or another node claimed it; or its checkpoint fenced); runErr when it still
+// serves the session. A turn whose checkpoint committed before the loss happened (the session's next
+// owner restores that checkpoint) and is answered as it ran, its record's failure in record_error
+// (recordError); told not_owner, its client would retry into run_interrupted and count it twice.
+func lostDuring(ls *Session, res *RunResult, runErr error) error {
 	ls.mu.Lock()
 	evicted := ls.evicted
 	ls.mu.Unlock()
-	if res.lostOwner != nil {
+	switch {
+	case runErr != nil && evicted && carryover.ErrorOf(runErr).Code == carryover.CodeKernelDied:
+		return &carryover.Error{Code: carryover.CodeKernelDied, Result: res, Err: runErr, Message: fmt.Sprintf(
+			"session %q moved to another node during this run, and this node stopped its kernel: the run's effects were not saved; the session continues from its last checkpoint", ls.id)}
+	case runErr != nil:
+		return runErr
+	case res.lostOwner != nil:
 		return res.lostOwner
-	}
-	if evicted {
+	case evicted && res.Checkpoint == nil:
 		return &carryover.Error{Code: carryover.CodeNotOwner, Result: res,
 			Message: fmt.Sprintf("session %q moved to another node during this run; the run's effects were not saved", ls.id)}
 	}
 	return nil
+}
+
+// recordError is record_error for a turn whose record was not written (err): when its session moved
+// to another node after the turn's checkpoint committed, it says the turn is saved all the same.
+func recordError(ls *Session, res *RunResult, err error) string {
+	ls.mu.Lock()
+	evicted := ls.evicted
+	ls.mu.Unlock()
+	if evicted && res.Checkpoint != nil {
+		return fmt.Sprintf("the turn ran and its checkpoint %s committed, then session %q moved to another node, which continues from that checkpoint; "+
+			"this node could not record the turn: %v", res.Checkpoint.ID, ls.id, err)
+	}
+	return err.Error()
 }
 
 // ownerNode is the owner_node of the sessions this node serves (nil on a single node: the field is

@@ -138,9 +138,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	ls.checkpointTurn(tctx, k, res, runErr)
 	res.ProcessesEnded = ls.notes.TakeEnded() // after checkpointTurn: a death during this run ended some
 	res.Restore = ls.notes.TakeRestored()
-	if runErr == nil {
-		runErr = lostDuring(ls, res) // another node owns the session now: this turn is not there (cluster.go)
-	}
+	runErr = lostDuring(ls, res, runErr) // another node may own the session now (cluster.go)
 	status := res.Status
 	if runErr != nil {
 		status = string(carryover.ErrorOf(runErr).Code)
@@ -149,7 +147,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	s.m.RunSeconds.Observe(res.DurationMS / 1000)
 	if err := ls.endTurn(tctx, turnRecord{kind: "run", code: req.Code, count: res.ExecutionCount, advance: true,
 		status: status, answer: res, durationMS: res.DurationMS, updateData: req.UpdateData}); err != nil {
-		res.RecordError = err.Error()
+		res.RecordError = recordError(ls, res, err)
 	}
 	idempotency.Settle(tctx, res, runErr) // a keyed run's answer is stored among the turn's writes
 	if err := ls.syncTurn(ctx); err != nil {
