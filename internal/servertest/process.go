@@ -47,6 +47,9 @@ type Process struct {
 	state   *os.ProcessState // how the last run ended (ExitCode)
 	grace   time.Duration    // Options.StopGrace
 	tempDir bool             // Dir was made by Launch: Stop removes it
+	// leaked are the mounts a run that exited by itself on SIGTERM left under Dir (a server's shutdown
+	// unmounts its workspace disks; StartProcess fails the test on them). Stop detaches them.
+	leaked []string
 }
 
 // Exited is closed when the process (its current run) ends, for whatever reason.
@@ -97,6 +100,9 @@ func StartProcess(t testing.TB, o Options) *Process {
 	if p != nil {
 		t.Cleanup(func() {
 			p.Stop()
+			if len(p.leaked) > 0 {
+				t.Errorf("the server exited on SIGTERM but left mounted: %v", p.leaked)
+			}
 			if t.Failed() {
 				t.Logf("server log:\n%s", p.Log())
 			}
@@ -203,6 +209,12 @@ func (p *Process) stop(sig syscall.Signal) {
 	if p.cmd == nil {
 		return
 	}
+	clean := sig != syscall.SIGKILL // the exit is the server's own answer to SIGTERM
+	select {
+	case <-p.done:
+		clean = false // it had ended already (crashed, or a fatal error)
+	default:
+	}
 	if sig == syscall.SIGKILL {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	} else {
@@ -213,9 +225,15 @@ func (p *Process) stop(sig syscall.Signal) {
 	case <-time.After(p.grace):
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
+		clean = false
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	p.cmd = nil
+	// A killed server leaves its workspace disks mounted, and the test's temp dir could not be
+	// removed (EBUSY: the chaos cluster's nodes, killed after their grace on a loaded machine).
+	if left := unmountLeft(p.Dir); clean && len(left) > 0 {
+		p.leaked = append(p.leaked, left...)
+	}
 }
 
 // Stop ends the server gracefully (SIGTERM; idempotent) and removes a directory Launch made.
