@@ -3,14 +3,16 @@ package servertest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 )
 
-// mountsUnder lists the mount points at or under dir in this process's mount namespace (the
-// server's workspace disks are loop mounts it makes there), deepest first.
-func mountsUnder(dir string) []string {
+// serverMountsUnder lists the loop mounts the server made under dir, deepest first: mount points
+// below dir (not dir itself: a test may mount the whole directory, a small disk, say) whose loop
+// device's image is a file under dir too (the server's workspace disks, data_dir/disks/*.img).
+func serverMountsUnder(dir string) []string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil
@@ -21,19 +23,31 @@ func mountsUnder(dir string) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
+		point, source, ok := mountOf(line)
+		if !ok || !strings.HasPrefix(point, abs+"/") {
 			continue
 		}
-		p := unescapeMount(f[4])
-		if p == abs || strings.HasPrefix(p, abs+"/") {
-			out = append(out, p)
+		n, ok := strings.CutPrefix(source, "/dev/loop")
+		if !ok {
+			continue
+		}
+		img, err := os.ReadFile("/sys/block/loop" + n + "/loop/backing_file")
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(img)), abs+"/") {
+			out = append(out, point)
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 { // mountinfo lists parents first
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out) // mountinfo lists parents first
 	return out
+}
+
+// mountOf reads a mountinfo line's mount point and source (the field after the fs type, past " - ").
+func mountOf(line string) (point, source string, ok bool) {
+	f := strings.Fields(line)
+	sep := slices.Index(f, "-")
+	if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+		return "", "", false
+	}
+	return unescapeMount(f[4]), f[sep+2], true
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
@@ -58,7 +72,7 @@ func unescapeMount(s string) string {
 // unmountLeft detaches what the server left mounted under dir (a process killed -9 unmounts
 // nothing; its successor would, at start) and returns the mount points it found.
 func unmountLeft(dir string) []string {
-	left := mountsUnder(dir)
+	left := serverMountsUnder(dir)
 	for _, p := range left {
 		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
