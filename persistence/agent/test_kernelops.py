@@ -184,6 +184,22 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         self.assertEqual(snap("sm_theta"), ([("sm_path", "sm_theta")], ["sm_path", "sm_theta"]))
         self.assertEqual(snap("sm_theta"), ([], []))
 
+    def test_small_arrays_are_remembered_by_digest_not_copied(self):
+        """The snapshot remembers each small named array as saved (small_print) by its digest: 1,000
+        arrays of 4 KiB add a few dozen bytes each to the agent's memory, not 4 MB of copies, and a
+        read of one is still no candidate while a changed one is."""
+        self.sh.run_cell("import numpy as np\nfor _i in range(1000):\n    globals()['dg_%d' % _i] = np.full(512, float(_i))")
+        self.snap()
+        self.snap()  # the first snapshot's state is the agent's once the next one says it committed
+        small = {n: fp for n, fp in self.agent.state.small.items() if n.startswith("dg_")}
+        self.assertEqual(len(small), 1000)
+        held = sum(len(x) for fp in small.values() for x in fp if isinstance(x, (bytes, str)))
+        self.assertLess(held, 1000 * 64, "small prints hold %d bytes" % held)
+        self.sh.run_cell("dg_7.sum()")
+        self.assertNotIn("dg_7", self.snap()["saved"])
+        self.sh.run_cell("dg_7[3] = -1.0")
+        self.assertIn("dg_7", self.snap()["saved"])
+
     def test_a_recheck_finds_a_change_and_pickles_only_it(self):
         """The re-check of small groups (mutations through aliases no cell names) compares a plain
         dump with the bytes saved: the changed group is found and pickled whole, the unchanged ones
