@@ -47,6 +47,9 @@ type CheckpointResult struct {
 	// Quiet: when the snapshot was taken, nothing of the session could run in the kernel without a
 	// message from the server (no thread, task or timer of its own). Not part of the API.
 	Quiet bool `json:"-"`
+	// PruneError: the checkpoint committed, but removing the checkpoints beyond the retention after it
+	// failed (they stay until a later commit prunes them). Not part of the API; the caller logs it.
+	PruneError error `json:"-"`
 }
 
 // CheckpointTimings splits a checkpoint's time: detect (what changed), serialize (pickle + hash),

@@ -294,9 +294,11 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 	if err != nil {
 		return nil, err
 	}
+	// The checkpoint is committed: a failed prune after it is no failed checkpoint (a cluster node
+	// fenced between the two was told not_owner, and its turn, saved, was answered as lost).
 	if c.Retention > 0 && !p.pruned {
 		if _, err := c.Store.Prune(ctx, p.SessionID, c.Retention); err != nil {
-			return res, fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
+			res.PruneError = fmt.Errorf("checkpoint %s committed, prune: %w", res.ID, err)
 		}
 	}
 	// The checkpoint's own time on every path: Prepare's read, the agent's part inside the turn's

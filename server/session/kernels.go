@@ -303,6 +303,9 @@ func (ls *Session) checkpointWith(ctx context.Context, k *kernel.Kernel, turn in
 	if err != nil {
 		return nil, err
 	}
+	if res.PruneError != nil {
+		s.log.Warn("older checkpoints not pruned; a later checkpoint prunes them", "session", ls.id, "err", res.PruneError)
+	}
 	s.m.CheckpointBytes.Add(float64(res.BytesWritten))
 	ref := &carryover.CheckpointRef{ID: res.ID, Turn: res.Turn, CreatedAt: time.Now().UTC()}
 	if byTurn {
