@@ -19,9 +19,23 @@ var memUnits = []struct {
 	{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
 }
 
-// ParseMemory reads a Kubernetes-style quantity: "4Gi", "512Mi", "1.5G", "1000000" (bytes). The
-// binary suffixes are powers of 1024, the decimal ones powers of 1000. "" is 0 (no limit).
+// ParseMemory reads a Kubernetes-style quantity of memory: "4Gi", "512Mi", "1.5G", "1000000"
+// (bytes). The binary suffixes are powers of 1024, the decimal ones powers of 1000. "" is 0 (no
+// limit). Below 16Mi is refused: no Python kernel runs in less.
 func ParseMemory(s string) (int64, error) {
+	b, err := ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("memory %w", err)
+	}
+	if b > 0 && b < 16<<20 {
+		return 0, fmt.Errorf("memory %q: below the 16Mi minimum a Python kernel needs", strings.TrimSpace(s))
+	}
+	return b, nil
+}
+
+// ParseQuantity reads a byte quantity as ParseMemory does, with no floor: a disk's size, whose own
+// minimum its caller knows (a workspace disk may be 8Mi).
+func ParseQuantity(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, nil
@@ -35,14 +49,11 @@ func ParseMemory(s string) (int64, error) {
 	}
 	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, fmt.Errorf("memory %q: want a positive quantity like 512Mi or 4Gi", s)
+		return 0, fmt.Errorf("%q: want a positive quantity like 512Mi or 4Gi", s)
 	}
 	b := f * mult
-	if b < 16<<20 {
-		return 0, fmt.Errorf("memory %q: below the 16Mi minimum a Python kernel needs", s)
-	}
 	if b > math.MaxInt64/2 {
-		return 0, fmt.Errorf("memory %q: too large", s)
+		return 0, fmt.Errorf("%q: too large", s)
 	}
 	return int64(b), nil
 }

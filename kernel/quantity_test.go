@@ -19,6 +19,24 @@ func TestParseMemory(t *testing.T) {
 	}
 }
 
+// TestParseQuantity: a disk's size has no memory floor (8Mi is a workspace disk's minimum, its
+// caller's to say); ParseMemory keeps the 16Mi a kernel needs.
+func TestParseQuantity(t *testing.T) {
+	for in, want := range map[string]int64{"8Mi": 8 << 20, "12M": 12e6, "1Ki": 1 << 10, "": 0} {
+		if got, err := ParseQuantity(in); err != nil || got != want {
+			t.Errorf("ParseQuantity(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"abc", "-1Mi", "0", "4Xi"} {
+		if _, err := ParseQuantity(in); err == nil {
+			t.Errorf("ParseQuantity(%q): no error", in)
+		}
+	}
+	if _, err := ParseMemory("8Mi"); err == nil {
+		t.Error("ParseMemory(8Mi): no error, want the 16Mi floor")
+	}
+}
+
 func TestParseCPUs(t *testing.T) {
 	for in, want := range map[string]float64{"": 0, "2": 2, "0.5": 0.5, "500m": 0.5} {
 		got, err := ParseCPUs(in)

@@ -63,11 +63,11 @@ func newProvisioner(cfg *configs.Config, shared *template.Shared, log *slog.Logg
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
-	if _, err := kernel.ParseMemory(c.MaxDisk); err != nil {
+	if _, err := kernel.ParseQuantity(c.MaxDisk); err != nil {
 		_ = mgr.Close()
 		return nil, fmt.Errorf("server: sandbox.max_disk: %w", err)
 	}
-	if size, err := kernel.ParseMemory(c.Disk); err != nil {
+	if size, err := kernel.ParseQuantity(c.Disk); err != nil {
 		_ = mgr.Close()
 		return nil, fmt.Errorf("server: sandbox.disk: %w", err)
 	} else if size > 0 {

@@ -11,12 +11,14 @@ import (
 
 // TestSandboxDiskSize: sandbox.disk in a create request sizes the session's workspace disk: a
 // small one gives ENOSPC past its size while the server's default is much larger, a larger one
-// holds more than the default; a size over sandbox.max_disk, below the smallest disk or not a size
-// is a 400 naming the field, and no session is made.
+// holds more than the default, and one below a kernel's 16Mi memory floor but over the smallest
+// disk (8Mi) is made and mounted; a size over sandbox.max_disk, below the smallest disk (saying so)
+// or not a size is a 400 naming the field, and no session is made.
 func TestSandboxDiskSize(t *testing.T) {
 	t.Parallel()
 	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.MaxDisk = "64Mi", "160Mi" })
 	ts.create("small", &client.SandboxRequest{Disk: "24Mi"})
+	ts.create("tiny", &client.SandboxRequest{Disk: "12Mi"}) // between the smallest disk (8Mi) and a kernel's memory floor (16Mi)
 	s := ts.newSession(client.CreateRequest{SessionID: "big", Start: true, Sandbox: &client.SandboxRequest{Disk: "128Mi"}})
 	if s.Sandbox.Disk != "128Mi" {
 		t.Errorf("session's disk: %s", dump(s.Sandbox))
@@ -35,6 +37,9 @@ def fill(name, mb):
 	if out := ts.stdout("small", fill+"print(fill('a.bin', 40))"); out != "errno 28 True" {
 		t.Errorf("40 MiB in a 24 MiB workspace: %q, want ENOSPC", out)
 	}
+	if out := ts.stdout("tiny", fill+"print(fill('a.bin', 4))"); out != "ok" {
+		t.Errorf("4 MiB in a 12 MiB workspace: %q", out)
+	}
 	if out := ts.stdout("big", fill+"print(fill('a.bin', 100))"); out != "ok" {
 		t.Errorf("100 MiB in a 128 MiB workspace (the default is 64 MiB): %q", out)
 	}
@@ -50,6 +55,9 @@ def fill(name, mb):
 		_ = json.Unmarshal(r.Body, &e)
 		if r.Status != 400 || e.Error.Code != "invalid_request" || e.Error.Details["field"] != "sandbox.disk" || !strings.Contains(e.Error.Message, "sandbox.disk") {
 			t.Errorf("disk %s: %d %s", body, r.Status, r.Body)
+		}
+		if body == `"1Mi"` && !strings.Contains(e.Error.Message, "below the smallest disk, 8Mi") {
+			t.Errorf("disk 1Mi: %q, want it to name the smallest disk", e.Error.Message) // not "want a size like 512Mi"
 		}
 	}
 	errCode(t, errOf(ts.c.GetSession(t.Context(), "refused")), 404, "not_found")

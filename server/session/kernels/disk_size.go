@@ -21,9 +21,9 @@ func (f *Factory) CheckDisk(disk string) error {
 	bad := func(msg string, args ...any) *carryover.Error {
 		return carryover.Errorf(carryover.CodeInvalid, "sandbox.disk: "+msg, args...).WithDetails("field", "sandbox.disk")
 	}
-	size, err := kernel.ParseMemory(disk)
+	size, err := kernel.ParseQuantity(disk)
 	if err != nil {
-		return bad("%q: want a size like 512Mi or 20Gi", disk)
+		return bad("%v", err)
 	}
 	if f.Disks() == nil {
 		return bad("this server gives workspaces no disk of their own (sandbox.enabled and sandbox.disk in its config)")
@@ -40,7 +40,7 @@ func (f *Factory) CheckDisk(disk string) error {
 // maxDisk is sandbox.max_disk in bytes (0: no ceiling; a bad value is refused at start-up by Validate
 // of the provisioner's config, and counts as no ceiling here).
 func (c Config) maxDisk() int64 {
-	n, err := kernel.ParseMemory(c.MaxDisk)
+	n, err := kernel.ParseQuantity(c.MaxDisk)
 	if err != nil {
 		return 0
 	}
@@ -50,7 +50,7 @@ func (c Config) maxDisk() int64 {
 // DiskSize is the size of a session's workspace disk (its sandbox.disk) in bytes (0: the server's
 // default).
 func DiskSize(disk string) int64 {
-	n, err := kernel.ParseMemory(disk)
+	n, err := kernel.ParseQuantity(disk)
 	if err != nil {
 		return 0
 	}
