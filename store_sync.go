@@ -36,3 +36,12 @@ type Syncer interface {
 type PruningWriter interface {
 	CommitPruning(ctx context.Context, cp Checkpoint, keep int) (pruned int, err error)
 }
+
+// CheckpointHeads is a CheckpointStore that names a session's newest checkpoint without reading it
+// (its manifest and roots). Before each turn's snapshot the checkpoint engine asks whether the one it
+// last committed for the session is still the newest, and reads and parses the manifest again only
+// when not: a workspace of 10,000 files made that read a 1.5 MB manifest on every turn.
+type CheckpointHeads interface {
+	// LatestCheckpointID is the id of the session's newest checkpoint, "" when it has none.
+	LatestCheckpointID(ctx context.Context, sessionID string) (string, error)
+}

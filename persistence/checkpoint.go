@@ -49,6 +49,8 @@ type Checkpointer struct {
 	// Python runs the lazy restore's userfaultfd holder (lazy_holder.go): kernel.python;
 	// DefaultHolderPython when empty.
 	Python string
+
+	heads heads // each session's newest checkpoint as this engine last saw it (checkpoint_heads.go)
 }
 
 // ReplayOptions: Off switches replay off; Budget bounds the recorded time of the turns one restore
@@ -239,14 +241,20 @@ type Prepared struct {
 // Prepare reads the session's latest checkpoint and builds the snapshot request for the next one.
 func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared, error) {
 	start := time.Now()
-	prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
-	if err != nil && !errors.Is(err, carryover.ErrNotFound) {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	p := &Prepared{SessionID: sessionID, parentID: prev.ID}
-	if prev.ID != "" {
-		if m, err := c.ParseManifest(prev); err == nil {
-			p.prevFiles = m.Files
+	p := &Prepared{SessionID: sessionID}
+	if id, files, ok := c.knownHead(ctx, sessionID); ok {
+		p.parentID, p.prevFiles = id, files
+	} else {
+		prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
+		if err != nil && !errors.Is(err, carryover.ErrNotFound) {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		p.parentID = prev.ID
+		if prev.ID != "" {
+			if m, err := c.ParseManifest(prev); err == nil {
+				p.prevFiles = m.Files
+				c.heads.put(sessionID, prev.ID, m.Files)
+			}
 		}
 	}
 	p.renew(c.chunkSize())
@@ -405,6 +413,7 @@ func (c *Checkpointer) write(ctx context.Context, w carryover.CheckpointWriter, 
 	} else if err := w.Commit(ctx, cp); err != nil {
 		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
+	c.heads.put(p.SessionID, p.id, m.Files)
 	res.Timings.WriteMS += msSince(tc)
 	res.BytesWritten = written
 	return nil

@@ -96,6 +96,20 @@ func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (carryov
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = $1 ORDER BY pos DESC LIMIT 1`, sessionID)
 }
 
+// LatestCheckpointID is the id of the session's newest checkpoint, "" when none
+// (carryover.CheckpointHeads): LatestCheckpoint's row without its manifest and roots.
+func (s *Store) LatestCheckpointID(ctx context.Context, sessionID string) (string, error) {
+	var id string
+	err := s.db.GetContext(ctx, &id, `SELECT id FROM checkpoints WHERE session_id = $1 ORDER BY pos DESC LIMIT 1`, sessionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("latest checkpoint of session %q: %w", sessionID, err)
+	}
+	return id, nil
+}
+
 func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (carryover.Checkpoint, error) {
 	var r checkpointRow
 	err := s.get(ctx, &r, q, args...)

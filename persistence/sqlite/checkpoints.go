@@ -100,6 +100,20 @@ func (s *Store) LatestCheckpoint(ctx context.Context, sessionID string) (carryov
 		`SELECT `+checkpointCols+` FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT 1`, sessionID)
 }
 
+// LatestCheckpointID is the id of the session's newest checkpoint, "" when none
+// (carryover.CheckpointHeads): LatestCheckpoint's row without its manifest and roots.
+func (s *Store) LatestCheckpointID(ctx context.Context, sessionID string) (string, error) {
+	var id string
+	err := s.db.GetContext(ctx, &id, `SELECT id FROM checkpoints WHERE session_id = ? ORDER BY rowid DESC LIMIT 1`, sessionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("latest checkpoint of session %q: %w", sessionID, err)
+	}
+	return id, nil
+}
+
 func (s *Store) oneCheckpoint(ctx context.Context, what, q string, args ...any) (carryover.Checkpoint, error) {
 	var cp carryover.Checkpoint
 	err := s.db.GetContext(ctx, &cp, q, args...)

@@ -196,3 +196,33 @@ func testCheckpointManyRoots(t *testing.T, s carryover.Store) {
 		t.Fatalf("a missing root 451st of 701: %v, want ErrMissingChunk naming it", err)
 	}
 }
+
+// testCheckpointHeads: a store that names a session's newest checkpoint cheaply (CheckpointHeads)
+// names the one LatestCheckpoint returns, after commits and a prune, and "" for a session without
+// any; a store without it is read whole by the engine, and the test has nothing to check.
+func testCheckpointHeads(t *testing.T, s carryover.Store) {
+	h, ok := s.(carryover.CheckpointHeads)
+	if !ok {
+		t.Skip("the store does not name the newest checkpoint on its own (carryover.CheckpointHeads)")
+	}
+	ctx := context.Background()
+	session(t, s, "a")
+	session(t, s, "b")
+	if id, err := h.LatestCheckpointID(ctx, "a"); err != nil || id != "" {
+		t.Fatalf("head of a session without checkpoints: %q, %v", id, err)
+	}
+	for i := 1; i <= 3; i++ {
+		commit(t, s, carryover.Checkpoint{ID: fmt.Sprint("a", i), SessionID: "a", Turn: i}, []byte(fmt.Sprint("turn ", i)))
+		commit(t, s, carryover.Checkpoint{ID: fmt.Sprint("b", i), SessionID: "b", Turn: i}, []byte(fmt.Sprint("b ", i)))
+		latest, err := s.LatestCheckpoint(ctx, "a")
+		if id, herr := h.LatestCheckpointID(ctx, "a"); err != nil || herr != nil || id != latest.ID || id != fmt.Sprint("a", i) {
+			t.Fatalf("head after commit %d: %q (%v), latest %q (%v)", i, id, herr, latest.ID, err)
+		}
+	}
+	if _, err := s.Prune(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := h.LatestCheckpointID(ctx, "a"); err != nil || id != "a3" {
+		t.Fatalf("head after prune: %q, %v", id, err)
+	}
+}

@@ -35,6 +35,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) carryover.Store) {
 		{"CheckpointCommitAtomic", testCheckpointCommitAtomic},
 		{"CheckpointManyRoots", testCheckpointManyRoots},
 		{"CheckpointListAndPrune", testCheckpointListAndPrune},
+		{"CheckpointHeads", testCheckpointHeads},
 		{"DeleteSessionRemovesEverything", testDeleteSession},
 		{"GCFollowsDescriptors", testGCFollowsDescriptors},
 		{"GCSparesOpenWriter", testGCSparesOpenWriter},
