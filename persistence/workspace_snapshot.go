@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -122,67 +121,6 @@ type fileCandidate struct {
 	mtime time.Time
 	mode  uint32
 	prev  *FileEntry // unchanged previous entry, if any
-}
-
-// scanWorkspace lists the files to save under root in lexical order and the ones it skips, applying
-// the limits: the total budget is spent in walk order, so which files fit is deterministic.
-func scanWorkspace(root *os.Root, lim FileLimits) ([]fileCandidate, []carryover.FileSkip, error) {
-	var (
-		cands   []fileCandidate
-		skipped = []carryover.FileSkip{}
-		total   int64
-	)
-	skip := func(rel, reason string) { skipped = append(skipped, carryover.FileSkip{Path: rel, Reason: reason}) }
-	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if rel == "." {
-				return err
-			}
-			skip(rel, "unreadable: "+err.Error())
-			if d != nil && d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if rel == "." {
-			return nil
-		}
-		if isHidden(d.Name()) && !lim.SaveHidden && rel != PackagesDir {
-			skip(rel, SkipHidden)
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		switch t := d.Type(); {
-		case t&fs.ModeSymlink != 0:
-			skip(rel, SkipSymlink)
-			return nil
-		case d.IsDir():
-			return nil
-		case !t.IsRegular():
-			skip(rel, "special file ("+t.String()+")")
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			skip(rel, "unreadable: "+err.Error())
-			return nil
-		}
-		size := info.Size()
-		if lim.MaxFileBytes > 0 && size > lim.MaxFileBytes {
-			skip(rel, fmt.Sprintf("larger than persistence.max_file_bytes (%d)", lim.MaxFileBytes))
-			return nil
-		}
-		if lim.MaxTotalBytes > 0 && total+size > lim.MaxTotalBytes {
-			skip(rel, fmt.Sprintf("workspace over persistence.max_workspace_bytes (%d)", lim.MaxTotalBytes))
-			return nil
-		}
-		total += size
-		cands = append(cands, fileCandidate{rel: rel, size: size, mtime: info.ModTime().UTC(), mode: uint32(info.Mode().Perm())})
-		return nil
-	})
-	return cands, skipped, err
 }
 
 // saveFile reads one file chunk by chunk into the store and returns its entry. The recorded size and
