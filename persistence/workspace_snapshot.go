@@ -76,14 +76,18 @@ func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, pre
 	if err := b.flush(ctx); err != nil {
 		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
 	}
+	refs := make([]string, len(res.Files))
+	for i, e := range res.Files {
+		refs[i] = e.Ref
+	}
+	if res.Roots, err = fileRoots(ctx, b, refs); err != nil {
+		return res, fmt.Errorf("snapshot files of %s: index: %w", dir, err)
+	}
 	res.BytesWritten = b.written
 	if lim.Sync && (res.Saved > 0 || len(res.Files) != len(prev) || changedPaths(res.Files, prev)) {
 		if err := syncRoot(root); err != nil {
 			return res, fmt.Errorf("snapshot files of %s: %w", dir, &SyncError{Err: err})
 		}
-	}
-	for _, e := range res.Files {
-		res.Roots = append(res.Roots, e.Ref)
 	}
 	return res, nil
 }
