@@ -234,16 +234,17 @@ type Prepared struct {
 	id        string
 	parentID  string
 	prevFiles []FileEntry
-	prepareMS float64 // Prepare's own time (the read of the latest checkpoint), counted in DurationMS
-	pruned    bool    // the commit pruned the older checkpoints in its own transaction (PruningWriter)
+	prevRoots []string // the parent's roots: stored, they vouch for prevFiles' refs (markUnchanged)
+	prepareMS float64  // Prepare's own time (the read of the latest checkpoint), counted in DurationMS
+	pruned    bool     // the commit pruned the older checkpoints in its own transaction (PruningWriter)
 }
 
 // Prepare reads the session's latest checkpoint and builds the snapshot request for the next one.
 func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared, error) {
 	start := time.Now()
 	p := &Prepared{SessionID: sessionID}
-	if id, files, ok := c.knownHead(ctx, sessionID); ok {
-		p.parentID, p.prevFiles = id, files
+	if h, ok := c.knownHead(ctx, sessionID); ok {
+		p.parentID, p.prevFiles, p.prevRoots = h.id, h.files, h.roots
 	} else {
 		prev, err := c.Store.LatestCheckpoint(ctx, sessionID)
 		if err != nil && !errors.Is(err, carryover.ErrNotFound) {
@@ -252,8 +253,8 @@ func (c *Checkpointer) Prepare(ctx context.Context, sessionID string) (*Prepared
 		p.parentID = prev.ID
 		if prev.ID != "" {
 			if m, err := c.ParseManifest(prev); err == nil {
-				p.prevFiles = m.Files
-				c.heads.put(sessionID, prev.ID, m.Files)
+				p.prevFiles, p.prevRoots = m.Files, prev.Roots
+				c.heads.put(sessionID, head{id: prev.ID, files: m.Files, roots: prev.Roots})
 			}
 		}
 	}
@@ -386,7 +387,7 @@ func (c *Checkpointer) write(ctx context.Context, w carryover.CheckpointWriter, 
 	}
 	if workspaceDir != "" {
 		tf := time.Now()
-		fr, err := SnapshotFiles(ctx, w, workspaceDir, p.prevFiles, c.Files)
+		fr, err := snapshotFiles(ctx, w, workspaceDir, p.prevFiles, p.prevRoots, c.Files)
 		if err != nil {
 			return fmt.Errorf("checkpoint: files: %w", err)
 		}
@@ -413,7 +414,7 @@ func (c *Checkpointer) write(ctx context.Context, w carryover.CheckpointWriter, 
 	} else if err := w.Commit(ctx, cp); err != nil {
 		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
-	c.heads.put(p.SessionID, p.id, m.Files)
+	c.heads.put(p.SessionID, head{id: p.id, files: m.Files, roots: roots})
 	res.Timings.WriteMS += msSince(tc)
 	res.BytesWritten = written
 	return nil

@@ -20,6 +20,7 @@ type heads struct {
 type head struct {
 	id    string
 	files []FileEntry // shared, never written: SnapshotFiles copies what it reuses
+	roots []string    // the checkpoint's roots (markUnchanged asks for them, not for every file's ref)
 }
 
 // headsMaxEntries bounds the file entries kept (~150 bytes each) and headsMaxSessions the sessions
@@ -37,31 +38,31 @@ func (h *heads) get(sessionID string) (head, bool) {
 	return e, ok
 }
 
-func (h *heads) put(sessionID, id string, files []FileEntry) {
+func (h *heads) put(sessionID string, e head) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.by == nil || h.entries+len(files) > headsMaxEntries || len(h.by) >= headsMaxSessions {
+	if h.by == nil || h.entries+len(e.files) > headsMaxEntries || len(h.by) >= headsMaxSessions {
 		h.by, h.entries = map[string]head{}, 0
 	}
-	h.entries += len(files) - len(h.by[sessionID].files)
-	h.by[sessionID] = head{id: id, files: files}
+	h.entries += len(e.files) - len(h.by[sessionID].files)
+	h.by[sessionID] = e
 }
 
-// knownHead is the session's newest checkpoint and its files when that is the one this engine last
-// saw, asked of the store by id alone (carryover.CheckpointHeads); false otherwise: the caller reads
-// the checkpoint whole.
-func (c *Checkpointer) knownHead(ctx context.Context, sessionID string) (id string, files []FileEntry, ok bool) {
+// knownHead is the session's newest checkpoint (its id, files and roots) when that is the one this
+// engine last saw, asked of the store by id alone (carryover.CheckpointHeads); false otherwise: the
+// caller reads the checkpoint whole.
+func (c *Checkpointer) knownHead(ctx context.Context, sessionID string) (head, bool) {
 	hs, can := c.Store.(carryover.CheckpointHeads)
 	if !can {
-		return "", nil, false
+		return head{}, false
 	}
 	h, seen := c.heads.get(sessionID)
 	if !seen {
-		return "", nil, false
+		return head{}, false
 	}
 	latest, err := hs.LatestCheckpointID(ctx, sessionID)
 	if err != nil || latest == "" || latest != h.id {
-		return "", nil, false
+		return head{}, false
 	}
-	return h.id, h.files, true
+	return h, true
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // TestManyFilesAreOneRoot: a workspace of more files than indexMin is one root (the index's top),
@@ -84,5 +87,67 @@ func TestManyFilesAreOneRoot(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s after GC and restore: %q (%v), want %q", name, got, err, want)
 		}
+	}
+}
+
+// askedReader is a chunk reader that records the hashes MissingChunks is asked for.
+type askedReader struct {
+	carryover.ChunkReader
+	asked [][]string
+}
+
+func (a *askedReader) MissingChunks(ctx context.Context, hs []string) ([]string, error) {
+	a.asked = append(a.asked, hs)
+	return a.ChunkReader.MissingChunks(ctx, hs)
+}
+
+// TestUnchangedFilesAreVouchedForByTheirRoots: files unchanged since a committed checkpoint are
+// trusted on its roots being stored (one short question), not on each file's ref; with a root gone
+// (or none known) every reused ref is asked, and a file whose ref is gone is read again.
+func TestUnchangedFilesAreVouchedForByTheirRoots(t *testing.T) {
+	ctx := context.Background()
+	st := storeT(t)
+	mustSession(t, st, "s")
+	src := t.TempDir()
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprint(i)), []byte(fmt.Sprint("data ", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := writerT(t, st)
+	first, err := SnapshotFiles(ctx, w, src, nil, FileLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx, carryover.Checkpoint{ID: "c1", SessionID: "s", Turn: 1, Roots: first.Roots}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	scan := func(roots []string) (gone map[string]bool, asked [][]string) {
+		t.Helper()
+		root, err := os.OpenRoot(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		cands, _, err := scanWorkspace(root, FileLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &askedReader{ChunkReader: st}
+		if gone, err = markUnchanged(ctx, r, cands, first.Files, roots); err != nil {
+			t.Fatal(err)
+		}
+		return gone, r.asked
+	}
+	if gone, asked := scan(first.Roots); len(gone) != 0 || len(asked) != 1 || len(asked[0]) != len(first.Roots) {
+		t.Fatalf("roots stored: gone %v, asked %v; want one question of the %d roots", gone, asked, len(first.Roots))
+	}
+	absent := chunk.Hash([]byte("never stored"))
+	if gone, asked := scan(append([]string{absent}, first.Roots...)); len(gone) != 0 || len(asked) != 2 || len(asked[1]) != 3 {
+		t.Fatalf("a root gone: gone %v, asked %v; want the 3 reused refs asked after the roots", gone, asked)
+	}
+	if gone, asked := scan(nil); len(gone) != 0 || len(asked) != 1 || len(asked[0]) != 3 {
+		t.Fatalf("no roots known: gone %v, asked %v; want the 3 reused refs asked", gone, asked)
 	}
 }

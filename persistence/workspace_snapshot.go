@@ -23,6 +23,12 @@ import (
 // It puts chunks through w: they are reachable only once a checkpoint names Roots, so w is the
 // CheckpointWriter whose Commit follows.
 func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, prev []FileEntry, lim FileLimits) (FilesResult, error) {
+	return snapshotFiles(ctx, w, dir, prev, nil, lim)
+}
+
+// snapshotFiles is SnapshotFiles whose prev entries are those of a committed checkpoint whose roots
+// are prevRoots (nil: not known): see markUnchanged.
+func snapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, prev []FileEntry, prevRoots []string, lim FileLimits) (FilesResult, error) {
 	res := FilesResult{Files: []FileEntry{}, Skipped: []carryover.FileSkip{}, Roots: []string{}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -36,7 +42,7 @@ func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, pre
 	}
 	res.Skipped = skipped
 
-	gone, err := markUnchanged(ctx, w, cands, prev)
+	gone, err := markUnchanged(ctx, w, cands, prev, prevRoots)
 	if err != nil {
 		return res, fmt.Errorf("snapshot files of %s: %w", dir, err)
 	}
@@ -94,8 +100,11 @@ func SnapshotFiles(ctx context.Context, w carryover.ChunkWriter, dir string, pre
 
 // markUnchanged points each candidate whose size and mtime (ns) match its prev entry at that entry,
 // and returns the refs of those entries that are no longer stored (a pruned and collected checkpoint
-// may have taken them): their files are read again rather than trusted.
-func markUnchanged(ctx context.Context, r carryover.ChunkReader, cands []fileCandidate, prev []FileEntry) (map[string]bool, error) {
+// may have taken them): their files are read again rather than trusted. When prev are the entries of
+// a committed checkpoint whose roots (prevRoots) are all stored, every entry's ref is too (a stored
+// chunk's children are, and GC takes only what no root reaches): the roots are asked, one query of a
+// few hashes, not every reused ref (10,000 files: 25-30 ms a turn).
+func markUnchanged(ctx context.Context, r carryover.ChunkReader, cands []fileCandidate, prev []FileEntry, prevRoots []string) (map[string]bool, error) {
 	prevBy := make(map[string]FileEntry, len(prev))
 	for _, e := range prev {
 		prevBy[e.Path] = e
@@ -105,6 +114,15 @@ func markUnchanged(ctx context.Context, r carryover.ChunkReader, cands []fileCan
 		if p, ok := prevBy[cands[i].rel]; ok && p.Ref != "" && p.Size == cands[i].size && p.ModTime.UnixNano() == cands[i].mtime.UnixNano() {
 			cands[i].prev = &p
 			reuse = append(reuse, p.Ref)
+		}
+	}
+	if len(prevRoots) > 0 {
+		missing, err := r.MissingChunks(ctx, prevRoots)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) == 0 {
+			return map[string]bool{}, nil
 		}
 	}
 	missing, err := r.MissingChunks(ctx, reuse)
