@@ -218,9 +218,9 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 		return nil, err
 	}
 	defer done()
-	size, label, reps, n := int64(1<<30), "1 GiB", 5, 1_000_000
+	size, label, reps, n, files := int64(1<<30), "1 GiB", 5, 1_000_000, 10_000
 	if env.Quick {
-		size, label, reps, n = 8<<20, "8 MiB", 2, 10_000
+		size, label, reps, n, files = 8<<20, "8 MiB", 2, 10_000, 200
 	}
 	steps := []func() ([]benchRow, error){
 		func() ([]benchRow, error) { return b.arrayRows(dir, size, label, reps) },
@@ -231,6 +231,7 @@ func benchCheckpoint(ctx context.Context, env *benchEnv) (rows []benchRow, err e
 		func() ([]benchRow, error) { return b.benchRestore(spoolBase, label) },
 		func() ([]benchRow, error) { return b.dictRows(dir, n) },
 		func() ([]benchRow, error) { return b.fileRows(dir, size, label) },
+		func() ([]benchRow, error) { return b.manyFilesRow(files, reps) },
 	}
 	for _, step := range steps {
 		more, err := step()
