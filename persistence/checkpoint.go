@@ -298,6 +298,7 @@ func (c *Checkpointer) Finish(ctx context.Context, ex Executor, p *Prepared, tur
 			return nil, fmt.Errorf("checkpoint: %w (forget: %w)", err, ferr)
 		}
 		p.renew(c.chunkSize())
+		p.prevRoots = nil // the files too: each reused ref asked, not vouched for by the roots
 		res, err = c.checkpointOnce(ctx, ex, p, turn, workspaceDir, nil)
 	}
 	if err != nil {

@@ -25,7 +25,7 @@ const indexMin = 256
 // index chunks they need.
 func fileRoots(ctx context.Context, b *chunkBatch, refs []string) ([]string, error) {
 	refs = slices.Compact(slices.Sorted(slices.Values(refs)))
-	if len(refs) < indexMin {
+	if len(refs) < indexMin || len(refs[0]) < 2 { // sorted: a ref too short to bucket comes first
 		return refs, nil
 	}
 	var buckets [][]string
