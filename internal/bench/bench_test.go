@@ -133,16 +133,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestUnescapeMountPath: mountinfo's octal escapes are undone, so a scratch dir with a space in its
-// path still has its mounts found.
-func TestUnescapeMountPath(t *testing.T) {
-	for in, want := range map[string]string{`/tmp/a\040b/c`: "/tmp/a b/c", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`} {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // smokeSlowest are the sections that took longest in a quick run (a smoke run's times, slowest
 // first): TestSectionsSmoke starts them first, so that none of them starts last and the test ends
 // with one section going and the others' slots idle.

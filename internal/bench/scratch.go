@@ -4,9 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/carryover/carryover/internal/servertest"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,30 +33,11 @@ func mountsUnder(dir string) []string {
 		if len(f) < 5 {
 			continue
 		}
-		p := unescapeMountPath(f[4])
+		p := servertest.UnescapeMount(f[4])
 		if p == dir || strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				sb.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		sb.WriteByte(s[i])
-	}
-	return sb.String()
 }

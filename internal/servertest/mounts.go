@@ -47,11 +47,13 @@ func mountOf(line string) (point, source string, ok bool) {
 	if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
 		return "", "", false
 	}
-	return unescapeMount(f[4]), f[sep+2], true
+	return UnescapeMount(f[4]), f[sep+2], true
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
+// UnescapeMount undoes /proc/self/mountinfo's octal escapes (\040 for a space, ...): a mount point
+// under a directory with a space in its path is still found (this package's and the bench's
+// clean-ups of what a killed server left mounted).
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
