@@ -68,6 +68,23 @@ func (f *fencingStore) InsertExecution(ctx context.Context, e carryover.Executio
 	return f.Store.InsertExecution(ctx, e)
 }
 
+// fencedNode serves a server on a fencingStore and makes session id on it through its client.
+func fencedNode(t *testing.T, id string) (*fencingStore, *server.Server, *client.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	inner, err := sqlite.Open(filepath.Join(dir, "fenced.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &fencingStore{Store: inner}
+	srv, base := serveServer(t, dir, server.Parts{Store: store})
+	c := client.New(base, testToken)
+	if _, err := c.CreateSession(t.Context(), client.CreateRequest{SessionID: id}); err != nil {
+		t.Fatal(err)
+	}
+	return store, srv, c
+}
+
 // TestTurnSavedBeforeTheNodeLostItIsAnsweredAsRun: a node fences itself (its lease lapsed under
 // load) after a turn's checkpoint committed and before the turn's record was written. The turn
 // happened: the session's next owner restores that checkpoint. So its answer is the turn's own
@@ -76,19 +93,9 @@ func (f *fencingStore) InsertExecution(ctx context.Context, e carryover.Executio
 // twice (the chaos harness, under CPU overload: "turn 50 printed 51").
 func TestTurnSavedBeforeTheNodeLostItIsAnsweredAsRun(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	inner, err := sqlite.Open(filepath.Join(dir, "fenced.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &fencingStore{Store: inner}
-	srv, base := serveServer(t, dir, server.Parts{Store: store})
+	store, srv, c := fencedNode(t, "f")
 	store.onCommit = func() { srv.Svc.Evict("f") }
-	c := client.New(base, testToken)
 	ctx := context.Background()
-	if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: "f"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.Run(ctx, "f", client.RunRequest{Code: "n = 1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,18 +121,8 @@ func TestTurnSavedBeforeTheNodeLostItIsAnsweredAsRun(t *testing.T) {
 // the turn is answered kernel_died, saying the session moved and the run's effects were not saved.
 func TestTurnCutByTheNodesFenceSaysSo(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	inner, err := sqlite.Open(filepath.Join(dir, "cut.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &fencingStore{Store: inner}
-	srv, base := serveServer(t, dir, server.Parts{Store: store})
-	c := client.New(base, testToken)
+	store, srv, c := fencedNode(t, "cut")
 	ctx := context.Background()
-	if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: "cut"}); err != nil {
-		t.Fatal(err)
-	}
 	started := filepath.Join(t.TempDir(), "started")
 	go func() {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
