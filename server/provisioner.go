@@ -106,7 +106,18 @@ func boxTemplates(cfg *configs.Config, shared *template.Shared, env map[string]s
 type boxForker struct{ *template.Provisioner }
 
 func (f boxForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env map[string]string, b sandbox.ForkBox) (int, <-chan struct{}, error) {
-	return f.ForkBoxed(ctx, spec, env, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
+	tb := template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID}
+	tb.Entered, _ = b.Entered.(*template.Entered)
+	return f.ForkBoxed(ctx, spec, env, tb)
+}
+
+// Enter makes it a sandbox.BoxEnterer: the spare boxes are entered ahead.
+func (f boxForker) Enter(ctx context.Context, b sandbox.ForkBox) (any, error) {
+	e, err := f.EnterBox(ctx, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // withTemplates puts kernel/template's fork server in front of the local provisioner when

@@ -35,6 +35,7 @@ type ForkBox struct {
 	Cgroups []string // the cgroup.procs files of the box's groups
 	Seccomp string   // the filter program's file ("": none)
 	UID     int      // the box's uid (0: none of its own)
+	Entered any      // what a BoxEnterer answered for this box, if it entered it ahead (nil: none)
 }
 
 // Forker makes kernels inside boxes: kernel/template's ForkBoxed, adapted by the server.
@@ -46,6 +47,14 @@ type Forker interface {
 	// environment read at import, not Fresh): else it is started cold without a holder first.
 	Forkable(spec kernel.LaunchSpec) bool
 	Close() error
+}
+
+// BoxEnterer is a Forker that can do ahead the part of a fork into a box that does not depend on the
+// kernel (entering the box's cgroups and namespaces), while the box waits as a spare (spare.go):
+// its answer, given back in ForkBox.Entered, makes the later Fork only fork the kernel. A failure
+// to enter is told by that Fork.
+type BoxEnterer interface {
+	Enter(ctx context.Context, box ForkBox) (any, error)
 }
 
 // holderWait bounds how long a launch waits for bubblewrap to set the holder's box up.
@@ -70,7 +79,19 @@ func (p *Provisioner) launchForked(ctx context.Context, spec kernel.LaunchSpec, 
 		k.boxProcess.Kill()
 		return nil, err
 	}
-	return p.forkInto(ctx, spec, k, holder, start, env)
+	return p.forkInto(ctx, spec, k, forkBox(kb.box, holder, start), env)
+}
+
+// forkBox describes box, whose holder runs, to the Forker.
+func forkBox(box *Box, holder int, start uint64) ForkBox {
+	fb := ForkBox{Holder: holder, Start: start, Seccomp: box.m.seccomp}
+	if box.ownUID {
+		fb.UID = box.uid
+	}
+	if box.cg != nil {
+		fb.Cgroups = box.cg.procsFiles()
+	}
+	return fb
 }
 
 // startHolder starts the box's holder: the box's usual command, with rt (the runtime dir) bound in.
@@ -79,18 +100,11 @@ func (p *Provisioner) startHolder(kb *kernelBox, rt Bind, env map[string]string,
 	return kb.box.Start(kernel.ProcessSpec{Argv: argv, Env: hostEnv, Dir: dir, LogPath: logPath})
 }
 
-// forkInto asks the Forker for spec's kernel inside k's box, whose holder runs; on an error the
-// box's processes are killed (the box itself stays the caller's).
-func (p *Provisioner) forkInto(ctx context.Context, spec kernel.LaunchSpec, k *boxKernel, holder int, start uint64, env map[string]string) (*boxKernel, error) {
-	box := k.kb.box
-	fb := ForkBox{Holder: holder, Start: start, Seccomp: box.m.seccomp}
-	if box.ownUID {
-		fb.UID = box.uid
-	}
-	if box.cg != nil {
-		fb.Cgroups = box.cg.procsFiles()
-	}
-	pid, exited, err := p.cfg.Forker.Fork(ctx, spec, box.boxEnv(env), fb)
+// forkInto asks the Forker for spec's kernel inside k's box (fb: its running holder); on an error
+// the box's processes are killed (the box itself stays the caller's).
+func (p *Provisioner) forkInto(ctx context.Context, spec kernel.LaunchSpec, k *boxKernel, fb ForkBox, env map[string]string) (*boxKernel, error) {
+	holder := fb.Holder
+	pid, exited, err := p.cfg.Forker.Fork(ctx, spec, k.kb.box.boxEnv(env), fb)
 	if err == nil {
 		err = sameBox(pid, holder)
 	}

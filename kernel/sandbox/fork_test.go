@@ -22,7 +22,18 @@ import (
 type templateForker struct{ *template.Provisioner }
 
 func (f templateForker) Fork(ctx context.Context, spec kernel.LaunchSpec, env map[string]string, b ForkBox) (int, <-chan struct{}, error) {
-	return f.ForkBoxed(ctx, spec, env, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
+	tb := template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID}
+	tb.Entered, _ = b.Entered.(*template.Entered)
+	return f.ForkBoxed(ctx, spec, env, tb)
+}
+
+// Enter makes it a BoxEnterer: the spare boxes are entered ahead.
+func (f templateForker) Enter(ctx context.Context, b ForkBox) (any, error) {
+	e, err := f.EnterBox(ctx, template.Box{Holder: b.Holder, Start: b.Start, Cgroups: b.Cgroups, Seccomp: b.Seccomp, UID: b.UID})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // newForkingProvisioner is newProvisioner with a template (numpy pre-imported) forking its kernels.

@@ -3,7 +3,9 @@ package sandbox
 // spare.go keeps a few boxes ready for kernels forked from the template (pool.spare_boxes): making a
 // box (its dir, uid, cgroup, /tmp, spool mount, then bubblewrap's namespaces and mounts around the
 // holder) was 250-660 ms of a forked kernel's start, paid while the claim waited. A spare is that
-// box with its holder already running; a launch takes one and only forks the kernel into it.
+// box with its holder already running, entered ahead by the template's children when the Forker is
+// a BoxEnterer (their cgroup move alone waits 10-17 ms for an RCU grace period); a launch takes one
+// and only forks the kernel into it.
 //
 // Everything a box has is the same in a spare, except what belongs to the kernel and is known only
 // at launch: its runtime dir (connection file, ipc sockets), which must appear in the box at its
@@ -49,12 +51,11 @@ type spares struct {
 	served, missed atomic.Int64
 }
 
-// spare is a box whose holder runs.
+// spare is a box whose holder runs, entered ahead when the Forker can (fb.Entered).
 type spare struct {
-	kb     *kernelBox
-	lp     *kernel.LocalProcess
-	holder int
-	start  uint64
+	kb *kernelBox
+	lp *kernel.LocalProcess
+	fb ForkBox
 }
 
 func newSpares(p *Provisioner, want int) *spares {
@@ -197,7 +198,14 @@ func (p *Provisioner) makeSpare(ctx context.Context, base string) (*spare, error
 		kb.release()
 		return nil, err
 	}
-	return &spare{kb: kb, lp: lp, holder: holder, start: start}, nil
+	sp := &spare{kb: kb, lp: lp, fb: forkBox(kb.box, holder, start)}
+	if e, ok := p.cfg.Forker.(BoxEnterer); ok {
+		// Not entered: the kernel's fork enters it, as into a box made at launch.
+		if sp.fb.Entered, err = e.Enter(ctx, sp.fb); err != nil && ctx.Err() == nil {
+			p.log.Warn("sandbox: a spare box was not entered ahead", "box", kb.box.Name(), "err", err)
+		}
+	}
+	return sp, nil
 }
 
 // bindRuntime mounts the kernel's runtime dir below the spare's rt dir, where the box sees it at
@@ -228,5 +236,5 @@ func (p *Provisioner) launchSpare(ctx context.Context, spec kernel.LaunchSpec, s
 		k.boxProcess.Kill()
 		return nil, err
 	}
-	return p.forkInto(ctx, spec, k, sp.holder, sp.start, env)
+	return p.forkInto(ctx, spec, k, sp.fb, env)
 }

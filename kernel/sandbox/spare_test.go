@@ -2,17 +2,22 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/carryover/carryover/kernel"
+	"github.com/carryover/carryover/kernel/template"
 )
 
-// A kernel launched while a spare box is ready is forked into that box (bubblewrap already ran):
+// A kernel launched while a spare box is ready is forked into that box (bubblewrap already ran, and
+// the template's children entered it ahead: the first of them is in the box's namespaces and exits
+// once the kernel is forked):
 // it is as isolated as a kernel whose box was made for it (the same subtests), sees its own runtime
 // dir and no other kernel's, a restart is forked into the same box, and when it ends, or the
 // provisioner closes with spares ready, no box, mount or dir is left.
@@ -32,11 +37,13 @@ func TestSpareBoxes(t *testing.T) {
 			t.Fatalf("no spare box ready in 60 s: %+v", p.Spares())
 		}
 	}
+	entered := readySpareEntered(t, p)
 	k := startBoxedKernelIn(t, p, rt)
 	bk := k.Process().(*boxKernel)
 	if st := p.Spares(); st.Served != 1 || bk.fk == nil || !strings.HasPrefix(bk.box.Name(), "s") {
 		t.Fatalf("the second launch: box %s forked %v, spares %+v: want a forked kernel in the spare", bk.box.Name(), bk.fk != nil, st)
 	}
+	waitGone(t, entered, "the spare's entered first child, once its kernel was forked")
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "mine"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -97,5 +104,100 @@ func TestSpareBoxes(t *testing.T) {
 		if e.IsDir() {
 			t.Errorf("box dir left after the spares were closed: %s", e.Name())
 		}
+	}
+}
+
+// readySpareEntered waits for a ready spare box and answers the host pid of the template's first
+// child that entered it ahead, after checking that it is in the box's mount and net namespaces.
+func readySpareEntered(t *testing.T, p *Provisioner) int {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); p.Spares().Ready < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spare box ready in 60 s: %+v", p.Spares())
+		}
+	}
+	p.spares.mu.Lock()
+	sp := p.spares.ready[0]
+	p.spares.mu.Unlock()
+	e, ok := sp.fb.Entered.(*template.Entered)
+	if !ok || e == nil {
+		t.Fatalf("the spare box was not entered ahead (%T)", sp.fb.Entered)
+	}
+	for _, ns := range []string{"mnt", "net"} {
+		in, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", e.PID(), ns))
+		want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", sp.fb.Holder, ns))
+		if in == "" || in != want {
+			t.Errorf("the entered child %d is in %s namespace %q, the box's holder in %q", e.PID(), ns, in, want)
+		}
+	}
+	return e.PID()
+}
+
+// waitGone waits (30 s at most) until pid has exited and was reaped.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs after 30 s", what, pid)
+		}
+	}
+}
+
+// kill -9 of the template while a spare box it entered waits: the entered children exit (nothing of
+// the template's is left in the box), and the next kernel is forked into that spare by the template
+// started after it, the usual way.
+func TestEnteredSpareOutlivesItsTemplate(t *testing.T) {
+	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
+	tp := p.cfg.Forker.(templateForker).Provisioner
+	rt, err := os.MkdirTemp("", "cos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	startBoxedKernelIn(t, p, rt) // learns the runtime base: a spare is made after it
+	entered := readySpareEntered(t, p)
+	old := tp.Stats().PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, entered, "the entered first child of a killed template")
+	for deadline := time.Now().Add(60 * time.Second); tp.Stats().PID == old || tp.Stats().PID == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no new template after kill -9 of the old one")
+		}
+	}
+	k := startBoxedKernelIn(t, p, rt)
+	if bk := k.Process().(*boxKernel); bk.fk == nil || p.Spares().Served != 1 {
+		t.Fatalf("after the template's restart: forked %v, spares %+v; want a forked kernel in the spare", bk.fk != nil, p.Spares())
+	}
+	if got, err := k.Eval(context.Background(), "x = 41", "x + 1"); err != nil || got != "42" {
+		t.Errorf("the kernel forked into the spare: %q, %v", got, err)
+	}
+}
+
+// A spare box whose entered children were killed (its template lives on) is forked into the usual
+// way: the launch still gets a forked kernel in that spare.
+func TestEnteredSpareLostIsForkedAnew(t *testing.T) {
+	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
+	rt, err := os.MkdirTemp("", "cos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	startBoxedKernelIn(t, p, rt)
+	entered := readySpareEntered(t, p)
+	if err := syscall.Kill(entered, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, entered, "the killed entered child")
+	k := startBoxedKernelIn(t, p, rt)
+	if bk := k.Process().(*boxKernel); bk.fk == nil || p.Spares().Served != 1 {
+		t.Fatalf("forked %v, spares %+v; want a forked kernel in the spare", bk.fk != nil, p.Spares())
+	}
+	if got, err := k.Eval(context.Background(), "x = 41", "x + 1"); err != nil || got != "42" {
+		t.Errorf("the kernel forked into the spare: %q, %v", got, err)
 	}
 }

@@ -39,19 +39,27 @@ type proc struct {
 type request struct {
 	spool string
 	boxed bool            // a kernel inside a sandbox: not the template's child (its exit is the box's business)
+	enter bool            // a box entered ahead (proc.enter): answered with its first child, no kernel
 	done  chan forkResult // 1 slot: read by the caller, or by whoever kills the child of a caller that gave up
 }
 
 type forkResult struct {
-	c   *child
-	err error
+	c       *child
+	entered int // an enter request's first child
+	err     error
 }
+
+// errUnused is a fork into an entered box refused before any kernel was asked of it (template.py's
+// "unused"): the box may be forked into the usual way.
+var errUnused = errors.New("no kernel was asked of the entered box")
 
 // message is one line the template writes (template.py says which fields each kind has).
 type message struct {
-	Ready  bool   `json:"ready"`
-	ID     int    `json:"id"`
-	PID    int    `json:"pid"`
+	Ready   bool   `json:"ready"`
+	ID      int    `json:"id"`
+	PID     int    `json:"pid"`
+	Entered int    `json:"entered"`
+	Unused  bool   `json:"unused"` // an entered box's fork refused before any kernel was asked of it
 	Error  string `json:"error"`
 	Exit   int    `json:"exit"`
 	Status int    `json:"status"`
@@ -126,6 +134,10 @@ func (p *proc) handle(m message) {
 			p.children[m.PID] = c
 		}
 		p.mu.Unlock()
+		if r != nil && r.enter {
+			r.done <- forkResult{entered: m.Entered, err: refused(m.Entered > 0, m.Error)}
+			return
+		}
 		p.forked(r, c, m)
 	case m.Exit > 0:
 		p.mu.Lock()
@@ -138,13 +150,25 @@ func (p *proc) handle(m message) {
 	}
 }
 
+// refused is the template's refusal (msg) of a request, nil when ok.
+func refused(ok bool, msg string) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("kernel template: %s", msg)
+}
+
 // forked answers request r with its child c (nil when the template refused: m.Error).
 func (p *proc) forked(r *request, c *child, m message) {
 	if r == nil {
 		return
 	}
 	if c == nil {
-		r.done <- forkResult{err: fmt.Errorf("kernel template: %s", m.Error)}
+		err := fmt.Errorf("kernel template: %s", m.Error)
+		if m.Unused {
+			err = fmt.Errorf("%w: %w", errUnused, err)
+		}
+		r.done <- forkResult{err: err}
 		return
 	}
 	if err := p.watch.watch(c.pid, c.gone); err != nil {
@@ -168,59 +192,99 @@ type forkSpec struct {
 
 // forkLine is the request line: the id and the spec file.
 type forkLine struct {
-	ID     int    `json:"id"`
-	Spec   string `json:"spec"`
-	Boxed  bool   `json:"boxed,omitempty"`
-	Holder int    `json:"holder,omitempty"` // a boxed one's holder (the kernel is its init's other child)
+	ID      int    `json:"id"`
+	Spec    string `json:"spec,omitempty"`
+	Boxed   bool   `json:"boxed,omitempty"`
+	Holder  int    `json:"holder,omitempty"`  // a boxed one's holder (the kernel is its init's other child)
+	Enter   bool   `json:"enter,omitempty"`   // enter the box ahead (proc.enter): no kernel yet
+	Entered int    `json:"entered,omitempty"` // the enter request whose box the kernel is made in
+	Box     *Box   `json:"box,omitempty"`     // an enter request's box (no kernel's env: in the line)
 }
 
 // fork asks the (ready) template for a child. A caller that gives up (ctx) leaves no child behind.
 func (p *proc) fork(ctx context.Context, spec forkSpec, spool string) (*child, error) {
+	return p.forkIn(ctx, spec, spool, 0)
+}
+
+// forkIn is fork, of a boxed kernel in the box that the enter request entered named (0: none).
+func (p *proc) forkIn(ctx context.Context, spec forkSpec, spool string, entered int) (*child, error) {
 	r := &request{spool: spool, boxed: spec.Box != nil, done: make(chan forkResult, 1)}
+	fl := forkLine{Entered: entered}
+	if spec.Box != nil {
+		fl.Boxed, fl.Holder = true, spec.Box.Holder
+	}
+	res, err := p.ask(ctx, r, &spec, &fl)
+	return res.c, err
+}
+
+// enter has the template enter box ahead (template.py's enter request) and answers the request's id,
+// which a later forkIn names, and the first child's pid.
+func (p *proc) enter(ctx context.Context, box Box) (id, pid int, err error) {
+	r := &request{enter: true, done: make(chan forkResult, 1)}
+	fl := forkLine{Enter: true, Holder: box.Holder, Box: &box}
+	res, err := p.ask(ctx, r, nil, &fl)
+	if err != nil {
+		return 0, 0, err
+	}
+	return fl.ID, res.entered, nil
+}
+
+// ask sends request r (spec, if any, in a file only the child reads; the line fl, given its id here)
+// and waits for its answer. A caller that gives up (ctx) leaves no child behind.
+func (p *proc) ask(ctx context.Context, r *request, spec *forkSpec, fl *forkLine) (forkResult, error) {
 	p.mu.Lock()
 	p.nextID++
-	id := p.nextID
-	file := filepath.Join(p.dir, fmt.Sprintf("req-%d-%d.json", p.cmd.Process.Pid, id))
-	b, err := json.Marshal(spec)
-	if err == nil {
-		err = os.WriteFile(file, b, 0o600)
+	fl.ID = p.nextID
+	var err error
+	if spec != nil {
+		fl.Spec = filepath.Join(p.dir, fmt.Sprintf("req-%d-%d.json", p.cmd.Process.Pid, fl.ID))
+		var b []byte
+		if b, err = json.Marshal(spec); err == nil {
+			err = os.WriteFile(fl.Spec, b, 0o600)
+		}
 	}
 	var line []byte
 	if err == nil {
-		fl := forkLine{ID: id, Spec: file}
-		if spec.Box != nil {
-			fl.Boxed, fl.Holder = true, spec.Box.Holder
-		}
 		line, err = json.Marshal(fl)
 	}
 	if err == nil {
-		p.pending[id] = r
+		p.pending[fl.ID] = r
 		_, err = p.stdin.Write(append(line, '\n')) // under p.mu: one line at a time
 	}
 	if err != nil {
-		delete(p.pending, id)
+		delete(p.pending, fl.ID)
 		p.mu.Unlock()
-		_ = os.Remove(file)
-		return nil, fmt.Errorf("kernel template: %w", err)
+		removeSpec(fl.Spec)
+		return forkResult{}, fmt.Errorf("kernel template: %w", err)
 	}
 	p.mu.Unlock()
+	// A boxed kernel's spec was read before the answer (by a child the box may have killed since):
+	// removed here as well.
+	removable := func(res forkResult) bool { return res.err != nil || r.boxed }
 	select {
 	case res := <-r.done:
-		if res.err != nil || r.boxed { // read by now, or never to be
-			_ = os.Remove(file)
+		if removable(res) { // read by now, or never to be
+			removeSpec(fl.Spec)
 		}
-		return res.c, res.err
+		return res, res.err
 	case <-ctx.Done():
 		go func() { // the answer may be on its way: kill what it brings
 			res := <-r.done
 			if res.c != nil {
 				res.c.Kill()
 			}
-			if res.err != nil || r.boxed {
-				_ = os.Remove(file)
+			if removable(res) {
+				removeSpec(fl.Spec)
 			}
 		}()
-		return nil, ctx.Err()
+		return forkResult{}, ctx.Err()
+	}
+}
+
+// removeSpec removes a request's spec file ("": none).
+func removeSpec(file string) {
+	if file != "" {
+		_ = os.Remove(file)
 	}
 }
 

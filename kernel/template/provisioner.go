@@ -138,6 +138,38 @@ type Box struct {
 	Cgroups []string `json:"cgroups"` // the cgroup.procs files of the box's groups
 	Seccomp string   `json:"seccomp"` // the filter program's file ("": none)
 	UID     int      `json:"uid"`     // the box's uid (0: no uid of its own, capabilities dropped)
+	// Entered, when set, is this box as EnterBox entered it ahead: the kernel is forked there.
+	Entered *Entered `json:"-"`
+}
+
+// Entered is a box a template's children entered ahead (EnterBox), waiting for its kernel.
+type Entered struct {
+	p   *proc // the template that entered it (another one knows nothing of it)
+	id  int   // its enter request
+	pid int   // its first child (host pid; it exits once the kernel is forked, or its box dies)
+}
+
+// PID is the entered box's first child, outside the box's pid namespace.
+func (e *Entered) PID() int { return e.pid }
+
+// EnterBox does ahead what a boxed fork into box does before it knows the kernel (template.py's
+// enter request: join the box's cgroups, rlimits and namespaces, fork there), for a box that waits
+// as a spare; ForkBoxed with the answer in box.Entered then only forks the kernel. Failing to enter
+// is told by that ForkBoxed. The entered children die with their box, and exit once their
+// template is gone.
+func (tp *Provisioner) EnterBox(ctx context.Context, box Box) (*Entered, error) {
+	wctx, cancel := context.WithTimeout(ctx, warmWait)
+	p, err := tp.sup.ready(wctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	box.Entered = nil
+	id, pid, err := p.enter(ctx, box)
+	if err != nil {
+		return nil, err
+	}
+	return &Entered{p: p, id: id, pid: pid}, nil
 }
 
 // ErrNotForkable is a launch the template cannot make (another argv, an env read at import, Fresh).
@@ -163,7 +195,16 @@ func (tp *Provisioner) ForkBoxed(ctx context.Context, spec kernel.LaunchSpec, en
 	if err != nil {
 		return 0, nil, err
 	}
-	c, err := p.fork(ctx, forkSpec{Args: args, Env: env, Dir: "/workspace", Log: spec.LogPath, Box: &box}, "")
+	entered := 0
+	if box.Entered != nil && box.Entered.p == p { // else its template is gone, and so are its children
+		entered = box.Entered.id
+	}
+	fs := forkSpec{Args: args, Env: env, Dir: "/workspace", Log: spec.LogPath, Box: &box}
+	c, err := p.forkIn(ctx, fs, "", entered)
+	if errors.Is(err, errUnused) { // its entered children are gone (killed with ...): fork as usual
+		tp.sup.log.Warn("kernel template: the box entered ahead was lost; forking into it anew", "err", err)
+		c, err = p.forkIn(ctx, fs, "", 0)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -9,6 +9,8 @@ collector's view of those objects (gc.freeze: collections in a child never touch
 stay shared copy-on-write), then waits on stdin for requests, one JSON object a line:
 
     {"id": 1, "spec": "/data/template/req-1.json"}      ("boxed": true, "holder": H for a boxed one)
+    {"id": 2, "enter": true, "box": {...}, "holder": H}  a box entered ahead (see below)
+    {"id": 3, "spec": "...", "boxed": true, "holder": H, "entered": 2}   a kernel in it
 
 where the spec file (root's, 0600, read and removed by the child after the fork, so that no
 kernel's environment ever sits in the template's heap, which every later child copies) holds
@@ -20,6 +22,8 @@ and answers on stdout, one JSON object a line:
 
     {"ready": true, "pid": P}            once, when warm
     {"id": 1, "pid": C}                  the child that is the kernel ({"id": 1, "error": "..."})
+    {"id": 2, "entered": C}              the first child of a box entered ahead
+    {"id": 3, "error": "...", "unused": true}   no kernel was asked of that box (it may be forked into anew)
     {"exit": C, "status": S}             a child was reaped (S: the raw wait status)
 
 The template runs no user code and starts no thread (a fork copies only the forking thread; a lock
@@ -48,6 +52,13 @@ namespace born after the holder), says its pid and exits, so the kernel is repar
 init as a cold kernel's parent is. The kernel then leads a session of its own, drops every
 capability and the bounding set, becomes the box's uid, sets no_new_privs, loads the server's
 seccomp program, checks all of it in /proc/self/status, and only then builds the kernel app.
+
+An enter request does the part of that which does not depend on the kernel ahead, for a box that
+waits as a spare (kernel/sandbox's pool.spare_boxes): its first child enters the box and forks the
+second there, which waits on a pipe. A boxed request naming it then only hands the second child the
+kernel's spec, which forks the kernel (the request's spec file names the same box). An entered box
+whose children died (its box was killed) is forgotten when the first child is reaped; one whose
+template died sees EOF and exits.
 """
 
 import atexit
@@ -376,13 +387,19 @@ def _fork_boxed(req, cfg, keep_out):
             break
         got += b
     os.close(rd)
-    word, _, rest = got.decode(errors="replace").strip().partition(" ")
+    return _kernel_of(req, got.decode(errors="replace").strip(), "boxed fork")
+
+
+def _kernel_of(req, answer, what):
+    """The answer to a boxed fork whose first child said answer ("init PID" or "error ..."): the
+    kernel is the one child of the box's init besides the holder."""
+    word, _, rest = answer.partition(" ")
     if word != "init" or not rest.strip().isdigit():
-        return {"id": req.get("id"), "error": "boxed fork: " + (rest or "the first child died")}
+        return {"id": req.get("id"), "error": what + ": " + (rest or "the first child died")}
     init = int(rest)
     kernels = [int(p) for p in _children(init) if int(p) != req["holder"]]
     if len(kernels) != 1:
-        return {"id": req.get("id"), "error": "boxed fork: the box's init has children %s" % _children(init)}
+        return {"id": req.get("id"), "error": what + ": the box's init has children %s" % _children(init)}
     return {"id": req.get("id"), "pid": kernels[0]}
 
 
@@ -423,6 +440,143 @@ def _boxed_child(req, keep_out, answer):
         os._exit(1)
 
 
+# Boxes entered ahead (_enter_box), by the enter request's id: {"pid": the first child, "ctl": the
+# pipe its second child waits on, "ans": the pipe the first child answers on, "holder": H}.
+_entered = {}
+
+
+def _entered_fds():
+    """The template's ends of the entered boxes' pipes: a child closes them, so that a second child
+    waiting for its kernel sees EOF (and exits) when the template is gone, whoever else it forked."""
+    return tuple(fd for e in _entered.values() for fd in (e["ctl"], e["ans"]))
+
+
+def _forget_entered(pid):
+    """Drops the entered box whose first child was reaped (its box was killed, or its kernel made)."""
+    for key, e in list(_entered.items()):
+        if e["pid"] == pid:
+            del _entered[key]
+            os.close(e["ctl"])
+            os.close(e["ans"])
+
+
+def _enter_box(req, keep_out):
+    """A boxed fork's first half, for a box that waits as a spare before any kernel is asked of it:
+    the first child enters the box and forks the second there, which waits for the kernel's spec
+    (_waiting_child). Answers at once with the first child's pid: what entering the box costs (the
+    cgroup move waits for an RCU grace period, ~10-15 ms) is paid while nobody waits; whether it
+    succeeded is read when the kernel is asked for (_fork_entered)."""
+    ctl_r, ctl_w = os.pipe()
+    ans_r, ans_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ctl_w)
+        os.close(ans_r)
+        _entering_child(req, keep_out, ctl_r, ans_w)
+    os.close(ctl_r)
+    os.close(ans_w)
+    _entered[req["id"]] = {"pid": pid, "ctl": ctl_w, "ans": ans_r, "holder": req["holder"]}
+    return {"id": req["id"], "entered": pid}
+
+
+def _entering_child(req, keep_out, ctl, answer):
+    """The first child of an entered box: keeps a descriptor of the host's root (the kernel's spec
+    file and log are host paths, out of the box's mount namespace's view), enters the box, says so,
+    forks the second child there and waits for it; then tells the box's init's pid, as _boxed_child
+    does. Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in keep_out:
+            os.close(fd)
+        want = req["box"]
+        root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        entered = box.enter(want)
+        os.write(answer, b"entered\n")
+        pid = os.fork()
+        if pid == 0:
+            os.close(answer)
+            _waiting_child(ctl, root, want, entered)
+        os.close(ctl)
+        os.close(root)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError("the second child ended with status %d" % status)
+        os.write(answer, b"init %d\n" % entered["init"])
+        os._exit(0)
+    except BaseException as e:  # noqa: BLE001
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        try:
+            os.write(answer, ("error %r (at %s:%d)\n" % (e, os.path.basename(where.filename), where.lineno)).encode())
+        except OSError:
+            pass  # the template is gone: nobody asks
+        os._exit(1)
+
+
+def _waiting_child(ctl, root, want, entered):
+    """The second child of an entered box, in the box's pid namespace: waits for the path of the
+    kernel's spec on ctl (EOF: the template is gone, and so is the need), reads it and opens the
+    kernel's log through the host's root, checks the spec names this box, forks the kernel and
+    exits. Never returns."""
+    code = 3
+    try:
+        got = b""
+        while True:
+            b = os.read(ctl, 4096)
+            if not b:
+                break
+            got += b
+        path = got.decode().strip()
+        if path:
+            fd = os.open(path.lstrip("/"), os.O_RDONLY | os.O_CLOEXEC, dir_fd=root)
+            with open(fd, "rb") as f:
+                spec = json.loads(f.read())
+            os.unlink(path.lstrip("/"), dir_fd=root)
+            if spec["box"]["holder"] != want["holder"] or spec["box"]["uid"] != want["uid"]:
+                raise RuntimeError("the kernel's spec names another box")
+            log = os.open(spec["log"].lstrip("/"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600,
+                          dir_fd=root)
+            if os.fork() == 0:
+                _boxed_kernel(spec, entered, log)
+            code = 0
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _fork_entered(req):
+    """Makes the kernel in a box entered ahead: hands its second child the spec and reads the first
+    one's answers ("entered", then "init PID"); answers the kernel's pid as _fork_boxed does."""
+    e = _entered.pop(req["entered"], None)
+    # "unused": no kernel was asked of the box: the caller may fork into it the usual way.
+    if e is None:
+        return {"id": req.get("id"), "unused": True, "error": "entered fork: the box entered as %d is gone" % req["entered"]}
+    try:
+        if e["holder"] != req["holder"]:
+            return {"id": req.get("id"), "unused": True,
+                    "error": "entered fork: box %d was entered for holder %d" % (req["entered"], e["holder"])}
+        try:
+            os.write(e["ctl"], req["spec"].encode() + b"\n")
+        except OSError as err:
+            return {"id": req.get("id"), "unused": True, "error": "entered fork: the box's waiting child is gone (%s)" % err}
+        os.close(e["ctl"])
+        e["ctl"] = None
+        got = b""
+        while got.count(b"\n") < 2 and not got.startswith(b"error"):
+            b = os.read(e["ans"], 4096)
+            if not b:
+                break
+            got += b
+    finally:
+        for fd in (e["ctl"], e["ans"]):
+            if fd is not None:
+                os.close(fd)
+    lines = got.decode(errors="replace").split("\n")
+    last = lines[1] if lines[0] == "entered" and len(lines) > 1 else lines[0]
+    return _kernel_of(req, last.strip(), "entered fork")
+
+
 def _boxed_kernel(spec, entered, log):
     """The kernel inside the box: its own session, no privileges, the filter; never returns."""
     code = 1
@@ -447,6 +601,11 @@ def _fork(req, cfg, keep_out):
         return {"id": req.get("id"), "error": "the template has a thread; it must not fork"}
     sys.stdout.flush()
     sys.stderr.flush()
+    keep_out = tuple(keep_out) + _entered_fds()
+    if req.get("enter"):
+        return _enter_box(req, keep_out)
+    if req.get("entered"):
+        return _fork_entered(req)
     if req.get("boxed"):
         return _fork_boxed(req, cfg, keep_out)
     pid = os.fork()
@@ -463,6 +622,7 @@ def _reap():
             return
         if pid == 0:
             return
+        _forget_entered(pid)
         _say({"exit": pid, "status": status})
 
 
