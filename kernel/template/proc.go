@@ -60,9 +60,9 @@ type message struct {
 	PID     int    `json:"pid"`
 	Entered int    `json:"entered"`
 	Unused  bool   `json:"unused"` // an entered box's fork refused before any kernel was asked of it
-	Error  string `json:"error"`
-	Exit   int    `json:"exit"`
-	Status int    `json:"status"`
+	Error   string `json:"error"`
+	Exit    int    `json:"exit"`
+	Status  int    `json:"status"`
 }
 
 // startProc starts a template: argv with its output (not its control lines) appended to logPath.
