@@ -3,6 +3,7 @@ called as the server calls them: __carryover__.call(op, json) then take().
 
 Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
 
+import importlib
 import io
 import os
 import sys
@@ -34,6 +35,39 @@ class KernelOpsTest(unittest.TestCase):
         self.assertEqual(self.sh.execution_count, 7)
         h.call(self.agent, "setup", {"cwd": wd, "env": {}})  # no count: the counter is left alone
         self.assertEqual(self.sh.execution_count, 7)
+
+    def test_setup_forgets_listings_of_a_folder_mounted_with_the_same_mtime(self):
+        # A folder on sys.path listed while it was empty, then given a module with its mtime put back
+        # (as a mount of another folder made within the same clock tick looks): without the set-up,
+        # the import is not found; after it (op_setup, or the first cell's metadata), it is.
+        d = os.path.join(self.tmp, "skills")
+        os.makedirs(d)
+        sys.path.insert(0, d)
+        self.addCleanup(sys.path.remove, d)
+        with self.assertRaises(ModuleNotFoundError):
+            __import__("carryover_t_mounted")
+        st = os.stat(d)
+        with open(os.path.join(d, "carryover_t_mounted.py"), "w") as f:
+            f.write("X = 1\n")
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+        with self.assertRaises(ModuleNotFoundError):
+            __import__("carryover_t_mounted")  # the stale listing: what the fix is for
+        h.call(self.agent, "setup", {"cwd": self.tmp, "env": {}})
+        self.assertEqual(__import__("carryover_t_mounted").X, 1)
+        sys.modules.pop("carryover_t_mounted", None)
+        os.remove(os.path.join(d, "carryover_t_mounted.py"))
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+        importlib.invalidate_caches()
+        with self.assertRaises(ModuleNotFoundError):
+            __import__("carryover_t_mounted")
+        with open(os.path.join(d, "carryover_t_mounted.py"), "w") as f:
+            f.write("X = 2\n")
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+        from carryover_agent import agent as agent_mod
+
+        agent_mod._apply_setup({"cwd": self.tmp, "env": {}})  # a first cell's set-up, from its metadata
+        self.assertEqual(__import__("carryover_t_mounted").X, 2)
+        sys.modules.pop("carryover_t_mounted", None)
 
     def test_setup_error_names_the_cause(self):
         blocker = os.path.join(self.tmp, "file")

@@ -209,6 +209,7 @@ def _apply_setup(setup):
             os.makedirs(cwd, exist_ok=True)
             os.chdir(cwd)
         os.environ.update({str(k): str(v) for k, v in (setup.get("env") or {}).items()})
+        kernelops.forget_listings()
     except OSError as e:
         raise RuntimeError(f"carryover: the session's working directory {cwd!r} could not be set: {e}") from None
 

@@ -3,6 +3,7 @@
 what cells print, and list the namespace for the variable inspector. The server calls them like any
 op (``__carryover__.call(op, json)``) with data, never with code of its own."""
 
+import importlib
 import os
 import sys
 import types
@@ -18,10 +19,21 @@ def op_setup(agent, a):
     os.makedirs(cwd, exist_ok=True)
     os.chdir(cwd)
     os.environ.update(a.get("env") or {})
+    forget_listings()
     count = a.get("execution_count") or 0
     if count > 0:
         agent.shell.execution_count = count
     return {"ok": True}
+
+
+def forget_listings():
+    """Part of every set-up: the session's folders were just mounted where the kernel's import path
+    may already have been listed (a sandbox's /skills and /workspace were its box's empty mount
+    points while the kernel started). Python re-lists a directory only when its mtime changes, and
+    the empty mount point and the mounted folder can share one (both made within one clock tick):
+    the session's modules would then not be found. So the import system's listings are dropped here
+    (importlib.invalidate_caches: each directory is listed again at its next use)."""
+    importlib.invalidate_caches()
 
 
 def op_env(agent, a):
