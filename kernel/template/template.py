@@ -429,15 +429,30 @@ def _boxed_child(req, keep_out, answer):
             if os.fork() == 0:
                 _boxed_kernel(spec, entered, log)
             os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            raise RuntimeError("the second child ended with status %d" % status)
-        os.write(answer, b"init %d\n" % entered["init"])
-        os._exit(0)
+        _answer_init(pid, entered, answer)
     except BaseException as e:  # noqa: BLE001
-        where = traceback.extract_tb(e.__traceback__)[-1]
+        _answer_error(e, answer)
+
+
+def _answer_init(second, entered, answer):
+    """The first child's end once the kernel is forked: reaps the second child and tells the box's
+    init's pid (the kernel is its child now). Never returns."""
+    _, status = os.waitpid(second, 0)
+    if status != 0:
+        raise RuntimeError("the second child ended with status %d" % status)
+    os.write(answer, b"init %d\n" % entered["init"])
+    os._exit(0)
+
+
+def _answer_error(e, answer):
+    """The first child's end on error e: tells where it failed (unless the template is gone, and with
+    it whoever would read it). Never returns."""
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    try:
         os.write(answer, ("error %r (at %s:%d)\n" % (e, os.path.basename(where.filename), where.lineno)).encode())
-        os._exit(1)
+    except OSError:
+        pass
+    os._exit(1)
 
 
 # Boxes entered ahead (_enter_box), by the enter request's id: {"pid": the first child, "ctl": the
@@ -499,18 +514,9 @@ def _entering_child(req, keep_out, ctl, answer):
             _waiting_child(ctl, root, want, entered)
         os.close(ctl)
         os.close(root)
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            raise RuntimeError("the second child ended with status %d" % status)
-        os.write(answer, b"init %d\n" % entered["init"])
-        os._exit(0)
+        _answer_init(pid, entered, answer)
     except BaseException as e:  # noqa: BLE001
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        try:
-            os.write(answer, ("error %r (at %s:%d)\n" % (e, os.path.basename(where.filename), where.lineno)).encode())
-        except OSError:
-            pass  # the template is gone: nobody asks
-        os._exit(1)
+        _answer_error(e, answer)
 
 
 def _waiting_child(ctl, root, want, entered):
