@@ -504,6 +504,12 @@ def _entering_child(req, keep_out, ctl, answer):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in keep_out:
             os.close(fd)
+        # Not the template's stdin and stdout: they wait long, and the server takes the stdout's
+        # EOF as the template's end (a template killed is restarted only then).
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
         want = req["box"]
         root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         entered = box.enter(want)
