@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/carryover/carryover/internal/servertest"
+	"github.com/carryover/carryover/kernel/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +33,7 @@ func mountsUnder(dir string) []string {
 		if len(f) < 5 {
 			continue
 		}
-		p := servertest.UnescapeMount(f[4])
+		p := sandbox.UnescapeMount(f[4])
 		if p == dir || strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}

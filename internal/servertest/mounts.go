@@ -4,9 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/carryover/carryover/kernel/sandbox"
 )
 
 // serverMountsUnder lists the loop mounts the server made under dir, deepest first: mount points
@@ -47,28 +48,7 @@ func mountOf(line string) (point, source string, ok bool) {
 	if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
 		return "", "", false
 	}
-	return UnescapeMount(f[4]), f[sep+2], true
-}
-
-// UnescapeMount undoes /proc/self/mountinfo's octal escapes (\040 for a space, ...): a mount point
-// under a directory with a space in its path is still found (this package's and the bench's
-// clean-ups of what a killed server left mounted).
-func UnescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return sandbox.UnescapeMount(f[4]), f[sep+2], true
 }
 
 // unmountLeft detaches what the server left mounted under dir (a process killed -9 unmounts
