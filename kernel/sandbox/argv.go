@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Bind is an extra read-write bind mount.
@@ -127,7 +128,10 @@ func envArgs(env map[string]string) []string {
 
 // parentDirs makes the missing parents of mount points 0755 before they are mounted on:
 // bubblewrap makes them 0700 (root's), and the box uid could not reach what is bound below them.
-type parentDirs struct{ made map[string]bool }
+type parentDirs struct {
+	made map[string]bool
+	ro   []string // read-only trees whose dirs are there already (the /etc copy's)
+}
 
 func newParentDirs() *parentDirs {
 	return &parentDirs{made: map[string]bool{"/": true, "/tmp": true, "/dev": true, "/proc": true, "/var": true}}
@@ -136,7 +140,7 @@ func newParentDirs() *parentDirs {
 // args returns the --dir arguments for dst's missing parents, outermost first.
 func (p *parentDirs) args(dst string) []string {
 	var chain []string
-	for d := filepath.Dir(dst); !p.made[d]; d = filepath.Dir(d) {
+	for d := filepath.Dir(dst); !p.made[d] && !p.inReadOnly(d); d = filepath.Dir(d) {
 		chain = append(chain, d)
 		p.made[d] = true
 	}
@@ -145,6 +149,20 @@ func (p *parentDirs) args(dst string) []string {
 		a = append(a, "--perms", "0755", "--dir", chain[i])
 	}
 	return a
+}
+
+// readOnly marks dir as a read-only tree holding its own dirs: no --dir is made under it.
+func (p *parentDirs) readOnly(dir string) {
+	p.ro = append(p.ro, dir)
+}
+
+func (p *parentDirs) inReadOnly(d string) bool {
+	for _, r := range p.ro {
+		if d == r || strings.HasPrefix(d, r+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // systemArgs bind the read-only system: /usr, the /bin, /sbin, /lib* links or dirs, the /etc
@@ -163,13 +181,7 @@ func (b *Box) systemArgs(p *parentDirs) []string {
 			a = append(a, "--ro-bind", d, d)
 		}
 	}
-	for _, e := range b.m.cfg.Etc {
-		e = filepath.Clean("/etc/" + e)
-		if _, err := os.Stat(e); err == nil && strings.HasPrefix(e, "/etc/") {
-			a = append(a, p.args(e)...)
-			a = append(a, "--ro-bind", e, e)
-		}
-	}
+	a = append(a, b.m.etcArgs(p)...)
 	a = append(a, p.args("/etc/passwd")...)
 	a = append(a, "--ro-bind", filepath.Join(b.dir, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(b.dir, "group"), "/etc/group")
@@ -177,6 +189,27 @@ func (b *Box) systemArgs(p *parentDirs) []string {
 		if _, err := os.Stat(rb); err == nil && filepath.IsAbs(rb) {
 			a = append(a, p.args(rb)...)
 			a = append(a, "--ro-bind", rb, rb)
+		}
+	}
+	return a
+}
+
+// etcArgs bind the /etc allowlist: its copy at once (etc.go), else entry by entry.
+func (m *Manager) etcArgs(p *parentDirs) []string {
+	if m.etc != nil {
+		dir, err := m.etc.current(time.Now())
+		if err == nil {
+			p.readOnly("/etc")
+			return []string{"--ro-bind", dir, "/etc"}
+		}
+		m.etc.fallback(m.log, err)
+	}
+	var a []string
+	for _, e := range m.cfg.Etc {
+		e = filepath.Clean("/etc/" + e)
+		if _, err := os.Stat(e); err == nil && strings.HasPrefix(e, "/etc/") {
+			a = append(a, p.args(e)...)
+			a = append(a, "--ro-bind", e, e)
 		}
 	}
 	return a

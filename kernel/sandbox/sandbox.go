@@ -94,8 +94,9 @@ type Manager struct {
 	cat                   string
 	cg                    *cgroups
 	log                   *slog.Logger
-	idmap                 bool   // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
-	seccomp               string // the filter program's file, read by bubblewrap on fd 3 ("" for none)
+	idmap                 bool     // boxes get their own uid and idmapped mounts (else: uid 0, no caps)
+	seccomp               string   // the filter program's file, read by bubblewrap on fd 3 ("" for none)
+	etc                   *etcCopy // the /etc allowlist as one directory (etc.go)
 	mu                    sync.Mutex
 	next                  int              // next uid offset to try
 	uids                  map[int]*os.File // in use, with their flock'ed lock files
@@ -158,6 +159,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := setupSharedDir(abs); err != nil {
 		return nil, fmt.Errorf("sandbox: state dir: %w", err)
 	}
+	m.etc = newEtcCopy("/etc", abs+".etc", m.cfg.Etc, etcMountPoints(m.cfg.ROBinds))
 	if !cfg.NoSeccomp {
 		if err := m.writeSeccomp(); err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -279,6 +281,9 @@ func (m *Manager) Close() error {
 	m.userns = map[int]int{}
 	m.mu.Unlock()
 	m.cg.close()
+	if m.etc != nil {
+		m.etc.close()
+	}
 	if err := unmountAll(m.cfg.StateDir); err != nil {
 		errs = append(errs, err)
 	}

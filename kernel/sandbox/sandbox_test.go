@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,6 +82,7 @@ func TestBoxIsolation(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	checkBoxEtc(t, b)
 	// The box's own /dev has a tty node (bubblewrap --dev), but with no controlling terminal
 	// (--new-session) it cannot be opened, so no TIOCSTI reaches the server's terminal.
 	if strings.Contains(out, "tty-opened") {
@@ -90,6 +94,30 @@ func TestBoxIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("idmapped=%v info=%+v new.txt uid=%d", m.IDMapped(), m.Info(), statUID(fi))
+}
+
+// checkBoxEtc: the box's /etc is the allowlist (its entries as the host has them) with the box's
+// own passwd and group, read-only, bound as one tree.
+func checkBoxEtc(t *testing.T, b *Box) {
+	t.Helper()
+	want := map[string]bool{"passwd": true, "group": true}
+	for _, e := range DefaultEtc {
+		if _, err := os.Stat("/etc/" + e); err == nil {
+			want[strings.SplitN(e, "/", 2)[0]] = true
+		}
+	}
+	wantList := slices.Sorted(maps.Keys(want))
+	out, code := runBox(t, b, `echo "etc: $(ls -A /etc | sort | tr '\n' ' ')"; touch /etc/x 2>/dev/null && echo etc-writable || echo etc-read-only;
+		cat /etc/hosts; echo "certs: $(ls /etc/ssl/certs | wc -l)"; grep -c "^sandbox:" /etc/passwd;
+		echo "mounts under /etc: $(awk '$5 ~ "^/etc/" {print $5}' /proc/self/mountinfo | sort | tr '\n' ' ')"`)
+	host, _ := os.ReadFile("/etc/hosts")
+	certs, _ := os.ReadDir("/etc/ssl/certs")
+	for _, w := range []string{"etc: " + strings.Join(wantList, " ") + " \n", "etc-read-only", string(host), fmt.Sprintf("certs: %d\n", len(certs)),
+		"mounts under /etc: /etc/group /etc/passwd \n"} { // /etc is one bind (etc.go), but for the box's own two
+		if !strings.Contains(out, w) {
+			t.Errorf("the box's /etc: output lacks %q (exit %d):\n%s", w, code, out)
+		}
+	}
 }
 
 // TestAttachPropagates attaches a workspace to a box whose process is already running: the warm
