@@ -16,6 +16,12 @@ type ProcStats struct {
 	// (persistence.SharedBuffers) this way, so each child's RSS holds the whole copy; the memory
 	// watch counts that copy once (server/capacity.Charged), not once per child.
 	ShmemBytes int64
+	// OwnBytes, when above 0, is what the kernel's memory costs the node on its own, where RSS says
+	// far more: a kernel forked from a template into a box maps the template's pages (~110 MiB of a
+	// data-science session's ~130 MiB RSS) but is charged, in its box's memory cgroup, only for the
+	// pages it wrote or loaded itself (the shared ones are the template's cgroup's). The memory
+	// watch counts this (server/capacity.Resident); 0: not known, RSSBytes is the cost.
+	OwnBytes int64
 }
 
 // clockTicks is USER_HZ, 100 on every Linux ABI Go supports.

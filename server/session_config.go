@@ -56,6 +56,7 @@ func sessionConfig(cfg *configs.Config) session.Config {
 		MemoryBudget:   cfg.Capacity.MemoryBudgetBytes,
 		MemoryReserve:  cfg.Capacity.ReserveBytes,
 		KernelBytes:    cfg.Capacity.KernelBytes,
+		ForkedKernels:  cfg.Pool.Templates,
 		QueueWait:      configs.Seconds(cfg.Capacity.QueueSeconds),
 		QueueMax:       cfg.Capacity.QueueMax,
 		PSIThreshold:   cfg.Capacity.PSIThreshold,

@@ -195,7 +195,29 @@ func tplBurst(ctx context.Context, env *benchEnv, n int, cold time.Duration, col
 		Ours: fmt.Sprintf("%.2f sessions/s", rate), Peer: fmtDur(cold) + " (one cold start + imports, p50)", Ratio: ratio(p50, cold) + " p50",
 		Note: fmt.Sprintf("all in %s, create -> second result p50 %s p99 %s; goal >= 25/s, p99 <= 2 s: %s", fmtDur(total), fmtDur(p50), fmtDur(p99), met)})
 	rows = append(rows, idleRow(n+2, 1, cpuLive, cpuBase, idleWindow(env), h.sandboxNote()))
-	return append(rows, tplMemoryRows(n, coldUSS, h.sandboxNote())...), nil
+	mem, per := tplMemoryRows(n, coldUSS, h.sandboxNote())
+	watched, err := watchRow(ctx, h, per)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(rows, mem...), watched), nil
+}
+
+// watchRow is what the node's memory watch counts per live session (GET /api/status:
+// memory.kernel_bytes over capacity.live_kernels), beside the sessions' measured private memory
+// (per, USS): what sizes the node's admission and hibernations. Near 1x: a session costs the node
+// what it holds; RSS (the template's pages counted in every kernel) said ~6x.
+func watchRow(ctx context.Context, h *benchSrv, per int64) (benchRow, error) {
+	st, err := h.c.Status(ctx)
+	if err != nil {
+		return benchRow{}, err
+	}
+	live := int64(max(st.Capacity.LiveKernels, 1))
+	counted := st.Memory.KernelBytes / live
+	return benchRow{Name: "memory the node's watch counts per live session (templates)", Ours: fmtBytes(counted),
+		Peer: fmtBytes(per) + " USS", Ratio: fmt.Sprintf("%.2fx", float64(counted)/float64(max(per, 1))),
+		Note: fmt.Sprintf("memory.kernel_bytes %s over %d live kernels; it sizes hibernation under memory pressure; max_live_kernels %d (%s); %s",
+			fmtBytes(st.Memory.KernelBytes), live, st.Capacity.MaxLiveKernels, st.Capacity.Source, h.sandboxNote())}, nil
 }
 
 // quietCPU is the server's CPU over a quiet window with one live session and its pool filled.
@@ -264,8 +286,8 @@ func tplBurstPair(ctx context.Context, env *benchEnv, n int) (rows []benchRow, e
 }
 
 // tplMemoryRows: USS per idle data-science session (the burst's, and the pool's idle kernels, all
-// forked) beside a cold kernel's, and the template's own USS and RSS.
-func tplMemoryRows(n int, coldUSS int64, note string) []benchRow {
+// forked) beside a cold kernel's, and the template's own USS and RSS; and the USS per session.
+func tplMemoryRows(n int, coldUSS int64, note string) ([]benchRow, int64) {
 	time.Sleep(2 * time.Second) // the sessions' last checkpoints are done: idle
 	uss, procs, tmpl := kernelsUSS()
 	per := uss / int64(max(procs, 1))
@@ -281,7 +303,7 @@ func tplMemoryRows(n int, coldUSS int64, note string) []benchRow {
 		rows = append(rows, benchRow{Name: "the template at rest (one per interpreter and pre-import set)",
 			Ours: fmtBytes(tu) + " USS", Note: fmt.Sprintf("RSS %s; imports ipykernel, numpy, pandas once; runs no user code", fmtBytes(procRSS(pid)))})
 	}
-	return rows
+	return rows, per
 }
 
 // kernelsUSS sums the USS of this process's kernels (descendantKernels: forked ones and those in

@@ -314,6 +314,29 @@ func (g *cgroup) dir(ctrl string) (string, bool) {
 	return d, ok
 }
 
+// memoryCharged is the memory the cgroup is charged for (v2 memory.current, v1
+// memory.usage_in_bytes: the pages its processes wrote or first read, page cache and tmpfs
+// included); 0 without the memory controller or when it cannot be read.
+func (g *cgroup) memoryCharged() int64 {
+	d, ok := g.dir("memory")
+	if !ok {
+		return 0
+	}
+	name := "memory.usage_in_bytes"
+	if g.root.v2 {
+		name = "memory.current"
+	}
+	b, err := os.ReadFile(filepath.Join(d, name))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
 // has reports whether the controller is in use.
 func (g *cgroup) has(ctrl string) bool { _, ok := g.dir(ctrl); return ok }
 

@@ -221,10 +221,15 @@ func (k *boxKernel) Kill() {
 }
 
 // Stats adds a forked kernel's own process group (it leads a session of its own, outside the
-// groups of bubblewrap and its init) to the box's.
+// groups of bubblewrap and its init) to the box's, and its box's memory charge as its own cost
+// (kernel.ProcStats.OwnBytes): the pages it shares with the template are not its box's.
 func (k *boxKernel) Stats() (kernel.ProcStats, error) {
 	if k.fk == nil {
 		return k.boxProcess.Stats()
 	}
-	return k.boxProcess.stats(k.fk.pid)
+	st, err := k.boxProcess.stats(k.fk.pid)
+	if err == nil && k.box.cg != nil {
+		st.OwnBytes = k.box.cg.memoryCharged()
+	}
+	return st, err
 }

@@ -184,6 +184,7 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 			t.Errorf("kernel %d: stats %+v, %v: the forked kernel is not counted", i, st, err)
 		}
 	}
+	checkOwnMemory(t, ks[1])
 	// Past its memory limit it is killed, and its death ends its box: nothing of its uid is left,
 	// and the sibling runs on.
 	bk := ks[0].Process().(*boxKernel)
@@ -218,6 +219,29 @@ func TestForkedKernelsAreBoxed(t *testing.T) {
 		f.Status["Seccomp"] != "2" {
 		t.Errorf("after a restart: workspace %v uid %d status %v", f.Workspace, f.UID, f.Status)
 	}
+}
+
+// checkOwnMemory: a forked kernel's own cost is its box's memory charge: far below its RSS (the
+// template's pages it maps are not its box's), and it grows by what the kernel writes.
+func checkOwnMemory(t *testing.T, k *kernel.Kernel) {
+	t.Helper()
+	bk := k.Process().(*boxKernel)
+	if bk.box.cg == nil || !bk.box.cg.has("memory") {
+		return // no memory cgroup: the RSS is the cost (OwnBytes 0), checked above
+	}
+	before, err := k.Process().Stats()
+	if err != nil || before.OwnBytes <= 0 || before.OwnBytes > before.RSSBytes/2 {
+		t.Fatalf("a forked kernel's own memory: %+v, %v (want > 0 and under half its RSS)", before, err)
+	}
+	if _, err := k.Eval(context.Background(), "_own = bytearray(b'1' * (100 << 20))", ""); err != nil {
+		t.Fatal(err)
+	}
+	defer k.Eval(context.Background(), "del _own", "")
+	after, err := k.Process().Stats()
+	if err != nil || after.OwnBytes-before.OwnBytes < 95<<20 {
+		t.Errorf("100 MiB written: own memory %d -> %d MiB (%v)", before.OwnBytes>>20, after.OwnBytes>>20, err)
+	}
+	t.Logf("own memory %d -> %d MiB, RSS %d -> %d MiB", before.OwnBytes>>20, after.OwnBytes>>20, before.RSSBytes>>20, after.RSSBytes>>20)
 }
 
 // checkBoxed asserts what one forked kernel said about itself (f) against its box, one isolation

@@ -14,7 +14,8 @@ type BudgetConfig struct {
 	MaxLiveKernels int   // 0: derived; < 0: no limit
 	MemoryBudget   int64 // 0: derived
 	MemoryReserve  int64
-	KernelBytes    int64 // 0: DefaultKernelBytes
+	KernelBytes    int64 // 0: DefaultKernelBytes, or DefaultForkedKernelBytes when Forked
+	Forked         bool  // kernels are forked from templates (pool.templates)
 	PoolSize       int   // the warm pool's size and largest size: its kernels live too
 	PoolMaxSize    int
 }
@@ -22,13 +23,22 @@ type BudgetConfig struct {
 // DefaultKernelBytes is a live session with numpy and pandas imported (~113 MiB measured) plus room.
 const DefaultKernelBytes = 150 << 20
 
+// DefaultForkedKernelBytes is the same session forked from a template: what its box is charged for
+// (~22 MiB measured: the template's pages it maps are not its own) plus room. The memory watch
+// counts what each kernel really holds; this only sizes the derived max_live_kernels.
+const DefaultForkedKernelBytes = 48 << 20
+
 // ResolveBudget derives what the config leaves at 0 from the host's room (MemAvailable, or the
 // cgroup's room when smaller): the memory budget is that room minus the reserve, and
 // max_live_kernels is the budget divided by kernel_bytes, less the warm pool's largest size, at
 // least 1. max_live_kernels < 0 means no limit.
 func ResolveBudget(c BudgetConfig, hostRoom int64) Budget {
 	b := Budget{Memory: c.MemoryBudget, KernelBytes: c.KernelBytes, MaxLive: c.MaxLiveKernels, Source: "config"}
-	if b.KernelBytes <= 0 {
+	switch {
+	case b.KernelBytes > 0:
+	case c.Forked:
+		b.KernelBytes = DefaultForkedKernelBytes
+	default:
 		b.KernelBytes = DefaultKernelBytes
 	}
 	if b.Memory == 0 && hostRoom > 0 {

@@ -60,6 +60,14 @@ func TestResolveBudget(t *testing.T) {
 	if b.MaxLive != 4 || b.Memory != gib || b.KernelBytes != DefaultKernelBytes || b.Source != "config" {
 		t.Errorf("configured = %+v", b)
 	}
+	// Kernels forked from templates: the smaller estimate, unless one is configured.
+	b = ResolveBudget(BudgetConfig{MemoryReserve: gib, Forked: true, PoolMaxSize: 8}, 23*gib)
+	if b.KernelBytes != DefaultForkedKernelBytes || b.MaxLive != int(22*gib/DefaultForkedKernelBytes)-8 {
+		t.Errorf("forked, derived = %+v", b)
+	}
+	if b = ResolveBudget(BudgetConfig{Forked: true, KernelBytes: 100 << 20}, 11*gib); b.KernelBytes != 100<<20 {
+		t.Errorf("forked, kernel_bytes configured = %+v", b)
+	}
 	if b = ResolveBudget(BudgetConfig{MaxLiveKernels: -1}, 11*gib); b.MaxLive != 0 {
 		t.Errorf("no limit = %+v", b)
 	}
@@ -100,5 +108,27 @@ func TestKernelMemoryCountsSharedCopiesOnce(t *testing.T) {
 	}
 	if got := KernelMemory([]Resident{{RSS: 200 * mib}}, 0); got != 200*mib {
 		t.Errorf("no copies: %d MiB, want the RSS", got/mib)
+	}
+}
+
+// TestKernelMemoryCountsForkedKernelsOwnPages: a kernel whose own cost is known (forked from a
+// template into a box: its box's memory charge) is counted that, not its RSS, which holds the
+// template's pages it maps; the others are counted as before, beside it.
+func TestKernelMemoryCountsForkedKernelsOwnPages(t *testing.T) {
+	t.Parallel()
+	const mib, gib = int64(1 << 20), int64(1 << 30)
+	forked := make([]Resident, 200)
+	for i := range forked {
+		forked[i] = Resident{RSS: 130 * mib, Own: 25 * mib}
+	}
+	if got, want := KernelMemory(forked, 0), 200*25*mib; got != want {
+		t.Fatalf("200 forked kernels = %d MiB, want %d MiB (their own pages)", got/mib, want/mib)
+	}
+	if MemoryExcess(KernelMemory(forked, 0), 20*gib, HostMemory{AvailableBytes: -1, PSIFullAvg10: -1}, 0, 0, 0) != 0 {
+		t.Error("200 forked kernels holding 5 GiB of their own are over a 20 GiB budget (their RSS: 25 GiB)")
+	}
+	cold := Resident{RSS: 150 * mib}
+	if got, want := KernelMemory(append(forked[:2:2], cold), 0), 2*25*mib+150*mib; got != want {
+		t.Errorf("two forked and a cold kernel = %d MiB, want %d MiB", got/mib, want/mib)
 	}
 }

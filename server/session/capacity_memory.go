@@ -30,7 +30,7 @@ func (s *Service) kernelMemory(live []*Session) int64 {
 	rs := make([]capacity.Resident, 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
-		rs = append(rs, capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem()})
+		rs = append(rs, capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem(), Own: ls.cost.Own()})
 		ls.mu.Unlock()
 	}
 	return capacity.KernelMemory(rs, s.sharedHeld())

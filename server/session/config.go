@@ -65,7 +65,8 @@ type Config struct {
 	MaxLiveKernels int           // capacity.max_live_kernels
 	MemoryBudget   int64         // capacity.memory_budget_bytes: what kernels may hold together
 	MemoryReserve  int64         // capacity.reserve_bytes: host memory kept free of kernels
-	KernelBytes    int64         // capacity.kernel_bytes: a live kernel's estimate
+	KernelBytes    int64         // capacity.kernel_bytes: a live kernel's estimate (0: by ForkedKernels)
+	ForkedKernels  bool          // pool.templates: kernels are forked from templates (smaller estimate)
 	QueueWait      time.Duration // capacity.queue_seconds: a claim waits this long for a slot, then 429
 	QueueMax       int           // capacity.queue_max: claims waiting at most; more are refused at once
 	PSIThreshold   float64       // capacity.psi_threshold: PSI memory full avg10 (%) that hibernates (0: off)

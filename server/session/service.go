@@ -150,7 +150,7 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 		room = h.AvailableBytes
 	}
 	budget := capacity.ResolveBudget(capacity.BudgetConfig{MaxLiveKernels: cfg.MaxLiveKernels, MemoryBudget: cfg.MemoryBudget,
-		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
+		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, Forked: cfg.ForkedKernels, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
 	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
 		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
 	m := metrics.New(o.Metrics)

@@ -24,6 +24,7 @@ type Meter struct {
 	lastAt  time.Time
 	rss     int64 // resident memory at the last sample (the memory pressure watch adds them up)
 	shmem   int64 // the shared part of rss (kernel.ProcStats.ShmemBytes)
+	own     int64 // what the kernel costs on its own, when known (kernel.ProcStats.OwnBytes)
 	// base, until a sample has used it, gives the CPU the kernel had used when the session claimed
 	// it (Baseline): the sample's starting point instead of lastCPU.
 	base func() float64
@@ -72,7 +73,7 @@ func (m *Meter) Sample(hadBase bool, baseCPU float64, st kernel.ProcStats, now t
 		gibHours = float64(st.RSSBytes) / (1 << 30) * now.Sub(m.lastAt).Hours()
 	}
 	m.lastCPU, m.lastAt = st.CPUSeconds, now
-	m.rss, m.shmem = st.RSSBytes, st.ShmemBytes
+	m.rss, m.shmem, m.own = st.RSSBytes, st.ShmemBytes, st.OwnBytes
 	return cpu, gibHours
 }
 
@@ -81,6 +82,10 @@ func (m *Meter) LastAt() time.Time { return m.lastAt }
 
 // RSS is the kernel's resident memory at the last sample (the memory pressure watch adds them up).
 func (m *Meter) RSS() int64 { return m.rss }
+
+// Own is what the kernel's memory costs on its own at the last sample (kernel.ProcStats.OwnBytes;
+// 0: not known).
+func (m *Meter) Own() int64 { return m.own }
 
 // Shmem is the shared part of RSS at the last sample (RssShmem: a fork child's mapping of the node's
 // shared buffer copies is counted here).
