@@ -181,7 +181,7 @@ func (b *Box) systemArgs(p *parentDirs) []string {
 			a = append(a, "--ro-bind", d, d)
 		}
 	}
-	a = append(a, b.m.etcArgs(p)...)
+	a = append(a, b.etcArgs(p)...)
 	a = append(a, p.args("/etc/passwd")...)
 	a = append(a, "--ro-bind", filepath.Join(b.dir, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(b.dir, "group"), "/etc/group")
@@ -194,11 +194,16 @@ func (b *Box) systemArgs(p *parentDirs) []string {
 	return a
 }
 
-// etcArgs bind the /etc allowlist: its copy at once (etc.go), else entry by entry.
-func (m *Manager) etcArgs(p *parentDirs) []string {
+// etcArgs bind the /etc allowlist: its copy at once (etc.go; the box holds it until its release),
+// else entry by entry.
+func (b *Box) etcArgs(p *parentDirs) []string {
+	m := b.m
 	if m.etc != nil {
-		dir, err := m.etc.current(time.Now())
+		dir, err := m.etc.acquire(time.Now())
 		if err == nil {
+			b.mu.Lock()
+			b.etcDirs = append(b.etcDirs, dir)
+			b.mu.Unlock()
 			p.readOnly("/etc")
 			return []string{"--ro-bind", dir, "/etc"}
 		}

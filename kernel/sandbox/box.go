@@ -40,6 +40,7 @@ type Box struct {
 	mu       sync.Mutex
 	limits   Limits
 	mounts   map[string]string // mount point name in the box dir -> host dir mounted there
+	etcDirs  []string          // the /etc copies its commands bind (etc.go), released with it
 	released bool
 }
 
@@ -278,7 +279,12 @@ func (b *Box) Release() error {
 		}
 	}
 	b.mounts = map[string]string{}
+	etcDirs := b.etcDirs
+	b.etcDirs = nil
 	b.mu.Unlock()
+	for _, d := range etcDirs { // its processes are gone (kill): nothing binds them for it any more
+		b.m.etc.release(d)
+	}
 	if b.cg != nil {
 		if err := b.cg.remove(); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: cgroup of %s: %w", b.name, err))

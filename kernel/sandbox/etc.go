@@ -12,9 +12,11 @@ package sandbox
 // The copy is what a bind shows: an entry that is itself a symlink is followed (a bind resolves
 // its source), symlinks inside a directory are kept as they are (alternatives' point into /usr).
 // It is checked against the host's entries at most every etcRecheck, at a box's start, and made
-// again when one changed: a box started after a change to the host's /etc sees it. A box keeps
-// the copy it started with (the generations stay until the Manager ends). Anything that keeps the
-// copy from being made (an entry too large, a full disk) falls back to the binds, with a warning.
+// again when one changed (by content: a file rewritten as it was, as resolv.conf often is, makes
+// no new copy): a box started after a change to the host's /etc sees it. A box keeps the copy it
+// started with; a copy no box binds any more and that is not the current one is removed. Anything
+// that keeps the copy from being made (an entry too large, a full disk) falls back to the binds,
+// with a warning.
 
 import (
 	"errors"
@@ -38,6 +40,9 @@ const etcRecheck = 5 * time.Second
 // etcMaxBytes caps the copy: an allowlist naming a large tree is bound entry by entry instead.
 const etcMaxBytes = 64 << 20
 
+// etcHashBytes: files up to this size are compared by content, larger ones by size and mtime.
+const etcHashBytes = 256 << 10
+
 // etcCopy keeps the current copy of the allowlist. Safe for concurrent use.
 type etcCopy struct {
 	src     string   // the host's /etc (a test's own dir in tests)
@@ -50,6 +55,7 @@ type etcCopy struct {
 	sig     uint64 // the host entries' signature dir was made from
 	checked time.Time
 	gen     int
+	users   map[string]int // generation -> boxes that bind it (acquire, release)
 	warned  bool
 }
 
@@ -57,7 +63,7 @@ type etcCopy struct {
 // that later binds mount on (placeholders are made for them).
 func newEtcCopy(src, base string, entries, points []string) *etcCopy {
 	_ = os.RemoveAll(base) // a stopped server's generations
-	e := &etcCopy{src: src, base: base}
+	e := &etcCopy{src: src, base: base, users: map[string]int{}}
 	for _, n := range entries {
 		if n = filepath.Clean("/" + n)[1:]; n != "" && !within(n, entries) && !slices.Contains(e.entries, n) {
 			e.entries = append(e.entries, n)
@@ -71,11 +77,34 @@ func newEtcCopy(src, base string, entries, points []string) *etcCopy {
 	return e
 }
 
-// current returns the copy to bind at /etc, made again when the host's entries changed since it
-// was made (checked at most every etcRecheck). An error means: bind the entries one by one.
-func (e *etcCopy) current(now time.Time) (string, error) {
+// acquire returns the copy a box is to bind at /etc (current) and counts the box among its users
+// until release. An error means: bind the entries one by one.
+func (e *etcCopy) acquire(now time.Time) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	dir, err := e.current(now)
+	if err == nil {
+		e.users[dir]++
+	}
+	return dir, err
+}
+
+// release is a box's end: a copy no box binds and that is not the current one is removed.
+func (e *etcCopy) release(dir string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.users[dir]--; e.users[dir] <= 0 {
+		delete(e.users, dir)
+		if dir != e.dir {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
+// current returns the copy to bind at /etc, made again when the host's entries changed since it
+// was made (checked at most every etcRecheck); the one it replaces is removed when no box binds it.
+// The caller holds e.mu.
+func (e *etcCopy) current(now time.Time) (string, error) {
 	if e.dir != "" && now.Sub(e.checked) < etcRecheck {
 		return e.dir, nil
 	}
@@ -90,6 +119,9 @@ func (e *etcCopy) current(now time.Time) (string, error) {
 	dir, err := e.make()
 	if err != nil {
 		return "", err
+	}
+	if old := e.dir; old != "" && e.users[old] == 0 {
+		_ = os.RemoveAll(old)
 	}
 	e.dir, e.sig = dir, sig
 	return dir, nil
@@ -113,8 +145,9 @@ func (e *etcCopy) close() {
 	_ = os.RemoveAll(e.base)
 }
 
-// signature hashes what the copy depends on: each entry's resolved path, and the type, mode,
-// size, modification time (and a symlink's target) of it and of everything under it.
+// signature hashes what the copy depends on: each entry's resolved path, and the name, type and
+// mode of it and of everything under it, with a file's content (size and mtime past etcHashBytes)
+// and a symlink's target.
 func (e *etcCopy) signature() (uint64, error) {
 	h := fnv.New64a()
 	for _, n := range e.entries {
@@ -135,11 +168,21 @@ func (e *etcCopy) signature() (uint64, error) {
 			if err != nil {
 				return err
 			}
-			target := ""
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				target, _ = os.Readlink(p)
+			fmt.Fprintf(h, "%s %v\n", p, fi.Mode())
+			switch {
+			case fi.Mode()&fs.ModeSymlink != 0:
+				target, _ := os.Readlink(p)
+				fmt.Fprintf(h, "-> %s\n", target)
+			case fi.Mode().IsRegular() && fi.Size() <= etcHashBytes:
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(h, "%d\n", len(b))
+				h.Write(b)
+			case fi.Mode().IsRegular():
+				fmt.Fprintf(h, "%d %d\n", fi.Size(), fi.ModTime().UnixNano())
 			}
-			fmt.Fprintf(h, "%s %v %d %d %s\n", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), target)
 			return nil
 		})
 		if err != nil {

@@ -64,7 +64,7 @@ func TestEtcCopyIsWhatBindsShow(t *testing.T) {
 	src, outside := etcSource(t)
 	e := newEtcCopy(src, filepath.Join(t.TempDir(), "etc"), []string{"hosts", "localtime", "alternatives",
 		"ssl/certs", "ssl/certs/ca.pem", "missing", "/../hosts"}, etcMountPoints([]string{"/etc/tools/conf", "/opt/x"}))
-	dir, err := e.current(time.Now())
+	dir, err := e.acquire(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,30 +92,35 @@ func TestEtcCopyIsWhatBindsShow(t *testing.T) {
 	}
 }
 
-// TestEtcCopyFollowsTheHost: a change to an entry reaches the copy at the next check after
-// etcRecheck, as a new generation (the old one stays for the boxes that bind it); no change, no copy.
+// TestEtcCopyFollowsTheHost: a change to an entry's content reaches the copy at the next check
+// after etcRecheck, as a new generation; the old one stays while a box binds it and goes with its
+// last box; a file rewritten as it was (a new mtime) makes no new copy.
 func TestEtcCopyFollowsTheHost(t *testing.T) {
 	src, _ := etcSource(t)
 	base := filepath.Join(t.TempDir(), "etc")
 	e := newEtcCopy(src, base, []string{"hosts", "ssl/certs"}, nil)
 	now := time.Now()
-	first, err := e.current(now)
+	first, err := e.acquire(now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := e.current(now.Add(2 * etcRecheck)); again != first {
-		t.Errorf("an unchanged /etc was copied again: %s, then %s", first, again)
+	hosts := filepath.Join(src, "hosts")
+	if err := os.Chtimes(hosts, now.Add(time.Hour), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "hosts"), []byte("10.0.0.1 db\n"), 0o644); err != nil {
+	if again, _ := e.acquire(now.Add(2 * etcRecheck)); again != first {
+		t.Errorf("an /etc rewritten as it was was copied again: %s, then %s", first, again)
+	}
+	if err := os.WriteFile(hosts, []byte("10.0.0.1 db\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(src, "ssl", "certs", "new.pem"), []byte("NEW\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if soon, _ := e.current(now.Add(2*etcRecheck + time.Second)); soon != first {
+	if soon, _ := e.acquire(now.Add(2*etcRecheck + time.Second)); soon != first {
 		t.Errorf("checked again before etcRecheck passed: %s", soon)
 	}
-	later, err := e.current(now.Add(4 * etcRecheck))
+	later, err := e.acquire(now.Add(4 * etcRecheck))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +133,18 @@ func TestEtcCopyFollowsTheHost(t *testing.T) {
 	if s := readAll(t, filepath.Join(later, "ssl", "certs", "new.pem")); s != "NEW\n" {
 		t.Errorf("the new copy's new cert: %q", s)
 	}
-	if s := readAll(t, filepath.Join(first, "hosts")); s != "127.0.0.1 localhost\n" {
-		t.Errorf("the old copy changed under the boxes that bind it: %q", s)
+	for i := range 3 { // the three boxes that bound the first copy end; it goes with the last
+		if s := readAll(t, filepath.Join(first, "hosts")); s != "127.0.0.1 localhost\n" {
+			t.Errorf("the old copy changed under the boxes that bind it: %q", s)
+		}
+		e.release(first)
+		if _, err := os.Stat(first); (i < 2) != (err == nil) {
+			t.Errorf("after %d of 3 boxes of the old copy ended: %v", i+1, err)
+		}
+	}
+	e.release(later)
+	if _, err := os.Stat(later); err != nil {
+		t.Errorf("the current copy was removed with its last box: %v", err)
 	}
 	e.close()
 	if _, err := os.Stat(base); !os.IsNotExist(err) {
@@ -146,7 +161,7 @@ func TestEtcCopyRefusesALargeTree(t *testing.T) {
 	}
 	base := filepath.Join(t.TempDir(), "etc")
 	e := newEtcCopy(src, base, []string{"ssl/certs", "hosts"}, nil)
-	if dir, err := e.current(time.Now()); err == nil || !strings.Contains(err.Error(), "/etc/hosts") {
+	if dir, err := e.acquire(time.Now()); err == nil || !strings.Contains(err.Error(), "/etc/hosts") {
 		t.Fatalf("a copy past the cap: %q, %v", dir, err)
 	}
 	left, _ := os.ReadDir(base)
