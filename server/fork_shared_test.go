@@ -121,3 +121,35 @@ func waitMemfdGone(t *testing.T, inode string) {
 		}
 	}
 }
+
+// TestMemoryWatchCountsAForkedKernelsOwnMemory: a session's kernel forked from the template into
+// its box is counted by the node's memory watch (GET /api/status memory.kernel_bytes) what its box
+// is charged, well under its RSS (usage memory_bytes), which holds the template's pages it maps.
+func TestMemoryWatchCountsAForkedKernelsOwnMemory(t *testing.T) {
+	t.Parallel()
+	ts := sandboxed(t)
+	ts.newSession(client.CreateRequest{SessionID: "own"})
+	if got := resultOf(ts.run("own", "1+1")); got != "2" {
+		t.Fatalf("1+1 = %q", got)
+	}
+	var rss, watched int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		u, err := ts.c.Usage(ts.ctx(), "own")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := ts.c.Status(ts.ctx())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rss, watched = u.MemoryBytes, st.Memory.KernelBytes
+		if rss > 0 && watched > 0 && watched < rss*3/4 {
+			t.Logf("the watch counts %d MiB of the kernel's %d MiB RSS", watched>>20, rss>>20)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the memory watch counts %d MiB for a forked kernel of %d MiB RSS: want its box's charge, under 3/4 of it",
+				watched>>20, rss>>20)
+		}
+	}
+}
