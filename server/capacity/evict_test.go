@@ -68,6 +68,17 @@ func TestResolveBudget(t *testing.T) {
 	if b = ResolveBudget(BudgetConfig{Forked: true, KernelBytes: 100 << 20}, 11*gib); b.KernelBytes != 100<<20 {
 		t.Errorf("forked, kernel_bytes configured = %+v", b)
 	}
+	// An open-file limit of 4,096 holds fewer kernels than 22 GiB of memory: the smaller bound.
+	b = ResolveBudget(BudgetConfig{MemoryReserve: gib, Forked: true, PoolMaxSize: 8, OpenFiles: 4096}, 23*gib)
+	if b.MaxLive != (4096-filesReserve)/FilesPerKernel-8 || b.Source != "derived" {
+		t.Errorf("forked, 4,096 open files = %+v", b)
+	}
+	if b = ResolveBudget(BudgetConfig{MemoryReserve: gib, PoolMaxSize: 8, OpenFiles: 1 << 20}, 23*gib); b.MaxLive != int(22*gib/DefaultKernelBytes)-8 {
+		t.Errorf("a high open-file limit changes nothing: %+v", b)
+	}
+	if b = ResolveBudget(BudgetConfig{MaxLiveKernels: 500, OpenFiles: 4096}, 23*gib); b.MaxLive != 500 {
+		t.Errorf("a configured max_live_kernels stands: %+v", b)
+	}
 	if b = ResolveBudget(BudgetConfig{MaxLiveKernels: -1}, 11*gib); b.MaxLive != 0 {
 		t.Errorf("no limit = %+v", b)
 	}

@@ -149,10 +149,12 @@ func NewService(ctx context.Context, o Options) (*Service, error) {
 	if h, err := memory(); err == nil {
 		room = h.AvailableBytes
 	}
+	files := capacity.OpenFileLimit()
 	budget := capacity.ResolveBudget(capacity.BudgetConfig{MaxLiveKernels: cfg.MaxLiveKernels, MemoryBudget: cfg.MemoryBudget,
-		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, Forked: cfg.ForkedKernels, PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
-	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source,
-		"memory_budget_bytes", budget.Memory, "kernel_bytes", budget.KernelBytes, "queue_seconds", cfg.QueueWait.Seconds())
+		MemoryReserve: cfg.MemoryReserve, KernelBytes: cfg.KernelBytes, Forked: cfg.ForkedKernels, OpenFiles: files,
+		PoolSize: cfg.PoolSize, PoolMaxSize: cfg.PoolMaxSize}, room)
+	log.Info("node capacity", "max_live_kernels", budget.MaxLive, "from", budget.Source, "memory_budget_bytes", budget.Memory,
+		"kernel_bytes", budget.KernelBytes, "open_files", files, "queue_seconds", cfg.QueueWait.Seconds())
 	m := metrics.New(o.Metrics)
 	s := &Service{
 		m: m,
