@@ -150,7 +150,7 @@ type Resident struct{ RSS, Shmem, Own int64 }
 // node holds no copy; what it writes into a copy is private (anonymous) and counted.
 //
 // A kernel whose own cost is known is charged that: summed, the RSS of 120 data-science kernels
-// forked from one template said 15.3 GB while the host had used ~2.5 GB of its memory, and the
+// forked from one template said 15.3 GB while the host had used ~2.8 GB of its memory, and the
 // watch would have hibernated sessions at ~180 live on a 24 GiB node that holds ~800.
 func (r Resident) Charged(sharedHeld int64) int64 {
 	if r.Own > 0 {
