@@ -51,7 +51,7 @@ func (ls *Session) evictLocked(ctx context.Context, reason string) (int64, bool)
 		return 0, false
 	}
 	ls.mu.Lock()
-	rss := capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem(), Own: ls.cost.Own()}.Charged(s.sharedHeld())
+	rss := ls.residentLocked().Charged(s.sharedHeld())
 	ls.mu.Unlock()
 	if err := ls.hibernateLocked(ctx, reason); err != nil {
 		s.log.Warn("eviction skipped: the session could not be saved", "session", ls.id, "reason", reason, "err", err)

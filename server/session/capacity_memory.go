@@ -30,10 +30,16 @@ func (s *Service) kernelMemory(live []*Session) int64 {
 	rs := make([]capacity.Resident, 0, len(live))
 	for _, ls := range live {
 		ls.mu.Lock()
-		rs = append(rs, capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem(), Own: ls.cost.Own()})
+		rs = append(rs, ls.residentLocked())
 		ls.mu.Unlock()
 	}
 	return capacity.KernelMemory(rs, s.sharedHeld())
+}
+
+// residentLocked is the session's kernel memory at its last cost sample, as the memory watch and
+// the eviction count it. The caller holds ls.mu.
+func (ls *Session) residentLocked() capacity.Resident {
+	return capacity.Resident{RSS: ls.cost.RSS(), Shmem: ls.cost.Shmem(), Own: ls.cost.Own()}
 }
 
 // sharedHeld is the bytes of the shared buffer copies the node holds (0 without
