@@ -30,12 +30,18 @@ func newProvisioner(t *testing.T) *Provisioner {
 // startBoxedKernel starts a kernel through p; the test shuts it down.
 func startBoxedKernel(t *testing.T, p *Provisioner) *kernel.Kernel {
 	t.Helper()
+	return startBoxedKernelIn(t, p, runtimeBase(t))
+}
+
+// runtimeBase is a runtime base for the test's kernels, removed when the test ends.
+func runtimeBase(t *testing.T) string {
+	t.Helper()
 	rt, err := os.MkdirTemp("", "cos")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(rt) })
-	return startBoxedKernelIn(t, p, rt)
+	return rt
 }
 
 // startBoxedKernelIn is startBoxedKernel with its runtime dir made in rt.

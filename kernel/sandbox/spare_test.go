@@ -23,11 +23,7 @@ import (
 // provisioner closes with spares ready, no box, mount or dir is left.
 func TestSpareBoxes(t *testing.T) {
 	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
-	rt, err := os.MkdirTemp("", "cos")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
+	rt := runtimeBase(t)
 	first := startBoxedKernelIn(t, p, rt) // no spare yet: its runtime base is learnt now
 	if st := p.Spares(); st.Served != 0 || st.Missed != 1 || st.Want != 1 {
 		t.Fatalf("after the first launch: %+v", st)
@@ -152,11 +148,7 @@ func waitGone(t *testing.T, pid int, what string) {
 func TestEnteredSpareOutlivesItsTemplate(t *testing.T) {
 	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
 	tp := p.cfg.Forker.(templateForker).Provisioner
-	rt, err := os.MkdirTemp("", "cos")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
+	rt := runtimeBase(t)
 	startBoxedKernelIn(t, p, rt) // learns the runtime base: a spare is made after it
 	entered := readySpareEntered(t, p)
 	old := tp.Stats().PID
@@ -182,11 +174,7 @@ func TestEnteredSpareOutlivesItsTemplate(t *testing.T) {
 // way: the launch still gets a forked kernel in that spare.
 func TestEnteredSpareLostIsForkedAnew(t *testing.T) {
 	p := newForkingProvisioner(t, func(pc *ProvisionerConfig) { pc.SpareBoxes = 1 })
-	rt, err := os.MkdirTemp("", "cos")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
+	rt := runtimeBase(t)
 	startBoxedKernelIn(t, p, rt)
 	entered := readySpareEntered(t, p)
 	if err := syscall.Kill(entered, syscall.SIGKILL); err != nil {
