@@ -5,6 +5,7 @@ the real libraries, and compares a restored kernel with the live one.
 Run: /usr/bin/python3 -m unittest discover -s persistence/agent -p 'test_*.py' (go test runs it too)."""
 
 import json
+import os
 import unittest
 
 from test_agent import Harness
@@ -169,6 +170,33 @@ get_ipython().run_line_magic("load_ext", "autoreload")
         self.assertIn(("X", "holder"), {tuple(g["n"]) for g in m2["groups"]})
         back = self.h.kernel([{"run": "holder['x'] is X"}], manifest=m2)
         self.assertEqual(back["steps"][0], "True")
+
+    def test_huge_graph_keeps_its_sharing_across_a_restore(self):
+        # Two graphs over BIG_GRAPH: records holding no array (the descriptor says so, "m": 0, and the
+        # restore skips the unpickler's memo), and records with an array deep inside (no "m": the
+        # restore finds the array through the memo). A later turn's name for a record, or for that
+        # array, reached without naming the container (the restored group's ids alone can tell), must
+        # merge with its restored group as in a kernel never restored.
+        setup = ("import numpy as np\n"
+                 "class Rec:\n    def __init__(self, i):\n        self.id, self.tags = i, ['a', str(i)]\n"
+                 "recs = [Rec(i) for i in range(150_000)]\n"
+                 "deep = [Rec(i) for i in range(150_000)]\n"
+                 "deep[7].v = np.arange(5.0)")
+        first = self.h.kernel([{"run": setup}, {"checkpoint": True}])
+        self.assertNotIn("ERROR", first["steps"][0], first["steps"][0])
+        m1 = first["steps"][1]["manifest"]
+        desc = {}
+        for g in (g for g in m1["groups"] if "r" in g):
+            with open(os.path.join(self.h.store, g["r"]), "rb") as f:
+                desc[tuple(g["n"])] = json.loads(f.read())
+        self.assertEqual(desc[("recs",)].get("m"), 0, desc[("recs",)].keys())
+        self.assertNotIn("m", desc[("deep",)])
+        second = self.h.kernel([{"run": "ns = get_ipython().user_ns\nr5 = ns['recs'][5]; v = ns['deep'][7].v\ndel ns"}, {"checkpoint": True}], manifest=m1)
+        self.assertEqual(second["restore"]["failed"], [])
+        m2 = second["steps"][1]["manifest"]
+        self.assertTrue({("r5", "recs"), ("deep", "v")} <= {tuple(g["n"]) for g in m2["groups"]}, m2["groups"])
+        back = self.h.kernel([{"run": "(r5 is recs[5], v is deep[7].v, float(v.sum()), len(recs))"}], manifest=m2)
+        self.assertEqual(back["steps"][0], "(True, True, 10.0, 150000)")
 
     def test_custom_reduce_that_loses_data_is_reported(self):
         setup = r'''

@@ -150,7 +150,7 @@ class _MissingDep(Exception):
 
 class _Pickled:
     __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners", "described",
-                 "digest")
+                 "digest", "plain")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -167,6 +167,9 @@ class _Pickled:
         self.owners = None  # name -> "module:attribute" (owners.py), set by the snapshot
         self.described = None  # a reused state pickle's (group, pieces): snapshot._describe
         self.digest = None  # a small plain pickle's bytes, hashed (dump_digest compares with it)
+        # A huge graph (over BIG_GRAPH) that held no array, tensor or figure: its restore need not
+        # look through the unpickler's memo for them (restore._memo_objects). False: unknown or held.
+        self.plain = False
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -238,6 +241,7 @@ def pickle_one(agent, names, values):
             kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
             ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
         ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
+        r.plain = not _SEEN and not r.figs
     del _SEEN[:]
     r.notes = tuple(dict.fromkeys(_NOTES))
     del _NOTES[:]

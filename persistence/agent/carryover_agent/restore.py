@@ -220,7 +220,7 @@ class _Restore:
                 self.ns[n] = v
             self.restored.extend(names)
             sliced = _seed_sliced(self.agent, names, values, desc) if g["k"] == "data" and live is None else None
-            objs = _memo_objects(u)
+            objs = _memo_objects(u, desc)
             grp_ids = sliced if sliced is not None else _loaded_ids(objs, obj, live or values, desc)
             _seed(self.agent._tracker, objs, bufs, desc)
         self.timings.append({"n": names, "ms": _ms(t)})
@@ -330,8 +330,13 @@ def _seed(tracker, objs, bufs, desc):
                 tracker.seed(o, o.__array_interface__["data"][0], hit[0], hit[1][0][1], hit[1])
 
 
-def _memo_objects(u):
-    """The objects an unpickler memoised (the ones the pickler memoised)."""
+def _memo_objects(u, desc):
+    """The objects an unpickler memoised (the ones the pickler memoised), or none when the pickler
+    said its huge graph held no array, tensor or figure (the descriptor's "m": 0): the objects are
+    looked through for those only, and copying a memo of 750,000 records' objects and the passes
+    over them cost half their unpickling."""
+    if desc.get("m") == 0 and sum(c[1] for c in desc["p"]) > BIG_GRAPH:
+        return []
     memo = getattr(u, "memo", None)
     try:
         return list((memo.copy() if hasattr(memo, "copy") else dict(memo or {})).values())

@@ -39,6 +39,8 @@ def describe(tracker, r, cs, cur):
         bch.append(children)
         size += entry[1]
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
+    if getattr(r, "plain", False):
+        desc["m"] = 0  # no array, tensor or figure in this huge graph: the restore skips its memo
     direct = {h for h, _ in pl}  # the descriptor's children
     if len(bl) > INDEX_FANOUT:
         desc["b"], desc["bx"] = [], _index(bl, bch, pieces, lambda run: sum(e[1] for e in run))
