@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -129,14 +130,21 @@ func OpenWith(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
+// stmtCacheSize is how many prepared statements each connection keeps (the driver's LRU): more
+// than the distinct queries a turn and the background loops make.
+const stmtCacheSize = 128
+
 // dsn builds the go-sqlite3 connection string. _txlock=immediate makes every transaction take the write
 // lock at BEGIN, so a transaction never fails half-way when it upgrades from reading to writing (it can
 // only wait, up to busy_timeout, for a writer of another process such as the sqlite3 shell).
-// _synchronous is the operator's durability choice (Options.Synchronous).
+// _synchronous is the operator's durability choice (Options.Synchronous). _stmt_cache_size keeps each
+// connection's prepared statements for the next call of the same query: a turn makes ~20 calls, and
+// preparing each again was ~8% of the server's CPU for a `1+1` turn.
 func dsn(path string, bootstrap bool, mode Synchronous) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", "5000")
 	if !bootstrap {
+		q.Set("_stmt_cache_size", strconv.Itoa(stmtCacheSize))
 		q.Set("_journal_mode", "WAL")
 		q.Set("_foreign_keys", "on")
 		q.Set("_synchronous", strings.ToUpper(string(mode)))
