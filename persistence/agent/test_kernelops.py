@@ -234,6 +234,37 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         self.sh.run_cell("dg_7[3] = -1.0")
         self.assertIn("dg_7", self.snap()["saved"])
 
+    def test_unchanged_interpreter_state_is_not_pickled_again(self):
+        """A turn that changes no interpreter state (``1+1``) pickles only its history entry: the
+        random generators, the libraries' settings and the loaded extensions' names reuse their last
+        pickles. Loading an extension pickles @extensions once more, with the new name in it."""
+        from carryover_agent import pickling, snapshot
+        calls = []
+        real = pickling.pickle_one
+
+        def counting(agent, names, values):
+            calls.append(names[0])
+            return real(agent, names, values)
+
+        def state_pickled(code):
+            self.sh.run_cell(code)
+            del calls[:]
+            pickling.pickle_one = snapshot.pickle_one = counting
+            try:
+                self.snap()
+            finally:
+                pickling.pickle_one = snapshot.pickle_one = real
+            return sorted(n for n in calls if n.startswith("@") and not n.startswith("@carryover.history."))
+        # An IPython kernel loads storemagic at its start (this in-process shell does not).
+        self.sh.run_cell("import random, numpy as np\nget_ipython().run_line_magic('load_ext', 'storemagic')")
+        self.snap()
+        self.assertEqual(state_pickled("1+1"), [])
+        self.assertEqual(state_pickled("1+1"), [])
+        self.assertEqual(state_pickled("get_ipython().run_line_magic('load_ext', 'autoreload')"), ["@extensions"])
+        self.assertEqual(state_pickled("1+1"), [])
+        saved = dict(snapshot._capture_state(self.sh, {}))["@extensions"]
+        self.assertEqual(saved, ("IPython.extensions.autoreload", "IPython.extensions.storemagic"))
+
     def test_a_recheck_finds_a_change_and_pickles_only_it(self):
         """The re-check of small groups (mutations through aliases no cell names) compares a plain
         dump with the bytes saved: the changed group is found and pickled whole, the unchanged ones

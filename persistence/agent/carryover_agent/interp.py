@@ -40,9 +40,9 @@ def _capture_state(shell, skipped):
         out.append(("@magics", magics))
     out.extend(libstate.capture(skipped))
     em = getattr(shell, "extension_manager", None)
-    loaded = sorted(getattr(em, "loaded", None) or ())
+    loaded = tuple(sorted(getattr(em, "loaded", None) or ()))
     if loaded:  # %load_ext: their magics and hooks come back by loading them again
-        out.append(("@extensions", loaded))
+        out.append(("@extensions", loaded))  # a tuple of names: its last pickle is reused (snapshot._same)
     return out
 
 

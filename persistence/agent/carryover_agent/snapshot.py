@@ -324,9 +324,10 @@ def _env_diff(agent):
 # State captured as fresh copies of plain data (tuples, ints, floats, arrays, bytes): when it equals
 # the last capture, the last pickle of it is reused. A kernel with numpy loaded (every warm pool
 # kernel) otherwise pickled and hashed numpy's generator state on every turn: 0.15 ms of a 0.5 ms
-# snapshot. The libraries' settings (libstate.py) are captured so too. Magics and extensions hold
-# live objects that can change in place: always pickled.
-_REUSABLE_STATE = frozenset(("@random", "@numpy.random", "@torch.random") + tuple(libstate.BY_NAME))
+# snapshot. The libraries' settings (libstate.py) are captured so too, and the loaded extensions'
+# names (every IPython kernel has storemagic loaded: pickled again at each turn before). Magics hold
+# live functions that can change in place: always pickled.
+_REUSABLE_STATE = frozenset(("@random", "@numpy.random", "@torch.random", "@extensions") + tuple(libstate.BY_NAME))
 
 
 def _still_skipped(prev, cur, new_groups, results, skipped):
