@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/persistence/chunk"
@@ -149,5 +150,16 @@ func TestUnchangedFilesAreVouchedForByTheirRoots(t *testing.T) {
 	}
 	if gone, asked := scan(nil); len(gone) != 0 || len(asked) != 1 || len(asked[0]) != 3 {
 		t.Fatalf("no roots known: gone %v, asked %v; want the 3 reused refs asked", gone, asked)
+	}
+	// Every file written since (or none there, an empty workspace's every turn): no ref is reused,
+	// so nothing is asked, roots or not.
+	later := time.Now().Add(time.Minute)
+	for i := range 3 {
+		if err := os.Chtimes(filepath.Join(src, fmt.Sprint(i)), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gone, asked := scan(first.Roots); len(gone) != 0 || len(asked) != 0 {
+		t.Fatalf("no file reused: gone %v, asked %v; want nothing asked", gone, asked)
 	}
 }

@@ -116,6 +116,9 @@ func markUnchanged(ctx context.Context, r carryover.ChunkReader, cands []fileCan
 			reuse = append(reuse, p.Ref)
 		}
 	}
+	if len(reuse) == 0 { // nothing trusted from prev: nothing to ask (an empty workspace's every turn)
+		return map[string]bool{}, nil
+	}
 	if len(prevRoots) > 0 {
 		missing, err := r.MissingChunks(ctx, prevRoots)
 		if err != nil {
