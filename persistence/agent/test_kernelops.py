@@ -105,6 +105,41 @@ class KernelOpsTest(unittest.TestCase):
         self.assertEqual(got["arr"]["shape"], [2, 3])
         self.assertTrue(got["arr"]["type"].endswith("Shaped"))
 
+    def test_agent_answers_skip_the_display_formatters(self):
+        """An agent answer (JSONText) comes back as a user expression whose text/plain is the JSON
+        itself, without running IPython's display formatters; any other value is formatted by them as
+        before. A kernel's 0.5 ms sleep before each reply is off; a value set since stands."""
+        from carryover_agent.agent import install as agent_install
+        from carryover_agent.common import JSONText
+        calls = []
+        real = self.sh.display_formatter.format
+
+        def counting(obj, *a, **kw):
+            calls.append(type(obj).__name__)
+            return real(obj, *a, **kw)
+        self.sh.display_formatter.format = counting
+        self.sh.user_ns["JSONText"] = JSONText
+        try:
+            out = self.sh.user_expressions({"a": "JSONText('{\"k\": [1, 2]}')", "b": "[1, 2]", "c": "1/0"})
+        finally:
+            del self.sh.display_formatter.format
+        self.assertEqual(out["a"], {"status": "ok", "data": {"text/plain": '{"k": [1, 2]}'}, "metadata": {}})
+        self.assertEqual(out["b"]["data"]["text/plain"], "[1, 2]")
+        self.assertEqual(out["c"]["status"], "error")
+        self.assertEqual(calls, ["list"])
+
+        class Kernel:
+            _execute_sleep = 0.0005
+        self.sh.kernel = Kernel()
+        try:
+            agent_install(os.path.join(self.tmp, "spool2"), shell=self.sh)
+            self.assertEqual(self.sh.kernel._execute_sleep, 0)
+            self.sh.kernel._execute_sleep = 2  # a test holding the reply back
+            agent_install(os.path.join(self.tmp, "spool3"), shell=self.sh)
+            self.assertEqual(self.sh.kernel._execute_sleep, 2)
+        finally:
+            del self.sh.kernel
+
     def test_output_guard(self):
         out = io.StringIO()
         saved = sys.stdout, sys.stderr

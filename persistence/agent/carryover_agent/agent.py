@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from . import history, kernelops, libstate, owners, quiet, widgetstate
+from . import history, kernelops, libstate, owners, quiet, replies, widgetstate
 from .classes import _sentinels
 from .common import _IPY_NAMES, _IPY_RE, _NO_ALIAS, JSONText, _xxh3, dill, zstandard
 from .dirty import _Tracker
@@ -252,4 +252,5 @@ def install(spool_dir, shell=None, spool_host=None):
     shell.user_ns["__carryover__"] = agent
     shell.user_ns_hidden["__carryover__"] = agent
     kernelops.install_renderer_hooks()
+    replies.install(shell)
     return agent
