@@ -150,6 +150,46 @@ func TestWebsocketStreamsInKernelOrder(t *testing.T) {
 	}
 }
 
+// TestPrintsArriveWholeInTheirTurn: what a cell and a thread of it write (a line a write, without
+// flushing, so it is still buffered when the cell ends) is all in that turn's answer, in each writer's order, and
+// none of it in the next turn's: the kernel's flushes before the result and the reply (a flush
+// with nothing left to send returns at once, persistence/agent/carryover_agent/replies.py) still
+// wait for what is buffered or being sent.
+func TestPrintsArriveWholeInTheirTurn(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "pw"})
+	code := "import threading, sys, time\n" +
+		"def bg():\n    for i in range(300):\n        sys.stdout.write('bg %d\\n' % i)\n        if i % 50 == 0:\n            time.sleep(0.001)\n" +
+		"t = threading.Thread(target=bg)\nt.start()\n" +
+		"for i in range(300):\n    sys.stdout.write('fg %d\\n' % i)\n    sys.stderr.write('err %d\\n' % i)\n" +
+		"t.join()\n42"
+	for turn := range 3 {
+		r := ts.run("pw", code)
+		if r.Status != "ok" || resultOf(r) != "42" {
+			t.Fatalf("turn %d: %s", turn, dump(r))
+		}
+		for _, w := range []struct{ name, text string }{{"fg", r.Stdout}, {"bg", r.Stdout}, {"err", r.Stderr}} {
+			var want strings.Builder
+			for i := range 300 {
+				fmt.Fprintf(&want, "%s %d\n", w.name, i)
+			}
+			var got strings.Builder
+			for _, line := range strings.SplitAfter(w.text, "\n") {
+				if strings.HasPrefix(line, w.name+" ") {
+					got.WriteString(line)
+				}
+			}
+			if got.String() != want.String() {
+				t.Fatalf("turn %d: %s lines not all there, in order:\n%s", turn, w.name, dump(r))
+			}
+		}
+		if next := ts.run("pw", "1+1"); next.Stdout != "" || next.Stderr != "" || resultOf(next) != "2" {
+			t.Fatalf("turn %d: the next turn got output: %s", turn, dump(next))
+		}
+	}
+}
+
 // TestWebsocketInput answers an input() prompt.
 func TestWebsocketInput(t *testing.T) {
 	t.Parallel()
