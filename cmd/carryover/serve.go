@@ -55,6 +55,13 @@ func serve(cfg *configs.Config) error {
 		return err
 	}
 	if err := srv.Listen(); err != nil {
+		// Nothing was served: stop what New started (the warm pool's kernels, their boxes' mounts,
+		// the store), or a start on a taken address left them behind.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if serr := srv.Shutdown(sctx); serr != nil {
+			log.Warn("stopping after the failed listen", "err", serr)
+		}
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

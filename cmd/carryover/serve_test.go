@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,5 +75,41 @@ func TestServeBinary(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("SIGTERM exit: %v", err)
+	}
+}
+
+// TestServeOnATakenAddressLeavesNothingBehind: a server that cannot listen exits non-zero saying
+// why, and what it had started (the warm pool's kernels, their sandboxes' mounts under data_dir) is
+// stopped: no mount under its data_dir, no process of its own left.
+func TestServeOnATakenAddressLeavesNothingBehind(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, servertest.MustBinary(t), "serve", "--server.addr", taken.Addr().String(),
+		"--data_dir", data, "--pool.size", "2")
+	cmd.Env = append(os.Environ(), "CARRYOVER_AUTH_TOKEN=tok")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "address already in use") {
+		t.Fatalf("serve on a taken address: err %v, output:\n%s", err, out)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], data) {
+			t.Errorf("left mounted: %s", f[4])
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), data) {
+			t.Errorf("left running: %s", strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 }
