@@ -17,21 +17,21 @@
   the IOPub thread, and it echoes nowhere. Whatever was written before the flush is then already
   sent, as the full flush would have made sure."""
 
+import sys
 import threading
 
 from .common import JSONText
 
 
 def install(shell):
-    """Installs both on shell (an IPython shell; its kernel when it has one). Idempotent."""
+    """Installs the three on shell (an IPython shell), its kernel and its output streams when it has
+    them. Idempotent."""
     fmt = getattr(shell, "_format_user_obj", None)
     if fmt is not None and not getattr(fmt, "_carryover", False):
         shell._format_user_obj = _plain_json(fmt)
     kernel = getattr(shell, "kernel", None)
     if kernel is not None and getattr(kernel, "_execute_sleep", None) == _IPYKERNEL_SLEEP:
         kernel._execute_sleep = 0
-    import sys
-
     for stream in (sys.stdout, sys.stderr):
         _quick_flush(stream)
 
