@@ -275,21 +275,27 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         pickles. Loading an extension pickles @extensions once more, with the new name in it."""
         from carryover_agent import pickling, snapshot
         calls = []
-        real = pickling.pickle_one
+        real, real_plain = pickling.pickle_one, pickling.pickle_plain
 
         def counting(agent, names, values):
             calls.append(names[0])
             return real(agent, names, values)
 
+        def counting_plain(names, value):
+            calls.append(names[0])
+            return real_plain(names, value)
+
         def state_pickled(code):
             self.sh.run_cell(code)
             del calls[:]
             pickling.pickle_one = snapshot.pickle_one = counting
+            snapshot.pickle_plain = counting_plain
             try:
                 self.snap()
             finally:
                 pickling.pickle_one = snapshot.pickle_one = real
-            return sorted(n for n in calls if n.startswith("@") and not n.startswith("@carryover.history."))
+                snapshot.pickle_plain = real_plain
+            return sorted({n for n in calls if n.startswith("@") and not n.startswith("@carryover.history.")})
         # An IPython kernel loads storemagic at its start (this in-process shell does not).
         self.sh.run_cell("import random, numpy as np\nget_ipython().run_line_magic('load_ext', 'storemagic')")
         self.snap()

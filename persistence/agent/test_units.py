@@ -388,6 +388,28 @@ class StateReuseTest(unittest.TestCase):
             self.assertEqual(back[name].data, first[name].data)
 
 
+    def test_plain_state_pickles_to_pickle_ones_bytes(self):
+        """A state item of plain data (a history entry, a setting's capture, random's state) is
+        pickled by the plain pickler to the very bytes pickle_one writes (the chunk a checkpoint
+        stores is the same), and anything else (an array, a function, too many values) is left to
+        pickle_one."""
+        import random
+
+        from carryover_agent import history
+        from carryover_agent.pickling import PLAIN_ITEMS, pickle_one, pickle_plain
+        agent = ca.Agent(NsShell(), "/nonexistent")
+        entry = history.Entry((7, "x = 1\nprint('é')", 1.25, True, None, 7))
+        for value in [entry, (entry, entry), random.getstate(), {"a": [1, 2.5, None], "b": ("s", b"b", False)},
+                      ("<dict>", ("k", -0.0)), "x" * 100_000]:
+            plain = pickle_plain(["@v"], value)
+            self.assertIsNotNone(plain, value)
+            self.assertEqual(plain.data, pickle_one(agent, ["@v"], [value]).data, value)
+            self.assertEqual(plain.buffers, [])
+            self.assertEqual(pickle.loads(plain.data), tuple(value) if type(value) is history.Entry else value)
+        for value in [np.arange(3), (1, np.float64(2.0)), [len], {"f": lambda: 1}, list(range(PLAIN_ITEMS))]:
+            self.assertIsNone(pickle_plain(["@v"], value), value)
+
+
 class UserNamesTest(unittest.TestCase):
     def test_fast_filter_matches_keep(self):
         sh = NsShell()

@@ -15,7 +15,7 @@ from .analysis import analyze
 from .common import DEFAULT_CHUNK, RECHECK_BUDGET, SMALL_GROUP, _cwd, _reason, _shared_types, _typename
 from .groups import _KIND_ORDER, _Group, _State, small_print
 from .interp import _capture_state
-from .pickling import _import_ref, _is_session_def, def_digest, dump_digest, pickle_data, pickle_def, pickle_one
+from .pickling import _import_ref, _is_session_def, def_digest, dump_digest, pickle_data, pickle_def, pickle_one, pickle_plain
 from .reducers import _DISPATCH, _library_dispatch
 from .containers.objarrays import purge as purge_arrays
 from .owners import owner_of
@@ -361,7 +361,7 @@ def _pickle_state(agent, skipped, all_skipped=None):
             out.append(hit[1])
             continue
         try:
-            r = pickle_one(agent, [name], [value])
+            r = pickle_plain([name], value) or pickle_one(agent, [name], [value])
         except Exception as e:
             skipped[name] = {"name": name, "type": "state", "reason": _reason(e)}
             continue
