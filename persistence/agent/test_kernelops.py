@@ -306,6 +306,36 @@ class SnapshotBookkeepingTest(unittest.TestCase):
         saved = dict(snapshot._capture_state(self.sh, {}))["@extensions"]
         self.assertEqual(saved, ("IPython.extensions.autoreload", "IPython.extensions.storemagic"))
 
+    def test_the_analysis_reads_the_cells_transform_from_the_history(self):
+        """The snapshot's analysis of a turn's cells uses IPython's transform of each as the shell ran
+        it (stored in its history), not a second transform; a cell run outside the history is
+        transformed again. Either way a magic's names are found."""
+        from carryover_agent import snapshot
+        calls = []
+        real = self.sh.transform_cell
+
+        def counting(raw):
+            calls.append(raw)
+            return real(raw)
+
+        self.sh.run_cell("import numpy as np\ntr_arr = np.zeros(3)")
+        self.snap()
+        self.sh.run_cell("%time tr_arr[0] = 7", store_history=True)
+        self.sh.transform_cell = counting
+        try:
+            cand = snapshot._candidates(self.agent, list(self.agent.cells), self.agent._user_names(), self.agent.state)
+            self.assertIn("tr_arr", cand)
+            self.assertEqual(calls, [])
+            self.snap()
+            del self.sh.transform_cell  # %time transforms its own argument as it runs
+            self.sh.run_cell("%time tr_arr[1] = 8", store_history=False)
+            self.sh.transform_cell = counting
+            cand = snapshot._candidates(self.agent, list(self.agent.cells), self.agent._user_names(), self.agent.state)
+            self.assertIn("tr_arr", cand)
+            self.assertEqual(calls, ["%time tr_arr[1] = 8"])
+        finally:
+            del self.sh.transform_cell
+
     def test_a_recheck_finds_a_change_and_pickles_only_it(self):
         """The re-check of small groups (mutations through aliases no cell names) compares a plain
         dump with the bytes saved: the changed group is found and pickled whole, the unchanged ones

@@ -26,6 +26,7 @@ class Agent:
         self.spool = spool_dir
         self.spool_host = spool_dir
         self.cells = []
+        self._parsed = {}  # raw cell -> IPython's transform of it as the shell ran it (analysis.analyze)
         self.state = _State()
         self.pending = None  # (token, state, cells, what history.record answered)
         self._defnames = {}
@@ -60,6 +61,18 @@ class Agent:
 
     def post_run_cell(self, result):
         self._turn.end(result)
+        info = getattr(result, "info", None)
+        raw = getattr(info, "raw_cell", None)
+        if raw and getattr(info, "store_history", False):
+            # IPython stored the cell's transform in its history as it ran it: the snapshot's
+            # analysis reads it there instead of transforming the cell again (the transform
+            # tokenizes the whole cell).
+            hm = getattr(self.shell, "history_manager", None)
+            try:
+                if hm.input_hist_raw[-1] == raw.rstrip("\n"):
+                    self._parsed[raw] = hm.input_hist_parsed[-1]
+            except (AttributeError, IndexError, TypeError):
+                pass
 
     def call(self, op, args="{}"):
         """Runs op with JSON args; the JSON answer is fetched with take() (see module doc)."""

@@ -195,15 +195,16 @@ def _codes_of(v):
     return out
 
 
-def analyze(shell, cells, cur):
+def analyze(shell, cells, cur, parsed=None):
     """(names the cells may touch, whether any cell is dynamic): the cells through IPython's
-    transform (magics become calls), then the globals of session functions they may call."""
+    transform (magics become calls; parsed: raw cell -> its transform as the shell ran it, when
+    known), then the globals of session functions they may call."""
     names = set()
     dynamic = False
     for raw in cells:
         try:
-            src = shell.transform_cell(raw)
-            tree = ast.parse(src)
+            src = parsed.get(raw) if parsed else None
+            tree = ast.parse(shell.transform_cell(raw) if src is None else src)
         except Exception:
             try:
                 tree = ast.parse(raw)

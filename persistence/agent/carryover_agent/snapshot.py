@@ -42,6 +42,7 @@ def op_snapshot(agent, a):
     purge(agent, cur)
     purge_arrays()
     cand = _candidates(agent, cells, cur, prev)
+    agent._parsed.clear()  # the cells taken are analysed
     detect = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -102,7 +103,7 @@ def _prepare(agent, cur):
 def _candidates(agent, cells, cur, prev):
     """Names the turn may have changed: rebound or new, touched by the cells, everything after a
     dynamic cell or on a fresh agent, and every name of a group one of those belongs to."""
-    touched, dynamic = analyze(agent.shell, cells, cur)
+    touched, dynamic = analyze(agent.shell, cells, cur, agent._parsed)
     p2g = prev.name2group()
     cand = set()
     for n, v in cur.items():
