@@ -151,7 +151,7 @@ class _MissingDep(Exception):
 
 class _Pickled:
     __slots__ = ("names", "kind", "fmt", "data", "buffers", "ids", "deps", "keep", "notes", "pre", "figs", "owners", "described",
-                 "digest", "plain")
+                 "digest", "arrayless")
 
     def __init__(self, names, kind):
         self.names = tuple(names)
@@ -170,7 +170,7 @@ class _Pickled:
         self.digest = None  # a small plain pickle's bytes, hashed (dump_digest compares with it)
         # A huge graph (over BIG_GRAPH) that held no array, tensor or figure: its restore need not
         # look through the unpickler's memo for them (restore._memo_objects). False: unknown or held.
-        self.plain = False
+        self.arrayless = False
 
 
 def pickle_def(agent, names, obj, skipped):
@@ -242,7 +242,7 @@ def pickle_one(agent, names, values):
             kids = v.values() if isinstance(v, dict) else v if isinstance(v, (list, set, tuple)) else ()
             ids.update(id(k) for k in kids if not isinstance(k, shared) and type(k) is not object)
         ids.update(id(o) for o in _SEEN)  # arrays and tensors anywhere in the graph
-        r.plain = not _SEEN and not r.figs
+        r.arrayless = not _SEEN and not r.figs
     del _SEEN[:]
     r.notes = tuple(dict.fromkeys(_NOTES))
     del _NOTES[:]
@@ -257,7 +257,7 @@ def pickle_one(agent, names, values):
 # A state item of plain data (a history entry, the libraries' settings): atoms, and tuples, lists
 # and dicts of them, at most PLAIN_ITEMS values in all; history.Entry pickles as a plain tuple.
 PLAIN_ITEMS = 4096
-_PLAIN_CONTAINERS = (tuple, list, dict)
+_PLAIN_SEQUENCES = (tuple, list, _Entry)
 
 
 def pickle_plain(names, value):
@@ -281,7 +281,7 @@ def _is_plain(v, left):
         return True
     if t is dict:
         return all(_is_plain(k, left) and _is_plain(x, left) for k, x in v.items())
-    if t in _PLAIN_CONTAINERS or t is _Entry:
+    if t in _PLAIN_SEQUENCES:
         return all(_is_plain(x, left) for x in v)
     return False
 

@@ -39,7 +39,7 @@ def describe(tracker, r, cs, cur):
         bch.append(children)
         size += entry[1]
     desc = {"v": 1, "k": r.kind, "n": list(r.names), "f": r.fmt, "p": pl, "b": bl, "d": list(r.deps)}
-    if getattr(r, "plain", False):
+    if getattr(r, "arrayless", False):
         desc["m"] = 0  # no array, tensor or figure in this huge graph: the restore skips its memo
     direct = {h for h, _ in pl}  # the descriptor's children
     if len(bl) > INDEX_FANOUT:
