@@ -17,7 +17,7 @@ import (
 
 // A kernel launched while a spare box is ready is forked into that box (bubblewrap already ran, and
 // the template's children entered it ahead: the first of them is in the box's namespaces and exits
-// once the kernel is forked):
+// once the kernel is forked, and the kernel is the child that waited in the box, forked ahead):
 // it is as isolated as a kernel whose box was made for it (the same subtests), sees its own runtime
 // dir and no other kernel's, a restart is forked into the same box, and when it ends, or the
 // provisioner closes with spares ready, no box, mount or dir is left.
@@ -34,10 +34,14 @@ func TestSpareBoxes(t *testing.T) {
 		}
 	}
 	entered := readySpareEntered(t, p)
+	waiting := waitingChild(t, p)
 	k := startBoxedKernelIn(t, p, rt)
 	bk := k.Process().(*boxKernel)
 	if st := p.Spares(); st.Served != 1 || bk.fk == nil || !strings.HasPrefix(bk.box.Name(), "s") {
 		t.Fatalf("the second launch: box %s forked %v, spares %+v: want a forked kernel in the spare", bk.box.Name(), bk.fk != nil, st)
+	}
+	if bk.fk.pid != waiting {
+		t.Errorf("the kernel is pid %d; want %d, the child that waited in the spare (no fork at launch)", bk.fk.pid, waiting)
 	}
 	waitGone(t, entered, "the spare's entered first child, once its kernel was forked")
 	ws := t.TempDir()
@@ -127,6 +131,33 @@ func readySpareEntered(t *testing.T, p *Provisioner) int {
 		}
 	}
 	return e.PID()
+}
+
+// waitingChild waits until the ready spare box holds the template's waiting child and answers its
+// host pid: the one child of the box's init besides the holder.
+func waitingChild(t *testing.T, p *Provisioner) int {
+	t.Helper()
+	p.spares.mu.Lock()
+	holder := p.spares.ready[0].fb.Holder
+	p.spares.mu.Unlock()
+	st, ok := procStat(holder)
+	if !ok {
+		t.Fatalf("the spare's holder %d is gone", holder)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var others []int
+		for _, c := range childrenOf(st.ppid) {
+			if c != holder {
+				others = append(others, c)
+			}
+		}
+		if len(others) == 1 {
+			return others[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare's init %d has children %v besides its holder %d after 30 s; want the waiting child alone", st.ppid, others, holder)
+		}
+	}
 }
 
 // waitGone waits (30 s at most) until pid has exited and was reaped.

@@ -55,10 +55,11 @@ seccomp program, checks all of it in /proc/self/status, and only then builds the
 
 An enter request does the part of that which does not depend on the kernel ahead, for a box that
 waits as a spare (kernel/sandbox's pool.spare_boxes): its first child enters the box and forks the
-second there, which waits on a pipe. A boxed request naming it then only hands the second child the
-kernel's spec, which forks the kernel (the request's spec file names the same box). An entered box
-whose children died (its box was killed) is forgotten when the first child is reaped; one whose
-template died sees EOF and exits.
+second there, which forks the waiting child and exits (the waiting child is then the box's init's
+child, as a kernel is). A boxed request naming it then only hands the waiting child the kernel's
+spec (the request's spec file names the same box), and it becomes the kernel: no fork is left on
+the launch's path. An entered box whose children died (its box was killed) is forgotten when the
+first child is reaped; one whose template died sees EOF and exits.
 """
 
 import atexit
@@ -437,9 +438,7 @@ def _boxed_child(req, keep_out, answer):
 def _answer_init(second, entered, answer):
     """The first child's end once the kernel is forked: reaps the second child and tells the box's
     init's pid (the kernel is its child now). Never returns."""
-    _, status = os.waitpid(second, 0)
-    if status != 0:
-        raise RuntimeError("the second child ended with status %d" % status)
+    _reap_second(second)
     os.write(answer, b"init %d\n" % entered["init"])
     os._exit(0)
 
@@ -497,8 +496,9 @@ def _enter_box(req, keep_out):
 def _entering_child(req, keep_out, ctl, answer):
     """The first child of an entered box: keeps a descriptor of the host's root (the kernel's spec
     file and log are host paths, out of the box's mount namespace's view), enters the box, says so,
-    forks the second child there and waits for it; then tells the box's init's pid, as _boxed_child
-    does. Never returns."""
+    forks the second child there (which forks the waiting child and exits) and waits until the
+    waiting child took a kernel's spec; then tells the box's init's pid, as _boxed_child does.
+    Never returns."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -514,22 +514,52 @@ def _entering_child(req, keep_out, ctl, answer):
         root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         entered = box.enter(want)
         os.write(answer, b"entered\n")
+        took_r, took_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(answer)
-            _waiting_child(ctl, root, want, entered)
+            os.close(took_r)
+            _second_child(ctl, root, want, entered, took_w)
         os.close(ctl)
         os.close(root)
-        _answer_init(pid, entered, answer)
+        os.close(took_w)
+        _reap_second(pid)
+        if os.read(took_r, 1) != b"k":  # EOF: the waiting child died (its box was killed)
+            raise RuntimeError("the box's waiting child ended before it took a kernel's spec")
+        os.write(answer, b"init %d\n" % entered["init"])
+        os._exit(0)
     except BaseException as e:  # noqa: BLE001
         _answer_error(e, answer)
 
 
-def _waiting_child(ctl, root, want, entered):
-    """The second child of an entered box, in the box's pid namespace: waits for the path of the
+def _reap_second(pid):
+    """Reaps the second child of a box, which exits once it has forked."""
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError("the second child ended with status %d" % status)
+
+
+def _second_child(ctl, root, want, entered, took):
+    """The second child of an entered box, in the box's pid namespace: forks the waiting child and
+    exits, so that the waiting child is the box's init's child, as its kernel must be. The fork a
+    kernel needs (~5-8 ms of copying the template's page tables here) is then paid while the box
+    waits as a spare, not while a launch waits for its kernel. Never returns."""
+    code = 3
+    try:
+        if os.fork() == 0:
+            _waiting_child(ctl, root, want, entered, took)
+        code = 0
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _waiting_child(ctl, root, want, entered, took):
+    """The waiting child of an entered box, the box's init's child: waits for the path of the
     kernel's spec on ctl (EOF: the template is gone, and so is the need), reads it and opens the
-    kernel's log through the host's root, checks the spec names this box, forks the kernel and
-    exits. Never returns."""
+    kernel's log through the host's root, checks the spec names this box, says so on took (the
+    first child then answers) and becomes the kernel. Never returns."""
     code = 3
     try:
         got = b""
@@ -548,9 +578,11 @@ def _waiting_child(ctl, root, want, entered):
                 raise RuntimeError("the kernel's spec names another box")
             log = os.open(spec["log"].lstrip("/"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600,
                           dir_fd=root)
-            if os.fork() == 0:
-                _boxed_kernel(spec, entered, log)
-            code = 0
+            os.close(ctl)
+            os.close(root)
+            os.write(took, b"k")
+            _boxed_kernel(spec, entered, log)
+        code = 0
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
     finally:
@@ -558,8 +590,8 @@ def _waiting_child(ctl, root, want, entered):
 
 
 def _fork_entered(req):
-    """Makes the kernel in a box entered ahead: hands its second child the spec and reads the first
-    one's answers ("entered", then "init PID"); answers the kernel's pid as _fork_boxed does."""
+    """Makes the kernel in a box entered ahead: hands its waiting child the spec and reads the first
+    child's answers ("entered", then "init PID"); answers the kernel's pid as _fork_boxed does."""
     e = _entered.pop(req["entered"], None)
     # "unused": no kernel was asked of the box: the caller may fork into it the usual way.
     if e is None:
