@@ -60,3 +60,29 @@ func indexed(t *testing.T, k *kernel.Kernel) indexFacts {
 	evalJSON(t, k, indexCode, "_index", &f)
 	return f
 }
+
+// pagesCode says over how many 4 KiB pages the keys of a kernel's sys.modules lie (CPython's id is
+// the object's address), and checks the keys still find their modules.
+const pagesCode = `import json as _j, sys as _s
+_pages = _j.dumps({'modules': len(_s.modules), 'pages': len({id(k) >> 12 for k in _s.modules}),
+    'found': _s.modules['json'] is _j and all(type(k) is str for k in _s.modules)})`
+
+// TestModuleNamesShareAFewPages: the template gives sys.modules keys copied one after the other
+// (_compact_module_names), so a forked kernel's start, which writes every key's reference count
+// (IPython's set(sys.modules)), copies a few of the template's pages, not one page per two modules
+// (~900 pages for ~1,500 modules with the names where each import had left them: 4 ms of a start).
+func TestModuleNamesShareAFewPages(t *testing.T) {
+	t.Parallel()
+	tp, spec := newPreloaded(t, persistence.AgentPreload(), "numpy")
+	var got struct {
+		Modules int  `json:"modules"`
+		Pages   int  `json:"pages"`
+		Found   bool `json:"found"`
+	}
+	evalJSON(t, start(t, tp, spec, nil), pagesCode, "_pages", &got)
+	if got.Modules < 500 || !got.Found || got.Pages*4 > got.Modules {
+		t.Errorf("a forked kernel's %d module names lie on %d pages (want at most one page per 4 names), "+
+			"its keys find their modules: %v", got.Modules, got.Pages, got.Found)
+	}
+	t.Logf("%d module names on %d pages", got.Modules, got.Pages)
+}
