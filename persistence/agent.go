@@ -83,11 +83,14 @@ func AgentBootstrap(spoolDir string) string { return agentBootstrap(spoolDir, sp
 // package with the sources' digest. A kernel forked from that template then installs the modules it
 // inherited (agentPreloadedExpr) instead of compiling 11,000 lines again: ~55 ms of CPU per kernel.
 // It also defines carryover_warm, which the template calls after its pre-imports (the agent's
-// template_warm: its index of the modules' objects, made once and shared by every child).
+// template_warm: its index of the modules' objects, made once and shared by every child), and
+// carryover_child_io, which a forked kernel calls once its output streams exist (the agent's
+// template_child_io: their flush that returns at once with nothing to send).
 func AgentPreload() string {
 	return agentLoadCode + "__carryover_pkg = __carryover_load(" + agentSources + ")\n" +
 		"__carryover_pkg.__carryover_preloaded__ = " + pyString(agentDigest) + "\n" +
-		"carryover_warm = __carryover_pkg.template_warm\n"
+		"carryover_warm = __carryover_pkg.template_warm\n" +
+		"carryover_child_io = __carryover_pkg.template_child_io\n"
 }
 
 // agentBootstrap carries the package's sources inside the code it returns and imports them through a

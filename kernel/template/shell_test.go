@@ -23,6 +23,11 @@ type shellFacts struct {
 	Main     bool              `json:"main"` // sys.modules['__main__'] is the user's namespace
 	Magics   bool              `json:"magics"`
 	Builtins bool              `json:"builtins"`
+	// the extensions loaded, whether storemagic's magics were built before the fork (in the
+	// permanent generation, as Frozen), and whether %store saved a value into this kernel's profile
+	Extensions  []string `json:"extensions"`
+	StoreFrozen bool     `json:"store_frozen"`
+	Stored      bool     `json:"stored"`
 	// the app's command-line config and the config it ended with, each value's type and text (the
 	// connection file's as whether it is the app's), its argv (the file's place) and extra args
 	CLI    map[string]map[string][2]string `json:"cli"`
@@ -41,6 +46,10 @@ def _cfg(c):
                 for k, v in sec.items()} for s, sec in c.items()}
 _sh = get_ipython()
 _k = _sh.kernel
+from IPython.extensions.storemagic import StoreMagics as _SM
+_sm = list({id(c): c for c in _sh.configurables if isinstance(c, _SM)}.values())  # listed twice: its own and Magics' append
+_sh.user_ns['_stored_value'] = 41
+_sh.run_line_magic('store', '_stored_value')
 _shell = _j.dumps({'frozen': not any(o is _sh for o in _g.get_objects()),
   'env': {v: _o.environ.get(v, '') for v in ('PAGER', 'GIT_PAGER', 'CLICOLOR', 'TERM')},
   'cwd': [str(p) for p in _dh] == [_o.getcwd()] and _sh.starting_dir == _o.getcwd(),
@@ -52,6 +61,9 @@ _shell = _j.dumps({'frozen': not any(o is _sh for o in _g.get_objects()),
   'main': _s.modules['__main__'] is _sh.user_module,
   'magics': 'bash' in _sh.magics_manager.magics['cell'] and 'store' in _sh.magics_manager.magics['line'],
   'builtins': _b.get_ipython() is _sh,
+  'extensions': sorted(_sh.extension_manager.loaded),
+  'store_frozen': len(_sm) == 1 and not any(o is _sm[0] for o in _g.get_objects()),
+  'stored': _o.path.exists(_o.path.join(_sh.profile_dir.location, 'db', 'autorestore', '_stored_value')),
   'cli': _cfg(_app.cli_config), 'config': _cfg(_app.config),
   'argv': [a if a != _app.connection_file else 'FILE' for a in _app.argv], 'extra': list(_app.extra_args)})`
 
@@ -78,13 +90,18 @@ func TestForkedKernelAdoptsTheTemplatesShell(t *testing.T) {
 	if !a.Frozen || c.Frozen || o.Frozen {
 		t.Errorf("shell built before the fork: adopted %v, cold %v, other config %v; want true, false, false", a.Frozen, c.Frozen, o.Frozen)
 	}
+	if !a.StoreFrozen || c.StoreFrozen || o.StoreFrozen {
+		t.Errorf("storemagic loaded before the fork: adopted %v, cold %v, other config %v; want true, false, false",
+			a.StoreFrozen, c.StoreFrozen, o.StoreFrozen)
+	}
 	cli := map[string]map[string][2]string{"IPKernelApp": {"connection_file": {"str", "True"}},
 		"HistoryManager": {"hist_file": {"DeferredConfigString", ":memory:"}}}
 	want := shellFacts{Env: map[string]string{"PAGER": "cat", "GIT_PAGER": "cat", "CLICOLOR": "1", "TERM": "xterm-color"},
 		Cwd: true, Kernel: true, Profile: true, Home: true, DB: true, History: ":memory:", Session: 1, Main: true, Magics: true,
-		Builtins: true, CLI: cli, Config: cli, Argv: []string{"-f", "FILE", "--HistoryManager.hist_file=:memory:"}, Extra: []string{}}
+		Builtins: true, CLI: cli, Config: cli, Argv: []string{"-f", "FILE", "--HistoryManager.hist_file=:memory:"}, Extra: []string{},
+		Extensions: []string{"IPython.extensions.storemagic"}, Stored: true}
 	for name, f := range map[string]shellFacts{"adopted": a, "cold": c} {
-		f.Frozen = false
+		f.Frozen, f.StoreFrozen = false, false
 		if !reflect.DeepEqual(f, want) {
 			t.Errorf("%s kernel's shell %+v, want %+v", name, f, want)
 		}

@@ -4,7 +4,8 @@ Started by the Go side (kernel/template) as ``python <this file> <config json>``
 ipykernel and the snapshot agent's dependencies, runs the config's preload file (the agent's modules,
 loaded but not installed: persistence.AgentPreload), imports ``persistence.pre_import``, builds the
 kernels' IPython shell (_build_shell), calls the
-preload's ``carryover_warm()`` if it defines one (the agent indexes the modules' objects), freezes the garbage
+preload's ``carryover_warm()`` if it defines one (the agent indexes the modules' objects; its
+``carryover_child_io()`` is called in each child once the kernel's output streams exist), freezes the garbage
 collector's view of those objects (gc.freeze: collections in a child never touch them, so their pages
 stay shared copy-on-write), then waits on stdin for requests, one JSON object a line:
 
@@ -88,6 +89,7 @@ def _warm(modules, preload):
     """Imports what every kernel needs, runs the preload file (the snapshot agent's modules, loaded
     before pre_import as in a kernel started cold), then imports what the config pre-imports
     (missing ones are skipped)."""
+    global _child_io
     # sys.path[0] is this script's dir; a kernel started by `python -m ipykernel_launcher` has the
     # cwd there and deletes it (never import from the cwd): the children match the latter.
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
@@ -110,6 +112,7 @@ def _warm(modules, preload):
         _import(name)
     _build_shell()  # before the agent's index, which then covers the modules the shell imported
     _preload_warm(loaded.get("carryover_warm"))
+    _child_io = loaded.get("carryover_child_io")
     _compact_module_names()
     gc.collect()
     gc.freeze()
@@ -150,6 +153,8 @@ def _preload_warm(warm):
 # other config builds its own shell, as a cold kernel does.
 SHELL_CONFIG = {"HistoryManager": {"hist_file": ":memory:"}}
 _shell_venv = None  # VIRTUAL_ENV when the shell was built (IPython reads it then)
+_shell_extensions = ()  # the extensions loaded into it (_load_default_extensions)
+_child_io = None  # the preload's carryover_child_io, called in a child once its streams exist
 
 
 def _build_shell():
@@ -168,6 +173,7 @@ def _build_shell():
         shell = ZMQInteractiveShell.instance(config=Config(SHELL_CONFIG), compiler_class=XCachingCompiler)
         _shell_venv = os.environ.get("VIRTUAL_ENV")
         _warm_shell(shell)
+        _load_default_extensions(shell)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         _drop_shell()
@@ -181,6 +187,21 @@ def _warm_shell(shell):
     the input it is given (no history, no execution count, no output)."""
     shell.transform_cell("x = 1\n")
     shell.display_formatter.format(1)
+
+
+def _load_default_extensions(shell):
+    """Loads IPython's default extensions (storemagic) into the shell built here, as each kernel's
+    app does at its start (init_extensions: 4.7 ms and ~100 page faults of a forked kernel's start,
+    most of it a failed import of the short name, then the extension's magics built); a kernel that
+    adopts this shell skips them (_kernel_app). A kernel whose app names other default extensions
+    builds its own shell."""
+    global _shell_extensions
+    from IPython.core.shellapp import InteractiveShellApp
+
+    names = tuple(InteractiveShellApp.class_traits()["default_extensions"].default())
+    for name in names:
+        shell.extension_manager.load_extension(name)
+    _shell_extensions = names
 
 
 def _drop_shell():
@@ -199,8 +220,9 @@ def _kernel_app():
     """The kernel app class: ipykernel's, which reads the server's argv without building traitlets'
     parser (parse_command_line), and whose kernel adopts the shell built in the template when
     the app's config is the one that shell was built with (its kernel class ipykernel's, nothing
-    configured but the app itself and SHELL_CONFIG, VIRTUAL_ENV unchanged); otherwise the shell is
-    dropped and the kernel builds its own. The app's config is known only once it has read its
+    configured but the app itself and SHELL_CONFIG, VIRTUAL_ENV unchanged, IPython's default
+    extensions, which that shell has loaded); otherwise the shell is dropped and the kernel builds
+    its own. The app's config is known only once it has read its
     command line and config files, right before it makes the kernel."""
     from ipykernel import ipkernel, kernelapp
     from ipykernel.zmqshell import ZMQInteractiveShell
@@ -229,12 +251,38 @@ def _kernel_app():
             shell = ZMQInteractiveShell.instance()
             config = {k: dict(v) for k, v in self.config.items() if k != "IPKernelApp"}
             if (self.kernel_class is not ipkernel.IPythonKernel or config != SHELL_CONFIG
-                    or os.environ.get("VIRTUAL_ENV") != _shell_venv):
+                    or os.environ.get("VIRTUAL_ENV") != _shell_venv
+                    or tuple(self.default_extensions) != _shell_extensions):
                 _drop_shell()
                 shell = None
             super().init_kernel()  # IPythonKernel takes the shell: ZMQInteractiveShell.instance()
+            self._adopted = shell is not None
             if shell is not None:
                 _adopt(shell, self)
+
+        def init_io(self):
+            """ipykernel's, then the preload's carryover_child_io (the agent's quick flush on the
+            new streams, which its install gives a cold kernel's later). Best effort."""
+            super().init_io()
+            if callable(_child_io):
+                try:
+                    _child_io()
+                except Exception:  # noqa: BLE001  (the streams keep ipykernel's flush)
+                    traceback.print_exc()
+
+        def init_extensions(self):
+            """IPython's, without the default extensions when the shell is the template's: they are
+            loaded in it (_load_default_extensions). Asked again, IPython tries each short name as
+            a top-level module first (a failed import that lists every sys.path dir, ~2-5 ms of a
+            start) before it finds it loaded under its full name. So a top-level module of that
+            name on the kernel's own path, which a cold kernel would try first, is not tried."""
+            if not getattr(self, "_adopted", False):
+                return super().init_extensions()
+            default, self.default_extensions = self.default_extensions, []
+            try:
+                return super().init_extensions()
+            finally:
+                self.default_extensions = default
 
     return IPKernelApp
 

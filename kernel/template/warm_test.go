@@ -1,6 +1,7 @@
 package template
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/carryover/carryover/kernel"
@@ -85,4 +86,26 @@ func TestModuleNamesShareAFewPages(t *testing.T) {
 			"its keys find their modules: %v", got.Modules, got.Pages, got.Found)
 	}
 	t.Logf("%d module names on %d pages", got.Modules, got.Pages)
+}
+
+// quickCode says whether the kernel's stdout and stderr have the agent's quick flush (replies.py)
+// and whether the agent is installed.
+const quickCode = `import json as _j, sys as _s
+_quick = _j.dumps([getattr(f.flush, '_carryover', False) for f in (_s.stdout, _s.stderr)] + ['__carryover__' in globals()])`
+
+// TestForkedKernelsFlushQuicklyFromTheirStart: the preload's carryover_child_io runs in a forked
+// kernel once its output streams exist, so its start's flushes (IPython's init_code, ipykernel's)
+// do not wait on the IOPub thread with nothing to send, before the agent is installed. The control
+// (the same preload without the hook) keeps ipykernel's flush until an install.
+func TestForkedKernelsFlushQuicklyFromTheirStart(t *testing.T) {
+	t.Parallel()
+	hooked, spec := newPreloaded(t, persistence.AgentPreload())
+	bare, _ := newPreloaded(t, persistence.AgentPreload()+"del carryover_child_io\n")
+	var got, control []bool
+	evalJSON(t, start(t, hooked, spec, nil), quickCode, "_quick", &got)
+	evalJSON(t, start(t, bare, spec, nil), quickCode, "_quick", &control)
+	if !reflect.DeepEqual(got, []bool{true, true, false}) || !reflect.DeepEqual(control, []bool{false, false, false}) {
+		t.Errorf("stdout and stderr quick, agent installed: %v forked with the hook, %v without; want [true true false], [false false false]",
+			got, control)
+	}
 }

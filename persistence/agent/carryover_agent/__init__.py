@@ -93,7 +93,7 @@ Group descriptor (canonical JSON): {"v": 1, "k": kind, "n": [names], "f": "p" (p
 ``forget``: drop the agent's state so the next snapshot serialises everything again.
 """
 
-from .agent import Agent, JSONText, install, template_warm  # noqa: F401
+from .agent import Agent, JSONText, install, template_child_io, template_warm  # noqa: F401
 from .analysis import _CellNames, _code_names, _codes_of, analyze  # noqa: F401
 from .classes import _class_setstate, _class_skeleton, _enum_skeleton, _reduce_class, _sentinels  # noqa: F401
 from .common import (  # noqa: F401

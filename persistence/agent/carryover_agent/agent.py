@@ -238,6 +238,15 @@ def template_warm():
     owners.warm()
 
 
+def template_child_io():
+    """What a kernel forked from a template does once its output streams exist (the template calls
+    it after ipykernel's init_io): gives them the flush that returns at once with nothing to send
+    (replies.py), which the install would give them later. The kernel app's start flushes both
+    (IPython's init_code), and so does the install's request, each flush a round trip to the IOPub
+    thread for nothing written (init_code's median 4.9 -> 3.6 ms on a busy 2-core node)."""
+    replies.quick_streams()
+
+
 def install(spool_dir, shell=None, spool_host=None):
     """Creates the agent for this kernel, binds it as __carryover__ and tracks cells via pre_run_cell.
     spool_dir is the spool as this kernel sees it; spool_host as the Go server sees it (echoed back in

@@ -32,6 +32,12 @@ def install(shell):
     kernel = getattr(shell, "kernel", None)
     if kernel is not None and getattr(kernel, "_execute_sleep", None) == _IPYKERNEL_SLEEP:
         kernel._execute_sleep = 0
+    quick_streams()
+
+
+def quick_streams():
+    """Gives sys.stdout and sys.stderr, when they are ipykernel's streams, the flush described
+    above. Idempotent."""
     for stream in (sys.stdout, sys.stderr):
         _quick_flush(stream)
 
