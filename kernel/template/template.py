@@ -193,8 +193,7 @@ def _load_default_extensions(shell):
     """Loads IPython's default extensions (storemagic) into the shell built here, as each kernel's
     app does at its start (init_extensions: 4.7 ms and ~100 page faults of a forked kernel's start,
     most of it a failed import of the short name, then the extension's magics built); a kernel that
-    adopts this shell skips them (_kernel_app). A kernel whose app names other default extensions
-    builds its own shell."""
+    adopts this shell skips those (_kernel_app)."""
     global _shell_extensions
     from IPython.core.shellapp import InteractiveShellApp
 
@@ -220,9 +219,8 @@ def _kernel_app():
     """The kernel app class: ipykernel's, which reads the server's argv without building traitlets'
     parser (parse_command_line), and whose kernel adopts the shell built in the template when
     the app's config is the one that shell was built with (its kernel class ipykernel's, nothing
-    configured but the app itself and SHELL_CONFIG, VIRTUAL_ENV unchanged, IPython's default
-    extensions, which that shell has loaded); otherwise the shell is dropped and the kernel builds
-    its own. The app's config is known only once it has read its
+    configured but the app itself and SHELL_CONFIG, VIRTUAL_ENV unchanged); otherwise the shell is
+    dropped and the kernel builds its own. The app's config is known only once it has read its
     command line and config files, right before it makes the kernel."""
     from ipykernel import ipkernel, kernelapp
     from ipykernel.zmqshell import ZMQInteractiveShell
@@ -251,8 +249,7 @@ def _kernel_app():
             shell = ZMQInteractiveShell.instance()
             config = {k: dict(v) for k, v in self.config.items() if k != "IPKernelApp"}
             if (self.kernel_class is not ipkernel.IPythonKernel or config != SHELL_CONFIG
-                    or os.environ.get("VIRTUAL_ENV") != _shell_venv
-                    or tuple(self.default_extensions) != _shell_extensions):
+                    or os.environ.get("VIRTUAL_ENV") != _shell_venv):
                 _drop_shell()
                 shell = None
             super().init_kernel()  # IPythonKernel takes the shell: ZMQInteractiveShell.instance()
@@ -271,14 +268,15 @@ def _kernel_app():
                     traceback.print_exc()
 
         def init_extensions(self):
-            """IPython's, without the default extensions when the shell is the template's: they are
-            loaded in it (_load_default_extensions). Asked again, IPython tries each short name as
+            """IPython's, without the default extensions the template's shell has loaded when it is
+            this kernel's (_load_default_extensions). Asked again, IPython tries each short name as
             a top-level module first (a failed import that lists every sys.path dir, ~2-5 ms of a
             start) before it finds it loaded under its full name. So a top-level module of that
             name on the kernel's own path, which a cold kernel would try first, is not tried."""
             if not getattr(self, "_adopted", False):
                 return super().init_extensions()
-            default, self.default_extensions = self.default_extensions, []
+            default = self.default_extensions
+            self.default_extensions = [e for e in default if e not in _shell_extensions]
             try:
                 return super().init_extensions()
             finally:
@@ -644,9 +642,7 @@ def _waiting_child(ctl, root, want, entered, took):
                 raise RuntimeError("the kernel's spec names another box")
             log = os.open(spec["log"].lstrip("/"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600,
                           dir_fd=root)
-            os.close(ctl)
-            os.close(root)
-            os.write(took, b"k")
+            os.write(took, b"k")  # ctl, root and took are closed with the rest (_boxed_kernel)
             _boxed_kernel(spec, entered, log)
         code = 0
     except BaseException:  # noqa: BLE001
