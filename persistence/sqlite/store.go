@@ -32,7 +32,10 @@ type Store struct {
 	path string
 
 	wmu sync.Mutex // serialises write transactions
-	wal *walCheckpointer
+	// wconn is the one connection every write runs on (under wmu): a write never waits for the
+	// readers' pool, and its page cache stays valid from one commit to the next (writer.go).
+	wconn *sqlx.Conn
+	wal   *walCheckpointer
 	// flush is the WAL's own sync under synchronous=full (walsync.go); nil under normal.
 	flush *walSync
 	ckmu  sync.RWMutex // shared by each open CheckpointWriter; GC takes it exclusively
@@ -95,11 +98,16 @@ func OpenWith(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	// Reads are concurrent under WAL; each connection costs a page cache, so cap the pool.
-	n := max(4, runtime.GOMAXPROCS(0))
+	// Reads are concurrent under WAL; each connection costs a page cache, so cap the pool (plus the
+	// writer's own connection).
+	n := max(4, runtime.GOMAXPROCS(0)) + 1
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	s := &Store{db: db, path: path}
+	if s.wconn, err = openWriter(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	if mode == SyncFull {
 		s.flush = newWALSync(path)
 	}
@@ -192,6 +200,9 @@ func (s *Store) Close() error {
 	if s.existStmt != nil {
 		s.existStmt.Close()
 	}
+	if s.wconn != nil {
+		s.wconn.Close()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
@@ -215,7 +226,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 func (s *Store) commitTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTxx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
