@@ -104,16 +104,20 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := ls.beginTurn(ctx, opts.Queued)
+	// The turn's writes (a new kernel's statuses and events, the checkpoint, the session, the
+	// history) are flushed to disk once, before its answer leaves or its error returns (syncTurn),
+	// not one by one (carryover.DeferSync).
+	tctx := carryover.DeferSync(ctx)
+	end, err := ls.beginTurn(tctx, opts.Queued)
 	if err != nil {
-		return nil, err
+		return nil, ls.syncFailed(ctx, err)
 	}
 	defer end()
 	// The cell can carry a new session's set-up unless a per-run env request goes first (or IPython
 	// would skip the hook: a blank cell).
-	k, err := ls.ensureKernelWith(ctx, ensureOpts{firstCell: len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", runEnv: req.Env})
+	k, err := ls.ensureKernelWith(tctx, ensureOpts{firstCell: len(req.Env) == 0 && strings.TrimSpace(req.Code) != "", runEnv: req.Env})
 	if err != nil {
-		return nil, err
+		return nil, ls.syncFailed(ctx, err)
 	}
 	if opts.ID == "" {
 		s.mu.Lock()
@@ -123,17 +127,14 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	}
 	if len(req.Env) > 0 {
 		if err := agentops.SetEnv(ctx, k, req.Env); err != nil {
-			return nil, err
+			return nil, ls.syncFailed(ctx, err)
 		}
 	}
 	if opts.started != nil { // a keyed run's code starts: its key is kept whatever happens next
 		if err := opts.started(); err != nil {
-			return nil, err
+			return nil, ls.syncFailed(ctx, err)
 		}
 	}
-	// The turn's writes (checkpoint, session, history) are flushed to disk once, before its answer
-	// leaves (syncTurn), not one by one (carryover.DeferSync).
-	tctx := carryover.DeferSync(ctx)
 	res, runErr := ls.runCell(tctx, k, req, timeout, opts)
 	ls.checkpointTurn(tctx, k, res, runErr)
 	res.ProcessesEnded = ls.notes.TakeEnded() // after checkpointTurn: a death during this run ended some

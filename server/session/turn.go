@@ -182,3 +182,10 @@ func (ls *Session) syncTurn(ctx context.Context) error {
 	}
 	return nil
 }
+
+// syncFailed is syncTurn for a turn that ends in err before its cell ran: what it wrote meanwhile
+// (a kernel's claim that failed: its statuses and events) is made durable before err returns.
+func (ls *Session) syncFailed(ctx context.Context, err error) error {
+	_ = ls.syncTurn(ctx) // logged and counted there; err is the turn's answer
+	return err
+}
