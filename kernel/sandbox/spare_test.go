@@ -35,6 +35,9 @@ func TestSpareBoxes(t *testing.T) {
 	}
 	entered := readySpareEntered(t, p)
 	waiting := waitingChild(t, p)
+	if adj := oomScoreAdj(t, waiting); adj != kernel.KernelOOMScoreAdj {
+		t.Errorf("the waiting child's oom_score_adj is %d before any launch; want %d (set while it waits)", adj, kernel.KernelOOMScoreAdj)
+	}
 	k := startBoxedKernelIn(t, p, rt)
 	bk := k.Process().(*boxKernel)
 	if st := p.Spares(); st.Served != 1 || bk.fk == nil || !strings.HasPrefix(bk.box.Name(), "s") {
@@ -158,6 +161,20 @@ func waitingChild(t *testing.T, p *Provisioner) int {
 			t.Fatalf("the spare's init %d has children %v besides its holder %d after 30 s; want the waiting child alone", st.ppid, others, holder)
 		}
 	}
+}
+
+// oomScoreAdj reads pid's oom_score_adj.
+func oomScoreAdj(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // waitGone waits (30 s at most) until pid has exited and was reaped.

@@ -138,6 +138,9 @@ type Box struct {
 	Cgroups []string `json:"cgroups"` // the cgroup.procs files of the box's groups
 	Seccomp string   `json:"seccomp"` // the filter program's file ("": none)
 	UID     int      `json:"uid"`     // the box's uid (0: no uid of its own, capabilities dropped)
+	// OOMScoreAdj is the kernel's oom_score_adj, which the waiting child of a box entered ahead
+	// sets while it is one thread (EnterBox; 0: not set there).
+	OOMScoreAdj int `json:"oom_score_adj,omitempty"`
 	// Entered, when set, is this box as EnterBox entered it ahead: the kernel is forked there.
 	Entered *Entered `json:"-"`
 }
@@ -165,6 +168,10 @@ func (tp *Provisioner) EnterBox(ctx context.Context, box Box) (*Entered, error) 
 		return nil, err
 	}
 	box.Entered = nil
+	// Set now rather than by the launch's kernel.RaiseOOMScore once the kernel is ready: a write to a
+	// process with threads walks every process on the host (~1 ms here, on the launch's path); the
+	// launch's call then finds it set and writes nothing.
+	box.OOMScoreAdj = kernel.KernelOOMScoreAdj
 	id, pid, err := p.enter(ctx, box)
 	if err != nil {
 		return nil, err

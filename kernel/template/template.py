@@ -619,6 +619,20 @@ def _second_child(ctl, root, want, entered, took):
         os._exit(code)
 
 
+def _raise_oom_score(adj):
+    """Sets the kernel-to-be's oom_score_adj (the box's, from EnterBox) while it is one thread: the
+    launch's kernel.RaiseOOMScore then finds it set and writes nothing, where its write to the
+    kernel, a process with threads, walks every process on the host. Raising needs no privilege;
+    a failure leaves it to the launch's call."""
+    if not adj:
+        return
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(adj))
+    except OSError:
+        traceback.print_exc()
+
+
 def _waiting_child(ctl, root, want, entered, took):
     """The waiting child of an entered box, the box's init's child: waits for the path of the
     kernel's spec on ctl (EOF: the template is gone, and so is the need), reads it and opens the
@@ -626,6 +640,7 @@ def _waiting_child(ctl, root, want, entered, took):
     first child then answers) and becomes the kernel. Never returns."""
     code = 3
     try:
+        _raise_oom_score(want.get("oom_score_adj"))
         got = b""
         while True:
             b = os.read(ctl, 4096)
