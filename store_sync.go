@@ -18,6 +18,14 @@ func DeferSync(ctx context.Context) context.Context {
 	return context.WithValue(ctx, deferSyncKey{}, true)
 }
 
+// SyncEach returns ctx without DeferSync's mark: writes made under it are durable one by one again.
+// For another session's work done inside a turn (a session hibernated to free the node's slot a
+// claim waits for): its writes must not wait for this turn's Sync, which a failed claim may reach
+// only after that session's kernel is gone.
+func SyncEach(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferSyncKey{}, false)
+}
+
 // SyncDeferred reports whether ctx carries DeferSync's mark.
 func SyncDeferred(ctx context.Context) bool {
 	v, _ := ctx.Value(deferSyncKey{}).(bool)

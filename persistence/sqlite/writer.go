@@ -17,13 +17,14 @@ import (
 // transaction, and with writes spread over the pool each began on a cache another writer had just
 // made stale, reading the b-tree pages a turn touches (64 KiB each) again. The writer's own commits
 // keep its cache valid. Writes are serialised by the writer mutex anyway, so one connection costs
-// no concurrency. Measured (`make bench --only server`, builds alternated twice): 50 sessions x
-// 100 runs 258 and 261 runs/s against 238 and 234; a lone session's `1+1` unchanged (the pool
-// handed its one busy connection back each time).
+// no concurrency. Measured (`make bench --only server`, builds alternated three times): 50
+// sessions x 100 runs 258, 261 and 274 runs/s against 238, 234 and 259; a lone session's `1+1`
+// unchanged within the noise (one session's writes mostly found the connection they used last).
 
 // writerCacheKiB is the writer connection's page cache: the pages a busy node's turns keep
 // touching (the interior and hot leaf pages of every table and index a turn writes), at 64 KiB a
-// page, with room to spare. SQLite's default (2 MiB: 31 such pages) held less than one turn's.
+// page, with room to spare. SQLite's default (2 MiB: 31 such pages) is about what one `1+1` turn
+// touches (15 leaves written, plus the roots and interior pages above them).
 const writerCacheKiB = 32 << 10
 
 // openWriter takes the writer's connection out of db's pool and sizes its cache.

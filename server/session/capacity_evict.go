@@ -30,7 +30,9 @@ func evictionCandidates(live []*Session) []capacity.Candidate[*Session] {
 // share of slots first), returning the memory its kernel cost at its last sample (Resident.Charged:
 // a fork child's map of a shared copy frees nothing) and whether one was hibernated.
 func (s *Service) evictIdle(ctx context.Context, reason string) (int64, bool) {
-	ctx = context.WithoutCancel(ctx) // a checkpoint is never abandoned half-way
+	// A checkpoint is never abandoned half-way, and the victim's writes are durable on their own:
+	// the claim's turn that asked (carryover.DeferSync) is not the victim's.
+	ctx = carryover.SyncEach(context.WithoutCancel(ctx))
 	for _, ls := range capacity.EvictionOrder(evictionCandidates(s.liveSessions()), s.adm.ledger.OverShare()) {
 		if !ls.lock.TryLock() {
 			continue // a turn started meanwhile
