@@ -69,6 +69,11 @@ func TestFuzzAPI(t *testing.T) {
 	before := treeOf(t, outside)
 
 	ts := startServer(t, "")
+	// Ready before the fixture claims the pool's kernel: /readyz answers 503 until the pool first
+	// filled (readiness.go), and a fixture claiming the kernel that would have filled it, with the
+	// fuzz's own claims then holding the refill back (kernel.RefillDelay), kept it 503 through the
+	// whole fuzz on a fast machine.
+	waitReady(t, ts.base)
 	ts.newSession(client.CreateRequest{SessionID: fuzzRunning})
 	if r := ts.run(fuzzRunning, "x = 1\n1+1"); resultOf(r) != "2" {
 		t.Fatalf("fixture run: %s", dump(r))
@@ -671,5 +676,24 @@ func (f *fuzzer) do(op *apiOp, c fuzzCase) {
 		if err := f.ac.validate(ptr, body); err != nil {
 			f.t.Errorf("%s: answer %d %v: %s", c.name, status, err, clip(body))
 		}
+	}
+}
+
+// waitReady waits (fuzzTimeout at most) until the server at base answers GET /readyz with 200.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(fuzzTimeout)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready after %s (last: %v)", fuzzTimeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
