@@ -684,15 +684,19 @@ func waitReady(t *testing.T, base string) {
 	t.Helper()
 	deadline := time.Now().Add(fuzzTimeout)
 	for {
+		last := ""
 		resp, err := http.Get(base + "/readyz")
-		if err == nil {
+		if err != nil {
+			last = err.Error()
+		} else {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
+			last = resp.Status
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not ready after %s (last: %v)", fuzzTimeout, err)
+			t.Fatalf("server not ready after %s (last answer: %s)", fuzzTimeout, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
