@@ -70,6 +70,7 @@ func powerCutTurns(t *testing.T, sync string, seed uint64, rounds int) (lost int
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
+	d.Trace = t.Logf // a device held after a cut is named here (internal/powercut: detached lazily)
 	p := servertest.StartProcess(t, servertest.Options{Token: "powercut", Dir: d.Dir,
 		Flags: []string{"--pool.size", "1"}, Env: []string{"CARRYOVER_SANDBOX_ENABLED=false",
 			"CARRYOVER_STORE_SQLITE_SYNCHRONOUS=" + sync}})

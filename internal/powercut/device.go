@@ -150,6 +150,13 @@ func (d *device) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) sysca
 	return 0
 }
 
+// isFrozen reports whether the device was cut.
+func (d *device) isFrozen() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.frozen
+}
+
 // cut writes a random subset of the unflushed writes to the image, in order, and freezes it.
 func (d *device) cut() (Stats, error) {
 	d.mu.Lock()

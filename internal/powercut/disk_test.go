@@ -3,11 +3,14 @@ package powercut
 import (
 	"bytes"
 	"errors"
-	"github.com/carryover/carryover/internal/sandboxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/carryover/carryover/internal/sandboxtest"
 )
 
 // needDisk skips where a Disk cannot be made, and fails instead under make test's
@@ -83,5 +86,61 @@ func TestCutLosesWhatWasNotFlushed(t *testing.T) {
 			t.Fatalf("round %d: the file never fsynced survived whole: the cut dropped nothing", round)
 		}
 		os.Remove(filepath.Join(d.Dir, "unsynced"))
+	}
+}
+
+// TestAHeldDeviceAfterACutDoesNotStopTheDisk holds the loop device open (as a process outside the
+// test's control might) across a cut and an unmount: the device cannot be detached, so its FUSE
+// mount stays busy. After a cut that is no harm (the device is frozen): the disk is mounted again on
+// a fresh device with what was fsynced, and what the held device is asked to write later never
+// reaches the image. Without a cut, a held device is an error, named with its holder.
+func TestAHeldDeviceAfterACutDoesNotStopTheDisk(t *testing.T) {
+	needDisk(t)
+	t.Parallel()
+	work := t.TempDir()
+	d, err := New(work, 64<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	d.Trace = t.Logf
+	d.HoldWait = 300 * time.Millisecond
+	if err := os.WriteFile(filepath.Join(d.Dir, "kept"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("sync").Run(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.OpenFile(d.loop, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := d.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Unmount(); err != nil {
+		t.Fatalf("unmount after a cut with the device held: %v", err)
+	}
+	// The held device takes a write of the image's first block (the old filesystem's would land
+	// anywhere): it must not reach the image.
+	if _, err := held.WriteAt(bytes.Repeat([]byte{0xff}, 4096), 0); err == nil {
+		held.Sync()
+	}
+	if err := d.Mount(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(d.Dir, "kept")); err != nil || string(got) != "kept" {
+		t.Fatalf("after the remount: %q, %v", got, err)
+	}
+	// Without a cut the held device could still write to the image: Unmount says so and by whom.
+	again, err := os.OpenFile(d.loop, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Unmount()
+	again.Close()
+	if err == nil || !strings.Contains(err.Error(), "has it open") {
+		t.Fatalf("unmount without a cut, the device held: %v; want an error naming the holder", err)
 	}
 }
