@@ -188,6 +188,9 @@ type forkSpec struct {
 	Dir  string            `json:"dir"`
 	Log  string            `json:"log"`
 	Box  *Box              `json:"box,omitempty"`
+	// OOMScoreAdj is the kernel's oom_score_adj, set by the child while it is one thread (template.py's
+	// _raise_oom_score): the launch's kernel.RaiseOOMScore then finds it set and writes nothing.
+	OOMScoreAdj int `json:"oom_score_adj,omitempty"`
 }
 
 // forkLine is the request line: the id and the spec file.

@@ -128,7 +128,8 @@ func (tp *Provisioner) forkKernel(ctx context.Context, spec kernel.LaunchSpec, a
 	if tp.cfg.Local.SpoolRoot != "" {
 		spool = filepath.Join(tp.cfg.Local.SpoolRoot, filepath.Base(spec.RuntimeDir))
 	}
-	return p.fork(ctx, forkSpec{Args: args, Env: childEnv(spec.Env), Dir: spec.Dir, Log: spec.LogPath}, spool)
+	return p.fork(ctx, forkSpec{Args: args, Env: childEnv(spec.Env), Dir: spec.Dir, Log: spec.LogPath,
+		OOMScoreAdj: kernel.KernelOOMScoreAdj}, spool)
 }
 
 // Box is the sandbox a kernel is forked into (kernel/sandbox describes it; box.py enters it).
@@ -170,7 +171,8 @@ func (tp *Provisioner) EnterBox(ctx context.Context, box Box) (*Entered, error) 
 	box.Entered = nil
 	// Set now rather than by the launch's kernel.RaiseOOMScore once the kernel is ready: a write to a
 	// process with threads walks every process on the host (~1 ms here, on the launch's path); the
-	// launch's call then finds it set and writes nothing.
+	// launch's call then finds it set and writes nothing. (A kernel forked without a box entered
+	// ahead sets it itself: forkSpec.OOMScoreAdj.)
 	box.OOMScoreAdj = kernel.KernelOOMScoreAdj
 	id, pid, err := p.enter(ctx, box)
 	if err != nil {
@@ -206,7 +208,7 @@ func (tp *Provisioner) ForkBoxed(ctx context.Context, spec kernel.LaunchSpec, en
 	if box.Entered != nil && box.Entered.p == p { // else its template is gone, and so are its children
 		entered = box.Entered.id
 	}
-	fs := forkSpec{Args: args, Env: env, Dir: "/workspace", Log: spec.LogPath, Box: &box}
+	fs := forkSpec{Args: args, Env: env, Dir: "/workspace", Log: spec.LogPath, Box: &box, OOMScoreAdj: kernel.KernelOOMScoreAdj}
 	c, err := p.forkIn(ctx, fs, "", entered)
 	if errors.Is(err, errUnused) { // its entered children are gone (killed with ...): fork as usual
 		tp.sup.log.Warn("kernel template: the box entered ahead was lost; forking into it anew", "err", err)

@@ -381,6 +381,7 @@ def _child(req, cfg, keep_out):
         for fd in keep_out:
             os.close(fd)
         spec = _spec(req)
+        _raise_oom_score(spec.get("oom_score_adj"))
         os.setsid()
         log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         _std(log)
@@ -620,16 +621,18 @@ def _second_child(ctl, root, want, entered, took):
 
 
 def _raise_oom_score(adj):
-    """Sets the kernel-to-be's oom_score_adj (the box's, from EnterBox) while it is one thread: the
-    launch's kernel.RaiseOOMScore then finds it set and writes nothing, where its write to the
-    kernel, a process with threads, walks every process on the host. Raising needs no privilege;
-    a failure leaves it to the launch's call."""
+    """Raises the kernel-to-be's oom_score_adj to adj (its spec's, or the box's from EnterBox) while
+    it is one thread: the launch's kernel.RaiseOOMScore then finds it set and writes nothing, where
+    its write to the kernel, a process with threads, walks every process on the host. Never lowers
+    it (as RaiseOOMScore). Raising needs no privilege; a failure leaves it to the launch's call."""
     if not adj:
         return
     try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(adj))
-    except OSError:
+        with open("/proc/self/oom_score_adj", "r+") as f:
+            if int(f.read().strip() or 0) < adj:
+                f.seek(0)
+                f.write(str(adj))
+    except (OSError, ValueError):
         traceback.print_exc()
 
 
@@ -705,6 +708,7 @@ def _boxed_kernel(spec, entered, log):
         os.setsid()
         _std(log)
         os.closerange(3, 1 << 16)
+        _raise_oom_score(spec.get("oom_score_adj"))  # set already when the box was entered ahead
         _become(spec)
         box.drop(spec["box"]["uid"], entered)
         box.check(spec["box"]["uid"], entered)
