@@ -59,7 +59,7 @@ func (s *Store) GC(ctx context.Context) (chunks int, bytes int64, err error) {
 func (s *Store) incrementalVacuum(ctx context.Context) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	rows, err := s.wconn.QueryContext(ctx, `PRAGMA incremental_vacuum`)
+	rows, err := s.writerQuery(ctx, `PRAGMA incremental_vacuum`)
 	if err != nil {
 		return err
 	}

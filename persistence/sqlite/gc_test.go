@@ -76,3 +76,27 @@ func TestGCShrinksFile(t *testing.T) {
 		t.Fatalf("after gc: %d free pages, %d pages: space not returned", free, pages)
 	}
 }
+
+// TestGCAfterTheWritersConnectionWasGivenUp: the incremental vacuum runs on the writer's
+// connection, which it replaces when database/sql has given up on it (as every write does), instead
+// of failing every GC from then on.
+func TestGCAfterTheWritersConnectionWasGivenUp(t *testing.T) {
+	s := storeT(t)
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		rawChunkT(t, s, randomBytes(t, 1<<20))
+	}
+	s.wmu.Lock()
+	s.wconn.Close()
+	s.wmu.Unlock()
+	if err := s.incrementalVacuum(ctx); err != nil {
+		t.Fatalf("incremental vacuum on a writer connection given up: %v", err)
+	}
+	if n, _, err := s.GC(ctx); err != nil || n != 4 {
+		t.Fatalf("gc: %d %v", n, err)
+	}
+	var free int
+	if err := s.db.Get(&free, `PRAGMA freelist_count`); err != nil || free != 0 {
+		t.Fatalf("after gc: %d free pages, %v", free, err)
+	}
+}

@@ -48,11 +48,32 @@ func (s *Store) beginWrite(ctx context.Context) (*sqlx.Tx, error) {
 	if !errors.Is(err, sql.ErrConnDone) {
 		return tx, err
 	}
+	if err := s.replaceWriter(); err != nil {
+		return nil, err
+	}
+	return s.wconn.BeginTxx(ctx, nil)
+}
+
+// writerQuery runs a query on the writer's connection outside a transaction (a pragma that writes,
+// as incremental_vacuum), replacing a connection given up on as beginWrite does. Caller holds wmu.
+func (s *Store) writerQuery(ctx context.Context, query string) (*sql.Rows, error) {
+	rows, err := s.wconn.QueryContext(ctx, query)
+	if !errors.Is(err, sql.ErrConnDone) {
+		return rows, err
+	}
+	if err := s.replaceWriter(); err != nil {
+		return nil, err
+	}
+	return s.wconn.QueryContext(ctx, query)
+}
+
+// replaceWriter swaps the writer's connection for a new one. Caller holds wmu.
+func (s *Store) replaceWriter() error {
 	c, err := openWriter(s.db)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.wconn.Close()
 	s.wconn = c
-	return s.wconn.BeginTxx(ctx, nil)
+	return nil
 }
