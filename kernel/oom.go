@@ -16,7 +16,11 @@ const KernelOOMScoreAdj = 800
 
 // RaiseOOMScore sets oom_score_adj of pid and of every process below it (a sandbox's wrapper forks
 // the kernel itself; children forked later inherit the value), when it is lower than adj.
-// Best effort: a process gone meanwhile is skipped.
+// Best effort: a process gone meanwhile is skipped. A process found at adj or above already is not
+// descended into: it had that score before it forked anything (it raised its own as it started, as
+// a kernel forked from a template does while it is one thread, or an earlier call raised it and
+// then its children), so its descendants inherited it. That skips reading the children of every
+// thread of a kernel (~0.5 ms on the launch's path).
 func RaiseOOMScore(pid, adj int) error {
 	var first error
 	seen := map[int]bool{}
@@ -28,25 +32,29 @@ func RaiseOOMScore(pid, adj int) error {
 			continue
 		}
 		seen[p] = true
-		if err := raiseOne(p, adj); err != nil && first == nil && !os.IsNotExist(err) {
+		raised, err := raiseOne(p, adj)
+		if err != nil && first == nil && !os.IsNotExist(err) {
 			first = err
 		}
-		queue = append(queue, childrenOf(p)...)
+		if raised {
+			queue = append(queue, childrenOf(p)...)
+		}
 	}
 	return first
 }
 
-// raiseOne writes adj to pid's oom_score_adj unless it is already as high.
-func raiseOne(pid, adj int) error {
+// raiseOne writes adj to pid's oom_score_adj unless it is already as high, and says whether it
+// wrote (or tried to: a failed write still looks below, whose processes may take it).
+func raiseOne(pid, adj int) (bool, error) {
 	path := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if cur, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && cur >= adj {
-		return nil
+		return false, nil
 	}
-	return os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
+	return true, os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
 }
 
 // childrenOf lists pid's children (/proc/PID/task/*/children).
