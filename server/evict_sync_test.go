@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/client"
@@ -67,22 +66,8 @@ func TestAnEvictedSessionsWritesAreDurableOnTheirOwn(t *testing.T) {
 	cfg.Capacity.QueueSeconds = 60
 	cfg.Pool.Size, cfg.Pool.MaxSize = 0, 0
 	cfg.Cull.IdleSeconds = 0
-	srv, err := server.Assemble(context.Background(), cfg, server.Parts{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	c := newClient("http://"+srv.Addr(), testToken)
+	_, base := serveConfig(t, cfg, server.Parts{Store: store})
+	c := newClient(base, testToken)
 	ctx := t.Context()
 	for _, id := range []string{"victim", "claimer"} {
 		if _, err := c.CreateSession(ctx, client.CreateRequest{SessionID: id}); err != nil {

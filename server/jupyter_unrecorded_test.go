@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/configs"
 	"github.com/carryover/carryover/persistence/sqlite"
 	"github.com/carryover/carryover/server"
 )
@@ -72,7 +73,13 @@ func serveParts(t *testing.T, dir string, parts server.Parts) string {
 // serveServer is serveParts that also gives the server (a test reaches its session service).
 func serveServer(t *testing.T, dir string, parts server.Parts) (*server.Server, string) {
 	t.Helper()
-	srv, err := server.Assemble(context.Background(), testConfig(dir), parts)
+	return serveConfig(t, testConfig(dir), parts)
+}
+
+// serveConfig is serveServer on a config of the test's own.
+func serveConfig(t *testing.T, cfg *configs.Config, parts server.Parts) (*server.Server, string) {
+	t.Helper()
+	srv, err := server.Assemble(context.Background(), cfg, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
