@@ -64,12 +64,17 @@ type bridge struct {
 
 	inflightDirty   chan struct{} // saveInflightLater's request to inflightRecorder
 	inflightWritten *string       // the in-flight record last written (guarded by saveMu), nil before the first
+
+	// heldReply, for the executes of held, is closed (then nil) once the kernel's own execute_reply
+	// went through fromKernel on the shell line: every shell reply the kernel sent before it (to a
+	// complete_request sent ahead of the cell, say) has gone to the clients by then (awaitKernelReply).
+	heldReply map[string]chan struct{}
 }
 
 func newBridge(d *Door, id string) *bridge {
 	b := &bridge{d: d, id: id, conns: map[*conn]bool{}, pending: map[string]pending{}, held: map[string]chan struct{}{},
 		known: newIDSet(1 << 14), wake: make(chan struct{}, 1), stop: make(chan struct{}), ready: make(chan struct{}),
-		side: map[string]chan sideMsg{}, inflightDirty: make(chan struct{}, 1)}
+		side: map[string]chan sideMsg{}, inflightDirty: make(chan struct{}, 1), heldReply: map[string]chan struct{}{}}
 	for _, ch := range []string{"control", "stdin"} {
 		b.side[ch] = make(chan sideMsg, sideCap)
 		go b.sideWorker(b.side[ch])
@@ -388,6 +393,10 @@ func (b *bridge) fromKernel(m kernel.RawMessage) {
 		if m.Channel == "iopub" && ch != nil {
 			close(ch) // every output before it has been forwarded (awaitKernelIdle)
 			b.held[pid] = nil
+		}
+		if rc := b.heldReply[pid]; m.Channel == "shell" && rc != nil {
+			close(rc) // every shell reply before it has been forwarded (awaitKernelReply)
+			b.heldReply[pid] = nil
 		}
 		b.mu.Unlock()
 		return // the turn sends these after its checkpoint

@@ -69,6 +69,7 @@ func (b *bridge) turnWorker() {
 		}
 		b.current = &j
 		b.held[j.msgID] = make(chan struct{})
+		b.heldReply[j.msgID] = make(chan struct{})
 		b.mu.Unlock()
 		b.saveInflight()
 		b.runTurn(j)
@@ -76,6 +77,7 @@ func (b *bridge) turnWorker() {
 		b.running--
 		b.current = nil
 		delete(b.held, j.msgID)
+		delete(b.heldReply, j.msgID)
 		delete(b.pending, j.msgID)
 		b.mu.Unlock()
 		// Off the next turn's path: a client that sends its next cell on this one's idle would wait
@@ -142,6 +144,7 @@ func (b *bridge) runTurn(j turnJob) {
 				"text": "[carryover: this cell's checkpoint failed, a crash now would lose it: " + res.CheckpointErr + "]\n"}))
 		}
 		b.awaitKernelIdle(j.msgID)
+		b.awaitKernelReply(j.msgID)
 		b.deliver(j.c, *res.Reply)
 		b.broadcast(*res.Idle)
 		b.answerAborted(aborted)
@@ -159,6 +162,25 @@ const outputsGrace = 500 * time.Millisecond
 func (b *bridge) awaitKernelIdle(msgID string) {
 	b.mu.Lock()
 	ch := b.held[msgID]
+	b.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(outputsGrace):
+	}
+}
+
+// awaitKernelReply waits until the kernel's own execute_reply for msgID has gone through
+// fromKernel, so every shell reply the kernel sent before it has reached the clients: the turn gets
+// its reply straight from the kernel, while the replies to the shell messages sent ahead of it (a
+// complete_request, a kernel_info_request) go through the bridge's own subscription, and on a
+// loaded machine that goroutine ran behind the turn's checkpoint: a client saw the cell's reply
+// before the one to the request it had sent first.
+func (b *bridge) awaitKernelReply(msgID string) {
+	b.mu.Lock()
+	ch := b.heldReply[msgID]
 	b.mu.Unlock()
 	if ch == nil {
 		return
