@@ -298,40 +298,26 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		jobs   []assembleJob
 		lbufs  []lazyBuf
 		sbufs  []lazyBuf
-		buf    []byte
 	)
+	reads, err := readGroups(ctx, c.Store, m.Groups)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	for i, g := range m.Groups {
 		rg := restoreGroup{ManifestGroup: g}
 		if g.Kind == "imp" || g.Ref == "" {
 			groups = append(groups, rg)
 			continue
 		}
-		var err error
-		buf, err = c.Store.ReadChunk(ctx, g.Ref, buf[:0])
-		if err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
-		}
-		d, flat, err := expandDescriptor(ctx, c.Store, buf)
-		if err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
-		}
-		rg.Desc = append(json.RawMessage(nil), flat...)
-		var plen int64
-		for _, ch := range d.Pickle {
-			plen += ch.Len
-		}
-		if plen <= inlinePickle {
-			var data []byte
-			for _, ch := range d.Pickle {
-				if data, err = c.Store.ReadChunk(ctx, ch.Hash, data); err != nil {
-					return nil, nil, nil, nil, fmt.Errorf("group %v: %w", g.Names, err)
-				}
-			}
-			s := base64.StdEncoding.EncodeToString(data)
+		gr := reads[i]
+		d := gr.desc
+		rg.Desc = append(json.RawMessage(nil), gr.flat...)
+		if gr.inline != nil {
+			s := base64.StdEncoding.EncodeToString(*gr.inline)
 			rg.PickleData = &s
 		} else {
 			name := fmt.Sprintf("g%d.p", i)
-			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: d.Pickle, size: plen})
+			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: d.Pickle, size: gr.plen})
 			rg.PickleFile = filepath.Join(kernDir, name)
 		}
 		rg.BufFiles = []string{}
@@ -360,6 +346,96 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		groups = append(groups, rg)
 	}
 	return groups, jobs, lbufs, sbufs, nil
+}
+
+// groupRead is what a restore reads of one group before assembling its files: its descriptor (in
+// flat form) and, when it is small enough to go inline, its pickle.
+type groupRead struct {
+	desc   *groupDescriptor
+	flat   []byte
+	plen   int64
+	inline *[]byte // the pickle, when plen <= inlinePickle
+}
+
+// planReaders is how many groups readGroups reads at once. Each read is a round trip or more on a
+// remote store (the descriptor, its index chunks, a small pickle's chunks: PostgreSQL + S3), and a
+// namespace of many groups paid them one after another before any chunk was assembled.
+const planReaders = 8
+
+// readGroups reads the groups' descriptors and inline pickles (imports and groups without a
+// descriptor are left zero), planReaders at once; the first error is returned, naming its group.
+func readGroups(parent context.Context, r carryover.ChunkReader, gs []ManifestGroup) ([]groupRead, error) {
+	out := make([]groupRead, len(gs))
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error // the first to fail: the others' reads it canceled fail after it
+	)
+	for w := 0; w < min(planReaders, len(gs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				var err error
+				if out[i], err = readGroup(ctx, r, gs[i]); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+	for i, g := range gs {
+		if g.Kind == "imp" || g.Ref == "" {
+			continue
+		}
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, parent.Err()
+}
+
+// readGroup reads one group's descriptor and, when small, its pickle.
+func readGroup(ctx context.Context, r carryover.ChunkReader, g ManifestGroup) (groupRead, error) {
+	buf, err := r.ReadChunk(ctx, g.Ref, nil)
+	if err != nil {
+		return groupRead{}, fmt.Errorf("group %v: %w", g.Names, err)
+	}
+	d, flat, err := expandDescriptor(ctx, r, buf)
+	if err != nil {
+		return groupRead{}, fmt.Errorf("group %v: descriptor: %w", g.Names, err)
+	}
+	gr := groupRead{desc: d, flat: flat}
+	for _, ch := range d.Pickle {
+		gr.plen += ch.Len
+	}
+	if gr.plen > inlinePickle {
+		return gr, nil
+	}
+	data := []byte{}
+	for _, ch := range d.Pickle {
+		if data, err = r.ReadChunk(ctx, ch.Hash, data); err != nil {
+			return groupRead{}, fmt.Errorf("group %v: %w", g.Names, err)
+		}
+	}
+	gr.inline = &data
+	return gr, nil
 }
 
 // useLazy points the groups at the lazily mapped buffers and drops the jobs that would have
