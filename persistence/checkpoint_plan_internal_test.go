@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/carryover/carryover"
-	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // slowReader is a ChunkReader with a round trip per read (a remote store), counting the reads in
@@ -37,17 +36,7 @@ func TestRestorePlanReadsGroupsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	st := storeT(t)
 	w := writerT(t, st)
-	put := func(raw []byte) string {
-		t.Helper()
-		c, err := chunk.Encode(raw, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			t.Fatal(err)
-		}
-		return c.Hash
-	}
+	put := func(raw []byte) string { return putChunkT(t, w, raw).Hash }
 	var gs []ManifestGroup
 	for i := 0; i < 24; i++ {
 		pickle := []byte(fmt.Sprintf("pickle of v%d", i))

@@ -364,51 +364,24 @@ const planReaders = 8
 
 // readGroups reads the groups' descriptors and inline pickles (imports and groups without a
 // descriptor are left zero), planReaders at once; the first error is returned, naming its group.
-func readGroups(parent context.Context, r carryover.ChunkReader, gs []ManifestGroup) ([]groupRead, error) {
+func readGroups(ctx context.Context, r carryover.ChunkReader, gs []ManifestGroup) ([]groupRead, error) {
 	out := make([]groupRead, len(gs))
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	next := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error // the first to fail: the others' reads it canceled fail after it
-	)
-	for w := 0; w < min(planReaders, len(gs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				var err error
-				if out[i], err = readGroup(ctx, r, gs[i]); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-				}
-			}
-		}()
-	}
+	var todo []int
 	for i, g := range gs {
-		if g.Kind == "imp" || g.Ref == "" {
-			continue
-		}
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+		if g.Kind != "imp" && g.Ref != "" {
+			todo = append(todo, i)
 		}
 	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := inParallel(ctx, planReaders, todo, func() func(context.Context, int) error {
+		return func(ctx context.Context, i int) (err error) {
+			out[i], err = readGroup(ctx, r, gs[i])
+			return err
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, parent.Err()
+	return out, nil
 }
 
 // readGroup reads one group's descriptor and, when small, its pickle.
@@ -603,23 +576,39 @@ func copyChunk(ctx context.Context, r carryover.ChunkReader, ps samePieces, buf 
 }
 
 // copyPieces copies the pieces with assembleWorkers workers; the first error stops them all.
-func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece) error {
+func copyPieces(ctx context.Context, r carryover.ChunkReader, pieces []piece) error {
+	err := inParallel(ctx, assembleWorkers, byChunk(pieces), func() func(context.Context, samePieces) error {
+		var buf []byte // the worker's own, reused from one chunk to the next
+		return func(ctx context.Context, ps samePieces) (err error) {
+			buf, err = copyChunk(ctx, r, ps, buf)
+			return err
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	return nil
+}
+
+// inParallel runs a worker's func (newWorker makes one per worker: its own buffers) on each item,
+// workers at once, and returns the first error, which cancels the rest (their errors, caused by it,
+// are dropped), or the parent's once it is done.
+func inParallel[T any](parent context.Context, workers int, items []T, newWorker func() func(context.Context, T) error) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	next := make(chan samePieces)
+	next := make(chan T)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 	)
-	for w := 0; w < assembleWorkers; w++ {
+	for w := 0; w < min(workers, len(items)); w++ {
 		wg.Add(1)
+		do := newWorker()
 		go func() {
 			defer wg.Done()
-			var buf []byte
-			for ps := range next {
-				var err error
-				if buf, err = copyChunk(ctx, r, ps, buf); err != nil {
+			for it := range next {
+				if err := do(ctx, it); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -630,9 +619,9 @@ func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece)
 			}
 		}()
 	}
-	for _, ps := range byChunk(pieces) {
+	for _, it := range items {
 		select {
-		case next <- ps:
+		case next <- it:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
@@ -642,10 +631,7 @@ func copyPieces(parent context.Context, r carryover.ChunkReader, pieces []piece)
 	close(next)
 	wg.Wait()
 	if firstErr != nil {
-		return fmt.Errorf("assemble: %w", firstErr)
+		return firstErr
 	}
-	if err := parent.Err(); err != nil {
-		return fmt.Errorf("assemble: %w", err)
-	}
-	return nil
+	return parent.Err()
 }

@@ -22,17 +22,7 @@ func TestAssemblyRepeatedChunks(t *testing.T) {
 	ctx := context.Background()
 	st := storeT(t)
 	w := writerT(t, st)
-	put := func(raw []byte) descChunk {
-		t.Helper()
-		c, err := chunk.Encode(raw, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.PutChunks(ctx, []carryover.ChunkInput{c}); err != nil {
-			t.Fatal(err)
-		}
-		return descChunk{Hash: c.Hash, Len: int64(len(raw))}
-	}
+	put := func(raw []byte) descChunk { return putChunkT(t, w, raw) }
 	ones := bytes.Repeat([]byte{1}, 64<<10)
 	odd := randomBytes(t, 1000)
 	a, b := put(ones), put(odd)

@@ -7,8 +7,22 @@ import (
 	"testing"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 	"github.com/carryover/carryover/persistence/sqlite"
 )
+
+// putChunkT stores raw as a chunk through w and returns it as a descriptor lists it.
+func putChunkT(t testing.TB, w carryover.CheckpointWriter, raw []byte) descChunk {
+	t.Helper()
+	c, err := chunk.Encode(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.PutChunks(context.Background(), []carryover.ChunkInput{c}); err != nil {
+		t.Fatal(err)
+	}
+	return descChunk{Hash: c.Hash, Len: int64(len(raw))}
+}
 
 // storeT opens a SQLite store on a fresh file in t.TempDir and closes it when the test ends.
 func storeT(t testing.TB) *sqlite.Store {

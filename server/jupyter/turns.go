@@ -159,18 +159,7 @@ const outputsGrace = 500 * time.Millisecond
 // output the cell produced (which the kernel sends before it) has reached the clients. The turn's
 // held idle and reply must not overtake them: nbclient ignores outputs that come after the idle (a
 // cell's execute_result was lost that way in a loaded CI run), JupyterLab drops them too.
-func (b *bridge) awaitKernelIdle(msgID string) {
-	b.mu.Lock()
-	ch := b.held[msgID]
-	b.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	select {
-	case <-ch:
-	case <-time.After(outputsGrace):
-	}
-}
+func (b *bridge) awaitKernelIdle(msgID string) { b.awaitHeld(b.held, msgID) }
 
 // awaitKernelReply waits until the kernel's own execute_reply for msgID has gone through
 // fromKernel, so every shell reply the kernel sent before it has reached the clients: the turn gets
@@ -178,9 +167,13 @@ func (b *bridge) awaitKernelIdle(msgID string) {
 // complete_request, a kernel_info_request) go through the bridge's own subscription, and on a
 // loaded machine that goroutine ran behind the turn's checkpoint: a client saw the cell's reply
 // before the one to the request it had sent first.
-func (b *bridge) awaitKernelReply(msgID string) {
+func (b *bridge) awaitKernelReply(msgID string) { b.awaitHeld(b.heldReply, msgID) }
+
+// awaitHeld waits, at most outputsGrace, for msgID's channel in held (b.held or b.heldReply) to be
+// closed by fromKernel; a channel already closed and dropped (nil) returns at once.
+func (b *bridge) awaitHeld(held map[string]chan struct{}, msgID string) {
 	b.mu.Lock()
-	ch := b.heldReply[msgID]
+	ch := held[msgID]
 	b.mu.Unlock()
 	if ch == nil {
 		return
