@@ -149,7 +149,9 @@ func (r *RestoreResult) Report() *RestoreReport {
 }
 
 // RestoreTimings splits a restore: read (chunks from the store into spool files), load (unpickling
-// in the kernel), files (workspace files). LazyBytes are the bytes of large buffers mapped at once
+// in the kernel), files (workspace files). Into a new kernel (a wake, a fork's first run) the load
+// runs while the files are read, so read and load overlap; WaitMS is the part of the load that
+// waited for files. LazyBytes are the bytes of large buffers mapped at once
 // and filled in the background after the restore returned (not in read_ms); LazyOff says why large
 // buffers that could have been were read eagerly instead. SharedBytes are the bytes of large buffers
 // mapped copy-on-write from a node-wide copy other kernels may map too (persistence.shared_buffers);
@@ -157,6 +159,7 @@ func (r *RestoreResult) Report() *RestoreReport {
 type RestoreTimings struct {
 	ReadMS      float64 `json:"read_ms"`
 	LoadMS      float64 `json:"load_ms"`
+	WaitMS      float64 `json:"wait_ms,omitempty"`
 	FilesMS     float64 `json:"files_ms"`
 	LazyBytes   int64   `json:"lazy_bytes,omitempty"`
 	LazyOff     string  `json:"lazy_off,omitempty"`

@@ -108,6 +108,7 @@ type RestoreReport struct {
 type RestoreTimings struct {
 	ReadMS    float64 `json:"read_ms"`
 	LoadMS    float64 `json:"load_ms"`
+	WaitMS    float64 `json:"wait_ms,omitempty"` // the part of the load that waited for chunks (into a new kernel, load and read overlap)
 	FilesMS   float64 `json:"files_ms"`
 	LazyBytes int64   `json:"lazy_bytes,omitempty"` // large buffers filled in the background after the restore
 	LazyOff   string  `json:"lazy_off,omitempty"`   // why large buffers were read eagerly instead

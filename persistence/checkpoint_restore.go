@@ -45,6 +45,7 @@ type restoreAnswer struct {
 	} `json:"replay"`
 	Timings struct {
 		LoadMS float64 `json:"load_ms"`
+		WaitMS float64 `json:"wait_ms"`
 	} `json:"timings"`
 }
 
@@ -63,10 +64,12 @@ func (c *Checkpointer) Restore(ctx context.Context, ex Executor, sessionID, chec
 // wake): large buffers may be restored lazily (lazy_restore.go), which lends the kernel the
 // userfaultfd device for the length of one call. Restore, into a kernel that ran user code, never is.
 func (c *Checkpointer) RestoreIntoNew(ctx context.Context, ex Executor, sessionID, workspaceDir string) (*carryover.RestoreResult, error) {
-	return c.restore(ctx, ex, sessionID, "", workspaceDir, false, c.Lazy)
+	return c.restore(ctx, ex, sessionID, "", workspaceDir, false, true)
 }
 
-func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files, lazy bool) (*carryover.RestoreResult, error) {
+// intoNew: the kernel ran no user code (RestoreIntoNew): buffers may be lazy, and the agent loads
+// while the files are assembled.
+func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, checkpointID, workspaceDir string, files, intoNew bool) (*carryover.RestoreResult, error) {
 	start := time.Now()
 	var (
 		cp  carryover.Checkpoint
@@ -100,7 +103,7 @@ func (c *Checkpointer) restore(ctx context.Context, ex Executor, sessionID, chec
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 	}
-	if err := c.restoreNamespace(ctx, ex, m, res, lazy, m.Forked); err != nil {
+	if err := c.restoreNamespace(ctx, ex, m, res, intoNew, m.Forked); err != nil {
 		return nil, fmt.Errorf("restore: %w", damaged(err))
 	}
 	res.DurationMS = msSince(start)
@@ -151,8 +154,9 @@ func (c *Checkpointer) restoreWorkspace(ctx context.Context, m *Manifest, dir st
 
 // restoreNamespace assembles the groups' spool files from the store (a wake's large buffers: mapped
 // lazily instead, when the kernel can; a fork child's, or ones another kernel maps: mapped from the
-// node's shared copy) and has the agent load them.
-func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, lazy, share bool) error {
+// node's shared copy) and has the agent load them: after the assembly, or, into a new kernel,
+// while it runs (assembleWhileLoading).
+func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, intoNew, share bool) error {
 	var p agentPing
 	if err := callAgent(ctx, ex, "ping", map[string]any{}, &p); err != nil {
 		return err
@@ -169,9 +173,48 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 		return fmt.Errorf("spool: %w", err)
 	}
 	defer os.RemoveAll(hostDir)
-	groups, jobs, lbufs, sbufs, err := c.planRestore(ctx, m, hostDir, kernDir, lazy, share)
+	groups, jobs, err := c.planFiles(ctx, ex, m, res, hostDir, kernDir, intoNew, share)
 	if err != nil {
 		return err
+	}
+	// skipped: the agent keeps naming what was saved but restores differently ("saved, but ...").
+	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped),
+		"replay": !c.Replay.Off, "replay_budget_ms": c.Replay.budgetMS()}
+	if intoNew {
+		args["await"] = kernDir // each file appears when it is whole; abortMark there if it never will
+	}
+	ref, err := argsFile(args, hostDir, kernDir)
+	if err != nil {
+		return err
+	}
+	var ans restoreAnswer
+	load := func() error { return callAgent(ctx, ex, "restore", ref, &ans) }
+	if intoNew {
+		end, err := assembleWhileLoading(ctx, c.Store, jobs, hostDir, load)
+		if err != nil {
+			return err
+		}
+		res.Timings.ReadMS = float64(end.Sub(tr).Microseconds()) / 1000
+	} else {
+		if err := runAssembly(ctx, c.Store, jobs); err != nil {
+			return err
+		}
+		res.Timings.ReadMS = msSince(tr)
+		if err := load(); err != nil {
+			return err
+		}
+	}
+	ans.into(res)
+	return nil
+}
+
+// planFiles plans the restore's files (planRestore), maps what it can from the node's shared
+// copies and, into a new kernel, lazily; it returns the groups for the agent and the files left to
+// assemble.
+func (c *Checkpointer) planFiles(ctx context.Context, ex Executor, m *Manifest, res *carryover.RestoreResult, hostDir, kernDir string, intoNew, share bool) ([]restoreGroup, []assembleJob, error) {
+	groups, jobs, lbufs, sbufs, err := c.planRestore(ctx, m, hostDir, kernDir, intoNew && c.Lazy, share)
+	if err != nil {
+		return nil, nil, err
 	}
 	groups, jobs = c.mapShared(ctx, ex, hostDir, kernDir, groups, jobs, sbufs, res)
 	if len(lbufs) > 0 {
@@ -184,22 +227,11 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 			}
 		}
 	}
-	if err := runAssembly(ctx, c.Store, jobs); err != nil {
-		return err
-	}
-	res.Timings.ReadMS = msSince(tr)
+	return groups, jobs, nil
+}
 
-	var ans restoreAnswer
-	// skipped: the agent keeps naming what was saved but restores differently ("saved, but ...").
-	args := map[string]any{"clear": true, "groups": groups, "cwd": m.Cwd, "env": m.Env, "skipped": nonNilSkips(m.Skipped),
-		"replay": !c.Replay.Off, "replay_budget_ms": c.Replay.budgetMS()}
-	ref, err := argsFile(args, hostDir, kernDir)
-	if err != nil {
-		return err
-	}
-	if err := callAgent(ctx, ex, "restore", ref, &ans); err != nil {
-		return err
-	}
+// into puts the agent's answer into res.
+func (ans *restoreAnswer) into(res *carryover.RestoreResult) {
 	res.Restored = nonNil(ans.Restored)
 	res.Failed = nonNilSkips(ans.Failed)
 	res.Recomputed = ans.Replay.Recomputed
@@ -210,7 +242,7 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 	res.Cwd = ans.Cwd
 	res.Groups = ans.Groups
 	res.Timings.LoadMS = ans.Timings.LoadMS
-	return nil
+	res.Timings.WaitMS = ans.Timings.WaitMS
 }
 
 // argsFile writes the restore's arguments (descriptors, inline pickles: megabytes for a namespace of
@@ -258,7 +290,7 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 			rg.PickleData = &s
 		} else {
 			name := fmt.Sprintf("g%d.p", i)
-			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: d.Pickle, size: gr.plen})
+			jobs = append(jobs, assembleJob{path: filepath.Join(hostDir, name), chunks: d.Pickle, size: gr.plen, rank: jobRank(g, rankPickle)})
 			rg.PickleFile = filepath.Join(kernDir, name)
 		}
 		rg.BufFiles = []string{}
@@ -274,7 +306,7 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 				tag = len(lbufs)
 			}
 			for p, sp := range splitBuffer(b.Chunks, b.Len, os.Getpagesize()) {
-				job := assembleJob{path: filepath.Join(hostDir, name), chunks: sp.chunks, size: sp.size, fileSize: b.Len, lazy: tag}
+				job := assembleJob{path: filepath.Join(hostDir, name), chunks: sp.chunks, size: sp.size, fileSize: b.Len, lazy: tag, rank: jobRank(g, bufferRank(b.Len))}
 				if p > 0 {
 					pn := fmt.Sprintf("%s.p%d", name, p)
 					job.path, job.fileSize = filepath.Join(hostDir, pn), 0
@@ -287,6 +319,27 @@ func (c *Checkpointer) planRestore(ctx context.Context, m *Manifest, hostDir, ke
 		groups = append(groups, rg)
 	}
 	return groups, jobs, lbufs, sbufs, nil
+}
+
+// jobRank is a data group's file's rank; another group's (definitions, settings: loaded before
+// the data) is first.
+func jobRank(g ManifestGroup, data int) int {
+	if g.Kind == "data" {
+		return data
+	}
+	return rankFirst
+}
+
+// smallBuffer is the size under which a buffer is taken for a pickle stream: a container in slices
+// pickles each slice (~64 KiB) as a buffer, which the load unpickles; a larger buffer (an array's,
+// a frame column's) is mapped, which costs the load nothing.
+const smallBuffer = 1 << 20
+
+func bufferRank(n int64) int {
+	if n < smallBuffer {
+		return rankPickle
+	}
+	return rankBuffer
 }
 
 // groupRead is what a restore reads of one group before assembling its files: its descriptor (in

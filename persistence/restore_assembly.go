@@ -1,12 +1,16 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/carryover/carryover"
 )
@@ -18,7 +22,20 @@ type assembleJob struct {
 	size     int64 // the chunks' bytes, written from offset 0
 	fileSize int64 // the file's size when larger than size (the first part of a split buffer)
 	lazy     int   // 1 + the index of the lazy buffer this job assembles (run when it cannot be mapped lazily), -1 - the index of the shared one; 0: none
+	rank     int   // when it is assembled: rankFirst, rankPickle or rankBuffer
 }
+
+// The order spool files are assembled in, so that a restore into a new kernel loads groups while
+// the last files are written (assembleWhileLoading): the files definitions and settings need
+// (loaded first), then the data groups' pickle streams and small buffers (a container's slices,
+// each a pickle stream: unpickling is a load's CPU, and a group of nested records most of a
+// data-science load), then the data groups' large buffers (mapped, not read, by the load). The
+// agent loads each data group once its files are all there.
+const (
+	rankFirst = iota
+	rankPickle
+	rankBuffer
+)
 
 // splitBufferMin is the size from which a buffer is assembled as several files, one per assembly
 // worker. Writes into one tmpfs file hold its inode lock, and allocating its pages is most of their
@@ -71,6 +88,47 @@ func chunksLen(chunks []descChunk) (n int64) {
 // the blob read and the page-cache write overlap, keeping a restore near the cost of the read alone.
 const assembleWorkers = 2
 
+// abortMark is the file a failed assembly leaves in the spool dir: the agent, loading while the
+// assembly runs, stops waiting for files that will not come and fails the restore.
+const abortMark = "assembly-failed"
+
+// assembleWhileLoading runs the assembly beside load (the agent's restore call, told to wait for
+// each file it opens, in the spool dir hostDir), instead of before it: a new kernel loads the first
+// groups while the last files are written. Only for a kernel no user code ran in: its namespace is
+// cleared before every chunk is read, and a failed restore stops it. It returns when the assembly
+// was done and the first error: the assembly's (when load failed because of it) before load's.
+func assembleWhileLoading(ctx context.Context, r carryover.ChunkReader, jobs []assembleJob, hostDir string, load func() error) (time.Time, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		cause atomic.Pointer[error] // set before the mark is written: load's error, if the mark caused it, finds it
+		done  = make(chan error, 1)
+		end   time.Time
+	)
+	go func() {
+		err := runAssembly(actx, r, jobs)
+		end = time.Now()
+		if err != nil {
+			cause.Store(&err)
+			_ = os.WriteFile(filepath.Join(hostDir, abortMark), []byte(err.Error()), 0o600)
+		}
+		done <- err
+	}()
+	lerr := load()
+	failed := cause.Load() // the assembly failed before load returned: its error is the cause
+	if lerr != nil {
+		cancel() // the agent gave up: the files it waited for are not needed
+	}
+	aerr := <-done
+	switch {
+	case failed != nil:
+		return end, *failed
+	case lerr != nil:
+		return end, lerr
+	}
+	return end, aerr
+}
+
 // runAssembly creates every file at its final size, then copies chunks straight from the store into
 // them at their offsets (ReadChunkTo: no intermediate buffer for raw chunks).
 func runAssembly(ctx context.Context, r carryover.ChunkReader, jobs []assembleJob) error {
@@ -106,25 +164,59 @@ func readerFor(ctx context.Context, r carryover.ChunkReader, pieces []piece) car
 
 // piece is one chunk's place in an assembled file.
 type piece struct {
-	f    *os.File
+	f    *spoolFile
 	hash string
 	off  int64
 	n    int64
 }
 
-// openAssembly creates the jobs' files at their final sizes and lists where each chunk goes. The files
-// it returns are the caller's to close, also on error.
-func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
+// spoolFile is one assembled file, written under a temporary name and renamed to its path once its
+// last piece is in: whoever finds the path finds the whole file (the agent, loading while the
+// assembly runs, waits for each of a group's paths).
+type spoolFile struct {
+	*os.File
+	path string       // "": not published (a memfd)
+	left atomic.Int64 // pieces not written yet
+}
+
+// wrote counts one piece written, and publishes the file after its last.
+func (f *spoolFile) wrote() error {
+	if f.left.Add(-1) != 0 {
+		return nil
+	}
+	return f.publish()
+}
+
+func (f *spoolFile) publish() error {
+	if f.path == "" {
+		return nil
+	}
+	if err := os.Rename(f.Name(), f.path); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	return nil
+}
+
+// partSuffix names a spool file still being written.
+const partSuffix = ".part"
+
+// openAssembly creates the jobs' files at their final sizes (under temporary names: spoolFile) and
+// lists where each chunk goes, the jobs taken by rank. The files it returns are the caller's to
+// close, also on error.
+func openAssembly(jobs []assembleJob) ([]piece, []*spoolFile, error) {
 	var (
-		files []*os.File
+		files []*spoolFile
 		each  [][]piece
 	)
+	jobs = slices.Clone(jobs)
+	slices.SortStableFunc(jobs, func(a, b assembleJob) int { return cmp.Compare(a.rank, b.rank) })
 	for _, j := range jobs {
-		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		f, err := os.OpenFile(j.path+partSuffix, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, files, fmt.Errorf("spool: %w", err)
 		}
-		files = append(files, f)
+		sf := &spoolFile{File: f, path: j.path}
+		files = append(files, sf)
 		if err := f.Truncate(max(j.size, j.fileSize)); err != nil {
 			return nil, files, fmt.Errorf("spool: %w", err)
 		}
@@ -133,32 +225,51 @@ func openAssembly(jobs []assembleJob) ([]piece, []*os.File, error) {
 			ps  []piece
 		)
 		for _, ch := range j.chunks {
-			ps = append(ps, piece{f: f, hash: ch.Hash, off: off, n: ch.Len})
+			ps = append(ps, piece{f: sf, hash: ch.Hash, off: off, n: ch.Len})
 			off += ch.Len
 		}
 		if off != j.size {
 			return nil, files, fmt.Errorf("spool: %s: chunks hold %d bytes, descriptor says %d", j.path, off, j.size)
 		}
-		each = append(each, ps)
-	}
-	return interleave(each), files, nil
-}
-
-// interleave lists the files' pieces in turns (the first of each file, then the second of each, ...),
-// so the workers, taking pieces in order, write different files at once: one file's writes hold its
-// inode lock.
-func interleave(each [][]piece) []piece {
-	var out []piece
-	for k := 0; ; k++ {
-		n := len(out)
-		for _, ps := range each {
-			if k < len(ps) {
-				out = append(out, ps[k])
+		sf.left.Store(int64(len(ps)))
+		if len(ps) == 0 {
+			if err := sf.publish(); err != nil {
+				return nil, files, err
 			}
 		}
-		if len(out) == n {
+		each = append(each, ps)
+	}
+	return inTurns(each, assembleWorkers), files, nil
+}
+
+// inTurns lists the files' pieces in turns among width files at a time (the first piece of each,
+// then the second, ...; a finished file's place taken by the next file): the workers, taking pieces
+// in order, write different files at once (one file's writes hold its inode lock), and the files
+// are done in their order, not all at the end.
+func inTurns(each [][]piece, width int) []piece {
+	var (
+		out    []piece
+		active [][]piece
+		next   int
+	)
+	for {
+		for len(active) < width && next < len(each) {
+			if len(each[next]) > 0 {
+				active = append(active, each[next])
+			}
+			next++
+		}
+		if len(active) == 0 {
 			return out
 		}
+		kept := active[:0]
+		for _, ps := range active {
+			out = append(out, ps[0])
+			if len(ps) > 1 {
+				kept = append(kept, ps[1:])
+			}
+		}
+		active = kept
 	}
 }
 
@@ -190,6 +301,9 @@ func copyChunk(ctx context.Context, r carryover.ChunkReader, ps samePieces, buf 
 		if err == nil && n != p.n {
 			err = fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, n, p.n)
 		}
+		if err == nil {
+			err = p.f.wrote()
+		}
 		return buf, err
 	}
 	buf, err := r.ReadChunk(ctx, ps[0].hash, buf[:0])
@@ -201,6 +315,9 @@ func copyChunk(ctx context.Context, r carryover.ChunkReader, ps samePieces, buf 
 			return buf, fmt.Errorf("chunk %s: %d bytes, want %d", p.hash, len(buf), p.n)
 		}
 		if _, err := p.f.WriteAt(buf, p.off); err != nil {
+			return buf, err
+		}
+		if err := p.f.wrote(); err != nil {
 			return buf, err
 		}
 	}

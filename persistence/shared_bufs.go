@@ -170,9 +170,10 @@ func fillMemfd(ctx context.Context, r carryover.ChunkReader, chunks []descChunk,
 	var (
 		ps  []piece
 		off int64
+		sf  = &spoolFile{File: f} // no path: never renamed
 	)
 	for _, ch := range chunks {
-		ps = append(ps, piece{f: f, hash: ch.Hash, off: off, n: ch.Len})
+		ps = append(ps, piece{f: sf, hash: ch.Hash, off: off, n: ch.Len})
 		off += ch.Len
 	}
 	if off != n {

@@ -622,6 +622,8 @@ export declare namespace Schemas {
     timings?: {
       read_ms?: number;
       load_ms?: number;
+      /** The part of load_ms that waited for chunks: into a new kernel (a wake, a fork's first run) the load runs while the chunks are read. */
+      wait_ms?: number;
       files_ms?: number;
       /** Bytes of large buffers mapped at once and filled in the background after the restore returned (a thread touching a page not filled yet waits for it); not in read_ms. */
       lazy_bytes?: number;

@@ -14,6 +14,7 @@ import sys
 import time
 
 from . import figures, history, lazy, libstate, owners, replay, shared, widgetstate
+from .arrivals import Arrivals
 from .containers import holders
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
@@ -40,7 +41,7 @@ def op_restore(agent, a):
                      if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
     history.reset(agent)  # the checkpoint's own history comes back with its state groups
     agent._fingerprints = {}  # and the fingerprints of what it skipped
-    r = _Restore(agent)
+    r = _Restore(agent, Arrivals(a.get("await")))
     groups = a.get("groups") or []
     widgetstate.begin_restore()  # a definition may hold a widget not re-created yet
     try:
@@ -64,7 +65,7 @@ def op_restore(agent, a):
     st.recheck_all = True
     agent.state = st
     return {"restored": sorted(r.restored), "failed": r.failed, "cwd": _cwd(), "replay": replayed,
-            "timings": {"load_ms": _ms(t0)}, "groups": r.timings}
+            "timings": {"load_ms": _ms(t0), "wait_ms": round(r.arrivals.waited * 1000, 3)}, "groups": r.timings}
 
 
 def _load(agent, r, groups):
@@ -92,9 +93,9 @@ def _load(agent, r, groups):
     present = {g["n"][0] for g in groups if g["k"] == "state"}
     for name, reason in libstate.reset_absent(present):
         r.failed.append({"name": name, "type": "state", "reason": reason})
-    for g in groups:
-        if g["k"] == "data":
-            r.load_into(g, retry=False)
+    data = [g for g in groups if g["k"] == "data"]
+    while data:  # in the order their files arrive (Go writes the pickle streams, a load's CPU, first)
+        r.load_into(data.pop(r.arrivals.first_ready(data)), retry=False)
     for g in groups:
         if g["k"] == "state" and g["n"][0] not in libstate.BY_NAME:
             r.load_into(g, retry=False, apply=apply)
@@ -143,8 +144,9 @@ def _restore_env(a):
 class _Restore:
     """One restore in progress: what was restored or failed, per-group timings, the new state."""
 
-    def __init__(self, agent):
+    def __init__(self, agent, arrivals):
         self.agent = agent
+        self.arrivals = arrivals
         self.ns = agent.ns
         self.restored, self.failed, self.timings = [], [], []
         self.st = _State()
@@ -193,6 +195,7 @@ class _Restore:
     def load_into(self, g, retry, apply=None):
         """Loads one group: True when loaded, False when it failed (named in failed), None when it
         needs a session definition not restored yet and retry is set."""
+        self.arrivals.wait(g)  # outside the try: a failed assembly fails the restore, not the group
         t = time.perf_counter()
         names = g["n"]
         live = None
