@@ -387,6 +387,7 @@ func restoreSplit(ctx context.Context, h *benchSrv, id string) string {
 		Timings    struct {
 			ReadMS    float64 `json:"read_ms"`
 			LoadMS    float64 `json:"load_ms"`
+			WaitMS    float64 `json:"wait_ms"`
 			FilesMS   float64 `json:"files_ms"`
 			LazyBytes int64   `json:"lazy_bytes"`
 		} `json:"timings"`
@@ -394,5 +395,6 @@ func restoreSplit(ctx context.Context, h *benchSrv, id string) string {
 	if json.Unmarshal(evs[0].Payload, &p) != nil {
 		return ""
 	}
-	return fmt.Sprintf(" (its restore %.0f ms: read %.0f ms, load %.0f ms, lazy %s)", p.DurationMS, p.Timings.ReadMS, p.Timings.LoadMS, fmtBytes(p.Timings.LazyBytes))
+	return fmt.Sprintf(" (its restore %.0f ms: read %.0f ms, load %.0f ms of which %.0f ms waiting for chunks, lazy %s)",
+		p.DurationMS, p.Timings.ReadMS, p.Timings.LoadMS, p.Timings.WaitMS, fmtBytes(p.Timings.LazyBytes))
 }
