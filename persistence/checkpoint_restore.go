@@ -188,7 +188,7 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 		return err
 	}
 	var ans restoreAnswer
-	load := func() error { return callAgent(ctx, ex, "restore", ref, &ans) }
+	load := func(ctx context.Context) error { return callAgent(ctx, ex, "restore", ref, &ans) }
 	if intoNew {
 		end, err := assembleWhileLoading(ctx, c.Store, jobs, hostDir, load)
 		if err != nil {
@@ -200,7 +200,7 @@ func (c *Checkpointer) restoreNamespace(ctx context.Context, ex Executor, m *Man
 			return err
 		}
 		res.Timings.ReadMS = msSince(tr)
-		if err := load(); err != nil {
+		if err := load(ctx); err != nil {
 			return err
 		}
 	}

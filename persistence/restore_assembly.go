@@ -92,14 +92,20 @@ const assembleWorkers = 2
 // assembly runs, stops waiting for files that will not come and fails the restore.
 const abortMark = "assembly-failed"
 
+// abortGrace is how long the load may go on after the assembly failed: the agent stops within
+// milliseconds of the mark; past this the call is given up (the kernel, new, is stopped anyway).
+var abortGrace = 10 * time.Second
+
 // assembleWhileLoading runs the assembly beside load (the agent's restore call, told to wait for
 // each file it opens, in the spool dir hostDir), instead of before it: a new kernel loads the first
 // groups while the last files are written. Only for a kernel no user code ran in: its namespace is
 // cleared before every chunk is read, and a failed restore stops it. It returns when the assembly
 // was done and the first error: the assembly's (when load failed because of it) before load's.
-func assembleWhileLoading(ctx context.Context, r carryover.ChunkReader, jobs []assembleJob, hostDir string, load func() error) (time.Time, error) {
+func assembleWhileLoading(ctx context.Context, r carryover.ChunkReader, jobs []assembleJob, hostDir string, load func(context.Context) error) (time.Time, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
 	var (
 		cause atomic.Pointer[error] // set before the mark is written: load's error, if the mark caused it, finds it
 		done  = make(chan error, 1)
@@ -110,11 +116,12 @@ func assembleWhileLoading(ctx context.Context, r carryover.ChunkReader, jobs []a
 		end = time.Now()
 		if err != nil {
 			cause.Store(&err)
-			_ = os.WriteFile(filepath.Join(hostDir, abortMark), []byte(err.Error()), 0o600)
+			abortLoad(hostDir, err)
+			time.AfterFunc(abortGrace, lcancel)
 		}
 		done <- err
 	}()
-	lerr := load()
+	lerr := load(lctx)
 	failed := cause.Load() // the assembly failed before load returned: its error is the cause
 	if lerr != nil {
 		cancel() // the agent gave up: the files it waited for are not needed
@@ -127,6 +134,14 @@ func assembleWhileLoading(ctx context.Context, r carryover.ChunkReader, jobs []a
 		return end, lerr
 	}
 	return end, aerr
+}
+
+// abortLoad tells the agent waiting in hostDir that its files will not come: the mark, or, when
+// even that cannot be written (a full spool), the dir's removal, which the agent takes the same way.
+func abortLoad(hostDir string, err error) {
+	if os.WriteFile(filepath.Join(hostDir, abortMark), []byte(err.Error()), 0o600) != nil {
+		os.RemoveAll(hostDir)
+	}
 }
 
 // runAssembly creates every file at its final size, then copies chunks straight from the store into

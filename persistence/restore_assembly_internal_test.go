@@ -3,15 +3,19 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/carryover/carryover"
+	"github.com/carryover/carryover/persistence/chunk"
 )
 
 // watchedReader checks, before every chunk it reads, that each file at its final path is whole
@@ -111,5 +115,72 @@ func TestInTurns(t *testing.T) {
 	}
 	if s := fmt.Sprint(got); s != "[a0 b0 a1 c0 a2 c1]" {
 		t.Fatalf("order %s", s)
+	}
+}
+
+// blockedReader holds every read until its context is done.
+type blockedReader struct{ carryover.ChunkReader }
+
+func (blockedReader) ReadChunk(ctx context.Context, _ string, buf []byte) ([]byte, error) {
+	<-ctx.Done()
+	return buf, ctx.Err()
+}
+
+func (blockedReader) ReadChunkTo(ctx context.Context, _ string, _ io.Writer) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestAssembleWhileLoadingErrors: a failed assembly reaches a load waiting for its files (by the
+// mark, or, when the mark cannot be written, by the spool dir's removal) and its error is the one
+// returned; a load deaf to both is given up after abortGrace; a load failing on its own stops the
+// assembly and its error is returned.
+func TestAssembleWhileLoadingErrors(t *testing.T) {
+	defer func(g time.Duration) { abortGrace = g }(abortGrace)
+	ctx := context.Background()
+	st := storeT(t)
+	missing := descChunk{Hash: chunk.Hash([]byte("never stored")), Len: 12}
+	// waitFor is a load that fails once cond holds (the agent's look for the mark or the dir).
+	waitFor := func(cond func() bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			for !cond() {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Millisecond):
+				}
+			}
+			return errors.New("agent: the restore's files could not be read")
+		}
+	}
+	for _, how := range []string{"mark", "no mark", "deaf"} {
+		dir := t.TempDir()
+		jobs := []assembleJob{{path: filepath.Join(dir, "g0.p"), chunks: []descChunk{missing}, size: 12}}
+		load := waitFor(func() bool { _, err := os.Stat(filepath.Join(dir, abortMark)); return err == nil })
+		abortGrace = 30 * time.Second // the load must see the failure itself, well before
+		switch how {
+		case "no mark":
+			if err := os.Mkdir(filepath.Join(dir, abortMark), 0o700); err != nil { // the mark cannot be written
+				t.Fatal(err)
+			}
+			load = waitFor(func() bool { _, err := os.Stat(dir); return err != nil })
+		case "deaf":
+			load = waitFor(func() bool { return false })
+			abortGrace = 200 * time.Millisecond
+		}
+		start := time.Now()
+		_, err := assembleWhileLoading(ctx, st, jobs, dir, load)
+		if err == nil || !strings.Contains(err.Error(), "assemble") {
+			t.Fatalf("%s: error %v, want the assembly's", how, err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("%s: returned after %v", how, took)
+		}
+	}
+	dir := t.TempDir()
+	jobs := []assembleJob{{path: filepath.Join(dir, "g0.p"), chunks: []descChunk{missing}, size: 12}}
+	_, err := assembleWhileLoading(ctx, blockedReader{st}, jobs, dir, func(context.Context) error { return errors.New("kernel died") })
+	if err == nil || err.Error() != "kernel died" {
+		t.Fatalf("a load failing on its own: %v, want its error", err)
 	}
 }
