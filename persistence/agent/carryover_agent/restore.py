@@ -71,7 +71,8 @@ def op_restore(agent, a):
 def _load(agent, r, groups):
     """Loads the checkpoint's groups: sys.path first (imports may need it), imports, definitions,
     the libraries' settings (a value's module object is compared with the module's after them),
-    data, and the rest of the state last. A library imported here whose settings the checkpoint
+    data (each group as soon as its files are there: into a new kernel Go is still writing them,
+    arrivals.py), and the rest of the state last. A library imported here whose settings the checkpoint
     does not hold goes back to its defaults."""
     def apply(names, obj):
         _apply_state(agent.shell, names[0], obj)
