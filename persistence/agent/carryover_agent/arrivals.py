@@ -45,17 +45,20 @@ class Arrivals:
             self.first_ready([g])
 
     def first_ready(self, groups):
-        """The index of the first of groups whose files are all there, waiting for one."""
+        """The index of the first of groups whose files are all there, waiting for one. Between
+        looks it sleeps at least 4 times what a look took (a look stats a file of every group not
+        ready: thousands of groups would otherwise keep a core busy while Go needs it)."""
         t0, pause = None, _PAUSE_MIN
         while True:
+            look = time.perf_counter()
             for i, g in enumerate(groups):
                 if self.ready(g):
                     if t0 is not None:
                         self.waited += time.perf_counter() - t0
                     return i
-            t0 = t0 or time.perf_counter()
+            t0 = t0 or look
             self._check()
-            time.sleep(pause)
+            time.sleep(max(pause, 4 * (time.perf_counter() - look)))
             pause = min(pause * 2, _PAUSE_MAX)
 
     def _check(self):
