@@ -118,6 +118,15 @@ func TestRestoreIntoNewLoadsWhileAssembling(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Let the array go once the agent waits for it (its main thread asleep in the wait's pause,
+	// after the records): let go earlier, the array could be whole before the agent looks for it.
+	for !asleep(k.PID()) {
+		if time.Now().After(deadline) {
+			close(held.gate)
+			t.Fatalf("the agent never waited for the held array (restore: %+v)", <-done)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	close(held.gate)
 	r := <-done
 	if r.err != nil || len(r.rr.Failed) != 0 {
@@ -149,6 +158,13 @@ func TestRestoreIntoNewLoadsWhileAssembling(t *testing.T) {
 	if got := eval(t, k, "digest()"); got != want {
 		t.Fatalf("after the live restore: %s, want %s", got, want)
 	}
+}
+
+// asleep: process pid's main thread sleeps in nanosleep (during a restore, only the agent's wait
+// for files does: arrivals.py).
+func asleep(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/wchan", pid, pid))
+	return err == nil && strings.Contains(string(b), "nanosleep")
 }
 
 // TestRestoreIntoNewFailsWhileLoading: a chunk that cannot be read while the agent loads fails the
