@@ -405,20 +405,26 @@ func readGroup(ctx context.Context, r carryover.ChunkReader, g ManifestGroup) (g
 	return gr, nil
 }
 
+// unfile drops buffer j's spool file and parts from the group: it is mapped another way (lazily,
+// or from the node's shared copy).
+func (g *restoreGroup) unfile(j int) {
+	g.BufFiles[j] = ""
+	parts := g.BufParts[:0]
+	for _, p := range g.BufParts {
+		if p.J != j {
+			parts = append(parts, p)
+		}
+	}
+	g.BufParts = parts
+}
+
 // useLazy points the groups at the lazily mapped buffers and drops the jobs that would have
 // assembled them.
 func useLazy(groups []restoreGroup, jobs []assembleJob, lbufs []lazyBuf) ([]restoreGroup, []assembleJob) {
 	for id, b := range lbufs {
 		g := &groups[b.group]
-		g.BufFiles[b.j] = ""
+		g.unfile(b.j)
 		g.LazyBufs = append(g.LazyBufs, lazyRef{J: b.j, ID: id})
-		parts := g.BufParts[:0]
-		for _, p := range g.BufParts {
-			if p.J != b.j {
-				parts = append(parts, p)
-			}
-		}
-		g.BufParts = parts
 	}
 	kept := jobs[:0]
 	for _, j := range jobs {

@@ -128,15 +128,8 @@ func (c *Checkpointer) mapShared(ctx context.Context, ex Executor, hostDir, kern
 	}
 	for id, b := range sbufs {
 		g := &groups[b.group]
-		g.BufFiles[b.j] = ""
+		g.unfile(b.j)
 		g.SharedBufs = append(g.SharedBufs, sharedRef{J: b.j, ID: id})
-		parts := g.BufParts[:0]
-		for _, p := range g.BufParts {
-			if p.J != b.j {
-				parts = append(parts, p)
-			}
-		}
-		g.BufParts = parts
 		res.Timings.SharedBytes += b.n
 	}
 	kept := jobs[:0]

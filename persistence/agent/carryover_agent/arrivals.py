@@ -15,7 +15,7 @@ class AssemblyFailed(Exception):
     pass
 
 
-def _paths(g):
+def paths(g):
     """The spool files group g loads from (restore.py's "pf", "bf" and "bp")."""
     return ([g["pf"]] if g.get("pf") else []) + [p for p in g.get("bf") or () if p] + [p["f"] for p in g.get("bp") or ()]
 
@@ -32,7 +32,7 @@ class Arrivals:
     def ready(self, g):
         if not self.dir:
             return True
-        for p in _paths(g):
+        for p in paths(g):
             if p not in self.have:
                 if not os.path.exists(p):
                     return False

@@ -14,7 +14,7 @@ import sys
 import time
 
 from . import figures, history, lazy, libstate, owners, replay, shared, widgetstate
-from .arrivals import Arrivals
+from . import arrivals
 from .containers import holders
 from .common import BIG_GRAPH, _cwd, _ms, _reason, _shared_types, dill
 from .dirty import TRACK_MIN
@@ -41,7 +41,7 @@ def op_restore(agent, a):
                      if isinstance(s, dict) and str(s.get("reason", "")).startswith("saved, but")}
     history.reset(agent)  # the checkpoint's own history comes back with its state groups
     agent._fingerprints = {}  # and the fingerprints of what it skipped
-    r = _Restore(agent, Arrivals(a.get("await")))
+    r = _Restore(agent, arrivals.Arrivals(a.get("await")))
     groups = a.get("groups") or []
     widgetstate.begin_restore()  # a definition may hold a widget not re-created yet
     try:
@@ -418,7 +418,7 @@ def _map_over(m, path, off):
 
 
 def _cleanup(g):
-    for p in ([g["pf"]] if g.get("pf") else []) + [p for p in g.get("bf") or () if p] + [p["f"] for p in g.get("bp") or ()]:
+    for p in arrivals.paths(g):
         try:
             os.unlink(p)
         except OSError:
