@@ -120,11 +120,11 @@ const GL_VECTORS = 13; // the chart corpus's own vectors also go through a WebGL
 const BARS = ['a', 'b', 'c', 'd', 'e'];
 
 /** chartMarks counts what was drawn: Plotly's scatter points and Vega's bars (SVG). */
-async function chartMarks(cell) {
+async function chartMarks(cell, timeout = 60_000) {
   await page.waitForFunction((el) => {
     const cs = el.querySelectorAll('.out-chart');
     return cs.length && [...cs].every((c) => c.dataset.chart !== 'pending');
-  }, await cell.elementHandle(), { timeout: 60_000 });
+  }, await cell.elementHandle(), { timeout });
   return cell.evaluate((el) => ({
     failed: [...el.querySelectorAll('.out-chart[data-chart=failed]')].map((c) => c.innerText),
     points: el.querySelectorAll('.out-plotly .scatterlayer path.point').length,
@@ -359,7 +359,8 @@ try {
       '    display({"application/vnd.vegalite.v4+json": spec, "text/plain": "chart"}, raw=True)\n' +
       'print("charts done")');
     await cell.locator('.out-stream', { hasText: 'charts done' }).waitFor({ timeout: 120_000 });
-    const m = await chartMarks(cell);
+    // the 13 isolated frames each compile plotly.js, a few at a time (frame-turns.js)
+    const m = await chartMarks(cell, 180_000);
     assert.deepEqual(m.failed, [], 'every chart of the corpus is drawn');
     assert.equal(await cell.locator('.out-plotly').count(), chartCorpus.length + GL_VECTORS);
     assert.equal(await cell.locator('.out-plotly iframe.out-frame').count(), GL_VECTORS);

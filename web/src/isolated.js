@@ -7,9 +7,11 @@
 // and layout cross, by postMessage (structured clone: data, never code); the frame answers whether
 // it drew the chart, and a chart that failed says why instead of being marked drawn.
 import { h } from './util.js';
+import { frameLimit, turns } from './frame-turns.js';
 
 const FRAMES = new Map(); // contentWindow -> (message) => void
-const TIMEOUT_MS = 60_000;
+const TIMEOUT_MS = 60_000; // for the frame to say it is ready, then for its draw once its turn came
+const TURNS = turns(frameLimit(navigator.hardwareConcurrency));
 
 window.addEventListener('message', (e) => {
   const handle = FRAMES.get(e.source); // only our frames' messages, matched by their window
@@ -19,6 +21,8 @@ window.addEventListener('message', (e) => {
 /**
  * drawIsolated draws fig ({data, layout}) in a sandboxed frame filling el, and resolves when the
  * frame says it is drawn; it rejects with the frame's reason, or when the frame does not answer.
+ * The frame loads at once and says it is ready; it is sent the figure when its turn comes
+ * (frame-turns.js), and the turn is given back when it answers, fails to, or leaves the page.
  */
 export function drawIsolated(el, fig) {
   const frame = h('iframe.out-frame', {
@@ -29,14 +33,37 @@ export function drawIsolated(el, fig) {
   return new Promise((resolve, reject) => {
     const win = frame.contentWindow;
     if (!win) { reject(new Error('the isolated chart frame could not be made')); return; }
+    const send = () => win.postMessage({ type: 'draw', data: fig.data, layout: fig.layout }, '*');
     let settled = false;
-    const done = (fn, v) => { clearTimeout(timer); if (!settled) fn(v); settled = true; };
-    const timer = setTimeout(() => done(reject, new Error('the isolated chart frame did not answer')), TIMEOUT_MS);
+    let asked = false; // the frame said ready and waits for its turn, or has it
+    let release = null; // the turn's, once it came
+    let timer = setTimeout(() => done(reject, new Error('the isolated chart frame did not load')), TIMEOUT_MS);
+    let watch = 0;
+    const done = (fn, v) => {
+      clearTimeout(timer);
+      clearInterval(watch);
+      release?.();
+      if (!settled) fn(v);
+      settled = true;
+    };
+    const start = (r) => {
+      release = r;
+      if (settled) { r(); return; }
+      clearTimeout(timer);
+      timer = setTimeout(() => done(reject, new Error('the isolated chart frame did not answer')), TIMEOUT_MS);
+      // a cell cleared while its chart draws gives the turn back
+      watch = setInterval(() => { if (!frame.isConnected) done(reject, new Error('the chart left the page')); }, 1000);
+      send();
+    };
     // the handler stays while the frame is on the page: a frame moved in the DOM (a cell moved) loads
-    // again, says ready again and gets the figure again
+    // again, says ready again and gets the figure again (at once if its turn came)
     FRAMES.set(win, (m) => {
       if (!frame.isConnected) { FRAMES.delete(win); return; }
-      if (m.type === 'ready') win.postMessage({ type: 'draw', data: fig.data, layout: fig.layout }, '*');
+      if (m.type === 'ready' && !asked) {
+        asked = true;
+        clearTimeout(timer); // loaded: it waits for its turn, whose own clock starts with it
+        TURNS.take(start, () => frame.isConnected && !settled);
+      } else if (m.type === 'ready' && release) send();
       else if (m.type === 'drawn') done(resolve, m);
       else if (m.type === 'failed') done(reject, new Error(String(m.message || 'unknown error').slice(0, 500)));
     });
