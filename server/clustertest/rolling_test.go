@@ -37,13 +37,14 @@ type loadDriver struct {
 	fails  []string
 	finals map[string]string // session -> its final {"L", "v"} JSON
 	lines  []string
-	done   chan error
+	done   chan struct{} // closed once the process exited; exit is its error then
+	exit   error
 }
 
 // startLoad starts a driver (argv: interpreter [flags] script) on base with sessions prefix-0..n-1.
 func startLoad(t *testing.T, ctx context.Context, name, base, prefix string, n int, stop string, argv ...string) *loadDriver {
 	t.Helper()
-	d := &loadDriver{name: name, finals: map[string]string{}, done: make(chan error, 1)}
+	d := &loadDriver{name: name, finals: map[string]string{}, done: make(chan struct{})}
 	args := append(argv[1:], base, testToken, prefix, fmt.Sprint(n), stop)
 	d.cmd = exec.CommandContext(ctx, argv[0], args...)
 	d.cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
@@ -82,22 +83,50 @@ func startLoad(t *testing.T, ctx context.Context, name, base, prefix string, n i
 		if err != nil {
 			err = fmt.Errorf("%s driver: %v\n%s", name, err, stderr.String())
 		}
-		d.done <- err
+		d.exit = err
+		close(d.done)
 	}()
 	return d
 }
 
-// waitRounds waits until every driver completed round r.
+// waitRounds waits until every driver completed round r. A driver that exits first fails the
+// test at once with its error, and one that is late says where it stands in the failure's first
+// line: CI shows a long log cut, and a failure that said only "not within 5m" named neither.
 func waitRounds(t *testing.T, r int64, ds ...*loadDriver) {
 	t.Helper()
-	eventually(t, 5*time.Minute, fmt.Sprintf("round %d of the load", r), func() bool {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		behind := 0
 		for _, d := range ds {
+			select {
+			case <-d.done:
+				t.Fatalf("waiting for round %d: %s exited: %v (round %d, last lines %q)", r, d.name, d.exit, d.round.Load(), d.tail(5))
+			default:
+			}
 			if d.round.Load() < r {
-				return false
+				behind++
 			}
 		}
-		return true
-	})
+		if behind == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, d := range ds {
+				if d.round.Load() < r {
+					t.Errorf("%s driver at round %d, its last lines %q", d.name, d.round.Load(), d.tail(5))
+				}
+			}
+			t.Fatalf("round %d of the load: not within 5m", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tail is the driver's last n lines of output.
+func (d *loadDriver) tail(n int) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.lines[max(0, len(d.lines)-n):])
 }
 
 // TestRollingUpgrade: a 2-node cluster on PostgreSQL + S3 under load from the Python SDK and the
@@ -187,8 +216,9 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []*loadDriver{py, js} {
-		if err := <-d.done; err != nil {
-			t.Fatal(err)
+		<-d.done
+		if d.exit != nil {
+			t.Fatal(d.exit)
 		}
 		d.mu.Lock()
 		checkLoad(t, d, perClient)
