@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func startLoad(t *testing.T, ctx context.Context, name, base, prefix string, n i
 // waitRounds waits until every driver completed round r. A driver that exits first fails the
 // test at once with its error, and one that is late says where it stands in the failure's first
 // line: CI shows a long log cut, and a failure that said only "not within 5m" named neither.
-func waitRounds(t *testing.T, r int64, ds ...*loadDriver) {
+func waitRounds(t *testing.T, r int64, nodes []*node, ds ...*loadDriver) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -116,10 +117,60 @@ func waitRounds(t *testing.T, r int64, ds ...*loadDriver) {
 					t.Errorf("%s driver at round %d, its last lines %q", d.name, d.round.Load(), d.tail(5))
 				}
 			}
+			for _, n := range nodes {
+				t.Errorf("node %s, goroutines waiting a minute or more: %s", n.name, strings.Join(stuckGoroutines(n), "; "))
+			}
 			t.Fatalf("round %d of the load: not within 5m", r)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stuckGoroutines ends the node with SIGQUIT, which makes Go print every goroutine's stack into its
+// log (printed whole when the test fails), and answers those waiting a minute or more, by state and
+// function, with their counts: a stalled load's first lines then say where a node waits.
+func stuckGoroutines(n *node) []string {
+	n.p.Signal(syscall.SIGQUIT)
+	select {
+	case <-n.p.Exited():
+	case <-time.After(20 * time.Second):
+		return []string{"(no stacks: the node did not exit at SIGQUIT)"}
+	}
+	counts := map[string]int{}
+	lines := strings.Split(n.log(), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "goroutine ") || !strings.Contains(l, " minutes") || i+1 >= len(lines) {
+			continue
+		}
+		head := l[strings.Index(l, "[")+1:]
+		state, _, _ := strings.Cut(strings.TrimSuffix(head, "]:"), ",")
+		counts[state+" in "+stackCaller(lines[i+1:])]++
+	}
+	var out []string
+	for k, c := range counts {
+		out = append(out, fmt.Sprintf("%d x %s", c, k))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// stackCaller is the first function of a goroutine's stack (function and file lines alternate,
+// a blank line ends it) outside the runtime, sync and internal packages: where it waits.
+func stackCaller(stack []string) string {
+	first := ""
+	for j := 0; j < len(stack) && stack[j] != ""; j += 2 {
+		fn := stack[j]
+		if k := strings.LastIndex(fn, "("); k > 0 {
+			fn = fn[:k]
+		}
+		if first == "" {
+			first = fn
+		}
+		if !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "sync.") && !strings.HasPrefix(fn, "internal/") {
+			return fn
+		}
+	}
+	return first
 }
 
 // tail is the driver's last n lines of output.
@@ -189,7 +240,7 @@ func TestRollingUpgrade(t *testing.T) {
 	defer db.Close()
 	oldF, newF := format.Newest, format.Newest+1
 	r := between
-	waitRounds(t, r, py, js)
+	waitRounds(t, r, []*node{a, b}, py, js)
 	for _, n := range []*node{a, b} {
 		n.term()
 		n.p.AddEnv("CARRYOVER_CLUSTER_TEST_MAX_FORMAT=" + strconv.Itoa(newF)) // the next build
@@ -200,13 +251,13 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 		r = max(py.round.Load(), js.round.Load()) + between
-		waitRounds(t, r, py, js)
+		waitRounds(t, r, []*node{a, b}, py, js)
 	}
 	// Node b's old row expires after the TTL; the next heartbeat switches. Turns after it are
 	// checkpointed in the new format.
 	eventually(t, 4*testTTL, "the switch to format "+strconv.Itoa(newF), func() bool { return storeFormat(t, db) == newF })
 	r = max(py.round.Load(), js.round.Load()) + between
-	waitRounds(t, r, py, js)
+	waitRounds(t, r, []*node{a, b}, py, js)
 	for _, id := range []string{"py-0", "js-0"} {
 		if v := latestFormat(t, db, id); v != newF {
 			t.Errorf("%s's last checkpoint after the switch is format %d, want %d", id, v, newF)
