@@ -1,9 +1,9 @@
 // Turns for the isolated chart frames (isolated.js). Each frame loads and compiles plotly.js
-// (~4.7 MB) for itself, as an opaque origin shares nothing with the page: a cell showing a dozen
-// WebGL charts compiled a dozen copies at once, so every chart appeared only at the end, and on a
-// busy machine a frame could pass its time limit waiting for the CPU its siblings held (a chart
-// said "did not answer" that was only queued). Frames draw a few at a time, in the order they were
-// asked for; a frame's time limit starts with its turn.
+// (~4.7 MB) for itself, as an opaque origin shares nothing with the page, and the browser compiles
+// them one after another: with every frame's time limit running from the start, the last of 39
+// charts in a cell (or of 13 on a busy machine) passed it while only waiting behind the others, and
+// said "did not answer". Frames draw a few at a time, in the order they were asked for; a frame's
+// time limit starts with its turn.
 
 /**
  * turns gives out at most `limit` turns at a time. take(start, wanted) queues a taker: once a turn
