@@ -63,6 +63,7 @@ func (ls *Session) ensureKernelWith(ctx context.Context, o ensureOpts) (*kernel.
 	nk.k, nk.baseline = k, cost.Baseline(k)
 	if err := ls.startSession(ctx, &nk, o.firstCell); err != nil {
 		s.stopKernel(ctx, k)
+		ls.notStarting(ctx)
 		return nil, err
 	}
 	nk.baseline.Settle() // the claim's CPU read before the first cell (cost.Meter.Settle)
@@ -90,19 +91,31 @@ func (ls *Session) takeKernelFor(ctx context.Context, o ensureOpts) (*kernel.Ker
 		return ls.setSandboxStatus(ctx, carryover.SandboxStarting)
 	}})
 	if err != nil && starting {
-		ls.logSaveErr("sandbox status", ls.setSandboxStatus(ctx, carryover.SandboxNone))
+		ls.notStarting(ctx)
 	}
 	return k, err
 }
 
+// notStarting says the session's kernel is no longer starting, after a claim or start that failed.
+// It is written on a context of its own (bounded): the claim often failed because its caller went
+// away, and the cancelled context's write failed too, leaving the session "starting" with nothing
+// starting, in memory and in the store, until its next claim.
+func (ls *Session) notStarting(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusResetTimeout)
+	defer cancel()
+	ls.logSaveErr("sandbox status", ls.setSandboxStatus(ctx, carryover.SandboxNone))
+}
+
+// statusResetTimeout bounds notStarting's write: a store that cannot take it in this long logs it.
+const statusResetTimeout = 10 * time.Second
+
 // startSession gives a new kernel the session: its workspace (a missing one gets the checkpoint's
 // files first), its set-up (left pending for a brand-new session's first cell), and its last
-// checkpoint restored. On an error the caller stops the kernel.
+// checkpoint restored. On an error the caller stops the kernel and says it is not starting.
 func (ls *Session) startSession(ctx context.Context, nk *newKernel, firstCell bool) error {
 	s := ls.svc
 	doc := ls.docCopy()
 	if err := ls.ensureWorkspace(ctx); err != nil {
-		ls.logSaveErr("sandbox status", ls.setSandboxStatus(ctx, carryover.SandboxNone))
 		return err
 	}
 	var err error
