@@ -326,13 +326,18 @@ func (j *jupyterPeer) logTail() string {
 	return benchClip(string(b[max(0, len(b)-2000):]), 2000)
 }
 
+// call makes one REST call of the Jupyter API (carryover's door or Jupyter Server). Its limit is
+// longer than benchStartupTimeout, as POST /api/kernels starts a kernel: a slow start is then
+// answered by the server, with its own error, instead of cut by the client (at 30 s, the client
+// gave up on a start the server was still allowed, on a loaded CI machine, and the server logged
+// the cancelled request's writes).
 func (j *jupyterPeer) call(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, benchStartupTimeout+30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, j.base+path, rd)
 	if err != nil {
