@@ -55,6 +55,12 @@ export function drawIsolated(el, fig) {
       watch = setInterval(() => { if (!frame.isConnected) done(reject, new Error('the chart left the page')); }, 1000);
       send();
     };
+    // a frame that left the page while it waited for its turn is not drawn, and says so
+    const stillWanted = () => {
+      if (frame.isConnected && !settled) return true;
+      done(reject, new Error('the chart left the page'));
+      return false;
+    };
     // the handler stays while the frame is on the page: a frame moved in the DOM (a cell moved) loads
     // again, says ready again and gets the figure again (at once if its turn came)
     FRAMES.set(win, (m) => {
@@ -62,7 +68,7 @@ export function drawIsolated(el, fig) {
       if (m.type === 'ready' && !asked) {
         asked = true;
         clearTimeout(timer); // loaded: it waits for its turn, whose own clock starts with it
-        TURNS.take(start, () => frame.isConnected && !settled);
+        TURNS.take(start, stillWanted);
       } else if (m.type === 'ready' && release) send();
       else if (m.type === 'drawn') done(resolve, m);
       else if (m.type === 'failed') done(reject, new Error(String(m.message || 'unknown error').slice(0, 500)));
