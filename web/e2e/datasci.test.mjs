@@ -159,7 +159,12 @@ async function chartsSeen(cell) {
     await c.scrollIntoViewIfNeeded();
     await page.waitForTimeout(150); // plotly.js's responsive relayout, the frame's paint
     const box = await c.boundingBox();
-    const m = markSpread(await c.screenshot());
+    // The page's default 30 s is too short for this capture on a loaded machine: software GL
+    // composites every WebGL frame of the page first (a CI run at 3x its usual time timed out
+    // here); a slow one is said, so the log shows the machine's state.
+    const t0 = Date.now();
+    const m = markSpread(await c.screenshot({ timeout: 120_000 }));
+    if (Date.now() - t0 > 5_000) console.log(`  screenshot of chart ${i + 1}: ${Date.now() - t0} ms`);
     seen.push({ state: await c.getAttribute('data-chart'), height: Math.round(box.height), width: Math.round(box.width),
       spreadY: +m.spreadY.toFixed(2), spreadX: +m.spreadX.toFixed(2), pixels: m.pixels });
   }

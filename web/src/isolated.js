@@ -47,8 +47,7 @@ export function drawIsolated(el, fig) {
       settled = true;
     };
     const start = (r) => {
-      release = r;
-      if (settled) { r(); return; }
+      release = r; // start runs only while wanted (stillWanted): never once settled
       clearTimeout(timer);
       timer = setTimeout(() => done(reject, new Error('the isolated chart frame did not answer')), TIMEOUT_MS);
       // a cell cleared while its chart draws gives the turn back
