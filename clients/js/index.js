@@ -107,6 +107,15 @@ function unsent(err) {
   return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
 }
 
+/**
+ * Whether fetch stopped waiting for the answer's headers by a clock of its own: Node's fetch (undici)
+ * gives up after 300 s, shorter than a run may last (timeout_seconds up to the server's
+ * run.max_timeout_seconds; its default, 300 s, ends just after fetch's). The server went on.
+ */
+function headersTimedOut(err) {
+  return (err?.cause?.code ?? err?.code) === 'UND_ERR_HEADERS_TIMEOUT';
+}
+
 /** The retry clock of one call. */
 class Backoff {
   /** @param {number} seconds */
@@ -187,6 +196,10 @@ export class Carryover {
       try {
         res = await this._fetch(url, once ? { method, headers, body, duplex: 'half' } : { method, headers, body });
       } catch (err) {
+        // A keyed call (run, exec, execute) outlasting fetch's header clock is asked again at once
+        // with its key, which waits for the same attempt at the server and gets its answer: not a
+        // retry (the code runs once, the retry clock is not spent), so a run may last its timeout.
+        if (!once && 'Idempotency-Key' in headers && headersTimedOut(err)) continue;
         if (!once && (unsent(err) || repeatable) && await backoff.wait()) continue;
         throw new CarryoverError(`carryover: ${method} ${path}: ${err?.cause?.message ?? err?.message ?? err}`, {
           code: 'connection_error', cause: err,
