@@ -16,7 +16,10 @@ import (
 // or not a size is a 400 naming the field, and no session is made.
 func TestSandboxDiskSize(t *testing.T) {
 	t.Parallel()
-	ts := sandboxed(t, func(c *configs.Config) { c.Sandbox.Disk, c.Sandbox.MaxDisk = "64Mi", "160Mi" })
+	ts := sandboxed(t, func(c *configs.Config) {
+		c.Sandbox.Disk, c.Sandbox.MaxDisk = "64Mi", "160Mi"
+		c.Server.MaxBodyBytes = 32 << 20 // an upload past a disk, not past the body limit
+	})
 	ts.create("small", &client.SandboxRequest{Disk: "24Mi"})
 	ts.create("tiny", &client.SandboxRequest{Disk: "12Mi"}) // between the smallest disk (8Mi) and a kernel's memory floor (16Mi)
 	s := ts.newSession(client.CreateRequest{SessionID: "big", Start: true, Sandbox: &client.SandboxRequest{Disk: "128Mi"}})
@@ -40,6 +43,7 @@ def fill(name, mb):
 	if out := ts.stdout("tiny", fill+"print(fill('a.bin', 4))"); out != "ok" {
 		t.Errorf("4 MiB in a 12 MiB workspace: %q", out)
 	}
+	uploadPastTheDisk(t, ts, "tiny")
 	if out := ts.stdout("big", fill+"print(fill('a.bin', 100))"); out != "ok" {
 		t.Errorf("100 MiB in a 128 MiB workspace (the default is 64 MiB): %q", out)
 	}
@@ -61,6 +65,41 @@ def fill(name, mb):
 		}
 	}
 	errCode(t, errOf(ts.c.GetSession(t.Context(), "refused")), 404, "not_found")
+}
+
+// uploadPastTheDisk: a file upload larger than the room left on session id's workspace disk is a
+// 413 payload_too_large that says the disk is full and how much room it has (it was a bare 500
+// "internal error"), and leaves nothing behind (no part of it, no temp file); a file that fits is
+// then written.
+func uploadPastTheDisk(t *testing.T, ts *testServer, id string) {
+	t.Helper()
+	r := ts.raw("PUT", "/api/sessions/"+id+"/files/data/big.bin", strings.Repeat("x", 20<<20))
+	var e struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	free, _ := e.Error.Details["free_bytes"].(float64)
+	size, _ := e.Error.Details["disk_bytes"].(float64)
+	if r.Status != 413 || e.Error.Code != "payload_too_large" || !strings.Contains(e.Error.Message, "workspace disk is full") ||
+		e.Error.Details["path"] != "data/big.bin" || size < 8<<20 || size > 12<<20 || free <= 0 || free >= size {
+		t.Fatalf("20 MiB into a 12 MiB workspace: %d %s", r.Status, r.Body)
+	}
+	files, err := ts.c.ListFiles(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path != "a.bin" {
+			t.Errorf("left behind by the refused upload: %s (%d bytes)", f.Path, f.Size)
+		}
+	}
+	if r := ts.raw("PUT", "/api/sessions/"+id+"/files/data/small.bin", strings.Repeat("y", 1<<20)); r.Status != 201 {
+		t.Errorf("1 MiB after the refused upload: %d %s", r.Status, r.Body)
+	}
 }
 
 // TestDiskRequestWithoutDisks: a server whose workspaces have no disk of their own refuses

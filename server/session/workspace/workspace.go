@@ -139,25 +139,28 @@ func (d Dir) Write(p string, r io.Reader) (FileInfo, error) {
 	defer root.Close()
 	if dir := path.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return FileInfo{}, PathError(p, err)
+			return FileInfo{}, d.writeError(p, err)
 		}
 	}
 	tmp := path.Join(path.Dir(rel), ".carryover-upload-"+randomName())
 	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return FileInfo{}, PathError(p, err)
+		return FileInfo{}, d.writeError(p, err)
 	}
 	n, err := io.Copy(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		_ = root.Remove(tmp)
-		return FileInfo{}, err
+		_ = root.Remove(tmp) // before writeError, whose room left then counts the upload's blocks freed
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) {
+			return FileInfo{}, d.writeError(p, err)
+		}
+		return FileInfo{}, err // the body's error (a client gone, a size limit): the caller's to name
 	}
 	if err := root.Rename(tmp, rel); err != nil {
 		_ = root.Remove(tmp)
-		return FileInfo{}, PathError(p, err)
+		return FileInfo{}, d.writeError(p, err)
 	}
 	return FileInfo{Path: rel, Size: n, ModifiedAt: time.Now().UTC()}, nil
 }
@@ -183,7 +186,7 @@ func (d Dir) Delete(p string) error {
 	if info.IsDir() {
 		return carryover.Errorf(carryover.CodeInvalid, "%q is a directory", p).WithDetails("path", p)
 	}
-	return PathError(p, root.Remove(rel))
+	return d.writeError(p, root.Remove(rel))
 }
 
 // randomName is a name no upload in flight uses.
