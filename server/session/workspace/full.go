@@ -25,7 +25,7 @@ func (d Dir) writeError(p string, err error) error {
 		if unix.Statfs(string(d), &st) == nil {
 			free, size := int64(st.Bavail)*st.Bsize, int64(st.Blocks)*st.Bsize
 			e = carryover.Errorf(carryover.CodePayloadTooLarge,
-				"the workspace disk is full: %q does not fit (%s free of %s, room for %d more files; the session's disk is sandbox.disk)",
+				"the workspace disk is full: %q does not fit (%s free of %s, room for %d more files)",
 				p, bytesText(free), bytesText(size), st.Ffree).
 				WithDetails("path", p, "free_bytes", free, "disk_bytes", size, "free_files", st.Ffree)
 		}
