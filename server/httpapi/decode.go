@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,14 +31,46 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 		}
 		return carryover.Errorf(carryover.CodeInvalid, "a JSON body is required")
 	}
-	if err := json.Unmarshal(data, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, te.Type.String(), te.Value).WithDetails("field", te.Field)
-		}
+	return unmarshal(data, v)
+}
+
+// unmarshal decodes JSON data into v; its error is the API's 400, naming a field of the wrong type.
+func unmarshal(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, te.Type.String(), te.Value).WithDetails("field", te.Field)
+	default:
 		return carryover.Errorf(carryover.CodeInvalid, "malformed JSON: %v", err)
 	}
-	return nil
+}
+
+// decodeChange decodes the body of a request that changes part of a session (PATCH), refusing a
+// field the request does not take: such a field changes nothing, and a 200 for it told a client
+// that a typo or a field it hoped to change (a session's name) had been saved. wants names the
+// fields it takes, for the message; at least one of them must be given.
+func (a *API) decodeChange(w http.ResponseWriter, r *http.Request, v any, wants ...string) error {
+	var body json.RawMessage
+	if err := a.decode(w, r, &body, false); err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return carryover.Errorf(carryover.CodeInvalid, "the body must be a JSON object: this request takes %s", strings.Join(wants, ", "))
+	}
+	keys := slices.Sorted(maps.Keys(fields))
+	for _, k := range keys {
+		if !slices.Contains(wants, k) {
+			return carryover.Errorf(carryover.CodeInvalid, "field %q cannot be changed here; this request takes %s", k, strings.Join(wants, ", ")).WithDetails("field", k)
+		}
+	}
+	if len(keys) == 0 {
+		return carryover.Errorf(carryover.CodeInvalid, "nothing to change: this request takes %s", strings.Join(wants, ", "))
+	}
+	return unmarshal(body, v)
 }
 
 // fail answers err in the API's error shape; internal errors are logged with their cause.

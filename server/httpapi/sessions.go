@@ -135,7 +135,7 @@ func (a *API) patchSession(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Data map[string]any `json:"data"`
 	}
-	if err := a.decode(w, r, &req, false); err != nil {
+	if err := a.decodeChange(w, r, &req, "data"); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -165,7 +165,7 @@ func (a *API) reattach(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) patchContext(w http.ResponseWriter, r *http.Request) {
 	var req session.ContextRequest
-	if err := a.decode(w, r, &req, false); err != nil {
+	if err := a.decodeChange(w, r, &req, "working_dir", "env_vars", "custom_state"); err != nil {
 		a.fail(w, r, err)
 		return
 	}
