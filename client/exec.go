@@ -25,6 +25,10 @@ type ExecResult struct {
 	TimedOut           bool    `json:"timed_out,omitempty"`
 	StdoutDroppedBytes int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDroppedBytes int64   `json:"stderr_dropped_bytes,omitempty"`
+	// StdoutBase64 and StderrBase64 are the output's exact bytes when they are not UTF-8 (Stdout
+	// and Stderr then carry U+FFFD in place of what a string could not hold); nil for text.
+	StdoutBase64 []byte `json:"stdout_base64,omitempty"`
+	StderrBase64 []byte `json:"stderr_base64,omitempty"`
 	// RecordError says why the command ran but its record was not saved.
 	RecordError string `json:"record_error,omitempty"`
 }

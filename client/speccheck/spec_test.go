@@ -531,6 +531,11 @@ func (c *checker) check(where string, e ast.Expr, s schema, dir direction) {
 		switch {
 		case format == "date-time" && kind != "time":
 			c.errorf(where, "Go %s for a date-time: use time.Time", kind)
+		case format == "byte":
+			// base64 in JSON: encoding/json's own for a []byte
+			if el, ok := elem.(*ast.Ident); kind != "slice" || !ok || el.Name != "byte" {
+				c.errorf(where, "Go %s for base64 bytes: use []byte", kind)
+			}
 		case format != "date-time" && kind != "string":
 			c.errorf(where, "Go %s for a JSON string", kind)
 		}

@@ -64,8 +64,17 @@ func (c *cli) execCmd() *cobra.Command {
 }
 
 func printExec(cmd *cobra.Command, res *client.ExecResult) {
-	_, _ = io.WriteString(cmd.OutOrStdout(), res.Stdout)
-	_, _ = io.WriteString(cmd.ErrOrStderr(), res.Stderr)
+	// the exact bytes when the output is not text: `carryover exec ... 'cat a.png' > a.png` works
+	if res.StdoutBase64 != nil {
+		_, _ = cmd.OutOrStdout().Write(res.StdoutBase64)
+	} else {
+		_, _ = io.WriteString(cmd.OutOrStdout(), res.Stdout)
+	}
+	if res.StderrBase64 != nil {
+		_, _ = cmd.ErrOrStderr().Write(res.StderrBase64)
+	} else {
+		_, _ = io.WriteString(cmd.ErrOrStderr(), res.Stderr)
+	}
 	if res.StdoutDroppedBytes > 0 || res.StderrDroppedBytes > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "carryover: output dropped: %d bytes of stdout, %d of stderr\n", res.StdoutDroppedBytes, res.StderrDroppedBytes)
 	}

@@ -43,6 +43,7 @@ class StateSetExample(unittest.TestCase):
         result = client.execute_in_agent_session(session.id, command="echo $NODE_ENV; exit 3",
                                                  env={"NODE_ENV": "test"})
         self.assertEqual((result.stdout, result.exit_code), ("test\n", 3))
+        self.assertEqual(result.stdout_bytes, b"test\n")
 
         # 5. Update context; read it back as part of the session.
         client.update_agent_context(session.id, {
@@ -121,6 +122,15 @@ class StateSetExample(unittest.TestCase):
         self.assertEqual(s.budget_consumed.iterations, 2)
         self.assertIn("budget_exceeded", [e.event_type for e in
                                           client.get_agent_session_events(session.id, event_type="budget_exceeded")])
+        client.delete_session(session.id)
+
+    def test_binary_output_comes_back_exact(self):
+        client = support.client()
+        session = client.create_agent_session({"name": "binary"})
+        # output that is not UTF-8: stdout alone would hold U+FFFD for it
+        result = client.execute_in_agent_session(session.id, command="printf '\\377PNG'; printf 'caf\\351' >&2")
+        self.assertEqual((result.stdout_bytes, result.stderr_bytes), (b"\xffPNG", b"caf\xe9"))
+        self.assertIn("\ufffd", result.stdout)
         client.delete_session(session.id)
 
     def test_unknown_session_and_bad_token(self):

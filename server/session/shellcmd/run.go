@@ -30,7 +30,12 @@ type Result struct {
 	TimedOut      bool    `json:"timed_out,omitempty"`
 	StdoutDropped int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDropped int64   `json:"stderr_dropped_bytes,omitempty"`
-	RecordError   string  `json:"record_error,omitempty"` // the command ran, but its record did not stick
+	// StdoutBase64 and StderrBase64 are the output's exact bytes when they are not UTF-8 (a binary
+	// file catted, a legacy encoding): Stdout and Stderr, JSON strings, then carry U+FFFD for each
+	// byte they could not hold. Absent for text.
+	StdoutBase64 []byte `json:"stdout_base64,omitempty"`
+	StderrBase64 []byte `json:"stderr_base64,omitempty"`
+	RecordError  string `json:"record_error,omitempty"` // the command ran, but its record did not stick
 }
 
 // Env is a command's own environment: the session's env vars, then the request's.
@@ -69,6 +74,7 @@ func Run(ctx context.Context, p kernel.Provisioner, spec kernel.CommandSpec, max
 		cpu = st.CPU.Seconds()
 		res.Stdout, res.Stderr = stdout.Text(), stderr.Text()
 		res.StdoutDropped, res.StderrDropped = stdout.Dropped(), stderr.Dropped()
+		res.StdoutBase64, res.StderrBase64 = stdout.Binary(), stderr.Binary()
 	}
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return res, cpu, nil

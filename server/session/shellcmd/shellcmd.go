@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/carryover/carryover"
 )
@@ -87,6 +88,17 @@ func (c *Buffer) Text() string {
 		return c.buf.String() + fmt.Sprintf("\n[carryover: %d bytes dropped over run.max_output_bytes]\n", c.dropped)
 	}
 	return c.buf.String()
+}
+
+// Binary is a copy of the bytes kept when they are not UTF-8 (Text's string cannot carry them),
+// else nil.
+func (c *Buffer) Binary() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if utf8.Valid(c.buf.Bytes()) {
+		return nil
+	}
+	return bytes.Clone(c.buf.Bytes())
 }
 
 // Dropped is the count of bytes past Max.

@@ -73,6 +73,21 @@ class ExecResult:
     def from_dict(cls, d: Dict[str, Any]) -> "ExecResult":
         return _build(cls, d)
 
+    @property
+    def stdout_bytes(self) -> bytes:
+        """The output's exact bytes: the server's ``stdout_base64`` when the output was not UTF-8
+        (``stdout`` then holds U+FFFD for what a string could not carry), else ``stdout`` encoded."""
+        return _exact(self.raw.get("stdout_base64"), self.stdout)
+
+    @property
+    def stderr_bytes(self) -> bytes:
+        """As ``stdout_bytes``, of stderr."""
+        return _exact(self.raw.get("stderr_base64"), self.stderr)
+
+
+def _exact(b64: Optional[str], text: str) -> bytes:
+    return base64.b64decode(b64) if b64 else text.encode("utf-8")
+
 
 @dataclass
 class Result:
