@@ -233,7 +233,13 @@ func TestQuietJournalAbortSeen(t *testing.T) {
 	filler := filepath.Join(host, "filler")
 	sandboxtest.FillDisk(t, filler)
 	for i := range 40 { // metadata for the timed commit: no sync here
-		if err := os.Mkdir(filepath.Join(ws, fmt.Sprintf("q%d", i)), 0o755); err != nil {
+		err := os.Mkdir(filepath.Join(ws, fmt.Sprintf("q%d", i)), 0o755)
+		if errors.Is(err, syscall.EROFS) {
+			// The commit already ran and aborted (its 1 s tick, or a sync of the whole host by
+			// another process, came within the loop on a loaded machine): what the test waits for.
+			break
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
