@@ -74,7 +74,12 @@ func (c *cli) forkCmd() *cobra.Command {
 			var out struct {
 				Sessions []client.Session `json:"sessions"`
 			}
-			if err := c.call(cmd, http.MethodPost, apiPath(args[0], "fork"), req, &out); err != nil || c.json {
+			var body any = req
+			if cmd.Flags().Changed("count") && req.Count == 0 {
+				// sent as given, for the server's 400: the request's omitempty would make it one fork
+				body = map[string]any{"session_id": req.SessionID, "checkpoint_id": req.CheckpointID, "count": 0}
+			}
+			if err := c.call(cmd, http.MethodPost, apiPath(args[0], "fork"), body, &out); err != nil || c.json {
 				return err
 			}
 			for _, s := range out.Sessions {

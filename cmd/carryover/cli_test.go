@@ -423,8 +423,10 @@ func TestCLIForkAndNotebook(t *testing.T) {
 		!strings.Contains(r.stdout, kids+"-3\n") {
 		t.Errorf("fork --count 3: %+v", r)
 	}
-	if r := carry(t, "", "sessions", "fork", id, "--count", "101"); r.code != 2 || !strings.Contains(r.stderr, "invalid_request") {
-		t.Errorf("fork --count 101: %+v", r)
+	for _, n := range []string{"101", "0", "-1"} { // 0 made one fork: the flag's 0 was not sent
+		if r := carry(t, "", "sessions", "fork", id, "--count", n); r.code != 2 || !strings.Contains(r.stderr, "invalid_request") || r.stdout != "" {
+			t.Errorf("fork --count %s: %+v", n, r)
+		}
 	}
 	out := filepath.Join(t.TempDir(), "nb.ipynb")
 	must(t, "sessions", "notebook", id, "-o", out)
