@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/carryover/carryover/internal/sandboxtest"
 )
 
@@ -120,7 +122,15 @@ func TestAHeldDeviceAfterACutDoesNotStopTheDisk(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d.Dir, "kept"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := exec.Command("sync").Run(); err != nil {
+	// syncfs of this disk only: a sync of the whole host would also commit the journals of other
+	// tests' disks at a moment they do not choose (two tests raced with such syncs).
+	dir, err := os.Open(d.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Syncfs(int(dir.Fd()))
+	dir.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	held, err := os.OpenFile(d.loop, os.O_RDWR, 0)
