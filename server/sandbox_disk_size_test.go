@@ -2,6 +2,10 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,36 +73,72 @@ def fill(name, mb):
 
 // uploadPastTheDisk: a file upload larger than the room left on session id's workspace disk is a
 // 413 payload_too_large that says the disk is full and how much room it has (it was a bare 500
-// "internal error"), and leaves nothing behind (no part of it, no temp file); a file that fits is
-// then written.
+// "internal error"), and leaves nothing behind. One of known size is refused before anything is
+// written, with the room exact (a file that fits is then written); one sent chunked is refused
+// when the disk fills, its part removed.
 func uploadPastTheDisk(t *testing.T, ts *testServer, id string) {
 	t.Helper()
-	r := ts.raw("PUT", "/api/sessions/"+id+"/files/data/big.bin", strings.Repeat("x", 20<<20))
+	e := fullAnswer(t, ts.raw("PUT", "/api/sessions/"+id+"/files/data/big.bin", strings.Repeat("x", 20<<20)))
+	free, _ := e.Details["free_bytes"].(float64)
+	disk, _ := e.Details["disk_bytes"].(float64)
+	if e.Details["size_bytes"] != float64(20<<20) || disk < 8<<20 || disk > 12<<20 || free < 1<<20 || free >= disk {
+		t.Errorf("20 MiB into a 12 MiB workspace: %+v", e)
+	}
+	noneBut(t, ts, id, "a.bin")
+	if r := ts.raw("PUT", "/api/sessions/"+id+"/files/data/small.bin", strings.Repeat("y", 1<<20)); r.Status != 201 {
+		t.Errorf("1 MiB after the refused upload: %d %s", r.Status, r.Body)
+	}
+	// chunked: no Content-Length, so the disk's ENOSPC is what refuses it
+	req, err := http.NewRequestWithContext(t.Context(), "PUT", ts.base+"/api/sessions/"+id+"/files/data/chunked.bin",
+		io.MultiReader(strings.NewReader(strings.Repeat("z", 20<<20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if e := fullAnswer(t, rawResp{Status: res.StatusCode, Body: body}); e.Details["size_bytes"] != nil {
+		t.Errorf("a chunked upload's size is not known: %+v", e)
+	}
+	noneBut(t, ts, id, "a.bin", "data/small.bin")
+}
+
+// apiError is the API's error shape.
+type apiError struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details"`
+}
+
+// fullAnswer checks r is the 413 of a full workspace disk and returns its error.
+func fullAnswer(t *testing.T, r rawResp) apiError {
+	t.Helper()
 	var e struct {
-		Error struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
+		Error apiError `json:"error"`
 	}
 	_ = json.Unmarshal(r.Body, &e)
-	free, _ := e.Error.Details["free_bytes"].(float64)
-	size, _ := e.Error.Details["disk_bytes"].(float64)
 	if r.Status != 413 || e.Error.Code != "payload_too_large" || !strings.Contains(e.Error.Message, "workspace disk is full") ||
-		e.Error.Details["path"] != "data/big.bin" || size < 8<<20 || size > 12<<20 || free <= 0 || free >= size {
-		t.Fatalf("20 MiB into a 12 MiB workspace: %d %s", r.Status, r.Body)
+		!strings.HasPrefix(fmt.Sprint(e.Error.Details["path"]), "data/") {
+		t.Fatalf("an upload past the disk: %d %s", r.Status, r.Body)
 	}
+	return e.Error
+}
+
+// noneBut fails when session id's workspace holds a file other than want (a refused upload's part).
+func noneBut(t *testing.T, ts *testServer, id string, want ...string) {
+	t.Helper()
 	files, err := ts.c.ListFiles(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if f.Path != "a.bin" {
-			t.Errorf("left behind by the refused upload: %s (%d bytes)", f.Path, f.Size)
+		if !slices.Contains(want, f.Path) {
+			t.Errorf("left behind by a refused upload: %s (%d bytes)", f.Path, f.Size)
 		}
-	}
-	if r := ts.raw("PUT", "/api/sessions/"+id+"/files/data/small.bin", strings.Repeat("y", 1<<20)); r.Status != 201 {
-		t.Errorf("1 MiB after the refused upload: %d %s", r.Status, r.Body)
 	}
 }
 

@@ -220,7 +220,7 @@ export declare namespace Schemas {
      * | session_paused | 409 | run/exec on a paused session |
      * | session_closed | 409 | run/exec on a completed, failed or cancelled session |
      * | budget_exceeded | 402 | a budget limit is reached; details say which |
-     * | payload_too_large | 413 | body or file over the configured limit, or a file upload over the room left on the session's workspace disk (details `free_bytes`, `disk_bytes`, `free_files`) |
+     * | payload_too_large | 413 | body or file over the configured limit, or a file upload over the room left on the session's workspace disk (details `size_bytes`, `free_bytes`, `disk_bytes`, `free_files`) |
      * | timeout | 504 | the run exceeded timeout_seconds (the kernel was interrupted; state kept); the answer adds `result` |
      * | kernel_died | 502 | the kernel died during the run (session restored from its last checkpoint); the answer adds `result` |
      * | not_owner | 421 | cluster only: the session is served by another node and this request could not reach it (already forwarded once, or the owner died or paused mid-request); details `owner_node`, `owner_addr`; retry once, any node. A run whose session moved while it ran adds `result` (its effects were not saved) |

@@ -58,7 +58,7 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, a.maxBody)
-	fi, err := dir.Write(r.PathValue("path"), body)
+	fi, err := dir.Write(r.PathValue("path"), body, r.ContentLength) // -1 when unknown (chunked)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -100,7 +100,7 @@ func (a *API) postFile(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	fi, err := dir.Write(req.Path, bytes.NewReader(data))
+	fi, err := dir.Write(req.Path, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		a.fail(w, r, err)
 		return

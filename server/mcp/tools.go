@@ -431,7 +431,7 @@ func (t *tools) writeFile(ctx context.Context, req *sdk.CallToolRequest, in writ
 	if err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}
-	fi, err := dir.Write(in.Path, strings.NewReader(in.Content))
+	fi, err := dir.Write(in.Path, strings.NewReader(in.Content), int64(len(in.Content)))
 	if err != nil {
 		return nil, writeFileOut{}, t.fail(req, err)
 	}

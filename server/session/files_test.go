@@ -14,11 +14,11 @@ import (
 func TestWorkspaceFiles(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "f"})
-	fi, err := filesOf(t, s, "f").Write("/workspace/dir/a.txt", strings.NewReader("hello"))
+	fi, err := filesOf(t, s, "f").Write("/workspace/dir/a.txt", strings.NewReader("hello"), -1)
 	if err != nil || fi.Path != "dir/a.txt" || fi.Size != 5 {
 		t.Fatalf("WriteFile = %+v, %v", fi, err)
 	}
-	if _, err := filesOf(t, s, "f").Write("b.txt", strings.NewReader("")); err != nil {
+	if _, err := filesOf(t, s, "f").Write("b.txt", strings.NewReader(""), -1); err != nil {
 		t.Fatal(err)
 	}
 	list, err := filesOf(t, s, "f").List()
@@ -64,13 +64,13 @@ func TestWorkspaceFilesStayInside(t *testing.T) {
 			t.Errorf("ReadFile(%q) = %v, want invalid_request", p, err)
 		}
 	}
-	if _, err := filesOf(t, s, "f").Write("dirlink/planted", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+	if _, err := filesOf(t, s, "f").Write("dirlink/planted", strings.NewReader("x"), -1); carryover.ErrorCode(err) != carryover.CodeInvalid {
 		t.Errorf("WriteFile through a symlink = %v, want invalid_request", err)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "planted")); !os.IsNotExist(err) {
 		t.Fatal("a file was written outside the workspace")
 	}
-	if _, err := filesOf(t, s, "f").Write("a\x00b", strings.NewReader("x")); carryover.ErrorCode(err) != carryover.CodeInvalid {
+	if _, err := filesOf(t, s, "f").Write("a\x00b", strings.NewReader("x"), -1); carryover.ErrorCode(err) != carryover.CodeInvalid {
 		t.Errorf("WriteFile with NUL = %v", err)
 	}
 }
@@ -78,10 +78,10 @@ func TestWorkspaceFilesStayInside(t *testing.T) {
 func TestFileInTheWayOfADirectory(t *testing.T) {
 	s, _, _ := testService(t, nil)
 	mustCreate(t, s, CreateRequest{SessionID: "f"})
-	if _, err := filesOf(t, s, "f").Write("a", strings.NewReader("x")); err != nil {
+	if _, err := filesOf(t, s, "f").Write("a", strings.NewReader("x"), -1); err != nil {
 		t.Fatal(err)
 	}
-	_, err := filesOf(t, s, "f").Write("a/b", strings.NewReader("x"))
+	_, err := filesOf(t, s, "f").Write("a/b", strings.NewReader("x"), -1)
 	wantCode(t, err, carryover.CodeInvalid)
 	wd := "a/b"
 	_, err = s.PatchContext(context.Background(), "f", ContextRequest{WorkingDir: &wd})

@@ -123,14 +123,18 @@ func (d Dir) Read(p string) (*os.File, fs.FileInfo, error) {
 	return f, info, nil
 }
 
-// Write writes r to a workspace file (parents created), atomically via a temp file + rename.
-func (d Dir) Write(p string, r io.Reader) (FileInfo, error) {
+// Write writes r, of size bytes (-1: unknown), to a workspace file (parents created), atomically
+// via a temp file + rename. A size the disk has no room for is refused first (full.go).
+func (d Dir) Write(p string, r io.Reader, size int64) (FileInfo, error) {
 	rel, err := carryover.WorkspacePath(p)
 	if err != nil {
 		return FileInfo{}, err
 	}
 	if rel == "" {
 		return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "a file path is required")
+	}
+	if err := d.checkRoom(p, size); err != nil {
+		return FileInfo{}, err
 	}
 	root, err := os.OpenRoot(string(d))
 	if err != nil {
