@@ -26,11 +26,7 @@ func TestPatchRefusesWhatItCannotChange(t *testing.T) {
 	} {
 		r := ts.raw("PATCH", c.path, c.body)
 		var e struct {
-			Error struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
+			Error apiError `json:"error"`
 		}
 		_ = json.Unmarshal(r.Body, &e)
 		if r.Status != 400 || e.Error.Code != "invalid_request" || (c.field != "" && e.Error.Details["field"] != c.field) ||

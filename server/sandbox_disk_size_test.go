@@ -54,11 +54,7 @@ def fill(name, mb):
 	for _, body := range []string{`"1Gi"`, `"1Mi"`, `"lots"`, `"-5Gi"`} {
 		r := ts.raw("POST", "/api/sessions", `{"session_id": "refused", "sandbox": {"disk": `+body+`}}`)
 		var e struct {
-			Error struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
+			Error apiError `json:"error"`
 		}
 		_ = json.Unmarshal(r.Body, &e)
 		if r.Status != 400 || e.Error.Code != "invalid_request" || e.Error.Details["field"] != "sandbox.disk" || !strings.Contains(e.Error.Message, "sandbox.disk") {
