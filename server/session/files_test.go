@@ -87,3 +87,27 @@ func TestFileInTheWayOfADirectory(t *testing.T) {
 	_, err = s.PatchContext(context.Background(), "f", ContextRequest{WorkingDir: &wd})
 	wantCode(t, err, carryover.CodeInvalid)
 }
+
+// TestUploadOntoADirectory: a file written where a directory is, or to a path ending in "/", is
+// refused naming the path (the first named the upload's temp file; the second wrote a file "dir"),
+// and the directory and its files stay.
+func TestUploadOntoADirectory(t *testing.T) {
+	s, _, _ := testService(t, nil)
+	mustCreate(t, s, CreateRequest{SessionID: "f"})
+	dir := filesOf(t, s, "f")
+	if _, err := dir.Write("d/inner.txt", strings.NewReader("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := dir.Write("d", strings.NewReader("y"), -1)
+	if wantCode(t, err, carryover.CodeInvalid); err == nil || !strings.Contains(err.Error(), `"d" is a directory`) {
+		t.Errorf("onto a directory: %v", err)
+	}
+	_, err = dir.Write("new/", strings.NewReader("y"), -1)
+	if wantCode(t, err, carryover.CodeInvalid); err == nil || !strings.Contains(err.Error(), "names a directory") {
+		t.Errorf("to a path ending in /: %v", err)
+	}
+	list, err := dir.List()
+	if err != nil || len(list) != 1 || list[0].Path != "d/inner.txt" {
+		t.Errorf("after the refused uploads: %+v, %v", list, err)
+	}
+}

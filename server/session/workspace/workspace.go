@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -133,6 +134,9 @@ func (d Dir) Write(p string, r io.Reader, size int64) (FileInfo, error) {
 	if rel == "" {
 		return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "a file path is required")
 	}
+	if strings.HasSuffix(p, "/") { // "dir/" names a directory: it was written as a file "dir"
+		return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "%q names a directory: a file path is required", p).WithDetails("path", p)
+	}
 	if err := d.checkRoom(p, size); err != nil {
 		return FileInfo{}, err
 	}
@@ -145,6 +149,10 @@ func (d Dir) Write(p string, r io.Reader, size int64) (FileInfo, error) {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return FileInfo{}, d.writeError(p, err)
 		}
+	}
+	if info, err := root.Lstat(rel); err == nil && info.IsDir() {
+		// refused before the upload (the rename's error named the temp file)
+		return FileInfo{}, carryover.Errorf(carryover.CodeInvalid, "%q is a directory", p).WithDetails("path", p)
 	}
 	tmp := path.Join(path.Dir(rel), ".carryover-upload-"+randomName())
 	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
