@@ -1,8 +1,10 @@
 """The ERA run flow, E2B-style run_code shapes, and API errors as exceptions."""
 
 import base64
+import time
 import unittest
 
+import carryover
 import support
 from carryover import (Conflict, Execution, ExecutionError, InvalidRequest, NotFound, Result,
                        Sandbox, Timeout)
@@ -116,6 +118,24 @@ if __name__ == "__main__":
 
 class IdempotencyKeys(unittest.TestCase):
     """A call repeated with its idempotency key answers the first call's result, never runs again."""
+
+    def test_a_run_longer_than_the_socket_timeout_answers(self):
+        # the socket's timeout (1 s) shorter than the run and the retry clock (0.5 s) shorter still,
+        # as a run longer than 330 s against the defaults (a server whose default run timeout is
+        # above 300 s): the call is asked again with its key and answers the run's result, once
+        class ShortSockets(carryover.Carryover):
+            def _run_timeout(self, seconds):  # a run's socket timeout: 30 s at least, 1 s here
+                return 1.0
+
+        c = ShortSockets(support.server_url(), auth_token=support.TOKEN, retry_seconds=0.5)
+        sid = c.create_session().id
+        c.run(sid, "n = 0")
+        t0 = time.monotonic()
+        r = c.run(sid, "import time\nn += 1\ntime.sleep(3)\nprint(n)")
+        self.assertEqual(r.stdout, "1\n")
+        self.assertGreaterEqual(time.monotonic() - t0, 3)
+        self.assertEqual(c.execute_in_agent_session(sid, "sleep 2.5; echo done").stdout, "done\n")
+        self.assertEqual(support.client().run(sid, "print(n)").stdout, "1\n")
 
     def test_run_and_exec_with_a_key_run_once(self):
         from carryover import IdempotencyKeyReused, new_idempotency_key

@@ -162,6 +162,12 @@ class Carryover:
                     raise self._decode_error(e.code, body, partial) from None
             except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
                 reason = getattr(e, "reason", e)
+                if "Idempotency-Key" in headers and isinstance(reason, socket.timeout):
+                    # A keyed call (run, exec, execute) outlasting the socket's timeout is asked
+                    # again at once with its key: the server holds it until the attempt in flight
+                    # ends and answers with its result. Not a retry (the code runs once, the retry
+                    # clock is not spent), so a run may last what the server allows.
+                    continue
                 unsent = isinstance(reason, (ConnectionRefusedError, socket.gaierror))
                 if not ((unsent or repeatable) and self._may_wait(deadline, attempt, 0)):
                     raise ConnectionFailed("%s %s: %s" % (method, url, reason)) from e
