@@ -246,6 +246,10 @@ func TestCLIExec(t *testing.T) {
 	if r.code != 4 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.Stdout != "j\n" || res.ExitCode != 4 {
 		t.Fatalf("exec --json: %+v", r)
 	}
+	// output that is not UTF-8 is written as its bytes (`carryover exec ... 'cat a.png' > a.png`)
+	if r := must(t, "exec", "-s", id, "-c", `printf '\211PNG\r\n'; printf 'caf\351' >&2`); r.stdout != "\x89PNG\r\n" || r.stderr != "caf\xe9" {
+		t.Fatalf("exec of bytes: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
 }
 
 func TestCLIFiles(t *testing.T) {
