@@ -146,6 +146,15 @@ func TestMCPTools(t *testing.T) {
 	if a = callTool(t, cs, "run_shell", map[string]any{"session_id": id, "command": "exit 3"}); !a.isError || a.out["exit_code"] != float64(3) {
 		t.Fatalf("exit 3: %+v", a)
 	}
+	// Output that is not UTF-8 is said to be so, and its exact bytes are in the structured content.
+	a = okTool(t, cs, "run_shell", map[string]any{"session_id": id, "command": `printf 'ok\377\001'; printf 'e\376' >&2`})
+	if a.out["stdout_base64"] != "b2v/AQ==" || a.out["stderr_base64"] != "Zf4=" ||
+		!strings.Contains(a.text, "[stdout is 4 bytes that are not UTF-8") || !strings.Contains(a.text, "structuredContent.stderr_base64") {
+		t.Fatalf("run_shell binary output: %+v", a)
+	}
+	if a = okTool(t, cs, "run_shell", map[string]any{"session_id": id, "command": "echo é"}); a.out["stdout_base64"] != nil || strings.Contains(a.text, "not UTF-8") {
+		t.Fatalf("run_shell UTF-8 output: %+v", a)
+	}
 	okTool(t, cs, "write_file", map[string]any{"session_id": id, "path": "notes/a.txt", "content": "hello file"})
 	if a = okTool(t, cs, "read_file", map[string]any{"session_id": id, "path": "notes/a.txt"}); a.out["content"] != "hello file" || a.out["encoding"] != "utf-8" {
 		t.Fatalf("read_file: %+v", a)
@@ -183,6 +192,11 @@ func TestMCPTools(t *testing.T) {
 	// API errors are tool errors with the API's code.
 	if a = callTool(t, cs, "list_files", map[string]any{"session_id": "nope"}); !a.isError || !strings.HasPrefix(a.text, "not_found") {
 		t.Fatalf("unknown session: %+v", a)
+	}
+	// run_python's not_found says how to go on: leave session_id out to create one.
+	if a = callTool(t, cs, "run_python", map[string]any{"code": "1", "session_id": "nope"}); !a.isError ||
+		!strings.HasPrefix(a.text, "not_found") || !strings.Contains(a.text, "without session_id to create a new session") {
+		t.Fatalf("run_python, unknown session: %+v", a)
 	}
 	if a = callTool(t, cs, "run_python", map[string]any{"session_id": id}); !a.isError || !strings.Contains(a.text, "code") {
 		t.Fatalf("run_python without code: %+v", a)

@@ -123,6 +123,10 @@ type runShellOut struct {
 	Stderr    string `json:"stderr"`
 	ExitCode  int    `json:"exit_code"`
 	TimedOut  bool   `json:"timed_out"`
+	// StdoutBase64 and StderrBase64 carry an output's exact bytes when they are not UTF-8 (stdout
+	// and stderr then hold U+FFFD for each byte JSON cannot), as POST /exec's answer does.
+	StdoutBase64 string `json:"stdout_base64,omitempty" jsonschema:"stdout's exact bytes, base64, only when they are not UTF-8"`
+	StderrBase64 string `json:"stderr_base64,omitempty" jsonschema:"stderr's exact bytes, base64, only when they are not UTF-8"`
 }
 
 type pathIn struct {
@@ -224,7 +228,7 @@ func (t *tools) register(s *sdk.Server) {
 func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runPythonIn) (*sdk.CallToolResult, runPythonOut, error) {
 	ctx, err := t.scope(ctx, req, in.SessionID)
 	if err != nil {
-		return nil, runPythonOut{}, t.fail(req, err)
+		return nil, runPythonOut{}, t.fail(req, createHint(err))
 	}
 	id := in.SessionID
 	if id == "" && in.IdempotencyKey != "" {
@@ -237,11 +241,11 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		}
 		id = s.ID
 	}
-	var res *session.RunResult
 	ls, err := t.svc.Session(id)
-	if err == nil {
-		res, err = ls.Run(ctx, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
+	if err != nil {
+		return nil, runPythonOut{}, t.fail(req, createHint(err))
 	}
+	res, err := ls.Run(ctx, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
 	if err != nil {
 		// A timeout or a kernel death: the API's code first, then what the run printed before it.
 		e := carryover.ErrorOf(err)
@@ -380,19 +384,47 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
-	out := runShellOut{SessionID: in.SessionID, Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut}
+	out := runShellOut{SessionID: in.SessionID, Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+		StdoutBase64: base64Of(res.StdoutBase64), StderrBase64: base64Of(res.StderrBase64)}
 	var b strings.Builder
-	if res.Stdout != "" {
-		fmt.Fprintf(&b, "[stdout]\n%s\n", strings.TrimRight(res.Stdout, "\n"))
-	}
-	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[stderr]\n%s\n", strings.TrimRight(res.Stderr, "\n"))
-	}
+	shellStream(&b, "stdout", res.Stdout, res.StdoutBase64)
+	shellStream(&b, "stderr", res.Stderr, res.StderrBase64)
 	fmt.Fprintf(&b, "exit code %d", res.ExitCode)
 	if res.TimedOut {
 		b.WriteString(" (timed out)")
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, IsError: res.ExitCode != 0 || res.TimedOut}, out, nil
+}
+
+// createHint adds to run_python's not_found for a session_id it does not know that leaving
+// session_id out makes a new session: an agent that made up an id, or lost its session to a
+// delete, is told how to go on instead of retrying the same call.
+func createHint(err error) error {
+	e := carryover.ErrorOf(err)
+	if e.Code != carryover.CodeNotFound {
+		return err
+	}
+	return carryover.Errorf(e.Code, "%s; call run_python without session_id to create a new session", e.Message)
+}
+
+// shellStream writes one of a command's outputs into run_shell's text; output that is not UTF-8 is
+// said to be so, and where its exact bytes are, rather than shown as if U+FFFD were what it printed.
+func shellStream(b *strings.Builder, name, text string, raw []byte) {
+	if text == "" {
+		return
+	}
+	fmt.Fprintf(b, "[%s]\n%s\n", name, strings.TrimRight(text, "\n"))
+	if raw != nil {
+		fmt.Fprintf(b, "[%s is %d bytes that are not UTF-8: shown above with U+FFFD for each byte that is not; the exact bytes are structuredContent.%s_base64]\n", name, len(raw), name)
+	}
+}
+
+// base64Of is raw in standard base64, "" for nil.
+func base64Of(raw []byte) string {
+	if raw == nil {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, readFileOut, error) {
