@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 )
 
 // sessionAnswer is the {"session": Session} envelope most session endpoints answer with.
@@ -12,7 +14,34 @@ type sessionAnswer struct {
 
 // sessionsAnswer is the answer of GET /api/sessions.
 type sessionsAnswer struct {
-	Sessions []Session `json:"sessions"`
+	Sessions   []Session `json:"sessions"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// SessionPage asks GET /api/sessions for one page: Limit sessions (1..1000) after Cursor (the
+// NextCursor of the page before; "" for the first), the newest first when Newest.
+type SessionPage struct {
+	Limit  int
+	Cursor string
+	Newest bool
+}
+
+// ListSessionsPage lists one page of the token's tenant's sessions, and the cursor of the next
+// page ("" when this one is the last).
+func (c *Client) ListSessionsPage(ctx context.Context, p SessionPage) ([]Session, string, error) {
+	q := url.Values{}
+	q.Set("limit", strconv.Itoa(p.Limit))
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	if p.Newest {
+		q.Set("order", "desc")
+	}
+	var out sessionsAnswer
+	if err := c.Do(ctx, http.MethodGet, "/api/sessions?"+q.Encode(), nil, &out); err != nil {
+		return nil, "", err
+	}
+	return out.Sessions, out.NextCursor, nil
 }
 
 // The bodies of PATCH /api/sessions/{id}, POST /api/sessions/reattach, and stop and cancel.

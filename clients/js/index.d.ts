@@ -1063,6 +1063,8 @@ export declare namespace Schemas {
     "POST /api/sessions": SessionAnswer;
     "GET /api/sessions": {
       sessions: Session[];
+      /** where the next page starts (only when more remain) */
+      next_cursor?: string;
     };
     "POST /api/sessions/reattach": SessionAnswer;
     "GET /api/sessions/{id}": SessionAnswer;

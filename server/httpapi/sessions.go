@@ -110,8 +110,14 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, http.StatusCreated, sessionBody(s), err)
 }
 
+// listSessions answers the caller's tenant's sessions: all of them, or a page (sessions_page.go).
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	tenant := carryover.TenantFromContext(r.Context())
+	p, err := sessionPageQuery(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	list, err := a.svc.ListAll(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
@@ -123,7 +129,12 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 			all = append(all, s.View())
 		}
 	}
-	writeJSON(w, 200, map[string]any{"sessions": all})
+	page, next := p.page(all)
+	body := map[string]any{"sessions": page}
+	if next != "" {
+		body["next_cursor"] = next
+	}
+	writeJSON(w, 200, body)
 }
 
 func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
