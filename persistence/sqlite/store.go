@@ -20,9 +20,16 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// pageSize is the SQLite page size of a new database. Large pages make the multi-MiB chunk blobs cheap
-// to read and write (fewer overflow pages to chain); it only takes effect before the first table exists.
-const pageSize = 65536
+// pageSize is the SQLite page size of a new database; it only takes effect before the first table
+// exists (a database made with another keeps its own). Every page a commit changes is written whole
+// to the WAL (and checksummed, then copied back by the checkpoint): a `1+1` turn's records changed
+// ~12 pages, ~780 KiB at 64 KiB a page; at 16 KiB they change ~17 (the b-trees are deeper), ~280
+// KiB (strace of 50 turns). Multi-MiB chunk blobs still chain few enough overflow pages to read
+// and write as fast (BenchmarkChunkReads, BenchmarkPutChunks: within the noise of 64 KiB; 4 and 8
+// KiB read 20-25% slower, and 4 KiB wrote a third slower). `make bench --only server`, builds
+// alternated twice: the `1+1` POST /run 1.70x and 1.64x raw ZMQ against 2.00x and 1.97x, its
+// records' part 2.23-2.42 ms against 2.92-3.10 ms.
+const pageSize = 16384
 
 // Store is carryover's SQLite database. Only the Go server writes it: every write transaction runs under
 // wmu, so writers never meet SQLITE_BUSY from each other, while reads go through the pool concurrently

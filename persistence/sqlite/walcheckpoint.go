@@ -13,15 +13,17 @@ import (
 
 // Why WAL checkpoints run in the background: SQLite's automatic checkpoint runs inside the COMMIT
 // that pushes the WAL past wal_autocheckpoint pages, and it copies the WAL into the database and
-// fsyncs both. With 64 KiB pages a turn's records fill ~15 pages, so every ~66th turn paid the
-// whole checkpoint in its own latency (57-65 ms on this VM against a 7 ms turn: the `1+1` p99).
+// fsyncs both. With 64 KiB pages (16 KiB now: store.go's pageSize) a turn's records filled ~15
+// pages, so every ~66th turn paid the whole checkpoint in its own latency (57-65 ms on this VM
+// against a 7 ms turn: the `1+1` p99).
 // A passive checkpoint takes no writer lock, so it runs beside new commits; the turn pays nothing.
 
 const (
 	// driverName is go-sqlite3 with walBackstopPages as every connection's wal_autocheckpoint.
 	driverName = "sqlite3_carryover"
-	// walBackstopPages keeps SQLite's own checkpoint as a backstop (640 MiB of 64 KiB pages): it
-	// only fires if the background checkpointer falls that far behind, so the WAL stays bounded.
+	// walBackstopPages keeps SQLite's own checkpoint as a backstop (160 MiB of 16 KiB pages, 640
+	// MiB in a database made with 64 KiB pages): it only fires if the background checkpointer
+	// falls that far behind, so the WAL stays bounded.
 	walBackstopPages = 10000
 	// walCheckpointDelay batches commits: a checkpoint runs this long after the first commit that
 	// followed the previous one, so a busy server checkpoints at most this often.

@@ -22,9 +22,10 @@ import (
 // unchanged within the noise (one session's writes mostly found the connection they used last).
 
 // writerCacheKiB is the writer connection's page cache: the pages a busy node's turns keep
-// touching (the interior and hot leaf pages of every table and index a turn writes), at 64 KiB a
-// page, with room to spare. SQLite's default (2 MiB: 31 such pages) is about what one `1+1` turn
-// touches (15 leaves written, plus the roots and interior pages above them).
+// touching (the interior and hot leaf pages of every table and index a turn writes), sized for
+// databases made with 64 KiB pages (before pageSize was 16 KiB), with room to spare. SQLite's
+// default (2 MiB: 31 such pages) is about what one `1+1` turn touched at 64 KiB (15 leaves
+// written, plus the roots and interior pages above them).
 const writerCacheKiB = 32 << 10
 
 // openWriter takes the writer's connection out of db's pool and sizes its cache.
