@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ func unmarshal(data []byte, v any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &te):
-		return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, te.Type.String(), te.Value).WithDetails("field", te.Field)
+		return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, jsonTypeName(te.Type), te.Value).WithDetails("field", te.Field)
 	default:
 		return carryover.Errorf(carryover.CodeInvalid, "malformed JSON: %v", err)
 	}
@@ -106,4 +107,33 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 		n = max
 	}
 	return n, nil
+}
+
+// jsonTypeName names what a Go type decodes from in JSON's words: a caller sent JSON and reads
+// "an object", not "map[string]interface {}".
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer of 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	default:
+		return "a JSON value"
+	}
 }
