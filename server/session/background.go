@@ -7,6 +7,7 @@ import (
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/server/capacity"
+	"github.com/carryover/carryover/server/session/sessiondoc"
 )
 
 // The background loop keeps agent sessions healthy without babysitting: it rotates kernels before
@@ -80,12 +81,13 @@ func (s *Service) liveSessions() []*Session {
 func (s *Service) rotateDue(ctx context.Context) {
 	for _, ls := range s.liveSessions() {
 		doc := ls.docCopy()
-		if doc.State != carryover.StateRunning || doc.Sandbox.TimeoutSeconds <= 0 {
+		at := sessiondoc.RotateAge(doc)
+		if doc.State != carryover.StateRunning || at <= 0 {
 			continue
 		}
 		ls.mu.Lock()
 		age := ls.kernelAge(time.Now())
-		due := !ls.rotating && age >= secs(doc.Sandbox.TimeoutSeconds-doc.Rotation.PreRotateBufferSeconds)
+		due := !ls.rotating && age >= at
 		if due {
 			ls.rotating = true
 		}

@@ -57,6 +57,9 @@ func FromCreate(req CreateRequest, id, tenant string, n Node) (carryover.Session
 	if req.Rotation != nil {
 		doc.Rotation = *req.Rotation
 	}
+	if err := CheckRotation(doc); err != nil {
+		return carryover.Session{}, err
+	}
 	return doc, nil
 }
 

@@ -82,6 +82,9 @@ func FromSettings(raw []byte, id, tenant string, n Node) (carryover.Session, []s
 	if err := ApplySandbox(&doc.Sandbox, ps.Sandbox, n.CheckDisk); err != nil {
 		return carryover.Session{}, nil, err
 	}
+	if err := CheckRotation(doc); err != nil {
+		return carryover.Session{}, nil, err
+	}
 	if err := applyContext(&doc.AgentContext, ps.AgentContext); err != nil {
 		return carryover.Session{}, nil, err
 	}
