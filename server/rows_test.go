@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,16 @@ func TestVariableRows(t *testing.T) {
 		}
 		if r.Status != c.status || json.Unmarshal(r.Body, &e) != nil || e.Error.Code != c.code {
 			t.Errorf("GET %s: %d %s, want %d %s", c.path, r.Status, r.Body, c.status, c.code)
+		}
+	}
+	// A refusal names the parameter it refuses, and a variable's type in words.
+	for path, want := range map[string]string{
+		"/api/sessions/rows/variables/df/rows?offset=-1":  `"field":"offset"`,
+		"/api/sessions/rows/variables/df/rows?limit=5000": `"field":"limit"`,
+		"/api/sessions/rows/variables/n/rows":             `n is of type int, not a DataFrame`,
+	} {
+		if r := ts.raw("GET", path, ""); !strings.Contains(string(r.Body), want) {
+			t.Errorf("GET %s: %s, want it to say %s", path, r.Body, want)
 		}
 	}
 	if r2 := ts.run("rows", "1"); r2.ExecutionCount != r1.ExecutionCount+1 {

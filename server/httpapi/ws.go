@@ -9,7 +9,6 @@ import (
 
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -159,8 +158,10 @@ func (c *wsClient) serve(ctx context.Context, detach func()) {
 // handle acts on one client frame.
 func (c *wsClient) handle(ctx context.Context, data []byte) {
 	var f wsFrame
-	if err := json.Unmarshal(data, &f); err != nil {
-		c.sendErr("", carryover.Errorf(carryover.CodeInvalid, "malformed JSON frame: %v", err))
+	if err := unmarshal(data, &f); err != nil {
+		// A field of the wrong type leaves the rest decoded: the error goes to the frame's id, so a
+		// client waiting on that run hears of it.
+		c.sendErr(f.ID, err)
 		return
 	}
 	switch f.Type {

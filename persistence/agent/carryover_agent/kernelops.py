@@ -297,7 +297,7 @@ def _as_frame(name, v):
         if v.ndim == 2:
             return pd.DataFrame(v, copy=False)
         raise ValueError("%s is a %d-D array: the data viewer shows 1-D and 2-D arrays" % (name, v.ndim))
-    raise ValueError("%s is a %s, not a DataFrame, Series or numpy array" % (name, t.__qualname__))
+    raise ValueError("%s is of type %s, not a DataFrame, Series or numpy array" % (name, t.__qualname__))
 
 
 def op_rows(agent, a):

@@ -58,11 +58,11 @@ func CheckRows(name string, q RowsQuery) error {
 	case !pyName.MatchString(name):
 		return carryover.Errorf(carryover.CodeInvalid, "variable name %q is not a Python name of the namespace", name)
 	case q.Offset < 0:
-		return carryover.Errorf(carryover.CodeInvalid, "offset must be 0 or more")
+		return carryover.Errorf(carryover.CodeInvalid, "offset must be 0 or more").WithDetails("field", "offset")
 	case q.Limit < 1 || q.Limit > MaxRowsLimit:
-		return carryover.Errorf(carryover.CodeInvalid, "limit must be 1 to %d", MaxRowsLimit)
+		return carryover.Errorf(carryover.CodeInvalid, "limit must be 1 to %d", MaxRowsLimit).WithDetails("field", "limit")
 	case len(q.Q) > 200:
-		return carryover.Errorf(carryover.CodeInvalid, "q is at most 200 bytes")
+		return carryover.Errorf(carryover.CodeInvalid, "q is at most 200 bytes").WithDetails("field", "q")
 	}
 	return nil
 }
