@@ -156,3 +156,24 @@ func TestNotebookRun(t *testing.T) {
 	_, err = ts.c.RunNotebook(ctx, "no-such", nb, false)
 	errCode(t, err, 404, "not_found")
 }
+
+// TestNotebookRefusesAFlagItCannotRead: continue_on_error other than true or false is a 400 naming
+// it, and no cell runs (it was read as false: a caller who wrote "yes" or "1" got a run that stopped
+// at the first error without a word).
+func TestNotebookRefusesAFlagItCannotRead(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "nbflag"})
+	nb := `{"nbformat":4,"nbformat_minor":5,"metadata":{},"cells":[{"cell_type":"code","source":"x = 1","metadata":{},"outputs":[],"execution_count":null}]}`
+	r := ts.raw("POST", "/api/sessions/nbflag/notebook?continue_on_error=yes", nb)
+	var e struct {
+		Error apiError `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	if r.Status != 400 || e.Error.Code != "invalid_request" || e.Error.Details["field"] != "continue_on_error" {
+		t.Fatalf("continue_on_error=yes: %d %s", r.Status, r.Body)
+	}
+	if s := ts.session("nbflag"); s.ExecutionCount != 0 {
+		t.Fatalf("a cell ran: execution_count %d", s.ExecutionCount)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,19 +34,8 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any, optional boo
 	return unmarshal(data, v)
 }
 
-// unmarshal decodes JSON data into v; its error is the API's 400, naming a field of the wrong type.
-func unmarshal(data []byte, v any) error {
-	err := json.Unmarshal(data, v)
-	var te *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &te):
-		return carryover.Errorf(carryover.CodeInvalid, "field %q must be %s, not %s", te.Field, jsonTypeName(te.Type), te.Value).WithDetails("field", te.Field)
-	default:
-		return carryover.Errorf(carryover.CodeInvalid, "malformed JSON: %v", err)
-	}
-}
+// unmarshal decodes JSON data into v; its error is the API's 400 (carryover.UnmarshalRequest).
+func unmarshal(data []byte, v any) error { return carryover.UnmarshalRequest(data, v) }
 
 // decodeChange decodes the body of a request that changes part of a session (PATCH), refusing a
 // field the request does not take: such a field changes nothing, and a 200 for it told a client
@@ -107,33 +95,4 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 		n = max
 	}
 	return n, nil
-}
-
-// jsonTypeName names what a Go type decodes from in JSON's words: a caller sent JSON and reads
-// "an object", not "map[string]interface {}".
-func jsonTypeName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "a base64 string"
-		}
-		return "an array"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer of 0 or more"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	default:
-		return "a JSON value"
-	}
 }

@@ -85,7 +85,7 @@ func boolParam(r *http.Request, key string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, carryover.Errorf(carryover.CodeInvalid, "%s must be true or false, not %q", key, s)
+		return false, carryover.Errorf(carryover.CodeInvalid, "%s must be true or false, not %q", key, s).WithDetails("field", key)
 	}
 	return b, nil
 }

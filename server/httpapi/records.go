@@ -141,7 +141,11 @@ func (a *API) runNotebook(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	keepGoing := r.URL.Query().Get("continue_on_error") == "true"
+	keepGoing, err := boolParam(r, "continue_on_error")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	ls, err := a.svc.Session(r.PathValue("id"))
 	if err != nil {
 		a.fail(w, r, err)

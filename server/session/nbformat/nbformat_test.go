@@ -125,4 +125,9 @@ func TestCodeCells(t *testing.T) {
 			t.Errorf("CodeCells(%s) = %v, want invalid_request", bad, err)
 		}
 	}
+	// A field of the wrong type is named in JSON's words, not as Go's struct type.
+	_, err = CodeCells([]byte(`{"nbformat":4,"cells":"x"}`))
+	if e := carryover.ErrorOf(err); e.Message != `not a notebook: field "cells" must be an array, not string` || e.Details["field"] != "cells" {
+		t.Errorf("cells a string: %v %v", err, e.Details)
+	}
 }

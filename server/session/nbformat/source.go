@@ -27,8 +27,13 @@ type Source struct {
 // is not one is an invalid_request.
 func CodeCells(raw []byte) ([]Source, error) {
 	var nb document
-	if err := json.Unmarshal(raw, &nb); err != nil {
-		return nil, carryover.Errorf(carryover.CodeInvalid, "not a notebook: %v", err)
+	if err := carryover.UnmarshalRequest(raw, &nb); err != nil {
+		e := carryover.ErrorOf(err)
+		out := carryover.Errorf(carryover.CodeInvalid, "not a notebook: %s", e.Message)
+		if f, ok := e.Details["field"]; ok {
+			out = out.WithDetails("field", f)
+		}
+		return nil, out
 	}
 	if nb.NBFormat != 4 {
 		return nil, carryover.Errorf(carryover.CodeInvalid, "nbformat %d is not supported; want 4", nb.NBFormat).WithDetails("field", "nbformat")
