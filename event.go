@@ -57,3 +57,13 @@ const (
 	EventVariablesSkipped     = "variables_skipped"
 	EventKernelRestarted      = "kernel_restarted" // Jupyter's restart (a fresh kernel, an empty namespace): {"fresh": true}
 )
+
+// EventTypes is every event type carryover logs, in the order above: GET .../events?event_type=
+// refuses another name (a typo answered an empty log, as if nothing had happened).
+var EventTypes = []string{
+	EventSessionStarted, EventSessionPaused, EventSessionResumed, EventSessionCompleted, EventSessionFailed,
+	EventSessionCancelled, EventSessionHibernated, EventSessionForked, EventSandboxCreated, EventSandboxTerminated,
+	EventSandboxLimitExceeded, EventRotationStarted, EventRotationCompleted, EventRotationFailed, EventExecStarted,
+	EventExecCompleted, EventBudgetWarning, EventBudgetExceeded, EventCheckpointCreated, EventCheckpointRestored,
+	EventCheckpointFailed, EventToolRegistered, EventHeartbeat, EventKernelDied, EventVariablesSkipped, EventKernelRestarted,
+}

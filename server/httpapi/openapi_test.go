@@ -344,3 +344,35 @@ func TestOpenAPIServed(t *testing.T) {
 			rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len(), len(openAPI))
 	}
 }
+
+// TestOpenAPIEventTypes: the events route's event_type enum is exactly the types the server accepts
+// and logs (carryover.EventTypes), so a client generated from the description offers no name the
+// server refuses and misses none it logs.
+func TestOpenAPIEventTypes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	var get struct {
+		Parameters []struct {
+			Name   string `json:"name"`
+			Schema struct {
+				Enum []string `json:"enum"`
+			} `json:"schema"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc.Paths["/api/sessions/{id}/events"]["get"], &get); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range get.Parameters {
+		if p.Name == "event_type" {
+			if !slices.Equal(p.Schema.Enum, carryover.EventTypes) {
+				t.Fatalf("event_type enum %v, want carryover.EventTypes %v", p.Schema.Enum, carryover.EventTypes)
+			}
+			return
+		}
+	}
+	t.Fatal("the events route has no event_type parameter")
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/carryover/carryover"
 )
@@ -49,12 +51,17 @@ func eventQuery(r *http.Request) (carryover.EventQuery, error) {
 	if err != nil {
 		return carryover.EventQuery{}, err
 	}
+	typ := r.URL.Query().Get("event_type")
+	if typ != "" && !slices.Contains(carryover.EventTypes, typ) {
+		return carryover.EventQuery{}, carryover.Errorf(carryover.CodeInvalid, "event_type %q is not one carryover logs (%s)",
+			typ, strings.Join(carryover.EventTypes, ", ")).WithDetails("field", "event_type")
+	}
 	order := r.URL.Query().Get("order")
 	if order != "" && order != "asc" && order != "desc" {
 		return carryover.EventQuery{}, carryover.Errorf(carryover.CodeInvalid, "order must be asc or desc, not %q", order).WithDetails("field", "order")
 	}
 	return carryover.EventQuery{After: int64(after), Before: int64(before), Limit: limit,
-		Type: r.URL.Query().Get("event_type"), Newest: order == "desc"}, nil
+		Type: typ, Newest: order == "desc"}, nil
 }
 
 func (a *API) listExecutions(w http.ResponseWriter, r *http.Request) {
