@@ -254,6 +254,10 @@ func TestJupyterREST(t *testing.T) {
 	if st := jreq(t, ts.base, "POST", "/jupyter/api/kernels", "{not json", &e); st != 400 || e["reason"] != "invalid_request" {
 		t.Fatalf("bad body: %d %v", st, e)
 	}
+	if st := jreq(t, ts.base, "POST", "/jupyter/api/kernels", `{"name": 5}`, &e); st != 400 ||
+		e["message"] != `request body: field "name" must be a string, not number` {
+		t.Fatalf("a name that is a number: %d %v", st, e)
+	}
 	if st := jreq(t, ts.base, "GET", "/jupyter/api/kernels/00000000-0000-0000-0000-000000000000", "", &e); st != 404 {
 		t.Fatalf("unknown kernel: %d", st)
 	}

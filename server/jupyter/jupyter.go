@@ -10,8 +10,10 @@
 package jupyter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -137,11 +139,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// readJSON decodes a small request body; an empty body leaves v as it is.
+// readJSON decodes a small request body (at most 1 MiB); an empty body leaves v as it is. A
+// field of the wrong type is named in JSON's words (carryover.UnmarshalRequest).
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	if err := dec.Decode(v); err != nil && err.Error() != "EOF" {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+	if err != nil {
 		return carryover.Errorf(carryover.CodeInvalid, "request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := carryover.UnmarshalRequest(data, v); err != nil {
+		e := carryover.ErrorOf(err)
+		return carryover.Errorf(carryover.CodeInvalid, "request body: %s", e.Message)
 	}
 	return nil
 }
