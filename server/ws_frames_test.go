@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,5 +29,25 @@ func TestWebsocketBadFrameAnswersItsRun(t *testing.T) {
 	}
 	if f := readFrame(t, c, 30*time.Second); f.Type != client.FrameError || f.Error == nil || f.Error.Code != "invalid_request" {
 		t.Fatalf("a frame that is an array: %s", f.Raw)
+	}
+}
+
+// TestWebsocketRefusesAFlagItCannotRead: ?comms= other than true or false is a 400 naming it, before
+// the handshake (it was taken as false: a page that wrote comms=1 works, comms=yes got no widgets
+// and no word why).
+func TestWebsocketRefusesAFlagItCannotRead(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "wsflag"})
+	res, err := ts.rawWS("wsflag", "?token="+testToken+"&comms=yes", nil)
+	if err == nil || res == nil || res.StatusCode != 400 {
+		t.Fatalf("comms=yes: %v %v", res, err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(body), `"field":"comms"`) {
+		t.Fatalf("comms=yes: %s", body)
+	}
+	if res, err := ts.rawWS("wsflag", "?token="+testToken+"&comms=true", nil); err != nil {
+		t.Fatalf("comms=true: %v %v", res, err)
 	}
 }

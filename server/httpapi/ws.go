@@ -58,6 +58,11 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, carryover.Errorf(carryover.CodeUnauthorized, "websocket origin %q is not allowed", r.Header.Get("Origin")))
 		return
 	}
+	comms, err := boolParam(r, "comms") // ws_comm.go
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	up := websocket.Upgrader{ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10, CheckOrigin: func(*http.Request) bool { return true },
 		// A request that is not a websocket handshake gets the API's error shape, not gorilla's text.
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
@@ -71,8 +76,8 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 	// sees every frame from then on, even of a run another client starts at once (under load the
 	// handler could be scheduled after that run's first output, which was then lost to it).
 	sub := stream.NewSubscriber()
-	if wantComms(r) {
-		sub.WantComms() // ws_comm.go
+	if comms {
+		sub.WantComms()
 	}
 	detach := ls.Attach(sub)
 	conn, err := up.Upgrade(w, r, nil)
@@ -82,7 +87,7 @@ func (a *API) websocket(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade already answered
 	}
 	conn.SetReadLimit(a.maxBody)
-	c := &wsClient{api: a, id: id, conn: conn, sub: sub, comms: wantComms(r)}
+	c := &wsClient{api: a, id: id, conn: conn, sub: sub, comms: comms}
 	if c.comms {
 		go ls.SyncWidgets(r.Context(), sub) // the kernel's live widgets, for a page that (re)connects
 	}

@@ -7,18 +7,10 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"strconv"
 
 	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/server/session"
 )
-
-// wantComms says whether the connection asked for the comm relay (?comms=true).
-func wantComms(r *http.Request) bool {
-	ok, _ := strconv.ParseBool(r.URL.Query().Get("comms"))
-	return ok
-}
 
 // wsCommFields are the fields of a comm frame: {"type": "comm", "msg_type", "msg_id"?, "content":
 // {"comm_id", "data", "target_name"?}, "metadata"?, "buffers"?: [base64...]}.
