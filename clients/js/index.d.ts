@@ -127,7 +127,10 @@ export declare class Carryover {
   pauseAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/pause']>;
   resumeAgentSession(sessionId: string): Promise<A['POST /api/sessions/{id}/resume']>;
   cancelAgentSession(sessionId: string, reason?: string): Promise<A['POST /api/sessions/{id}/cancel']>;
-  listAgentSessions(): Promise<A['GET /api/sessions']>;
+  /** every session; with limit, one page and next_cursor when more remain (pass it as cursor) */
+  listAgentSessions(opts?: { limit?: number; cursor?: string; newest?: boolean }): Promise<A['GET /api/sessions']>;
+  /** every session, fetched a page at a time */
+  iterAgentSessions(opts?: { pageSize?: number; newest?: boolean }): AsyncGenerator<Session>;
   deleteAgentSession(sessionId: string): Promise<void>;
 
   // carryover

@@ -372,9 +372,30 @@ export class Carryover {
     return this.request('POST', this._s(sessionId, 'cancel'), reason ? { json: { reason } } : {});
   }
 
-  /** GET /api/sessions. @returns {Promise<{sessions: any[]}>} */
-  listAgentSessions() {
-    return this.request('GET', '/api/sessions');
+  /**
+   * GET /api/sessions: every session of the token's tenant, oldest first; or, with limit, one page
+   * (1..1000) and next_cursor when more remain: pass it as cursor for the next page. A cursor is a
+   * place in the creation order, so sessions deleted or created between pages neither repeat one
+   * nor skip one that existed throughout. newest: true lists the newest first.
+   * @param {{limit?: number, cursor?: string, newest?: boolean}} [opts]
+   * @returns {Promise<{sessions: any[], next_cursor?: string}>}
+   */
+  listAgentSessions({ limit, cursor, newest = false } = {}) {
+    return this.request('GET', '/api/sessions', { query: { limit, cursor, order: newest ? 'desc' : undefined } });
+  }
+
+  /**
+   * Every session of the token's tenant, fetched a page at a time (listAgentSessions with limit).
+   * @param {{pageSize?: number, newest?: boolean}} [opts]
+   * @returns {AsyncGenerator<any>}
+   */
+  async *iterAgentSessions({ pageSize = 100, newest = false } = {}) {
+    let cursor;
+    do {
+      const page = await this.listAgentSessions({ limit: pageSize, cursor, newest });
+      yield* page.sessions;
+      cursor = page.next_cursor;
+    } while (cursor);
   }
 
   /** DELETE /api/sessions/{id}: kernel, checkpoints and files removed. @param {string} sessionId */

@@ -141,6 +141,22 @@ test('StateSet names: tools, events, heartbeat, reattach, context, pause and res
   assert.ok((await client.listAgentSessions()).sessions.some((s) => s.id === id));
 });
 
+test('sessions in pages: every session once, in creation order, either way', async () => {
+  const prefix = sid('pg');
+  const made = [];
+  for (let i = 0; i < 5; i++) made.push((await client.createAgentSession({ session_id: `${prefix}-${i}` })).session.id);
+  const mine = [];
+  for await (const s of client.iterAgentSessions({ pageSize: 2 })) if (s.id.startsWith(prefix)) mine.push(s.id);
+  assert.deepEqual(mine, made);
+  const newest = [];
+  for await (const s of client.iterAgentSessions({ pageSize: 2, newest: true })) if (s.id.startsWith(prefix)) newest.push(s.id);
+  assert.deepEqual(newest, [...made].reverse());
+  const page = await client.listAgentSessions({ limit: 1 });
+  assert.equal(page.sessions.length, 1);
+  assert.ok(page.next_cursor);
+  for (const id of made) await client.deleteAgentSession(id);
+});
+
 test('run keeps state across turns; updateData, env, result', async () => {
   const id = sid('state');
   await client.createAgentSession({ session_id: id });

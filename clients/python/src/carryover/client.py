@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import CarryoverError, ConnectionFailed, NotFound, error_for
 from .types import (Checkpoint, Event, ExecResult, Execution, FileInfo, RestoreResult, Session,
@@ -358,8 +358,29 @@ class Carryover:
         return self.get_agent_session(session_id)
 
     def list_sessions(self) -> List[Session]:
+        """Every session of the token's tenant, oldest first, in one answer (see iter_sessions)."""
         out = self.request("GET", "/api/sessions")
         return [Session.from_dict(s) for s in out.get("sessions") or []]
+
+    def list_sessions_page(self, limit: int = 100, cursor: Optional[str] = None,
+                           newest: bool = False) -> Tuple[List[Session], Optional[str]]:
+        """One page of GET /api/sessions: up to ``limit`` sessions (1..1000) after ``cursor`` (the
+        cursor of the page before; None for the first), oldest first or ``newest`` first. Returns
+        the sessions and the next page's cursor (None when this page is the last)."""
+        query: Dict[str, Any] = {"limit": limit, "cursor": cursor, "order": "desc" if newest else None}
+        out = self.request("GET", "/api/sessions", query=query)
+        return [Session.from_dict(s) for s in out.get("sessions") or []], out.get("next_cursor")
+
+    def iter_sessions(self, page_size: int = 100, newest: bool = False) -> Iterator[Session]:
+        """Every session of the token's tenant, fetched a page at a time: a tenant with thousands
+        of sessions never needs one answer holding them all. Sessions deleted or created meanwhile
+        neither repeat one nor skip one that existed throughout."""
+        cursor: Optional[str] = None
+        while True:
+            page, cursor = self.list_sessions_page(page_size, cursor, newest)
+            yield from page
+            if cursor is None:
+                return
 
     def update_session(self, session_id: str, data: Dict[str, Any]) -> Session:
         """PATCH /api/sessions/{id}: merges ``data`` into the session's metadata."""
