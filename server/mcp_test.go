@@ -214,6 +214,9 @@ func TestMCPTools(t *testing.T) {
 	if a = callTool(t, cs, "fork_session", map[string]any{"session_id": id, "count": 101}); !a.isError || !strings.HasPrefix(a.text, "invalid_request") {
 		t.Fatalf("fork of 101: %+v", a)
 	}
+	if a = callTool(t, cs, "fork_session", map[string]any{"session_id": id, "count": 0}); !a.isError || !strings.HasPrefix(a.text, "invalid_request") {
+		t.Fatalf("fork of 0: %+v", a)
+	}
 
 	// Tenancy: another tenant's token does not see the session, and cannot use this MCP session.
 	other := mcpConnect(t, ts, "Bearer other-token", "")

@@ -194,7 +194,7 @@ type forkIn struct {
 	SessionID    string `json:"session_id" jsonschema:"the source session"`
 	NewSessionID string `json:"new_session_id,omitempty" jsonschema:"the fork's id (generated when omitted)"`
 	CheckpointID string `json:"checkpoint_id,omitempty" jsonschema:"the source checkpoint (default: the source's current state)"`
-	Count        int    `json:"count,omitempty" jsonschema:"how many children of that one checkpoint (1..100, default 1), all or none; with new_session_id they are new_session_id-1 .. -N"`
+	Count        *int   `json:"count,omitempty" jsonschema:"how many children of that one checkpoint (1..100, default 1), all or none; with new_session_id they are new_session_id-1 .. -N"`
 }
 
 type forkOut struct {
@@ -569,10 +569,8 @@ func (t *tools) fork(ctx context.Context, req *sdk.CallToolRequest, in forkIn) (
 	if err != nil {
 		return nil, forkOut{}, t.fail(req, err)
 	}
-	fr := session.ForkRequest{SessionID: in.NewSessionID, CheckpointID: in.CheckpointID}
-	if in.Count != 0 {
-		fr.Count = &in.Count
-	}
+	// Count as given: 0 is refused by ForkMany, not taken as "not given" (it made one fork).
+	fr := session.ForkRequest{SessionID: in.NewSessionID, CheckpointID: in.CheckpointID, Count: in.Count}
 	docs, err := t.svc.ForkMany(ctx, in.SessionID, fr)
 	if err != nil {
 		return nil, forkOut{}, t.fail(req, err)
