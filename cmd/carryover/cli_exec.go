@@ -30,7 +30,7 @@ func (c *cli) execCmd() *cobra.Command {
 			default:
 				return errors.New("no command: give -c 'shell command' or -- CMD ARGS...")
 			}
-			if timeout > 0 {
+			if timeout != 0 { // a negative one is sent: the server refuses it (it ran with the default)
 				req.TimeoutSeconds = client.Seconds(timeout)
 			}
 			var res client.ExecResult

@@ -54,7 +54,7 @@ goes on).`,
 				return err
 			}
 			var to *float64
-			if timeout > 0 {
+			if timeout != 0 { // a negative one is sent: the server refuses it (it ran with the default)
 				to = client.Seconds(timeout)
 			}
 			if key == "" {

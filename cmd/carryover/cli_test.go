@@ -427,6 +427,11 @@ func TestCLIForkAndNotebook(t *testing.T) {
 		!strings.Contains(r.stdout, kids+"-3\n") {
 		t.Errorf("fork --count 3: %+v", r)
 	}
+	for _, args := range [][]string{{"run", "-s", id, "--timeout", "-5", "-c", "1"}, {"exec", "-s", id, "--timeout", "-5", "-c", "true"}} {
+		if r := carry(t, "", args...); r.code != 2 || !strings.Contains(r.stderr, "timeout_seconds") || r.stdout != "" { // it ran with the default
+			t.Errorf("%s --timeout -5: %+v", args[0], r)
+		}
+	}
 	for _, n := range []string{"101", "0", "-1"} { // 0 made one fork: the flag's 0 was not sent
 		if r := carry(t, "", "sessions", "fork", id, "--count", n); r.code != 2 || !strings.Contains(r.stderr, "invalid_request") || r.stdout != "" {
 			t.Errorf("fork --count %s: %+v", n, r)
