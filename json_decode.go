@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"time"
 )
 
 // UnmarshalRequest decodes the JSON a caller sent (a request body, a websocket frame, a notebook)
@@ -13,11 +14,14 @@ import (
 func UnmarshalRequest(data []byte, v any) error {
 	err := json.Unmarshal(data, v)
 	var te *json.UnmarshalTypeError
+	var pe *time.ParseError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &te):
 		return Errorf(CodeInvalid, "field %q must be %s, not %s", te.Field, jsonTypeName(te.Type), te.Value).WithDetails("field", te.Field)
+	case errors.As(err, &pe): // a time field: Go names its layout, not the format a caller knows
+		return Errorf(CodeInvalid, "a time must be RFC 3339 (like 2026-12-31T23:59:00Z), not %q", pe.Value)
 	default:
 		return Errorf(CodeInvalid, "malformed JSON: %v", err)
 	}
