@@ -85,8 +85,38 @@ func replSetUp(ctx context.Context) (primary, replica *pgtest.Server, s *postgre
 		return nil, nil, nil, nil, err
 	}
 	stops = append(stops, func() { s.Close() })
-	err = s.CreateSession(ctx, carryover.SessionRecord{ID: "f", State: "running"})
+	if err = s.CreateSession(ctx, carryover.SessionRecord{ID: "f", State: "running"}); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	err = waitReplayed(admin, replica)
 	return primary, replica, s, done, err
+}
+
+// waitReplayed waits up to 30 s until the replica has replayed all the primary wrote so far: the
+// schema and the session the events go to. What the failover may lose is the events appended
+// after; without the wait a loaded machine's replica could lag behind the set-up itself, and the
+// promoted one had no sessions table, so no append was ever acknowledged again (the section failed
+// under `make test`'s load: "relation "sessions" does not exist", 60 s of refused appends).
+func waitReplayed(admin *sql.DB, replica *pgtest.Server) error {
+	var lsn string
+	if err := admin.QueryRow(`SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return fmt.Errorf("primary's WAL position: %w", err)
+	}
+	rdb, err := sql.Open("pgx", replica.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var done bool
+		err := rdb.QueryRow(`SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&done)
+		if err == nil && done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the replica did not replay the set-up (to %s) in 30 s (last error: %v)", lsn, err)
+		}
+	}
 }
 
 // waitAsyncStreaming waits up to 30 s until the primary streams to its replica asynchronously.
