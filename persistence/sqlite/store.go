@@ -27,8 +27,8 @@ import (
 // KiB (strace of 50 turns). Multi-MiB chunk blobs still chain few enough overflow pages to read
 // and write as fast (BenchmarkChunkReads, BenchmarkPutChunks: within the noise of 64 KiB; 4 and 8
 // KiB read 20-25% slower, and 4 KiB wrote a third slower). `make bench --only server`, builds
-// alternated twice: the `1+1` POST /run 1.70x and 1.64x raw ZMQ against 2.00x and 1.97x, its
-// records' part 2.23-2.42 ms against 2.92-3.10 ms.
+// alternated four times: the `1+1` POST /run 1.62-1.85x raw ZMQ (median 1.67x) against
+// 1.75-2.00x (1.91x), its records' part 2.2-2.9 ms against 2.8-3.2 ms.
 const pageSize = 16384
 
 // Store is carryover's SQLite database. Only the Go server writes it: every write transaction runs under
