@@ -126,14 +126,26 @@ func readySpareEntered(t *testing.T, p *Provisioner) int {
 	if !ok || e == nil {
 		t.Fatalf("the spare box was not entered ahead (%T)", sp.fb.Entered)
 	}
-	for _, ns := range []string{"mnt", "net"} {
-		in, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", e.PID(), ns))
-		want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", sp.fb.Holder, ns))
-		if in == "" || in != want {
-			t.Errorf("the entered child %d is in %s namespace %q, the box's holder in %q", e.PID(), ns, in, want)
+	// The template answers a box's entry with its first child's pid at once and the child enters
+	// the box after (template.py's _enter_box: the cgroup move's wait is paid while nobody waits),
+	// so a spare is ready before its child is in the box's namespaces: on a loaded machine the
+	// check ran first and found the child still in the host's (CI, 1 run in ~25).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var apart []string
+		for _, ns := range []string{"mnt", "net"} {
+			in, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", e.PID(), ns))
+			want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", sp.fb.Holder, ns))
+			if in == "" || in != want {
+				apart = append(apart, fmt.Sprintf("%s namespace %q, the box's holder in %q", ns, in, want))
+			}
+		}
+		if len(apart) == 0 {
+			return e.PID()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the entered child %d is not in its box after 30 s: %s", e.PID(), strings.Join(apart, "; "))
 		}
 	}
-	return e.PID()
 }
 
 // waitingChild waits until the ready spare box holds the template's waiting child and answers its
