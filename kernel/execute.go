@@ -76,6 +76,10 @@ type ExecOptions struct {
 	OnOutput func(Output)
 	// OnStatus gets "busy" / "idle" for this execution, ordered with the outputs.
 	OnStatus func(state string)
+	// OnStart is called when the kernel says it started this (non-silent) execution: its
+	// execute_input. ipykernel sends it from within its handler, where an interrupt takes effect;
+	// before, between cells, it ignores SIGINT (its "busy" comes before that).
+	OnStart func()
 	// OnComm gets the content of each comm_msg the kernel sends while this execution runs (parented
 	// to it), ordered with the outputs: an ipywidgets Output widget says there which outputs it
 	// captures (server/session/comms.go).
@@ -287,6 +291,10 @@ func (k *Kernel) deliverIOPub(m *message, opts *ExecOptions) (idle bool) {
 			opts.OnStatus(st.ExecutionState)
 		}
 		return st.ExecutionState == "idle"
+	case t == "execute_input":
+		if opts.OnStart != nil {
+			opts.OnStart()
+		}
 	case t == "comm_msg":
 		if opts.OnComm != nil {
 			opts.OnComm(m.Content)

@@ -74,6 +74,41 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// TestInterruptAtStart: an interrupt sent the moment OnStart says the cell started (no wait) stops
+// it, in both modes: ipykernel arms its SIGINT handler before it sends execute_input.
+func TestInterruptAtStart(t *testing.T) {
+	for _, mode := range []string{"signal", "message"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			opts := testOptions(t, "ipc")
+			spec, err := FindSpec("python3", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.InterruptMode = mode
+			opts.Spec = spec
+			k := startKernel(t, opts)
+			done := make(chan *runResult, 1)
+			go func() {
+				done <- run(t, k, "import time\ntime.sleep(60)", ExecOptions{OnStart: func() {
+					_ = k.Interrupt(context.Background())
+				}})
+			}()
+			select {
+			case r := <-done:
+				if r.err != nil || r.res.EName != "KeyboardInterrupt" {
+					t.Errorf("interrupted at start: %v %+v", r.err, r.res)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("an interrupt sent at OnStart did not stop the cell")
+			}
+			if got := plain(t, mustRun(t, k, "1+1")); got != "2" {
+				t.Errorf("after interrupt 1+1 = %q", got)
+			}
+		})
+	}
+}
+
 func TestRestart(t *testing.T) {
 	t.Parallel()
 	k := startKernel(t, testOptions(t, "tcp"))

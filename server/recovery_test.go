@@ -3,6 +3,7 @@ package server_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,32 @@ func TestRunTimeoutKeepsState(t *testing.T) {
 	}
 	if kernelPID(t, ts, "slowrun") != pid {
 		t.Fatalf("kernel was restarted for an interruptible run")
+	}
+}
+
+// TestTinyTimeoutInterruptsCell: a deadline that passes before the kernel has even started the cell
+// (timeout_seconds 0.001) still interrupts it: the interrupt waits for the cell to start instead of
+// reaching an idle kernel, which ignores it (the kernel was then restarted after the grace period).
+// The interrupt may land before the cell's first line: `during` is not asked for.
+func TestTinyTimeoutInterruptsCell(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "tiny"})
+	ts.run("tiny", "before = 41")
+	pid := kernelPID(t, ts, "tiny")
+	r, err := ts.c.Run(ts.ctx(), "tiny", client.RunRequest{Code: "import time\ntime.sleep(60)", TimeoutSeconds: client.Seconds(0.001)})
+	errCode(t, err, 504, "timeout")
+	if e := (*client.Error)(nil); errors.As(err, &e) && e.Details["restarted"] != false {
+		t.Errorf("details: %v", e.Details)
+	}
+	if r == nil || r.Error == nil || r.Error.EName != "KeyboardInterrupt" {
+		t.Errorf("partial result: %s", dump(r))
+	}
+	if kernelPID(t, ts, "tiny") != pid {
+		t.Fatalf("kernel was restarted for an interruptible run")
+	}
+	if out := ts.run("tiny", "before + 1"); resultOf(out) != "42" {
+		t.Fatalf("state lost: %s", dump(out))
 	}
 }
 

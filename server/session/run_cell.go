@@ -7,6 +7,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/carryover/carryover"
@@ -92,11 +93,15 @@ type cellOutcome struct {
 	restarted bool // ... and it ignored the interrupt, so it was replaced
 }
 
+// interruptGrace is how long a cell interrupted at its deadline may take to stop before its kernel
+// is replaced.
+const interruptGrace = 5 * time.Second
+
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
-// ignores the interrupt for 5 s.
+// ignores the interrupt for interruptGrace.
 func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
-	s := ls.svc
 	done := make(chan cellOutcome, 1)
+	started := watchStart(&opts)
 	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
 	// with the run, which also releases an input() prompt nobody answered.
 	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -112,19 +117,52 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 		return out
 	case <-timer.C:
 	}
-	_ = k.Interrupt(context.WithoutCancel(ctx))
+	// Interrupted once the kernel has started the cell (kernel.ExecOptions.OnStart): it ignores an
+	// interrupt that arrives before, so a deadline that passes while the request still waits (a tiny
+	// timeout, a kernel busy starting) would otherwise end in a restart of a kernel that would have
+	// stopped. Once only: a second could land in the first's handling.
+	grace := time.NewTimer(interruptGrace)
+	defer grace.Stop()
+	select {
+	case <-started:
+		_ = k.Interrupt(context.WithoutCancel(ctx))
+	case out := <-done:
+		out.timedOut = true
+		return out
+	case <-grace.C:
+		return ls.replaceStuck(ctx, done)
+	}
 	select {
 	case out := <-done:
 		out.timedOut = true
 		return out
-	case <-time.After(5 * time.Second):
+	case <-grace.C:
+		return ls.replaceStuck(ctx, done)
 	}
-	// The interrupt did not stop it: restart the kernel and restore the last checkpoint.
-	s.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
+}
+
+// replaceStuck replaces the kernel of a cell that did not stop within interruptGrace of its
+// deadline (the session is restored from its last checkpoint) and answers the cell's outcome.
+func (ls *Session) replaceStuck(ctx context.Context, done <-chan cellOutcome) cellOutcome {
+	ls.svc.log.Warn("run ignored interrupt; restarting kernel", "session", ls.id)
 	ls.releaseKernel(ctx, "run timeout ignored interrupt")
 	out := <-done
 	out.timedOut, out.restarted = true, true
 	return out
+}
+
+// watchStart makes opts close the returned channel when the kernel says it started the cell.
+func watchStart(opts *kernel.ExecOptions) <-chan struct{} {
+	started := make(chan struct{})
+	var once sync.Once
+	onStart := opts.OnStart
+	opts.OnStart = func() {
+		once.Do(func() { close(started) })
+		if onStart != nil {
+			onStart()
+		}
+	}
+	return started
 }
 
 // runOutcome fills the answer's status and error from how the execution ended, and keeps the
