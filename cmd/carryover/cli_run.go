@@ -501,13 +501,22 @@ func checkpointLine(res *client.RunResult) string {
 	return line
 }
 
-// input answers an input() prompt from stdin (an empty answer when stdin held the code).
+// inputEOF is the input_reply value that makes the kernel's input() raise EOFError (ipykernel's
+// convention, as a terminal's Ctrl-D).
+const inputEOF = "\x04"
+
+// input answers an input() prompt from stdin, a line at a time; at the end of stdin (or when stdin
+// held the code) the kernel's input() raises EOFError, as Python's own does: a `while True: input()`
+// loop reading piped lines ends instead of getting empty lines forever.
 func (p *runPrinter) input(prompt string) string {
 	p.write(p.stdout, prompt)
 	if p.stdin == nil {
-		p.note("input() answered with an empty line: stdin held the code")
-		return ""
+		p.note("input() got end of file: stdin held the code")
+		return inputEOF
 	}
-	line, _ := p.stdin.ReadString('\n')
+	line, err := p.stdin.ReadString('\n')
+	if err != nil && line == "" {
+		return inputEOF
+	}
 	return strings.TrimRight(line, "\r\n")
 }

@@ -116,6 +116,21 @@ func TestCLIRun(t *testing.T) {
 	}
 }
 
+// TestCLIRunInput: input() reads stdin's lines, the last one without its newline too, then raises
+// EOFError at its end, as Python's does (it got empty lines forever before); with the code on
+// stdin, input() gets EOFError at once.
+func TestCLIRunInput(t *testing.T) {
+	id := sessionID(t)
+	code := "lines = []\nwhile True:\n    try:\n        lines.append(input())\n    except EOFError:\n        break\nprint(lines)"
+	if r := carry(t, "a\nb\nc", "run", "-s", id, "-c", code); r.code != 0 || r.stdout != "['a', 'b', 'c']\n" {
+		t.Fatalf("piped lines: %+v", r)
+	}
+	r := carry(t, "input('name? ')", "run", "-s", id)
+	if r.code != 1 || !strings.Contains(r.stderr, "EOFError") || !strings.Contains(r.stderr, "stdin held the code") {
+		t.Fatalf("code on stdin: %+v", r)
+	}
+}
+
 func TestCLIRunAPIError(t *testing.T) {
 	r := carry(t, "", "run", "-s", "not a valid id!", "-c", "1")
 	if r.code != 2 || !strings.Contains(r.stderr, "invalid_request") {
