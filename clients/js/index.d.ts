@@ -6,6 +6,9 @@
 type A = Schemas.Answers;
 type B = Schemas.Bodies;
 
+/** Answers input() with the end of input: the kernel raises EOFError. */
+export declare const INPUT_EOF: string;
+
 export type SessionState = Schemas.Session['state'];
 export type Budget = Schemas.Budget;
 export type BudgetConsumed = Schemas.BudgetConsumed;
@@ -60,8 +63,9 @@ export interface RunStreamOptions {
   /** every output item, in the kernel's order (streams included) */
   onOutput?: (output: Output) => void;
   onStatus?: (state: Schemas.WSStatusFrame['execution_state']) => void;
-  /** answers input(); without it an input() interrupts the run */
-  onInput?: (prompt: string, info: { password: boolean }) => string | Promise<string>;
+  /** answers input(); null or undefined (or INPUT_EOF) is the end of input: input() raises
+   * EOFError; without onInput an input() interrupts the run */
+  onInput?: (prompt: string, info: { password: boolean }) => string | null | undefined | Promise<string | null | undefined>;
   /** seconds */
   timeout?: number;
   /** aborting interrupts the kernel */

@@ -82,6 +82,10 @@ function compact(obj) {
 const UNSERVED = new Set([421, 503, 429]);
 
 /** A fresh idempotency key (what run and exec send when given none). */
+/** Answers input() with the end of input: the kernel raises EOFError (a terminal's Ctrl-D). onInput
+ * answering null or undefined means the same. */
+export const INPUT_EOF = '\u0004';
+
 export function newIdempotencyKey() {
   return `js-${globalThis.crypto.randomUUID()}`;
 }
@@ -442,8 +446,8 @@ export class Carryover {
    * Runs code over the session's websocket, calling back as the kernel produces: onOutput for
    * every output item (streams, display data, execute_result, error) in order, onStdout and
    * onStderr with each stream's text as well, onStatus with busy/idle, onInput when the code calls
-   * input() (its answer, or a promise of it, is sent back; without onInput the run is
-   * interrupted). Resolves to the run answer once the turn, checkpoint included, is over. An
+   * input() (its answer, or a promise of it, is sent back; null or undefined is the end of input:
+   * input() raises EOFError; without onInput the run is interrupted). Resolves to the run answer once the turn, checkpoint included, is over. An
    * error frame (timeout, kernel_died, ...) rejects with a CarryoverError (status 0) carrying the
    * partial answer as `result`. Aborting `signal` interrupts the kernel.
    * @param {string} sessionId
@@ -535,7 +539,7 @@ export class Carryover {
               if (!onInput) { send({ type: 'interrupt' }); break; }
               Promise.resolve()
                 .then(() => onInput(f.prompt ?? '', { password: !!f.password }))
-                .then((value) => send({ type: 'input_reply', id, value: value == null ? '' : String(value) }), fail);
+                .then((value) => send({ type: 'input_reply', id, value: value == null ? INPUT_EOF : String(value) }), fail);
               break;
             case 'result':
               result = f.result;

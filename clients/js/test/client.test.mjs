@@ -279,6 +279,12 @@ test('runStream calls back in order while the code runs, answers input() and res
   // The turn is the session's, as an HTTP run's is.
   assert.equal((await client.run(id, 'name')).result, "'Ada'");
 
+  // onInput answering null (the end of input): input() raises EOFError, so a loop reading lines ends.
+  const lines = ['a', 'b'];
+  const eof = await client.runStream(id, 'got = []\nwhile True:\n    try:\n        got.append(input())\n    except EOFError:\n        break\ngot',
+    { onInput: () => lines.shift() ?? null, timeout: 60 });
+  assert.equal(eof.result, "['a', 'b']");
+
   // A Python error resolves; a timeout rejects with the partial answer.
   const err = await client.runStream(id, '1/0');
   assert.equal(err.status, 'error');

@@ -47,6 +47,21 @@ class Streaming(unittest.TestCase):
         # The streamed turn is a turn like any other: name persists.
         self.assertEqual(self.client.run(self.sid, "name").result, "'ada'")
 
+    def test_input_end(self):
+        # No on_input, or an on_input that answers None: input() raises EOFError, so a loop
+        # reading lines ends (an empty line each time never did).
+        code = ("got = []\n"
+                "while True:\n"
+                "    try:\n"
+                "        got.append(input())\n"
+                "    except EOFError:\n"
+                "        break\n"
+                "got")
+        self.assertEqual(self.client.stream_run(self.sid, code, timeout=60).result, "[]")
+        lines = iter(["a", "b"])
+        ex = self.client.stream_run(self.sid, code, on_input=lambda p, pw: next(lines, None), timeout=60)
+        self.assertEqual(ex.result, "['a', 'b']")
+
     def test_error_and_timeout(self):
         errors = []
         ex = self.client.stream_run(self.sid, "{}['missing']", on_error=errors.append)

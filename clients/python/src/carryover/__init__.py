@@ -18,13 +18,14 @@ from .errors import (BudgetExceeded, CarryoverError, Conflict, ConnectionFailed,
                      SessionPaused, Timeout, Unauthorized, IdempotencyKeyReused,
                      RunInterrupted)
 from .sandbox import Sandbox
+from .stream import INPUT_EOF
 from .types import (BudgetConsumed, Checkpoint, Event, ExecResult, Execution, ExecutionError,
                     FileInfo, Logs, RestoreResult, Result, RunResult, Session, Tool, Usage)
 
 Client = Carryover
 
 __all__ = [
-    "Carryover", "Client", "StateSetSandbox", "Sandbox", "new_idempotency_key",
+    "Carryover", "Client", "StateSetSandbox", "Sandbox", "new_idempotency_key", "INPUT_EOF",
     "CarryoverError", "ConnectionFailed", "InvalidRequest", "Unauthorized", "NotFound",
     "Conflict", "SessionPaused", "SessionClosed", "BudgetExceeded", "PayloadTooLarge", "Timeout",
     "KernelDied", "InternalError", "IdempotencyKeyReused", "RunInterrupted",

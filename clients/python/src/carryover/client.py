@@ -594,7 +594,8 @@ class Carryover:
         """Runs code over the session's websocket, calling back as the kernel produces:
         ``on_stdout(text)``/``on_stderr(text)`` per stream chunk, ``on_result(Result)`` per rich
         result, ``on_error(ExecutionError)`` for the exception the code raised, and
-        ``on_input(prompt, password) -> str`` to answer ``input()`` (without it, input() gets "").
+        ``on_input(prompt, password) -> str`` to answer ``input()`` (None, or no on_input: the
+        end of input, input() raises EOFError).
         ``on_output(dict)`` sees every raw output. Returns the Execution once the turn (and its
         checkpoint) is over; API errors (timeout, kernel_died, ...) raise with ``.result``. A
         websocket that drops mid-run (a server restart) is reconnected and the run sent again

@@ -14,6 +14,9 @@ from typing import Any, Dict, Iterator, Optional
 from .errors import CarryoverError, ConnectionFailed, error_for
 from .types import Event, Execution, ExecutionError, Result
 
+# INPUT_EOF answers input() with the end of input: the kernel raises EOFError (a terminal's Ctrl-D).
+INPUT_EOF = "\x04"
+
 
 def _websocket():
     try:
@@ -163,9 +166,11 @@ def _run_frames(ws, frame, on_stdout, on_stderr, on_result, on_error, on_input,
             elif ot == "error" and on_error:
                 on_error(ExecutionError.from_dict(out))
         elif t == "input_request":
-            value = on_input(f.get("prompt", ""), bool(f.get("password"))) if on_input else ""
+            # Without on_input, or when it answers None, input() raises EOFError (the end of
+            # input, INPUT_EOF): an empty line each time would never end a loop reading lines.
+            value = on_input(f.get("prompt", ""), bool(f.get("password"))) if on_input else None
             ws.send(json.dumps({"type": "input_reply", "id": rid,
-                                "value": "" if value is None else str(value)}))
+                                "value": INPUT_EOF if value is None else str(value)}))
         elif t == "result":
             result = Execution.from_dict(f.get("result") or {})
         elif t == "error":
