@@ -136,25 +136,27 @@ func TestSessionDeleteRemovesEverything(t *testing.T) {
 	}
 }
 
-// TestDeleteDuringRun: deleting a session while it runs interrupts the run, and neither the run nor
-// a queued one brings a kernel or a workspace back for the deleted session.
+// TestDeleteDuringRun: deleting a session while it runs interrupts the run, which answers 404
+// not_found with its output so far (not the interrupted cell's error and a checkpoint deleted with
+// the session), and neither the run nor a queued one brings a kernel or a workspace back for the
+// deleted session.
 func TestDeleteDuringRun(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "")
 	ts.newSession(client.CreateRequest{SessionID: "del"})
 	ts.run("del", "x = 1")
-	running := make(chan error, 2)
-	ctx := ts.ctx()
-	go func() {
-		running <- errOf(ts.c.Run(ctx, "del", client.RunRequest{Code: "import time\nwhile True: time.sleep(0.05)"}))
-	}()
-	time.Sleep(400 * time.Millisecond)
-	go func() { running <- errOf(ts.c.Run(ctx, "del", client.RunRequest{Code: "y = 2"})) }()
+	first := ts.goRun("del", client.RunRequest{Code: "print('started', flush=True)\nimport time\nwhile True: time.sleep(0.05)"})
+	ts.waitOutput(t, "del", "started")
+	queued := ts.goRun("del", client.RunRequest{Code: "y = 2"})
 	time.Sleep(200 * time.Millisecond)
 	mustDo(t, 204, "delete", func(ctx context.Context) error { return ts.c.DeleteSession(ctx, "del") })
-	for i := 0; i < 2; i++ {
+	for i, ch := range []<-chan runAnswer{first, queued} {
 		select {
-		case <-running:
+		case r := <-ch:
+			errCode(t, r.err, 404, "not_found")
+			if i == 0 && (r.res == nil || r.res.Stdout != "started\n" || r.res.Checkpoint != nil) {
+				t.Errorf("the deleted run's answer: %s", dump(r.res))
+			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("a run hung after delete")
 		}

@@ -143,6 +143,21 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return s.kern.RemoveWorkspace(id)
 }
 
+// deletedDuring is the answer of a run whose session was deleted while it ran (Delete interrupts
+// it): not_found with the output so far, rather than the interrupted cell's error and a checkpoint
+// that is deleted with the session. Nil when the session is not deleted (or moved to another
+// node: lostDuring).
+func deletedDuring(ls *Session, res *RunResult) error {
+	ls.mu.Lock()
+	deleted, evicted := ls.deleted, ls.evicted
+	ls.mu.Unlock()
+	if !deleted || evicted {
+		return nil
+	}
+	return &carryover.Error{Code: carryover.CodeNotFound, Result: res, Message: fmt.Sprintf(
+		"session %q was deleted during this run: the run was interrupted and nothing of it saved; its output so far is in result", ls.id)}
+}
+
 // transition moves the session to a new state, answering conflict for an illegal move.
 func (ls *Session) transition(ctx context.Context, to string, fn func(*carryover.Session)) (carryover.Session, string, error) {
 	var from string

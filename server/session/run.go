@@ -136,7 +136,11 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		}
 	}
 	res, runErr := ls.runCell(tctx, k, req, timeout, opts)
-	ls.checkpointTurn(tctx, k, res, runErr)
+	if gone := deletedDuring(ls, res); gone != nil {
+		runErr = gone // no checkpoint: the session's rows go with it
+	} else {
+		ls.checkpointTurn(tctx, k, res, runErr)
+	}
 	res.ProcessesEnded = ls.notes.TakeEnded() // after checkpointTurn: a death during this run ended some
 	res.Restore = ls.notes.TakeRestored()
 	runErr = lostDuring(ls, res, runErr) // another node may own the session now (cluster.go)
