@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -195,4 +197,14 @@ func varSkips(list []client.VarSkip) string {
 		parts[i] = fmt.Sprintf("%s (%s: %s)", s.Name, s.Type, s.Reason)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// cell is a user's text (a file path, a session name) as a table shows it: quoted, Go-style, when
+// it holds a control character (a newline or a tab would break the table's rows and columns),
+// else as it is.
+func cell(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }

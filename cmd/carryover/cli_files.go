@@ -52,7 +52,7 @@ func (c *cli) filesLsCmd(sid *string) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PATH\tSIZE\tMODIFIED")
 			for _, f := range out.Files {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", f.Path, f.Size, timeText(f.ModifiedAt))
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", cell(f.Path), f.Size, timeText(f.ModifiedAt))
 			}
 			return tw.Flush()
 		}),

@@ -132,7 +132,7 @@ func printSession(cmd *cobra.Command, s *client.Session) {
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, a...)...) }
 	row("id", "%s", s.ID)
 	if s.Name != "" {
-		row("name", "%s", s.Name)
+		row("name", "%s", cell(s.Name))
 	}
 	row("state", "%s", s.State)
 	if s.StopReason != "" {

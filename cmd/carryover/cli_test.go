@@ -283,8 +283,11 @@ func TestCLIFiles(t *testing.T) {
 	if r := carry(t, "from stdin", "files", "put", "-s", id, "-", "notes.md"); r.code != 0 {
 		t.Fatalf("files put -: %+v", r)
 	}
+	if r := carry(t, "x", "files", "put", "-s", id, "-", "two\nlines.txt"); r.code != 0 {
+		t.Fatalf("files put of a name with a newline: %+v", r)
+	}
 	r := must(t, "files", "ls", "-s", id)
-	for _, p := range []string{"data.bin", "deep/copy.bin", "notes.md"} {
+	for _, p := range []string{"data.bin", "deep/copy.bin", "notes.md", `"two\nlines.txt"`} { // quoted: one row
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p) + `\s+\d+\s`).MatchString(r.stdout) {
 			t.Fatalf("files ls lacks %s:\n%s", p, r.stdout)
 		}
