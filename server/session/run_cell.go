@@ -97,6 +97,20 @@ type cellOutcome struct {
 // is replaced.
 const interruptGrace = 5 * time.Second
 
+// lateStartSettle is how long a cell that started after its deadline may run before it is
+// interrupted (runWithDeadline).
+const lateStartSettle = 250 * time.Millisecond
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
 // ignores the interrupt for interruptGrace.
 func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
@@ -121,10 +135,21 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 	// interrupt that arrives before, so a deadline that passes while the request still waits (a tiny
 	// timeout, a kernel busy starting) would otherwise end in a restart of a kernel that would have
 	// stopped. Once only: a second could land in the first's handling.
+	// A cell that starts after its deadline gets lateStartSettle to end on its own first: an
+	// interrupt that lands as a quick cell ends loses its reply (kernel.LostReplyGrace), and its result.
+	late := !isClosed(started)
 	grace := time.NewTimer(interruptGrace)
 	defer grace.Stop()
 	select {
 	case <-started:
+		if late {
+			select {
+			case out := <-done:
+				out.timedOut = true
+				return out
+			case <-time.After(lateStartSettle):
+			}
+		}
 		_ = k.Interrupt(context.WithoutCancel(ctx))
 	case out := <-done:
 		out.timedOut = true
@@ -195,6 +220,9 @@ func runOutcome(res *RunResult, out cellOutcome, ride *snapshotRide, timeout tim
 		return nil
 	}
 	msg := fmt.Sprintf("the run exceeded timeout_seconds=%g; the kernel was interrupted and its state kept", timeout.Seconds())
+	if res.Status == "ok" { // the interrupt came as the cell ended, or its code caught it
+		msg = fmt.Sprintf("the run exceeded timeout_seconds=%g, but the cell ended without an error (before the interrupt took effect, or its code caught it): its answer is in result", timeout.Seconds())
+	}
 	if out.restarted {
 		msg = fmt.Sprintf("the run exceeded timeout_seconds=%g and ignored the interrupt; the kernel was restarted and the session restored from its last checkpoint", timeout.Seconds())
 	}
