@@ -131,39 +131,47 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 		return out
 	case <-timer.C:
 	}
-	// Interrupted once the kernel has started the cell (kernel.ExecOptions.OnStart): it ignores an
-	// interrupt that arrives before, so a deadline that passes while the request still waits (a tiny
-	// timeout, a kernel busy starting) would otherwise end in a restart of a kernel that would have
-	// stopped. Once only: a second could land in the first's handling.
-	// A cell that starts after its deadline gets lateStartSettle to end on its own first: an
-	// interrupt that lands as a quick cell ends loses its reply (kernel.LostReplyGrace), and its result.
+	return ls.stopLate(ctx, k, started, done)
+}
+
+// stopLate interrupts a cell past its deadline once the kernel has started it (started: its
+// kernel.ExecOptions.OnStart): a kernel ignores an interrupt that arrives before, so a deadline that
+// passes while the request still waits (a tiny timeout, a kernel busy starting) would otherwise end
+// in a restart of a kernel that would have stopped. Once only: a second could land in the first's
+// handling. A cell that starts after its deadline gets lateStartSettle to end on its own first: an
+// interrupt that lands as a quick cell ends loses its reply (kernel.LostReplyGrace), and its
+// result. A cell still running interruptGrace after its deadline has its kernel replaced.
+func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started <-chan struct{}, done <-chan cellOutcome) cellOutcome {
 	late := !isClosed(started)
 	grace := time.NewTimer(interruptGrace)
 	defer grace.Stop()
 	select {
 	case <-started:
-		if late {
-			select {
-			case out := <-done:
-				out.timedOut = true
-				return out
-			case <-time.After(lateStartSettle):
-			}
-		}
-		_ = k.Interrupt(context.WithoutCancel(ctx))
 	case out := <-done:
-		out.timedOut = true
-		return out
+		return timedOut(out)
 	case <-grace.C:
 		return ls.replaceStuck(ctx, done)
 	}
+	if late {
+		select {
+		case out := <-done:
+			return timedOut(out)
+		case <-time.After(lateStartSettle):
+		}
+	}
+	_ = k.Interrupt(context.WithoutCancel(ctx))
 	select {
 	case out := <-done:
-		out.timedOut = true
-		return out
+		return timedOut(out)
 	case <-grace.C:
 		return ls.replaceStuck(ctx, done)
 	}
+}
+
+// timedOut marks out as past its deadline.
+func timedOut(out cellOutcome) cellOutcome {
+	out.timedOut = true
+	return out
 }
 
 // replaceStuck replaces the kernel of a cell that did not stop within interruptGrace of its
