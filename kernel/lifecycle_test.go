@@ -36,18 +36,24 @@ func waitBusy(t *testing.T, k *Kernel, code string) <-chan *runResult {
 	return done
 }
 
+// startKernelInterruptMode starts a kernel whose kernelspec says interrupt_mode mode.
+func startKernelInterruptMode(t *testing.T, mode string) *Kernel {
+	t.Helper()
+	opts := testOptions(t, "ipc")
+	spec, err := FindSpec("python3", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.InterruptMode = mode
+	opts.Spec = spec
+	return startKernel(t, opts)
+}
+
 func TestInterrupt(t *testing.T) {
 	for _, mode := range []string{"signal", "message"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			opts := testOptions(t, "ipc")
-			spec, err := FindSpec("python3", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec.InterruptMode = mode
-			opts.Spec = spec
-			k := startKernel(t, opts)
+			k := startKernelInterruptMode(t, mode)
 			done := waitBusy(t, k, "while True: pass")
 			if err := k.Interrupt(context.Background()); err != nil {
 				t.Fatal(err)
@@ -80,14 +86,7 @@ func TestInterruptAtStart(t *testing.T) {
 	for _, mode := range []string{"signal", "message"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			opts := testOptions(t, "ipc")
-			spec, err := FindSpec("python3", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec.InterruptMode = mode
-			opts.Spec = spec
-			k := startKernel(t, opts)
+			k := startKernelInterruptMode(t, mode)
 			done := make(chan *runResult, 1)
 			go func() {
 				done <- run(t, k, "import time\ntime.sleep(60)", ExecOptions{OnStart: func() {

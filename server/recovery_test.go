@@ -123,7 +123,7 @@ func TestRunTimeoutKeepsState(t *testing.T) {
 // TestTinyTimeoutInterruptsCell: a deadline that passes before the kernel has even started the cell
 // (timeout_seconds 0.001) still interrupts it: the interrupt waits for the cell to start instead of
 // reaching an idle kernel, which ignores it (the kernel was then restarted after the grace period).
-// The interrupt may land before the cell's first line: `during` is not asked for.
+// The interrupt may land before the cell's first line, so only the state from before is checked.
 func TestTinyTimeoutInterruptsCell(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, "")
