@@ -424,3 +424,27 @@ func TestHugePrintIsCutInTheKernel(t *testing.T) {
 		t.Fatalf("next run: %s", dump(r))
 	}
 }
+
+// TestWebsocketInterruptRightAfterRun: an interrupt frame sent right after a run frame stops that
+// run's cell, though it reaches the session before the kernel has started the cell (a kernel
+// between cells ignores an interrupt, and the cell ran to its end); it waits for the cell to
+// start. The second time the session has no kernel yet: the interrupt waits through its start.
+func TestWebsocketInterruptRightAfterRun(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, "")
+	ts.newSession(client.CreateRequest{SessionID: "wsint"})
+	c := ts.ws(t, "wsint")
+	for i, id := range []string{"a", "b"} {
+		send(t, c, client.RunFrame{ID: id, Code: "import time\ntime.sleep(60)"})
+		send(t, c, client.Interrupt{})
+		start := time.Now()
+		frames := readUntil(t, c, client.FrameResult, id)
+		r := frames[len(frames)-1].Result
+		if r == nil || r.Error == nil || r.Error.EName != "KeyboardInterrupt" || time.Since(start) > 30*time.Second {
+			t.Fatalf("run %d: not interrupted: %s", i, rawFrames(frames))
+		}
+		if i == 0 {
+			mustDo(t, 200, "hibernate", func(ctx context.Context) error { return errOf(ts.c.Hibernate(ctx, "wsint")) })
+		}
+	}
+}

@@ -219,8 +219,8 @@ func (ls *Session) SendInLine(ctx context.Context, msg kernel.RawMessage, onKern
 // back at 1, the workspace files kept. The fresh state is checkpointed at once, so a later death
 // or wake restores it, not what the restart threw away (that stays in the older checkpoints).
 func (ls *Session) RestartFresh(ctx context.Context) error {
-	if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
-		_ = k.Interrupt(ctx)
+	if ls.lock.Busy() {
+		_ = ls.Interrupt(ctx)
 	}
 	end, err := ls.beginTurn(ctx, nil)
 	if err != nil {

@@ -120,16 +120,15 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	s.mu.Unlock()
 	ls.mu.Lock()
 	ls.deleted = true
-	k := ls.kern
 	ls.mu.Unlock()
-	if k != nil && ls.lock.Busy() {
-		_ = k.Interrupt(ctx)
+	if ls.lock.Busy() {
+		_ = ls.Interrupt(ctx)
 	}
 	if err := ls.lock.Lock(context.WithoutCancel(ctx)); err == nil {
 		defer ls.lock.Unlock()
 	}
 	ls.mu.Lock()
-	k = ls.kern
+	k := ls.kern
 	ls.kern = nil
 	ls.mu.Unlock()
 	if k != nil {
@@ -256,11 +255,8 @@ func (s *Service) finish(ctx context.Context, id, to, event, reason string, chec
 	}
 	if to == carryover.StateCancelled {
 		// Cancel does not wait for a run in flight: interrupt it first.
-		ls.mu.Lock()
-		k := ls.kern
-		ls.mu.Unlock()
-		if k != nil && ls.lock.Busy() {
-			_ = k.Interrupt(ctx)
+		if ls.lock.Busy() {
+			_ = ls.Interrupt(ctx)
 		}
 	}
 	if err := ls.lock.Lock(ctx); err != nil {

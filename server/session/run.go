@@ -108,7 +108,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	// history) are flushed to disk once, before its answer leaves or its error returns (syncTurn),
 	// not one by one (carryover.DeferSync).
 	tctx := carryover.DeferSync(ctx)
-	end, err := ls.beginTurn(tctx, opts.Queued)
+	end, err := ls.beginTurnAs(tctx, opts.Queued, &cellTurn{}) // Interrupt waits for its cell (control.go)
 	if err != nil {
 		return nil, ls.syncFailed(ctx, err)
 	}

@@ -56,6 +56,7 @@ func (ls *Session) cellOptions(act *activeRun, col *collect.Collector, code stri
 	captures := stream.OutputCaptures{When: ls.hub.HasComms} // what an Output widget captures is the widget's
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
+		OnStart:      ls.cellStarted,
 		OnComm:       captures.Watch,
 		OnOutput: func(o kernel.Output) {
 			if f := captures.Frame(o); f != nil {

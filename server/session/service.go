@@ -419,8 +419,8 @@ func (s *Service) InterruptAll(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ls := range s.sessions {
-		if k := ls.currentKernel(); k != nil && ls.lock.Busy() {
-			_ = k.Interrupt(ctx)
+		if ls.lock.Busy() {
+			_ = ls.Interrupt(ctx)
 		}
 	}
 }

@@ -34,8 +34,13 @@ type turnRecord struct {
 // beginTurn takes the session's run lock and admits the turn; end releases the lock. queued, when
 // not nil, is called as soon as the turn has its place in the lock's line (fifo.Lock.LockQueued).
 func (ls *Session) beginTurn(ctx context.Context, queued func()) (end func(), err error) {
+	return ls.beginTurnAs(ctx, queued, nil)
+}
+
+// beginTurnAs is beginTurn holding the run lock with tag (fifo.Lock.LockAs: a run's *cellTurn).
+func (ls *Session) beginTurnAs(ctx context.Context, queued func(), tag any) (end func(), err error) {
 	s := ls.svc
-	if err := ls.lock.LockQueued(ctx, queued); err != nil {
+	if err := ls.lock.LockAs(ctx, queued, tag); err != nil {
 		return nil, err
 	}
 	if err := ls.admit(ctx); err != nil {

@@ -11,7 +11,14 @@ import (
 type Lock struct {
 	mu      sync.Mutex
 	held    bool
-	waiters []chan struct{}
+	holder  any // the tag of whoever holds the lock (LockAs), nil for none
+	waiters []waiter
+}
+
+// waiter is a caller in the line, and the tag it holds the lock with.
+type waiter struct {
+	ch  chan struct{}
+	tag any
 }
 
 // Lock waits for the lock in FIFO order or until ctx ends.
@@ -21,9 +28,15 @@ func (l *Lock) Lock(ctx context.Context) error { return l.LockQueued(ctx, nil) }
 // line: it has the lock, or it is a waiter behind those already there. A caller that must keep the
 // order of its own requests (a websocket's run frames) waits for queued before it starts the next.
 func (l *Lock) LockQueued(ctx context.Context, queued func()) error {
+	return l.LockAs(ctx, queued, nil)
+}
+
+// LockAs is LockQueued holding the lock with tag: Holder answers it from the moment the lock is the
+// caller's until its Unlock, so others can ask what holds the session now.
+func (l *Lock) LockAs(ctx context.Context, queued func(), tag any) error {
 	l.mu.Lock()
 	if !l.held {
-		l.held = true
+		l.held, l.holder = true, tag
 		l.mu.Unlock()
 		if queued != nil {
 			queued()
@@ -31,7 +44,7 @@ func (l *Lock) LockQueued(ctx context.Context, queued func()) error {
 		return nil
 	}
 	ch := make(chan struct{})
-	l.waiters = append(l.waiters, ch)
+	l.waiters = append(l.waiters, waiter{ch, tag})
 	l.mu.Unlock()
 	if queued != nil {
 		queued()
@@ -42,7 +55,7 @@ func (l *Lock) LockQueued(ctx context.Context, queued func()) error {
 	case <-ctx.Done():
 		l.mu.Lock()
 		for i, w := range l.waiters {
-			if w == ch {
+			if w.ch == ch {
 				l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
 				l.mu.Unlock()
 				return ctx.Err()
@@ -60,12 +73,20 @@ func (l *Lock) Unlock() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.waiters) == 0 {
-		l.held = false
+		l.held, l.holder = false, nil
 		return
 	}
-	ch := l.waiters[0]
+	w := l.waiters[0]
 	l.waiters = l.waiters[1:]
-	close(ch)
+	l.holder = w.tag
+	close(w.ch)
+}
+
+// Holder is the tag the lock is held with (LockAs): nil when it is free or held without one.
+func (l *Lock) Holder() any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holder
 }
 
 // Busy reports whether someone holds the lock.
@@ -82,6 +103,6 @@ func (l *Lock) TryLock() bool {
 	if l.held {
 		return false
 	}
-	l.held = true
+	l.held, l.holder = true, nil
 	return true
 }

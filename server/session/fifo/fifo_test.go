@@ -150,3 +150,38 @@ func TestFIFOLockQueuedKeepsACallersOrder(t *testing.T) {
 		want++
 	}
 }
+
+// TestHolder: Holder answers the tag of whoever holds the lock, from the moment it has it (a waiter
+// handed the lock by Unlock too) to its Unlock; nil when free or held without a tag.
+func TestHolder(t *testing.T) {
+	var l Lock
+	ctx := context.Background()
+	if l.Holder() != nil {
+		t.Fatal("a free lock has a holder")
+	}
+	seen := make(chan any, 1)
+	if err := l.LockAs(ctx, func() { seen <- l.Holder() }, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != "first" {
+		t.Fatalf("holder when queued on a free lock: %v", got)
+	}
+	got := make(chan error, 1)
+	go func() { got <- l.LockAs(ctx, nil, "second") }()
+	waitFor(t, "the second in line", func() bool { return l.waiting() == 1 })
+	if h := l.Holder(); h != "first" {
+		t.Fatalf("holder with a waiter: %v", h)
+	}
+	l.Unlock()
+	if err := <-got; err != nil || l.Holder() != "second" {
+		t.Fatalf("holder after hand-over: %v %v", err, l.Holder())
+	}
+	l.Unlock()
+	if !l.TryLock() || l.Holder() != nil {
+		t.Fatalf("TryLock's holder: %v", l.Holder())
+	}
+	l.Unlock()
+	if l.Holder() != nil || l.Busy() {
+		t.Fatal("a lock unlocked keeps a holder")
+	}
+}
