@@ -23,6 +23,7 @@ type ExecResult struct {
 	ExitCode           int     `json:"exit_code"`
 	DurationMS         float64 `json:"duration_ms"`
 	TimedOut           bool    `json:"timed_out,omitempty"`
+	Interrupted        bool    `json:"interrupted,omitempty"` // killed by an interrupt of the session
 	StdoutDroppedBytes int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDroppedBytes int64   `json:"stderr_dropped_bytes,omitempty"`
 	// StdoutBase64 and StderrBase64 are the output's exact bytes when they are not UTF-8 (Stdout

@@ -533,6 +533,8 @@ export declare namespace Schemas {
     duration_ms: number;
     /** extension */
     timed_out?: boolean;
+    /** extension: the command was killed by an interrupt of the session (POST .../interrupt, or its delete) */
+    interrupted?: boolean;
     /** extension */
     stdout_dropped_bytes?: number;
     /** extension */

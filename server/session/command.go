@@ -52,7 +52,8 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 	if err := carryover.ValidateEnv(req.Env, "env"); err != nil {
 		return nil, err
 	}
-	end, err := ls.beginTurn(ctx, nil)
+	ct := &commandTurn{stop: make(chan struct{})}
+	end, err := ls.beginTurnAs(ctx, nil, ct) // Interrupt kills its command (control.go)
 	if err != nil {
 		return nil, err
 	}
@@ -73,15 +74,18 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 	if err := started(); err != nil { // a keyed command starts: its key is kept whatever happens next
 		return nil, err
 	}
-	res, cpu, err := ls.runInSandbox(ctx, doc, req, argv, wd, rel, timeout)
+	res, cpu, err := ls.runInSandbox(ctx, doc, req, argv, wd, rel, shellcmd.Bounds{MaxBytes: s.cfg.MaxOutputBytes, Timeout: timeout, Stop: ct.stop})
 	if err != nil {
 		return nil, err
 	}
+	if gone := deletedDuring(ls, res); gone != nil {
+		return res, gone
+	}
 	ls.emit(ctx, carryover.EventExecCompleted, map[string]any{"command": argv, "exit_code": res.ExitCode,
-		"duration_ms": res.DurationMS, "timed_out": res.TimedOut})
+		"duration_ms": res.DurationMS, "timed_out": res.TimedOut, "interrupted": res.Interrupted})
 	// Recorded beside the runs, so the session's history (and the UI after a reload) shows it.
 	status := "ok"
-	if res.ExitCode != 0 || res.TimedOut {
+	if res.ExitCode != 0 || res.TimedOut || res.Interrupted {
 		status = "error"
 	}
 	if err := ls.endTurn(ctx, turnRecord{kind: "exec", code: shellcmd.Text(req.Command, argv), count: doc.ExecutionCount,
@@ -97,7 +101,7 @@ func (ls *Session) runCommand(ctx context.Context, req CommandRequest, started f
 // runInSandbox runs argv through the provisioner (the kernels' one: a box of its own with the
 // session's workspace, network setting and limits, or a plain process in its own process group) in
 // the workspace dir rel, and returns its answer and the CPU seconds it used.
-func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, timeout time.Duration) (*CommandResult, float64, error) {
+func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req CommandRequest, argv []string, wd, rel string, b shellcmd.Bounds) (*CommandResult, float64, error) {
 	s := ls.svc
 	skills, err := s.skills.Dir(ctx, doc.TenantName())
 	if err != nil {
@@ -106,7 +110,7 @@ func (ls *Session) runInSandbox(ctx context.Context, doc carryover.Session, req 
 	spec := kernel.CommandSpec{Skills: skills, SkillsWritable: doc.Sandbox.Skills == carryover.SkillsReadWrite, Argv: argv,
 		Dir: s.cfg.hostPath(ls.id, rel), Env: shellcmd.Env(doc, req), Workspace: s.cfg.workspace(ls.id), Network: doc.Sandbox.Network,
 		NetworkAllow: doc.Sandbox.NetworkAllow, Limits: kernel.Limits{CPUs: doc.Sandbox.CPUs, Memory: doc.Sandbox.Memory}}
-	return shellcmd.Run(ctx, s.kern.Provisioner(), spec, s.cfg.MaxOutputBytes, timeout, kernels.LimitErr, func() {
+	return shellcmd.Run(ctx, s.kern.Provisioner(), spec, b, kernels.LimitErr, func() {
 		ls.emit(ctx, carryover.EventExecStarted, map[string]any{"command": argv, "working_dir": wd})
 	})
 }

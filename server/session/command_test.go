@@ -97,6 +97,50 @@ func TestExecTimeoutKillsCommand(t *testing.T) {
 	}
 }
 
+// TestExecInterruptKillsCommand: an interrupt of the session kills its shell command in flight,
+// whose answer says so; a delete does too, and its answer is not_found (the session is gone), and
+// the delete does not wait for the command's timeout.
+func TestExecInterruptKillsCommand(t *testing.T) {
+	s, _, prov := testService(t, nil)
+	procs := make(chan *mock.Process, 2)
+	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) {
+		p := mock.Hanging()
+		procs <- p
+		return p, nil
+	}
+	mustCreate(t, s, CreateRequest{SessionID: "x"})
+	h := handleOf(t, s, "x")
+	type answer struct {
+		res *CommandResult
+		err error
+	}
+	start := func() (<-chan answer, *mock.Process) {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := h.RunCommand(context.Background(), CommandRequest{Command: "sleep 99", TimeoutSeconds: ptr(600.0)}, CommandOptions{})
+			ch <- answer{res, err}
+		}()
+		return ch, <-procs
+	}
+	done, p := start()
+	if err := h.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil || a.res == nil || !a.res.Interrupted || a.res.ExitCode != 128+9 || !p.Killed() {
+		t.Fatalf("interrupted command: %+v, %v (killed %v)", a.res, a.err, p.Killed())
+	}
+	done, p = start()
+	if err := s.Delete(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	a = <-done
+	wantCode(t, a.err, carryover.CodeNotFound)
+	if carryover.ErrorOf(a.err).Result != a.res || a.res == nil || !a.res.Interrupted || !p.Killed() {
+		t.Fatalf("command of a deleted session: %+v, %v", a.res, a.err)
+	}
+}
+
 func TestExecCommandNotFound(t *testing.T) {
 	s, _, prov := testService(t, nil)
 	prov.CommandFn = func(context.Context, kernel.CommandSpec) (kernel.Process, error) {

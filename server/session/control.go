@@ -5,6 +5,7 @@ package session
 
 import (
 	"context"
+	"sync"
 
 	"github.com/carryover/carryover"
 )
@@ -13,10 +14,22 @@ import (
 // has started its cell, and whether an interrupt waits for that. Guarded by Session.mu.
 type cellTurn struct{ started, interrupt bool }
 
+// commandTurn is a shell command holding the session (the tag of its run lock): an interrupt kills
+// the command (its answer says interrupted), as Ctrl-C stops a terminal's.
+type commandTurn struct {
+	stop chan struct{}
+	once sync.Once
+}
+
 // Interrupt interrupts the run in flight, if any. A run whose cell the kernel has not started yet
 // (its kernel starting or waking, its request on the way) has it interrupted as the cell starts
 // (cellStarted): a kernel ignores an interrupt between cells, and the cell would run to its end.
+// A shell command in flight is killed.
 func (ls *Session) Interrupt(ctx context.Context) error {
+	if ct, ok := ls.lock.Holder().(*commandTurn); ok {
+		ct.once.Do(func() { close(ct.stop) })
+		return nil
+	}
 	if ct, ok := ls.lock.Holder().(*cellTurn); ok {
 		ls.mu.Lock()
 		wait := !ct.started

@@ -142,11 +142,11 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return s.kern.RemoveWorkspace(id)
 }
 
-// deletedDuring is the answer of a run whose session was deleted while it ran (Delete interrupts
-// it): not_found with the output so far, rather than the interrupted cell's error and a checkpoint
-// that is deleted with the session. Nil when the session is not deleted (or moved to another
-// node: lostDuring).
-func deletedDuring(ls *Session, res *RunResult) error {
+// deletedDuring is the answer of a turn whose session was deleted while it ran (Delete interrupts
+// it): not_found with the output so far (res: the run's or the command's answer), rather than the
+// interrupted cell's error and a checkpoint that is deleted with the session. Nil when the session
+// is not deleted (or moved to another node: lostDuring).
+func deletedDuring(ls *Session, res any) error {
 	ls.mu.Lock()
 	deleted, evicted := ls.deleted, ls.evicted
 	ls.mu.Unlock()
@@ -154,7 +154,7 @@ func deletedDuring(ls *Session, res *RunResult) error {
 		return nil
 	}
 	return &carryover.Error{Code: carryover.CodeNotFound, Result: res, Message: fmt.Sprintf(
-		"session %q was deleted during this run: the run was interrupted and nothing of it saved; its output so far is in result", ls.id)}
+		"session %q was deleted during this turn: it was interrupted and nothing of it saved; its output so far is in result", ls.id)}
 }
 
 // transition moves the session to a new state, answering conflict for an illegal move.

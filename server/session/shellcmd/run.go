@@ -28,6 +28,7 @@ type Result struct {
 	ExitCode      int     `json:"exit_code"`
 	DurationMS    float64 `json:"duration_ms"`
 	TimedOut      bool    `json:"timed_out,omitempty"`
+	Interrupted   bool    `json:"interrupted,omitempty"` // killed by an interrupt of the session
 	StdoutDropped int64   `json:"stdout_dropped_bytes,omitempty"`
 	StderrDropped int64   `json:"stderr_dropped_bytes,omitempty"`
 	// StdoutBase64 and StderrBase64 are the output's exact bytes when they are not UTF-8 (a binary
@@ -50,13 +51,19 @@ func Env(doc carryover.Session, req Request) map[string]string {
 	return env
 }
 
-// Run runs spec through p, keeping up to max bytes of each output, and answers with its result and
-// the CPU seconds it used. started is called once the command runs (not for one that could not
-// start: its answer is exit code 127 with the reason). An error is p's refusal of the spec
-// (limitErr makes it the API's).
-func Run(ctx context.Context, p kernel.Provisioner, spec kernel.CommandSpec, max int64, timeout time.Duration,
+// Bounds are what a command may take before it is cut.
+type Bounds struct {
+	MaxBytes int64           // of each output kept
+	Timeout  time.Duration   // killed past it (Result.TimedOut)
+	Stop     <-chan struct{} // killed when it closes (Result.Interrupted): the session was interrupted
+}
+
+// Run runs spec through p within b, and answers with its result and the CPU seconds it used.
+// started is called once the command runs (not for one that could not start: its answer is exit
+// code 127 with the reason). An error is p's refusal of the spec (limitErr makes it the API's).
+func Run(ctx context.Context, p kernel.Provisioner, spec kernel.CommandSpec, b Bounds,
 	limitErr func(error) error, started func()) (*Result, float64, error) {
-	stdout, stderr := &Buffer{Max: max}, &Buffer{Max: max}
+	stdout, stderr := &Buffer{Max: b.MaxBytes}, &Buffer{Max: b.MaxBytes}
 	spec.Stdout, spec.Stderr = stdout, stderr
 	start := time.Now()
 	proc, err := p.Command(ctx, spec)
@@ -70,7 +77,7 @@ func Run(ctx context.Context, p kernel.Provisioner, spec kernel.CommandSpec, max
 	if startErr != nil {
 		res.ExitCode, res.Stderr = 127, startErr.Error()
 	} else {
-		st := wait(proc, timeout, res)
+		st := wait(proc, b, res)
 		cpu = st.CPU.Seconds()
 		res.Stdout, res.Stderr = stdout.Text(), stderr.Text()
 		res.StdoutDropped, res.StderrDropped = stdout.Dropped(), stderr.Dropped()
@@ -80,16 +87,21 @@ func Run(ctx context.Context, p kernel.Provisioner, spec kernel.CommandSpec, max
 	return res, cpu, nil
 }
 
-// wait waits for p (killing its whole group or box at the timeout), sets the exit code and the
-// timeout flag of res, and releases p. Children left behind are killed too: nothing outlives the exec.
-func wait(p kernel.Process, timeout time.Duration, res *Result) kernel.ExitStatus {
+// wait waits for p (killing its whole group or box at the timeout or the stop), sets the exit code
+// and the timeout or interrupt flag of res, and releases p. Children left behind are killed too:
+// nothing outlives the exec.
+func wait(p kernel.Process, b Bounds, res *Result) kernel.ExitStatus {
 	defer func() { _ = p.Cleanup() }()
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(b.Timeout)
 	defer t.Stop()
 	select {
 	case <-p.Exited():
 	case <-t.C:
 		res.TimedOut = true
+		p.Kill()
+		<-p.Exited()
+	case <-b.Stop:
+		res.Interrupted = true
 		p.Kill()
 		<-p.Exited()
 	}

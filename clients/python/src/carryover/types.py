@@ -67,6 +67,7 @@ class ExecResult:
     exit_code: int = 0
     duration_ms: float = 0.0
     timed_out: bool = False
+    interrupted: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
