@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/signal"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +37,10 @@ func (c *cli) execCmd() *cobra.Command {
 				req.TimeoutSeconds = client.Seconds(timeout)
 			}
 			var res client.ExecResult
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			defer c.interruptOnCtrlC(cmd, sid, cancel)()
+			cmd.SetContext(ctx)
 			err := c.call(cmd, http.MethodPost, apiPath(sid, "exec"), req, &res)
 			var ae *client.Error
 			if errors.As(err, &ae) && ae.Result != nil { // a timeout: its partial answer
@@ -50,6 +57,9 @@ func (c *cli) execCmd() *cobra.Command {
 			if !c.json {
 				printExec(cmd, &res)
 			}
+			if res.Interrupted { // as a shell's Ctrl-C
+				return &exitError{code: 130}
+			}
 			if res.ExitCode != 0 {
 				return &exitError{code: res.ExitCode}
 			}
@@ -61,6 +71,35 @@ func (c *cli) execCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the session's)")
 	cmd.Flags().Float64Var(&timeout, "timeout", 0, "timeout in seconds (0: the server's default)")
 	return cmd
+}
+
+// interruptOnCtrlC makes Ctrl-C interrupt the session, which kills the command (its answer then
+// comes back, and the exit code is 130); a second one gives up waiting (cancel). The function it
+// returns ends the watch.
+func (c *cli) interruptOnCtrlC(cmd *cobra.Command, sid string, cancel context.CancelFunc) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt)
+	done := make(chan struct{})
+	ctx := context.WithoutCancel(cmd.Context())
+	go func() {
+		defer signal.Stop(sigs)
+		for n := 1; ; n++ {
+			select {
+			case <-sigs:
+				if n > 1 {
+					cancel()
+					return
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "carryover: interrupting the command (Ctrl-C again to stop waiting)")
+				if err := c.client().Do(ctx, http.MethodPost, apiPath(sid, "interrupt"), nil, nil); err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "carryover: interrupt:", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func printExec(cmd *cobra.Command, res *client.ExecResult) {

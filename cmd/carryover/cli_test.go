@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,6 +265,37 @@ func TestCLIExec(t *testing.T) {
 	// output that is not UTF-8 is written as its bytes (`carryover exec ... 'cat a.png' > a.png`)
 	if r := must(t, "exec", "-s", id, "-c", `printf '\211PNG\r\n'; printf 'caf\351' >&2`); r.stdout != "\x89PNG\r\n" || r.stderr != "caf\xe9" {
 		t.Fatalf("exec of bytes: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// TestCLIExecCtrlC: Ctrl-C during `carryover exec` interrupts the session, which kills the command
+// (the CLI died and the command ran on to its timeout, holding the session), and the CLI prints
+// what it wrote and exits 130.
+func TestCLIExecCtrlC(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "pass")
+	done := make(chan cliResult, 1)
+	go func() { done <- carry(t, "", "exec", "-s", id, "-c", "echo started; sleep 60") }()
+	cl := client.New(cliBase, cliTestToken)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		// exec_started comes once the command runs, after the CLI watches for Ctrl-C (before its call)
+		if evs, err := cl.Events(t.Context(), id, 0, 100, "exec_started"); err == nil && len(evs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.code != 130 || r.stdout != "started\n" || !strings.Contains(r.stderr, "interrupting the command") {
+			t.Fatalf("exec after Ctrl-C: %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Ctrl-C did not end the command")
 	}
 }
 
