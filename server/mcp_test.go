@@ -155,6 +155,14 @@ func TestMCPTools(t *testing.T) {
 	if a = okTool(t, cs, "run_shell", map[string]any{"session_id": id, "command": "echo é"}); a.out["stdout_base64"] != nil || strings.Contains(a.text, "not UTF-8") {
 		t.Fatalf("run_shell UTF-8 output: %+v", a)
 	}
+	// A command the session's interrupt kills says so.
+	shell := make(chan toolAnswer, 1)
+	go func() { shell <- callTool(t, cs, "run_shell", map[string]any{"session_id": id, "command": "sleep 60"}) }()
+	waitFor(t, 30*time.Second, "exec_started", func() bool { return len(ts.eventTypes(id, 0, "exec_started")) >= 5 })
+	mustDo(t, 200, "interrupt", func(ctx context.Context) error { return errOf(ts.c.Interrupt(ctx, id)) })
+	if a = <-shell; !a.isError || a.out["interrupted"] != true || !strings.Contains(a.text, "interrupted") {
+		t.Fatalf("run_shell interrupted: %+v", a)
+	}
 	okTool(t, cs, "write_file", map[string]any{"session_id": id, "path": "notes/a.txt", "content": "hello file"})
 	if a = okTool(t, cs, "read_file", map[string]any{"session_id": id, "path": "notes/a.txt"}); a.out["content"] != "hello file" || a.out["encoding"] != "utf-8" {
 		t.Fatalf("read_file: %+v", a)

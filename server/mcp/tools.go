@@ -123,6 +123,8 @@ type runShellOut struct {
 	Stderr    string `json:"stderr"`
 	ExitCode  int    `json:"exit_code"`
 	TimedOut  bool   `json:"timed_out"`
+	// Interrupted: the session was interrupted (its interrupt, or its delete) and the command killed.
+	Interrupted bool `json:"interrupted,omitempty" jsonschema:"the command was killed by an interrupt of the session"`
 	// StdoutBase64 and StderrBase64 carry an output's exact bytes when they are not UTF-8 (stdout
 	// and stderr then hold U+FFFD for each byte JSON cannot), as POST /exec's answer does.
 	StdoutBase64 string `json:"stdout_base64,omitempty" jsonschema:"stdout's exact bytes, base64, only when they are not UTF-8"`
@@ -384,7 +386,7 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if err != nil {
 		return nil, runShellOut{}, t.fail(req, err)
 	}
-	out := runShellOut{SessionID: in.SessionID, Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+	out := runShellOut{SessionID: in.SessionID, Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Interrupted: res.Interrupted,
 		StdoutBase64: base64Of(res.StdoutBase64), StderrBase64: base64Of(res.StderrBase64)}
 	var b strings.Builder
 	shellStream(&b, "stdout", res.Stdout, res.StdoutBase64)
@@ -393,7 +395,10 @@ func (t *tools) runShell(ctx context.Context, req *sdk.CallToolRequest, in runSh
 	if res.TimedOut {
 		b.WriteString(" (timed out)")
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, IsError: res.ExitCode != 0 || res.TimedOut}, out, nil
+	if res.Interrupted {
+		b.WriteString(" (interrupted: the command was killed)")
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, IsError: res.ExitCode != 0 || res.TimedOut || res.Interrupted}, out, nil
 }
 
 // createHint adds to run_python's not_found for a session_id it does not know that leaving
