@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,19 +141,6 @@ func TestTinyTimeoutInterruptsCell(t *testing.T) {
 	}
 	if out := ts.run("tiny", "before + 1"); resultOf(out) != "42" {
 		t.Fatalf("state lost: %s", dump(out))
-	}
-	// A quick cell started after its deadline ends before the interrupt: its answer is kept whole
-	// (an interrupt landing as the kernel sends it loses it), and the timeout error says so. (A
-	// loaded machine may see the answer and the deadline at once: then it is no timeout.)
-	for i := range 5 {
-		r, err := ts.c.Run(ts.ctx(), "tiny", client.RunRequest{Code: fmt.Sprintf("before + %d", i), TimeoutSeconds: client.Seconds(0.001)})
-		if err != nil {
-			errCode(t, err, 504, "timeout")
-		}
-		var e *client.Error
-		if r == nil || r.Status != "ok" || r.Result == nil || *r.Result != strconv.Itoa(41+i) || (errors.As(err, &e) && !strings.Contains(e.Message, "ended without an error")) {
-			t.Fatalf("quick cell past a tiny timeout: %v %s", err, dump(r))
-		}
 	}
 }
 

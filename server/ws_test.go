@@ -438,7 +438,19 @@ func TestWebsocketInterruptRightAfterRun(t *testing.T) {
 		send(t, c, client.RunFrame{ID: id, Code: "import time\ntime.sleep(60)"})
 		send(t, c, client.Interrupt{})
 		start := time.Now()
-		frames := readUntil(t, c, client.FrameResult, id)
+		var frames []client.Frame
+		for {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			f, err := c.Next(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("run %d not interrupted: %v after %s", i, err, rawFrames(frames))
+			}
+			frames = append(frames, f)
+			if f.Type == client.FrameResult && f.ID == id {
+				break
+			}
+		}
 		r := frames[len(frames)-1].Result
 		if r == nil || r.Error == nil || r.Error.EName != "KeyboardInterrupt" || time.Since(start) > 30*time.Second {
 			t.Fatalf("run %d: not interrupted: %s", i, rawFrames(frames))

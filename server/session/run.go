@@ -108,7 +108,8 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	// history) are flushed to disk once, before its answer leaves or its error returns (syncTurn),
 	// not one by one (carryover.DeferSync).
 	tctx := carryover.DeferSync(ctx)
-	end, err := ls.beginTurnAs(tctx, opts.Queued, &cellTurn{}) // Interrupt waits for its cell (control.go)
+	ct, cellEnded := newCellTurn()
+	end, err := ls.beginTurnAs(tctx, opts.Queued, ct) // Interrupt waits for its cell (control.go)
 	if err != nil {
 		return nil, ls.syncFailed(ctx, err)
 	}
@@ -136,6 +137,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		}
 	}
 	res, runErr := ls.runCell(tctx, k, req, timeout, opts)
+	cellEnded()
 	if gone := deletedDuring(ls, res); gone != nil {
 		runErr = gone // no checkpoint: the session's rows go with it
 	} else {

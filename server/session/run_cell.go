@@ -98,20 +98,6 @@ type cellOutcome struct {
 // is replaced.
 const interruptGrace = 5 * time.Second
 
-// lateStartSettle is how long a cell that started after its deadline may run before it is
-// interrupted (runWithDeadline).
-const lateStartSettle = 250 * time.Millisecond
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
 // ignores the interrupt for interruptGrace.
 func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
@@ -139,9 +125,9 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 // kernel.ExecOptions.OnStart): a kernel ignores an interrupt that arrives before, so a deadline that
 // passes while the request still waits (a tiny timeout, a kernel busy starting) would otherwise end
 // in a restart of a kernel that would have stopped. Once only: a second could land in the first's
-// handling. A cell that starts after its deadline gets lateStartSettle to end on its own first: an
-// interrupt that lands as a quick cell ends loses its reply (kernel.LostReplyGrace), and its
-// result. A cell still running interruptGrace after its deadline has its kernel replaced.
+// handling, except for a cell that started after its deadline: interrupted as it starts, it is
+// interrupted once more if it still runs reinterruptAfter later (interruptAtStart says why). A
+// cell still running interruptGrace after its deadline has its kernel replaced.
 func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started <-chan struct{}, done <-chan cellOutcome) cellOutcome {
 	late := !isClosed(started)
 	grace := time.NewTimer(interruptGrace)
@@ -153,19 +139,30 @@ func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started <-cha
 	case <-grace.C:
 		return ls.replaceStuck(ctx, done)
 	}
+	_ = k.Interrupt(context.WithoutCancel(ctx))
 	if late {
 		select {
 		case out := <-done:
 			return timedOut(out)
-		case <-time.After(lateStartSettle):
+		case <-time.After(reinterruptAfter):
+			_ = k.Interrupt(context.WithoutCancel(ctx))
 		}
 	}
-	_ = k.Interrupt(context.WithoutCancel(ctx))
 	select {
 	case out := <-done:
 		return timedOut(out)
 	case <-grace.C:
 		return ls.replaceStuck(ctx, done)
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
