@@ -81,10 +81,11 @@ func (ls *Session) cellStarted() {
 
 // interruptAtStart interrupts a cell that has just started, and once more if it still runs
 // reinterruptAfter later: a KeyboardInterrupt that lands before the cell's own code runs can be
-// swallowed (IPython catches one in its pre_run_cell callbacks and goes on; a new kernel's first
-// cell applies the session's set-up there), and the cell then ran to its end. Measured: 3 of 14
-// such runs under load ran on. The second lands in the cell's code, or in its own handling of
-// the first when that takes longer than reinterruptAfter.
+// lost, and the cell then ran to its end: 3 of 14 runs under load (-race, two CPU burners), each
+// the first cell of a new kernel, whose pre_run_cell callbacks apply the session's set-up, and
+// IPython catches a KeyboardInterrupt there and goes on (the likely place; not pinned down). The
+// second lands in the cell's code, or in its own handling of the first when that takes longer
+// than reinterruptAfter.
 func interruptAtStart(k *kernel.Kernel, ct *cellTurn) {
 	_ = k.Interrupt(context.Background())
 	t := time.NewTimer(reinterruptAfter)

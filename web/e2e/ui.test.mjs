@@ -183,6 +183,19 @@ try {
     await page.waitForFunction((el) => el.dataset.status === 'error', await cell.elementHandle(), { timeout: RUN_TIMEOUT });
     assert.match(await cell.locator('.cell-status').innerText(), /exit 3/);
     assert.equal(await cells().count(), before + 1, 're-running made a new cell');
+    // the Interrupt button stops a running command (it ran to its timeout), and the cell says so
+    const execsStarted = async () => (await apiCall('GET', `/api/sessions/${sid}/events?event_type=exec_started`)).events.length;
+    const startedBefore = await execsStarted();
+    await ed.fill('echo long; sleep 60');
+    await ed.press('Control+Enter');
+    for (const end = Date.now() + RUN_TIMEOUT; (await execsStarted()) <= startedBefore;) {
+      if (Date.now() > end) throw new Error('the command did not start');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await page.locator('#btn-interrupt').click();
+    await page.waitForFunction((el) => el.dataset.status === 'aborted', await cell.elementHandle(), { timeout: RUN_TIMEOUT });
+    assert.match(await cell.locator('.cell-status').innerText(), /interrupted · exit 137/);
+    assert.match(await cell.locator('.outputs').innerText(), /^long$[\s\S]*stopped by an interrupt/m);
     await ed.fill('echo hi && ls');
     await ed.press('Control+Enter');
     await page.waitForFunction((el) => el.dataset.status === 'ok', await cell.elementHandle(), { timeout: RUN_TIMEOUT });

@@ -201,7 +201,12 @@ export class Cell {
       this.statusEl.textContent = `■ timed out${r.exit_code != null ? ` · exit ${r.exit_code}` : ''}`;
       this.outputs.el.append(h('div.out-note', 'the command ran past the time limit and was stopped'));
     }
-    if (!r.stdout && !r.stderr && !r.timed_out) this.outputs.el.append(h('div.out-note', 'no output'));
+    if (r.interrupted) {
+      this.setStatus('aborted');
+      this.statusEl.textContent = `■ interrupted${r.exit_code != null ? ` · exit ${r.exit_code}` : ''}`;
+      this.outputs.el.append(h('div.out-note', 'the command was stopped by an interrupt'));
+    }
+    if (!r.stdout && !r.stderr && !r.timed_out && !r.interrupted) this.outputs.el.append(h('div.out-note', 'no output'));
     this.finished = true;
     const ms = r.duration_ms ?? duration;
     this.timeEl.textContent = [ms != null ? formatMs(ms) : '', startedAt ? new Date(startedAt).toLocaleTimeString() : ''].filter(Boolean).join(' · ');
