@@ -121,10 +121,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 		return nil, ls.syncFailed(ctx, err)
 	}
 	if opts.ID == "" {
-		s.mu.Lock()
-		s.runSeq++
-		opts.ID = fmt.Sprintf("run-%d", s.runSeq)
-		s.mu.Unlock()
+		opts.ID = s.nextRunID()
 	}
 	if len(req.Env) > 0 {
 		if err := agentops.SetEnv(ctx, k, req.Env); err != nil {
@@ -166,6 +163,14 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	}
 	ls.hub.Broadcast(stream.StatusFrame{Type: "status", ID: opts.ID, ExecutionState: "idle"})
 	return res, runErr
+}
+
+// nextRunID is the id of a run whose front door gave none.
+func (s *Service) nextRunID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runSeq++
+	return fmt.Sprintf("run-%d", s.runSeq)
 }
 
 // runCell executes the cell with the turn's snapshot riding on it; per-run env vars (set by the
