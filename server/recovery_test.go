@@ -142,6 +142,14 @@ func TestTinyTimeoutInterruptsCell(t *testing.T) {
 	if out := ts.run("tiny", "before + 1"); resultOf(out) != "42" {
 		t.Fatalf("state lost: %s", dump(out))
 	}
+	// A cell that catches the interrupt ends ok: still a timeout, whose message says the cell
+	// ended without an error.
+	r, err = ts.c.Run(ts.ctx(), "tiny", client.RunRequest{Code: "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    caught = True",
+		TimeoutSeconds: client.Seconds(2)})
+	errCode(t, err, 504, "timeout")
+	if e := (*client.Error)(nil); !errors.As(err, &e) || !strings.Contains(e.Message, "ended without an error") || r == nil || r.Status != "ok" {
+		t.Errorf("a cell that caught the interrupt: %v %s", err, dump(r))
+	}
 }
 
 // TestShutdownLetsRunsFinish: SIGTERM-style shutdown waits for the run in flight; after a restart

@@ -75,7 +75,7 @@ func (ls *Session) cellStarted() {
 	k := ls.kern
 	ls.mu.Unlock()
 	if due && k != nil {
-		go interruptAtStart(k, ct)
+		go interruptAtStart(k, ct.ended)
 	}
 }
 
@@ -86,12 +86,13 @@ func (ls *Session) cellStarted() {
 // IPython catches a KeyboardInterrupt there and goes on (the likely place; not pinned down). The
 // second lands in the cell's code, or in its own handling of the first when that takes longer
 // than reinterruptAfter.
-func interruptAtStart(k *kernel.Kernel, ct *cellTurn) {
+// It returns when the cell ended (ended closed) or after the second interrupt.
+func interruptAtStart(k *kernel.Kernel, ended <-chan struct{}) {
 	_ = k.Interrupt(context.Background())
 	t := time.NewTimer(reinterruptAfter)
 	defer t.Stop()
 	select {
-	case <-ct.ended:
+	case <-ended:
 	case <-t.C:
 		_ = k.Interrupt(context.Background())
 	}

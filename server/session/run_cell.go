@@ -101,7 +101,7 @@ const interruptGrace = 5 * time.Second
 // runWithDeadline runs the cell, interrupting it at the timeout and replacing the kernel when it
 // ignores the interrupt for interruptGrace.
 func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code string, opts kernel.ExecOptions, timeout time.Duration) cellOutcome {
-	done := make(chan cellOutcome, 1)
+	done, ended := make(chan cellOutcome, 1), make(chan struct{})
 	started := watchStart(&opts)
 	// The kernel keeps running if the HTTP client goes away: the turn is still recorded. ectx ends
 	// with the run, which also releases an input() prompt nobody answered.
@@ -109,6 +109,7 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 	defer ecancel()
 	go func() {
 		r, err := k.Execute(ectx, code, opts)
+		close(ended)
 		done <- cellOutcome{r: r, err: err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -118,7 +119,7 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 		return out
 	case <-timer.C:
 	}
-	return ls.stopLate(ctx, k, started, done)
+	return ls.stopLate(ctx, k, started, ended, done)
 }
 
 // stopLate interrupts a cell past its deadline once the kernel has started it (started: its
@@ -128,7 +129,7 @@ func (ls *Session) runWithDeadline(ctx context.Context, k *kernel.Kernel, code s
 // handling, except for a cell that started after its deadline: interrupted as it starts, it is
 // interrupted once more if it still runs reinterruptAfter later (interruptAtStart says why). A
 // cell still running interruptGrace after its deadline has its kernel replaced.
-func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started <-chan struct{}, done <-chan cellOutcome) cellOutcome {
+func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started, ended <-chan struct{}, done <-chan cellOutcome) cellOutcome {
 	late := !isClosed(started)
 	grace := time.NewTimer(interruptGrace)
 	defer grace.Stop()
@@ -139,14 +140,10 @@ func (ls *Session) stopLate(ctx context.Context, k *kernel.Kernel, started <-cha
 	case <-grace.C:
 		return ls.replaceStuck(ctx, done)
 	}
-	_ = k.Interrupt(context.WithoutCancel(ctx))
 	if late {
-		select {
-		case out := <-done:
-			return timedOut(out)
-		case <-time.After(reinterruptAfter):
-			_ = k.Interrupt(context.WithoutCancel(ctx))
-		}
+		interruptAtStart(k, ended)
+	} else {
+		_ = k.Interrupt(context.WithoutCancel(ctx))
 	}
 	select {
 	case out := <-done:
