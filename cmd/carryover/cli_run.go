@@ -394,7 +394,9 @@ func hasImage(o client.Output) bool {
 }
 
 // output prints one output as it arrives; images wait for the run's execution count (their names
-// carry it), which comes with the result.
+// carry it), which comes with the result. A display's update (update_display_data: a progress
+// display, a handle's update()) is printed as a new line, as a terminal cannot redraw the first:
+// dropped, the display's last state was never shown.
 func (p *runPrinter) output(o client.Output) {
 	switch o.Type {
 	case "stream":
@@ -403,7 +405,7 @@ func (p *runPrinter) output(o client.Output) {
 		} else {
 			p.write(p.stdout, o.Text)
 		}
-	case "execute_result", "display_data":
+	case "execute_result", "display_data", "update_display_data":
 		img := hasImage(o)
 		if img {
 			p.mu.Lock()

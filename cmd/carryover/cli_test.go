@@ -184,6 +184,16 @@ func TestCLIRunImageAndJSON(t *testing.T) {
 	}
 }
 
+// TestCLIRunDisplayUpdate: a display's updates are printed (they were dropped: a progress display
+// showed its first state only).
+func TestCLIRunDisplayUpdate(t *testing.T) {
+	id := sessionID(t)
+	r := must(t, "run", "-s", id, "-c", "h = display('first', display_id=True)\nh.update('second')")
+	if r.stdout != "'first'\n'second'\n" {
+		t.Fatalf("display update: %+v", r)
+	}
+}
+
 func TestCLIRunProgress(t *testing.T) {
 	id := sessionID(t)
 	defer func(d time.Duration, f func(any) bool) { progressAfter, stderrTerminal = d, f }(progressAfter, stderrTerminal)
