@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -477,9 +478,94 @@ func (p *runPrinter) result(res *client.RunResult) {
 	if res.OutputDroppedBytes > 0 {
 		p.note(fmt.Sprintf("%d bytes of output dropped (run.max_output_bytes)", res.OutputDroppedBytes))
 	}
+	if line := restoreLine(res.Restore); line != "" {
+		p.write(p.stderr, line+"\n")
+	}
+	if len(res.ProcessesEnded) > 0 {
+		ended := make([]string, len(res.ProcessesEnded))
+		for i, e := range res.ProcessesEnded {
+			ended[i] = fmt.Sprintf("%d (%s)", e.PID, cell(e.Command))
+		}
+		p.write(p.stderr, "background processes ended with the previous kernel: "+strings.Join(ended, ", ")+"\n")
+	}
 	if line := checkpointLine(res); line != "" {
 		p.write(p.stderr, line+"\n")
 	}
+}
+
+// restoreLine tells what a restore since the last answer (the kernel died, was restarted, or the
+// session woke) put back: "restored from checkpoint <id> (turn N)", then what replay recomputed,
+// what is not restored (with why) and what failed to load; "" without a restore. The answer
+// always held it; the terminal showed nothing, so a variable lost to a crash went unmentioned.
+func restoreLine(r *client.RestoreReport) string {
+	if r == nil {
+		return ""
+	}
+	line := fmt.Sprintf("restored from checkpoint %s (turn %d)", r.CheckpointID, r.Turn)
+	recomputed := map[string]bool{}
+	if len(r.Recomputed) > 0 {
+		parts := make([]string, len(r.Recomputed))
+		for i, rc := range r.Recomputed {
+			recomputed[rc.Name] = true
+			parts[i] = fmt.Sprintf("%s (replayed %s)", rc.Name, turnList(rc.Turns))
+		}
+		line += "; recomputed [" + strings.Join(parts, ", ") + "]"
+	}
+	why := map[string]client.VarSkip{}
+	for _, s := range r.Skipped {
+		why[s.Name] = s
+	}
+	for _, s := range r.NotReplayed { // replay's reason says more than the pickle's
+		if s.Type == "" {
+			s.Type = why[s.Name].Type
+		}
+		why[s.Name] = s
+	}
+	var lost []client.VarSkip
+	for _, s := range r.Skipped {
+		if !recomputed[s.Name] {
+			lost = append(lost, why[s.Name])
+		}
+	}
+	if len(lost) > 0 {
+		line += "; not restored [" + varSkips(lost) + "]"
+	}
+	if len(r.Failed) > 0 {
+		line += "; failed to load [" + varSkips(r.Failed) + "]"
+	}
+	if len(r.FilesAhead) > 0 {
+		files := make([]string, len(r.FilesAhead))
+		for i, f := range r.FilesAhead {
+			files[i] = cell(f)
+		}
+		line += "; workspace files kept that differ from it [" + strings.Join(files, ", ") + "]"
+	}
+	return line
+}
+
+// turnList is turns as "turn 2", "turns 1-3" when consecutive, else "turns 1, 4, 6".
+func turnList(turns []int) string {
+	if len(turns) == 1 {
+		return fmt.Sprintf("turn %d", turns[0])
+	}
+	if n := len(turns); n > 1 && consecutive(turns) {
+		return fmt.Sprintf("turns %d-%d", turns[0], turns[n-1])
+	}
+	parts := make([]string, len(turns))
+	for i, t := range turns {
+		parts[i] = strconv.Itoa(t)
+	}
+	return "turns " + strings.Join(parts, ", ")
+}
+
+// consecutive says whether turns go up one at a time.
+func consecutive(turns []int) bool {
+	for i := 1; i < len(turns); i++ {
+		if turns[i] != turns[i-1]+1 {
+			return false
+		}
+	}
+	return true
 }
 
 // checkpointLine is "checkpoint <id>: saved [...], N unchanged, skipped [...]" or the checkpoint's error.

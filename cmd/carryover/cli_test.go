@@ -194,6 +194,28 @@ func TestCLIRunDisplayUpdate(t *testing.T) {
 	}
 }
 
+// TestCLIRunRestoreReport: the first run after a restart says what the restore put back, what
+// replay recomputed and what is lost, with why (the terminal said nothing: a generator a turn that
+// deletes files made was gone without a word). The line of background processes ended is not
+// here: this server runs unsandboxed, where they are not tracked.
+func TestCLIRunRestoreReport(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "import os\ngen = (i for i in range(3))\nif os.path.exists('nothing'):\n    os.remove('nothing')\nx = 1")
+	must(t, "run", "-s", id, "-c", "g2 = (i for i in range(3))")
+	if _, err := client.New(cliBase, cliTestToken).Restart(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	r := must(t, "run", "-s", id, "-c", "x")
+	want := "restored from checkpoint ckpt_"
+	if r.stdout != "1\n" || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "(turn 2); recomputed [g2 (replayed turn 2)]") ||
+		!strings.Contains(r.stderr, "not restored [gen (generator: not replayed: turn 1 is not safe to run again") {
+		t.Fatalf("restore report: %+v", r)
+	}
+	if r := must(t, "run", "-s", id, "-c", "x"); strings.Contains(r.stderr, want) {
+		t.Fatalf("the report is said once: %+v", r)
+	}
+}
+
 func TestCLIRunProgress(t *testing.T) {
 	id := sessionID(t)
 	defer func(d time.Duration, f func(any) bool) { progressAfter, stderrTerminal = d, f }(progressAfter, stderrTerminal)
