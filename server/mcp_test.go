@@ -197,6 +197,20 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("source after fork: %+v", a)
 	}
 
+	// After a restart, run_python says what the restore brought back and what it could not, in its
+	// text and its structured content (a model learned of a lost variable from a NameError).
+	okTool(t, cs, "run_python", map[string]any{"session_id": "mcp-fork",
+		"code": "import os\ngen = (i for i in range(3))\nif os.path.exists('nothing'):\n    os.remove('nothing')"})
+	mustDo(t, 200, "restart", func(ctx context.Context) error { return errOf(ts.c.Restart(ctx, "mcp-fork")) })
+	a = okTool(t, cs, "run_python", map[string]any{"code": "x", "session_id": "mcp-fork"})
+	if rep, _ := a.out["restore"].(map[string]any); a.out["result"] != "7" || rep == nil || rep["checkpoint_id"] == "" ||
+		!strings.Contains(a.text, "restored from checkpoint ckpt_") || !strings.Contains(a.text, "not restored [gen (generator: not replayed: ") {
+		t.Fatalf("run after a restart: %+v", a)
+	}
+	if a = okTool(t, cs, "run_python", map[string]any{"code": "x", "session_id": "mcp-fork"}); a.out["restore"] != nil || strings.Contains(a.text, "restored from") {
+		t.Fatalf("the restore is told once: %+v", a)
+	}
+
 	// API errors are tool errors with the API's code.
 	if a = callTool(t, cs, "list_files", map[string]any{"session_id": "nope"}); !a.isError || !strings.HasPrefix(a.text, "not_found") {
 		t.Fatalf("unknown session: %+v", a)

@@ -14,13 +14,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/carryover/carryover"
 	"github.com/carryover/carryover/client"
 )
 
@@ -493,79 +493,21 @@ func (p *runPrinter) result(res *client.RunResult) {
 	}
 }
 
-// restoreLine tells what a restore since the last answer (the kernel died, was restarted, or the
-// session woke) put back: "restored from checkpoint <id> (turn N)", then what replay recomputed,
-// what is not restored (with why) and what failed to load; "" without a restore. The answer
-// always held it; the terminal showed nothing, so a variable lost to a crash went unmentioned.
+// restoreLine is the answer's restore report as carryover.RestoreReport.Summary words it (the MCP
+// tool's text says the same); "" without a restore.
 func restoreLine(r *client.RestoreReport) string {
 	if r == nil {
 		return ""
 	}
-	line := fmt.Sprintf("restored from checkpoint %s (turn %d)", r.CheckpointID, r.Turn)
-	recomputed := map[string]bool{}
-	if len(r.Recomputed) > 0 {
-		parts := make([]string, len(r.Recomputed))
-		for i, rc := range r.Recomputed {
-			recomputed[rc.Name] = true
-			parts[i] = fmt.Sprintf("%s (replayed %s)", rc.Name, turnList(rc.Turns))
-		}
-		line += "; recomputed [" + strings.Join(parts, ", ") + "]"
+	b, err := json.Marshal(r) // the client's type is the API's JSON, as the server's is
+	var rep carryover.RestoreReport
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
 	}
-	why := map[string]client.VarSkip{}
-	for _, s := range r.Skipped {
-		why[s.Name] = s
+	if err != nil {
+		return "restored from checkpoint " + r.CheckpointID + " (report not readable: " + err.Error() + ")"
 	}
-	for _, s := range r.NotReplayed { // replay's reason says more than the pickle's
-		if s.Type == "" {
-			s.Type = why[s.Name].Type
-		}
-		why[s.Name] = s
-	}
-	var lost []client.VarSkip
-	for _, s := range r.Skipped {
-		if !recomputed[s.Name] {
-			lost = append(lost, why[s.Name])
-		}
-	}
-	if len(lost) > 0 {
-		line += "; not restored [" + varSkips(lost) + "]"
-	}
-	if len(r.Failed) > 0 {
-		line += "; failed to load [" + varSkips(r.Failed) + "]"
-	}
-	if len(r.FilesAhead) > 0 {
-		files := make([]string, len(r.FilesAhead))
-		for i, f := range r.FilesAhead {
-			files[i] = cell(f)
-		}
-		line += "; workspace files kept that differ from it [" + strings.Join(files, ", ") + "]"
-	}
-	return line
-}
-
-// turnList is turns as "turn 2", "turns 1-3" when consecutive, else "turns 1, 4, 6".
-func turnList(turns []int) string {
-	if len(turns) == 1 {
-		return fmt.Sprintf("turn %d", turns[0])
-	}
-	if n := len(turns); n > 1 && consecutive(turns) {
-		return fmt.Sprintf("turns %d-%d", turns[0], turns[n-1])
-	}
-	parts := make([]string, len(turns))
-	for i, t := range turns {
-		parts[i] = strconv.Itoa(t)
-	}
-	return "turns " + strings.Join(parts, ", ")
-}
-
-// consecutive says whether turns go up one at a time.
-func consecutive(turns []int) bool {
-	for i := 1; i < len(turns); i++ {
-		if turns[i] != turns[i-1]+1 {
-			return false
-		}
-	}
-	return true
+	return rep.Summary()
 }
 
 // checkpointLine is "checkpoint <id>: saved [...], N unchanged, skipped [...]" or the checkpoint's error.

@@ -109,6 +109,11 @@ type runPythonOut struct {
 	Images          int            `json:"images" jsonschema:"how many image contents the result carries"`
 	Checkpoint      *checkpointOut `json:"checkpoint,omitempty"`
 	CheckpointError string         `json:"checkpoint_error,omitempty"`
+	// Restore: what the restore since the last answer (the kernel died or was restarted, the
+	// session woke) put back, recomputed, and could not (the API's run answer's restore).
+	Restore *carryover.RestoreReport `json:"restore,omitempty"`
+	// ProcessesEnded: background processes that ended with the session's previous kernel.
+	ProcessesEnded []kernel.BackgroundProcess `json:"processes_ended,omitempty"`
 }
 
 type runShellIn struct {
@@ -260,7 +265,7 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		return nil, runPythonOut{}, fmt.Errorf("%s", text)
 	}
 	out := runPythonOut{SessionID: id, ExecutionCount: res.ExecutionCount, Status: res.Status, Stdout: res.Stdout,
-		Stderr: res.Stderr, CheckpointError: res.CheckpointError}
+		Stderr: res.Stderr, CheckpointError: res.CheckpointError, Restore: res.Restore, ProcessesEnded: res.ProcessesEnded}
 	if res.Result != nil {
 		out.Result = *res.Result
 	}
@@ -279,7 +284,7 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 		content = append(content, img)
 		out.Images++
 	}
-	content = append(content, &sdk.TextContent{Text: fmt.Sprintf("session_id: %s\n%s", id, checkpointLine(res))})
+	content = append(content, &sdk.TextContent{Text: fmt.Sprintf("session_id: %s\n%s%s", id, restoreText(res), checkpointLine(res))})
 	// A Python exception is the tool's error, not the protocol's: isError with everything above.
 	return &sdk.CallToolResult{Content: content, IsError: res.Error != nil}, out, nil
 }
@@ -307,6 +312,24 @@ func runText(res *session.RunResult) string {
 			tb = res.Error.EName + ": " + res.Error.EValue
 		}
 		section("error", tb)
+	}
+	return b.String()
+}
+
+// restoreText is, each on a line of its own, what a restore since the last answer brought back and
+// lost (carryover.RestoreReport.Summary) and the background processes that ended with the old
+// kernel: a model reading the text learns of a lost variable here, not from a NameError later.
+func restoreText(res *session.RunResult) string {
+	var b strings.Builder
+	if line := res.Restore.Summary(); line != "" {
+		b.WriteString(line + "\n")
+	}
+	if len(res.ProcessesEnded) > 0 {
+		ended := make([]string, len(res.ProcessesEnded))
+		for i, p := range res.ProcessesEnded {
+			ended[i] = fmt.Sprintf("%d (%s)", p.PID, p.Command)
+		}
+		b.WriteString("background processes ended with the previous kernel: " + strings.Join(ended, ", ") + "\n")
 	}
 	return b.String()
 }
