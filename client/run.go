@@ -22,6 +22,9 @@ type RunRequest struct {
 	// IdempotencyKey is sent as the Idempotency-Key header (and the body's field); empty: Run draws one per call, so the
 	// call's retries (retry.go) never run the cell twice. Set it to retry a call across processes.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Stdin, when set, is what the cell's input() reads: a line per call, EOFError past its end
+	// (nil: input() raises StdinNotImplementedError).
+	Stdin *string `json:"stdin,omitempty"`
 }
 
 // RunResult is the answer of a run (also of /api/execute, without checkpoint).

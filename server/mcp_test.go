@@ -131,6 +131,11 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("x + 1: %+v", a)
 	}
 	okTool(t, cs, "run_python", map[string]any{"code": "x = 100", "session_id": id})
+	// stdin answers input(); past its end input() raises EOFError.
+	a = okTool(t, cs, "run_python", map[string]any{"code": "a = input('a? ')\ntry:\n    input()\nexcept EOFError:\n    a += '+eof'\na", "session_id": id, "stdin": "yes\n"})
+	if a.out["result"] != "'yes+eof'" || a.out["stdout"] != "a? " {
+		t.Fatalf("stdin: %+v", a)
+	}
 
 	// A Python exception is a tool result with isError, not a protocol error.
 	a = callTool(t, cs, "run_python", map[string]any{"code": "1/0", "session_id": id})

@@ -416,15 +416,17 @@ export class Carryover {
    * @param {string} sessionId
    * @param {string} code
    * @param {{updateData?: Record<string, any>, timeout?: number, env?: Record<string, string>,
-   *          idempotencyKey?: string}} [opts]
+   *          idempotencyKey?: string, stdin?: string}} [opts]
    *   timeout in seconds (the server's default when absent); idempotencyKey (default: a new one
    *   per call) makes retries, the call's own and yours with the same key, answer the first
    *   attempt's result instead of running the code again (a first attempt cut off before its
-   *   answer was stored rejects with code run_interrupted).
+   *   answer was stored rejects with code run_interrupted); stdin is what the code's input()
+   *   reads, a line per call, each prompt added to stdout, then EOFError (without it input()
+   *   raises StdinNotImplementedError; runStream answers prompts as they come instead).
    */
-  run(sessionId, code, { updateData, timeout, env, idempotencyKey } = {}) {
+  run(sessionId, code, { updateData, timeout, env, idempotencyKey, stdin } = {}) {
     return this.request('POST', this._s(sessionId, 'run'), {
-      json: compact({ code, update_data: updateData, timeout_seconds: timeout, env }),
+      json: compact({ code, update_data: updateData, timeout_seconds: timeout, env, stdin }),
       headers: { 'Idempotency-Key': idempotencyKey ?? newIdempotencyKey() },
     });
   }

@@ -80,6 +80,8 @@ type runPythonIn struct {
 	// IdempotencyKey makes a retried call answer the first call's result instead of running the
 	// code again (as the API's Idempotency-Key); it needs session_id.
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"a key chosen by the caller, the same for every retry of one call: a retry returns the first call's result and never runs the code twice; needs session_id"`
+	// Stdin answers the code's input() calls (the API's run "stdin").
+	Stdin *string `json:"stdin,omitempty" jsonschema:"text the code's input() reads, a line per call; past its end input() raises EOFError. Without it input() raises StdinNotImplementedError"`
 }
 
 type pyError struct {
@@ -252,7 +254,7 @@ func (t *tools) runPython(ctx context.Context, req *sdk.CallToolRequest, in runP
 	if err != nil {
 		return nil, runPythonOut{}, t.fail(req, createHint(err))
 	}
-	res, err := ls.Run(ctx, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey}, session.RunOptions{})
+	res, err := ls.Run(ctx, session.RunRequest{Code: in.Code, IdempotencyKey: in.IdempotencyKey, Stdin: in.Stdin}, session.RunOptions{})
 	if err != nil {
 		// A timeout or a kernel death: the API's code first, then what the run printed before it.
 		e := carryover.ErrorOf(err)

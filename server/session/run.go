@@ -24,6 +24,9 @@ type RunRequest struct {
 	// IdempotencyKey makes the run exactly-once under retries (idempotency.go); the front doors
 	// fill it from the Idempotency-Key header or the body's field.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Stdin, when set, is what the cell's input() reads: a line per call, EOFError past its end
+	// (stdin.go). It answers before any client is asked (a websocket's input_request).
+	Stdin *string `json:"stdin,omitempty"`
 }
 
 // RunError is the error of a run whose code raised.
@@ -81,6 +84,7 @@ type RunOptions struct {
 	OnReplay func()
 
 	started func() error // a keyed run's: called just before its code starts (idempotency.go)
+	stdin   *stdinLines  // the request's stdin, answering input() (stdin.go)
 }
 
 // Run executes code in the session's kernel, streams outputs to the session's subscribers,
@@ -123,6 +127,7 @@ func (ls *Session) Run(ctx context.Context, req RunRequest, opts RunOptions) (*R
 	if opts.ID == "" {
 		opts.ID = s.nextRunID()
 	}
+	opts.stdin = stdinOf(req.Stdin)
 	if len(req.Env) > 0 {
 		if err := agentops.SetEnv(ctx, k, req.Env); err != nil {
 			return nil, ls.syncFailed(ctx, err)

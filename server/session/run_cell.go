@@ -54,19 +54,20 @@ func (ls *Session) runCode(ctx context.Context, k *kernel.Kernel, code string, t
 // mid-run) and the session's subscribers.
 func (ls *Session) cellOptions(act *activeRun, col *collect.Collector, code string, hooks RunOptions, ride *snapshotRide) kernel.ExecOptions {
 	captures := stream.OutputCaptures{When: ls.hub.HasComms} // what an Output widget captures is the widget's
+	onOutput := func(o kernel.Output) {
+		if f := captures.Frame(o); f != nil {
+			ls.hub.BroadcastComms(f)
+			return
+		}
+		if col.Add(o) {
+			act.output(&ls.hub, o)
+		}
+	}
 	opts := kernel.ExecOptions{
 		StoreHistory: true,
 		OnStart:      ls.cellStarted,
 		OnComm:       captures.Watch,
-		OnOutput: func(o kernel.Output) {
-			if f := captures.Frame(o); f != nil {
-				ls.hub.BroadcastComms(f)
-				return
-			}
-			if col.Add(o) {
-				act.output(&ls.hub, o)
-			}
-		},
+		OnOutput:     onOutput,
 		// busy goes out as the kernel says it; idle is sent after the result (see Run), so a client
 		// that sees idle knows the turn, checkpoint included, is over.
 		OnStatus: func(state string) {
@@ -78,7 +79,12 @@ func (ls *Session) cellOptions(act *activeRun, col *collect.Collector, code stri
 	if ride != nil && ride.prep != nil {
 		opts.UserExpressions = map[string]string{snapshotKey: ride.prep.Expr}
 	}
-	if hooks.AllowInput {
+	switch {
+	case hooks.stdin != nil:
+		opts.OnInput = hooks.stdin.answer(func(prompt string) {
+			onOutput(kernel.Output{Type: "stream", Name: "stdout", Text: prompt})
+		})
+	case hooks.AllowInput:
 		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
 			return act.askInput(ictx, &ls.hub, req)
 		}

@@ -172,6 +172,8 @@ test('run keeps state across turns; updateData, env, result', async () => {
   assert.equal(r2.execution_count, 2);
   assert.deepEqual((await client.getAgentSession(id)).session.data, { last_result: 42 });
   assert.equal((await client.run(id, 'counter')).result, '1');
+  const r3 = await client.run(id, "a = input('a? ')\ntry:\n    input()\nexcept EOFError:\n    a += '+eof'\na", { stdin: 'yes\n' });
+  assert.deepEqual([r3.result, r3.stdout], ["'yes+eof'", 'a? ']);
 });
 
 test('a Python error is an answer with status error, and the session goes on', async () => {

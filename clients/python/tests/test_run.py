@@ -31,6 +31,13 @@ class RunFlow(unittest.TestCase):
         self.assertEqual(c.get_session(self.sid).data, {"user_id": "123", "step": 1})
         self.assertEqual(c.update_session(self.sid, {"k": "v"}).data["k"], "v")
 
+    def test_stdin_answers_input(self):
+        r = self.client.run(self.sid, "a = input('a? ')\ntry:\n    input()\nexcept EOFError:\n    a += '+eof'\na",
+                            stdin="yes\n")
+        self.assertEqual((r.status, r.result, r.stdout), ("ok", "'yes+eof'", "a? "))
+        r = self.client.run(self.sid, "input()")
+        self.assertEqual(r.error.name, "StdinNotImplementedError")
+
     def test_error_in_code_is_a_status_not_an_exception(self):
         r = self.client.run(self.sid, "print('before')\n1/0")
         self.assertEqual(r.status, "error")

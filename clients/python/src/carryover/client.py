@@ -399,10 +399,14 @@ class Carryover:
 
     def run(self, session_id: str, code: str, update_data: Optional[Dict[str, Any]] = None,
             timeout: Optional[float] = None, env: Optional[Dict[str, str]] = None, *,
-            idempotency_key: Optional[str] = None) -> Execution:
+            idempotency_key: Optional[str] = None, stdin: Optional[str] = None) -> Execution:
         """POST .../run. Code that raises is not an exception: the answer has status "error" and
         ``.error``. A timeout raises Timeout, a kernel death KernelDied, both with the partial
         Execution in ``.result``. A pending session is started by its first run.
+
+        ``stdin`` is what the code's ``input()`` reads, a line per call, each prompt added to
+        stdout; past its end ``input()`` raises EOFError. Without it ``input()`` raises
+        StdinNotImplementedError (``stream_run`` answers prompts as they come instead).
 
         ``idempotency_key`` (default: a new one per call) makes the call's retries, and yours with
         the same key, answer the first attempt's result instead of running the code again; a
@@ -414,6 +418,8 @@ class Carryover:
             body["timeout_seconds"] = timeout
         if env:
             body["env"] = env
+        if stdin is not None:
+            body["stdin"] = stdin
         out = self.request("POST", self._session_path(session_id, "run"), body,
                            timeout=self._run_timeout(timeout), partial=Execution.from_dict,
                            headers=_key_header(idempotency_key))
