@@ -2,6 +2,8 @@ package carryover
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -59,11 +61,35 @@ const (
 )
 
 // EventTypes is every event type carryover logs, in the order above: GET .../events?event_type=
-// refuses another name (a typo answered an empty log, as if nothing had happened).
+// refuses another name unless the session's log holds it (a typo answered an empty log, as if
+// nothing had happened; an archive from a newer build may hold types this one does not log).
 var EventTypes = []string{
 	EventSessionStarted, EventSessionPaused, EventSessionResumed, EventSessionCompleted, EventSessionFailed,
 	EventSessionCancelled, EventSessionHibernated, EventSessionForked, EventSandboxCreated, EventSandboxTerminated,
 	EventSandboxLimitExceeded, EventRotationStarted, EventRotationCompleted, EventRotationFailed, EventExecStarted,
 	EventExecCompleted, EventBudgetWarning, EventBudgetExceeded, EventCheckpointCreated, EventCheckpointRestored,
 	EventCheckpointFailed, EventToolRegistered, EventHeartbeat, EventKernelDied, EventVariablesSkipped, EventKernelRestarted,
+}
+
+// KnownEventType says whether this build logs events of type t.
+func KnownEventType(t string) bool { return slices.Contains(EventTypes, t) }
+
+// EventTypeShaped says whether t could name an event type: lower-case words joined by "_", at
+// most 64 bytes (every type carryover logs, and any a newer build would).
+func EventTypeShaped(t string) bool {
+	if t == "" || len(t) > 64 || t[0] == '_' || t[len(t)-1] == '_' {
+		return false
+	}
+	for _, c := range []byte(t) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// UnknownEventType is the error of an event_type filter naming a type nobody logged.
+func UnknownEventType(t string) error {
+	return Errorf(CodeInvalid, "event_type %q is not one carryover logs (%s)", t, strings.Join(EventTypes, ", ")).
+		WithDetails("field", "event_type")
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
-	"slices"
-	"strings"
 
 	"github.com/carryover/carryover"
 )
@@ -52,9 +50,8 @@ func eventQuery(r *http.Request) (carryover.EventQuery, error) {
 		return carryover.EventQuery{}, err
 	}
 	typ := r.URL.Query().Get("event_type")
-	if typ != "" && !slices.Contains(carryover.EventTypes, typ) {
-		return carryover.EventQuery{}, carryover.Errorf(carryover.CodeInvalid, "event_type %q is not one carryover logs (%s)",
-			typ, strings.Join(carryover.EventTypes, ", ")).WithDetails("field", "event_type")
+	if typ != "" && !carryover.EventTypeShaped(typ) {
+		return carryover.EventQuery{}, carryover.UnknownEventType(typ)
 	}
 	order := r.URL.Query().Get("order")
 	if order != "" && order != "asc" && order != "desc" {

@@ -9,8 +9,19 @@ import (
 // What the service recorded about a session, for the front doors (they never reach the store).
 
 // Events lists the events of session id that q selects (carryover.EventQuery).
+//
+// A type filter this build does not log is a typo (invalid), unless the session's log holds events
+// of it: imported from an archive a newer build wrote, they can be filtered by it.
 func (s *Service) Events(ctx context.Context, id string, q carryover.EventQuery) ([]carryover.Event, error) {
-	return listOf(s, id, func() ([]carryover.Event, error) { return s.store.ListEvents(ctx, id, q) })
+	evs, err := listOf(s, id, func() ([]carryover.Event, error) { return s.store.ListEvents(ctx, id, q) })
+	if err != nil || len(evs) > 0 || q.Type == "" || carryover.KnownEventType(q.Type) {
+		return evs, err
+	}
+	held, err := s.store.ListEvents(ctx, id, carryover.EventQuery{Type: q.Type, Limit: 1})
+	if err == nil && len(held) == 0 {
+		err = carryover.UnknownEventType(q.Type)
+	}
+	return evs, err
 }
 
 // Executions lists the newest limit runs and shell commands of session id, oldest first.
