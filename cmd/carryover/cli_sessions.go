@@ -14,7 +14,7 @@ import (
 )
 
 func (c *cli) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List, show, fork, export, import and remove sessions; show what one used"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, show, fork, export, import and remove sessions; interrupt, restart, pause, resume, hibernate, stop them; show what one used"}
 	ls := &cobra.Command{
 		Use: "ls", Short: "List the sessions (id, state, sandbox status, execution count, updated)",
 		Args: cobra.NoArgs,
@@ -61,6 +61,7 @@ func (c *cli) sessionsCmd() *cobra.Command {
 		}),
 	}
 	cmd.AddCommand(ls, show, rm, c.forkCmd(), c.notebookCmd(), c.usageCmd(), c.exportCmd(), c.importCmd())
+	cmd.AddCommand(c.lifecycleCmds()...) // cli_lifecycle.go
 	return cmd
 }
 

@@ -273,6 +273,60 @@ func TestCLISessions(t *testing.T) {
 	}
 }
 
+// TestCLISessionLifecycle: `sessions interrupt|restart|pause|resume|hibernate|stop` act on a
+// session from the terminal (only curl could before): an interrupt from another terminal stops a
+// run, a paused session refuses runs, a hibernated one wakes with its state.
+func TestCLISessionLifecycle(t *testing.T) {
+	id := sessionID(t)
+	must(t, "run", "-s", id, "-c", "x = 1")
+	run := make(chan cliResult, 1)
+	go func() { run <- carry(t, "", "run", "-s", id, "-c", "import time\nopen('started', 'w').close()\ntime.sleep(60)") }()
+	waitRunning(t, id)
+	if r := must(t, "sessions", "interrupt", id); r.stdout != "interrupted "+id+": state running, sandbox live\n" {
+		t.Fatalf("interrupt: %+v", r)
+	}
+	if r := <-run; r.code != 1 || !strings.Contains(r.stderr, "KeyboardInterrupt") {
+		t.Fatalf("the interrupted run: %+v", r)
+	}
+	if r := must(t, "sessions", "restart", id); !strings.HasPrefix(r.stdout, "restarted "+id+": state running") {
+		t.Fatalf("restart: %+v", r)
+	}
+	must(t, "sessions", "pause", id)
+	if r := carry(t, "", "run", "-s", id, "-c", "x"); r.code != 2 || !strings.Contains(r.stderr, "session_paused") {
+		t.Fatalf("run while paused: %+v", r)
+	}
+	must(t, "sessions", "resume", id)
+	if r := must(t, "sessions", "hibernate", id); !strings.Contains(r.stdout, "sandbox hibernated") {
+		t.Fatalf("hibernate: %+v", r)
+	}
+	if r := must(t, "run", "-s", id, "-c", "x"); r.stdout != "1\n" || !strings.Contains(r.stderr, "restored from checkpoint") {
+		t.Fatalf("run after hibernate: %+v", r)
+	}
+	if r := must(t, "sessions", "stop", id, "--reason", "done here"); !strings.HasPrefix(r.stdout, "stopped "+id+": state completed") {
+		t.Fatalf("stop: %+v", r)
+	}
+	if r := must(t, "sessions", "show", id); !strings.Contains(r.stdout, "done here") {
+		t.Fatalf("show after stop: %+v", r)
+	}
+	if r := carry(t, "", "sessions", "interrupt", id+"-none"); r.code != 2 || !strings.Contains(r.stderr, "not_found (404)") {
+		t.Fatalf("interrupt of no session: %+v", r)
+	}
+}
+
+// waitRunning waits until session id's run has started: its cell made the file "started".
+func waitRunning(t *testing.T, id string) {
+	t.Helper()
+	cl := client.New(cliBase, cliTestToken)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := cl.GetFile(t.Context(), id, "started"); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("session %s: its run did not start", id)
+}
+
 func TestCLIExec(t *testing.T) {
 	id := sessionID(t)
 	must(t, "run", "-s", id, "-c", "open('f.txt', 'w').write('hello')")
