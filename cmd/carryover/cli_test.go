@@ -280,7 +280,9 @@ func TestCLISessionLifecycle(t *testing.T) {
 	id := sessionID(t)
 	must(t, "run", "-s", id, "-c", "x = 1")
 	run := make(chan cliResult, 1)
-	go func() { run <- carry(t, "", "run", "-s", id, "-c", "import time\nopen('started', 'w').close()\ntime.sleep(60)") }()
+	go func() {
+		run <- carry(t, "", "run", "-s", id, "-c", "import time\nopen('started', 'w').close()\ntime.sleep(60)")
+	}()
 	waitRunning(t, id)
 	if r := must(t, "sessions", "interrupt", id); r.stdout != "interrupted "+id+": state running, sandbox live\n" {
 		t.Fatalf("interrupt: %+v", r)
