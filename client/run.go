@@ -71,6 +71,8 @@ type ExecuteRequest struct {
 	Language       string   `json:"language,omitempty"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+	// Stdin, when set, is what the code's input() reads, as RunRequest.Stdin.
+	Stdin *string `json:"stdin,omitempty"`
 	// IdempotencyKey is sent as the Idempotency-Key header; empty: Execute draws one per call, so
 	// its retries (a reset connection, a restarted server) never run the code twice.
 	IdempotencyKey string `json:"-"`

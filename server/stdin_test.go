@@ -32,6 +32,11 @@ func TestRunStdin(t *testing.T) {
 	if err != nil || r.Error == nil || r.Error.EName != "StdinNotImplementedError" || strings.Contains(r.Stdout, "name?") {
 		t.Fatalf("no stdin: %s %v", dump(r), err)
 	}
+	// POST /api/execute takes it too.
+	r, err = ts.c.Execute(ts.ctx(), client.ExecuteRequest{Code: "input('? ') + input()", Stdin: &text})
+	if err != nil || resultOf(r) != "'alicebob'" || r.Stdout != "? " {
+		t.Fatalf("execute with stdin: %s %v", dump(r), err)
+	}
 	// The session's state holds what the lines made.
 	if out := ts.run("stdin", "len(lines)"); resultOf(out) != "4" {
 		t.Fatalf("after: %s", dump(out))

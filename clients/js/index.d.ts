@@ -141,7 +141,7 @@ export declare class Carryover {
 
   // carryover
   run(sessionId: string, code: string, opts?: RunOptions): Promise<A['POST /api/sessions/{id}/run']>;
-  execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number; idempotencyKey?: string }): Promise<A['POST /api/execute']>;
+  execute(code: string, opts?: { language?: B['POST /api/execute']['language']; timeout?: number; idempotencyKey?: string; stdin?: string }): Promise<A['POST /api/execute']>;
   runStream(sessionId: string, code: string, opts?: RunStreamOptions): Promise<Schemas.WSResultFrame['result']>;
   fork(sessionId: string, opts?: { sessionId?: string; checkpointId?: string; count?: number }): Promise<A['POST /api/sessions/{id}/fork']>;
   /** the .ipynb (nbformat 4.5), parsed */
@@ -383,6 +383,8 @@ export declare namespace Schemas {
     language?: "" | "python" | "python3";
     code: string;
     timeout_seconds?: number | null;
+    /** extension: what the code's input() reads, as RunRequest's stdin */
+    stdin?: string;
   }
 
   export interface RunError {

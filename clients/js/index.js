@@ -435,11 +435,12 @@ export class Carryover {
    * POST /api/execute: code in a throwaway session destroyed at once (no checkpoint), once:
    * idempotencyKey (default: a new one per call) makes the call's retries answer the first
    * attempt's result instead of running the code again.
-   * @param {string} code @param {{language?: string, timeout?: number, idempotencyKey?: string}} [opts]
+   * stdin as run's.
+   * @param {string} code @param {{language?: string, timeout?: number, idempotencyKey?: string, stdin?: string}} [opts]
    */
-  execute(code, { language, timeout, idempotencyKey } = {}) {
+  execute(code, { language, timeout, idempotencyKey, stdin } = {}) {
     return this.request('POST', '/api/execute', {
-      json: compact({ code, language, timeout_seconds: timeout }),
+      json: compact({ code, language, timeout_seconds: timeout, stdin }),
       headers: { 'Idempotency-Key': idempotencyKey ?? newIdempotencyKey() },
     });
   }

@@ -11,6 +11,7 @@ type EphemeralRequest struct {
 	Language       string   `json:"language"`
 	Code           string   `json:"code"`
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
+	Stdin          *string  `json:"stdin,omitempty"` // what input() reads, as a run's (stdin.go)
 }
 
 // RunEphemeral runs code (POST /api/execute) in a throwaway session destroyed at once: nothing is saved or kept.
@@ -54,7 +55,7 @@ func (s *Service) runEphemeral(ctx context.Context, req EphemeralRequest, starte
 	if err := started(); err != nil {
 		return nil, err
 	}
-	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id}, 1, nil)
+	res, err := ls.runCode(ctx, k, req.Code, timeout, RunOptions{ID: id, stdin: stdinOf(req.Stdin)}, 1, nil)
 	if err != nil {
 		if e := carryover.ErrorOf(err); e.Code == carryover.CodeTimeout || e.Code == carryover.CodeKernelDied {
 			return res, err

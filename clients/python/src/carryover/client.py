@@ -426,13 +426,16 @@ class Carryover:
         return Execution.from_dict(out)
 
     def execute(self, code: str, language: str = "python",
-                timeout: Optional[float] = None, *, idempotency_key: Optional[str] = None) -> Execution:
+                timeout: Optional[float] = None, *, idempotency_key: Optional[str] = None,
+                stdin: Optional[str] = None) -> Execution:
         """POST /api/execute: runs code in a throwaway session, once: ``idempotency_key`` (default: a
         new one per call) makes the call's retries, and yours with the same key, answer the first
-        attempt's result instead of running the code again."""
+        attempt's result instead of running the code again. ``stdin`` as ``run``'s."""
         body: Dict[str, Any] = {"code": code, "language": language}
         if timeout is not None:
             body["timeout_seconds"] = timeout
+        if stdin is not None:
+            body["stdin"] = stdin
         out = self.request("POST", "/api/execute", body, timeout=self._run_timeout(timeout),
                            partial=Execution.from_dict, headers=_key_header(idempotency_key))
         return Execution.from_dict(out)
