@@ -133,7 +133,7 @@ func TestMCPTools(t *testing.T) {
 	okTool(t, cs, "run_python", map[string]any{"code": "x = 100", "session_id": id})
 	// stdin answers input(); past its end input() raises EOFError.
 	a = okTool(t, cs, "run_python", map[string]any{"code": "a = input('a? ')\ntry:\n    input()\nexcept EOFError:\n    a += '+eof'\na", "session_id": id, "stdin": "yes\n"})
-	if a.out["result"] != "'yes+eof'" || a.out["stdout"] != "a? " {
+	if a.out["result"] != "'yes+eof'" || a.out["stdout"] != "" {
 		t.Fatalf("stdin: %+v", a)
 	}
 

@@ -55,7 +55,7 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** the call's Idempotency-Key (default: a new one per call): a retry with it never runs the code twice */
   idempotencyKey?: string;
-  /** what the code's input() reads, a line per call (each prompt added to stdout), then EOFError */
+  /** what the code's input() reads, a line per call, then EOFError */
   stdin?: string;
 }
 
@@ -375,7 +375,7 @@ export declare namespace Schemas {
     env?: Record<string, string>;
     /** extension: exactly-once under retries, as the Idempotency-Key header (which wins when both are sent and must then be equal); see api.md "Idempotency keys" */
     idempotency_key?: string;
-    /** extension: the text the cell's input() reads, a line per call (the last line counts without its newline); past its end input() raises EOFError. Each prompt is added to stdout, as a piped program's. Without it, input() raises StdinNotImplementedError (POST /run has nobody to ask) */
+    /** extension: the text the cell's input() reads, a line per call (the last line counts without its newline); past its end input() raises EOFError. Without it, input() raises StdinNotImplementedError (POST /run has nobody to ask) */
     stdin?: string;
   }
 

@@ -421,7 +421,7 @@ export class Carryover {
    *   per call) makes retries, the call's own and yours with the same key, answer the first
    *   attempt's result instead of running the code again (a first attempt cut off before its
    *   answer was stored rejects with code run_interrupted); stdin is what the code's input()
-   *   reads, a line per call, each prompt added to stdout, then EOFError (without it input()
+   *   reads, a line per call, then EOFError (without it input()
    *   raises StdinNotImplementedError; runStream answers prompts as they come instead).
    */
   run(sessionId, code, { updateData, timeout, env, idempotencyKey, stdin } = {}) {

@@ -81,9 +81,7 @@ func (ls *Session) cellOptions(act *activeRun, col *collect.Collector, code stri
 	}
 	switch {
 	case hooks.stdin != nil:
-		opts.OnInput = hooks.stdin.answer(func(prompt string) {
-			onOutput(kernel.Output{Type: "stream", Name: "stdout", Text: prompt})
-		})
+		opts.OnInput = hooks.stdin.answer
 	case hooks.AllowInput:
 		opts.OnInput = func(ictx context.Context, req kernel.InputRequest) (string, error) {
 			return act.askInput(ictx, &ls.hub, req)

@@ -43,13 +43,10 @@ func (s *stdinLines) next() string {
 	return strings.TrimSuffix(line, "\r")
 }
 
-// answer is the kernel's OnInput for a run with stdin: its prompt goes into the run's stdout (as a
-// piped program's does: no echo of the line), then the next line answers.
-func (s *stdinLines) answer(prompt func(string)) func(context.Context, kernel.InputRequest) (string, error) {
-	return func(_ context.Context, req kernel.InputRequest) (string, error) {
-		if req.Prompt != "" {
-			prompt(req.Prompt)
-		}
-		return s.next(), nil
-	}
+// answer is the kernel's OnInput for a run with stdin: the next line. The prompt is not put into
+// the run's stdout: it comes on the stdin channel, apart from the iopub stream the outputs come
+// on, so it could not be placed among them in order (ipykernel flushes stdout before it asks, but
+// the two sockets keep no order between them), and this runs on a goroutine of its own.
+func (s *stdinLines) answer(_ context.Context, _ kernel.InputRequest) (string, error) {
+	return s.next(), nil
 }

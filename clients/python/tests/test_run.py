@@ -34,7 +34,7 @@ class RunFlow(unittest.TestCase):
     def test_stdin_answers_input(self):
         r = self.client.run(self.sid, "a = input('a? ')\ntry:\n    input()\nexcept EOFError:\n    a += '+eof'\na",
                             stdin="yes\n")
-        self.assertEqual((r.status, r.result, r.stdout), ("ok", "'yes+eof'", "a? "))
+        self.assertEqual((r.status, r.result, r.stdout), ("ok", "'yes+eof'", ""))
         r = self.client.run(self.sid, "input()")
         self.assertEqual(r.error.name, "StdinNotImplementedError")
 

@@ -404,8 +404,7 @@ class Carryover:
         ``.error``. A timeout raises Timeout, a kernel death KernelDied, both with the partial
         Execution in ``.result``. A pending session is started by its first run.
 
-        ``stdin`` is what the code's ``input()`` reads, a line per call, each prompt added to
-        stdout; past its end ``input()`` raises EOFError. Without it ``input()`` raises
+        ``stdin`` is what the code's ``input()`` reads, a line per call; past its end ``input()`` raises EOFError. Without it ``input()`` raises
         StdinNotImplementedError (``stream_run`` answers prompts as they come instead).
 
         ``idempotency_key`` (default: a new one per call) makes the call's retries, and yours with
